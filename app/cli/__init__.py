@@ -1,0 +1,53 @@
+"""The ``canopy`` command: one module per verb, each with ``register(subparsers)``.
+
+Errors in the user's input reach stderr as one sentence and exit code 2, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from engine.errors import CanopyError
+
+# Verb modules under app.cli; each defines register(subparsers) and sets args.run.
+VERBS = ["solve"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="canopy",
+        description="Design cluster networks and get optimal collective schedules (ForestColl).")
+    parser.add_argument("--version", action="store_true", help="print versions and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for verb in VERBS:
+        importlib.import_module(f"app.cli.{verb.replace('-', '_')}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from app.versions import version_report
+        print(version_report())
+        return 0
+    if args.command is None:
+        args = parser.parse_args(["gui"])
+    try:
+        return int(args.run(args) or 0)
+    except CanopyError as exc:
+        print(f"canopy: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("canopy: interrupted.", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"canopy: {exc.strerror or exc} ({exc.filename or ''}).", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""The directed, indexed view of a topology that the algorithms work on.
+
+Node ``i`` is ``names[i]``; ``capacity[(u, v)]`` is the exact bandwidth of the directed
+link u -> v with parallel links added up. The auxiliary source ``s`` of ForestColl's flow
+networks (forestcoll.txt §4.2, Fig. 3b) is node ``len(names)`` when a flow network is
+built by :func:`source_network`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from engine.maxflow import FlowNetwork
+from engine.topology import Topology, check
+
+
+@dataclass(frozen=True)
+class Network:
+    """A validated topology as integers: node indices and directed link bandwidths."""
+
+    names: tuple[str, ...]
+    compute: tuple[int, ...]
+    capacity: Mapping[tuple[int, int], Fraction]
+    compute_set: frozenset[int]
+
+    @classmethod
+    def from_topology(cls, topo: Topology, where: str = "") -> Network:
+        """Validate ``topo`` (raising TopologyError) and index it."""
+        check(topo, where)
+        names = tuple(topo.node_ids())
+        index = {name: i for i, name in enumerate(names)}
+        caps = {(index[u], index[v]): c for (u, v), c in topo.capacities().items()}
+        compute = tuple(index[c] for c in topo.compute_nodes())
+        return cls(names, compute, caps, frozenset(compute))
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def source(self) -> int:
+        return len(self.names)
+
+    def is_compute(self, i: int) -> bool:
+        return i in self.compute_set
+
+    def ingress(self, v: int) -> Fraction:
+        return sum((c for (_, b), c in self.capacity.items() if b == v), Fraction(0))
+
+    def egress_of(self, nodes: set[int]) -> Fraction:
+        """B+(S): total bandwidth of links leaving ``nodes``."""
+        return sum((c for (a, b), c in self.capacity.items() if a in nodes and b not in nodes),
+                   Fraction(0))
+
+
+def source_network(net: Network, link_cap: Callable[[tuple[int, int]], int],
+                   source_cap: int) -> FlowNetwork:
+    """The flow network G⃗ of §4.2 / Thm 5: links with ``link_cap(edge)`` and an arc of
+    ``source_cap`` from the added source s to every compute node."""
+    flow = FlowNetwork(net.n + 1)
+    for edge in net.capacity:
+        cap = link_cap(edge)
+        if cap:
+            flow.add_arc(edge[0], edge[1], cap)
+    for c in net.compute:
+        flow.add_arc(net.source, c, source_cap)
+    return flow
+
+
+def weakest_sink(flow: FlowNetwork, net: Network,
+                 stop_below: int | None = None) -> tuple[int, int, list[int]]:
+    """min over compute v of F(s, v), the v attaining it and its min cut's source side.
+
+    With ``stop_below``, return at the first v whose flow is below that value.
+    """
+    best: tuple[int, int, list[int]] | None = None
+    for v in net.compute:
+        value = flow.max_flow(net.source, v)
+        if best is None or value < best[0]:
+            best = (value, v, [])
+            if stop_below is not None and value < stop_below:
+                break
+    assert best is not None
+    value, v, _ = best
+    _, side = flow.min_cut(net.source, v)
+    return value, v, side

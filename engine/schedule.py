@@ -1,0 +1,116 @@
+"""Schedules: spanning out-trees over the compute nodes, routed through the switches.
+
+A :class:`Schedule` is what ``canopy solve`` returns (canopy-schedule v1, DESIGN.md).
+Each :class:`Tree` of multiplicity ``m`` stands for ``m`` identical unit trees; every
+unit tree carries 1/k of its root's shard at the tree bandwidth ``y`` (forestcoll.txt
+§3.2, App. C.3). For reduce-scatter the same out-trees are listed and data runs against
+the arrows; allreduce is reduce-scatter followed by allgather (§4.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from engine.optimality import collective_algbw
+
+
+@dataclass(frozen=True)
+class TreeEdge:
+    """A logical compute-to-compute edge and its physical route (switches in between)."""
+
+    src: str
+    dst: str
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """``multiplicity`` identical unit out-trees rooted at ``root`` (parents first)."""
+
+    root: str
+    index: int
+    multiplicity: int
+    edges: tuple[TreeEdge, ...]
+
+    def depth(self) -> dict[str, int]:
+        """Depth of every compute node in the tree (root 0)."""
+        d = {self.root: 0}
+        for e in self.edges:
+            d[e.dst] = d[e.src] + 1
+        return d
+
+    @property
+    def height(self) -> int:
+        return max(self.depth().values())
+
+    def children(self) -> dict[str, list[TreeEdge]]:
+        out: dict[str, list[TreeEdge]] = {}
+        for e in self.edges:
+            out.setdefault(e.src, []).append(e)
+        return out
+
+
+@dataclass(frozen=True)
+class OptimumSummary:
+    """The optimum of the topology the schedule was built for (for display and JSON)."""
+
+    inverse_x: Fraction
+    bottleneck_cut: tuple[str, ...]
+    cut_bandwidth: Fraction
+    k: int
+    tree_bandwidth: Fraction
+
+    @property
+    def x(self) -> Fraction:
+        return 1 / self.inverse_x
+
+
+@dataclass
+class Schedule:
+    """A verified forest: k unit trees per compute node at tree bandwidth y."""
+
+    collective: str
+    compute_nodes: list[str]
+    k: int
+    tree_bandwidth: Fraction
+    trees: list[Tree]
+    optimum: OptimumSummary
+    fixed_k: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def x(self) -> Fraction:
+        """Per-node broadcast rate of this schedule: k·y."""
+        return self.k * self.tree_bandwidth
+
+    @property
+    def algbw(self) -> Fraction:
+        return collective_algbw(self.collective, len(self.compute_nodes), self.x)
+
+    @property
+    def optimal_algbw(self) -> Fraction:
+        return collective_algbw(self.collective, len(self.compute_nodes), self.optimum.x)
+
+    def trees_of(self, root: str) -> list[Tree]:
+        return [t for t in self.trees if t.root == root]
+
+    def link_loads(self) -> dict[tuple[str, str], int]:
+        """Unit trees crossing each directed physical link (multiplicities counted)."""
+        loads: dict[tuple[str, str], int] = {}
+        for tree in self.trees:
+            for e in tree.edges:
+                for hop in zip(e.path, e.path[1:], strict=False):
+                    loads[hop] = loads.get(hop, 0) + tree.multiplicity
+        return loads
+
+    def trees_using(self) -> dict[tuple[str, str], list[int]]:
+        """Tree positions (indexes into ``trees``) using each directed physical link."""
+        users: dict[tuple[str, str], list[int]] = {}
+        for pos, tree in enumerate(self.trees):
+            hops = {hop for e in tree.edges for hop in zip(e.path, e.path[1:], strict=False)}
+            for hop in hops:
+                users.setdefault(hop, []).append(pos)
+        return users

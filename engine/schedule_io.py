@@ -1,0 +1,118 @@
+"""canopy-schedule v1 JSON (DESIGN.md): write and read schedules.
+
+Exact values (1/x*, y) are written as "p/q" strings next to float algbw figures for
+people; reading takes the exact strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ScheduleError
+from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
+from engine.topology_io import atomic_write_text
+
+FORMAT = "canopy-schedule"
+VERSION = 1
+
+
+def _exact(value: Fraction) -> str:
+    return str(value)
+
+
+def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
+    opt = schedule.optimum
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "collective": schedule.collective,
+        "compute_nodes": list(schedule.compute_nodes),
+        "optimality": {
+            "inverse_x": _exact(opt.inverse_x),
+            "algbw": round(float(schedule.optimal_algbw), 6),
+            "algbw_exact": _exact(schedule.optimal_algbw),
+            "bottleneck_cut": list(opt.bottleneck_cut),
+            "cut_bandwidth": _exact(opt.cut_bandwidth),
+            "k": opt.k,
+            "tree_bandwidth": _exact(opt.tree_bandwidth),
+        },
+        "k": schedule.k,
+        "fixed_k": schedule.fixed_k,
+        "tree_bandwidth": _exact(schedule.tree_bandwidth),
+        "algbw": round(float(schedule.algbw), 6),
+        "algbw_exact": _exact(schedule.algbw),
+        "timings_s": {k: round(v, 6) for k, v in schedule.timings.items()},
+        "trees": [
+            {"root": t.root, "index": t.index, "multiplicity": t.multiplicity,
+             "height": t.height,
+             "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges]}
+            for t in schedule.trees
+        ],
+        **schedule.extra,
+    }
+
+
+def _fraction(value: Any, what: str, source: str) -> Fraction:
+    try:
+        return Fraction(str(value))
+    except (ValueError, ZeroDivisionError):
+        raise ScheduleError(f"{source}: {what} {value!r} is not a number.") from None
+
+
+def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ScheduleError(f"{source}: format is not '{FORMAT}'.")
+    if data.get("version") != VERSION:
+        raise ScheduleError(f"{source}: version {data.get('version')!r} is not supported.")
+    try:
+        opt = data["optimality"]
+        trees = []
+        for i, t in enumerate(data["trees"]):
+            edges = tuple(TreeEdge(str(e["src"]), str(e["dst"]), tuple(map(str, e["path"])))
+                          for e in t["edges"])
+            trees.append(Tree(str(t["root"]), int(t.get("index", i)),
+                              int(t["multiplicity"]), edges))
+        known = {"format", "version", "collective", "compute_nodes", "optimality", "k",
+                 "fixed_k", "tree_bandwidth", "algbw", "algbw_exact", "timings_s", "trees"}
+        schedule = Schedule(
+            collective=str(data["collective"]),
+            compute_nodes=[str(c) for c in data["compute_nodes"]],
+            k=int(data["k"]),
+            tree_bandwidth=_fraction(data["tree_bandwidth"], "tree_bandwidth", source),
+            trees=trees,
+            optimum=OptimumSummary(
+                inverse_x=_fraction(opt["inverse_x"], "inverse_x", source),
+                bottleneck_cut=tuple(opt.get("bottleneck_cut", ())),
+                cut_bandwidth=_fraction(opt.get("cut_bandwidth", 0), "cut_bandwidth", source),
+                k=int(opt.get("k", data["k"])),
+                tree_bandwidth=_fraction(opt.get("tree_bandwidth", data["tree_bandwidth"]),
+                                         "tree_bandwidth", source)),
+            fixed_k=bool(data.get("fixed_k", False)),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ScheduleError(f"{source}: malformed schedule ({exc.__class__.__name__}: {exc}).") \
+            from None
+    claimed = data.get("algbw_exact", data.get("algbw"))
+    if claimed is not None:
+        schedule.extra["claimed_algbw"] = claimed
+    return schedule
+
+
+def save_schedule(schedule: Schedule, path: str | os.PathLike[str]) -> None:
+    atomic_write_text(path, json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+
+
+def load_schedule(path: str | os.PathLike[str]) -> Schedule:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScheduleError(f"{p}: no such file.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScheduleError(f"{p} is not a readable JSON schedule ({exc}).") from None
+    return schedule_from_dict(data, str(p))

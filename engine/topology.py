@@ -1,0 +1,293 @@
+"""The topology model: compute and switch nodes joined by links with exact bandwidths.
+
+Bandwidths are :class:`fractions.Fraction` in GB/s, parsed from their decimal text
+(DESIGN.md, "The mathematics"). A duplex link is one link each way, each of the full
+bandwidth; parallel links between the same pair add up. ForestColl (forestcoll.txt §4,
+App. C) needs every node balanced: total ingress bandwidth equals total egress bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Any
+
+import networkx as nx
+
+from engine.errors import TopologyError
+
+COMPUTE = "compute"
+SWITCH = "switch"
+NODE_KINDS = (COMPUTE, SWITCH)
+
+
+@dataclass
+class Node:
+    """A compute node (GPU, NPU) or a switch node (NVSwitch, PCIe switch, NIC, IB switch)."""
+
+    id: str
+    kind: str = COMPUTE
+    label: str = ""
+    group: str | None = None
+    x: float | None = None
+    y: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_compute(self) -> bool:
+        return self.kind == COMPUTE
+
+
+@dataclass
+class Link:
+    """A link; ``duplex`` means one link of ``bandwidth`` in each direction."""
+
+    source: str
+    target: str
+    bandwidth: Fraction
+    duplex: bool = True
+    latency: Fraction | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def directions(self) -> list[tuple[str, str]]:
+        """The directed links this link stands for."""
+        if self.duplex:
+            return [(self.source, self.target), (self.target, self.source)]
+        return [(self.source, self.target)]
+
+    def describe(self) -> str:
+        arrow = "<->" if self.duplex else "->"
+        return f"{self.source} {arrow} {self.target}"
+
+
+@dataclass
+class Topology:
+    """A network: nodes, links and any unknown top-level keys (kept for round trips)."""
+
+    name: str = "untitled"
+    nodes: list[Node] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    bandwidth_unit: str = "GB/s"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def node(self, node_id: str) -> Node:
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+    def node_ids(self) -> list[str]:
+        return [n.id for n in self.nodes]
+
+    def compute_nodes(self) -> list[str]:
+        """Compute node ids in file order: this is the MSCCL rank order."""
+        return [n.id for n in self.nodes if n.kind == COMPUTE]
+
+    def switch_nodes(self) -> list[str]:
+        return [n.id for n in self.nodes if n.kind == SWITCH]
+
+    def capacities(self) -> dict[tuple[str, str], Fraction]:
+        """Directed link bandwidths with parallel links added up."""
+        caps: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+        for link in self.links:
+            for d in link.directions():
+                caps[d] += link.bandwidth
+        return dict(caps)
+
+    def latencies(self) -> dict[tuple[str, str], Fraction]:
+        """Per directed link, the largest latency (µs) given on any of its parallel links."""
+        lat: dict[tuple[str, str], Fraction] = {}
+        for link in self.links:
+            if link.latency is None:
+                continue
+            for d in link.directions():
+                lat[d] = max(lat.get(d, link.latency), link.latency)
+        return lat
+
+    def digraph(self) -> nx.DiGraph:
+        """A networkx DiGraph with ``capacity`` (Fraction) on each directed link."""
+        g = nx.DiGraph()
+        for n in self.nodes:
+            g.add_node(n.id, kind=n.kind)
+        for (u, v), c in self.capacities().items():
+            g.add_edge(u, v, capacity=c)
+        return g
+
+
+# ---------------------------------------------------------------- bandwidth parsing
+
+
+def parse_bandwidth(value: object) -> Fraction:
+    """Parse a bandwidth from JSON (int, decimal, decimal string or "p/q") exactly.
+
+    Raises ValueError with a short reason when the value is not a positive finite number.
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError("is not a number")
+    if isinstance(value, Fraction):
+        result = value
+    elif isinstance(value, int):
+        result = Fraction(value)
+    elif isinstance(value, (float, Decimal)):
+        if not math.isfinite(float(value)):
+            raise ValueError("is not finite")
+        result = Fraction(str(value))
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            if "/" in text:
+                result = Fraction(text)
+            else:
+                dec = Decimal(text)
+                if not dec.is_finite():
+                    raise ValueError("is not finite")
+                result = Fraction(dec)
+        except (InvalidOperation, ZeroDivisionError) as exc:
+            raise ValueError("is not a number") from exc
+        except ValueError as exc:
+            raise ValueError(str(exc) if "finite" in str(exc) else "is not a number") from exc
+    else:
+        raise ValueError("is not a number")
+    if result <= 0:
+        raise ValueError("must be positive")
+    return result
+
+
+def format_number(value: Fraction) -> int | str:
+    """JSON form of an exact number: an int, a decimal string, or "p/q" if not decimal."""
+    if value.denominator == 1:
+        return value.numerator
+    den = value.denominator
+    twos = fives = 0
+    while den % 2 == 0:
+        den //= 2
+        twos += 1
+    while den % 5 == 0:
+        den //= 5
+        fives += 1
+    if den != 1:
+        return f"{value.numerator}/{value.denominator}"
+    places = max(twos, fives)
+    text = f"{Decimal(value.numerator) / Decimal(value.denominator):.{places}f}"
+    return text
+
+
+def format_gbps(value: Fraction) -> str:
+    """Human form of a bandwidth: exact when short, else rounded to 2 decimals."""
+    formatted = format_number(value)
+    if isinstance(formatted, int) or "/" not in formatted and len(formatted) <= 8:
+        return str(formatted)
+    return f"{float(value):.2f}"
+
+
+# ---------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a topology; ``nodes``/``links`` name the culprits."""
+
+    message: str
+    nodes: tuple[str, ...] = ()
+    links: tuple[int, ...] = ()
+
+
+def _short_set(names: list[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    if len(names) > limit:
+        shown += f", … ({len(names)} nodes)"
+    return "{" + shown + "}"
+
+
+def find_problems(topo: Topology) -> list[Problem]:
+    """Every problem that stops ForestColl from running on ``topo``, most basic first.
+
+    Structural problems (duplicates, unknown nodes, self-loops, bad bandwidths) come
+    first; the graph checks (enough compute nodes, reachability, balance) run only when
+    the structure is sound.
+    """
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for n in topo.nodes:
+        if n.id in seen:
+            problems.append(Problem(f"node id '{n.id}' is used more than once.", (n.id,)))
+        seen.add(n.id)
+        if n.kind not in NODE_KINDS:
+            problems.append(
+                Problem(f"node '{n.id}' has kind '{n.kind}'; use 'compute' or 'switch'.", (n.id,))
+            )
+    for i, link in enumerate(topo.links):
+        for end in (link.source, link.target):
+            if end not in seen:
+                problems.append(
+                    Problem(f"link {i} ({link.describe()}) refers to unknown node '{end}'.",
+                            links=(i,))
+                )
+        if link.source == link.target:
+            problems.append(
+                Problem(f"link {i} ({link.describe()}) connects node '{link.source}' to itself.",
+                        (link.source,), (i,))
+            )
+        if not isinstance(link.bandwidth, Fraction) or link.bandwidth <= 0:
+            problems.append(
+                Problem(f"link {i} ({link.describe()}) has bandwidth {link.bandwidth}, "
+                        "which is not a positive number.", links=(i,))
+            )
+    if problems:
+        return problems
+
+    compute = topo.compute_nodes()
+    if len(compute) < 2:
+        return [Problem(f"the topology has {len(compute)} compute node(s); "
+                        "a collective needs at least 2.", tuple(compute))]
+    problems.extend(_reachability_problems(topo, compute))
+    problems.extend(_balance_problems(topo))
+    return problems
+
+
+def _reachability_problems(topo: Topology, compute: list[str]) -> list[Problem]:
+    """A compute node cut off from the rest makes some cut S have B+(S) = 0 (§3.1)."""
+    g = topo.digraph()
+    first = compute[0]
+    reach_from = nx.descendants(g, first) | {first}
+    missing = [c for c in compute if c not in reach_from]
+    if missing:
+        cut = sorted(reach_from)
+        return [Problem(
+            f"compute node '{missing[0]}' cannot be reached from '{first}': the cut "
+            f"{_short_set(cut)} has zero bandwidth leaving it.", (missing[0], *cut))]
+    reach_to = nx.ancestors(g, first) | {first}
+    missing = [c for c in compute if c not in reach_to]
+    if missing:
+        cut = sorted(n for n in g.nodes if n not in reach_to)
+        return [Problem(
+            f"compute node '{missing[0]}' cannot reach '{first}': the cut "
+            f"{_short_set(cut)} has zero bandwidth leaving it.", (missing[0], *cut))]
+    return []
+
+
+def _balance_problems(topo: Topology) -> list[Problem]:
+    ingress: dict[str, Fraction] = defaultdict(Fraction)
+    egress: dict[str, Fraction] = defaultdict(Fraction)
+    for (u, v), c in topo.capacities().items():
+        egress[u] += c
+        ingress[v] += c
+    problems = []
+    for n in topo.nodes:
+        if ingress[n.id] != egress[n.id]:
+            problems.append(Problem(
+                f"node '{n.id}' is unbalanced: ingress {format_gbps(ingress[n.id])} GB/s but "
+                f"egress {format_gbps(egress[n.id])} GB/s (ForestColl needs them equal).",
+                (n.id,)))
+    return problems
+
+
+def check(topo: Topology, where: str = "") -> None:
+    """Raise :class:`TopologyError` with the first problem, prefixed by ``where``."""
+    problems = find_problems(topo)
+    if problems:
+        prefix = f"{where}: " if where else ""
+        raise TopologyError(prefix + problems[0].message)

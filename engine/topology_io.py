@@ -1,0 +1,208 @@
+"""canopy-topology v1 JSON: load, save (atomically) and the bundled samples.
+
+Numbers are parsed exactly: JSON decimals are read as :class:`decimal.Decimal`, so a
+bandwidth of ``12.5`` becomes ``Fraction(25, 2)`` without passing through a binary
+float. Unknown keys at the top level, on nodes and on links are kept and written back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from decimal import Decimal
+from fractions import Fraction
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from engine.errors import TopologyError
+from engine.topology import Link, Node, Topology, format_number, parse_bandwidth
+
+FORMAT = "canopy-topology"
+VERSION = 1
+DEFAULT_SAMPLE = "dgx-a100-2x8.json"
+
+_NODE_KEYS = {"id", "kind", "label", "group", "x", "y"}
+_LINK_KEYS = {"source", "target", "bandwidth", "duplex", "latency"}
+_TOP_KEYS = {"format", "version", "name", "bandwidth_unit", "nodes", "links"}
+
+
+def _plain(value: Any) -> Any:
+    """Turn Decimals from the exact parser back into ints/floats for unknown keys."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() and "." not in str(value) \
+            else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _coord(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        raise TopologyError(f"{where} has coordinate {value!r}, which is not a number.")
+    return float(value)
+
+
+def topology_from_dict(data: Any, source: str = "topology") -> Topology:
+    """Build a :class:`Topology` from parsed JSON, with errors naming ``source``."""
+    if not isinstance(data, dict):
+        raise TopologyError(f"{source}: the top level is not a JSON object.")
+    if data.get("format") != FORMAT:
+        raise TopologyError(
+            f"{source}: format is {data.get('format')!r}, expected '{FORMAT}'.")
+    if data.get("version") != VERSION:
+        raise TopologyError(
+            f"{source}: version {_plain(data.get('version'))!r} is not supported "
+            f"(this Canopy reads version {VERSION}).")
+    raw_nodes = data.get("nodes", [])
+    raw_links = data.get("links", [])
+    if not isinstance(raw_nodes, list) or not isinstance(raw_links, list):
+        raise TopologyError(f"{source}: 'nodes' and 'links' must be lists.")
+    nodes = []
+    for i, rn in enumerate(raw_nodes):
+        if not isinstance(rn, dict) or not isinstance(rn.get("id"), str) or not rn["id"]:
+            raise TopologyError(f"{source}: node {i} has no string 'id'.")
+        where = f"{source}: node '{rn['id']}'"
+        group = rn.get("group")
+        nodes.append(Node(
+            id=rn["id"], kind=str(rn.get("kind", "compute")),
+            label=str(rn.get("label") or ""),
+            group=None if group is None else str(group),
+            x=_coord(rn.get("x"), where), y=_coord(rn.get("y"), where),
+            extra={k: _plain(v) for k, v in rn.items() if k not in _NODE_KEYS}))
+    links = []
+    for i, rl in enumerate(raw_links):
+        if not isinstance(rl, dict):
+            raise TopologyError(f"{source}: link {i} is not a JSON object.")
+        ends = f"{rl.get('source')} - {rl.get('target')}"
+        for key in ("source", "target"):
+            if not isinstance(rl.get(key), str):
+                raise TopologyError(f"{source}: link {i} ({ends}) has no string '{key}'.")
+        try:
+            bandwidth = parse_bandwidth(rl.get("bandwidth"))
+        except ValueError as exc:
+            raise TopologyError(
+                f"{source}: link {i} ({ends}) has bandwidth {_plain(rl.get('bandwidth'))!r}, "
+                f"which {exc}.") from None
+        latency = None
+        if rl.get("latency") is not None:
+            try:
+                latency = parse_bandwidth(rl["latency"]) if rl["latency"] != 0 else Fraction(0)
+            except ValueError as exc:
+                raise TopologyError(
+                    f"{source}: link {i} ({ends}) has latency {_plain(rl['latency'])!r}, "
+                    f"which {exc}.") from None
+        duplex = rl.get("duplex", True)
+        if not isinstance(duplex, bool):
+            raise TopologyError(f"{source}: link {i} ({ends}) has 'duplex' {duplex!r}; "
+                                "use true or false.")
+        links.append(Link(rl["source"], rl["target"], bandwidth, duplex, latency,
+                          {k: _plain(v) for k, v in rl.items() if k not in _LINK_KEYS}))
+    return Topology(
+        name=str(data.get("name") or "untitled"), nodes=nodes, links=links,
+        bandwidth_unit=str(data.get("bandwidth_unit") or "GB/s"),
+        extra={k: _plain(v) for k, v in data.items() if k not in _TOP_KEYS})
+
+
+def topology_to_dict(topo: Topology) -> dict[str, Any]:
+    """The canopy-topology v1 JSON object for ``topo`` (unknown keys included)."""
+    nodes = []
+    for n in topo.nodes:
+        d: dict[str, Any] = {"id": n.id, "kind": n.kind, "label": n.label or n.id,
+                             "group": n.group}
+        if n.x is not None and n.y is not None:
+            d["x"], d["y"] = round(n.x, 3), round(n.y, 3)
+        d.update(n.extra)
+        nodes.append(d)
+    links = []
+    for link in topo.links:
+        d = {"source": link.source, "target": link.target,
+             "bandwidth": format_number(link.bandwidth), "duplex": link.duplex}
+        if link.latency is not None:
+            d["latency"] = format_number(link.latency)
+        d.update(link.extra)
+        links.append(d)
+    out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "name": topo.name,
+                           "bandwidth_unit": topo.bandwidth_unit}
+    out.update(topo.extra)
+    out["nodes"] = nodes
+    out["links"] = links
+    return out
+
+
+def loads_topology(text: str, source: str = "topology") -> Topology:
+    """Parse canopy-topology JSON text; ``source`` names it in error messages."""
+    try:
+        data = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise TopologyError(f"{source} is not valid JSON (line {exc.lineno}, "
+                            f"column {exc.colno}: {exc.msg}).") from None
+    except ValueError as exc:
+        raise TopologyError(f"{source}: {exc}.") from None
+    return topology_from_dict(data, source)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON numbers")
+
+
+def load_topology(path: str | os.PathLike[str]) -> Topology:
+    """Read a canopy-topology v1 file; every failure is a one-sentence TopologyError."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TopologyError(f"{p}: no such file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
+    return loads_topology(text, str(p))
+
+
+def dumps_topology(topo: Topology) -> str:
+    return json.dumps(topology_to_dict(topo), indent=1, ensure_ascii=False) + "\n"
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 ``text`` atomically (see :func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:
+    """Save atomically: a crash mid-save never leaves a half-written file."""
+    atomic_write_text(path, dumps_topology(topo))
+
+
+def sample_names() -> list[str]:
+    """File names of the bundled samples, sorted."""
+    return sorted(f.name for f in resources.files("samples").iterdir()
+                  if f.name.endswith(".json"))
+
+
+def load_sample(name: str = DEFAULT_SAMPLE) -> Topology:
+    """Load a bundled sample through importlib.resources (works from wheels too)."""
+    if not name.endswith(".json"):
+        name += ".json"
+    ref = resources.files("samples").joinpath(name)
+    if not ref.is_file():
+        raise TopologyError(f"there is no bundled sample named '{name}'.")
+    return loads_topology(ref.read_text(encoding="utf-8"), f"sample {name}")
