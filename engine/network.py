@@ -8,7 +8,7 @@ built by :func:`source_network`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -55,13 +55,12 @@ class Network:
                    Fraction(0))
 
 
-def source_network(net: Network, link_cap: Callable[[tuple[int, int]], int],
+def source_network(net: Network, link_caps: Mapping[tuple[int, int], int],
                    source_cap: int) -> FlowNetwork:
-    """The flow network G⃗ of §4.2 / Thm 5: links with ``link_cap(edge)`` and an arc of
+    """The flow network G⃗ of §4.2 / Thm 5: links with integer ``link_caps`` and an arc of
     ``source_cap`` from the added source s to every compute node."""
     flow = FlowNetwork(net.n + 1)
-    for edge in net.capacity:
-        cap = link_cap(edge)
+    for edge, cap in link_caps.items():
         if cap:
             flow.add_arc(edge[0], edge[1], cap)
     for c in net.compute:

@@ -91,7 +91,7 @@ def find_optimum(net: Network) -> Optimum:
         rounds += 1
         p, q = ratio.numerator, ratio.denominator
         # x = q/p: links carry p·b_e, source arcs q; x feasible iff every F(s,v) >= N·q.
-        flow = source_network(net, lambda e: p * bw[e], q)
+        flow = source_network(net, {e: p * b for e, b in bw.items()}, q)
         value, _, side = weakest_sink(flow, net)
         if value >= n * q:
             return Optimum(net, ratio * scale, cut, rounds)
@@ -131,7 +131,12 @@ class FixedK:
         return collective_algbw(collective, len(self.network.compute), self.x)
 
     def tree_capacities(self) -> dict[tuple[int, int], int]:
-        return {e: math.floor(self.u_star * b) for e, b in self.network.capacity.items()}
+        return _floored(self.network, self.u_star)
+
+
+def _floored(net: Network, u: Fraction) -> dict[tuple[int, int], int]:
+    """Trees each link can carry at U: floor(U·b_e) (Thm 13)."""
+    return {e: math.floor(u * b) for e, b in net.capacity.items()}
 
 
 def _smallest_u_for_cut(bws: list[Fraction], demand: int, start: Fraction) -> Fraction:
@@ -159,7 +164,7 @@ def find_fixed_k(net: Network, k: int, optimum: Optimum | None = None) -> FixedK
     rounds = 0
     while True:
         rounds += 1
-        flow = source_network(net, lambda e: math.floor(u * net.capacity[e]), k)
+        flow = source_network(net, _floored(net, u), k)
         value, _, side = weakest_sink(flow, net, stop_below=n * k)
         if value >= n * k:
             return FixedK(net, k, u, rounds)
