@@ -1,0 +1,176 @@
+"""A link on the canvas: width grows with bandwidth, one-way links carry an arrow.
+
+Parallel links between the same two nodes bow apart (``offset``) so each stays visible
+and clickable. Overlays (a bottleneck cut, a tree's routes, link load) recolour a link
+with :meth:`LinkItem.set_highlight` without touching the scene.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPainterPathStroker,
+    QPen,
+    QPolygonF,
+)
+from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
+
+from app.canvas import style
+from engine.topology import Link, format_gbps
+
+ARROW = 11.0
+NODE_RADIUS = 17.0
+BOW_FROM = 80.0
+"""Row/column links longer than 1.5 times this bow out of the row."""
+BOW = 0.08
+
+
+class LinkItem(QGraphicsItem):
+    """Mirrors one :class:`~engine.topology.Link`, identified by its document key."""
+
+    def __init__(self, key: int, link: Link):
+        super().__init__()
+        self.key = key
+        self.source = link.source
+        self.target = link.target
+        self.duplex = link.duplex
+        self.width = style.link_width(link.bandwidth)
+        self.text = format_gbps(link.bandwidth)
+        self.offset = 0.0
+        self.highlight: tuple[QColor, float] | None = None
+        self._p1 = QPointF()
+        self._p2 = QPointF()
+        self._path = QPainterPath()
+        self._mid = QPointF()
+        self._text_rect = QRectF()
+        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
+        self.setZValue(5)
+        self.refresh(link)
+
+    def refresh(self, link: Link) -> None:
+        """Take ends, bandwidth and direction from the model."""
+        self.source, self.target = link.source, link.target
+        self.duplex = link.duplex
+        self.width = style.link_width(link.bandwidth)
+        self.text = format_gbps(link.bandwidth)
+        arrow = "⟷" if link.duplex else "→"
+        latency = "" if link.latency is None else f", latency {format_gbps(link.latency)} µs"
+        self.setToolTip(f"{link.source} {arrow} {link.target}: {self.text} GB/s"
+                        f"{' each way' if link.duplex else ' one-way'}{latency}")
+        metrics = QFontMetricsF(style.label_font(8.0))
+        w = metrics.horizontalAdvance(self.text) + 6
+        h = metrics.height() + 1
+        self._text_rect = QRectF(-w / 2, -h / 2, w, h)
+        self._rebuild()
+
+    def set_ends(self, p1: QPointF, p2: QPointF) -> None:
+        """New end points (node centres), from the scene when a node moves."""
+        self._p1, self._p2 = QPointF(p1), QPointF(p2)
+        self._rebuild()
+
+    def set_offset(self, offset: float) -> None:
+        self.offset = offset
+        self._rebuild()
+
+    def set_highlight(self, color: QColor | None, width: float | None = None) -> None:
+        """Overlay colour and width (``None`` clears it); repaints only this item."""
+        self.highlight = None if color is None else (QColor(color), width or self.width)
+        self._rebuild()
+
+    # ------------------------------------------------------------ geometry
+
+    def _rebuild(self) -> None:
+        self.prepareGeometryChange()
+        p1, p2 = self._p1, self._p2
+        line = QLineF(p1, p2)
+        length = line.length()
+        path = QPainterPath()
+        if length < 1e-6:
+            self._path, self._mid = path, QPointF(p1)
+            return
+        ux, uy = (p2.x() - p1.x()) / length, (p2.y() - p1.y()) / length
+        # offsets are measured on the canonical direction so u->v and v->u bow apart
+        sign = 1.0 if self.source <= self.target else -1.0
+        nx_, ny = -uy * sign, ux * sign
+        trim = min(NODE_RADIUS, length / 3)
+        a = QPointF(p1.x() + ux * trim, p1.y() + uy * trim)
+        b = QPointF(p2.x() - ux * trim, p2.y() - uy * trim)
+        offset = self.offset
+        if length > 1.5 * BOW_FROM and min(abs(ux), abs(uy)) < 0.05:
+            # a long link along a row or column would run under the nodes in between
+            offset += BOW * length * (1 if offset >= 0 else -1)
+        if offset:
+            ctrl = QPointF((p1.x() + p2.x()) / 2 + nx_ * offset * 2,
+                           (p1.y() + p2.y()) / 2 + ny * offset * 2)
+            path.moveTo(a)
+            path.quadTo(ctrl, b)
+            self._mid = path.pointAtPercent(0.5)
+        else:
+            path.moveTo(a)
+            path.lineTo(b)
+            self._mid = QPointF((a.x() + b.x()) / 2, (a.y() + b.y()) / 2)
+        self._path = path
+
+    def pen_width(self) -> float:
+        return self.highlight[1] if self.highlight else self.width
+
+    def boundingRect(self) -> QRectF:
+        pad = self.pen_width() / 2 + ARROW + 2
+        rect = self._path.boundingRect().adjusted(-pad, -pad, pad, pad)
+        return rect.united(self._text_rect.translated(self._mid))
+
+    def shape(self) -> QPainterPath:
+        stroker = QPainterPathStroker()
+        stroker.setWidth(max(8.0, self.pen_width() + 4))
+        return stroker.createStroke(self._path)
+
+    def path(self) -> QPainterPath:
+        return QPainterPath(self._path)
+
+    # ------------------------------------------------------------ painting
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
+        if self._path.isEmpty():
+            return
+        lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        color = self.highlight[0] if self.highlight else style.LINK
+        if selected:
+            painter.setPen(QPen(style.SELECTED, self.pen_width() + 4, Qt.PenStyle.SolidLine,
+                                Qt.PenCapStyle.RoundCap))
+            painter.drawPath(self._path)
+        painter.setPen(QPen(color, self.pen_width(), Qt.PenStyle.SolidLine,
+                            Qt.PenCapStyle.FlatCap))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawPath(self._path)
+        if not self.duplex:
+            self._paint_arrow(painter, color)
+        if lod >= style.LINK_LABEL_LOD:
+            rect = self._text_rect.translated(self._mid)
+            painter.setPen(QPen(color.darker(115), 0.8))
+            painter.setBrush(QBrush(QColor(255, 255, 255, 225)))
+            painter.drawRoundedRect(rect, 3, 3)
+            painter.setPen(style.LINK_TEXT)
+            painter.setFont(style.label_font(8.0))
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, self.text)
+
+    def _paint_arrow(self, painter: QPainter, color: QColor) -> None:
+        end = self._path.pointAtPercent(1.0)
+        before = self._path.pointAtPercent(0.9)
+        angle = math.atan2(end.y() - before.y(), end.x() - before.x())
+        size = ARROW + self.pen_width()
+        left = QPointF(end.x() - size * math.cos(angle - 0.45),
+                       end.y() - size * math.sin(angle - 0.45))
+        right = QPointF(end.x() - size * math.cos(angle + 0.45),
+                        end.y() - size * math.sin(angle + 0.45))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QBrush(color.darker(130)))
+        painter.drawPolygon(QPolygonF([end, left, right]))
