@@ -3,7 +3,8 @@
 Pasting server ``n0`` (nodes ``n0.gpu0`` ...) next to ``n0`` gives server ``n1`` with
 ``n1.gpu0`` ...: the number at the end of the group name is bumped to the first unused
 one, and node ids that start with the group name follow it. Other ids get the number at
-their end bumped the same way (``ib0`` -> ``ib1``), or ``-2``, ``-3``... appended.
+their end bumped the same way (``ib0`` -> ``ib1``), or ``-2``, ``-3``... appended. Names
+that are free (after a cut) are kept.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def paste_names(node_ids: list[str], node_groups: dict[str, str | None],
     group_taken = _group_taken(existing_groups, existing_ids)
     group_map: dict[str, str] = {}
     for group in dict.fromkeys(g for g in node_groups.values() if g):
-        new = bump(group, group_taken)
+        new = group if group not in group_taken else bump(group, group_taken)
         group_map[group] = new
         group_taken.add(new)
     taken = set(existing_ids)
@@ -72,7 +73,7 @@ def paste_names(node_ids: list[str], node_groups: dict[str, str | None],
             if candidate not in taken:
                 new = candidate
         if new is None:
-            new = bump(node_id, taken)
+            new = node_id if node_id not in taken else bump(node_id, taken)
         id_map[node_id] = new
         taken.add(new)
     return id_map, group_map

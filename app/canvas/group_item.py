@@ -1,7 +1,8 @@
 """A group (a server, a cluster): a labelled rounded box behind its nodes.
 
-Dragging the box moves every member together as one undoable move; clicking it selects
-the members.
+Dragging the box by its title bar moves every member together as one undoable move;
+clicking the title selects the members. Elsewhere the box lets clicks through, so a
+rubber band can start inside it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class GroupItem(QGraphicsItem):
         self._press: QPointF | None = None
         self._start: dict[str, QPointF] = {}
         self.setZValue(-10)
-        self.setToolTip(f"group {name}: drag to move it, click to select its nodes")
+        self.setToolTip(f"group {name}: drag its title bar to move it, click the title "
+                        "to select its nodes")
 
     def set_rect(self, members: QRectF) -> None:
         self.prepareGeometryChange()
@@ -63,8 +65,9 @@ class GroupItem(QGraphicsItem):
         return self.scene()  # type: ignore[return-value]
 
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
-        if event.button() != Qt.MouseButton.LeftButton:
-            event.ignore()
+        if event.button() != Qt.MouseButton.LeftButton \
+                or event.pos().y() > self._rect.top() + TITLE + MARGIN / 2:
+            event.ignore()  # below the title bar: rubber-band selection as usual
             return
         scene = self._scene()
         members = [scene.node_item(n) for n in scene.doc.group_members(self.name)]
