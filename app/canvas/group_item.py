@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from app.canvas.scene import TopologyScene
 
 MARGIN = 14.0
+TITLE_FONT = style.label_font(9.0, bold=True)
 TITLE = 20.0
 
 
@@ -44,6 +45,9 @@ class GroupItem(QGraphicsItem):
         self.prepareGeometryChange()
         self._rect = members.adjusted(-MARGIN, -MARGIN - TITLE, MARGIN, MARGIN)
 
+    def box(self) -> QRectF:
+        return QRectF(self._rect)
+
     def boundingRect(self) -> QRectF:
         return self._rect.adjusted(-1, -1, 1, 1)
 
@@ -54,7 +58,7 @@ class GroupItem(QGraphicsItem):
         painter.drawRoundedRect(self._rect, 12, 12)
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         if lod * 9 >= 3:
-            painter.setFont(style.label_font(9.0, bold=True))
+            painter.setFont(TITLE_FONT)
             painter.setPen(style.GROUP_TEXT)
             painter.drawText(self._rect.adjusted(10, 4, -10, 0),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, self.name)

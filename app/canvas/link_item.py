@@ -26,9 +26,11 @@ from app.canvas import style
 from engine.topology import Link, format_gbps
 
 ARROW = 11.0
+LABEL_FONT = style.label_font(8.0)
+LABEL_BACKGROUND = QBrush(QColor(255, 255, 255, 225))
 NODE_RADIUS = 17.0
 BOW_FROM = 80.0
-"""Row/column links longer than 1.5 times this bow out of the row."""
+"""Row/column links 1.5 to 10 times this long bow out of the row (server-internal links)."""
 BOW = 0.08
 
 
@@ -48,9 +50,12 @@ class LinkItem(QGraphicsItem):
         self._p1 = QPointF()
         self._p2 = QPointF()
         self._path = QPainterPath()
+        self._bounds = QRectF()
         self._mid = QPointF()
         self._text_rect = QRectF()
-        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable)
+        self._straight: QLineF | None = None
+        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
+                      | QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)
         self.setZValue(5)
         self.refresh(link)
 
@@ -64,7 +69,7 @@ class LinkItem(QGraphicsItem):
         latency = "" if link.latency is None else f", latency {format_gbps(link.latency)} µs"
         self.setToolTip(f"{link.source} {arrow} {link.target}: {self.text} GB/s"
                         f"{' each way' if link.duplex else ' one-way'}{latency}")
-        metrics = QFontMetricsF(style.label_font(8.0))
+        metrics = QFontMetricsF(LABEL_FONT)
         w = metrics.horizontalAdvance(self.text) + 6
         h = metrics.height() + 1
         self._text_rect = QRectF(-w / 2, -h / 2, w, h)
@@ -83,6 +88,13 @@ class LinkItem(QGraphicsItem):
         """Overlay colour and width (``None`` clears it); repaints only this item."""
         self.highlight = None if color is None else (QColor(color), width or self.width)
         self._rebuild()
+        scene = self.scene()
+        if scene is not None:
+            scene.overview.invalidate()
+
+    def ends(self) -> tuple[QPointF, QPointF]:
+        """The centres of the two end nodes."""
+        return self._p1, self._p2
 
     # ------------------------------------------------------------ geometry
 
@@ -92,6 +104,7 @@ class LinkItem(QGraphicsItem):
         line = QLineF(p1, p2)
         length = line.length()
         path = QPainterPath()
+        self._straight = None
         if length < 1e-6:
             self._path, self._mid = path, QPointF(p1)
             return
@@ -103,7 +116,7 @@ class LinkItem(QGraphicsItem):
         a = QPointF(p1.x() + ux * trim, p1.y() + uy * trim)
         b = QPointF(p2.x() - ux * trim, p2.y() - uy * trim)
         offset = self.offset
-        if length > 1.5 * BOW_FROM and min(abs(ux), abs(uy)) < 0.05:
+        if BOW_FROM * 1.5 < length < BOW_FROM * 10 and min(abs(ux), abs(uy)) < 0.05:
             # a long link along a row or column would run under the nodes in between
             offset += BOW * length * (1 if offset >= 0 else -1)
         if offset:
@@ -115,16 +128,18 @@ class LinkItem(QGraphicsItem):
         else:
             path.moveTo(a)
             path.lineTo(b)
+            self._straight = QLineF(a, b)
             self._mid = QPointF((a.x() + b.x()) / 2, (a.y() + b.y()) / 2)
         self._path = path
+        pad = self.pen_width() / 2 + ARROW + 2
+        self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad).united(
+            self._text_rect.translated(self._mid))
 
     def pen_width(self) -> float:
         return self.highlight[1] if self.highlight else self.width
 
     def boundingRect(self) -> QRectF:
-        pad = self.pen_width() / 2 + ARROW + 2
-        rect = self._path.boundingRect().adjusted(-pad, -pad, pad, pad)
-        return rect.united(self._text_rect.translated(self._mid))
+        return self._bounds
 
     def shape(self) -> QPainterPath:
         stroker = QPainterPathStroker()
@@ -140,27 +155,36 @@ class LinkItem(QGraphicsItem):
               widget: QWidget | None = None) -> None:
         if self._path.isEmpty():
             return
+        exposed = option.exposedRect
+        if self._straight is not None and not _crosses(self._straight, exposed):
+            return  # a long diagonal link whose box, but not line, meets the exposed area
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         selected = bool(option.state & QStyle.StateFlag.State_Selected)
         color = self.highlight[0] if self.highlight else style.LINK
+        painter.setBrush(Qt.BrushStyle.NoBrush)
         if selected:
             painter.setPen(QPen(style.SELECTED, self.pen_width() + 4, Qt.PenStyle.SolidLine,
                                 Qt.PenCapStyle.RoundCap))
-            painter.drawPath(self._path)
+            self._draw_line(painter)
         painter.setPen(QPen(color, self.pen_width(), Qt.PenStyle.SolidLine,
                             Qt.PenCapStyle.FlatCap))
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawPath(self._path)
+        self._draw_line(painter)
         if not self.duplex:
             self._paint_arrow(painter, color)
-        if lod >= style.LINK_LABEL_LOD:
-            rect = self._text_rect.translated(self._mid)
+        rect = self._text_rect.translated(self._mid)
+        if lod >= style.LINK_LABEL_LOD and exposed.intersects(rect):
             painter.setPen(QPen(color.darker(115), 0.8))
-            painter.setBrush(QBrush(QColor(255, 255, 255, 225)))
+            painter.setBrush(LABEL_BACKGROUND)
             painter.drawRoundedRect(rect, 3, 3)
             painter.setPen(style.LINK_TEXT)
-            painter.setFont(style.label_font(8.0))
+            painter.setFont(LABEL_FONT)
             painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, self.text)
+
+    def _draw_line(self, painter: QPainter) -> None:
+        if self._straight is not None:
+            painter.drawLine(self._straight)
+        else:
+            painter.drawPath(self._path)
 
     def _paint_arrow(self, painter: QPainter, color: QColor) -> None:
         end = self._path.pointAtPercent(1.0)
@@ -174,3 +198,14 @@ class LinkItem(QGraphicsItem):
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QBrush(color.darker(130)))
         painter.drawPolygon(QPolygonF([end, left, right]))
+
+
+def _crosses(line: QLineF, rect: QRectF) -> bool:
+    """Whether the segment passes through ``rect`` (padded by the widest pen)."""
+    rect = rect.adjusted(-12, -12, 12, 12)
+    if rect.contains(line.p1()) or rect.contains(line.p2()):
+        return True
+    corners = [rect.topLeft(), rect.topRight(), rect.bottomRight(), rect.bottomLeft()]
+    bounded = QLineF.IntersectionType.BoundedIntersection
+    return any(line.intersects(QLineF(corners[i], corners[(i + 1) % 4]))[0] == bounded
+               for i in range(4))

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from app.canvas.scene import TopologyScene
 
 LABEL_H = 14.0
+BADGE_FONT = style.label_font(7.0, bold=True)
+LABEL_FONT = style.label_font(8.0)
 
 
 class NodeItem(QGraphicsItem):
@@ -97,10 +99,10 @@ class NodeItem(QGraphicsItem):
         painter.drawPath(self.outline())
         if lod < style.LABEL_LOD:
             return
-        painter.setFont(style.label_font(7.0, bold=True))
+        painter.setFont(BADGE_FONT)
         painter.setPen(Qt.GlobalColor.white)
         painter.drawText(self.body(), Qt.AlignmentFlag.AlignCenter, "GPU" if compute else "SW")
-        painter.setFont(style.label_font(8.0))
+        painter.setFont(LABEL_FONT)
         painter.setPen(style.LINK_TEXT)
         rect = self.boundingRect()
         painter.drawText(QRectF(rect.left(), style.NODE_H / 2 + 2, rect.width(), LABEL_H),

@@ -14,17 +14,19 @@ from fractions import Fraction
 
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
-from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
 
 from app.canvas import style
 from app.canvas.group_item import GroupItem
 from app.canvas.interactions import Interaction, SelectMove
 from app.canvas.link_item import LinkItem
 from app.canvas.node_item import NodeItem
+from app.canvas.overview import OverviewItem
 from app.commands import MoveNodes
 from app.document import Document
 
 PARALLEL_GAP = 12.0
+NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
 MARGIN = 1500.0
 """Free scene space around the drawing, so there is room to pan and to add nodes."""
 
@@ -52,8 +54,13 @@ class TopologyScene(QGraphicsScene):
         self._group_timer.setInterval(0)
         self._group_timer.timeout.connect(self._update_dirty_groups)
         self.interaction: Interaction = SelectMove(self)
+        self.overview = OverviewItem(self)
+        self.overview_on = False
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         doc.reset.connect(self.rebuild)
+        doc.edited.connect(self.overview.invalidate)
+        self.selectionChanged.connect(self.overview.invalidate)
+        self.sceneRectChanged.connect(self.overview.refresh_bounds)
         doc.node_added.connect(self._on_node_added)
         doc.node_removed.connect(self._on_node_removed)
         doc.node_changed.connect(self._on_node_changed)
@@ -80,6 +87,9 @@ class TopologyScene(QGraphicsScene):
 
     def link_items(self) -> list[LinkItem]:
         return list(self._links.values())
+
+    def group_items(self) -> list[GroupItem]:
+        return list(self._groups.values())
 
     def link_items_between(self, u: str, v: str, directed: bool = False) -> list[LinkItem]:
         """Items of the links joining ``u`` and ``v`` (only those usable u -> v if directed)."""
@@ -120,7 +130,11 @@ class TopologyScene(QGraphicsScene):
     def rebuild(self) -> None:
         """Recreate every item (after New/Open only; edits are incremental)."""
         self.interaction.cancel()
+        if self.overview.scene() is self:
+            self.removeItem(self.overview)
         self.clear()
+        self.addItem(self.overview)
+        self.overview.setVisible(self.overview_on)
         self._nodes.clear()
         self._links.clear()
         self._groups.clear()
@@ -129,7 +143,7 @@ class TopologyScene(QGraphicsScene):
         for node in self.doc.topology.nodes:
             item = NodeItem(node)
             self._nodes[node.id] = item
-            self.addItem(item)
+            self._add(item)
         for key in self.doc.link_keys():
             self._add_link_item(key, relayout_pair=False)
         for pair in self._pairs:
@@ -156,7 +170,7 @@ class TopologyScene(QGraphicsScene):
         pair = frozenset((link.source, link.target))
         self._pairs[pair].append(key)
         self._place_link(item)
-        self.addItem(item)
+        self._add(item)
         if relayout_pair:
             self._layout_pair(pair)
 
@@ -183,13 +197,28 @@ class TopologyScene(QGraphicsScene):
             self._layout_pair(pair)
         return item
 
+    def _add(self, item: QGraphicsItem) -> None:
+        item.setFlag(NO_CONTENTS, self.overview_on)
+        self.addItem(item)
+
+    def set_overview(self, on: bool) -> None:
+        """Draw everything through the overview item (far zoomed out) or item by item."""
+        if on == self.overview_on:
+            return
+        self.overview_on = on
+        for item in [*self._nodes.values(), *self._links.values(), *self._groups.values()]:
+            item.setFlag(NO_CONTENTS, on)
+        self.overview.setVisible(on)
+        self.overview.invalidate()
+        self.update()
+
     # ------------------------------------------------------------ document signals
 
     def _on_node_added(self, node_id: str) -> None:
         node = self.doc.node(node_id)
         item = NodeItem(node)
         self._nodes[node_id] = item
-        self.addItem(item)
+        self._add(item)
         self._keep_in_rect(item)
         self._mark_group(node.group)
 
@@ -247,6 +276,8 @@ class TopologyScene(QGraphicsScene):
         """Called by a node item whenever it moves: drag its links and its group box."""
         for key in self._adjacent.get(item.node_id, ()):
             self._place_link(self._links[key])
+        if self.overview_on:
+            self.overview.invalidate()
         self._keep_in_rect(item)
         if self.doc.has_node(item.node_id):
             self._mark_group(self.doc.node(item.node_id).group)
@@ -271,11 +302,13 @@ class TopologyScene(QGraphicsScene):
             box = self._groups.get(group)
             if box is None:
                 box = self._groups[group] = GroupItem(group)
-                self.addItem(box)
+                self._add(box)
             rect = QRectF()
             for item in items:
                 rect = rect.united(item.sceneBoundingRect())
             box.set_rect(rect)
+        if dirty and self.overview_on:
+            self.overview.invalidate()
 
     def flush_groups(self) -> None:
         """Bring group boxes up to date now (tests and screenshots call this)."""

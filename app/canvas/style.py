@@ -22,7 +22,7 @@ NODE_W = 46.0
 NODE_H = 30.0
 GRID = 20.0
 
-LABEL_LOD = 0.45
+LABEL_LOD = 0.5
 """Below this zoom node labels are not drawn (keeps huge topologies fast)."""
 LINK_LABEL_LOD = 0.5
 """Below this zoom link bandwidths are not drawn."""

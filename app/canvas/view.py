@@ -9,6 +9,7 @@ from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
+from app.canvas.overview import OVERVIEW_ZOOM
 from app.canvas.scene import TopologyScene
 
 MIN_ZOOM = 0.02
@@ -35,6 +36,8 @@ class TopologyView(QGraphicsView):
         self._pan_from: QPoint | None = None
         self._space = False
         self._rubber_band = True
+        self.zoom_changed.connect(
+            lambda zoom: self.topology_scene().set_overview(zoom < OVERVIEW_ZOOM))
 
     def topology_scene(self) -> TopologyScene:
         return self.scene()  # type: ignore[return-value]
