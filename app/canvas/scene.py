@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
 
+import shiboken6
 from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
@@ -58,9 +59,9 @@ class TopologyScene(QGraphicsScene):
         self.overview_on = False
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         doc.reset.connect(self.rebuild)
-        doc.edited.connect(self.overview.invalidate)
-        self.selectionChanged.connect(self.overview.invalidate)
-        self.sceneRectChanged.connect(self.overview.refresh_bounds)
+        doc.edited.connect(self._overview_changed)
+        self.selectionChanged.connect(self._overview_changed)
+        self.sceneRectChanged.connect(self._scene_rect_changed)
         doc.node_added.connect(self._on_node_added)
         doc.node_removed.connect(self._on_node_removed)
         doc.node_changed.connect(self._on_node_changed)
@@ -151,7 +152,14 @@ class TopologyScene(QGraphicsScene):
         for group in self.doc.groups():
             self._dirty_groups.add(group)
         self._update_dirty_groups()
-        self.setSceneRect(self.itemsBoundingRect().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN))
+        self.setSceneRect(self.drawing_rect().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN))
+
+    def drawing_rect(self) -> QRectF:
+        """The part of the scene the topology occupies (groups, nodes and links)."""
+        rect = QRectF()
+        for item in [*self._groups.values(), *self._nodes.values(), *self._links.values()]:
+            rect = rect.united(item.sceneBoundingRect())
+        return rect
 
     def _keep_in_rect(self, item: NodeItem) -> None:
         """Grow the scene rectangle so a node moved or added near its edge stays reachable."""
@@ -200,6 +208,15 @@ class TopologyScene(QGraphicsScene):
     def _add(self, item: QGraphicsItem) -> None:
         item.setFlag(NO_CONTENTS, self.overview_on)
         self.addItem(item)
+
+    def _overview_changed(self) -> None:
+        # selectionChanged also fires while the scene is being destroyed
+        if shiboken6.isValid(self.overview):
+            self.overview.invalidate()
+
+    def _scene_rect_changed(self, rect: QRectF) -> None:
+        if shiboken6.isValid(self.overview):
+            self.overview.refresh_bounds(rect)
 
     def set_overview(self, on: bool) -> None:
         """Draw everything through the overview item (far zoomed out) or item by item."""
@@ -277,7 +294,7 @@ class TopologyScene(QGraphicsScene):
         for key in self._adjacent.get(item.node_id, ()):
             self._place_link(self._links[key])
         if self.overview_on:
-            self.overview.invalidate()
+            self._overview_changed()
         self._keep_in_rect(item)
         if self.doc.has_node(item.node_id):
             self._mark_group(self.doc.node(item.node_id).group)
@@ -308,7 +325,7 @@ class TopologyScene(QGraphicsScene):
                 rect = rect.united(item.sceneBoundingRect())
             box.set_rect(rect)
         if dirty and self.overview_on:
-            self.overview.invalidate()
+            self._overview_changed()
 
     def flush_groups(self) -> None:
         """Bring group boxes up to date now (tests and screenshots call this)."""

@@ -75,7 +75,7 @@ class TopologyView(QGraphicsView):
         scene = self.topology_scene()
         if rect is None:
             scene.flush_groups()
-            rect = scene.itemsBoundingRect()
+            rect = scene.drawing_rect()
         if rect.isEmpty():
             return
         self.fitInView(rect.adjusted(-30, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)

@@ -1,8 +1,8 @@
 """Drawing with the mouse: the tools, drags, group moves, zoom and panning."""
 
 from PySide6.QtCore import QPoint, QPointF, Qt
-from PySide6.QtGui import QWheelEvent
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QColor, QWheelEvent
+from PySide6.QtWidgets import QApplication, QGraphicsItem
 
 from app.canvas.link_item import LinkItem
 
@@ -156,7 +156,7 @@ def test_middle_button_pans_and_fit_shows_everything(window, mouse):
     assert view.horizontalScrollBar().value() > h
     view.zoom_to_fit()
     visible = view.mapToScene(view.viewport().rect()).boundingRect()
-    assert visible.contains(window.scene.itemsBoundingRect())
+    assert visible.contains(window.scene.drawing_rect())
 
 
 def test_select_all_and_delete_key(window, qtbot):
@@ -166,7 +166,38 @@ def test_select_all_and_delete_key(window, qtbot):
                if not hasattr(i, "node_id"))
     window.actions["delete"].trigger()
     window.scene.flush_groups()
-    assert not window.doc.topology.nodes and window.scene.items() == []
+    scene = window.scene
+    assert not window.doc.topology.nodes
+    assert scene.node_items() == scene.link_items() == scene.group_items() == []
     assert window.doc.undo_stack.undoText() == "Delete 36 nodes and 48 links"
     window.doc.undo_stack.undo()
     assert len(window.doc.topology.nodes) == 36 and len(window.doc.topology.links) == 48
+
+
+def test_far_zoom_draws_an_overview_that_still_takes_clicks(window, mouse):
+    scene, view = window.scene, window.view
+    view.set_zoom(0.3 / view.zoom())
+    assert scene.overview_on and scene.overview.isVisible()
+    node = scene.node_item("n1.gpu2")
+    assert node.flags() & QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
+    mouse.show(node.pos())
+    mouse.click(node.pos())
+    assert scene.selected_node_ids() == ["n1.gpu2"]
+    image = view.grab().toImage()
+    colours = {image.pixel(x, y) for x in range(0, image.width(), 5)
+               for y in range(0, image.height(), 5)}
+    assert len(colours) > 5
+    view.set_zoom(1.0 / view.zoom())
+    assert not scene.overview_on and not scene.overview.isVisible()
+    assert not node.flags() & QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
+
+
+def test_link_highlight_for_overlays(window):
+    scene = window.scene
+    items = scene.link_items_between("n0.gpu0", "n0.nvswitch", directed=True)
+    item = items[0]
+    item.set_highlight(QColor("#d62728"), 10)
+    assert item.highlight[0] == QColor("#d62728") and item.pen_width() == 10
+    assert item.boundingRect().width() > 0
+    item.set_highlight(None)
+    assert item.highlight is None and item.pen_width() == item.width
