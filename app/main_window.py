@@ -12,7 +12,7 @@ from pathlib import Path
 
 import PySide6
 from PySide6.QtCore import QRectF, Qt, qVersion
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -64,8 +64,6 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.properties)
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.history)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.validation)
-        self.resizeDocks([self.properties, self.history], [420, 180], Qt.Orientation.Vertical)
-        self.resizeDocks([self.validation], [110], Qt.Orientation.Vertical)
         self.autosaver = Autosaver(self.doc, parent=self)
         self.actions: dict[str, QAction] = {}
         self.menus: dict[str, QMenu] = {}
@@ -84,7 +82,15 @@ class MainWindow(QMainWindow):
             lambda z: self.zoom_label.setText(f"{z * 100:.0f} %"))
         self._update_title()
         self._update_counts()
+        self._sized_docks = False
         self.resize(1280, 800)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._sized_docks:
+            self._sized_docks = True
+            self.resizeDocks([self.properties, self.history], [3, 1], Qt.Orientation.Vertical)
+            self.resizeDocks([self.validation], [80], Qt.Orientation.Vertical)
 
     # ------------------------------------------------------------ actions
 
@@ -120,6 +126,14 @@ class MainWindow(QMainWindow):
         redo = self.doc.undo_stack.createRedoAction(self, "&Redo")
         redo.setShortcuts(std.Redo)
         self.actions["undo"], self.actions["redo"] = undo, redo
+        # tool-bar twins with a fixed caption (the menu entries name the command)
+        stack = self.doc.undo_stack
+        undo_button = a("undo_button", "Undo", stack.undo, tip="Undo the last change")
+        redo_button = a("redo_button", "Redo", stack.redo, tip="Redo the undone change")
+        undo_button.setEnabled(False)
+        redo_button.setEnabled(False)
+        stack.canUndoChanged.connect(undo_button.setEnabled)
+        stack.canRedoChanged.connect(redo_button.setEnabled)
         a("cut", "Cu&t", self.cut, std.Cut, "Cut the selected nodes and their links")
         a("copy", "&Copy", self.copy, std.Copy, "Copy the selected nodes and their links")
         a("paste", "&Paste", self.paste, std.Paste, "Paste nodes beside the originals")
@@ -210,7 +224,7 @@ class MainWindow(QMainWindow):
         files.setObjectName("FileToolBar")
         files.addActions([acts["new"], acts["open"], acts["save"]])
         files.addSeparator()
-        files.addActions([acts["undo"], acts["redo"]])
+        files.addActions([acts["undo_button"], acts["redo_button"]])
         tools = QToolBar("Tools", self)
         tools.setObjectName("ToolsToolBar")
         self.addToolBar(tools)

@@ -122,7 +122,9 @@ class PropertiesDock(QDockWidget):
         self.bandwidth_edit.setValidator(NumberValidator(parent=self))
         self.bandwidth_edit.setToolTip("GB/s in each direction; decimals like 12.5 are exact")
         self.direction_combo = QComboBox()
-        self.direction_combo.addItems(["duplex (both ways)", "one-way (source → target)"])
+        self.direction_combo.addItems(["duplex", "one-way"])
+        self.direction_combo.setToolTip("duplex: the bandwidth in each direction; "
+                                        "one-way: from the first end to the second only")
         self.latency_edit = QLineEdit()
         self.latency_edit.setValidator(NumberValidator(optional=True, allow_zero=True,
                                                        parent=self))
@@ -211,7 +213,10 @@ class PropertiesDock(QDockWidget):
         links = [self.doc.link(k) for k in self._links]
         single = len(links) == 1
         self.link_box.setTitle("Link" if single else f"{len(links)} links")
-        self.ends.setText(links[0].describe() if single else f"{len(links)} links")
+        first = links[0]
+        arrow = "⟷" if first.duplex else "→"
+        self.ends.setText(f"{first.source} {arrow} {first.target}" if single
+                          else f"{len(links)} links")
         bandwidth = _common([link.bandwidth for link in links])
         self._set_text(self.bandwidth_edit,
                        bandwidth if bandwidth == VARIOUS else format_gbps(bandwidth))
