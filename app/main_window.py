@@ -456,7 +456,7 @@ class MainWindow(QMainWindow):
         if not found:
             return False
         latest = found[0]
-        where = latest.original_path or "an unsaved topology"
+        where = latest.original_path or f"“{latest.display_name}”"
         answer = QMessageBox.question(
             self, "Restore unsaved changes?",
             f"Canopy did not shut down normally. Restore the unsaved changes to {where}?",
@@ -471,14 +471,16 @@ class MainWindow(QMainWindow):
         return restored
 
     def restore(self, recovered: Recovered) -> None:
-        """Open the original file (if any) and apply the recovered state as one undo step."""
+        """Open the original (file or sample) and apply the recovered state as one undo step."""
         base, path = Topology(name=recovered.topology.name), None
-        if recovered.original_path is not None:
-            try:
+        try:
+            if recovered.original_path is not None:
                 base, path = load_topology(recovered.original_path), recovered.original_path
-            except CanopyError:
-                pass
-        self.doc.set_topology(base, path, display_name=None if path else "recovered")
+            elif recovered.display_name in sample_names():
+                base = load_sample(recovered.display_name)
+        except CanopyError:
+            pass  # the original is gone or broken: restore onto an empty document
+        self.doc.set_topology(base, path, display_name=None if path else recovered.display_name)
         self.doc.undo_stack.push(
             ReplaceTopology(self.doc, recovered.topology, "Restore unsaved changes"))
 

@@ -56,6 +56,7 @@ class Recovered:
     topology: Topology
     original_path: Path | None
     saved_at: float
+    display_name: str
 
     def discard(self) -> None:
         self.file.unlink(missing_ok=True)
@@ -83,7 +84,8 @@ def orphaned() -> list[Recovered]:
             continue
         original = data.get("original_path")
         found.append(Recovered(file, topology, Path(original) if original else None,
-                               float(data.get("saved_at", 0.0))))
+                               float(data.get("saved_at", 0.0)),
+                               str(data.get("display_name") or topology.name)))
     return sorted(found, key=lambda r: r.saved_at, reverse=True)
 
 
@@ -108,6 +110,7 @@ class Autosaver(QObject):
             return False
         data = {"format": FORMAT, "version": 1, "saved_at": time.time(),
                 "original_path": str(self.doc.path) if self.doc.path else None,
+                "display_name": self.doc.display_name,
                 "topology": topology_to_dict(self.doc.topology)}
         self.file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.file, json.dumps(data))

@@ -179,7 +179,21 @@ def test_declined_recovery_is_discarded(qtbot, window, dialogs):
     other = MainWindow(load_sample())
     qtbot.addWidget(other)
     assert not other.offer_recovery()
+    assert "“dgx-a100-2x8.json”" in dialogs.calls[-1][2]
     assert not leftover.exists()
+    assert other.doc.node("ib0").label == "ib0"
+
+
+def test_recovered_sample_undoes_to_the_sample(qtbot, window, dialogs):
+    edit_nodes(window.doc, ["ib0"], "label", "spine")
+    crash(window)
+    dialogs.answers["question"] = QMessageBox.StandardButton.Yes
+    other = MainWindow()
+    qtbot.addWidget(other)
+    assert other.offer_recovery()
+    assert other.doc.node("ib0").label == "spine"
+    assert other.windowTitle().startswith("dgx-a100-2x8.json")
+    other.doc.undo_stack.undo()
     assert other.doc.node("ib0").label == "ib0"
 
 
