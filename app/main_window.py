@@ -39,7 +39,7 @@ from app.recovery import Autosaver, Recovered, orphaned
 from app.versions import canopy_version, library_versions
 from engine.errors import CanopyError
 from engine.layout import auto_layout
-from engine.topology import COMPUTE, SWITCH, Topology
+from engine.topology import COMPUTE, SWITCH, Node, Topology
 from engine.topology_io import load_sample, load_topology, sample_names
 
 FILE_FILTER = "Canopy topology (*.json);;All files (*)"
@@ -343,7 +343,7 @@ class MainWindow(QMainWindow):
     def auto_layout(self) -> None:
         """Lay every node out again (one undoable step)."""
         old = {n.id: (n.x or 0.0, n.y or 0.0) for n in self.doc.topology.nodes}
-        probe = Topology(nodes=[type(n)(n.id, n.kind, n.label, n.group)
+        probe = Topology(nodes=[Node(n.id, n.kind, n.label, n.group)
                                 for n in self.doc.topology.nodes],
                          links=self.doc.topology.links)
         auto_layout(probe)

@@ -11,10 +11,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import CanopyError
 from engine.topology import Topology
 from engine.topology_io import DEFAULT_SAMPLE, atomic_write_bytes, load_sample, load_topology
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -105,18 +109,18 @@ def _quiet_offscreen_warnings() -> None:
     previous = qInstallMessageHandler(handler)
 
 
-def write_screenshot(window: object, path: Path, size: tuple[int, int]) -> None:
+def write_screenshot(window: MainWindow, path: Path, size: tuple[int, int]) -> None:
     """Show ``window`` at ``size``, fit the drawing, and write it as a PNG atomically."""
     from PySide6.QtCore import QBuffer, QByteArray, QIODevice
     from PySide6.QtWidgets import QApplication
 
-    window.resize(*size)  # type: ignore[attr-defined]
-    window.show()  # type: ignore[attr-defined]
+    window.resize(*size)
+    window.show()
     QApplication.processEvents()
-    window.validation.check_now()  # type: ignore[attr-defined]
-    window.view.zoom_to_fit()  # type: ignore[attr-defined]
+    window.validation.check_now()
+    window.view.zoom_to_fit()
     QApplication.processEvents()
-    pixmap = window.grab()  # type: ignore[attr-defined]
+    pixmap = window.grab()
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
