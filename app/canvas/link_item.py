@@ -27,6 +27,9 @@ from engine.topology import Link, format_gbps
 
 ARROW = 11.0
 LABEL_FONT = style.label_font(8.0)
+NAME_HALF_WIDTH = 30.0
+"""About half the width of a node's name under it (labels near a node keep clear of it)."""
+NAME_HEIGHT = 14.0
 LABEL_BACKGROUND = QBrush(QColor(255, 255, 255, 225))
 NODE_RADIUS = 17.0
 BOW_FROM = 80.0
@@ -46,6 +49,7 @@ class LinkItem(QGraphicsItem):
         self.width = style.link_width(link.bandwidth)
         self.text = format_gbps(link.bandwidth)
         self.offset = 0.0
+        self.label_near: str | None = None
         self.highlight: tuple[QColor, float] | None = None
         self._p1 = QPointF()
         self._p2 = QPointF()
@@ -83,6 +87,12 @@ class LinkItem(QGraphicsItem):
     def set_offset(self, offset: float) -> None:
         self.offset = offset
         self._rebuild()
+
+    def set_label_near(self, end: str | None) -> None:
+        """Print the bandwidth near node ``end`` (away from a busy hub), or mid-way."""
+        if end != self.label_near:
+            self.label_near = end
+            self._rebuild()
 
     def set_highlight(self, color: QColor | None, width: float | None = None) -> None:
         """Overlay colour and width (``None`` clears it); repaints only this item."""
@@ -124,16 +134,34 @@ class LinkItem(QGraphicsItem):
                            (p1.y() + p2.y()) / 2 + ny * offset * 2)
             path.moveTo(a)
             path.quadTo(ctrl, b)
-            self._mid = path.pointAtPercent(0.5)
+            self._mid = path.pointAtPercent(self._label_fraction(length))
         else:
             path.moveTo(a)
             path.lineTo(b)
             self._straight = QLineF(a, b)
-            self._mid = QPointF((a.x() + b.x()) / 2, (a.y() + b.y()) / 2)
+            self._mid = QLineF(p1, p2).pointAt(self._label_fraction(length))
         self._path = path
         pad = self.pen_width() / 2 + ARROW + 2
         self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad).united(
             self._text_rect.translated(self._mid))
+
+    def _label_fraction(self, length: float) -> float:
+        """Where along the link (0 = source) its bandwidth label goes.
+
+        Mid-way, or, next to a busy hub, just outside the quieter end node and its name.
+        """
+        if self.label_near is None:
+            return 0.5
+        near, far = ((self._p1, self._p2) if self.label_near == self.source
+                     else (self._p2, self._p1))
+        ux, uy = (far.x() - near.x()) / length, (far.y() - near.y()) / length
+        half_w = NAME_HALF_WIDTH + self._text_rect.width() / 2 + 3
+        below = style.NODE_H / 2 + NAME_HEIGHT + self._text_rect.height() / 2 + 3
+        above = style.NODE_H / 2 + self._text_rect.height() / 2 + 3
+        exits = [half_w / abs(ux) if abs(ux) > 1e-6 else float("inf"),
+                 (below if uy > 0 else above) / abs(uy) if abs(uy) > 1e-6 else float("inf")]
+        t = min(0.5, min(exits) / length)
+        return t if self.label_near == self.source else 1.0 - t
 
     def pen_width(self) -> float:
         return self.highlight[1] if self.highlight else self.width

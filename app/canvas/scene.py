@@ -149,6 +149,7 @@ class TopologyScene(QGraphicsScene):
             self._add_link_item(key, relayout_pair=False)
         for pair in self._pairs:
             self._layout_pair(pair)
+        self._place_labels(self._nodes)
         for group in self.doc.groups():
             self._dirty_groups.add(group)
         self._update_dirty_groups()
@@ -181,6 +182,18 @@ class TopologyScene(QGraphicsScene):
         self._add(item)
         if relayout_pair:
             self._layout_pair(pair)
+            self._place_labels((link.source, link.target))
+
+    def _place_labels(self, node_ids: Iterable[str]) -> None:
+        """Put the labels of the links at these nodes near their less busy end."""
+        keys = set()
+        for node_id in node_ids:
+            keys.update(self._adjacent.get(node_id, ()))
+        for key in keys:
+            item = self._links[key]
+            ds = len(self._adjacent.get(item.source, ()))
+            dt = len(self._adjacent.get(item.target, ()))
+            item.set_label_near(None if ds == dt else (item.source if ds < dt else item.target))
 
     def _place_link(self, item: LinkItem) -> None:
         a = self._nodes.get(item.source)
@@ -203,6 +216,7 @@ class TopologyScene(QGraphicsScene):
             del self._pairs[pair]
         else:
             self._layout_pair(pair)
+        self._place_labels(pair)
         return item
 
     def _add(self, item: QGraphicsItem) -> None:
@@ -259,10 +273,9 @@ class TopologyScene(QGraphicsScene):
         item = self._nodes.pop(old)
         self._nodes[new] = item
         item.refresh(self.doc.node(new))
-        self._adjacent[new] = self._adjacent.pop(old, set())
-        for pair in [p for p in self._pairs if old in p]:
-            other = set(pair) - {old}
-            self._pairs[frozenset({new, *other} if other else {new})] = self._pairs.pop(pair)
+        # the links were moved to the new id already (link_changed comes first)
+        self._adjacent[new] |= self._adjacent.pop(old, set())
+        self._place_labels([new])
 
     def _on_link_added(self, key: int) -> None:
         self._add_link_item(key)
@@ -282,6 +295,7 @@ class TopologyScene(QGraphicsScene):
             pair = frozenset((link.source, link.target))
             self._pairs[pair].append(key)
             self._layout_pair(pair)
+            self._place_labels(pair)
         else:
             item.refresh(link)
         self._place_link(item)

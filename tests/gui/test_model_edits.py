@@ -2,6 +2,8 @@
 
 from fractions import Fraction
 
+from PySide6.QtCore import QPointF
+
 from app.canvas.link_item import LinkItem
 from app.commands import InsertItems, MoveNodes, RenameNode, delete, edit_links, edit_nodes
 from engine.topology import Link, Node
@@ -105,6 +107,10 @@ def test_rename_node_updates_links_and_items(window):
                 if "spine0" in (doc.link(k).source, doc.link(k).target)]
     assert len(touching) == 8
     assert len(scene.link_items_between("spine0", "n0.nic0")) == 1
+    link = scene.link_items_between("spine0", "n0.nic0")[0]
+    before = link.ends()
+    scene.node_item("spine0").setPos(scene.node_item("spine0").pos() + QPointF(0, -50))
+    assert link.ends() != before, "links still follow the renamed node"
     doc.undo_stack.undo()
     assert doc.has_node("ib0") and not doc.has_node("spine0")
     assert len(scene.link_items_between("ib0", "n0.nic0")) == 1
