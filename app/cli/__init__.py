@@ -13,7 +13,7 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve", "generate", "samples"]
+VERBS = ["solve", "generate", "import-nccl", "graphml", "samples"]
 
 
 def build_parser() -> argparse.ArgumentParser:
