@@ -34,7 +34,7 @@ from lxml import etree
 from engine.errors import CanopyError
 from engine.generators.builder import MAX_NODES
 from engine.safe_xml import parse_xml_bytes, parse_xml_file
-from engine.topology import COMPUTE, SWITCH, Link, Node, Topology, format_gbps
+from engine.topology import COMPUTE, SWITCH, Link, Node, Topology, format_gbps, format_number
 
 MAX_ELEMENTS = 100_000
 MAX_HOSTS = 4096
@@ -446,6 +446,12 @@ def _build(host: _Host, reader: _Reader, source: str) -> Topology:
     gap = 2 * 70.0
     topo = Topology(name=f"{Path(source).stem} x {opts.hosts}" if opts.hosts > 1
                     else Path(source).stem)
+    topo.extra["imported_from"] = {
+        "format": "nccl-topology", "file": Path(source).name, "hosts": opts.hosts,
+        "net": opts.net, "nic_bw": str(format_number(opts.nic_bw)),
+        **{k: str(format_number(v)) for k, v in (("nvlink_bw", opts.nvlink_bw),
+                                                 ("nvswitch_bw", opts.nvswitch_bw))
+           if v is not None}}
     for h in range(opts.hosts):
         prefix, dx = f"h{h}.", h * (width + gap)
         for key, dev in host.devices.items():

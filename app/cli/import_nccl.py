@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", help="NCCL topology XML")
     p.add_argument("-o", "--output", metavar="OUT.json", required=True,
                    help="where to write the canopy-topology JSON")
+    p.add_argument("--name", help="name of the topology (default: the file's name)")
     p.add_argument("--hosts", type=int, default=1, help="copies of the host to join (default 1)")
     p.add_argument("--net", choices=NETS, default="rail",
                    help="network joining the hosts: rail (NIC i of every host on switch i) "
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"canopy: warning: {warning}", file=sys.stderr)
     topo = result.topology
+    if args.name:
+        topo.name = args.name
     for problem in find_problems(topo):
         print(f"canopy: warning: {problem.message}", file=sys.stderr)
     save_topology(topo, args.output)

@@ -65,12 +65,15 @@ def circle(count: int, radius: float | None = None, cx: float = 0.0,
              cy - radius * math.cos(2 * math.pi * i / count)) for i in range(count)]
 
 
-def nested_grid(dims: Sequence[int], spacing: float = SPACING) -> list[tuple[float, float]]:
+def nested_grid(dims: Sequence[int], spacing: float = SPACING,
+                zigzag: Sequence[bool] | None = None) -> list[tuple[float, float]]:
     """Positions of the points of a ``dims`` grid, in :func:`grid_indices` order.
 
     Even-numbered dimensions go along x and odd ones along y; each further dimension on
     an axis repeats the block beside the previous one, with a gap, so a 4x4x4 torus
-    shows as four 4x4 layers side by side.
+    shows as four 4x4 layers side by side. Where ``zigzag[d]`` is true, odd positions
+    along dimension d step aside a little, so that links skipping along that line (a
+    torus's wrap-around, a clique) do not hide behind the links in between.
     """
     strides = [0.0] * len(dims)
     for axis in (0, 1):
@@ -82,11 +85,15 @@ def nested_grid(dims: Sequence[int], spacing: float = SPACING) -> list[tuple[flo
             else:
                 strides[d] = extent + 1.5 * spacing
                 extent = strides[d] * (dims[d] - 1) + extent
+    zig = list(zigzag) if zigzag is not None else [False] * len(dims)
     points = []
     for index in grid_indices(dims):
-        x = sum(index[d] * strides[d] for d in range(0, len(dims), 2))
-        y = sum(index[d] * strides[d] for d in range(1, len(dims), 2))
-        points.append((x, y))
+        pos = [0.0, 0.0]
+        for d, i in enumerate(index):
+            pos[d % 2] += i * strides[d]
+            if zig[d]:
+                pos[1 - d % 2] += 0.3 * spacing * (i % 2)
+        points.append((pos[0], pos[1]))
     return points
 
 

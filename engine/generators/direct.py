@@ -126,7 +126,8 @@ def grid(dims: Sequence[int], bandwidth: Sequence[Fraction], wrap: bool) -> Topo
     b = Builder(f"{len(dims)}-D {'torus' if wrap else 'mesh'} {shape} "
                 f"({', '.join(format_gbps(v) for v in dict.fromkeys(bws))} GB/s)")
     indices = grid_indices(dims)
-    for i, (idx, (x, y)) in enumerate(zip(indices, nested_grid(dims), strict=True)):
+    points = nested_grid(dims, zigzag=[wrap and size > 2 and d < 2 for d, size in enumerate(dims)])
+    for i, (idx, (x, y)) in enumerate(zip(indices, points, strict=True)):
         group = f"z{idx[-1]}" if len(dims) >= 3 else None
         b.compute(f"n{i}", x, y, label=f"n{i} ({','.join(map(str, idx))})", group=group)
     for i, idx in enumerate(indices):

@@ -14,8 +14,15 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-from engine.generators.builder import SPACING, Builder, check_size, flat_index, grid_indices
-from engine.generators.builder import nested_grid
+from engine.generators.builder import (
+    SPACING,
+    Builder,
+    check_size,
+    circle,
+    flat_index,
+    grid_indices,
+    nested_grid,
+)
 from engine.generators.params import BANDWIDTHS, CHOICES, DIMS, ParameterError, ParamSpec
 from engine.topology import Topology, format_gbps
 
@@ -26,7 +33,11 @@ SHAPES = (RING, FC, SWITCH)
 def multi_dim(dims: Sequence[int], shapes: Sequence[str],
               bandwidth: Sequence[Fraction]) -> Topology:
     """NPU ``n<i>`` at grid index i0 + d0·(i1 + ...); dimension k joined as ``shapes[k]``
-    with ``bandwidth[k]`` per link and direction (for a switch: NPU <-> switch)."""
+    with ``bandwidth[k]`` per link and direction (for a switch: NPU <-> switch).
+
+    Layout: one block per server (last index), blocks side by side; the inner dimensions
+    as a grid inside each block; switches of the last dimension in a row above.
+    """
     if not (len(dims) == len(shapes) == len(bandwidth)):
         raise ParameterError(f"--dims, --shapes and --bandwidth must list the same number of "
                              f"dimensions (they list {len(dims)}, {len(shapes)} and "
@@ -38,41 +49,60 @@ def multi_dim(dims: Sequence[int], shapes: Sequence[str],
     name = "-".join(s.upper() for s in shapes) + " " + "x".join(map(str, dims))
     b = Builder(f"{name} ({', '.join(format_gbps(v) for v in bandwidth)} GB/s)")
     indices = grid_indices(dims)
-    points = nested_grid(dims, 1.25 * SPACING)
+    points = _positions(dims, shapes)
     for i, (idx, (x, y)) in enumerate(zip(indices, points, strict=True)):
         b.compute(f"n{i}", x, y, label=f"n{i} ({','.join(map(str, idx))})",
                   group=f"node{idx[-1]}" if len(dims) > 1 else None)
+    top = min(y for _, y in points) - 1.6 * SPACING
+    width = max(x for x, _ in points)
     for d, (size, shape, bw) in enumerate(zip(dims, shapes, bandwidth, strict=True)):
         if size == 1:
             continue
-        for i, idx in enumerate(indices):
-            if idx[d] != 0:
-                continue            # handle each line along dimension d once, from its start
-            line = [flat_index(idx[:d] + (k,) + idx[d + 1:], dims) for k in range(size)]
-            _join_line(b, d, i, line, shape, bw, [points[j] for j in line],
-                       group=f"node{idx[-1]}" if d < len(dims) - 1 else None)
+        lines = [[flat_index(idx[:d] + (k,) + idx[d + 1:], dims) for k in range(size)]
+                 for idx in indices if idx[d] == 0]
+        for number, line in enumerate(lines):
+            names = [f"n{j}" for j in line]
+            if shape == RING:
+                pairs = list(zip(names, names[1:] + names[:1], strict=True)) if size > 2 \
+                    else [names]
+                for u, v in pairs:
+                    b.link(u, v, bw)
+            elif shape == FC:
+                for a in range(size):
+                    for c in range(a + 1, size):
+                        b.link(names[a], names[c], bw)
+            else:
+                if d == len(dims) - 1:
+                    x = width * (number + 0.5) / len(lines)
+                    sw = b.switch(f"dim{d}.sw{line[0]}", x, top,
+                                  label=f"dim {d} switch of n{line[0]}")
+                else:
+                    cx = sum(points[j][0] for j in line) / size
+                    cy = sum(points[j][1] for j in line) / size
+                    dx, dy = (0.0, 0.6 * SPACING) if d % 2 == 0 else (0.6 * SPACING, 0.0)
+                    sw = b.switch(f"dim{d}.sw{line[0]}", cx + dx, cy + dy,
+                                  label=f"dim {d} switch of n{line[0]}",
+                                  group=f"node{indices[line[0]][-1]}")
+                for u in names:
+                    b.link(u, sw, bw)
     return b.topology
 
 
-def _join_line(b: Builder, d: int, first: int, line: list[int], shape: str, bw: Fraction,
-               points: list[tuple[float, float]], group: str | None) -> None:
-    names = [f"n{j}" for j in line]
-    if shape == RING:
-        pairs = list(zip(names, names[1:] + names[:1])) if len(names) > 2 else [tuple(names)]
-        for u, v in pairs:
-            b.link(u, v, bw)
-    elif shape == FC:
-        for a in range(len(names)):
-            for c in range(a + 1, len(names)):
-                b.link(names[a], names[c], bw)
-    else:
-        cx = sum(p[0] for p in points) / len(points)
-        cy = sum(p[1] for p in points) / len(points)
-        offset = 0.45 * SPACING * (1 + 0.4 * d)
-        sw = b.switch(f"dim{d}.sw{first}", cx + offset, cy - offset,
-                      label=f"dim {d} switch of n{first}", group=group)
-        for u in names:
-            b.link(u, sw, bw)
+def _positions(dims: Sequence[int], shapes: Sequence[str]) -> list[tuple[float, float]]:
+    """Server blocks (last index) side by side, inner dimensions as a grid in each."""
+    crowded = [shape in (RING, FC) and size > 2 for size, shape in zip(dims, shapes, strict=True)]
+    if len(dims) == 1:
+        if crowded[0]:
+            return circle(dims[0])
+        return [(SPACING * i, 0.0) for i in range(dims[0])]
+    inner = nested_grid(dims[:-1], SPACING, crowded[:-1])
+    block = max(x for x, _ in inner) + 2 * SPACING
+    points = []
+    for idx in grid_indices(dims):
+        x, y = inner[flat_index(idx[:-1], dims[:-1])]
+        lift = 0.3 * SPACING * (idx[-1] % 2) if crowded[-1] else 0.0
+        points.append((x + block * idx[-1], y + lift))
+    return points
 
 
 MULTI_DIM_PARAMS = (
