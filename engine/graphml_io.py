@@ -2,10 +2,11 @@
 coordinates, latencies and scalar unknown keys.
 
 Export writes a directed multigraph: one GraphML edge per canopy link, with ``bandwidth``
-as exact text ("12.5", "1/3"), ``duplex`` as a boolean and the nodes' ``kind``, ``label``,
-``group``, ``x`` and ``y``. Import reads these back and also accepts GraphML from other
-tools: nodes without ``kind`` are compute nodes, ``capacity`` stands in for a missing
-``bandwidth``, and an undirected graph's edges are duplex links.
+as exact text ("12.5", "1/3"), ``duplex`` as a boolean, ``link_index`` (the link order)
+and the nodes' ``kind``, ``label``, ``group``, ``x`` and ``y``. Import reads these back
+and also accepts GraphML from other tools: nodes without ``kind`` are compute nodes,
+``capacity`` stands in for a missing ``bandwidth``, and an undirected graph's edges are
+duplex links.
 
 Untrusted files are parsed by engine.safe_xml (no entities, no DTD, no network, size
 limit); networkx only ever sees the re-serialised, entity-free element tree.
@@ -17,6 +18,7 @@ import io
 import os
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import networkx as nx
 from lxml import etree
@@ -29,6 +31,7 @@ from engine.topology_io import FORMAT, VERSION, atomic_write_bytes, topology_fro
 _SCALARS = (str, int, float, bool)
 _NODE_KEYS = ("kind", "label", "group", "x", "y")
 _LINK_KEYS = ("bandwidth", "duplex", "latency")
+_ORDER = "link_index"      # canopy's link order, which networkx does not keep
 
 
 def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
@@ -44,8 +47,9 @@ def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
         attrs.update({k: v for k, v in n.extra.items()
                       if isinstance(v, _SCALARS) and k not in attrs})
         g.add_node(n.id, **attrs)
-    for link in topo.links:
-        attrs = {"bandwidth": str(format_number(link.bandwidth)), "duplex": link.duplex}
+    for index, link in enumerate(topo.links):
+        attrs = {"bandwidth": str(format_number(link.bandwidth)), "duplex": link.duplex,
+                 _ORDER: index}
         if link.latency is not None:
             attrs["latency"] = str(format_number(link.latency))
         attrs.update({k: v for k, v in link.extra.items()
@@ -66,10 +70,13 @@ def save_graphml(topo: Topology, path: str | os.PathLike[str]) -> None:
 
 
 def _graph_from_tree(root: etree._Element, source: str) -> nx.Graph:
+    if any(True for _ in root.iter(etree.Entity)):
+        raise TopologyError(f"{source} refers to XML entities, which Canopy does not accept.")
     text = etree.tostring(root, encoding="unicode")
     try:
         return nx.parse_graphml(text)
-    except (nx.NetworkXError, KeyError, ValueError, TypeError) as exc:
+    except (nx.NetworkXError, ElementTree.ParseError, KeyError, ValueError,
+            TypeError) as exc:
         raise TopologyError(f"{source} is not GraphML that Canopy can read "
                             f"({str(exc).rstrip('.') or exc.__class__.__name__}).") from None
 
@@ -86,7 +93,10 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
         node.update({k: v for k, v in data.items() if k not in _NODE_KEYS})
         nodes.append(node)
     links = []
-    for u, v, data in g.edges(data=True):
+    edges = list(g.edges(data=True))
+    if all(isinstance(data.get(_ORDER), int) for _, _, data in edges):
+        edges.sort(key=lambda edge: edge[2][_ORDER])
+    for u, v, data in edges:
         bandwidth = data.get("bandwidth", data.get("capacity"))
         if bandwidth is None:
             raise TopologyError(f"{source}: the edge {u} - {v} has no 'bandwidth'.")
@@ -96,7 +106,7 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
         if data.get("latency") is not None:
             link["latency"] = str(data["latency"])
         link.update({k: v for k, v in data.items()
-                     if k not in _LINK_KEYS and k != "capacity" and k != "id"})
+                     if k not in (*_LINK_KEYS, _ORDER, "capacity", "id")})
         links.append(link)
     graph = dict(g.graph)
     name = graph.pop("name", None) or Path(source).stem

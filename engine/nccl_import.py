@@ -34,7 +34,16 @@ from lxml import etree
 from engine.errors import CanopyError
 from engine.generators.builder import MAX_NODES
 from engine.safe_xml import parse_xml_bytes, parse_xml_file
-from engine.topology import COMPUTE, SWITCH, Link, Node, Topology, format_gbps, format_number
+from engine.topology import (
+    COMPUTE,
+    SWITCH,
+    Link,
+    Node,
+    Topology,
+    format_gbps,
+    format_number,
+    parse_bandwidth,
+)
 
 MAX_ELEMENTS = 100_000
 MAX_HOSTS = 4096
@@ -81,6 +90,17 @@ class NcclImportOptions:
     nvlink_bw: Fraction | None = None
     nvswitch_bw: Fraction | None = None
     nic_bw: Fraction = Fraction(25)
+
+    def __post_init__(self) -> None:
+        """Bandwidths may come as ints, floats or text (a dialog's fields): make them exact."""
+        for name in ("nvlink_bw", "nvswitch_bw", "nic_bw"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Fraction):
+                try:
+                    object.__setattr__(self, name, parse_bandwidth(value))
+                except ValueError as exc:
+                    raise NcclImportError(f"the {name.replace('_bw', '')} bandwidth "
+                                          f"{value!r} {exc}.") from None
 
 
 @dataclass
