@@ -205,6 +205,9 @@ class _Reader:
         if cls.startswith("0x03") or gpu_elem is not None:
             self._gpu(elem, busid, parent, gpu_elem)
         elif cls.startswith("0x02") or nic_elem is not None:
+            for child in elem:
+                if isinstance(child.tag, str) and child.tag != "nic":
+                    self.warn(child, "is not expected inside a NIC's <pci> and was skipped.")
             up = self._link_bw(elem, parent)
             if nic_elem is None:
                 self._nic(elem, parent, up, busid=busid)

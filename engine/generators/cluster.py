@@ -58,7 +58,8 @@ def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu
         nic_ids.append(_server(b, s, x0, width, gpus, fabric, gpu_bw, nics_per_gpu, nics,
                                nic_bw, pcie_bw))
     total_width = servers * width + (servers - 1) * _GAP
-    if rails > nics and servers > 1 and scale_out != SINGLE:
+    uses_rails = scale_out == RAIL or (scale_out == LEAF_SPINE and leaf == RAIL_LEAF)
+    if rails > nics and servers > 1 and uses_rails:
         raise ParameterError(f"--rails is {rails} but each server has only {nics} NICs; "
                              "use at most one rail per NIC.")
     if servers > 1:
