@@ -1,0 +1,150 @@
+"""The whole ForestColl pipeline: optimum, switch removal, tree packing, map back, verify.
+
+forestcoll.txt §4.1 gives the outline. ``solve`` returns a :class:`Schedule` only after
+:func:`engine.verify.verify` has accepted it.
+
+Reduce-scatter runs out-trees against their arrows (§4.6). On bidirectional networks the
+allgather trees serve; when some link is one-way, the reduce trees are out-trees of the
+transposed network, whose optimum is the same because every node is balanced.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from fractions import Fraction
+
+from engine.errors import ScheduleError
+from engine.network import Network
+from engine.optimality import COLLECTIVES, Optimum, find_fixed_k, find_optimum
+from engine.packing import Batch, pack_trees
+from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
+from engine.splitting import LogicalTopology, remove_switches
+from engine.topology import Topology
+from engine.verify import verify
+
+Progress = Callable[[str, float], None]
+
+
+def _report(progress: Progress | None, phase: str, fraction: float) -> None:
+    if progress is not None:
+        progress(phase, fraction)
+
+
+def transpose(net: Network) -> Network:
+    """The same network with every link reversed."""
+    return replace(net, capacity={(b, a): c for (a, b), c in net.capacity.items()})
+
+
+def is_symmetric(net: Network) -> bool:
+    return all(net.capacity.get((b, a)) == c for (a, b), c in net.capacity.items())
+
+
+def tree_capacities(nets: list[Network], opt: Optimum, k: int | None
+                    ) -> tuple[int, Fraction, list[dict[tuple[int, int], int]]]:
+    """(k, y, capacities in trees for each network) shared by all phases.
+
+    At the optimum, capacities are b_e / y (Prop. 3). For a fixed k they are
+    floor(U·b_e) with U the largest of the phases' U* (Thms 13-14: any U >= U* works).
+    """
+    if k is None:
+        y = opt.tree_bandwidth
+        return opt.k, y, [{e: int(c / y) for e, c in n.capacity.items()} for n in nets]
+    u = max(find_fixed_k(n, k, opt).u_star for n in nets)
+    return k, 1 / u, [{e: math.floor(u * c) for e, c in n.capacity.items()} for n in nets]
+
+
+def _map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> list[Tree]:
+    """Give every unit tree physical paths; a batch splits where its units' paths differ."""
+    names = net.names
+    trees: list[Tree] = []
+    per_root: dict[int, int] = {}
+    for batch in sorted(batches, key=lambda b: net.compute.index(b.root)):
+        parts: list[tuple[int, list[tuple[int, ...]]]] = [(batch.m, [])]
+        for edge in batch.edges:
+            pieces = logical.routes[edge].take(batch.m)
+            refined: list[tuple[int, list[tuple[int, ...]]]] = []
+            pi, left = 0, pieces[0][1]
+            for count, paths in parts:
+                while count:
+                    used = min(count, left)
+                    refined.append((used, [*paths, pieces[pi][0]]))
+                    count -= used
+                    left -= used
+                    if left == 0 and pi + 1 < len(pieces):
+                        pi += 1
+                        left = pieces[pi][1]
+            parts = refined
+        for count, paths in parts:
+            index = per_root.get(batch.root, 0)
+            per_root[batch.root] = index + 1
+            edges = tuple(TreeEdge(names[x], names[y], tuple(names[p] for p in path))
+                          for (x, y), path in zip(batch.edges, paths, strict=True))
+            trees.append(Tree(names[batch.root], index, count, edges))
+    return trees
+
+
+def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
+                 progress: Progress | None = None,
+                 timings: dict[str, float] | None = None) -> list[Tree]:
+    """Alg. 4 then Alg. 5 then map back: k unit trees per compute node within ``caps``."""
+    timings = {} if timings is None else timings
+    start = time.perf_counter()
+    _report(progress, "switch removal", 0.0)
+    logical = remove_switches(net, caps, k, progress)
+    timings["switch removal"] = timings.get("switch removal", 0) + time.perf_counter() - start
+    start = time.perf_counter()
+    _report(progress, "tree packing", 0.0)
+    packing = pack_trees(net.n, list(net.compute), logical.capacity, k, progress)
+    timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
+    start = time.perf_counter()
+    _report(progress, "mapping back", 0.0)
+    trees = _map_back(net, logical, packing.batches)
+    timings["mapping back"] = timings.get("mapping back", 0) + time.perf_counter() - start
+    return trees
+
+
+def solve(topology: Topology, collective: str = "allgather", k: int | None = None,
+          progress: Progress | None = None, where: str = "") -> Schedule:
+    """The optimal (or best fixed-k) verified schedule of ``topology`` for ``collective``.
+
+    ``progress(phase, fraction)`` is called as work proceeds; it may raise
+    :class:`engine.errors.Cancelled` to stop. ``where`` names the input in errors.
+    """
+    if collective not in COLLECTIVES:
+        raise ScheduleError(f"unknown collective '{collective}'; use one of "
+                            f"{', '.join(COLLECTIVES)}.")
+    if k is not None and k < 1:
+        raise ScheduleError(f"k must be a positive integer, not {k}.")
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    _report(progress, "optimum", 0.0)
+    net = Network.from_topology(topology, where)
+    opt = find_optimum(net)
+    if is_symmetric(net):
+        nets = [net]
+    else:
+        nets = {"allgather": [net], "reduce-scatter": [transpose(net)],
+                "allreduce": [transpose(net), net]}[collective]
+    k_used, y, caps = tree_capacities(nets, opt, k)
+    timings["optimum"] = time.perf_counter() - start
+    _report(progress, "optimum", 1.0)
+
+    forests = [build_forest(n, c, k_used, progress, timings)
+               for n, c in zip(nets, caps, strict=True)]
+    trees = forests[-1]
+    reduce_trees = forests[0] if len(forests) == 2 else None
+
+    summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
+                             opt.k, opt.tree_bandwidth)
+    schedule = Schedule(collective, list(topology.compute_nodes()), k_used, y, trees, summary,
+                        fixed_k=k is not None, reduce_trees=reduce_trees, timings=timings)
+    _report(progress, "verification", 0.0)
+    start = time.perf_counter()
+    verify(topology, schedule)
+    timings["verification"] = time.perf_counter() - start
+    timings["total"] = sum(timings.values())
+    _report(progress, "verification", 1.0)
+    return schedule
