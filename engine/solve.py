@@ -22,7 +22,7 @@ from engine.optimality import COLLECTIVES, Optimum, find_fixed_k, find_optimum
 from engine.packing import Batch, pack_trees
 from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from engine.splitting import LogicalTopology, remove_switches
-from engine.topology import Topology
+from engine.topology import Topology, format_gbps
 from engine.verify import verify
 
 Progress = Callable[[str, float], None]
@@ -132,8 +132,16 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     timings["optimum"] = time.perf_counter() - start
     _report(progress, "optimum", 1.0)
 
-    forests = [build_forest(n, c, k_used, progress, timings)
-               for n, c in zip(nets, caps, strict=True)]
+    try:
+        forests = [build_forest(n, c, k_used, progress, timings)
+                   for n, c in zip(nets, caps, strict=True)]
+    except ScheduleError as exc:
+        if k is None:
+            raise
+        raise ScheduleError(
+            f"with k fixed to {k}, rounding every link down to whole trees (y = "
+            f"{format_gbps(y)} GB/s) unbalances the network: {exc} Try another k; the "
+            f"optimal k is {opt.k}.") from None
     trees = forests[-1]
     reduce_trees = forests[0] if len(forests) == 2 else None
 

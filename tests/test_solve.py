@@ -88,3 +88,12 @@ def test_random_topologies_fixed_k(topo):
                 continue
             assert verify(topo, schedule) == schedule.algbw
             assert schedule.algbw <= schedule.optimal_algbw
+
+
+def test_fixed_k_unbalanced_floors_are_explained(capsys):
+    from app.cli import main
+    assert main(["solve", "tests/data/fixed-k-unbalanced.json", "--k", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "with k fixed to 1" in err and "switch 'w0' would carry 5 trees in but 4 out" in err
+    assert "the optimal k is 4" in err
+    assert main(["solve", "tests/data/fixed-k-unbalanced.json"]) == 0
