@@ -11,6 +11,7 @@ from engine.generators import GENERATORS, ParameterError, generate
 from engine.generators.params import PARAM_TYPES
 from engine.network import Network
 from engine.optimality import find_optimum
+from engine.solve import solve
 from engine.topology import find_problems
 from engine.topology_io import load_topology
 
@@ -49,6 +50,12 @@ def test_every_kind_builds_a_valid_laid_out_topology_with_its_recipe(kind):
     assert recipe["kind"] == kind
     again = generate(kind, recipe["params"])
     assert again.nodes == topo.nodes and again.links == topo.links
+
+
+@pytest.mark.parametrize("kind", sorted(GENERATORS))
+def test_every_kind_solves_to_its_optimum(kind):
+    topo = generate(kind)
+    assert solve(topo, "allreduce").algbw == optimum(topo).algbw("allreduce")
 
 
 @pytest.mark.parametrize("kind", sorted(GENERATORS))

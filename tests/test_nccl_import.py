@@ -20,6 +20,7 @@ from engine.nccl_import import (
 )
 from engine.network import Network
 from engine.optimality import find_optimum
+from engine.solve import solve
 from engine.topology import find_problems
 from engine.topology_io import load_topology
 
@@ -185,6 +186,15 @@ def test_dump_with_direct_nvlinks_and_a_classless_gpu():
     assert not any(".nvswitch" in n for n in two.topology.node_ids())
     # Two hosts: each host's 4 EDR NICs (12.5 GB/s) feed its 8 GPUs.
     assert find_optimum(Network.from_topology(two.topology)).inverse_x == Fraction(8, 50)
+
+
+@pytest.mark.parametrize("dump", ["nccl-dgx-a100-dump.xml", "nccl-dgx1-v100-dump.xml",
+                                  "nccl-odd-dump.xml"])
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_imported_dumps_solve(dump, hosts):
+    topo = import_nccl_file(DATA / dump, NcclImportOptions(hosts=hosts)).topology
+    schedule = solve(topo)
+    assert schedule.algbw == find_optimum(Network.from_topology(topo)).algbw()
 
 
 ODD_WARNINGS = [

@@ -12,6 +12,7 @@ from engine.generators import generate
 from engine.nccl_import import NcclImportOptions, import_nccl_file
 from engine.network import Network
 from engine.optimality import find_optimum
+from engine.solve import solve
 from engine.topology import Topology, find_problems
 from engine.topology_io import load_sample, sample_names, topology_to_dict
 
@@ -51,6 +52,14 @@ def test_sample_loads_validates_and_has_its_optimum(name):
     assert find_problems(topo) == []
     opt = find_optimum(Network.from_topology(topo, name))
     assert (opt.inverse_x, opt.k) == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sample_solves_to_a_verified_optimal_schedule(name):
+    schedule = solve(load_sample(name))          # solve() verifies before returning
+    inverse_x, k = EXPECTED[name]
+    assert schedule.k == k
+    assert schedule.algbw == len(schedule.compute_nodes) / inverse_x
 
 
 @pytest.mark.parametrize("name", NAMES)
