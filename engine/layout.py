@@ -41,7 +41,10 @@ def auto_layout(topology: Topology, only_missing: bool = True) -> None:
 
     When some nodes already have coordinates, the new ones are laid out among themselves
     and placed below the existing drawing, so nothing that was placed by hand moves.
+    Placeholder coordinates (see :func:`has_placeholder_layout`) count as missing.
     """
+    if only_missing and has_placeholder_layout(topology):
+        only_missing = False
     todo = [n for n in topology.nodes if not only_missing or n.x is None or n.y is None]
     if not todo:
         return
@@ -58,6 +61,26 @@ def auto_layout(topology: Topology, only_missing: bool = True) -> None:
     for n in todo:
         x, y = positions[n.id]
         n.x, n.y = round(x + dx, 1), round(y + dy, 1)
+
+
+def has_placeholder_layout(topology: Topology) -> bool:
+    """Whether the coordinates are a stand-in: every node on one line, links across others.
+
+    Files written without a drawing often place node ``i`` at ``(40 i, 0)``. A chain of
+    nodes drawn on a line is a real drawing (each link joins neighbours on the line);
+    a line with links that jump over other nodes hides the structure.
+    """
+    nodes = topology.nodes
+    if len(nodes) < 3 or any(n.x is None or n.y is None for n in nodes):
+        return False
+    for along, across in (("x", "y"), ("y", "x")):
+        if len({getattr(n, across) for n in nodes}) != 1:
+            continue
+        order = {n.id: i for i, n in enumerate(sorted(nodes, key=lambda n: getattr(n, along)))}
+        return any(abs(order[link.source] - order[link.target]) > 1
+                   for link in topology.links
+                   if link.source in order and link.target in order)
+    return False
 
 
 def layout_positions(nodes: list[Node], graph: nx.Graph) -> dict[str, Position]:

@@ -13,7 +13,7 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve", "gui"]
+VERBS = ["solve", "verify", "generate", "import-nccl", "graphml", "samples", "gui"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,5 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def gui_main() -> int:
+    """Entry point of the ``canopy-editor`` GUI launcher: ``canopy gui`` with its arguments."""
+    return main(["gui", *sys.argv[1:]])

@@ -55,10 +55,12 @@ def run(args: argparse.Namespace) -> int:
                 raise
             error = str(exc)
 
+    from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from app import settings
     from app.main_window import MainWindow
+    from app.resources import icon_path
 
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _quiet_offscreen_warnings()
@@ -66,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     app.setApplicationName("Canopy")
     app.setOrganizationName("Canopy")
     app.setApplicationDisplayName("Canopy")
+    app.setWindowIcon(QIcon(str(icon_path())))
     window = MainWindow()
     if topology is not None:
         window.doc.set_topology(topology, Path(args.file))

@@ -10,7 +10,7 @@ from PySide6.QtGui import QImage
 
 from app.cli import main
 from app.commands import InsertItems, delete, edit_links
-from engine.layout import auto_layout
+from engine.layout import auto_layout, has_placeholder_layout
 from engine.topology import Link, Node, Topology
 from engine.topology_io import load_sample
 
@@ -122,3 +122,16 @@ def test_layout_leaves_placed_nodes_alone_and_handles_rings():
     centre_y = sum(n.y for n in fresh.nodes) / 6
     radii = {round(((n.x - centre_x) ** 2 + (n.y - centre_y) ** 2) ** 0.5) for n in fresh.nodes}
     assert max(radii) - min(radii) <= 2, "a plain ring is drawn on a circle"
+
+
+def test_placeholder_line_coordinates_are_replaced_but_a_drawn_chain_is_kept():
+    topo = load_sample()
+    assert len({n.y for n in topo.nodes}) == 1, "the reference sample has stand-in coordinates"
+    assert has_placeholder_layout(topo)
+    auto_layout(topo)
+    assert len({n.y for n in topo.nodes}) == 4, "NICs, GPUs, NVSwitches, IB switches"
+    chain = Topology(nodes=[Node(f"g{i}", x=40.0 * i, y=0.0) for i in range(5)],
+                     links=[Link(f"g{i}", f"g{i + 1}", Fraction(10)) for i in range(4)])
+    assert not has_placeholder_layout(chain)
+    auto_layout(chain)
+    assert [n.x for n in chain.nodes] == [0.0, 40.0, 80.0, 120.0, 160.0]
