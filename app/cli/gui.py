@@ -43,8 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.screenshot and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+    headless = sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if args.screenshot and headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif headless and not os.environ.get("QT_QPA_PLATFORM"):
+        raise CanopyError("there is no display to open the editor on (DISPLAY is not set); "
+                          "add --screenshot OUT.png to render it without one.")
     topology: Topology | None = None
     error = None
     if args.file:

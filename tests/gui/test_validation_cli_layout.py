@@ -82,6 +82,14 @@ def test_screenshot_command_needs_no_display(tmp_path):
     image_is_not_blank(out)
 
 
+def test_no_display_is_one_sentence_and_exit_2(tmp_path, monkeypatch, capsys):
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert main(["gui"]) == 2
+    assert capsys.readouterr().err.startswith("canopy: there is no display")
+
+
 def test_screenshot_of_bad_file_is_one_sentence_and_exit_2(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "canopy-topology", "version": 1, "nodes": [{"id": 3}]}')
