@@ -2,7 +2,7 @@
 
 Far out (thousands of nodes on screen) painting each item from Python costs tens of
 microseconds per item, which makes panning a 2,048-GPU cluster stutter. Below
-:data:`OVERVIEW_ZOOM` the scene switches the node, link and group items to
+:func:`overview_zoom` the scene switches the node, link and group items to
 ``ItemHasNoContents`` (they still take clicks, drags and rubber bands) and this one item
 draws everything from a few cached painter paths, rebuilt only after a change.
 """
@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 
 OVERVIEW_ZOOM = 0.5
 """Zoom factor below which the scene is drawn by the overview item."""
+LARGE_OVERVIEW_ZOOM = 0.8
+"""The same for drawings of more than :data:`LARGE` nodes (names are hidden sooner)."""
+LARGE = 1000
+
+
+def overview_zoom(node_count: int) -> float:
+    """The zoom below which a drawing of ``node_count`` nodes is drawn as an overview."""
+    return LARGE_OVERVIEW_ZOOM if node_count > LARGE else OVERVIEW_ZOOM
 SMOOTH_ZOOM = 0.15
 """Below this zoom links are drawn without antialiasing (they are a pixel wide anyway)."""
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
-from app.canvas.overview import OVERVIEW_ZOOM
+from app.canvas.overview import overview_zoom
 from app.canvas.scene import TopologyScene
 
 MIN_ZOOM = 0.02
@@ -36,8 +36,11 @@ class TopologyView(QGraphicsView):
         self._pan_from: QPoint | None = None
         self._space = False
         self._rubber_band = True
-        self.zoom_changed.connect(
-            lambda zoom: self.topology_scene().set_overview(zoom < OVERVIEW_ZOOM))
+        self.zoom_changed.connect(self._choose_overview)
+
+    def _choose_overview(self, zoom: float) -> None:
+        scene = self.topology_scene()
+        scene.set_overview(zoom < overview_zoom(len(scene.node_items())))
 
     def topology_scene(self) -> TopologyScene:
         return self.scene()  # type: ignore[return-value]
