@@ -65,6 +65,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.history)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.validation)
         self.autosaver = Autosaver(self.doc, parent=self)
+        self.autosaver.failed.connect(lambda text: self.statusBar().showMessage(text, 10000))
         self.actions: dict[str, QAction] = {}
         self.menus: dict[str, QMenu] = {}
         self._create_actions()

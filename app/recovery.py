@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QStandardPaths, QTimer
+from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
 from app.document import Document
 from engine.errors import TopologyError
@@ -92,6 +92,9 @@ def orphaned() -> list[Recovered]:
 class Autosaver(QObject):
     """Writes the document's recovery file every 30 s while it has unsaved changes."""
 
+    failed = Signal(str)
+    """One sentence when a recovery file cannot be written (the editor shows it)."""
+
     def __init__(self, doc: Document, interval_ms: int = INTERVAL_MS,
                  parent: QObject | None = None):
         super().__init__(parent)
@@ -112,8 +115,12 @@ class Autosaver(QObject):
                 "original_path": str(self.doc.path) if self.doc.path else None,
                 "display_name": self.doc.display_name,
                 "topology": topology_to_dict(self.doc.topology)}
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.file, json.dumps(data))
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.file, json.dumps(data))
+        except OSError as exc:
+            self.failed.emit(f"Autosave to {self.file.parent} failed ({exc.strerror or exc}).")
+            return False
         return True
 
     def _clean_changed(self, clean: bool) -> None:

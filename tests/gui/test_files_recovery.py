@@ -131,6 +131,15 @@ def test_autosave_writes_only_unsaved_changes_and_save_removes_it(window, tmp_pa
     assert not saver.file.exists(), "back to the saved state: nothing to recover"
 
 
+def test_autosave_failure_is_reported_not_raised(window, tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    window.autosaver.file = blocker / "x.recovery.json"
+    edit_nodes(window.doc, ["ib0"], "label", "spine")
+    assert not window.autosaver.write_if_modified()
+    assert "Autosave to" in window.statusBar().currentMessage()
+
+
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
