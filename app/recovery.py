@@ -129,4 +129,7 @@ class Autosaver(QObject):
 
     def remove(self) -> None:
         """Delete this session's recovery file (after a save, a reset or a normal exit)."""
-        self.file.unlink(missing_ok=True)
+        try:
+            self.file.unlink(missing_ok=True)
+        except OSError:
+            pass  # nothing was written there (the folder is unusable)
