@@ -30,6 +30,8 @@ LABEL_FONT = style.label_font(8.0)
 NAME_HALF_WIDTH = 30.0
 """About half the width of a node's name under it (labels near a node keep clear of it)."""
 NAME_HEIGHT = 14.0
+STAGGER = 0.18
+"""How far apart (as a fraction of the link) labels of parallel links are moved."""
 LABEL_BACKGROUND = QBrush(QColor(255, 255, 255, 225))
 NODE_RADIUS = 17.0
 BOW_FROM = 80.0
@@ -49,6 +51,7 @@ class LinkItem(QGraphicsItem):
         self.width = style.link_width(link.bandwidth)
         self.text = format_gbps(link.bandwidth)
         self.offset = 0.0
+        self.rank = 0.0
         self.label_near: str | None = None
         self.highlight: tuple[QColor, float] | None = None
         self._p1 = QPointF()
@@ -84,8 +87,10 @@ class LinkItem(QGraphicsItem):
         self._p1, self._p2 = QPointF(p1), QPointF(p2)
         self._rebuild()
 
-    def set_offset(self, offset: float) -> None:
+    def set_offset(self, offset: float, rank: float = 0.0) -> None:
+        """Bow ``offset`` units sideways; ``rank`` (-1 .. 1) staggers parallel labels."""
         self.offset = offset
+        self.rank = rank
         self._rebuild()
 
     def set_label_near(self, end: str | None) -> None:
@@ -128,7 +133,7 @@ class LinkItem(QGraphicsItem):
         offset = self.offset
         if BOW_FROM * 1.5 < length < BOW_FROM * 10 and min(abs(ux), abs(uy)) < 0.05:
             # a long link along a row or column would run under the nodes in between
-            offset += BOW * length * (1 if offset >= 0 else -1)
+            offset += BOW * length
         if offset:
             ctrl = QPointF((p1.x() + p2.x()) / 2 + nx_ * offset * 2,
                            (p1.y() + p2.y()) / 2 + ny * offset * 2)
@@ -151,7 +156,7 @@ class LinkItem(QGraphicsItem):
         Mid-way, or, next to a busy hub, just outside the quieter end node and its name.
         """
         if self.label_near is None:
-            return 0.5
+            return 0.5 + STAGGER * self.rank
         near, far = ((self._p1, self._p2) if self.label_near == self.source
                      else (self._p2, self._p1))
         ux, uy = (far.x() - near.x()) / length, (far.y() - near.y()) / length
@@ -160,7 +165,7 @@ class LinkItem(QGraphicsItem):
         above = style.NODE_H / 2 + self._text_rect.height() / 2 + 3
         exits = [half_w / abs(ux) if abs(ux) > 1e-6 else float("inf"),
                  (below if uy > 0 else above) / abs(uy) if abs(uy) > 1e-6 else float("inf")]
-        t = min(0.5, min(exits) / length)
+        t = min(0.5, min(exits) / length) + abs(STAGGER * self.rank)
         return t if self.label_near == self.source else 1.0 - t
 
     def pen_width(self) -> float:

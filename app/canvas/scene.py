@@ -26,7 +26,7 @@ from app.canvas.overview import OverviewItem
 from app.commands import MoveNodes
 from app.document import Document
 
-PARALLEL_GAP = 12.0
+PARALLEL_GAP = 16.0
 NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
 MARGIN = 1500.0
 """Free scene space around the drawing, so there is room to pan and to add nodes."""
@@ -203,8 +203,10 @@ class TopologyScene(QGraphicsScene):
 
     def _layout_pair(self, pair: frozenset[str]) -> None:
         keys = self._pairs.get(pair, [])
+        middle = (len(keys) - 1) / 2
         for i, key in enumerate(keys):
-            self._links[key].set_offset((i - (len(keys) - 1) / 2) * PARALLEL_GAP)
+            self._links[key].set_offset((i - middle) * PARALLEL_GAP,
+                                        (i - middle) / middle if middle else 0.0)
 
     def _forget_link(self, key: int) -> LinkItem:
         item = self._links.pop(key)
