@@ -67,6 +67,7 @@ class OverviewItem(QGraphicsItem):
         if self._layers is None:
             self._layers = self._build()
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        antialiased = painter.testRenderHint(QPainter.RenderHint.Antialiasing)
         for path, pen, brush, smooth in self._layers:
             painter.setRenderHint(QPainter.RenderHint.Antialiasing, smooth and lod >= SMOOTH_ZOOM)
             # cosmetic pens (device pixels) stroke thousands of segments far faster
@@ -76,6 +77,7 @@ class OverviewItem(QGraphicsItem):
             painter.setPen(device_pen)
             painter.setBrush(brush if brush is not None else Qt.BrushStyle.NoBrush)
             painter.drawPath(path)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, antialiased)
 
     def _build(self) -> list[tuple[QPainterPath, QPen, QBrush | None, bool]]:
         """Layers of (path, pen, brush, antialiased): groups, links, nodes, selection."""

@@ -30,6 +30,8 @@ class TopologyView(QGraphicsView):
         self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
         self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
         self.setCacheMode(QGraphicsView.CacheModeFlag.CacheBackground)
+        # every item sets the pen, brush and font it paints with
+        self.setOptimizationFlags(QGraphicsView.OptimizationFlag.DontSavePainterState)
         self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
         self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)
         self.setMouseTracking(True)
