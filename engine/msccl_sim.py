@@ -38,8 +38,9 @@ Semantics (those of the MSCCL interpreter, microsoft/msccl and RCCL):
   rank's result holds every chunk summed over all ranks. An XML that declares both
   ``inplace`` and ``outofplace`` is run both ways.
 
-A run that cannot go on reports a deadlock (the cycle of waiting thread blocks) or the
-message that never comes; messages left in a connection at the end are unmatched.
+Before the run, each connection must carry as many sends as receives (messages match in
+order, so the first step past the other side's count is unmatched). A run that cannot go
+on reports the cycle of waiting thread blocks, or the dependency never signalled.
 """
 
 from __future__ import annotations
@@ -243,6 +244,36 @@ def check_structure(algo: XmlAlgo, limits: MscclLimits | None = None,
     algo.gpus.sort(key=lambda g: g.id)
     for gpu in algo.gpus:
         _check_gpu(gpu, algo, limits, fail)
+    _check_connections(algo, fail)
+
+
+def _check_connections(algo: XmlAlgo, fail: Callable[[str], None]) -> None:
+    """Every (sender, receiver, channel) connection carries as many sends as receives;
+    messages match in order, so the first step beyond the other side's count is unmatched."""
+    sends: dict[tuple[int, int, int], list[tuple[int, XmlStep]]] = defaultdict(list)
+    recvs: dict[tuple[int, int, int], list[tuple[int, XmlStep]]] = defaultdict(list)
+    for gpu in algo.gpus:
+        for tb in gpu.tbs:
+            for step in tb.steps:
+                receives, sending, _, _, _ = STEP_TYPES[step.type]
+                if sending:
+                    sends[(gpu.id, tb.send, tb.chan)].append((tb.id, step))
+                if receives:
+                    recvs[(tb.recv, gpu.id, tb.chan)].append((tb.id, step))
+    for conn in sorted(set(sends) | set(recvs)):
+        u, v, ch = conn
+        out, into = sends[conn], recvs[conn]
+        if len(out) == len(into):
+            continue
+        if len(into) > len(out):
+            tb, step = into[len(out)]
+            fail(f"{_where(v, tb, step.s)} ({step.type}) receives message {len(out) + 1} from "
+                 f"rank {u} on channel {ch}, but rank {u} sends only {len(out)} on that "
+                 "connection, so it is unmatched.")
+        tb, step = out[len(into)]
+        fail(f"{_where(u, tb, step.s)} ({step.type}) sends message {len(into) + 1} to rank {v} "
+             f"on channel {ch}, but rank {v} receives only {len(into)} on that connection, so "
+             "it is unmatched.")
 
 
 def _check_gpu(gpu: XmlGpu, algo: XmlAlgo, limits: MscclLimits,
@@ -371,15 +402,17 @@ class SimulationReport:
     ngpus: int
     modes: list[str]
     threadblocks: int
+    max_threadblocks: int                # on one GPU
     channels: int
     steps: int
     messages: int
 
     def summary(self) -> str:
         return (f"{self.coll}, {self.ngpus} GPUs, {' and '.join(self.modes)}: "
-                f"{self.steps} steps in {self.threadblocks} thread blocks on "
-                f"{self.channels} channel{'s' if self.channels != 1 else ''}, "
-                f"{self.messages} messages, result correct")
+                f"{self.steps} steps in {self.threadblocks} thread blocks (at most "
+                f"{self.max_threadblocks} per GPU) on {self.channels} "
+                f"channel{'s' if self.channels != 1 else ''}, {self.messages} messages; "
+                "the result is correct")
 
 
 class _Run:
@@ -625,40 +658,27 @@ class _Run:
         stuck = [g for g in range(len(self.tbs)) if self.pc[g] < len(self.tbs[g][1].steps)]
         if stuck:
             self.explain_stuck(stuck)
-        for conn, queue in sorted(self.queues.items()):
-            if queue:
-                sg, ss = queue[0][2]
-                raise MscclXmlError(
-                    f"{self._describe_tb(sg, ss)} ({self.mode}) sends "
-                    f"{len(queue[0][0])} chunk(s) to rank {conn[1]} on channel {conn[2]} that "
-                    "no step receives.")
+        assert not any(self.queues.values()), "matched counts leave no message behind"
         self.check_result()
         return executed
 
     def explain_stuck(self, stuck: list[int]) -> None:
-        """Name the message that never comes, or the cycle of waiting thread blocks."""
+        """Name the dependency that is never signalled, or the cycle of waiting thread
+        blocks (send and receive counts agree, checked before the run)."""
         seen: list[int] = []
         g = stuck[0]
         while g not in seen:
             seen.append(g)
-            kind, what = self.blocked_on(g)
-            pc = self.pc[g]
-            if kind == "flag":
-                nxt = what
-                step = self.tbs[g][1].steps[pc]
-                if self.pc[nxt] >= len(self.tbs[nxt][1].steps):
-                    self.fail(g, f"waits for {self._describe_tb(nxt, step.deps)}, which never "
-                                 "signals its completion (no hasdep at or after it).")
-            elif kind == "msg":
-                nxt = self.sender.get(what)
-                if nxt is None or self.pc[nxt] >= len(self.tbs[nxt][1].steps):
-                    self.fail(g, f"waits for a message from rank {what[0]} on channel "
-                                 f"{what[2]} that never comes.")
-            else:
-                nxt = self.receiver.get(what)
-                if nxt is None or self.pc[nxt] >= len(self.tbs[nxt][1].steps):
-                    self.fail(g, f"sends to rank {what[1]} on channel {what[2]}, but no step "
-                                 "receives it.")
+            cond = self.blocked_on(g)
+            assert cond is not None, "a runnable thread block was left waiting"
+            kind, what = cond
+            nxt = what if kind == "flag" else \
+                (self.sender if kind == "msg" else self.receiver)[what]
+            if self.pc[nxt] >= len(self.tbs[nxt][1].steps):
+                assert kind == "flag", "a finished thread block owes a message"
+                deps = self.tbs[g][1].steps[self.pc[g]].deps
+                self.fail(g, f"waits for {self._describe_tb(nxt, deps)}, which never signals "
+                             "its completion (no hasdep at or after it).")
             g = nxt
         cycle = seen[seen.index(g):]
         names = [self._describe_tb(h, self.tbs[h][1].steps[self.pc[h]].s) for h in cycle]
@@ -705,9 +725,10 @@ def simulate(algo: XmlAlgo, capacity: int = 1, limits: MscclLimits | None = None
             raise MscclXmlError(f"{source}: {exc}") from None
         messages = run.messages
         modes.append(run.mode)
-    tbs = sum(len(g.tbs) for g in algo.gpus)
+    tbs = [len(g.tbs) for g in algo.gpus]
     channels = len({tb.chan for g in algo.gpus for tb in g.tbs})
-    return SimulationReport(algo.coll, algo.ngpus, modes, tbs, channels, steps, messages)
+    return SimulationReport(algo.coll, algo.ngpus, modes, sum(tbs), max(tbs), channels, steps,
+                            messages)
 
 
 def simulate_file(path: str | os.PathLike[str], capacity: int = 1,

@@ -1,0 +1,50 @@
+"""The export options of ``canopy solve``: ``--msccl``, ``--inplace/--out-of-place`` and
+``--trees-xml``. Every MSCCL file written is first run through Canopy's own simulator."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.errors import ScheduleError
+from engine.export import (
+    MscclLimitError,
+    MscclOptions,
+    explain_limits,
+    msccl_xml,
+    write_trees_xml,
+)
+from engine.msccl_sim import MscclXmlError, simulate_bytes
+from engine.schedule import Schedule
+from engine.topology import Topology
+from engine.topology_io import atomic_write_bytes
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--msccl", metavar="OUT.xml",
+                   help="write the schedule as an MSCCL XML algorithm (checked by simulation)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--inplace", dest="out_of_place", action="store_false",
+                      help="MSCCL algorithm for in-place buffers (the default)")
+    mode.add_argument("--out-of-place", dest="out_of_place", action="store_true",
+                      help="MSCCL algorithm for separate input and output buffers")
+    p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
+
+
+def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
+    """Write the files the export options ask for and print one line about each."""
+    if args.msccl:
+        options = MscclOptions(inplace=not args.out_of_place)
+        try:
+            data = msccl_xml(schedule, options=options)
+        except MscclLimitError as exc:
+            raise explain_limits(exc, topology, schedule, options=options) from None
+        try:
+            report = simulate_bytes(data, source=args.msccl)
+        except MscclXmlError as exc:
+            raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
+                                f"bug in Canopy ({exc})") from None
+        atomic_write_bytes(args.msccl, data)
+        print(f"MSCCL XML:       {args.msccl} ({report.summary()})")
+    if args.trees_xml:
+        write_trees_xml(args.trees_xml, schedule)
+        print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")
