@@ -20,7 +20,10 @@ Semantics (those of the MSCCL interpreter, microsoft/msccl and RCCL):
 * **Connections.** A thread block sends to its ``send`` peer and receives from its
   ``recv`` peer on its channel. Messages of a (sender, receiver, channel) connection match
   in order and the connection buffers at most ``capacity`` messages (default 1, the
-  strictest); a send waits for room. Counts of matched messages must agree.
+  strictest); a send waits for room. A step that receives and sends takes its message
+  first and then waits for room, as the runtime's pipelined primitives let the receive
+  lead the send (so rings of such steps do not lock up). Counts of matched messages must
+  agree.
 * **Dependencies.** A step with ``depid``/``deps`` waits until thread block ``depid`` of
   the same GPU has published a step index ≥ ``deps``; a thread block publishes the index
   of each finished non-``nop`` step that has ``hasdep="1"`` (the runtime's flags).
@@ -429,6 +432,7 @@ class _Run:
         self.pc = [0] * n
         self.flag = [-1] * n
         self.queues: dict[tuple[int, int, int], deque] = defaultdict(deque)
+        self.pending: dict[int, tuple[list[Value], np.ndarray]] = {}   # received, not sent
         self.sender: dict[tuple[int, int, int], int] = {}
         self.receiver: dict[tuple[int, int, int], int] = {}
         for g, (gpu, tb) in enumerate(self.tbs):
@@ -521,9 +525,9 @@ class _Run:
             w = slot.writer
             if w is not None and w[0] != g and self.clock[g, w[0]] < w[1]:
                 self.fail(g, f"reads {where}, which {self._describe_tb(w[0], w[2])} writes "
-                             "with no dependency ordering the two: a dependency is missing.")
+                             "with no dependency ordering the two (a dependency is missing).")
             if slot.value is None:
-                self.fail(g, f"reads {where}, which holds no data when it runs: "
+                self.fail(g, f"reads {where} before anything is written there; "
                              f"{self._pending_writer(g, buf, off + i)}")
             slot.readers[g] = (epoch, step)
             out.append(slot.value)
@@ -542,9 +546,10 @@ class _Run:
                     continue
                 if any(bufs.resolve(step.dstbuf, step.dstoff + j, 1) == target
                        for j in range(step.cnt)):
-                    return (f"{_where(gpu.id, tb.id, step.s)} writes it later, so a dependency "
-                            "is missing.")
-        return "no step writes it before, so an offset is wrong or a step is missing."
+                    return (f"{_where(gpu.id, tb.id, step.s)} writes it later with no "
+                            "dependency ordering the two (a dependency is missing or an "
+                            "offset is wrong).")
+        return "no other step writes it (an offset is wrong or a step is missing)."
 
     def write(self, g: int, buf: str, off: int, values: list[Value], epoch: int) -> None:
         step = self.pc[g]
@@ -553,11 +558,12 @@ class _Run:
             w = slot.writer
             if w is not None and w[0] != g and self.clock[g, w[0]] < w[1]:
                 self.fail(g, f"writes {where}, which {self._describe_tb(w[0], w[2])} also "
-                             "writes, with no dependency ordering the two.")
+                             "writes, with no dependency ordering the two (a dependency is "
+                             "missing or an offset is wrong).")
             for h, (e, s) in slot.readers.items():
                 if h != g and self.clock[g, h] < e:
                     self.fail(g, f"overwrites {where} while {self._describe_tb(h, s)} may "
-                                 "still be reading it: a dependency is missing.")
+                                 "still be reading it (a dependency is missing).")
             slot.value = values[i]
             slot.writer = (g, epoch, step)
             slot.readers = {}
@@ -585,18 +591,24 @@ class _Run:
             if self.flag[target] < step.deps:
                 return ("flag", target)
         receives, sends, _, _, _ = STEP_TYPES[step.type]
+        room = sends and len(self.queues[(gpu.id, tb.send, tb.chan)]) < self.capacity
+        if g in self.pending:
+            return None if room else ("room", (gpu.id, tb.send, tb.chan))
         if receives and not self.queues[(tb.recv, gpu.id, tb.chan)]:
             return ("msg", (tb.recv, gpu.id, tb.chan))
-        if sends and len(self.queues[(gpu.id, tb.send, tb.chan)]) >= self.capacity:
+        if sends and not receives and not room:
             return ("room", (gpu.id, tb.send, tb.chan))
         return None
 
     def execute(self, g: int) -> list[tuple]:
-        """Run tb ``g``'s next step; return the conditions it may have changed."""
+        """Run tb ``g``'s next step, or its receiving half when its send has no room yet;
+        return the conditions it may have changed."""
         gpu, tb = self.tbs[g]
         step = tb.steps[self.pc[g]]
         receives, sends, reads_src, reads_dst, writes_dst = STEP_TYPES[step.type]
         woke: list[tuple] = []
+        if g in self.pending:
+            return self.finish(g, step, self.pending.pop(g))
         if step.depid >= 0:
             target = self.gid[(gpu.id, step.depid)]
             first = self.signal_of[(target, step.deps)]
@@ -627,9 +639,19 @@ class _Run:
         if writes_dst:
             assert data is not None
             self.write(g, step.dstbuf, step.dstoff, data, epoch)
-        if sends:
+        if sends and len(self.queues[(gpu.id, tb.send, tb.chan)]) >= self.capacity:
+            self.pending[g] = (data, self.clock[g].copy())
+            return woke
+        return woke + self.finish(g, step, (data, self.clock[g]) if sends else None)
+
+    def finish(self, g: int, step: XmlStep,
+               outgoing: tuple[list[Value], np.ndarray] | None) -> list[tuple]:
+        """Send what the step sends, publish its completion and move on."""
+        gpu, tb = self.tbs[g]
+        woke = []
+        if outgoing is not None:
             conn = (gpu.id, tb.send, tb.chan)
-            self.queues[conn].append((data, self.clock[g].copy(), (g, self.pc[g])))
+            self.queues[conn].append((outgoing[0], outgoing[1].copy(), (g, self.pc[g])))
             self.messages += 1
             woke.append(("msg", conn))
         if step.hasdep and step.type != "nop":
@@ -643,7 +665,6 @@ class _Run:
     def run(self) -> int:
         waiting: dict[tuple, list[int]] = defaultdict(list)
         ready = deque(g for g in range(len(self.tbs)) if self.tbs[g][1].steps)
-        executed = 0
         while ready:
             g = ready.popleft()
             steps = self.tbs[g][1].steps
@@ -654,13 +675,12 @@ class _Run:
                     break
                 for changed in self.execute(g):
                     ready.extend(waiting.pop(changed, []))
-                executed += 1
         stuck = [g for g in range(len(self.tbs)) if self.pc[g] < len(self.tbs[g][1].steps)]
         if stuck:
             self.explain_stuck(stuck)
         assert not any(self.queues.values()), "matched counts leave no message behind"
         self.check_result()
-        return executed
+        return sum(len(tb.steps) for _, tb in self.tbs)
 
     def explain_stuck(self, stuck: list[int]) -> None:
         """Name the dependency that is never signalled, or the cycle of waiting thread

@@ -23,7 +23,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--msccl", metavar="OUT.xml",
                    help="write the schedule as an MSCCL XML algorithm (checked by simulation)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--inplace", dest="out_of_place", action="store_false",
+    mode.add_argument("--inplace", dest="out_of_place", action="store_false", default=False,
                       help="MSCCL algorithm for in-place buffers (the default)")
     mode.add_argument("--out-of-place", dest="out_of_place", action="store_true",
                       help="MSCCL algorithm for separate input and output buffers")
