@@ -1,5 +1,6 @@
 """``canopy solve --msccl/--trees-xml`` and ``canopy check-xml``: files, exit codes, errors."""
 
+import dataclasses
 import subprocess
 import sys
 from importlib import resources
@@ -27,6 +28,15 @@ def test_solve_writes_checked_msccl_and_trees(tmp_path, capsys, mode, flag):
     assert parse_xml_file(out).get(mode) == "1"
     assert parse_xml_file(trees).tag == "trees"
     assert simulate_file(out).coll == "allreduce"
+
+
+def test_solve_msccl_channels(tmp_path, capsys):
+    out = tmp_path / "ag.xml"
+    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "1"]) == 0
+    assert parse_xml_file(out).get("nchannels") == "1"
+    with pytest.raises(SystemExit):
+        main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "0"])
+    assert "'0' is not a positive integer" in capsys.readouterr().err
 
 
 def test_check_xml_accepts_an_export(tmp_path, capsys):
@@ -99,9 +109,11 @@ def test_check_xml_runs_as_a_command(tmp_path):
 
 
 def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, monkeypatch):
-    tight = MscclLimits(max_elements_per_gpu=40)
-    monkeypatch.setattr(exports, "MscclOptions",
-                        lambda inplace: MscclOptions(inplace=inplace, limits=tight))
+    @dataclasses.dataclass(frozen=True)
+    class Tight(MscclOptions):                    # 30 elements: what k = 1 needs on the A100s
+        limits: MscclLimits = MscclLimits(max_elements_per_gpu=30)
+
+    monkeypatch.setattr(exports, "MscclOptions", Tight)
     out = tmp_path / "ag.xml"
     assert main(["solve", SAMPLE, "--msccl", str(out)]) == 2
     err = capsys.readouterr().err

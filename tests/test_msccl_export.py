@@ -78,6 +78,27 @@ def test_random_topologies_export_and_simulate(topo):
                 check_export(schedule, inplace)
 
 
+@pytest.mark.parametrize("fuse, channels", [(False, 1), (True, 1), (True, 2), (True, 32)])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
+    schedule = solved("dgx-a100-2x8", collective, None)
+    options = MscclOptions(fuse=fuse, channels=channels)
+    layout = build_layout(schedule, options=options)
+    kinds = {step.kind for tbs in layout.tbs for tb in tbs for step in tb.steps}
+    assert kinds.isdisjoint({"rcs", "rrs", "rrcs"}) != fuse
+    assert layout.nchannels <= channels
+    simulate_bytes(msccl_xml(schedule, options=options))
+    simulate_bytes(msccl_xml(star_schedule(collective), options=options))
+
+
+def test_more_channels_means_more_thread_blocks_and_fewer_splits(solved):
+    schedule = solved("mi250-2x16", "allreduce", None)
+    layouts = [build_layout(schedule, options=MscclOptions(channels=c)) for c in (1, 8)]
+    tbs = [max(len(r) for r in lay.tbs) for lay in layouts]
+    steps = [sum(len(tb.steps) for r in lay.tbs for tb in r) for lay in layouts]
+    assert tbs[0] < tbs[1] and steps[0] > steps[1]
+
+
 def test_xml_is_well_formed_and_has_the_runtime_shape(solved):
     data = msccl_xml(solved("dgx-a100-2x8", "allreduce", None))
     assert data.startswith(b"<algo ")           # the runtime's parser takes no declaration
@@ -157,12 +178,17 @@ def test_reduce_scatter_uses_scratch_only_out_of_the_input(solved):
 # ---------------------------------------------------------------- limits and k
 
 
+def elements_per_gpu(layout):
+    return max(2 + len(tbs) + sum(len(tb.steps) for tb in tbs) for tbs in layout.tbs)
+
+
 def test_tight_limits_name_the_largest_k_that_fits():
     topo = load_sample("dgx-a100-2x8")
     schedule = solve(topo, "allgather")
-    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=40))
+    need = elements_per_gpu(build_layout(schedule))
+    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1))
     with pytest.raises(MscclLimitError, match="does not fit the runtime's limits: rank "
-                       r"\d+ needs \d+ XML elements, more than the 40") as info:
+                       rf"\d+ needs {need} XML elements, more than the {need - 1}") as info:
         msccl_xml(schedule, options=options)
     best = largest_fitting_k(topo, "allgather", schedule.k, options)
     assert best is not None and best < schedule.k
@@ -171,8 +197,9 @@ def test_tight_limits_name_the_largest_k_that_fits():
         with pytest.raises(MscclLimitError):
             build_layout(solve(topo, "allgather", k=k), options=options)
     error = explain_limits(info.value, topo, schedule, options=options)
-    assert f"the largest fixed k that fits is {best} (canopy solve --k {best})" in str(error)
-    assert str(error).count(".") == 1 and str(error).endswith(").")
+    assert str(error).endswith(f" at k = {schedule.k}; the largest fixed k that fits is {best} "
+                               f"(canopy solve --k {best}).")
+    assert str(error).count(".") == 1
 
 
 def test_limits_no_k_can_meet():

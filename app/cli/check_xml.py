@@ -9,17 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from app.cli.exports import positive_int
 from engine.msccl_sim import simulate_file
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a positive integer")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -19,6 +19,16 @@ from engine.topology import Topology
 from engine.topology_io import atomic_write_bytes
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive integer")
+    return value
+
+
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--msccl", metavar="OUT.xml",
                    help="write the schedule as an MSCCL XML algorithm (checked by simulation)")
@@ -27,13 +37,16 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                       help="MSCCL algorithm for in-place buffers (the default)")
     mode.add_argument("--out-of-place", dest="out_of_place", action="store_true",
                       help="MSCCL algorithm for separate input and output buffers")
+    p.add_argument("--msccl-channels", type=positive_int, default=MscclOptions.channels,
+                   metavar="C", help="channels the MSCCL program may spread relays over: more "
+                   "thread blocks work in parallel (default %(default)s)")
     p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
 
 
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
-        options = MscclOptions(inplace=not args.out_of_place)
+        options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels)
         try:
             data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:

@@ -63,6 +63,8 @@ class MscclOptions:
     name: str | None = None
     min_bytes: int = 0
     max_bytes: int = 2**63 - 1
+    fuse: bool = True            # receive-and-forward in one step where channels allow
+    channels: int = 4            # channels fused chains may spread over before splitting
     limits: MscclLimits = field(default_factory=MscclLimits)
 
 
@@ -78,7 +80,7 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     if collective is not None and collective != schedule.collective:
         schedule = replace(schedule, collective=collective)
     plan = plan_steps(schedule, options.inplace, options.limits.max_count)
-    return assign_threadblocks(plan, options.limits)
+    return assign_threadblocks(plan, options.limits, options.fuse, options.channels)
 
 
 def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str) -> None:

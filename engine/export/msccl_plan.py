@@ -109,42 +109,24 @@ class Plan:
             return loc
         return (self.out, chunk)
 
-    def unfuse(self, chain: Chain) -> tuple[list[Chain], dict[Step, Step]]:
-        """Split every fused step of ``chain`` into a receive and a dependent send, so each
-        message becomes a chain of its own (send, receive) that can take any channel.
-
-        Returns the new chains in path order and, for each fused step, the receive step
-        that now holds its data (steps that depended on the fused step must wait on it).
-        """
-        pieces: list[Chain] = []
-        moved: dict[Step, Step] = {}
-        current = Chain(priority=chain.priority)
-        for step in chain.steps:
-            if step.recv_peer < 0 or step.send_peer < 0:
-                current.add(step)
-                continue
-            if step.kind == "rcs":
+    def split(self, step: Step) -> tuple[Step, Step]:
+        """A fused step as a receive that keeps the data and a send that depends on it."""
+        if step.kind == "rcs":
+            keep = step.dst
+            recv = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer, src=step.src,
+                        dst=keep, dep=step.dep)
+        else:
+            assert step.kind in ("rrs", "rrcs") and step.src is not None
+            if step.kind == "rrcs":
                 keep = step.dst
-                recv = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer, src=step.src,
-                            dst=keep, dep=step.dep)
-            elif step.kind == "rrcs":
-                keep = step.dst
-                recv = Step(step.rank, "rrc", step.cnt, recv_peer=step.recv_peer,
-                            src=step.src, dst=keep, dep=step.dep)
-            else:                    # rrs: its operand is the input or a partial sum
-                assert step.src is not None
+            else:                  # rrs: its operand is the input or a partial sum
                 keep = step.src if step.src[0] != "i" else \
                     self.work(step.rank, step.src[1], step.cnt)
-                recv = Step(step.rank, "rrc", step.cnt, recv_peer=step.recv_peer,
-                            src=step.src, dst=keep, dep=step.dep)
-            current.add(recv)
-            pieces.append(current)
-            moved[step] = recv
-            current = Chain(priority=chain.priority)
-            current.add(Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep,
-                             dst=step.dst, dep=recv))
-        pieces.append(current)
-        return pieces, moved
+            recv = Step(step.rank, "rrc", step.cnt, recv_peer=step.recv_peer, src=step.src,
+                        dst=keep, dep=step.dep)
+        send = Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep, dst=step.dst,
+                    dep=recv)
+        return recv, send
 
 
 @dataclass

@@ -155,26 +155,78 @@ def _with_peers(steps: list[Step]) -> list[Step]:
     return [step for step in steps if step.recv_peer >= 0 or step.send_peer >= 0]
 
 
-def _first_fit(chain: Chain, state: dict[tuple[int, int], _Channel],
-               limits: MscclLimits) -> int | None:
-    """Record ``chain`` on the first channel that takes it; None when none does."""
-    steps = _with_peers(chain.steps)
-    ranks = {step.rank for step in steps}
-    for ch in range(limits.max_channels):
-        snaps = {r: state[(r, ch)].snapshot() for r in ranks}
-        if all(state[(step.rank, ch)].add(step) for step in steps) and \
-                all(state[(r, ch)].fits(limits) for r in ranks):
-            return ch
+def _is_fused(step: Step) -> bool:
+    return step.recv_peer >= 0 and step.send_peer >= 0
+
+
+class _Channels:
+    """Channel bookkeeping of all ranks, with trial placements that can be undone."""
+
+    def __init__(self, limits: MscclLimits) -> None:
+        self.limits = limits
+        self.state: dict[tuple[int, int], _Channel] = defaultdict(_Channel)
+
+    def reach(self, steps: list[Step], ch: int, fuse: bool) -> int | None:
+        """How much of ``steps`` channel ``ch`` takes: ``len(steps)`` for all of it, j ≥ 1
+        to split the fused step j (its receive still fits here), None for nothing."""
+        touched = {step.rank for step in _with_peers(steps)}
+        snaps = {r: self.state[(r, ch)].snapshot() for r in touched}
+        result: int | None = len(steps)
+        for j, step in enumerate(steps):
+            if not (step.recv_peer >= 0 or step.send_peer >= 0):
+                continue
+            if (fuse or not _is_fused(step)) and self._add(step, ch):
+                continue
+            result = None
+            if j >= 1 and _is_fused(step):
+                receive = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer)
+                if self._add(receive, ch):
+                    result = j
+            break
         for r, snap in snaps.items():
-            state[(r, ch)].restore(snap)
-    return None
+            self.state[(r, ch)].restore(snap)
+        return result
+
+    def _add(self, step: Step, ch: int) -> bool:
+        state = self.state[(step.rank, ch)]
+        snap = state.snapshot()
+        if state.add(step) and state.fits(self.limits):
+            return True
+        state.restore(snap)
+        return False
+
+    def commit(self, steps: list[Step], ch: int) -> None:
+        for step in _with_peers(steps):
+            added = self._add(step, ch)
+            assert added, "a trial placement did not hold"
+
+    def choose(self, steps: list[Step], fuse: bool, spread: int) -> tuple[int, int] | None:
+        """(channel, reach): the first of the ``spread`` preferred channels that takes all of
+        ``steps``, else the one that takes most; beyond them, the first that takes any."""
+        best: tuple[int, int] | None = None
+        for ch in range(min(spread, self.limits.max_channels)):
+            reach = self.reach(steps, ch, fuse)
+            if reach == len(steps):
+                return ch, reach
+            if reach is not None and (best is None or reach > best[1]):
+                best = (ch, reach)
+        if best is not None:
+            return best
+        for ch in range(spread, self.limits.max_channels):
+            reach = self.reach(steps, ch, fuse)
+            if reach is not None:
+                return ch, reach
+        return None
 
 
-def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits
+def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: bool,
+                     spread: int
                      ) -> tuple[list[Chain], dict[Chain, int], dict[tuple[int, int], _Channel]]:
-    """Channels for the chains in order. A chain that fits no channel is unfused into one
-    chain per message (which only needs room, not a free peer pairing) in its place."""
-    state: dict[tuple[int, int], _Channel] = defaultdict(_Channel)
+    """Channels for the chains in order. Where a fused step's (receive, send) pair cannot
+    join the chain's channel, the step is split into a receive and a dependent send and the
+    rest of the chain goes on as a chain of its own; without ``fuse`` every fused step is
+    split. The pieces keep the chain's place in the order."""
+    channels = _Channels(limits)
     waiting: dict[Step, list[Step]] = defaultdict(list)
     for chain in order:
         for step in chain.steps:
@@ -183,28 +235,34 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits
     channel_of: dict[Chain, int] = {}
     placed: list[Chain] = []
     for chain in order:
-        ch = _first_fit(chain, state, limits)
-        if ch is not None:
-            channel_of[chain] = ch
-            placed.append(chain)
-            continue
-        pieces, moved = plan.unfuse(chain)
-        for fused, recv in moved.items():
-            for step in waiting.pop(fused, []):
-                step.dep = recv
-                waiting[recv].append(step)
-        for piece in pieces:
-            ch = _first_fit(piece, state, limits)
-            if ch is None:
-                first = _with_peers(piece.steps)[0]
+        steps = list(chain.steps)
+        while steps:
+            choice = channels.choose(steps, fuse, spread)
+            if choice is None:
+                first = _with_peers(steps)[0]
                 raise MscclLimitError(
                     f"the MSCCL program does not fit the runtime's limits: rank {first.rank} "
                     f"would need more than {limits.max_channels} channels to keep each "
                     f"thread block within {limits.max_steps_per_tb} steps and each channel "
                     f"within {limits.max_tbs_per_channel} thread blocks")
+            ch, reach = choice
+            if reach == len(steps):
+                head, steps = steps, []
+            else:
+                fused = steps[reach]
+                receive, send = plan.split(fused)
+                for step in waiting.pop(fused, []):
+                    step.dep = receive
+                    waiting[receive].append(step)
+                waiting[receive].append(send)
+                head, steps = [*steps[:reach], receive], [send, *steps[reach + 1:]]
+            piece = Chain(priority=chain.priority)
+            for step in head:
+                piece.add(step)
+            channels.commit(head, ch)
             channel_of[piece] = ch
             placed.append(piece)
-    return placed, channel_of, state
+    return placed, channel_of, channels.state
 
 
 def _rank_threadblocks(rank: int, channels: dict[int, _Channel], steps: list[Step],
@@ -255,12 +313,16 @@ def _rank_threadblocks(rank: int, channels: dict[int, _Channel], steps: list[Ste
     return tbs
 
 
-def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits()) -> Layout:
+def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
+                        spread: int = 1) -> Layout:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
+    Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread
+    blocks and channels, but no receive-and-forward pipelining within a step.
 
     Raises :class:`ScheduleError` when the runtime's limits cannot be met.
     """
-    order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits)
+    order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
+                                                spread)
     per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
     for chain in order:
         for step in chain.steps:
