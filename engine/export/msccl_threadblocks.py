@@ -14,8 +14,11 @@ order; a tb has at most one send peer and one receive peer, and the messages of 
 * **Channels.** All steps of a chain share one channel, because a fused step (receive and
   send in one step) lives in one tb and a tb has one channel. On a GPU, a channel can hold
   one tb per (peer, direction), so the fused (receive peer, send peer) pairs of a channel
-  must form a matching. Chains take the first channel where that holds and where no tb
-  grows past the step limit and no channel past the tb limit.
+  must form a matching. A chain takes the first of the ``spread`` preferred channels that
+  holds all of it, else the one that holds the longest part; there the chain is cut: the
+  fused step becomes a receive and a dependent send, and the rest is placed as a chain of
+  its own at the same place in π (so the argument above still holds). More channels are
+  opened only when the step and thread block limits require them.
 * **Thread blocks.** On each (GPU, channel), every fused pair is a tb; the remaining
   receive-only and send-only peers are paired into shared tbs while they fit, to spare
   thread blocks (each occupies an SM). Local copies join the GPU's smallest tb.
@@ -244,7 +247,7 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: 
                     f"the MSCCL program does not fit the runtime's limits: rank {first.rank} "
                     f"would need more than {limits.max_channels} channels to keep each "
                     f"thread block within {limits.max_steps_per_tb} steps and each channel "
-                    f"within {limits.max_tbs_per_channel} thread blocks")
+                    f"within {limits.max_tbs_per_channel} thread blocks.")
             ch, reach = choice
             if reach == len(steps):
                 head, steps = steps, []
@@ -254,7 +257,6 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: 
                 for step in waiting.pop(fused, []):
                     step.dep = receive
                     waiting[receive].append(step)
-                waiting[receive].append(send)
                 head, steps = [*steps[:reach], receive], [send, *steps[reach + 1:]]
             piece = Chain(priority=chain.priority)
             for step in head:
@@ -265,9 +267,10 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: 
     return placed, channel_of, channels.state
 
 
-def _rank_threadblocks(rank: int, channels: dict[int, _Channel], steps: list[Step],
+def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
                        channel_of: dict[Chain, int], limits: MscclLimits
                        ) -> list[ThreadBlock]:
+    """One rank's thread blocks, each listing its steps in execution order."""
     tbs: list[ThreadBlock] = []
     by_recv: dict[tuple[int, int], ThreadBlock] = {}
     by_send: dict[tuple[int, int], ThreadBlock] = {}
@@ -319,7 +322,7 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
     Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread
     blocks and channels, but no receive-and-forward pipelining within a step.
 
-    Raises :class:`ScheduleError` when the runtime's limits cannot be met.
+    Raises :class:`MscclLimitError` when the runtime's limits cannot be met.
     """
     order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
                                                 spread)
@@ -331,7 +334,7 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
     for (rank, ch), st in state.items():
         if st.recv_steps or st.send_steps:
             per_rank_channels[rank][ch] = st
-    tbs = [_rank_threadblocks(r, per_rank_channels[r], per_rank_steps[r], channel_of, limits)
+    tbs = [_rank_threadblocks(per_rank_channels[r], per_rank_steps[r], channel_of, limits)
            for r in range(plan.ngpus)]
     for rank, rank_tbs in enumerate(tbs):
         counts: dict[int, int] = defaultdict(int)
