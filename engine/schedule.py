@@ -81,6 +81,7 @@ class Schedule:
     optimum: OptimumSummary
     fixed_k: bool = False
     reduce_trees: list[Tree] | None = None  # only when the reduce phase needs other trees
+    reduce_tree_bandwidth: Fraction | None = None  # y of reduce_trees, when they have one
     timings: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -91,7 +92,11 @@ class Schedule:
 
     @property
     def algbw(self) -> Fraction:
-        return collective_algbw(self.collective, len(self.compute_nodes), self.x)
+        n = len(self.compute_nodes)
+        if self.collective == "allreduce" and self.reduce_tree_bandwidth is not None:
+            # Reduce-scatter then allgather, each moving k/N of the data per node.
+            return n * self.k / (1 / self.reduce_tree_bandwidth + 1 / self.tree_bandwidth)
+        return collective_algbw(self.collective, n, self.x)
 
     @property
     def optimal_algbw(self) -> Fraction:

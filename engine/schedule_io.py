@@ -49,6 +49,8 @@ def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
         "trees": _trees_to_list(schedule.trees),
         **({"reduce_trees": _trees_to_list(schedule.reduce_trees)}
            if schedule.reduce_trees else {}),
+        **({"reduce_tree_bandwidth": _exact(schedule.reduce_tree_bandwidth)}
+           if schedule.reduce_tree_bandwidth is not None else {}),
         **schedule.extra,
     }
 
@@ -89,7 +91,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
             else None
         known = {"format", "version", "collective", "compute_nodes", "optimality", "k",
                  "fixed_k", "tree_bandwidth", "algbw", "algbw_exact", "timings_s", "trees",
-                 "reduce_trees"}
+                 "reduce_trees", "reduce_tree_bandwidth"}
         schedule = Schedule(
             collective=str(data["collective"]),
             compute_nodes=[str(c) for c in data["compute_nodes"]],
@@ -105,6 +107,9 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
                                          "tree_bandwidth", source)),
             fixed_k=bool(data.get("fixed_k", False)),
             reduce_trees=reduce_trees,
+            reduce_tree_bandwidth=(
+                _fraction(data["reduce_tree_bandwidth"], "reduce_tree_bandwidth", source)
+                if "reduce_tree_bandwidth" in data else None),
             extra={k: v for k, v in data.items() if k not in known},
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -10,7 +10,6 @@ transposed network, whose optimum is the same because every node is balanced.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -42,18 +41,15 @@ def is_symmetric(net: Network) -> bool:
     return all(net.capacity.get((b, a)) == c for (a, b), c in net.capacity.items())
 
 
-def tree_capacities(nets: list[Network], opt: Optimum, k: int | None
-                    ) -> tuple[int, Fraction, list[dict[tuple[int, int], int]]]:
-    """(k, y, capacities in trees for each network) shared by all phases.
-
-    At the optimum, capacities are b_e / y (Prop. 3). For a fixed k they are
-    floor(U·b_e) with U the largest of the phases' U* (Thms 13-14: any U >= U* works).
-    """
+def tree_capacities(net: Network, opt: Optimum, k: int | None
+                    ) -> tuple[Fraction, dict[tuple[int, int], int]]:
+    """(y, capacities in trees): b_e / y at the optimum (Prop. 3), or floor(U*·b_e) with
+    y = 1/U* for a fixed k (Thm 13)."""
     if k is None:
         y = opt.tree_bandwidth
-        return opt.k, y, [{e: int(c / y) for e, c in n.capacity.items()} for n in nets]
-    u = max(find_fixed_k(n, k, opt).u_star for n in nets)
-    return k, 1 / u, [{e: math.floor(u * c) for e, c in n.capacity.items()} for n in nets]
+        return y, {e: int(c / y) for e, c in net.capacity.items()}
+    fixed = find_fixed_k(net, k, opt)
+    return fixed.tree_bandwidth, fixed.tree_capacities()
 
 
 def _map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> list[Tree]:
@@ -128,19 +124,29 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     else:
         nets = {"allgather": [net], "reduce-scatter": [transpose(net)],
                 "allreduce": [transpose(net), net]}[collective]
-    k_used, y, caps = tree_capacities(nets, opt, k)
+    k_used = opt.k if k is None else k
+    budgets = [tree_capacities(n, opt, k) for n in nets]
     timings["optimum"] = time.perf_counter() - start
     _report(progress, "optimum", 1.0)
 
-    forests = [build_forest(n, c, k_used, progress, timings)
-               for n, c in zip(nets, caps, strict=True)]
-    trees = forests[-1]
+    try:
+        forests = [build_forest(n, caps, k_used, progress, timings)
+                   for n, (_, caps) in zip(nets, budgets, strict=True)]
+    except ScheduleError as exc:
+        if k is None:
+            raise
+        raise ScheduleError(
+            f"with k fixed to {k}, rounding every link down to whole trees unbalances the "
+            f"network: {exc} Try another k; the optimal k is {opt.k}.") from None
+    trees, y = forests[-1], budgets[-1][0]
     reduce_trees = forests[0] if len(forests) == 2 else None
+    reduce_y = budgets[0][0] if len(forests) == 2 else None
 
     summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
                              opt.k, opt.tree_bandwidth)
     schedule = Schedule(collective, list(topology.compute_nodes()), k_used, y, trees, summary,
-                        fixed_k=k is not None, reduce_trees=reduce_trees, timings=timings)
+                        fixed_k=k is not None, reduce_trees=reduce_trees,
+                        reduce_tree_bandwidth=reduce_y, timings=timings)
     _report(progress, "verification", 0.0)
     start = time.perf_counter()
     verify(topology, schedule)

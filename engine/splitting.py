@@ -171,8 +171,8 @@ class _Splitter:
             self._remove_general(w)
         if self.arcs.out[w] or self.arcs.inn[w]:
             raise ScheduleError(
-                f"edge splitting could not isolate switch '{self.net.names[w]}'; the "
-                "scaled capacities around it are not balanced.")
+                f"edge splitting could not isolate switch '{self.net.names[w]}' because "
+                "the tree capacities of its neighbours are not balanced.")
 
     def _remove_small(self, w: int, nbrs: list[int]) -> None:
         """At most two neighbours: split straight through, the rest as self-loops."""
@@ -209,14 +209,17 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
                     progress: Progress | None = None) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
-    ``caps`` are capacities in trees; they must keep every node balanced (Eulerian).
+    ``caps`` are capacities in trees. Thm 7 assumes every node balanced (Eulerian); a
+    switch must be, or it cannot be isolated. When only compute nodes are unbalanced
+    (floored capacities for a fixed k), splitting is still safe and usually succeeds;
+    if a switch cannot be isolated that is reported.
     """
-    unbalanced = _unbalanced_node(net, caps)
-    if unbalanced is not None and any(not net.is_compute(i) for i in range(net.n)):
+    unbalanced = _unbalanced_switch(net, caps)
+    if unbalanced is not None:
         name, ins, outs = unbalanced
         raise ScheduleError(
-            f"with these tree capacities node '{name}' is unbalanced ({ins} trees in, "
-            f"{outs} out), so its switches cannot be removed by edge splitting.")
+            f"switch '{name}' would carry {ins} trees in but {outs} out, so edge "
+            "splitting cannot remove it.")
     splitter = _Splitter(net, caps, k)
     switches = [i for i in range(net.n) if not net.is_compute(i)]
     # Small switches first: their closed form needs no flows and shrinks the rest.
@@ -231,14 +234,14 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     return LogicalTopology(capacity, routes, splitter.splits, splitter.flows)
 
 
-def _unbalanced_node(net: Network, caps: dict[tuple[int, int], int]
-                     ) -> tuple[str, int, int] | None:
+def _unbalanced_switch(net: Network, caps: dict[tuple[int, int], int]
+                       ) -> tuple[str, int, int] | None:
     ins = [0] * net.n
     outs = [0] * net.n
     for (a, b), c in caps.items():
         outs[a] += c
         ins[b] += c
     for i in range(net.n):
-        if ins[i] != outs[i]:
+        if ins[i] != outs[i] and not net.is_compute(i):
             return net.names[i], ins[i], outs[i]
     return None

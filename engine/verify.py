@@ -64,8 +64,8 @@ def _check_tree(tree: Tree, compute: set[str], switches: set[str],
               f"e.g. '{sorted(missing)[0]}'.")
 
 
-def _check_phase(trees: list[Tree], reverse: bool, schedule: Schedule, topology: Topology,
-                 caps: dict[tuple[str, str], Fraction]) -> Fraction:
+def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedule,
+                 topology: Topology, caps: dict[tuple[str, str], Fraction]) -> Fraction:
     """Check one phase's trees; return its worst load/bandwidth ratio (in unit trees)."""
     compute_list = topology.compute_nodes()
     compute = set(compute_list)
@@ -84,9 +84,9 @@ def _check_phase(trees: list[Tree], reverse: bool, schedule: Schedule, topology:
             _fail(f"root '{root}' has {total} unit trees, but k = {schedule.k}.")
     worst = Fraction(0)
     for link, load in sorted(loads.items()):
-        if load * schedule.tree_bandwidth > caps[link]:
+        if load * y > caps[link]:
             _fail(f"link {link[0]} -> {link[1]} carries {load} unit trees at "
-                  f"{format_gbps(schedule.tree_bandwidth)} GB/s each, more than its "
+                  f"{format_gbps(y)} GB/s each, more than its "
                   f"{format_gbps(caps[link])} GB/s.")
         worst = max(worst, Fraction(load) / caps[link])
     return worst
@@ -105,12 +105,14 @@ def verify(topology: Topology, schedule: Schedule) -> Fraction:
     if schedule.k < 1 or schedule.tree_bandwidth <= 0:
         _fail("the schedule's k and tree bandwidth must be positive.")
     caps = topology.capacities()
-    reduce_trees = schedule.reduce_trees or schedule.trees
-    phases = {"allgather": [(schedule.trees, False)],
-              "reduce-scatter": [(reduce_trees, True)],
-              "allreduce": [(reduce_trees, True), (schedule.trees, False)]}[schedule.collective]
-    time_per_shard = sum((_check_phase(trees, reverse, schedule, topology, caps)
-                          for trees, reverse in phases), Fraction(0))
+    y = schedule.tree_bandwidth
+    reduce = (schedule.reduce_trees or schedule.trees, True,
+              schedule.reduce_tree_bandwidth or y)
+    phases = {"allgather": [(schedule.trees, False, y)],
+              "reduce-scatter": [(schedule.trees, True, y)],
+              "allreduce": [reduce, (schedule.trees, False, y)]}[schedule.collective]
+    time_per_shard = sum((_check_phase(trees, reverse, y_phase, schedule, topology, caps)
+                          for trees, reverse, y_phase in phases), Fraction(0))
     n = len(compute_list)
     achieved = n * schedule.k / time_per_shard
     if achieved != schedule.algbw:

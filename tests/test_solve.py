@@ -84,7 +84,16 @@ def test_random_topologies_fixed_k(topo):
             try:
                 schedule = solve(topo, collective, k=k)
             except ScheduleError as exc:  # only the documented unbalanced-floor case
-                assert "unbalanced" in str(exc), exc
+                assert "rounding every link down to whole trees unbalances" in str(exc), exc
                 continue
             assert verify(topo, schedule) == schedule.algbw
             assert schedule.algbw <= schedule.optimal_algbw
+
+
+def test_fixed_k_unbalanced_floors_are_explained(capsys):
+    from app.cli import main
+    assert main(["solve", "tests/data/fixed-k-unbalanced.json", "--k", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "with k fixed to 1, rounding every link down" in err
+    assert "switch 'w0' would carry" in err and "the optimal k is" in err
+    assert main(["solve", "tests/data/fixed-k-unbalanced.json"]) == 0
