@@ -376,18 +376,21 @@ def describe(value: Value) -> str:
     return f"chunk {chunk} of {_ranks_text(mask)}"
 
 
-@dataclass
-class _Slot:
-    value: Value = None
-    writer: tuple[int, int, int] | None = None       # (global tb, epoch, step)
-    readers: dict[int, tuple[int, int]] = field(default_factory=dict)   # tb -> (epoch, step)
+class _Memory:
+    """One physical buffer: per slot its value, its last write (global tb, epoch, step)
+    and the reads since then (tb -> (epoch, step))."""
+
+    def __init__(self, size: int) -> None:
+        self.value: list[Value] = [None] * size
+        self.writer: list[tuple[int, int, int] | None] = [None] * size
+        self.readers: list[dict[int, tuple[int, int]] | None] = [None] * size
 
 
 @dataclass
 class _Buffers:
     """Physical buffers of one rank and the aliases of the in-place layouts."""
 
-    phys: dict[str, list[_Slot]]
+    phys: dict[str, _Memory]
     alias: dict[str, tuple[str, int, int]]            # name -> (physical, base, size)
 
     def resolve(self, buf: str, off: int, cnt: int) -> tuple[str, int] | None:
@@ -472,7 +475,7 @@ class _Run:
         size = {"allgather": {"i": c, "o": n}, "reduce_scatter": {"i": n, "o": c},
                 "allreduce": {"i": n, "o": n}}[a.coll]
         size["s"] = gpu.s_chunks
-        phys = {name: [_Slot() for _ in range(s)] for name, s in size.items()}
+        phys = {name: _Memory(s) for name, s in size.items()}
         alias = {name: (name, 0, s) for name, s in size.items()}
         if self.inplace:
             if a.coll == "allgather":
@@ -484,12 +487,11 @@ class _Run:
             del phys["o" if a.coll != "allgather" else "i"]
         bit = 1 << r
         if a.coll == "allgather":
-            home = phys["o"][r * c:(r + 1) * c] if self.inplace else phys["i"]
-            for j, slot in enumerate(home):
-                slot.value = (r * c + j, bit)
+            start = r * c if self.inplace else 0
+            phys["o" if self.inplace else "i"].value[start:start + c] = \
+                [(r * c + j, bit) for j in range(c)]
         else:
-            for x, slot in enumerate(phys["i"]):
-                slot.value = (x, bit)
+            phys["i"].value[:] = [(x, bit) for x in range(n)]
         return _Buffers(phys, alias)
 
     # -------------------------------------------------------------- helpers
@@ -499,7 +501,8 @@ class _Run:
         raise MscclXmlError(f"{_where(gpu.id, tb.id, step.s)} ({step.type}, {self.mode}) "
                             f"{text}")
 
-    def slots(self, g: int, buf: str, off: int, cnt: int, role: str) -> list[_Slot]:
+    def slots(self, g: int, buf: str, off: int, cnt: int, role: str
+              ) -> tuple[_Memory, range]:
         gpu = self.tbs[g][0]
         bufs = self.buffers[gpu.id]
         where = bufs.resolve(buf, off, cnt)
@@ -511,7 +514,7 @@ class _Run:
         if name == "i" and not self.inplace and role == "writes":
             self.fail(g, f"writes the input buffer i[{off}:{off + cnt}], which an "
                          "out-of-place collective must leave unchanged.")
-        return bufs.phys[name][start:start + cnt]
+        return bufs.phys[name], range(start, start + cnt)
 
     def _describe_tb(self, g: int, step: int | None = None) -> str:
         gpu, tb = self.tbs[g]
@@ -520,17 +523,22 @@ class _Run:
     def read(self, g: int, buf: str, off: int, cnt: int, epoch: int) -> list[tuple[int, int]]:
         out = []
         step = self.pc[g]
-        for i, slot in enumerate(self.slots(g, buf, off, cnt, "reads")):
+        memory, where_range = self.slots(g, buf, off, cnt, "reads")
+        for i, x in enumerate(where_range):
             where = f"{buf}[{off + i}]"
-            w = slot.writer
+            w = memory.writer[x]
             if w is not None and w[0] != g and self.clock[g, w[0]] < w[1]:
                 self.fail(g, f"reads {where}, which {self._describe_tb(w[0], w[2])} writes "
                              "with no dependency ordering the two (a dependency is missing).")
-            if slot.value is None:
+            value = memory.value[x]
+            if value is None:
                 self.fail(g, f"reads {where} before anything is written there; "
                              f"{self._pending_writer(g, buf, off + i)}")
-            slot.readers[g] = (epoch, step)
-            out.append(slot.value)
+            readers = memory.readers[x]
+            if readers is None:
+                readers = memory.readers[x] = {}
+            readers[g] = (epoch, step)
+            out.append(value)
         return out
 
     def _pending_writer(self, g: int, buf: str, off: int) -> str:
@@ -553,20 +561,21 @@ class _Run:
 
     def write(self, g: int, buf: str, off: int, values: list[Value], epoch: int) -> None:
         step = self.pc[g]
-        for i, slot in enumerate(self.slots(g, buf, off, len(values), "writes")):
+        memory, where_range = self.slots(g, buf, off, len(values), "writes")
+        for i, x in enumerate(where_range):
             where = f"{buf}[{off + i}]"
-            w = slot.writer
+            w = memory.writer[x]
             if w is not None and w[0] != g and self.clock[g, w[0]] < w[1]:
                 self.fail(g, f"writes {where}, which {self._describe_tb(w[0], w[2])} also "
                              "writes, with no dependency ordering the two (a dependency is "
                              "missing or an offset is wrong).")
-            for h, (e, s) in slot.readers.items():
+            for h, (e, s) in (memory.readers[x] or {}).items():
                 if h != g and self.clock[g, h] < e:
                     self.fail(g, f"overwrites {where} while {self._describe_tb(h, s)} may "
                                  "still be reading it (a dependency is missing).")
-            slot.value = values[i]
-            slot.writer = (g, epoch, step)
-            slot.readers = {}
+            memory.value[x] = values[i]
+            memory.writer[x] = (g, epoch, step)
+            memory.readers[x] = None
 
     def reduce(self, g: int, a: list[Value], b: list[Value]) -> list[Value]:
         out: list[Value] = []
@@ -706,27 +715,30 @@ class _Run:
         raise MscclXmlError(f"deadlock ({self.mode}): {shown} waits for {names[0]}.")
 
     def check_result(self) -> None:
+        """Compare every rank's result (``o``, through the in-place alias) with the
+        collective's postcondition."""
         a = self.algo
         c, full = a.chunks_per_rank, (1 << a.ngpus) - 1
+        gathered = [(x, 1 << (x // c)) for x in range(a.nchunksperloop)] \
+            if a.coll == "allgather" else None
+        reduced = [(x, full) for x in range(a.nchunksperloop)]
         for gpu in a.gpus:
             r = gpu.id
             bufs = self.buffers[r]
-            if a.coll == "allgather":
-                expect = [(x, 1 << (x // c)) for x in range(a.nchunksperloop)]
+            if gathered is not None:
+                expect = gathered
             elif a.coll == "reduce_scatter":
-                expect = [(r * c + j, full) for j in range(c)]
+                expect = reduced[r * c:(r + 1) * c]
             else:
-                expect = [(x, full) for x in range(a.nchunksperloop)]
-            for off, want in enumerate(expect):
-                resolved = bufs.resolve("o", off, 1)
-                assert resolved is not None
-                phys, start = resolved
-                got = bufs.phys[phys][start].value
-                if got != want:
-                    shown = f"{phys}[{start}]"
-                    raise MscclXmlError(
-                        f"after the {a.coll} ({self.mode}), rank {r}'s {shown} holds "
-                        f"{describe(got)} instead of {describe(want)}.")
+                expect = reduced
+            phys, base, _ = bufs.alias["o"]
+            got = bufs.phys[phys].value[base:base + len(expect)]
+            if got == expect:
+                continue
+            off = next(i for i, (x, y) in enumerate(zip(got, expect, strict=True)) if x != y)
+            raise MscclXmlError(
+                f"after the {a.coll} ({self.mode}), rank {r}'s {phys}[{base + off}] holds "
+                f"{describe(got[off])} instead of {describe(expect[off])}.")
 
 
 def simulate(algo: XmlAlgo, capacity: int = 1, limits: MscclLimits | None = None,

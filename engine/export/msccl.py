@@ -56,7 +56,13 @@ PROTOCOLS = ("Simple", "LL128", "LL")
 
 @dataclass(frozen=True)
 class MscclOptions:
-    """How to write the program (the GUI's export dialog maps onto these)."""
+    """How to write the program (the GUI's export dialog maps onto these).
+
+    ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
+    ``rrcs``); ``channels`` is how many channels such chains may spread over before one is
+    cut into a receive and a dependent send. More channels mean more thread blocks running
+    in parallel (and more connection buffers); one channel gives the fewest thread blocks.
+    """
 
     inplace: bool = True
     protocol: str = "Simple"
