@@ -39,6 +39,13 @@ def test_solve_msccl_channels(tmp_path, capsys):
     assert "'0' is not a positive integer" in capsys.readouterr().err
 
 
+def test_solve_msccl_runtime(tmp_path):
+    out = tmp_path / "rs.xml"
+    assert main(["solve", SAMPLE, "--collective", "reduce-scatter", "--msccl", str(out),
+                 "--msccl-runtime", "rccl"]) == 0
+    assert parse_xml_file(out).get("coll") == "reducescatter"
+
+
 def test_check_xml_accepts_an_export(tmp_path, capsys):
     out = tmp_path / "ag.xml"
     assert main(["solve", SAMPLE, "--msccl", str(out)]) == 0

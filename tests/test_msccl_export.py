@@ -267,9 +267,21 @@ def test_export_rejects_schedules_that_are_not_forests():
         msccl_xml(schedule)
 
 
-def test_unknown_protocol_is_refused():
+def test_unknown_protocol_or_runtime_is_refused():
     with pytest.raises(ScheduleError, match="unknown MSCCL protocol 'Fast'"):
         msccl_xml(star_schedule(), options=MscclOptions(protocol="Fast"))
+    with pytest.raises(ScheduleError, match="unknown MSCCL runtime 'nccl'"):
+        msccl_xml(star_schedule(), options=MscclOptions(runtime="nccl"))
+
+
+@pytest.mark.parametrize("runtime, name", [("msccl", "reduce_scatter"),
+                                           ("rccl", "reducescatter")])
+def test_reduce_scatter_is_named_for_the_runtime(runtime, name):
+    data = msccl_xml(star_schedule("reduce-scatter"), options=MscclOptions(runtime=runtime))
+    assert etree.fromstring(data).get("coll") == name
+    assert simulate_bytes(data).coll == "reduce_scatter"
+    data = msccl_xml(star_schedule("allreduce"), options=MscclOptions(runtime=runtime))
+    assert etree.fromstring(data).get("coll") == "allreduce"
 
 
 def test_options_change_the_header():

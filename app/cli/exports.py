@@ -7,6 +7,7 @@ import argparse
 
 from engine.errors import ScheduleError
 from engine.export import (
+    RUNTIMES,
     MscclLimitError,
     MscclOptions,
     explain_limits,
@@ -40,13 +41,17 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--msccl-channels", type=positive_int, default=MscclOptions.channels,
                    metavar="C", help="channels the MSCCL program may spread relays over: more "
                    "thread blocks work in parallel (default %(default)s)")
+    p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
+                   help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
+                   "(default %(default)s)")
     p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
 
 
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
-        options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels)
+        options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
+                               runtime=args.msccl_runtime)
         try:
             data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:

@@ -1,6 +1,7 @@
 """Exports of schedules: MSCCL XML algorithms and tree listings."""
 
 from engine.export.msccl import (
+    RUNTIMES,
     MscclOptions,
     build_layout,
     explain_limits,
@@ -11,6 +12,6 @@ from engine.export.msccl import (
 from engine.export.msccl_threadblocks import MscclLimitError, MscclLimits
 from engine.export.trees_xml import trees_xml, write_trees_xml
 
-__all__ = ["MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
+__all__ = ["RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
            "explain_limits", "largest_fitting_k", "msccl_xml", "trees_xml", "write_msccl",
            "write_trees_xml"]

@@ -27,8 +27,8 @@ Buffer conventions follow msccl-tools and the runtime's pointers:
   and results live in the result buffer.
 
 The XML has no declaration and is indented with spaces, which the runtime's hand-written
-parser needs. The runtime's ``coll`` name for reduce-scatter is ``reduce_scatter`` (as
-msccl-tools writes it); RCCL's newer parser spells it ``reducescatter``.
+parser needs. microsoft/msccl (and msccl-tools) call reduce-scatter ``reduce_scatter``;
+RCCL's MSCCL parser wants ``reducescatter`` (``runtime="rccl"``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from engine.topology import Topology
 from engine.topology_io import atomic_write_bytes
 
 PROTOCOLS = ("Simple", "LL128", "LL")
+RUNTIMES = ("msccl", "rccl")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class MscclOptions:
     name: str | None = None
     min_bytes: int = 0
     max_bytes: int = 2**63 - 1
+    runtime: str = "msccl"       # "rccl" names reduce-scatter as RCCL's parser does
     fuse: bool = True            # receive-and-forward in one step where channels allow
     channels: int = 4            # channels fused chains may spread over before splitting
     limits: MscclLimits = field(default_factory=MscclLimits)
@@ -83,6 +85,9 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     if options.protocol not in PROTOCOLS:
         raise ScheduleError(f"unknown MSCCL protocol '{options.protocol}'; use one of "
                             f"{', '.join(PROTOCOLS)}.")
+    if options.runtime not in RUNTIMES:
+        raise ScheduleError(f"unknown MSCCL runtime '{options.runtime}'; use one of "
+                            f"{', '.join(RUNTIMES)}.")
     if collective is not None and collective != schedule.collective:
         schedule = replace(schedule, collective=collective)
     plan = plan_steps(schedule, options.inplace, options.limits.max_count)
@@ -108,6 +113,8 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
     depended = {step.dep for step in position if step.dep is not None and
                 position[step.dep][0] != position[step][0]}
     coll = XML_COLLECTIVE[plan.collective]
+    if options.runtime == "rccl" and coll == "reduce_scatter":
+        coll = "reducescatter"
     algo = etree.Element("algo")
     for key, value in [
             ("name", options.name or f"canopy-{coll}-{plan.ngpus}gpus-k{plan.k}-"
