@@ -13,7 +13,16 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve", "verify", "generate", "import-nccl", "graphml", "samples", "gui"]
+VERBS = [
+    "gui",
+    "solve",
+    "verify",
+    "check-xml",
+    "generate",
+    "samples",
+    "import-nccl",
+    "graphml",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
