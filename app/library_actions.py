@@ -151,8 +151,8 @@ class LibraryActions(QObject):
             self.warnings_dialog.close()
         self.warnings_dialog = ImportWarningsDialog(
             "NCCL import warnings",
-            f"{summary}. Canopy read around these parts of the file (skipped them or "
-            "assumed the stated value):", result.warnings, self.window)
+            f"{summary}. These parts of the file were skipped or completed with the stated "
+            "value:", result.warnings, self.window)
         self.warnings_dialog.show()
 
     # ------------------------------------------------------------ GraphML

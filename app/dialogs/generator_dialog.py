@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 from app.dialogs.param_fields import ParamForm
 from app.dialogs.preview import (
     OPTIMUM_LIMIT,
+    OPTIMUM_LINKS,
     PREVIEW_LINKS,
     PREVIEW_NODES,
     Preview,
@@ -165,6 +166,9 @@ class GeneratorDialog(QDialog):
         self.timer.timeout.connect(self._request_preview)
         self.worker = PreviewWorker(self)
         self.worker.ready.connect(self._show_preview)
+        app = QApplication.instance()
+        if app is not None:              # never leave a running thread behind at exit
+            app.aboutToQuit.connect(self.worker.stop)
         self.kinds.currentRowChanged.connect(self._kind_changed)
 
         kind = recipe["kind"] if recipe else next(iter(GENERATORS))
@@ -255,8 +259,9 @@ class GeneratorDialog(QDialog):
                 f"k = {opt.k} tree{'s' if opt.k != 1 else ''} per node; the bottleneck cut "
                 f"holds {inside} of the {len(opt.network.compute)} compute nodes.")
         else:
-            self.optimum.setText(f"The optimum is computed here below {OPTIMUM_LIMIT} nodes; "
-                                 "Create, then solve it in the editor.")
+            self.optimum.setText(f"The optimum is computed here for fewer than {OPTIMUM_LIMIT} "
+                                 f"nodes and at most {OPTIMUM_LINKS:,} links; Create, then "
+                                 "solve it in the editor.")
         if preview.picture is None:
             self._show_note(f"Too large to preview: the preview draws up to "
                             f"{PREVIEW_NODES:,} nodes and {PREVIEW_LINKS:,} links.")

@@ -49,6 +49,17 @@ FABRICS = {NO_FABRIC: "None (only what the file describes)",
 NETWORKS = {RAIL: "Rail-optimised (NIC i of every host on rail switch i)",
             SINGLE: "One switch for every NIC"}
 ERROR_STYLE = "color: #8a1c12;"
+OPTION_NAMES = {"--nic-bw": "“NIC bandwidth if not given”",
+                "--nvswitch-bw": "the NVSwitch fabric option",
+                "--nvlink-bw": "the NVLink fabric option"}
+"""How the engine's warnings, written for the command line, name this dialog's fields."""
+
+
+def in_dialog_words(message: str) -> str:
+    """``message`` with the command-line options replaced by the dialog's fields."""
+    for flag, name in OPTION_NAMES.items():
+        message = message.replace(flag, name)
+    return message
 
 
 class NcclImportDialog(QDialog):
@@ -178,7 +189,7 @@ class ImportWarningsDialog(QDialog):
         self.list.setObjectName("import_warnings")
         self.list.setWordWrap(True)
         self.list.setAlternatingRowColors(True)
-        self.list.addItems(warnings)
+        self.list.addItems([in_dialog_words(w) for w in warnings])
         self.list.setTextElideMode(Qt.TextElideMode.ElideNone)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.reject)

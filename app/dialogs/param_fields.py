@@ -149,7 +149,7 @@ class ParamForm(QWidget):
         super().__init__(parent)
         self.gen = gen
         layout = QFormLayout(self)
-        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.ExpandingFieldsGrow)
+        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.fields: dict[str, ParamField] = {}
         for spec in gen.params:
             field = ParamField(spec, self)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QPointF, QRectF, Qt, QThread, Signal
@@ -43,7 +43,11 @@ from engine.optimality import Optimum, find_optimum
 from engine.topology import COMPUTE, Topology, find_problems
 
 OPTIMUM_LIMIT = 300
-"""The optimum is computed for topologies with fewer nodes than this."""
+OPTIMUM_LINKS = 10_000
+"""The optimum is computed for topologies with fewer nodes than this and at most this
+many links (a clique of 300 nodes takes seconds)."""
+CHECK_LINKS = 20_000
+"""Larger topologies are not checked here (the editor's Validation dock does it)."""
 PREVIEW_NODES = 20_000
 PREVIEW_LINKS = 80_000
 """Larger topologies are counted but not drawn."""
@@ -93,8 +97,12 @@ class Preview:
                                      or len(topo.links) > PREVIEW_LINKS)
 
 
-def build_preview(kind: str, texts: Mapping[str, str]) -> Preview:
-    """Generate ``kind`` from ``texts`` and prepare everything the preview shows."""
+def build_preview(kind: str, texts: Mapping[str, str],
+                  stale: Callable[[], bool] = lambda: False) -> Preview | None:
+    """Generate ``kind`` from ``texts`` and prepare everything the preview shows.
+
+    ``stale`` is asked between the steps; once it says True the work is dropped (None).
+    """
     preview = Preview(kind, dict(texts))
     try:
         topo = generate(kind, texts)
@@ -102,10 +110,18 @@ def build_preview(kind: str, texts: Mapping[str, str]) -> Preview:
         preview.error = str(exc)
         return preview
     preview.topology = topo
-    preview.problems = [p.message for p in find_problems(topo)]
-    if not preview.problems and len(topo.nodes) < OPTIMUM_LIMIT:
-        preview.optimum = find_optimum(Network.from_topology(topo))
+    if stale():
+        return None
+    if len(topo.links) <= CHECK_LINKS:
+        preview.problems = [p.message for p in find_problems(topo)]
+        if not preview.problems and len(topo.nodes) < OPTIMUM_LIMIT \
+                and len(topo.links) <= OPTIMUM_LINKS:
+            if stale():
+                return None
+            preview.optimum = find_optimum(Network.from_topology(topo))
     if not preview.too_large:
+        if stale():
+            return None
         preview.picture = draw(topo)
     return preview
 
@@ -210,11 +226,16 @@ class PreviewWorker(QThread):
                     return
             serial, kind, texts = request
             try:
-                preview = build_preview(kind, texts)
+                preview = build_preview(kind, texts, self._has_newer)
             except Exception as exc:  # an engine bug must not kill the dialog
                 preview = Preview(kind, texts,
                                   error=f"internal error: {exc.__class__.__name__}: {exc}")
-            self.ready.emit(serial, preview)
+            if preview is not None:
+                self.ready.emit(serial, preview)
+
+    def _has_newer(self) -> bool:
+        with self._lock:
+            return self._request is not None
 
 
 class _PictureItem(QGraphicsItem):

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QMessageBox, QSpi
 
 from app.commands import edit_nodes
 from app.dialogs import preview as preview_module
-from app.dialogs.generator_dialog import GeneratorDialog
+from app.dialogs.generator_dialog import GeneratorDialog, recipe_of
 from engine.generators import GENERATORS, generate
 from engine.generators.params import BOOL, CHOICE, INT
 from engine.network import Network
@@ -122,7 +122,7 @@ def test_large_topologies_are_counted_not_drawn(qtbot, dialog, monkeypatch):
     assert dialog.counts.text().startswith("64 nodes")
     assert dialog.canvas.currentWidget() is dialog.placeholder
     assert "Too large to preview" in dialog.placeholder.text()
-    assert "optimum is computed here below" in dialog.optimum.text()
+    assert "optimum is computed here for fewer than" in dialog.optimum.text()
     assert dialog.ok.isEnabled()
 
 
@@ -176,6 +176,23 @@ def test_edit_generator_parameters_reopens_prefilled_and_is_undoable(qtbot, wind
     window.doc.undo_stack.undo()
     assert len(window.doc.topology.compute_nodes()) == 12
     assert window.doc.topology.extra["generator"]["params"]["gpus"] == "4"
+
+
+def test_a_recipe_from_a_hand_edited_file_is_shown_with_its_problem(qtbot):
+    dlg = GeneratorDialog(recipe={"kind": "torus", "params": {"dims": "4xx4", "colour": "red"}})
+    qtbot.addWidget(dlg)
+    assert dlg.kind() == "torus" and dlg.current_form().fields["dims"].text() == "4xx4"
+    assert dlg.error.text() == "“Dims” is '4xx4'; give sizes like 4x4x4."
+    assert not dlg.ok.isEnabled()
+    dlg.reject()
+
+
+def test_unknown_generator_kinds_offer_no_parameters(window):
+    topo = generate("ring", {"n": "4"})
+    topo.extra["generator"] = {"kind": "moebius", "params": {}}
+    window.doc.set_topology(topo)
+    assert not window.actions["edit_generator"].isEnabled()
+    assert recipe_of(topo) is None and window.library.edit_generator() is None
 
 
 def test_cancel_while_a_preview_is_being_built(qtbot):

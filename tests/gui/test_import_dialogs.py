@@ -52,6 +52,7 @@ def test_nccl_import_opens_the_result_and_lists_the_warnings(window, dialogs):
     listed = warnings.warnings()
     assert len(listed) == 1
     assert "line 7" in listed[0] and '<pci busid="0101:00:00.0"' in listed[0]
+    assert "“NIC bandwidth if not given”" in listed[0] and "--nic-bw" not in listed[0]
     assert "16 GPUs" in window.statusBar().currentMessage()
     assert not dialogs.calls
 
