@@ -135,6 +135,15 @@ def test_ok_with_a_preview_still_pending_generates_the_current_parameters(qtbot,
     assert len(dialog.topology().nodes) == 16
 
 
+def test_ok_on_refused_parameters_not_yet_previewed_says_why_and_stays(qtbot, dialog):
+    dialog.set_kind("cluster")
+    dialog.current_form().fields["rails"].set_text("9")
+    assert dialog.timer.isActive() and dialog.ok.isEnabled()
+    dialog.ok.click()
+    assert dialog.isVisible() and dialog.topology() is None
+    assert dialog.error.text().startswith("“Rails” is 9") and not dialog.ok.isEnabled()
+
+
 def test_ok_opens_the_topology_as_a_new_document(qtbot, window, dialogs):
     edit_nodes(window.doc, ["n0.gpu0"], "label", "changed")
     window.actions["new_from_generator"].trigger()
