@@ -15,6 +15,7 @@ networkx's preflow-push on Python integers, which is exact at any size.
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 from ortools.graph.python import max_flow as ortools_max_flow
 
 from engine.errors import CanopyError
@@ -25,8 +26,8 @@ INT64_SAFE = 2**62
 class FlowNetwork:
     """A directed network on nodes ``0 .. num_nodes-1`` with integer arc capacities.
 
-    Arcs are added once; capacities may change between solves (``set_capacity``), so
-    one network serves many maxflow questions on the same structure.
+    Arcs live in numpy arrays; the C++ solver is rebuilt from them in one vectorised call
+    whenever capacities changed, so one network serves many maxflow questions.
     """
 
     def __init__(self, num_nodes: int) -> None:
@@ -34,58 +35,94 @@ class FlowNetwork:
         self._tails: list[int] = []
         self._heads: list[int] = []
         self._caps: list[int] = []
-        self._total = 0
-        self._solver = ortools_max_flow.SimpleMaxFlow()
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._solver: ortools_max_flow.SimpleMaxFlow | None = None
+
+    @classmethod
+    def from_arrays(cls, num_nodes: int, tails: np.ndarray, heads: np.ndarray,
+                    caps: np.ndarray) -> FlowNetwork:
+        """A network from parallel arrays of arc tails, heads and capacities."""
+        net = cls(num_nodes)
+        net._arrays = (np.asarray(tails, dtype=np.int32), np.asarray(heads, dtype=np.int32),
+                       np.asarray(caps, dtype=object if _too_big(caps) else np.int64))
+        return net
 
     def add_arc(self, tail: int, head: int, capacity: int) -> int:
         """Add an arc and return its index."""
-        self._check(capacity)
+        self._materialise_lists()
+        if capacity < 0:
+            raise CanopyError(f"internal error: negative arc capacity {capacity}.")
         self._tails.append(tail)
         self._heads.append(head)
         self._caps.append(capacity)
-        self._total += capacity
-        return self._solver.add_arc_with_capacity(tail, head, min(capacity, INT64_SAFE))
+        self._solver = None
+        return len(self._caps) - 1
 
     def set_capacity(self, arc: int, capacity: int) -> None:
-        self._check(capacity)
-        self._total += capacity - self._caps[arc]
+        self._materialise_lists()
         self._caps[arc] = capacity
-        self._solver.set_arc_capacity(arc, min(capacity, INT64_SAFE))
+        self._solver = None
 
-    def capacity(self, arc: int) -> int:
-        return self._caps[arc]
+    def _materialise_lists(self) -> None:
+        if self._arrays is not None:
+            t, h, c = self._arrays
+            self._tails, self._heads, self._caps = t.tolist(), h.tolist(), [int(x) for x in c]
+            self._arrays = None
 
-    @staticmethod
-    def _check(capacity: int) -> None:
-        if capacity < 0:
-            raise CanopyError(f"internal error: negative arc capacity {capacity}.")
+    def _current(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            big = _too_big(self._caps)
+            self._arrays = (np.asarray(self._tails, dtype=np.int32),
+                            np.asarray(self._heads, dtype=np.int32),
+                            np.asarray(self._caps, dtype=object if big else np.int64))
+            self._tails, self._heads, self._caps = [], [], []
+        return self._arrays
+
+    def _ortools(self) -> ortools_max_flow.SimpleMaxFlow | None:
+        """The C++ solver, or None when capacities need Python's big integers."""
+        tails, heads, caps = self._current()
+        if caps.dtype == object:
+            return None
+        if self._solver is None:
+            self._solver = ortools_max_flow.SimpleMaxFlow()
+            if len(caps):
+                self._solver.add_arcs_with_capacity(tails, heads, caps)
+        return self._solver
 
     def max_flow(self, source: int, sink: int) -> int:
         """Value of a maximum flow from ``source`` to ``sink``."""
-        if self._total >= INT64_SAFE:
-            return int(nx.maximum_flow_value(self._nx_graph(), source, sink))
-        self._solve(source, sink)
-        return int(self._solver.optimal_flow())
+        return self.min_cut(source, sink, want_cut=False)[0]
 
-    def min_cut(self, source: int, sink: int) -> tuple[int, list[int]]:
+    def min_cut(self, source: int, sink: int, want_cut: bool = True) -> tuple[int, list[int]]:
         """Maxflow value and the source side of a minimum cut (it contains ``source``)."""
-        if self._total >= INT64_SAFE:
+        solver = self._ortools()
+        if solver is None:
             value, (side, _) = nx.minimum_cut(self._nx_graph(), source, sink)
             return int(value), sorted(side)
-        self._solve(source, sink)
-        return int(self._solver.optimal_flow()), list(self._solver.get_source_side_min_cut())
-
-    def _solve(self, source: int, sink: int) -> None:
-        status = self._solver.solve(source, sink)
-        if status != self._solver.OPTIMAL:
+        if self.num_nodes and solver.num_nodes() < self.num_nodes:
+            # Nodes without arcs are unknown to OR-Tools: the flow to them is 0.
+            if max(source, sink) >= solver.num_nodes():
+                return 0, [source]
+        status = solver.solve(source, sink)
+        if status != solver.OPTIMAL:
             raise CanopyError(f"internal error: maxflow backend returned status {status}.")
+        side = list(solver.get_source_side_min_cut()) if want_cut else []
+        return int(solver.optimal_flow()), side
 
     def _nx_graph(self) -> nx.DiGraph:
+        tails, heads, caps = self._current()
         g = nx.DiGraph()
         g.add_nodes_from(range(self.num_nodes))
-        for t, h, c in zip(self._tails, self._heads, self._caps, strict=True):
+        for t, h, c in zip(tails.tolist(), heads.tolist(), caps.tolist(), strict=True):
             if g.has_edge(t, h):
-                g[t][h]["capacity"] += c
+                g[t][h]["capacity"] += int(c)
             else:
-                g.add_edge(t, h, capacity=c)
+                g.add_edge(t, h, capacity=int(c))
         return g
+
+
+def _too_big(caps: object) -> bool:
+    """True when capacities could overflow int64 sums inside the C++ solver."""
+    if isinstance(caps, np.ndarray) and caps.dtype != object:
+        return bool(len(caps)) and int(caps.max()) >= INT64_SAFE // len(caps)
+    return sum(int(c) for c in caps) >= INT64_SAFE  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ class Network:
     compute: tuple[int, ...]
     capacity: Mapping[tuple[int, int], Fraction]
     compute_set: frozenset[int]
+    groups: tuple[str | None, ...]
 
     @classmethod
     def from_topology(cls, topo: Topology, where: str = "") -> Network:
@@ -33,7 +34,8 @@ class Network:
         index = {name: i for i, name in enumerate(names)}
         caps = {(index[u], index[v]): c for (u, v), c in topo.capacities().items()}
         compute = tuple(index[c] for c in topo.compute_nodes())
-        return cls(names, compute, caps, frozenset(compute))
+        groups = tuple(n.group for n in topo.nodes)
+        return cls(names, compute, caps, frozenset(compute), groups)
 
     @property
     def n(self) -> int:

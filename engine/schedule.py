@@ -4,7 +4,9 @@ A :class:`Schedule` is what ``canopy solve`` returns (canopy-schedule v1, DESIGN
 Each :class:`Tree` of multiplicity ``m`` stands for ``m`` identical unit trees; every
 unit tree carries 1/k of its root's shard at the tree bandwidth ``y`` (forestcoll.txt
 §3.2, App. C.3). For reduce-scatter the same out-trees are listed and data runs against
-the arrows; allreduce is reduce-scatter followed by allgather (§4.6).
+the arrows; allreduce is reduce-scatter followed by allgather (§4.6). On topologies with
+one-way links the reduce phase needs out-trees of the transposed network instead; they
+are kept in ``reduce_trees`` (data again runs against their arrows).
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class Schedule:
     trees: list[Tree]
     optimum: OptimumSummary
     fixed_k: bool = False
+    reduce_trees: list[Tree] | None = None  # only when the reduce phase needs other trees
+    reduce_tree_bandwidth: Fraction | None = None  # y of reduce_trees, when they have one
     timings: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -88,7 +92,11 @@ class Schedule:
 
     @property
     def algbw(self) -> Fraction:
-        return collective_algbw(self.collective, len(self.compute_nodes), self.x)
+        n = len(self.compute_nodes)
+        if self.collective == "allreduce" and self.reduce_tree_bandwidth is not None:
+            # Reduce-scatter then allgather, each moving k/N of the data per node.
+            return n * self.k / (1 / self.reduce_tree_bandwidth + 1 / self.tree_bandwidth)
+        return collective_algbw(self.collective, n, self.x)
 
     @property
     def optimal_algbw(self) -> Fraction:

@@ -46,14 +46,30 @@ def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
         "algbw": round(float(schedule.algbw), 6),
         "algbw_exact": _exact(schedule.algbw),
         "timings_s": {k: round(v, 6) for k, v in schedule.timings.items()},
-        "trees": [
-            {"root": t.root, "index": t.index, "multiplicity": t.multiplicity,
-             "height": t.height,
-             "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges]}
-            for t in schedule.trees
-        ],
+        "trees": _trees_to_list(schedule.trees),
+        **({"reduce_trees": _trees_to_list(schedule.reduce_trees)}
+           if schedule.reduce_trees else {}),
+        **({"reduce_tree_bandwidth": _exact(schedule.reduce_tree_bandwidth)}
+           if schedule.reduce_tree_bandwidth is not None else {}),
         **schedule.extra,
     }
+
+
+def _trees_to_list(trees: list[Tree]) -> list[dict[str, Any]]:
+    return [{"root": t.root, "index": t.index, "multiplicity": t.multiplicity,
+             "height": t.height,
+             "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges]}
+            for t in trees]
+
+
+def _trees_from_list(items: list[Any]) -> list[Tree]:
+    trees = []
+    for i, t in enumerate(items):
+        edges = tuple(TreeEdge(str(e["src"]), str(e["dst"]), tuple(map(str, e["path"])))
+                      for e in t["edges"])
+        trees.append(Tree(str(t["root"]), int(t.get("index", i)), int(t["multiplicity"]),
+                          edges))
+    return trees
 
 
 def _fraction(value: Any, what: str, source: str) -> Fraction:
@@ -70,14 +86,12 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         raise ScheduleError(f"{source}: version {data.get('version')!r} is not supported.")
     try:
         opt = data["optimality"]
-        trees = []
-        for i, t in enumerate(data["trees"]):
-            edges = tuple(TreeEdge(str(e["src"]), str(e["dst"]), tuple(map(str, e["path"])))
-                          for e in t["edges"])
-            trees.append(Tree(str(t["root"]), int(t.get("index", i)),
-                              int(t["multiplicity"]), edges))
+        trees = _trees_from_list(data["trees"])
+        reduce_trees = _trees_from_list(data["reduce_trees"]) if "reduce_trees" in data \
+            else None
         known = {"format", "version", "collective", "compute_nodes", "optimality", "k",
-                 "fixed_k", "tree_bandwidth", "algbw", "algbw_exact", "timings_s", "trees"}
+                 "fixed_k", "tree_bandwidth", "algbw", "algbw_exact", "timings_s", "trees",
+                 "reduce_trees", "reduce_tree_bandwidth"}
         schedule = Schedule(
             collective=str(data["collective"]),
             compute_nodes=[str(c) for c in data["compute_nodes"]],
@@ -92,6 +106,10 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
                 tree_bandwidth=_fraction(opt.get("tree_bandwidth", data["tree_bandwidth"]),
                                          "tree_bandwidth", source)),
             fixed_k=bool(data.get("fixed_k", False)),
+            reduce_trees=reduce_trees,
+            reduce_tree_bandwidth=(
+                _fraction(data["reduce_tree_bandwidth"], "reduce_tree_bandwidth", source)
+                if "reduce_tree_bandwidth" in data else None),
             extra={k: v for k, v in data.items() if k not in known},
         )
     except (KeyError, TypeError, ValueError) as exc:

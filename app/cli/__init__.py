@@ -13,7 +13,7 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve"]
+VERBS = ["solve", "verify"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +47,3 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"canopy: {exc.strerror or exc} ({exc.filename or ''}).", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,12 +1,14 @@
-"""``canopy solve TOPO``: the optimum, the bottleneck cut, k, y and the forest."""
+"""``canopy solve TOPO``: the optimum, the bottleneck cut, k, y and the verified forest."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from engine.network import Network
-from engine.optimality import COLLECTIVES, find_fixed_k, find_optimum
+from engine.optimality import COLLECTIVES
+from engine.schedule import Schedule
+from engine.schedule_io import save_schedule
+from engine.solve import solve
 from engine.topology import format_gbps
 from engine.topology_io import load_topology
 
@@ -20,20 +22,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
+    """A cut as a short set, or as "all but {...}" when that is shorter."""
+    rest = [n for n in all_nodes if n not in set(cut)]
+    names, prefix = (rest, "all nodes but ") if len(rest) < len(cut) else (cut, "")
+    shown = ", ".join(names[:8]) + (f", … ({len(names)} nodes)" if len(names) > 8 else "")
+    return prefix + "{" + shown + "}"
+
+
+def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
+    """The short human summary printed by ``canopy solve``."""
+    opt = schedule.optimum
+    n = len(schedule.compute_nodes)
+    shown = describe_cut(list(opt.bottleneck_cut), all_nodes)
+    lines = [
+        f"collective:      {schedule.collective}",
+        f"compute nodes:   N = {n}",
+        f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
+        f"1/x*:            {opt.inverse_x}",
+        f"bottleneck cut:  {shown}, exiting bandwidth {format_gbps(opt.cut_bandwidth)} GB/s",
+        f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+    ]
+    if schedule.fixed_k:
+        lines.append(f"fixed k:         {schedule.k} trees per node, y = "
+                     f"{schedule.tree_bandwidth} GB/s, algbw {format_gbps(schedule.algbw)} GB/s")
+    heights = [t.height for t in schedule.trees]
+    lines += [
+        f"trees:           {len(schedule.trees)} distinct ({n * schedule.k} unit trees), "
+        f"height {min(heights)}-{max(heights)}",
+        f"schedule algbw:  {format_gbps(schedule.algbw)} GB/s (verified)",
+        f"time:            {seconds:.3f} s",
+    ]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    net = Network.from_topology(load_topology(args.topology), args.topology)
-    opt = find_optimum(net)
-    n = len(net.compute)
-    print(f"N = {n} compute nodes")
-    print(f"optimal {args.collective} algbw = {format_gbps(opt.algbw(args.collective))} GB/s")
-    print(f"1/x* = {opt.inverse_x}")
-    print(f"bottleneck cut: {len(opt.bottleneck_cut)} nodes, exiting bandwidth "
-          f"{format_gbps(opt.cut_bandwidth)} GB/s")
-    print(f"k = {opt.k}, y = {opt.tree_bandwidth} GB/s")
-    if args.k is not None:
-        fixed = find_fixed_k(net, args.k, opt)
-        print(f"fixed k = {args.k}: U* = {fixed.u_star}, algbw = "
-              f"{format_gbps(fixed.algbw(args.collective))} GB/s")
-    print(f"time {time.perf_counter() - start:.3f} s")
+    topo = load_topology(args.topology)
+    schedule = solve(topo, args.collective, k=args.k, where=args.topology)
+    if args.json:
+        save_schedule(schedule, args.json)
+    print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
     return 0

@@ -1,0 +1,77 @@
+"""A mutable directed multigraph with integer capacities, kept in numpy arrays.
+
+Edge splitting and tree packing change capacities one arc at a time and ask many maxflow
+questions in between. Keeping arcs in growing numpy arrays makes each question's flow
+network one vectorised call instead of a Python loop over every arc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from engine.maxflow import FlowNetwork
+
+
+class ArcTable:
+    """Capacities ``c(a, b)`` on nodes ``0 .. num_nodes-1`` with neighbour sets."""
+
+    def __init__(self, num_nodes: int) -> None:
+        self.num_nodes = num_nodes
+        self._index: dict[tuple[int, int], int] = {}
+        self._tails = np.zeros(64, dtype=np.int32)
+        self._heads = np.zeros(64, dtype=np.int32)
+        self._caps = np.zeros(64, dtype=np.int64)
+        self._count = 0
+        self.out: list[set[int]] = [set() for _ in range(num_nodes)]
+        self.inn: list[set[int]] = [set() for _ in range(num_nodes)]
+
+    def get(self, a: int, b: int) -> int:
+        pos = self._index.get((a, b))
+        return 0 if pos is None else int(self._caps[pos])
+
+    def add(self, a: int, b: int, delta: int) -> None:
+        """Change c(a, b) by ``delta`` (creating the arc if needed)."""
+        pos = self._index.get((a, b))
+        if pos is None:
+            if self._count == len(self._caps):
+                grow = len(self._caps)
+                self._tails = np.concatenate([self._tails, np.zeros(grow, dtype=np.int32)])
+                self._heads = np.concatenate([self._heads, np.zeros(grow, dtype=np.int32)])
+                self._caps = np.concatenate([self._caps, np.zeros(grow, dtype=np.int64)])
+            pos = self._count
+            self._count += 1
+            self._index[(a, b)] = pos
+            self._tails[pos], self._heads[pos] = a, b
+        value = int(self._caps[pos]) + delta
+        assert value >= 0, (a, b, value)
+        self._caps[pos] = value
+        if value:
+            self.out[a].add(b)
+            self.inn[b].add(a)
+        else:
+            self.out[a].discard(b)
+            self.inn[b].discard(a)
+
+    def items(self) -> Iterable[tuple[tuple[int, int], int]]:
+        for (a, b), pos in self._index.items():
+            c = int(self._caps[pos])
+            if c:
+                yield (a, b), c
+
+    def total(self) -> int:
+        return int(self._caps[: self._count].sum())
+
+    def network(self, extra: Iterable[tuple[int, int, int]] = (),
+                num_nodes: int | None = None) -> FlowNetwork:
+        """A flow network of the current capacities plus ``extra`` (tail, head, cap) arcs."""
+        extra = list(extra)
+        tails, heads, caps = (self._tails[: self._count], self._heads[: self._count],
+                              self._caps[: self._count])
+        if extra:
+            et, eh, ec = zip(*extra, strict=True)
+            tails = np.concatenate([tails, np.asarray(et, dtype=np.int32)])
+            heads = np.concatenate([heads, np.asarray(eh, dtype=np.int32)])
+            caps = np.concatenate([caps, np.asarray(ec, dtype=np.int64)])
+        return FlowNetwork.from_arrays(num_nodes or self.num_nodes, tails, heads, caps)

@@ -1,0 +1,247 @@
+"""Switch removal by edge splitting (forestcoll.txt §4.3, App. C.2, Alg. 4, Thms 6-8).
+
+Input: integer capacities in trees (b_e / y) on an Eulerian digraph and k. Each switch w
+is removed by replacing capacity of pairs (u, w), (w, t) with a direct logical edge
+(u, t), never letting any compute node's connectivity from the source s of G⃗_k drop
+below N·k (Thm 5), so k trees per compute node still exist afterwards.
+
+γ, the largest safe amount for one pair (Thm 8), is found without the paper's 2N
+auxiliary flows per pair:
+
+* Splitting g units lowers exactly the s-v cuts A with u, t ∈ A ∌ w ("type 1") or
+  w ∈ A ∌ u, t ("type 2"), each by exactly g; every other cut keeps its value.
+* So we split g₀ = min(c(u,w), c(w,t)) tentatively and run two flows: from {s, u, t}
+  to w and from {s, w} to {u, t}. They bound every type-1 and type-2 cut from below;
+  if both stay ≥ N·k, γ = g₀.
+* Otherwise one flow F(s, v) per compute node v gives γ exactly: a failing v has
+  F(s, v) = (its smallest affected cut) - g₀, so γ = min(g₀, min_v F(s, v) + g₀ - N·k).
+* A switch with at most two neighbours (a NIC between a GPU and a fabric switch) is split
+  in closed form: after splitting, every cut equals the smaller of the two cuts with w
+  on either side before, so no cut falls below N·k.
+
+Every unit of a logical edge keeps the physical path it stands for ("routing", which may
+be recursive in the paper); we keep the expanded paths directly, with counts.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.arcs import ArcTable
+from engine.errors import ScheduleError
+from engine.network import Network
+
+Path = tuple[int, ...]
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class RoutePool:
+    """Physical paths standing for the units of one logical edge, with counts."""
+
+    segments: deque[list]  # [path, count]
+
+    @classmethod
+    def single(cls, path: Path, count: int) -> RoutePool:
+        return cls(deque([[path, count]]))
+
+    def take(self, amount: int) -> list[tuple[Path, int]]:
+        """Remove ``amount`` units from the front: a list of (path, count)."""
+        out = []
+        while amount:
+            seg = self.segments[0]
+            used = min(amount, seg[1])
+            out.append((seg[0], used))
+            seg[1] -= used
+            amount -= used
+            if seg[1] == 0:
+                self.segments.popleft()
+        return out
+
+    def give(self, pieces: list[tuple[Path, int]]) -> None:
+        for path, count in pieces:
+            if self.segments and self.segments[-1][0] == path:
+                self.segments[-1][1] += count
+            else:
+                self.segments.append([path, count])
+
+
+@dataclass
+class LogicalTopology:
+    """D* = (V_c, E*): compute-only capacities in trees, with each unit's physical path."""
+
+    capacity: dict[tuple[int, int], int]
+    routes: dict[tuple[int, int], RoutePool]
+    splits: int        # pair splits performed
+    gamma_flows: int   # maxflows spent on γ
+
+
+def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
+             ) -> list[tuple[Path, int]]:
+    """Concatenate unit paths u..w and w..t pairwise into paths u..w..t."""
+    out: list[tuple[Path, int]] = []
+    li = ri = 0
+    lrem, rrem = left[0][1], right[0][1]
+    while li < len(left):
+        used = min(lrem, rrem)
+        path = left[li][0] + right[ri][0][1:]
+        if out and out[-1][0] == path:
+            out[-1] = (path, out[-1][1] + used)
+        else:
+            out.append((path, used))
+        lrem -= used
+        rrem -= used
+        if lrem == 0:
+            li += 1
+            lrem = left[li][1] if li < len(left) else 0
+        if rrem == 0:
+            ri += 1
+            rrem = right[ri][1] if ri < len(right) else 0
+    return out
+
+
+class _Splitter:
+    def __init__(self, net: Network, caps: dict[tuple[int, int], int], k: int) -> None:
+        self.net = net
+        self.k = k
+        self.need = len(net.compute) * k
+        self.s = net.source
+        self.arcs = ArcTable(net.n + 2)          # + s, + a spare sink node z
+        self.z = net.n + 1
+        self.routes: dict[tuple[int, int], RoutePool] = {}
+        for (a, b), c in caps.items():
+            if c:
+                self.arcs.add(a, b, c)
+                self.routes[(a, b)] = RoutePool.single((a, b), c)
+        for c in net.compute:
+            self.arcs.add(self.s, c, k)
+        self.inf = self.arcs.total() + 1
+        self.splits = 0
+        self.flows = 0
+
+    # -- the split itself
+    def split(self, u: int, w: int, t: int, amount: int) -> None:
+        self.arcs.add(u, w, -amount)
+        self.arcs.add(w, t, -amount)
+        left = self.routes[(u, w)].take(amount)
+        right = self.routes[(w, t)].take(amount)
+        self.splits += 1
+        if u == t:
+            return  # a self-loop carries nothing: the capacity is dropped (safe by γ)
+        self.arcs.add(u, t, amount)
+        self.routes.setdefault((u, t), RoutePool(deque())).give(_pair_up(left, right))
+
+    def _shift(self, u: int, w: int, t: int, amount: int) -> None:
+        """Move ``amount`` capacity from (u, t) back onto (u, w), (w, t); negative splits."""
+        self.arcs.add(u, w, amount)
+        self.arcs.add(w, t, amount)
+        if u != t:
+            self.arcs.add(u, t, -amount)
+
+    # -- γ of Thm 8
+    def gamma(self, u: int, w: int, t: int) -> int:
+        g0 = min(self.arcs.get(u, w), self.arcs.get(w, t))
+        self._shift(u, w, t, -g0)  # tentative split of g0 (capacities only)
+        try:
+            s, inf = self.s, self.inf
+            type1 = self.arcs.network([(s, u, inf), (s, t, inf)]).max_flow(s, w)
+            type2 = self.arcs.network([(s, w, inf), (u, self.z, inf), (t, self.z, inf)]
+                                      ).max_flow(s, self.z)
+            self.flows += 2
+            if min(type1, type2) >= self.need:
+                return g0
+            flow = self.arcs.network()
+            gamma = g0
+            for v in self.net.compute:
+                value = flow.max_flow(s, v)
+                self.flows += 1
+                gamma = min(gamma, value + g0 - self.need)
+            return max(gamma, 0)
+        finally:
+            self._shift(u, w, t, g0)
+
+    # -- removing one switch
+    def remove(self, w: int) -> None:
+        neighbours = self.arcs.out[w] | self.arcs.inn[w]
+        if len(neighbours) <= 2:
+            self._remove_small(w, sorted(neighbours))
+        else:
+            self._remove_general(w)
+        if self.arcs.out[w] or self.arcs.inn[w]:
+            raise ScheduleError(
+                f"edge splitting could not isolate switch '{self.net.names[w]}' because "
+                "the tree capacities of its neighbours are not balanced.")
+
+    def _remove_small(self, w: int, nbrs: list[int]) -> None:
+        """At most two neighbours: split straight through, the rest as self-loops."""
+        for a in nbrs:
+            for b in nbrs:
+                if a != b:
+                    amount = min(self.arcs.get(a, w), self.arcs.get(w, b))
+                    if amount:
+                        self.split(a, w, b, amount)
+        for a in nbrs:
+            amount = min(self.arcs.get(a, w), self.arcs.get(w, a))
+            if amount:
+                self.split(a, w, a, amount)
+
+    def _remove_general(self, w: int) -> None:
+        n = self.net.n
+        group = self.net.groups
+        for t in sorted(self.arcs.out[w]):
+            # Prefer partners in another group (traffic that must cross this switch),
+            # then a cyclic order so that star switches unwind into rings.
+            order = sorted(self.arcs.inn[w], key=lambda u, t=t: (
+                u == t, group[u] is not None and group[u] == group[t], (u - t) % n))
+            for u in order:
+                if not self.arcs.get(w, t):
+                    break
+                if not self.arcs.get(u, w):
+                    continue
+                amount = self.gamma(u, w, t)
+                if amount:
+                    self.split(u, w, t, amount)
+
+
+def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
+                    progress: Progress | None = None) -> LogicalTopology:
+    """Alg. 4: remove every switch node; return D* with physical routes per unit.
+
+    ``caps`` are capacities in trees. Thm 7 assumes every node balanced (Eulerian); a
+    switch must be, or it cannot be isolated. When only compute nodes are unbalanced
+    (floored capacities for a fixed k), splitting is still safe and usually succeeds;
+    if a switch cannot be isolated that is reported.
+    """
+    unbalanced = _unbalanced_switch(net, caps)
+    if unbalanced is not None:
+        name, ins, outs = unbalanced
+        raise ScheduleError(
+            f"switch '{name}' would carry {ins} trees in but {outs} out, so edge "
+            "splitting cannot remove it.")
+    splitter = _Splitter(net, caps, k)
+    switches = [i for i in range(net.n) if not net.is_compute(i)]
+    # Small switches first: their closed form needs no flows and shrinks the rest.
+    switches.sort(key=lambda w: (len(splitter.arcs.out[w] | splitter.arcs.inn[w]), w))
+    for done, w in enumerate(switches):
+        if progress:
+            progress("switch removal", done / max(len(switches), 1))
+        splitter.remove(w)
+    capacity = {(a, b): c for (a, b), c in splitter.arcs.items()
+                if a != splitter.s and net.is_compute(a) and net.is_compute(b)}
+    routes = {e: splitter.routes[e] for e in capacity}
+    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows)
+
+
+def _unbalanced_switch(net: Network, caps: dict[tuple[int, int], int]
+                       ) -> tuple[str, int, int] | None:
+    ins = [0] * net.n
+    outs = [0] * net.n
+    for (a, b), c in caps.items():
+        outs[a] += c
+        ins[b] += c
+    for i in range(net.n):
+        if ins[i] != outs[i] and not net.is_compute(i):
+            return net.names[i], ins[i], outs[i]
+    return None

@@ -1,0 +1,126 @@
+"""Independent verification of a schedule against its topology (exact arithmetic).
+
+Checks, in order, and stops at the first failure with one sentence naming the tree,
+edge or link at fault:
+
+1. the schedule's compute nodes are the topology's, and every root has trees whose
+   multiplicities sum to k;
+2. each tree is an out-arborescence from its root spanning all compute nodes, parents
+   listed before children;
+3. each edge's path starts at src, ends at dst, follows existing links and has only
+   switches in between (for reduce phases, the reversed path must exist too);
+4. per directed link, unit trees crossing it times y stay within its bandwidth;
+5. the achieved algbw, N·k / max_e(load_e / b_e) (halved for allreduce), equals the
+   algbw the schedule claims.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from engine.errors import ScheduleError
+from engine.schedule import Schedule, Tree
+from engine.topology import Topology, format_gbps
+
+
+def _fail(message: str) -> None:
+    raise ScheduleError(message)
+
+
+def _check_tree(tree: Tree, compute: set[str], switches: set[str],
+                caps: dict[tuple[str, str], Fraction], reverse: bool) -> None:
+    label = f"tree {tree.index} of root '{tree.root}'"
+    if tree.root not in compute:
+        _fail(f"{label}: root is not a compute node of the topology.")
+    if tree.multiplicity < 1:
+        _fail(f"{label}: multiplicity {tree.multiplicity} is not positive.")
+    reached = {tree.root}
+    for e in tree.edges:
+        if e.src not in reached:
+            _fail(f"{label}: edge {e.src} -> {e.dst} leaves '{e.src}' before the tree "
+                  "reaches it.")
+        if e.dst in reached:
+            _fail(f"{label}: '{e.dst}' is reached twice, so this is not a tree.")
+        if e.dst not in compute:
+            _fail(f"{label}: edge {e.src} -> {e.dst} ends at a node that is not a compute "
+                  "node.")
+        reached.add(e.dst)
+        path = e.path
+        if len(path) < 2 or path[0] != e.src or path[-1] != e.dst:
+            _fail(f"{label}: the path of edge {e.src} -> {e.dst} does not run from "
+                  f"'{e.src}' to '{e.dst}'.")
+        for mid in path[1:-1]:
+            if mid not in switches:
+                _fail(f"{label}: the path of edge {e.src} -> {e.dst} passes through "
+                      f"'{mid}', which is not a switch.")
+        for a, b in zip(path, path[1:], strict=False):
+            hop = (b, a) if reverse else (a, b)
+            if hop not in caps:
+                _fail(f"{label}: the path of edge {e.src} -> {e.dst} needs link "
+                      f"{hop[0]} -> {hop[1]}, which is not in the topology.")
+    missing = compute - reached
+    if missing:
+        _fail(f"{label} does not reach {len(missing)} compute node(s), "
+              f"e.g. '{sorted(missing)[0]}'.")
+
+
+def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedule,
+                 topology: Topology, caps: dict[tuple[str, str], Fraction]) -> Fraction:
+    """Check one phase's trees; return its worst load/bandwidth ratio (in unit trees)."""
+    compute_list = topology.compute_nodes()
+    compute = set(compute_list)
+    switches = set(topology.switch_nodes())
+    totals = dict.fromkeys(compute_list, 0)
+    loads: dict[tuple[str, str], int] = {}
+    for tree in trees:
+        _check_tree(tree, compute, switches, caps, reverse)
+        totals[tree.root] += tree.multiplicity
+        for e in tree.edges:
+            for a, b in zip(e.path, e.path[1:], strict=False):
+                hop = (b, a) if reverse else (a, b)
+                loads[hop] = loads.get(hop, 0) + tree.multiplicity
+    for root, total in totals.items():
+        if total != schedule.k:
+            _fail(f"root '{root}' has {total} unit trees, but k = {schedule.k}.")
+    worst = Fraction(0)
+    for link, load in sorted(loads.items()):
+        if load * y > caps[link]:
+            _fail(f"link {link[0]} -> {link[1]} carries {load} unit trees at "
+                  f"{format_gbps(y)} GB/s each, more than its "
+                  f"{format_gbps(caps[link])} GB/s.")
+        worst = max(worst, Fraction(load) / caps[link])
+    return worst
+
+
+def verify(topology: Topology, schedule: Schedule) -> Fraction:
+    """Raise ScheduleError unless ``schedule`` is valid; return the achieved algbw.
+
+    Allgather runs ``trees`` forward; reduce-scatter runs the reduce trees (``reduce_trees``
+    or else ``trees``) against their arrows; allreduce runs reduce-scatter then allgather,
+    so its time is the sum of both phases'.
+    """
+    compute_list = topology.compute_nodes()
+    if sorted(schedule.compute_nodes) != sorted(compute_list):
+        _fail("the schedule's compute nodes differ from the topology's.")
+    if schedule.k < 1 or schedule.tree_bandwidth <= 0:
+        _fail("the schedule's k and tree bandwidth must be positive.")
+    caps = topology.capacities()
+    y = schedule.tree_bandwidth
+    reduce = (schedule.reduce_trees or schedule.trees, True,
+              schedule.reduce_tree_bandwidth or y)
+    phases = {"allgather": [(schedule.trees, False, y)],
+              "reduce-scatter": [(schedule.trees, True, y)],
+              "allreduce": [reduce, (schedule.trees, False, y)]}[schedule.collective]
+    time_per_shard = sum((_check_phase(trees, reverse, y_phase, schedule, topology, caps)
+                          for trees, reverse, y_phase in phases), Fraction(0))
+    n = len(compute_list)
+    achieved = n * schedule.k / time_per_shard
+    if achieved != schedule.algbw:
+        _fail(f"the schedule claims algbw {format_gbps(schedule.algbw)} GB/s but achieves "
+              f"{format_gbps(achieved)} GB/s.")
+    claimed = schedule.extra.get("claimed_algbw")
+    if claimed is not None and abs(float(Fraction(str(claimed))) - float(achieved)) > \
+            1e-6 * float(achieved):
+        _fail(f"the file claims algbw {claimed} GB/s but the schedule achieves "
+              f"{format_gbps(achieved)} GB/s.")
+    return achieved

@@ -1,0 +1,81 @@
+"""Every bad input gets one sentence naming the culprit and exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from app.cli import main
+
+GOOD_NODES = [{"id": "a", "kind": "compute"}, {"id": "b", "kind": "compute"},
+              {"id": "w", "kind": "switch"}]
+GOOD_LINKS = [{"source": "a", "target": "w", "bandwidth": 10},
+              {"source": "b", "target": "w", "bandwidth": 10}]
+
+
+def topo(nodes=GOOD_NODES, links=GOOD_LINKS, **top):
+    data = {"format": "canopy-topology", "version": 1, "nodes": nodes, "links": links}
+    data.update(top)
+    return json.dumps(data)
+
+
+def bw(value):
+    return topo(links=[{"source": "a", "target": "w", "bandwidth": value}, GOOD_LINKS[1]])
+
+
+CASES = {
+    "not-json": ("{oops", ["not valid JSON"]),
+    "wrong-format": (topo(format="something"), ["format is 'something'"]),
+    "bad-version": (topo(version=2), ["version 2 is not supported"]),
+    "duplicate-id": (topo(nodes=GOOD_NODES + [{"id": "a", "kind": "switch"}]),
+                     ["'a'", "more than once"]),
+    "unknown-node": (topo(links=GOOD_LINKS + [{"source": "a", "target": "zz", "bandwidth": 1}]),
+                     ["unknown node 'zz'"]),
+    "self-loop": (topo(links=GOOD_LINKS + [{"source": "b", "target": "b", "bandwidth": 1}]),
+                  ["'b' to itself"]),
+    "zero-bw": (bw(0), ["a - w", "must be positive"]),
+    "negative-bw": (bw(-5), ["a - w", "must be positive"]),
+    "nan-bw": (bw("NaN"), ["a - w", "not finite"]),
+    "nan-literal": (topo().replace('"bandwidth": 10', '"bandwidth": NaN', 1), ["NaN"]),
+    "inf-bw": (bw("Infinity"), ["a - w", "not finite"]),
+    "text-bw": (bw("fast"), ["a - w", "'fast'", "not a number"]),
+    "one-compute": (topo(nodes=[{"id": "a", "kind": "compute"}, {"id": "b", "kind": "switch"},
+                                {"id": "w", "kind": "switch"}]), ["1 compute node"]),
+    "cut-off": (topo(nodes=GOOD_NODES + [{"id": "c", "kind": "compute"},
+                                         {"id": "v", "kind": "switch"}],
+                     links=GOOD_LINKS + [{"source": "c", "target": "v", "bandwidth": 5}]),
+                ["compute node 'c'", "zero bandwidth"]),
+    "unbalanced": (topo(links=GOOD_LINKS + [{"source": "a", "target": "b", "bandwidth": 4,
+                                            "duplex": False}]),
+                   ["node 'a' is unbalanced", "ingress 10 GB/s", "egress 14 GB/s"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_one_sentence_exit_2(name, tmp_path, capsys):
+    text, fragments = CASES[name]
+    path = tmp_path / f"{name}.json"
+    path.write_text(text)
+    assert main(["solve", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert str(path) in err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+def test_missing_file(capsys, tmp_path):
+    assert main(["solve", str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_real_process_has_no_traceback(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(CASES["unbalanced"][0])
+    proc = subprocess.run([sys.executable, "-m", "app.cli", "solve", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "unbalanced" in proc.stderr

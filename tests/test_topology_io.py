@@ -1,0 +1,88 @@
+import json
+from fractions import Fraction
+
+import pytest
+
+from engine.errors import TopologyError
+from engine.topology import format_number, parse_bandwidth
+from engine.topology_io import (
+    dumps_topology,
+    load_sample,
+    load_topology,
+    loads_topology,
+    sample_names,
+    save_topology,
+)
+
+
+def doc(**extra):
+    base = {"format": "canopy-topology", "version": 1, "name": "t",
+            "nodes": [{"id": "a", "kind": "compute"}, {"id": "b", "kind": "compute"}],
+            "links": [{"source": "a", "target": "b", "bandwidth": 12.5}]}
+    base.update(extra)
+    return json.dumps(base)
+
+
+def test_decimal_bandwidth_is_exact():
+    topo = loads_topology(doc())
+    assert topo.links[0].bandwidth == Fraction(25, 2)
+    assert loads_topology(doc(links=[{"source": "a", "target": "b", "bandwidth": 0.1}])
+                          ).links[0].bandwidth == Fraction(1, 10)
+    assert parse_bandwidth("1/3") == Fraction(1, 3)
+    assert parse_bandwidth("2.50") == Fraction(5, 2)
+
+
+def test_format_number_round_trips():
+    for v in [Fraction(3), Fraction(25, 2), Fraction(1, 3), Fraction(1, 8)]:
+        assert parse_bandwidth(format_number(v)) == v
+
+
+def test_duplex_one_way_and_parallel_links_add_up():
+    topo = loads_topology(doc(links=[
+        {"source": "a", "target": "b", "bandwidth": 10},
+        {"source": "a", "target": "b", "bandwidth": "2.5", "duplex": False},
+        {"source": "b", "target": "a", "bandwidth": 1, "duplex": False}]))
+    caps = topo.capacities()
+    assert caps[("a", "b")] == Fraction(25, 2)
+    assert caps[("b", "a")] == 11
+
+
+def test_unknown_keys_survive_round_trip(tmp_path):
+    text = doc(vendor={"rack": 7}, nodes=[
+        {"id": "a", "kind": "compute", "serial": "X1", "x": 1.5, "y": 2},
+        {"id": "b", "kind": "switch", "ports": 64}],
+        links=[{"source": "a", "target": "b", "bandwidth": 3, "cable": "AOC", "latency": 0.5}])
+    topo = loads_topology(text)
+    path = tmp_path / "t.json"
+    save_topology(topo, path)
+    again = load_topology(path)
+    data = json.loads(path.read_text())
+    assert data["vendor"] == {"rack": 7}
+    assert data["nodes"][0]["serial"] == "X1"
+    assert data["nodes"][1]["ports"] == 64
+    assert data["links"][0]["cable"] == "AOC"
+    assert again.links[0].latency == Fraction(1, 2)
+    assert dumps_topology(again) == dumps_topology(topo)
+
+
+def test_save_is_atomic_and_leaves_no_temp_files(tmp_path):
+    path = tmp_path / "t.json"
+    save_topology(loads_topology(doc()), path)
+    save_topology(loads_topology(doc(name="second")), path)
+    assert json.loads(path.read_text())["name"] == "second"
+    assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+def test_samples_load():
+    assert "dgx-a100-2x8.json" in sample_names()
+    assert len(load_sample().compute_nodes()) == 16
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("{not json", "is not valid JSON"),
+    (json.dumps({"format": "other", "version": 1}), "format is 'other'"),
+    (json.dumps({"format": "canopy-topology", "version": 9}), "version 9 is not supported"),
+])
+def test_header_errors(text, fragment):
+    with pytest.raises(TopologyError, match=fragment):
+        loads_topology(text, "f.json")
