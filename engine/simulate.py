@@ -66,57 +66,75 @@ def link_time(size_bytes: Fraction, bandwidth: Fraction, latency: Fraction) -> F
 
 
 @dataclass
-class _Transfer:
-    path: tuple[str, ...]
-    size: Fraction
-    priority: tuple
-    deps: int = 0
-    ready: int = 0
+class _Transfers:
+    """The transfers of a plan at one size: one per tree edge and pipeline piece."""
+
+    hops: list[list[int]]           # link ids along each transfer's path
+    size_class: list[int]           # index into ``sizes``
+    sizes: list[Fraction]
+    rank: list[int]                 # ties on a link go to the smaller rank
+    deps: list[int]
+    enables: list[list[int]]
 
 
-def _build(plan: CollectivePlan, size: Fraction, pieces: int
-           ) -> tuple[list[_Transfer], list[list[int]]]:
-    """Transfers (one per tree edge and piece) and, for each, the transfers it enables."""
-    transfers: list[_Transfer] = []
-    enables: list[list[int]] = []
+def _build(plan: CollectivePlan, size: Fraction, pieces: int,
+           link_id: dict[tuple[str, str], int]) -> _Transfers:
+    """Build the transfers; dependencies follow the trees (see the module docstring)."""
+    prios = sorted({e.priority for tree in plan.trees for e in tree.edges})
+    prio_rank = {p: i for i, p in enumerate(prios)}
+    ntrees = len(plan.trees) + 1
+    out = _Transfers([], [], [], [], [], [])
     root_done: dict[tuple, list[int]] = {}   # (key, piece) -> reduce transfers into root
 
-    def add(path: tuple[str, ...], nbytes: Fraction, priority: tuple) -> int:
-        transfers.append(_Transfer(path, nbytes, priority))
-        enables.append([])
-        return len(transfers) - 1
+    def link_ids(path: tuple[str, ...]) -> list[int]:
+        ids = []
+        for link in path_links(path):
+            if link not in link_id:
+                link_id[link] = len(link_id)
+            ids.append(link_id[link])
+        return ids
 
-    def depend(tid: int, on: list[int]) -> None:
-        transfers[tid].deps += len(on)
-        for d in on:
-            enables[d].append(tid)
-
+    classes: dict[Fraction, int] = {}
     order = 0
     for phase_index, phase in enumerate((plan.reduce_trees, plan.broadcast_trees)):
         for tree in phase:
             order += 1
-            nbytes = tree.share * size / pieces
+            cls = classes.setdefault(tree.share, len(classes))
+            if cls == len(out.sizes):
+                out.sizes.append(tree.share * size / pieces)
+            edge_hops = [link_ids(e.path) for e in tree.edges]
+            edge_prio = [prio_rank[e.priority] for e in tree.edges]
             for p in range(pieces):
+                base = len(out.hops)
+                for hops, prio in zip(edge_hops, edge_prio, strict=True):
+                    out.hops.append(hops)
+                    out.size_class.append(cls)
+                    out.rank.append(((phase_index * pieces + p) * len(prios) + prio)
+                                    * ntrees + order)
+                    out.deps.append(0)
+                    out.enables.append([])
+                into: dict[str, list[int]] = {}
                 if tree.reduce:
-                    into: dict[str, list[int]] = {}
-                    ids = []
-                    for e in tree.edges:
-                        tid = add(e.path, nbytes, (phase_index, p, e.priority, order))
-                        ids.append(tid)
-                        into.setdefault(e.parent, []).append(tid)
-                    for e, tid in zip(tree.edges, ids, strict=True):
-                        depend(tid, into.get(e.child, []))
-                    root_done[(tree.key, p)] = into.get(tree.root, [])
+                    for i, e in enumerate(tree.edges):
+                        into.setdefault(e.parent, []).append(base + i)
+                    for i, e in enumerate(tree.edges):
+                        _depend(out, base + i, into.get(e.child, []))
+                    root_done.setdefault((tree.key, p), []).extend(into.get(tree.root, []))
                 else:
                     received: dict[str, int] = {}
-                    for e in tree.edges:
-                        tid = add(e.path, nbytes, (phase_index, p, e.priority, order))
+                    for i, e in enumerate(tree.edges):
                         if e.parent == tree.root:
-                            depend(tid, root_done.get((tree.key, p), []))
+                            _depend(out, base + i, root_done.get((tree.key, p), []))
                         else:
-                            depend(tid, [received[e.parent]])
-                        received[e.child] = tid
-    return transfers, enables
+                            _depend(out, base + i, [received[e.parent]])
+                        received[e.child] = base + i
+    return out
+
+
+def _depend(out: _Transfers, tid: int, on: list[int]) -> None:
+    out.deps[tid] += len(on)
+    for d in on:
+        out.enables[d].append(tid)
 
 
 def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
@@ -128,143 +146,143 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     size = Fraction(message_size)
     caps = topology.capacities()
     lats = topology.latencies()
-    transfers, enables = _build(plan, size, pieces)
-
-    # Exact durations on a common integer time unit.
-    durations: dict[tuple[tuple[str, str], Fraction], Fraction] = {}
-    for t in transfers:
-        for link in path_links(t.path):
-            key = (link, t.size)
-            if key not in durations:
-                if link not in caps:
-                    raise ScheduleError(f"the plan uses link {link[0]} -> {link[1]}, which is "
-                                        "not in the topology.")
-                durations[key] = link_time(t.size, caps[link], lats.get(link, default_latency))
-    unit = math.lcm(*(d.denominator for d in durations.values())) if durations else 1
+    link_id: dict[tuple[str, str], int] = {}
+    tr = _build(plan, size, pieces, link_id)
+    links = [None] * len(link_id)
+    for link, lid in link_id.items():
+        if link not in caps:
+            raise ScheduleError(f"the plan uses link {link[0]} -> {link[1]}, which is not in "
+                                "the topology.")
+        links[lid] = link
+    # Exact durations α + n/B on a common integer time unit.
+    used = {(lid, cls) for hops, cls in zip(tr.hops, tr.size_class, strict=True)
+            for lid in hops}
+    durations = {(lid, cls): link_time(tr.sizes[cls], caps[links[lid]],
+                                       lats.get(links[lid], default_latency))
+                 for lid, cls in used}
+    unit = math.lcm(*(d.denominator for d in durations.values())) if used else 1
     ticks = {k: int(d * unit) for k, d in durations.items()}
-
-    messages = sum(len(t.path) - 1 for t in transfers)
-    end = (_run_ordered if plan.ordered_links else _run_fifo)(transfers, enables, ticks)
-    return SimulationResult(Fraction(end, unit), size, pieces, messages)
-
-
-def _complete(tid: int, now: int, transfers: list[_Transfer], enables: list[list[int]],
-              finished: list[int]) -> list[int]:
-    """Mark ``tid`` done at ``now``; return the transfers that became ready."""
-    ready = []
-    for nxt in enables[tid]:
-        t = transfers[nxt]
-        t.deps -= 1
-        t.ready = max(t.ready, now)
-        if t.deps == 0:
-            ready.append(nxt)
-    finished.append(tid)
-    return ready
+    costs = [[ticks[(lid, cls)] for lid in hops]
+             for hops, cls in zip(tr.hops, tr.size_class, strict=True)]
+    run = _run_ordered if plan.ordered_links else _run_fifo
+    end = run(tr.hops, costs, tr.rank, tr.deps, tr.enables, len(link_id))
+    return SimulationResult(Fraction(end, unit), size, pieces, sum(len(h) for h in tr.hops))
 
 
-def _run_fifo(transfers: list[_Transfer], enables: list[list[int]],
-              ticks: dict[tuple[tuple[str, str], Fraction], int]) -> int:
-    free: dict[tuple[str, str], int] = {}
-    heap: list[tuple] = []
-    seq = 0
-    for tid, t in enumerate(transfers):
-        if t.deps == 0:
-            heap.append((0, t.priority, seq, tid, 0))
-            seq += 1
+def _run_fifo(hops: list[list[int]], costs: list[list[int]], rank: list[int],
+              deps: list[int], enables: list[list[int]], links: int) -> int:
+    """Each link serves ready messages first come, first served (ties by rank)."""
+    free = [0] * links
+    ready = [0] * len(hops)
+    heap = [(0, rank[t], t, 0) for t in range(len(hops)) if deps[t] == 0]
     heapq.heapify(heap)
-    finished: list[int] = []
+    pop, push = heapq.heappop, heapq.heappush
+    finished = 0
     end = 0
     while heap:
-        now, prio, _, tid, hop = heapq.heappop(heap)
-        t = transfers[tid]
-        link = (t.path[hop], t.path[hop + 1])
-        begin = max(now, free.get(link, 0))
-        done = begin + ticks[(link, t.size)]
-        free[link] = done
-        if hop + 2 < len(t.path):
-            heapq.heappush(heap, (done, prio, seq, tid, hop + 1))
-            seq += 1
+        now, r, t, h = pop(heap)
+        lid = hops[t][h]
+        begin = now if now > free[lid] else free[lid]
+        done = begin + costs[t][h]
+        free[lid] = done
+        if h + 1 < len(hops[t]):
+            push(heap, (done, r, t, h + 1))
             continue
-        end = max(end, done)
-        for nxt in _complete(tid, done, transfers, enables, finished):
-            heapq.heappush(heap, (transfers[nxt].ready, transfers[nxt].priority, seq, nxt, 0))
-            seq += 1
-    if len(finished) != len(transfers):
+        finished += 1
+        if done > end:
+            end = done
+        for nxt in enables[t]:
+            deps[nxt] -= 1
+            if done > ready[nxt]:
+                ready[nxt] = done
+            if deps[nxt] == 0:
+                push(heap, (ready[nxt], rank[nxt], nxt, 0))
+    if finished != len(hops):
         raise ScheduleError("the plan deadlocks: some transfers wait on each other.")
     return end
 
 
-def _run_ordered(transfers: list[_Transfer], enables: list[list[int]],
-                 ticks: dict[tuple[tuple[str, str], Fraction], int]) -> int:
-    """Each link sends its messages in priority order (a compiled schedule)."""
-    queue: dict[tuple[str, str], list[tuple[tuple, int, int]]] = {}
-    for tid, t in enumerate(transfers):
-        for hop, link in enumerate(path_links(t.path)):
-            queue.setdefault(link, []).append((t.priority, tid, hop))
-    for q in queue.values():
+def _run_ordered(hops: list[list[int]], costs: list[list[int]], rank: list[int],
+                 deps: list[int], enables: list[list[int]], links: int) -> int:
+    """Each link sends its messages strictly in rank order (a compiled schedule)."""
+    queue: list[list[tuple[int, int, int]]] = [[] for _ in range(links)]
+    for t, ids in enumerate(hops):
+        for h, lid in enumerate(ids):
+            queue[lid].append((rank[t], t, h))
+    for q in queue:
         q.sort()
-    head = dict.fromkeys(queue, 0)
-    free: dict[tuple[str, str], int] = {}
+    head = [0] * links
+    free = [0] * links
     arrived: dict[tuple[int, int], int] = {}
-    heap: list[tuple[int, int, int, int]] = []   # (time, seq, tid, hop finished)
-    seq = 0
-    finished: list[int] = []
+    ready = [0] * len(hops)
+    heap: list[tuple[int, int, int, int]] = []   # (time, rank, transfer, hop finished)
+    finished = 0
     end = 0
 
-    def arrive(tid: int, hop: int, now: int) -> None:
-        nonlocal seq
-        t = transfers[tid]
-        link = (t.path[hop], t.path[hop + 1])
-        arrived[(tid, hop)] = now
-        q = queue[link]
-        while head[link] < len(q):
-            _, htid, hhop = q[head[link]]
-            if (htid, hhop) not in arrived:
+    def arrive(t: int, h: int, now: int) -> None:
+        lid = hops[t][h]
+        arrived[(t, h)] = now
+        q = queue[lid]
+        while head[lid] < len(q):
+            _, ht, hh = q[head[lid]]
+            if (ht, hh) not in arrived:
                 break
-            begin = max(arrived.pop((htid, hhop)), free.get(link, 0))
-            done = begin + ticks[(link, transfers[htid].size)]
-            free[link] = done
-            head[link] += 1
-            heapq.heappush(heap, (done, seq, htid, hhop))
-            seq += 1
+            at = arrived.pop((ht, hh))
+            done = (at if at > free[lid] else free[lid]) + costs[ht][hh]
+            free[lid] = done
+            head[lid] += 1
+            heapq.heappush(heap, (done, rank[ht], ht, hh))
 
-    for tid, t in enumerate(transfers):
-        if t.deps == 0:
-            arrive(tid, 0, 0)
+    for t in range(len(hops)):
+        if deps[t] == 0:
+            arrive(t, 0, 0)
     while heap:
-        now, _, tid, hop = heapq.heappop(heap)
-        t = transfers[tid]
-        if hop + 2 < len(t.path):
-            arrive(tid, hop + 1, now)
+        now, _, t, h = heapq.heappop(heap)
+        if h + 1 < len(hops[t]):
+            arrive(t, h + 1, now)
             continue
+        finished += 1
         end = max(end, now)
-        for nxt in _complete(tid, now, transfers, enables, finished):
-            arrive(nxt, 0, transfers[nxt].ready)
-    if len(finished) != len(transfers):
+        for nxt in enables[t]:
+            deps[nxt] -= 1
+            ready[nxt] = max(ready[nxt], now)
+            if deps[nxt] == 0:
+                arrive(nxt, 0, ready[nxt])
+    if finished != len(hops):
         raise ScheduleError("the plan deadlocks: a link's order waits on a later message.")
     return end
 
 
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
-            default_latency: Fraction = DEFAULT_LATENCY_US,
-            choices: tuple[int, ...] = PIECE_CHOICES) -> SimulationResult:
-    """The best time over pipeline depths in ``choices`` (as a tuned library would pick).
+            default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1
+            ) -> SimulationResult:
+    """The best time over pipeline depths 1, 2, 4, ... (as a tuned library would pick).
 
-    Stops once two deeper pipelines in a row are slower, or the message count would
-    exceed MAX_MESSAGES.
+    A hill climb from ``start`` (the best depth of a smaller size, say): deeper while it
+    helps, else shallower. Depths whose message count would exceed MAX_MESSAGES are
+    not tried.
     """
     per_piece = sum(len(e.path) - 1 for tree in plan.trees for e in tree.edges)
-    best: SimulationResult | None = None
-    worse = 0
-    for pieces in choices:
-        if best is not None and per_piece * pieces > MAX_MESSAGES:
-            break
-        result = simulate(topology, plan, message_size, pieces, default_latency)
-        if best is None or result.time_us < best.time_us:
-            best, worse = result, 0
-        else:
-            worse += 1
-            if worse == 2:
+    limit = max(1, MAX_MESSAGES // max(per_piece, 1))
+    tried: dict[int, SimulationResult] = {}
+
+    def run(pieces: int) -> SimulationResult:
+        if pieces not in tried:
+            tried[pieces] = simulate(topology, plan, message_size, pieces, default_latency)
+        return tried[pieces]
+
+    pieces = min(max(1, start), limit)
+    best = run(pieces)
+    for step in (2, Fraction(1, 2)):
+        p = pieces
+        while True:
+            p = int(p * step)
+            if p < 1 or p > limit or p > PIECE_CHOICES[-1]:
                 break
-    assert best is not None
+            result = run(p)
+            if result.time_us >= best.time_us:
+                break
+            best = result
+        if best.pieces != pieces:
+            break
     return best

@@ -13,7 +13,7 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve", "verify"]
+VERBS = ["solve", "verify", "compare"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ from fractions import Fraction
 from typing import Any
 
 from engine.errors import ScheduleError
+from engine.schedule import Schedule, Tree
 from engine.topology import Topology
 
 Edge = tuple[str, str]
@@ -332,3 +333,41 @@ class Router:
 def add_path_load(loads: dict[Edge, Fraction], path: Path, weight: Fraction) -> None:
     for e in path_links(path):
         loads[e] = loads.get(e, Fraction(0)) + weight
+
+
+# ------------------------------------------------------------------ tree schedules
+
+
+def trees_plan(collective: str, compute: list[str], trees: list[Tree], total: int,
+               reduce_trees: list[Tree] | None = None, whole: bool = False) -> CollectivePlan:
+    """The plan of a forest of :class:`engine.schedule.Tree` (ForestColl, Blink).
+
+    A tree of multiplicity m carries m/total of its root's data: its root's shard (1/N of
+    the message) or, for single-root forests (``whole``), the whole message. Reduce
+    phases run the trees against their arrows (forestcoll.txt §4.6), or run
+    ``reduce_trees`` (out-trees of the transposed network) backwards when given.
+    Allreduce's broadcast of a tree's data waits for that tree's reduction (same trees)
+    or, with separate reduce trees, for the reduction of its root's whole shard.
+    """
+    n = 1 if whole else len(compute)
+    separate = reduce_trees is not None
+
+    def flow(tree: Tree, reduce: bool) -> FlowTree:
+        key = ("tree", tree.root) if separate else ("tree", tree.root, tree.index)
+        edges = tuple(FlowEdge(e.src, e.dst, tuple(reversed(e.path)) if reduce else e.path)
+                      for e in tree.edges)
+        return FlowTree(key, tree.root, edges, Fraction(tree.multiplicity, total * n), reduce)
+
+    reduce_phase: tuple[FlowTree, ...] = ()
+    broadcast_phase: tuple[FlowTree, ...] = ()
+    if collective in ("reduce-scatter", "allreduce"):
+        reduce_phase = tuple(flow(t, True) for t in (reduce_trees or trees))
+    if collective in ("allgather", "allreduce"):
+        broadcast_phase = tuple(flow(t, False) for t in trees)
+    return CollectivePlan(collective, tuple(compute), reduce_phase, broadcast_phase)
+
+
+def schedule_plan(schedule: Schedule) -> CollectivePlan:
+    """The plan of a ForestColl :class:`~engine.schedule.Schedule` (k unit trees/node)."""
+    return trees_plan(schedule.collective, schedule.compute_nodes, schedule.trees, schedule.k,
+                      schedule.reduce_trees)

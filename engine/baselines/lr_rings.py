@@ -22,8 +22,9 @@ equal tables), which visits each distinct order of distinct tables once.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from dataclasses import dataclass
+
+import networkx as nx
 
 from engine.baselines.common import (
     BaselineResult,
@@ -54,50 +55,52 @@ class SwitchTree:
 
 def switch_tree(topology: Topology) -> SwitchTree:
     """The tree model of ``topology``, or ScheduleError saying why it does not fit."""
-    compute = set(topology.compute_nodes())
+    compute_order = topology.compute_nodes()
+    compute = set(compute_order)
     order = {n: i for i, n in enumerate(topology.node_ids())}
-    neighbours: dict[str, set[str]] = defaultdict(set)
+    graph = nx.Graph()
+    graph.add_nodes_from(topology.node_ids())
     for link in topology.links:
         if not link.duplex:
             raise ScheduleError(f"link {link.describe()} is one-way; contention-free rings "
                                 "need duplex links.")
-        neighbours[link.source].add(link.target)
-        neighbours[link.target].add(link.source)
-    for c in compute:
-        if len(neighbours[c]) != 1 or next(iter(neighbours[c])) in compute:
+        graph.add_edge(link.source, link.target)
+    graph.remove_nodes_from([n for n in topology.switch_nodes() if graph.degree(n) == 0])
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle is not None:
+        through = ", ".join(u for u, _ in cycle[:6]) + (", …" if len(cycle) > 6 else "")
+        raise ScheduleError(f"the network is not a tree (it has a cycle through {through}), "
+                            "so contention-free logical rings do not apply.")
+    if not nx.is_connected(graph):
+        raise ScheduleError("the network is not connected, so no ring exists.")
+    for c in compute_order:
+        nbrs = list(graph.neighbors(c))
+        if len(nbrs) != 1 or nbrs[0] in compute:
             raise ScheduleError(f"compute node '{c}' is not a leaf hanging off one switch "
                                 "(the 1-port model of contention-free rings).")
     # Switches with no machine below them carry nothing: prune leaf switches.
-    alive = {n for n in topology.node_ids() if n in neighbours}
-    pruned = True
-    while pruned:
-        pruned = False
-        for s in sorted(alive - compute, key=order.__getitem__):
-            if len(neighbours[s] & alive) <= 1 and not neighbours[s] & compute:
-                alive.discard(s)
-                pruned = True
-    switches = sorted(alive - compute, key=order.__getitem__)
-    if not switches:
-        raise ScheduleError("the network has no switch, so it is not a tree of switches.")
-    edges = sum(len(neighbours[s] & alive) for s in switches) + len(compute)
-    edges //= 2  # switch-switch edges counted twice; each machine edge once per side
-    if edges != len(alive) - 1:
-        raise ScheduleError("the network is not a tree: it has a cycle, so contention-free "
-                            "logical rings (LR1/LR3) do not apply.")
-    root = switches[0]
+    leaves = [n for n in graph if n not in compute and graph.degree(n) <= 1]
+    while leaves:
+        graph.remove_nodes_from(leaves)
+        leaves = [n for n in graph if n not in compute and graph.degree(n) <= 1]
+    root = min((n for n in graph if n not in compute), key=order.__getitem__)
     children: dict[str, list[str]] = {}
     machines: dict[str, list[str]] = {}
-    seen = {root}
-    stack = [root]
-    while stack:
-        s = stack.pop()
-        nbrs = sorted(neighbours[s] & alive, key=order.__getitem__)
-        machines[s] = [v for v in nbrs if v in compute]
-        children[s] = [v for v in nbrs if v not in compute and v not in seen]
-        seen.update(children[s])
-        stack.extend(children[s])
-    if len(seen) != len(switches):
-        raise ScheduleError("the switches are not connected, so no ring exists.")
+    for parent, child in nx.dfs_edges(graph, root):
+        children.setdefault(child, [])
+        machines.setdefault(child, [])
+        children.setdefault(parent, [])
+        machines.setdefault(parent, [])
+        (machines if child in compute else children)[parent].append(child)
+    for lists in (children, machines):
+        for v in lists.values():
+            v.sort(key=order.__getitem__)
+    for c in compute:
+        children.pop(c, None)
+        machines.pop(c, None)
     return SwitchTree(root, children, machines)
 
 

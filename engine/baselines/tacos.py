@@ -3,7 +3,9 @@
 * **Switch unwinding** (§IV-G): each switch (here: each connected group of switch nodes,
   e.g. NIC - IB switch - NIC) is replaced by point-to-point logical links among the N
   compute nodes attached to it: node i links to i+1, ..., i+d (mod N), d = 1 (a ring,
-  for bandwidth) or d = N-1 (a full mesh, for latency). A link keeps the α of its route
+  for bandwidth) or d = N-1 (a full mesh, for latency). The paper leaves the order of
+  the N nodes open; we alternate servers (node groups) so that a ring over a switch
+  shared by several servers crosses between them at every hop. A link keeps the α of its route
   and gets 1/d of the attached bandwidth (β multiplied by d). Direct links between
   compute nodes stay as they are. We also scale a group's logical links down if routing
   them all at once would overload a physical link inside the group, so that every TACOS
@@ -16,7 +18,8 @@
 * **Reductions** (§IV-E, Fig. 11): reduce-scatter is an allgather synthesized on the
   transposed links and run backwards; allreduce is reduce-scatter then allgather.
 
-The synthesis is repeated for ``seeds`` random seeds and the fastest kept. The
+The synthesis is repeated for ``seeds`` random seeds and the fastest kept; chunk
+counts per node are a parameter (several may be tried, TACOS's time picks). The
 bandwidth-only throughput is the synthesized time with α = 0 (the schedule then scales
 with the message size). A TACOS schedule is, per chunk, a tree: the chunk's matches.
 
@@ -49,7 +52,7 @@ from engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
 from engine.topology import Topology
 
 UNWINDINGS = ("ring", "mesh")
-DEFAULT_CHUNKS = 1
+DEFAULT_CHUNKS = (1, 2, 4)
 DEFAULT_SEEDS = 4
 
 
@@ -106,6 +109,7 @@ def unwind(topology: Topology, unwinding: str = "ring",
     switch_graph.add_nodes_from(topology.switch_nodes())
     switch_graph.add_edges_from((u, v) for u, v in caps if u not in cset and v not in cset)
     router = Router(topology)
+    group_of = {node.id: node.group or "" for node in topology.nodes}
     groups = sorted((sorted(g, key=order.__getitem__) for g in
                      nx.connected_components(switch_graph)), key=lambda g: order[g[0]])
     for group in groups:
@@ -114,7 +118,7 @@ def unwind(topology: Topology, unwinding: str = "ring",
               for c in compute}
         down = {c: sum((b for (u, v), b in caps.items() if v == c and u in members),
                        Fraction(0)) for c in compute}
-        attached = [c for c in compute if up[c] or down[c]]
+        attached = _interleave([c for c in compute if up[c] or down[c]], group_of)
         n = len(attached)
         if n < 2:
             continue
@@ -137,6 +141,16 @@ def unwind(topology: Topology, unwinding: str = "ring",
         links += [LogicalLink(x.src, x.dst, x.bandwidth / scale, x.latency, x.path)
                   for x in made]
     return links
+
+
+def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
+    """Nodes round-robin over their servers (groups), so that a ring unwinding of a
+    switch shared by several servers crosses between servers at every hop it can."""
+    by_group: dict[str, list[str]] = {}
+    for c in nodes:
+        by_group.setdefault(group_of[c], []).append(c)
+    columns = list(by_group.values())
+    return [col[i] for i in range(max(map(len, columns))) for col in columns if i < len(col)]
 
 
 def transpose(links: list[LogicalLink]) -> list[LogicalLink]:
@@ -171,21 +185,34 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
             _, d, c = heapq.heappop(arrivals)
             held[d].add(c)
             in_flight -= 1
-        pairs = [(d, c) for d in range(len(nodes)) if missing[d]
-                 and any(free_at[li] <= now for li in into[d]) for c in sorted(missing[d])]
-        rng.shuffle(pairs)
-        for d, c in pairs:
-            candidates = [li for li in into[d] if free_at[li] <= now and c in held[src_of[li]]]
-            if not candidates:
+        # Alg. 1 shuffles all unsatisfied (d, c) and matches each in turn. Pairs of
+        # different d compete for different links, and a chunk no free link into d can
+        # supply is skipped, so shuffling each d's suppliable chunks alone (lazily,
+        # stopping once d's free links are used up) draws the same matchings.
+        for d in range(len(nodes)):
+            free = [li for li in into[d] if free_at[li] <= now]
+            if not free or not missing[d]:
                 continue
-            cheapest = min(ticks[li] for li in candidates)
-            li = rng.choice([li for li in candidates if ticks[li] == cheapest])
-            free_at[li] = now + ticks[li]
-            missing[d].discard(c)
-            left -= 1
-            in_flight += 1
-            heapq.heappush(arrivals, (free_at[li], d, c))
-            matches.append(Match(chunks[c], li, Fraction(now, unit), Fraction(free_at[li], unit)))
+            pool = sorted(set().union(*(held[src_of[li]] & missing[d] for li in free)))
+            for drawn in range(len(pool)):
+                pick = rng.randrange(drawn, len(pool))
+                pool[drawn], pool[pick] = pool[pick], pool[drawn]
+                c = pool[drawn]
+                candidates = [li for li in free if c in held[src_of[li]]]
+                if not candidates:
+                    continue
+                cheapest = min(ticks[li] for li in candidates)
+                li = rng.choice([li for li in candidates if ticks[li] == cheapest])
+                free.remove(li)
+                free_at[li] = now + ticks[li]
+                missing[d].discard(c)
+                left -= 1
+                in_flight += 1
+                heapq.heappush(arrivals, (free_at[li], d, c))
+                matches.append(Match(chunks[c], li, Fraction(now, unit),
+                                     Fraction(free_at[li], unit)))
+                if not free:
+                    break
         if not arrivals:
             if left:
                 d = next(i for i, m in enumerate(missing) if m)
@@ -261,61 +288,79 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
 
 
 class _Tacos:
-    """TACOS for one topology and collective, synthesizing per chunk size (cached)."""
+    """TACOS for one topology and collective, synthesizing per chunk size (cached).
 
-    def __init__(self, topology: Topology, collective: str, chunks_per_node: int, seeds: int,
-                 unwinding: str, default_latency: Fraction) -> None:
+    With several chunk counts per node, each message size uses the count whose
+    synthesized collective time is shortest (TACOS's own cost model decides, as a user
+    sweeping the parameter would).
+    """
+
+    def __init__(self, topology: Topology, collective: str, chunk_options: tuple[int, ...],
+                 seeds: int, unwinding: str, default_latency: Fraction) -> None:
         self.collective = collective
         self.nodes = topology.compute_nodes()
-        self.chunks = chunks_per_node
+        self.options = chunk_options
         self.seeds = seeds
         self.links = unwind(topology, unwinding, default_latency)
-        self.cache: dict[tuple[Fraction, bool], tuple[Timetable | None, Timetable | None]] = {}
+        self.bare = [LogicalLink(x.src, x.dst, x.bandwidth, Fraction(0), x.path)
+                     for x in self.links]
+        self.cache: dict[tuple[Fraction, int, bool], tuple[Timetable | None,
+                                                           Timetable | None]] = {}
+        self.chosen: dict[Fraction, int] = {}
 
-    def tables(self, size: Fraction, latency: bool = True
+    def tables(self, size: Fraction, chunks: int, latency: bool = True
                ) -> tuple[Timetable | None, Timetable | None]:
         """(reduce-scatter timetable on the transposed links, allgather timetable)."""
-        key = (size, latency)
+        key = (size, chunks, latency)
         if key not in self.cache:
-            links = self.links if latency else [
-                LogicalLink(x.src, x.dst, x.bandwidth, Fraction(0), x.path) for x in self.links]
-            chunk = Fraction(size) / (len(self.nodes) * self.chunks)
+            links = self.links if latency else self.bare
+            chunk = Fraction(size) / (len(self.nodes) * chunks)
             rs = ag = None
             if self.collective in ("reduce-scatter", "allreduce"):
-                rs = best_of(transpose(links), self.nodes, self.chunks, chunk, self.seeds)
+                rs = best_of(transpose(links), self.nodes, chunks, chunk, self.seeds)
             if self.collective in ("allgather", "allreduce"):
-                ag = best_of(links, self.nodes, self.chunks, chunk, self.seeds)
+                ag = best_of(links, self.nodes, chunks, chunk, self.seeds)
             self.cache[key] = (rs, ag)
         return self.cache[key]
 
+    def total(self, size: Fraction, chunks: int, latency: bool = True) -> Fraction:
+        return sum((t.time for t in self.tables(size, chunks, latency) if t), Fraction(0))
+
     def plan(self, size: Fraction) -> CollectivePlan:
-        rs, ag = self.tables(size)
+        chunks = min(self.options, key=lambda c: (self.total(size, c), c))
+        self.chosen[size] = chunks
+        rs, ag = self.tables(size, chunks)
         reduce_trees = timetable_trees(rs, reduce=True) if rs else []
         broadcast_trees = timetable_trees(ag) if ag else []
         return CollectivePlan(self.collective, tuple(self.nodes), tuple(reduce_trees),
                               tuple(broadcast_trees), ordered_links=True)
 
-    def bandwidth_only(self) -> tuple[Fraction, tuple[Timetable | None, Timetable | None]]:
-        """algbw with α = 0: message size over the synthesized time (size-independent)."""
+    def bandwidth_only(self) -> tuple[Fraction, int]:
+        """Best algbw with α = 0 over the chunk counts (size-independent), and the count."""
         size = Fraction(1)
-        rs, ag = self.tables(size, latency=False)
-        total = (rs.time if rs else 0) + (ag.time if ag else 0)
-        return algbw_gbps(size, total), (rs, ag)
+        chunks = min(self.options, key=lambda c: (self.total(size, c, False), c))
+        return algbw_gbps(size, self.total(size, chunks, False)), chunks
 
 
 def tacos_baseline(topology: Topology, collective: str = "allgather",
-                   chunks_per_node: int = DEFAULT_CHUNKS, seeds: int = DEFAULT_SEEDS,
-                   unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US
-                   ) -> BaselineResult:
-    """TACOS's schedule for ``collective`` and its bandwidth-only algbw."""
+                   chunks_per_node: tuple[int, ...] = DEFAULT_CHUNKS,
+                   seeds: int = DEFAULT_SEEDS, unwinding: str = "ring",
+                   default_latency: Fraction = DEFAULT_LATENCY_US) -> BaselineResult:
+    """TACOS's schedule for ``collective`` and its bandwidth-only algbw.
+
+    ``chunks_per_node`` lists the chunk counts to try; each run keeps the best of
+    ``seeds`` random seeds.
+    """
     try:
-        tacos = _Tacos(topology, collective, chunks_per_node, seeds, unwinding,
+        tacos = _Tacos(topology, collective, tuple(chunks_per_node), seeds, unwinding,
                        default_latency)
-        algbw, (rs, ag) = tacos.bandwidth_only()
+        algbw, chunks = tacos.bandwidth_only()
     except ScheduleError as exc:
         return BaselineResult.not_applicable("tacos", collective, str(exc))
+    rs, ag = tacos.tables(Fraction(1), chunks, latency=False)
     return BaselineResult(
         "tacos", collective, algbw, schedule={"reduce-scatter": rs, "allgather": ag},
-        details={"chunks_per_node": chunks_per_node, "seeds": seeds, "unwinding": unwinding,
+        details={"chunks_per_node": chunks, "chunk_options": list(chunks_per_node),
+                 "chunks_by_size": tacos.chosen, "seeds": seeds, "unwinding": unwinding,
                  "logical_links": len(tacos.links)},
         plan_at=tacos.plan)
