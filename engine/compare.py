@@ -95,6 +95,8 @@ class Comparison:
                 "pipeline_chunks": {str(s): p for s, p in r.pieces.items()},
                 "ratio_to_forestcoll": None if self.ratio(r) is None
                 else round(float(self.ratio(r)), 6),
+                "ratio_to_forestcoll_at": {} if self.ratio(r) is None else
+                {str(s): round(float(self.ratio(r, s)), 6) for s in r.times_us},
                 "not_applicable": r.reason,
                 "details": _plain(r.details),
             })
@@ -170,7 +172,9 @@ def compare(topology: Topology, collective: str = "allgather",
                             details=result.details)
         if result.applicable and result.plan_at is not None:
             depth = 1
-            for size in sorted(sizes):
+            for step, size in enumerate(sorted(sizes)):
+                if progress:
+                    progress(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
                 sim = fastest(topology, result.plan_at(Fraction(size)), size, default_latency,
                               depth)
                 depth = sim.pieces

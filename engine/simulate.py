@@ -6,8 +6,8 @@ The model (the link model of the TACOS paper, tacos.txt §IV-F and §V-C):
   unit) and a latency α in µs (the link's ``latency``, default 1 µs).
 * A message of n bytes occupies a link for exactly ``α + n/B``; a link sends one message
   at a time. Ready messages go first come, first served; ties go by the plan's priority.
-  Plans with ``ordered_links`` (a TACOS timetable) send each link's messages strictly in
-  the plan's order, as a compiled schedule would.
+  Plans with ``ordered_links`` (a TACOS timetable) issue the messages of each connection
+  (same route) strictly in the plan's order, as a compiled schedule's sender would.
 * Multi-link routes are **store-and-forward per link**: a message crosses a switch only
   after it has fully arrived there. Pipelining (below) recovers most of what cut-through
   switching would give, and it is the model the contention-free rings of
@@ -102,32 +102,49 @@ def _build(plan: CollectivePlan, size: Fraction, pieces: int,
             cls = classes.setdefault(tree.share, len(classes))
             if cls == len(out.sizes):
                 out.sizes.append(tree.share * size / pieces)
+            count = len(tree.edges)
             edge_hops = [link_ids(e.path) for e in tree.edges]
             edge_prio = [prio_rank[e.priority] for e in tree.edges]
+            # Dependencies inside one piece, the same for every piece: local[k] lists
+            # the edges edge k enables (broadcast: its child's outgoing edges) or waits
+            # for (reduce: the edges into its sender).
+            position = {e.child: i for i, e in enumerate(tree.edges)}
+            local: list[list[int]] = [[] for _ in range(count)]
+            at_root: list[int] = []
+            for i, e in enumerate(tree.edges):
+                if tree.reduce:
+                    if e.parent == tree.root:
+                        at_root.append(i)
+                    else:
+                        local[position[e.parent]].append(i)   # parent's edge waits for i
+                elif e.parent == tree.root:
+                    at_root.append(i)
+                else:
+                    local[position[e.parent]].append(i)       # i waits for parent's edge
             for p in range(pieces):
                 base = len(out.hops)
-                for hops, prio in zip(edge_hops, edge_prio, strict=True):
-                    out.hops.append(hops)
-                    out.size_class.append(cls)
-                    out.rank.append(((phase_index * pieces + p) * len(prios) + prio)
-                                    * ntrees + order)
-                    out.deps.append(0)
-                    out.enables.append([])
-                into: dict[str, list[int]] = {}
-                if tree.reduce:
-                    for i, e in enumerate(tree.edges):
-                        into.setdefault(e.parent, []).append(base + i)
-                    for i, e in enumerate(tree.edges):
-                        _depend(out, base + i, into.get(e.child, []))
-                    root_done.setdefault((tree.key, p), []).extend(into.get(tree.root, []))
+                out.hops.extend(edge_hops)
+                out.size_class.extend([cls] * count)
+                if plan.ordered_links:
+                    # A compiled schedule: its order first, the pieces of a chunk together.
+                    out.rank.extend(((phase_index * len(prios) + q) * pieces + p) * ntrees
+                                    + order for q in edge_prio)
                 else:
-                    received: dict[str, int] = {}
-                    for i, e in enumerate(tree.edges):
-                        if e.parent == tree.root:
-                            _depend(out, base + i, root_done.get((tree.key, p), []))
-                        else:
-                            _depend(out, base + i, [received[e.parent]])
-                        received[e.child] = base + i
+                    # Ties: earlier pieces first (pipelining), then the plan's order.
+                    out.rank.extend(((phase_index * pieces + p) * len(prios) + q) * ntrees
+                                    + order for q in edge_prio)
+                out.deps.extend([0] * count)
+                out.enables.extend([] for _ in range(count))
+                for i, related in enumerate(local):
+                    for j in related:
+                        first, then = (j, i) if tree.reduce else (i, j)
+                        out.enables[base + first].append(base + then)
+                        out.deps[base + then] += 1
+                if tree.reduce:
+                    root_done.setdefault((tree.key, p), []).extend(base + i for i in at_root)
+                else:
+                    for i in at_root:
+                        _depend(out, base + i, root_done.get((tree.key, p), []))
     return out
 
 
@@ -164,18 +181,47 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     ticks = {k: int(d * unit) for k, d in durations.items()}
     costs = [[ticks[(lid, cls)] for lid in hops]
              for hops, cls in zip(tr.hops, tr.size_class, strict=True)]
-    run = _run_ordered if plan.ordered_links else _run_fifo
-    end = run(tr.hops, costs, tr.rank, tr.deps, tr.enables, len(link_id))
+    connections = None
+    if plan.ordered_links:
+        # The sender issues each connection's messages in the plan's order.
+        by_path: dict[tuple[int, ...], list[int]] = {}
+        for t, hops in enumerate(tr.hops):
+            by_path.setdefault(tuple(hops), []).append(t)
+        connections = [sorted(ts, key=tr.rank.__getitem__) for ts in by_path.values()]
+    end = _run(tr.hops, costs, tr.rank, tr.deps, tr.enables, len(link_id), connections)
     return SimulationResult(Fraction(end, unit), size, pieces, sum(len(h) for h in tr.hops))
 
 
-def _run_fifo(hops: list[list[int]], costs: list[list[int]], rank: list[int],
-              deps: list[int], enables: list[list[int]], links: int) -> int:
-    """Each link serves ready messages first come, first served (ties by rank)."""
+def _run(hops: list[list[int]], costs: list[list[int]], rank: list[int], deps: list[int],
+         enables: list[list[int]], links: int, connections: list[list[int]] | None) -> int:
+    """The event loop: links serve ready messages first come, first served (ties by
+    rank). With ``connections``, a transfer also waits until the transfers before it on
+    its connection (same route) have started."""
     free = [0] * links
     ready = [0] * len(hops)
-    heap = [(0, rank[t], t, 0) for t in range(len(hops)) if deps[t] == 0]
-    heapq.heapify(heap)
+    turn: list[int] = []           # for each transfer, its place in its connection
+    conn_of: list[int] = []
+    head: list[int] = []
+    if connections is not None:
+        turn = [0] * len(hops)
+        conn_of = [0] * len(hops)
+        head = [0] * len(connections)
+        for c, members in enumerate(connections):
+            for place, t in enumerate(members):
+                turn[t] = place
+                conn_of[t] = c
+    waiting = [False] * len(hops)  # dependencies met, waiting for its turn
+    heap: list[tuple[int, int, int, int]] = []
+
+    def release(t: int, now: int) -> None:
+        if connections is None or turn[t] == head[conn_of[t]]:
+            heapq.heappush(heap, (max(ready[t], now), rank[t], t, 0))
+        else:
+            waiting[t] = True
+
+    for t in range(len(hops)):
+        if deps[t] == 0:
+            release(t, 0)
     pop, push = heapq.heappop, heapq.heappush
     finished = 0
     end = 0
@@ -185,6 +231,14 @@ def _run_fifo(hops: list[list[int]], costs: list[list[int]], rank: list[int],
         begin = now if now > free[lid] else free[lid]
         done = begin + costs[t][h]
         free[lid] = done
+        if h == 0 and connections is not None:
+            c = conn_of[t]
+            head[c] += 1
+            if head[c] < len(connections[c]):
+                nxt = connections[c][head[c]]
+                if waiting[nxt]:
+                    waiting[nxt] = False
+                    push(heap, (max(ready[nxt], begin), rank[nxt], nxt, 0))
         if h + 1 < len(hops[t]):
             push(heap, (done, r, t, h + 1))
             continue
@@ -196,60 +250,9 @@ def _run_fifo(hops: list[list[int]], costs: list[list[int]], rank: list[int],
             if done > ready[nxt]:
                 ready[nxt] = done
             if deps[nxt] == 0:
-                push(heap, (ready[nxt], rank[nxt], nxt, 0))
+                release(nxt, done)
     if finished != len(hops):
         raise ScheduleError("the plan deadlocks: some transfers wait on each other.")
-    return end
-
-
-def _run_ordered(hops: list[list[int]], costs: list[list[int]], rank: list[int],
-                 deps: list[int], enables: list[list[int]], links: int) -> int:
-    """Each link sends its messages strictly in rank order (a compiled schedule)."""
-    queue: list[list[tuple[int, int, int]]] = [[] for _ in range(links)]
-    for t, ids in enumerate(hops):
-        for h, lid in enumerate(ids):
-            queue[lid].append((rank[t], t, h))
-    for q in queue:
-        q.sort()
-    head = [0] * links
-    free = [0] * links
-    arrived: dict[tuple[int, int], int] = {}
-    ready = [0] * len(hops)
-    heap: list[tuple[int, int, int, int]] = []   # (time, rank, transfer, hop finished)
-    finished = 0
-    end = 0
-
-    def arrive(t: int, h: int, now: int) -> None:
-        lid = hops[t][h]
-        arrived[(t, h)] = now
-        q = queue[lid]
-        while head[lid] < len(q):
-            _, ht, hh = q[head[lid]]
-            if (ht, hh) not in arrived:
-                break
-            at = arrived.pop((ht, hh))
-            done = (at if at > free[lid] else free[lid]) + costs[ht][hh]
-            free[lid] = done
-            head[lid] += 1
-            heapq.heappush(heap, (done, rank[ht], ht, hh))
-
-    for t in range(len(hops)):
-        if deps[t] == 0:
-            arrive(t, 0, 0)
-    while heap:
-        now, _, t, h = heapq.heappop(heap)
-        if h + 1 < len(hops[t]):
-            arrive(t, h + 1, now)
-            continue
-        finished += 1
-        end = max(end, now)
-        for nxt in enables[t]:
-            deps[nxt] -= 1
-            ready[nxt] = max(ready[nxt], now)
-            if deps[nxt] == 0:
-                arrive(nxt, 0, ready[nxt])
-    if finished != len(hops):
-        raise ScheduleError("the plan deadlocks: a link's order waits on a later message.")
     return end
 
 
@@ -273,7 +276,9 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
 
     pieces = min(max(1, start), limit)
     best = run(pieces)
-    for step in (2, Fraction(1, 2)):
+    # Deeper first; shallower only from the default start (a larger message never wants
+    # a shallower pipeline than a smaller one, so callers pass the last best depth).
+    for step in (2, Fraction(1, 2)) if start == 1 else (2,):
         p = pieces
         while True:
             p = int(p * step)

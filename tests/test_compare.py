@@ -63,8 +63,10 @@ def test_json_document_and_not_applicable_reason():
 def test_progress_and_cancel():
     seen = []
     compare(star_of_switches(), sizes=(1 << 20,), algorithms=("ring",),
-            progress=lambda phase, f: seen.append(phase))
-    assert seen == ["forestcoll", "ring", "done"]
+            progress=lambda phase, f: seen.append((phase, f)))
+    assert [p for p, _ in seen] == ["forestcoll"] * 2 + ["ring"] * 2 + ["done"]
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1
 
     def stop(phase, fraction):
         if phase == "ring":

@@ -117,10 +117,11 @@ def test_ordered_links_respect_the_plan_order():
 
 
 def test_deadlocking_order_is_reported():
-    # E2 depends on E1 but is ordered before it on link v0 -> v1.
+    # A malformed plan: E2 (given E1's route) depends on E1 but comes first in the order
+    # of that connection. Well-formed trees cannot do this.
     topo = line(3)
     tree = FlowTree("a", "v0", (FlowEdge("v0", "v1", ("v0", "v1"), Fraction(5)),
-                                FlowEdge("v1", "v2", ("v1", "v0", "v1", "v2"), Fraction(0))),
+                                FlowEdge("v1", "v2", ("v0", "v1"), Fraction(0))),
                     Fraction(1))
     plan = CollectivePlan("allgather", ("v0", "v1", "v2"), broadcast_trees=(tree,),
                           ordered_links=True)

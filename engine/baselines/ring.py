@@ -254,7 +254,6 @@ def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
     """The best ring set found (see the module docstring); empty if no ring exists."""
     router = Router(topology)
     servers = servers_of(topology)
-    n = sum(len(s) for s in servers)
     search = _RingSearch(router, servers, budget)
     loads: dict[Edge, int] = {}
     rings: list[Ring] = []
@@ -273,10 +272,10 @@ def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
     if best is None:
         return []
     rings = rings[:best[1]]
-    return _improve(search, rings, n)
+    return _improve(search, rings)
 
 
-def _improve(search: _RingSearch, rings: list[Ring], n: int) -> list[Ring]:
+def _improve(search: _RingSearch, rings: list[Ring]) -> list[Ring]:
     """One rip-up-and-reroute pass: rebuild each ring against the others' loads."""
     loads: dict[Edge, int] = {}
     for ring in rings:

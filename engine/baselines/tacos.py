@@ -69,12 +69,13 @@ class LogicalLink:
 
 @dataclass(frozen=True)
 class Match:
-    """Chunk ``chunk`` (origin, index) crosses logical link ``link`` in [start, end] µs."""
+    """Chunk ``chunk`` (origin, index) crosses logical link ``link`` during
+    [start, end], in ticks of 1/``Timetable.unit`` µs."""
 
     chunk: tuple[str, int]
     link: int
-    start: Fraction
-    end: Fraction
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,13 @@ class Timetable:
     chunks_per_node: int
     chunk_size: Fraction
     matches: tuple[Match, ...]
-    time: Fraction
+    unit: int                # ticks per µs
     seed: int
+
+    @property
+    def time(self) -> Fraction:
+        """The collective time in µs."""
+        return Fraction(max((m.end for m in self.matches), default=0), self.unit)
 
 
 def unwind(topology: Topology, unwinding: str = "ring",
@@ -209,8 +215,7 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                 left -= 1
                 in_flight += 1
                 heapq.heappush(arrivals, (free_at[li], d, c))
-                matches.append(Match(chunks[c], li, Fraction(now, unit),
-                                     Fraction(free_at[li], unit)))
+                matches.append(Match(chunks[c], li, now, free_at[li]))
                 if not free:
                     break
         if not arrivals:
@@ -220,9 +225,8 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                                     "route reaches it.")
             break
         now = arrivals[0][0]
-    end = max((m.end for m in matches), default=Fraction(0))
     return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size, tuple(matches),
-                     end, seed)
+                     unit, seed)
 
 
 def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
@@ -239,16 +243,16 @@ def check_timetable(table: Timetable) -> None:
     holds by then, and each logical link carries one chunk at a time.
     """
     nodes = table.nodes
-    arrival: dict[tuple[str, tuple[str, int]], Fraction] = {}
+    arrival: dict[tuple[str, tuple[str, int]], int] = {}
     for o in nodes:
         for q in range(table.chunks_per_node):
-            arrival[(o, (o, q))] = Fraction(0)
+            arrival[(o, (o, q))] = 0
     for m in sorted(table.matches, key=lambda m: m.start):
         link = table.links[m.link]
         have = arrival.get((link.src, m.chunk))
         if have is None or have > m.start:
-            raise ScheduleError(f"'{link.src}' sends chunk {m.chunk} at {m.start} µs before "
-                                "holding it.")
+            raise ScheduleError(f"'{link.src}' sends chunk {m.chunk} at "
+                                f"{float(Fraction(m.start, table.unit)):g} µs before holding it.")
         if (link.dst, m.chunk) in arrival:
             raise ScheduleError(f"'{link.dst}' receives chunk {m.chunk} twice.")
         arrival[(link.dst, m.chunk)] = m.end
@@ -276,12 +280,14 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     """
     share = Fraction(1, len(table.nodes) * table.chunks_per_node)
     edges: dict[tuple[str, int], list[FlowEdge]] = {}
+    end = max((m.end for m in table.matches), default=0)
     for m in sorted(table.matches, key=lambda m: (m.start, m.link)):
         link = table.links[m.link]
         if reduce:
-            edge = FlowEdge(link.src, link.dst, tuple(reversed(link.path)), table.time - m.end)
+            edge = FlowEdge(link.src, link.dst, tuple(reversed(link.path)),
+                            Fraction(end - m.end, table.unit))
         else:
-            edge = FlowEdge(link.src, link.dst, link.path, m.start)
+            edge = FlowEdge(link.src, link.dst, link.path, Fraction(m.start, table.unit))
         edges.setdefault(m.chunk, []).append(edge)
     return [FlowTree(("tacos",) + chunk, chunk[0], tuple(es), share, reduce)
             for chunk, es in sorted(edges.items())]
