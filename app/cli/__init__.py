@@ -13,7 +13,7 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve", "verify", "compare"]
+VERBS = ["solve", "verify", "generate", "import-nccl", "graphml", "samples", "compare"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,3 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"canopy: {exc.strerror or exc} ({exc.filename or ''}).", file=sys.stderr)
         return 2
+
+
+def gui_main() -> int:
+    """Entry point of the ``canopy-editor`` GUI launcher: ``canopy gui`` with its arguments."""
+    return main(["gui", *sys.argv[1:]])

@@ -1,0 +1,8 @@
+"""Entry script of the frozen Canopy app: the same ``canopy`` command the wheel installs."""
+
+import sys
+
+from app.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
