@@ -8,7 +8,7 @@ Used by ``canopy compare`` and the editor's Compare dock.
 
 Defaults keep this fast on the samples (seconds): TACOS tries 1, 2 and 4 chunks per node,
 keeps the best of 4 seeds for each, and unwinds switches into rings; the ring search
-tries up to 16 rings.
+tries up to 32 rings.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ the ring list is scored and the best number of rings kept (the fewest among equa
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from engine.baselines.common import (
@@ -37,7 +38,7 @@ from engine.baselines.common import (
 )
 from engine.topology import Topology
 
-DEFAULT_MAX_RINGS = 16
+DEFAULT_MAX_RINGS = 32
 DEFAULT_BUDGET = 4000          # DFS hop evaluations per ring
 STALE_RINGS = 8                # stop adding rings after this many without improvement
 
@@ -68,7 +69,10 @@ class _RingSearch:
         self.router = router
         self.servers = servers
         self.budget = budget
-        self.inverse = {e: 1 / c for e, c in router.capacity.items()}
+        # Congestion (hops / bandwidth) in exact integer units of 1/scale, so the search
+        # compares integers: inverse[e] = scale / b_e.
+        scale = math.lcm(*(c.numerator for c in router.capacity.values()))
+        self.inverse = {e: int(scale / c) for e, c in router.capacity.items()}
         self.loads: dict[Edge, int] = {}
         # Warnsdorff's rule on each server's nearest-neighbour graph steers the path
         # search towards Hamiltonian paths in sparse (direct-connect) servers.
@@ -84,7 +88,7 @@ class _RingSearch:
         for e in path_links(path):
             self.loads[e] = self.loads.get(e, 0) + sign
 
-    def hop(self, u: str, v: str) -> tuple[Fraction, Fraction, Path] | None:
+    def hop(self, u: str, v: str) -> tuple[int, int, Path] | None:
         """(max, sum) congestion of the best route u -> v with one more hop on it."""
         best = None
         for path in self.router.paths(u, v):
@@ -94,7 +98,7 @@ class _RingSearch:
                 best = score
         return best
 
-    def find(self, loads: dict[Edge, int], index: int) -> tuple[Fraction, Ring] | None:
+    def find(self, loads: dict[Edge, int], index: int) -> tuple[int, Ring] | None:
         """The ring minimising the resulting most congested link (ties rotate by index)."""
         floor = _max_congestion(loads, self.inverse)
         self.loads = dict(loads)
@@ -107,7 +111,7 @@ class _RingSearch:
             value, edges, paths = found
             return value, ([start] + [v for _, v in edges[:-1]], dict(zip(edges, paths,
                                                                           strict=True)))
-        best: tuple[Fraction, Ring] | None = None
+        best: tuple[int, Ring] | None = None
         for gates in self._gateways(index):
             for _, _, path in gates:
                 self._load(path, +1)
@@ -136,7 +140,7 @@ class _RingSearch:
                 break
         return best
 
-    def _worst(self, path: Path) -> Fraction:
+    def _worst(self, path: Path) -> int:
         return max(self.loads[e] * self.inverse[e] for e in path_links(path))
 
     def _gateways(self, index: int) -> list[list[tuple[str, str, Path]]]:
@@ -177,8 +181,8 @@ class _RingSearch:
         dfs(0)
         return found
 
-    def _path(self, nodes: list[str], entry: str, exit_: str, floor: Fraction,
-              bound: Fraction | None) -> tuple[Fraction, list[Edge], list[Path]] | None:
+    def _path(self, nodes: list[str], entry: str, exit_: str, floor: int,
+              bound: int | None) -> tuple[int, list[Edge], list[Path]] | None:
         """A Hamiltonian path entry -> exit over ``nodes`` (a cycle back to entry when
         entry == exit) minimising max(floor, worst hop), below ``bound`` if given.
 
@@ -189,12 +193,12 @@ class _RingSearch:
             return floor, [], []
         cycle = entry == exit_
         left = self.budget
-        best: tuple[Fraction, list[Edge], list[Path]] | None = None
+        best: tuple[int, list[Edge], list[Path]] | None = None
         edges: list[Edge] = []
         paths: list[Path] = []
         visited = {entry}
 
-        def dfs(u: str, worst: Fraction) -> None:
+        def dfs(u: str, worst: int) -> None:
             nonlocal left, best
             if len(visited) == total:
                 candidates = [exit_] if cycle else []
@@ -210,11 +214,12 @@ class _RingSearch:
                     options.append((max(worst, h[0]), h[1], onward, self.router.order[v],
                                     v, h[2]))
             options.sort(key=lambda o: o[:4])
-            for value, _, _, _, v, path in options:
+            for tried, (value, _, _, _, v, path) in enumerate(options):
                 limit = best[0] if best is not None else bound
                 if limit is not None and value >= limit:
                     return
-                if left <= 0 and (best is not None or left < -50 * self.budget):
+                # Out of budget: stop, or with nothing found yet, finish greedily.
+                if left <= 0 and (best is not None or bound is not None or tried > 0):
                     return
                 self._load(path, +1)
                 edges.append((u, v))
@@ -239,8 +244,8 @@ class _RingSearch:
         return best
 
 
-def _max_congestion(loads: dict[Edge, int], inverse: dict[Edge, Fraction]) -> Fraction:
-    return max((c * inverse[e] for e, c in loads.items()), default=Fraction(0))
+def _max_congestion(loads: dict[Edge, int], inverse: dict[Edge, int]) -> int:
+    return max((c * inverse[e] for e, c in loads.items()), default=0)
 
 
 def _add(loads: dict[Edge, int], ring: Ring, sign: int) -> None:
@@ -264,7 +269,7 @@ def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
             break
         rings.append(found[1])
         _add(loads, found[1], +1)
-        per_ring = _max_congestion(loads, search.inverse) / len(rings)
+        per_ring = Fraction(_max_congestion(loads, search.inverse), len(rings))
         if best is None or per_ring < best[0]:
             best = (per_ring, len(rings))
         elif len(rings) - best[1] >= STALE_RINGS:
