@@ -10,9 +10,9 @@ import sys
 import time
 
 from engine.compare import compare
-from engine.topology_io import load_sample
+from engine.topology_io import load_sample, sample_names
 
-SAMPLES = ["dgx-a100-2x8.json", "mi250-2x16.json", "forestcoll-fig2.json"]
+SAMPLES = sample_names()
 COLLECTIVES = ["allgather", "reduce-scatter", "allreduce"]
 
 

@@ -6,9 +6,11 @@ its bandwidth bound comes from the congestion of the physical links
 the α-β simulator (:func:`engine.simulate.fastest`, which also picks the pipeline depth).
 Used by ``canopy compare`` and the editor's Compare dock.
 
-Defaults keep this fast on the samples (seconds): TACOS tries 1, 2 and 4 chunks per node,
-keeps the best of 4 seeds for each, and unwinds switches into rings; the ring search
-tries up to 32 rings.
+Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
+tries 1, 2 and 4 chunks per node, keeps the best of 4 seeds for each (fewer on large
+topologies, :func:`engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
+the ring search tries up to 32 rings; the simulator caps a run at 250 000 link-messages
+(deeper pipelines are not tried beyond that).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from engine.baselines.common import (
 )
 from engine.baselines.lr_rings import lr_baseline
 from engine.baselines.ring import ring_baseline
-from engine.baselines.tacos import DEFAULT_CHUNKS, DEFAULT_SEEDS, tacos_baseline
+from engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from engine.errors import ScheduleError
 from engine.network import Network
 from engine.optimality import COLLECTIVES
@@ -132,7 +134,7 @@ def _forestcoll(topology: Topology, collective: str) -> BaselineResult:
 
 def compare(topology: Topology, collective: str = "allgather",
             sizes: tuple[int, ...] = REPORT_SIZES, algorithms: tuple[str, ...] = ALGORITHMS,
-            tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int = DEFAULT_SEEDS,
+            tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int | None = None,
             tacos_unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US,
             progress: Progress | None = None, where: str = "") -> Comparison:
     """Build every algorithm's schedule on ``topology`` and time it at ``sizes`` bytes.

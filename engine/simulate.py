@@ -36,8 +36,8 @@ from engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
 BYTES_PER_US_PER_GBPS = 1000          # 1 GB/s = 10^9 B/s = 10^3 B/µs
-PIECE_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
-MAX_MESSAGES = 400_000                # bound on link-messages per simulation
+MAX_PIECES = 128                      # deepest pipeline tried
+MAX_MESSAGES = 250_000                # bound on link-messages per simulation
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 
 
@@ -282,7 +282,7 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
         p = pieces
         while True:
             p = int(p * step)
-            if p < 1 or p > limit or p > PIECE_CHOICES[-1]:
+            if p < 1 or p > limit or p > MAX_PIECES:
                 break
             result = run(p)
             if result.time_us >= best.time_us:

@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="baselines to run (ForestColl always runs)")
     p.add_argument("--tacos-chunks", default="1,2,4",
                    help="chunks per node TACOS tries (default 1,2,4)")
-    p.add_argument("--tacos-seeds", type=int, default=4, help="TACOS random seeds (default 4)")
+    p.add_argument("--tacos-seeds", type=int, default=None,
+                   help="TACOS random seeds (default 4, fewer on large topologies)")
     p.add_argument("--tacos-unwinding", choices=("ring", "mesh"), default="ring",
                    help="how TACOS unwinds switches (default ring)")
     p.add_argument("--latency", default=str(DEFAULT_LATENCY_US),
@@ -76,7 +77,7 @@ def _options(args: argparse.Namespace) -> dict:
     except (ValueError, ZeroDivisionError):
         raise CanopyError("--tacos-chunks takes whole numbers such as 1,2,4 and --latency a "
                           "number of µs.") from None
-    if not chunks or min(chunks) < 1 or args.tacos_seeds < 1 or latency < 0:
+    if not chunks or min(chunks) < 1 or (args.tacos_seeds or 1) < 1 or latency < 0:
         raise CanopyError("--tacos-chunks and --tacos-seeds must be positive and --latency "
                           "not negative.")
     if not sizes:

@@ -69,13 +69,6 @@ class FlowTree:
     share: Fraction
     reduce: bool = False
 
-    def senders(self) -> dict[str, list[FlowEdge]]:
-        """For a broadcast tree: edges leaving each node; for a reduce tree: entering."""
-        out: dict[str, list[FlowEdge]] = {}
-        for e in self.edges:
-            out.setdefault(e.parent, []).append(e)
-        return out
-
 
 @dataclass(frozen=True)
 class CollectivePlan:

@@ -54,6 +54,14 @@ from engine.topology import Topology
 UNWINDINGS = ("ring", "mesh")
 DEFAULT_CHUNKS = (1, 2, 4)
 DEFAULT_SEEDS = 4
+SEED_WORK = 40_000     # seeds x N^2 x (sum of chunk counts) allowed by auto_seeds
+
+
+def auto_seeds(nodes: int, chunk_options: tuple[int, ...]) -> int:
+    """DEFAULT_SEEDS, fewer on large topologies so a comparison stays interactive:
+    seeds · N² · Σ chunk counts (the deliveries TACOS matches) stays within SEED_WORK."""
+    work = nodes * nodes * sum(chunk_options)
+    return max(1, min(DEFAULT_SEEDS, SEED_WORK // max(work, 1)))
 
 
 @dataclass(frozen=True)
@@ -350,13 +358,15 @@ class _Tacos:
 
 def tacos_baseline(topology: Topology, collective: str = "allgather",
                    chunks_per_node: tuple[int, ...] = DEFAULT_CHUNKS,
-                   seeds: int = DEFAULT_SEEDS, unwinding: str = "ring",
+                   seeds: int | None = None, unwinding: str = "ring",
                    default_latency: Fraction = DEFAULT_LATENCY_US) -> BaselineResult:
     """TACOS's schedule for ``collective`` and its bandwidth-only algbw.
 
     ``chunks_per_node`` lists the chunk counts to try; each run keeps the best of
-    ``seeds`` random seeds.
+    ``seeds`` random seeds (by default :func:`auto_seeds`).
     """
+    if seeds is None:
+        seeds = auto_seeds(len(topology.compute_nodes()), tuple(chunks_per_node))
     try:
         tacos = _Tacos(topology, collective, tuple(chunks_per_node), seeds, unwinding,
                        default_latency)
