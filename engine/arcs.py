@@ -67,11 +67,17 @@ class ArcTable:
                 num_nodes: int | None = None) -> FlowNetwork:
         """A flow network of the current capacities plus ``extra`` (tail, head, cap) arcs."""
         extra = list(extra)
-        tails, heads, caps = (self._tails[: self._count], self._heads[: self._count],
-                              self._caps[: self._count])
-        if extra:
-            et, eh, ec = zip(*extra, strict=True)
-            tails = np.concatenate([tails, np.asarray(et, dtype=np.int32)])
-            heads = np.concatenate([heads, np.asarray(eh, dtype=np.int32)])
-            caps = np.concatenate([caps, np.asarray(ec, dtype=np.int64)])
-        return FlowNetwork.from_arrays(num_nodes or self.num_nodes, tails, heads, caps)
+        if not extra:
+            return self.network_with(np.zeros(0, np.int32), np.zeros(0, np.int32),
+                                     np.zeros(0, np.int64), num_nodes)
+        et, eh, ec = zip(*extra, strict=True)
+        return self.network_with(np.asarray(et, dtype=np.int32), np.asarray(eh, dtype=np.int32),
+                                 np.asarray(ec, dtype=np.int64), num_nodes)
+
+    def network_with(self, tails: np.ndarray, heads: np.ndarray, caps: np.ndarray,
+                     num_nodes: int | None = None) -> FlowNetwork:
+        """Like :meth:`network`, with the extra arcs given as arrays."""
+        n = self._count
+        return FlowNetwork.from_arrays(
+            num_nodes or self.num_nodes, np.concatenate([self._tails[:n], tails]),
+            np.concatenate([self._heads[:n], heads]), np.concatenate([self._caps[:n], caps]))

@@ -21,9 +21,12 @@ latency at small message sizes, App. C.3's closing remark).
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from engine.arcs import ArcTable
 from engine.errors import ScheduleError
@@ -33,27 +36,61 @@ Progress = Callable[[str, float], None]
 
 @dataclass
 class Batch:
-    """m identical partial out-trees rooted at ``root`` (edges parents first)."""
+    """m identical partial out-trees rooted at ``root`` (edges parents first).
+
+    ``frontier`` is a heap of candidate edges (depth of tail, -capacity when found,
+    tail, head); entries whose head joined the tree or whose capacity ran out are
+    skipped when popped.
+    """
 
     root: int
     m: int
     vertices: set[int]
     depth: dict[int, int]
     edges: list[tuple[int, int]] = field(default_factory=list)
+    frontier: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     def copy(self, m: int) -> Batch:
-        return Batch(self.root, m, set(self.vertices), dict(self.depth), list(self.edges))
+        return Batch(self.root, m, set(self.vertices), dict(self.depth), list(self.edges),
+                     list(self.frontier))
 
-    def grow(self, x: int, y: int) -> None:
+    def grow(self, x: int, y: int, g: ArcTable) -> None:
         self.edges.append((x, y))
         self.vertices.add(y)
         self.depth[y] = self.depth[x] + 1
+        self.reach_from(y, g)
+
+    def reach_from(self, x: int, g: ArcTable) -> None:
+        for y in g.out[x]:
+            if y not in self.vertices:
+                heapq.heappush(self.frontier, (self.depth[x], -g.get(x, y), x, y))
 
 
 @dataclass
 class Packing:
     batches: list[Batch]
     mu_flows: int
+
+
+class _OtherBatches:
+    """m(R_i) summed by vertex set over every batch but the one being grown.
+
+    Single-vertex sets (trees not started yet) are kept apart in numpy arrays: in D̄
+    each is just an arc x -> r of capacity m.
+    """
+
+    def __init__(self, num_nodes: int) -> None:
+        self.single = np.zeros(num_nodes, dtype=np.int64)
+        self.sets: dict[frozenset[int], int] = defaultdict(int)
+
+    def add(self, batch: Batch, sign: int = 1) -> None:
+        if len(batch.vertices) == 1:
+            self.single[batch.root] += sign * batch.m
+        else:
+            key = frozenset(batch.vertices)
+            self.sets[key] += sign * batch.m
+            if not self.sets[key]:
+                del self.sets[key]
 
 
 class _Packer:
@@ -66,40 +103,56 @@ class _Packer:
             self.g.add(a, b, c)
         self.inf = self.g.total() + len(compute) * k + 1
         self.flows = 0
+        self.others = _OtherBatches(num_nodes)
 
-    def mu(self, batch: Batch, others: list[Batch], x: int, y: int) -> int:
+    def mu(self, batch: Batch, x: int, y: int) -> int:
         """Thm 12 with the reductions of the module docstring."""
         bound = min(self.g.get(x, y), batch.m)
-        groups: dict[frozenset[int], int] = defaultdict(int)
-        for other in others:
-            if y not in other.vertices:
-                groups[frozenset(other.vertices)] += other.m
-        if not groups:
-            return bound
-        extra = []
+        single = self.others.single
+        roots = np.flatnonzero(single)
+        roots = roots[roots != y]
+        excluded = int(single[roots].sum())
+        roots = roots[roots != x]
+        extra_t = [np.full(len(roots), x, dtype=np.int32)]
+        extra_h = [roots.astype(np.int32)]
+        extra_c = [single[roots]]
         aux = self.num_nodes
-        for verts, m in groups.items():
-            if len(verts) == 1:
-                (v,) = verts
-                if v != x:
-                    extra.append((x, v, m))
-            else:
-                extra.append((x, aux, m))
-                extra.extend((aux, v, self.inf) for v in verts)
-                aux += 1
-        flow = self.g.network(extra, num_nodes=aux).max_flow(x, y)
+        for verts, m in self.others.sets.items():
+            if y in verts:
+                continue
+            excluded += m
+            members = np.fromiter(verts, dtype=np.int32, count=len(verts))
+            extra_t += [np.array([x], dtype=np.int32), np.full(len(members), aux, np.int32)]
+            extra_h += [np.array([aux], dtype=np.int32), members]
+            extra_c += [np.array([m], dtype=np.int64), np.full(len(members), self.inf)]
+            aux += 1
+        if not excluded:
+            return bound
+        network = self.g.network_with(np.concatenate(extra_t), np.concatenate(extra_h),
+                                      np.concatenate(extra_c), num_nodes=aux)
         self.flows += 1
-        return max(0, min(bound, flow - sum(groups.values())))
+        return max(0, min(bound, network.max_flow(x, y) - excluded))
 
-    def candidates(self, batch: Batch) -> list[tuple[int, int]]:
-        """Edges leaving the batch, shallowest tail first, then widest, then by index."""
-        out = []
-        for x in batch.vertices:
-            for y in self.g.out[x]:
-                if y not in batch.vertices:
-                    out.append((batch.depth[x], -self.g.get(x, y), x, y))
-        out.sort()
-        return [(x, y) for _, _, x, y in out]
+    def extend(self, batch: Batch) -> tuple[int, int, int]:
+        """The first frontier edge (x, y) with μ > 0, and μ."""
+        tried = []
+        try:
+            while batch.frontier:
+                entry = heapq.heappop(batch.frontier)
+                _, _, x, y = entry
+                if y in batch.vertices or not self.g.get(x, y):
+                    continue
+                tried.append(entry)
+                mu = self.mu(batch, x, y)
+                if mu:
+                    tried.pop()
+                    return x, y, mu
+        finally:
+            for entry in tried:
+                heapq.heappush(batch.frontier, entry)
+        raise ScheduleError(
+            "internal error: no edge can extend the out-tree rooted at node "
+            f"{batch.root}; the capacities do not admit the requested trees.")
 
 
 def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int], int],
@@ -111,27 +164,27 @@ def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int
     """
     packer = _Packer(num_nodes, compute, capacity, k)
     pending = [Batch(r, k, {r}, {r: 0}) for r in compute]
+    for batch in pending:
+        packer.others.add(batch)
     done: list[Batch] = []
     target = len(compute)
     while pending:
         batch = pending.pop(0)
+        packer.others.add(batch, -1)
+        if not batch.edges:
+            batch.reach_from(batch.root, packer.g)
         while len(batch.vertices) < target:
-            others = pending + done
-            for x, y in packer.candidates(batch):
-                mu = packer.mu(batch, others, x, y)
-                if mu:
-                    break
-            else:
-                raise ScheduleError(
-                    "internal error: no edge can extend the out-tree rooted at node "
-                    f"{batch.root}; the capacities do not admit {k} trees per node.")
+            x, y, mu = packer.extend(batch)
             if mu < batch.m:
                 # Keep the split-off copy next, so one root's trees finish together.
-                pending.insert(0, batch.copy(batch.m - mu))
+                copy = batch.copy(batch.m - mu)
+                pending.insert(0, copy)
+                packer.others.add(copy)
                 batch.m = mu
-            batch.grow(x, y)
+            batch.grow(x, y, packer.g)
             packer.g.add(x, y, -mu)
         done.append(batch)
+        packer.others.add(batch)
         if progress:
             progress("tree packing", len(done) / (len(done) + len(pending)))
     return Packing(done, packer.flows)

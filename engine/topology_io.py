@@ -173,14 +173,25 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``."""
+    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+
+    The new file keeps the permissions of the file it replaces (or the umask's default
+    for a new file), not mkstemp's private 0600.
+    """
     p = Path(path)
+    try:
+        mode = p.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
         os.replace(tmp, p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

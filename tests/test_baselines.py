@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from engine.baselines.blink import blink_baseline
+from engine.baselines.blink import blink_baseline, pack_single_root, single_root_counts
 from engine.baselines.common import (
     Router,
     bandwidth_bound,
@@ -36,6 +36,7 @@ from engine.baselines.tacos import (
 from engine.network import Network
 from engine.optimality import find_optimum
 from engine.simulate import simulate
+from engine.splitting import remove_switches
 from engine.topology import Link, Node, Topology
 from engine.topology_io import load_sample, sample_names
 from tests.strategies import topologies
@@ -249,6 +250,28 @@ def test_blink_on_dgx():
     assert result.details["broadcast_gbps"] == 200
     assert result.algbw <= optimum_algbw(topo, "allreduce")
     check_coverage(result.plan_at(Fraction(1)), whole=True)
+
+
+@pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "forestcoll-fig2.json",
+                                  "hypercube-3d.json"])
+def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
+    """On the switch-free logical topology, as Blink+Switch packs."""
+    net = Network.from_topology(sample(name))
+    opt = find_optimum(net)
+    y = opt.tree_bandwidth
+    capacity = remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
+                               opt.k).capacity
+    counts = single_root_counts(net, capacity)
+    root = net.compute[0]
+    batches = pack_single_root(net, capacity, root, counts[root])
+    assert sum(b.m for b in batches) == counts[root]
+    used = {}
+    for b in batches:
+        assert b.vertices == set(net.compute)
+        assert len(b.edges) == len(net.compute) - 1
+        for e in b.edges:
+            used[e] = used.get(e, 0) + b.m
+    assert all(used[e] <= capacity[e] for e in used)
 
 
 # ------------------------------------------------------------------ ForestColl above all

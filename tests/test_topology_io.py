@@ -86,3 +86,13 @@ def test_samples_load():
 def test_header_errors(text, fragment):
     with pytest.raises(TopologyError, match=fragment):
         loads_topology(text, "f.json")
+
+
+def test_save_keeps_permissions(tmp_path):
+    import os
+    path = tmp_path / "t.json"
+    save_topology(loads_topology(doc()), path)
+    assert path.stat().st_mode & 0o077 != 0  # not mkstemp's private 0600
+    os.chmod(path, 0o640)
+    save_topology(loads_topology(doc()), path)
+    assert path.stat().st_mode & 0o777 == 0o640

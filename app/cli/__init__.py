@@ -13,7 +13,17 @@ import sys
 from engine.errors import CanopyError
 
 # Verb modules under app.cli; each defines register(subparsers) and sets args.run.
-VERBS = ["solve", "verify", "generate", "import-nccl", "graphml", "samples", "compare"]
+VERBS = [
+    "gui",
+    "solve",
+    "verify",
+    "check-xml",
+    "generate",
+    "samples",
+    "import-nccl",
+    "graphml",
+    "compare",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from app.cli.exports import add_export_arguments, write_exports
 from engine.optimality import COLLECTIVES
 from engine.schedule import Schedule
 from engine.schedule_io import save_schedule
@@ -19,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    add_export_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -63,4 +65,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         save_schedule(schedule, args.json)
     print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
+    write_exports(args, schedule, topo)
     return 0

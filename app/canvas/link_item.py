@@ -1,0 +1,244 @@
+"""A link on the canvas: width grows with bandwidth, one-way links carry an arrow.
+
+Parallel links between the same two nodes bow apart (``offset``) so each stays visible
+and clickable. Overlays (a bottleneck cut, a tree's routes, link load) recolour a link
+with :meth:`LinkItem.set_highlight` without touching the scene.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFontMetricsF,
+    QPainter,
+    QPainterPath,
+    QPainterPathStroker,
+    QPen,
+    QPolygonF,
+)
+from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
+
+from app.canvas import style
+from engine.topology import Link, format_gbps
+
+ARROW = 11.0
+LABEL_FONT = style.label_font(8.0)
+NAME_HALF_WIDTH = 30.0
+"""About half the width of a node's name under it (labels near a node keep clear of it)."""
+NAME_HEIGHT = 14.0
+STAGGER = 0.18
+"""How far apart (as a fraction of the link) labels of parallel links are moved."""
+LABEL_BACKGROUND = QBrush(QColor(255, 255, 255, 225))
+NODE_RADIUS = 17.0
+BOW_FROM = 80.0
+"""Row/column links 1.5 to 10 times this long bow out of the row (server-internal links)."""
+BOW = 0.08
+
+
+class LinkItem(QGraphicsItem):
+    """Mirrors one :class:`~engine.topology.Link`, identified by its document key."""
+
+    def __init__(self, key: int, link: Link):
+        super().__init__()
+        self.key = key
+        self.source = link.source
+        self.target = link.target
+        self.duplex = link.duplex
+        self.width = style.link_width(link.bandwidth)
+        self.text = format_gbps(link.bandwidth)
+        self.offset = 0.0
+        self.rank = 0.0
+        self.label_near: str | None = None
+        self.highlight: tuple[QColor, float] | None = None
+        self._p1 = QPointF()
+        self._p2 = QPointF()
+        self._path = QPainterPath()
+        self._bounds = QRectF()
+        self._mid = QPointF()
+        self._text_rect = QRectF()
+        self._straight: QLineF | None = None
+        self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
+                      | QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)
+        self.setZValue(5)
+        self.refresh(link)
+
+    def refresh(self, link: Link) -> None:
+        """Take ends, bandwidth and direction from the model."""
+        self.source, self.target = link.source, link.target
+        self.duplex = link.duplex
+        self.width = style.link_width(link.bandwidth)
+        self.text = format_gbps(link.bandwidth)
+        arrow = "⟷" if link.duplex else "→"
+        latency = "" if link.latency is None else f", latency {format_gbps(link.latency)} µs"
+        self.setToolTip(f"{link.source} {arrow} {link.target}: {self.text} GB/s"
+                        f"{' each way' if link.duplex else ' one-way'}{latency}")
+        metrics = QFontMetricsF(LABEL_FONT)
+        w = metrics.horizontalAdvance(self.text) + 6
+        h = metrics.height() + 1
+        self._text_rect = QRectF(-w / 2, -h / 2, w, h)
+        self._rebuild()
+
+    def set_ends(self, p1: QPointF, p2: QPointF) -> None:
+        """New end points (node centres), from the scene when a node moves."""
+        self._p1, self._p2 = QPointF(p1), QPointF(p2)
+        self._rebuild()
+
+    def set_offset(self, offset: float, rank: float = 0.0) -> None:
+        """Bow ``offset`` units sideways; ``rank`` (-1 .. 1) staggers parallel labels."""
+        self.offset = offset
+        self.rank = rank
+        self._rebuild()
+
+    def set_label_near(self, end: str | None) -> None:
+        """Print the bandwidth near node ``end`` (away from a busy hub), or mid-way."""
+        if end != self.label_near:
+            self.label_near = end
+            self._rebuild()
+
+    def set_highlight(self, color: QColor | None, width: float | None = None) -> None:
+        """Overlay colour and width (``None`` clears it); repaints only this item."""
+        self.highlight = None if color is None else (QColor(color), width or self.width)
+        self._rebuild()
+        scene = self.scene()
+        if scene is not None:
+            scene.overview.invalidate()
+
+    def ends(self) -> tuple[QPointF, QPointF]:
+        """The centres of the two end nodes."""
+        return self._p1, self._p2
+
+    # ------------------------------------------------------------ geometry
+
+    def _rebuild(self) -> None:
+        self.prepareGeometryChange()
+        p1, p2 = self._p1, self._p2
+        line = QLineF(p1, p2)
+        length = line.length()
+        path = QPainterPath()
+        self._straight = None
+        if length < 1e-6:
+            self._path, self._mid = path, QPointF(p1)
+            return
+        ux, uy = (p2.x() - p1.x()) / length, (p2.y() - p1.y()) / length
+        # offsets are measured on the canonical direction so u->v and v->u bow apart
+        sign = 1.0 if self.source <= self.target else -1.0
+        nx_, ny = -uy * sign, ux * sign
+        trim = min(NODE_RADIUS, length / 3)
+        a = QPointF(p1.x() + ux * trim, p1.y() + uy * trim)
+        b = QPointF(p2.x() - ux * trim, p2.y() - uy * trim)
+        offset = self.offset
+        if BOW_FROM * 1.5 < length < BOW_FROM * 10 and min(abs(ux), abs(uy)) < 0.05:
+            # a long link along a row or column would run under the nodes in between
+            offset += BOW * length
+        if offset:
+            ctrl = QPointF((p1.x() + p2.x()) / 2 + nx_ * offset * 2,
+                           (p1.y() + p2.y()) / 2 + ny * offset * 2)
+            path.moveTo(a)
+            path.quadTo(ctrl, b)
+            self._mid = path.pointAtPercent(self._label_fraction(length))
+        else:
+            path.moveTo(a)
+            path.lineTo(b)
+            self._straight = QLineF(a, b)
+            self._mid = QLineF(p1, p2).pointAt(self._label_fraction(length))
+        self._path = path
+        pad = self.pen_width() / 2 + ARROW + 2
+        self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad).united(
+            self._text_rect.translated(self._mid))
+
+    def _label_fraction(self, length: float) -> float:
+        """Where along the link (0 = source) its bandwidth label goes.
+
+        Mid-way, or, next to a busy hub, just outside the quieter end node and its name.
+        """
+        if self.label_near is None:
+            return 0.5 + STAGGER * self.rank
+        near, far = ((self._p1, self._p2) if self.label_near == self.source
+                     else (self._p2, self._p1))
+        ux, uy = (far.x() - near.x()) / length, (far.y() - near.y()) / length
+        half_w = NAME_HALF_WIDTH + self._text_rect.width() / 2 + 3
+        below = style.NODE_H / 2 + NAME_HEIGHT + self._text_rect.height() / 2 + 3
+        above = style.NODE_H / 2 + self._text_rect.height() / 2 + 3
+        exits = [half_w / abs(ux) if abs(ux) > 1e-6 else float("inf"),
+                 (below if uy > 0 else above) / abs(uy) if abs(uy) > 1e-6 else float("inf")]
+        t = min(0.5, min(exits) / length) + abs(STAGGER * self.rank)
+        return t if self.label_near == self.source else 1.0 - t
+
+    def pen_width(self) -> float:
+        return self.highlight[1] if self.highlight else self.width
+
+    def boundingRect(self) -> QRectF:
+        return self._bounds
+
+    def shape(self) -> QPainterPath:
+        stroker = QPainterPathStroker()
+        stroker.setWidth(max(8.0, self.pen_width() + 4))
+        return stroker.createStroke(self._path)
+
+    def path(self) -> QPainterPath:
+        return QPainterPath(self._path)
+
+    # ------------------------------------------------------------ painting
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
+        if self._path.isEmpty():
+            return
+        exposed = option.exposedRect
+        if self._straight is not None and not _crosses(self._straight, exposed):
+            return  # a long diagonal link whose box, but not line, meets the exposed area
+        lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        color = self.highlight[0] if self.highlight else style.LINK
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        if selected:
+            painter.setPen(QPen(style.SELECTED, self.pen_width() + 4, Qt.PenStyle.SolidLine,
+                                Qt.PenCapStyle.RoundCap))
+            self._draw_line(painter)
+        painter.setPen(QPen(color, self.pen_width(), Qt.PenStyle.SolidLine,
+                            Qt.PenCapStyle.FlatCap))
+        self._draw_line(painter)
+        if not self.duplex:
+            self._paint_arrow(painter, color)
+        rect = self._text_rect.translated(self._mid)
+        if lod >= style.LINK_LABEL_LOD and exposed.intersects(rect):
+            painter.setPen(QPen(color.darker(115), 0.8))
+            painter.setBrush(LABEL_BACKGROUND)
+            painter.drawRoundedRect(rect, 3, 3)
+            painter.setPen(style.LINK_TEXT)
+            painter.setFont(LABEL_FONT)
+            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, self.text)
+
+    def _draw_line(self, painter: QPainter) -> None:
+        if self._straight is not None:
+            painter.drawLine(self._straight)
+        else:
+            painter.drawPath(self._path)
+
+    def _paint_arrow(self, painter: QPainter, color: QColor) -> None:
+        end = self._path.pointAtPercent(1.0)
+        before = self._path.pointAtPercent(0.9)
+        angle = math.atan2(end.y() - before.y(), end.x() - before.x())
+        size = ARROW + self.pen_width()
+        left = QPointF(end.x() - size * math.cos(angle - 0.45),
+                       end.y() - size * math.sin(angle - 0.45))
+        right = QPointF(end.x() - size * math.cos(angle + 0.45),
+                        end.y() - size * math.sin(angle + 0.45))
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(QBrush(color.darker(130)))
+        painter.drawPolygon(QPolygonF([end, left, right]))
+
+
+def _crosses(line: QLineF, rect: QRectF) -> bool:
+    """Whether the segment passes through ``rect`` (padded by the widest pen)."""
+    rect = rect.adjusted(-12, -12, 12, 12)
+    if rect.contains(line.p1()) or rect.contains(line.p2()):
+        return True
+    corners = [rect.topLeft(), rect.topRight(), rect.bottomRight(), rect.bottomLeft()]
+    bounded = QLineF.IntersectionType.BoundedIntersection
+    return any(line.intersects(QLineF(corners[i], corners[(i + 1) % 4]))[0] == bounded
+               for i in range(4))

@@ -1,0 +1,122 @@
+"""Zoomed-out drawing of the whole topology in a handful of paint calls.
+
+Far out (thousands of nodes on screen) painting each item from Python costs tens of
+microseconds per item, which makes panning a 2,048-GPU cluster stutter. Below
+:func:`overview_zoom` the scene switches the node, link and group items to
+``ItemHasNoContents`` (they still take clicks, drags and rubber bands) and this one item
+draws everything from a few cached painter paths, rebuilt only after a change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+
+from app.canvas import style
+from engine.topology import COMPUTE
+
+if TYPE_CHECKING:
+    from app.canvas.scene import TopologyScene
+
+OVERVIEW_ZOOM = 0.5
+"""Zoom factor below which the scene is drawn by the overview item."""
+LARGE_OVERVIEW_ZOOM = 0.8
+"""The same for drawings of more than :data:`LARGE` nodes (names are hidden sooner)."""
+LARGE = 1000
+
+
+def overview_zoom(node_count: int) -> float:
+    """The zoom below which a drawing of ``node_count`` nodes is drawn as an overview."""
+    return LARGE_OVERVIEW_ZOOM if node_count > LARGE else OVERVIEW_ZOOM
+SMOOTH_ZOOM = 0.15
+"""Below this zoom links are drawn without antialiasing (they are a pixel wide anyway)."""
+
+
+class OverviewItem(QGraphicsItem):
+    """Paints groups, links and nodes of the scene in bulk (see module docstring)."""
+
+    def __init__(self, scene: TopologyScene):
+        super().__init__()
+        self._topology_scene = scene
+        self._rect = QRectF()
+        self._layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] | None = None
+        self.setZValue(1)
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        # panning then blits the cached picture; Qt caches only the visible part
+        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+    def invalidate(self) -> None:
+        """Rebuild the cached paths before the next paint."""
+        self._layers = None
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return self._rect
+
+    def refresh_bounds(self, rect: QRectF) -> None:
+        if rect != self._rect:
+            self.prepareGeometryChange()
+            self._rect = QRectF(rect)
+        self.invalidate()
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
+        if self._layers is None:
+            self._layers = self._build()
+        lod = option.levelOfDetailFromTransform(painter.worldTransform())
+        antialiased = painter.testRenderHint(QPainter.RenderHint.Antialiasing)
+        for path, pen, brush, smooth in self._layers:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing, smooth and lod >= SMOOTH_ZOOM)
+            # cosmetic pens (device pixels) stroke thousands of segments far faster
+            device_pen = QPen(pen)
+            device_pen.setCosmetic(True)
+            device_pen.setWidthF(max(0.8, pen.widthF() * lod))
+            painter.setPen(device_pen)
+            painter.setBrush(brush if brush is not None else Qt.BrushStyle.NoBrush)
+            painter.drawPath(path)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing, antialiased)
+
+    def _build(self) -> list[tuple[QPainterPath, QPen, QBrush | None, bool]]:
+        """Layers of (path, pen, brush, antialiased): groups, links, nodes, selection."""
+        scene = self._topology_scene
+        layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] = []
+        groups = QPainterPath()
+        for box in scene.group_items():
+            groups.addRoundedRect(box.box(), 12, 12)
+        layers.append((groups, QPen(style.GROUP_BORDER, 1.2), QBrush(style.GROUP_FILL), False))
+
+        links: dict[tuple[str, float], QPainterPath] = {}
+        for item in scene.link_items():
+            if item.isSelected():
+                colour, width = style.SELECTED.name(), item.pen_width() + 4
+            elif item.highlight:
+                colour, width = item.highlight[0].name(QColor.NameFormat.HexArgb), \
+                    item.pen_width()
+            else:
+                colour, width = style.LINK.name(), round(item.width)
+            path = links.setdefault((colour, width), QPainterPath())
+            ends = item.ends()
+            path.moveTo(ends[0])
+            path.lineTo(ends[1])
+        for (colour, width), path in sorted(links.items(), key=lambda kv: kv[0][1]):
+            layers.append((path, QPen(QColor(colour), width), None, True))
+
+        shapes = {COMPUTE: QPainterPath(), "switch": QPainterPath()}
+        selected = QPainterPath()
+        for item in scene.node_items():
+            kind = COMPUTE if item.kind == COMPUTE else "switch"
+            # plain boxes: at this zoom a node is a few pixels wide
+            body = item.body().translated(item.pos())
+            shapes[kind].addRect(body)
+            if item.isSelected():
+                selected.addRect(body)
+        layers.append((shapes[COMPUTE], QPen(style.COMPUTE_BORDER, 1.2),
+                       QBrush(style.COMPUTE_FILL), False))
+        layers.append((shapes["switch"], QPen(style.SWITCH_BORDER, 1.2),
+                       QBrush(style.SWITCH_FILL), False))
+        layers.append((selected, QPen(style.SELECTED, 6.0), None, False))
+        return layers
+

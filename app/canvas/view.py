@@ -1,0 +1,154 @@
+"""The canvas view: wheel zoom around the cursor, panning, zoom to fit.
+
+Pan with the middle mouse button, or hold Space and drag with the left button.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, QRectF, Qt, Signal
+from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtWidgets import QGraphicsView, QWidget
+
+from app.canvas.overview import overview_zoom
+from app.canvas.scene import TopologyScene
+
+MIN_ZOOM = 0.02
+MAX_ZOOM = 8.0
+WHEEL_STEP = 1.15
+
+
+class TopologyView(QGraphicsView):
+    """A QGraphicsView with editor-style navigation."""
+
+    zoom_changed = Signal(float)
+
+    def __init__(self, scene: TopologyScene, parent: QWidget | None = None):
+        super().__init__(scene, parent)
+        self.setRenderHints(QPainter.RenderHint.Antialiasing
+                            | QPainter.RenderHint.TextAntialiasing)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.MinimalViewportUpdate)
+        self.setCacheMode(QGraphicsView.CacheModeFlag.CacheBackground)
+        # every item sets the pen, brush and font it paints with
+        self.setOptimizationFlags(QGraphicsView.OptimizationFlag.DontSavePainterState)
+        self.setDragMode(QGraphicsView.DragMode.RubberBandDrag)
+        self.setRubberBandSelectionMode(Qt.ItemSelectionMode.IntersectsItemShape)
+        self.setMouseTracking(True)
+        self._pan_from: QPoint | None = None
+        self._space = False
+        self._rubber_band = True
+        self.zoom_changed.connect(self._choose_overview)
+
+    def _choose_overview(self, zoom: float) -> None:
+        scene = self.topology_scene()
+        scene.set_overview(zoom < overview_zoom(len(scene.node_items())))
+
+    def topology_scene(self) -> TopologyScene:
+        return self.scene()  # type: ignore[return-value]
+
+    # ------------------------------------------------------------ zoom
+
+    def zoom(self) -> float:
+        return self.transform().m11()
+
+    def set_zoom(self, factor: float) -> None:
+        """Scale by ``factor``, keeping the point under the mouse (or the centre) still."""
+        target = max(MIN_ZOOM, min(MAX_ZOOM, self.zoom() * factor))
+        factor = target / self.zoom()
+        if abs(factor - 1.0) > 1e-9:
+            self.scale(factor, factor)
+            self.zoom_changed.emit(self.zoom())
+
+    def zoom_in(self) -> None:
+        self._zoom_at_centre(WHEEL_STEP ** 2)
+
+    def zoom_out(self) -> None:
+        self._zoom_at_centre(WHEEL_STEP ** -2)
+
+    def reset_zoom(self) -> None:
+        self._zoom_at_centre(1.0 / self.zoom())
+
+    def _zoom_at_centre(self, factor: float) -> None:
+        anchor = self.transformationAnchor()
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.set_zoom(factor)
+        self.setTransformationAnchor(anchor)
+
+    def zoom_to_fit(self, rect: QRectF | None = None) -> None:
+        """Show ``rect`` (the whole drawing by default), never magnified beyond 150 %."""
+        scene = self.topology_scene()
+        if rect is None:
+            scene.flush_groups()
+            rect = scene.drawing_rect()
+        if rect.isEmpty():
+            return
+        self.fitInView(rect.adjusted(-30, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
+        if self.zoom() > 1.5:
+            self.set_zoom(1.5 / self.zoom())
+        self.centerOn(rect.center())
+        self.zoom_changed.emit(self.zoom())
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        steps = event.angleDelta().y() / 120.0
+        if steps:
+            self.set_zoom(WHEEL_STEP ** steps)
+        event.accept()
+
+    # ------------------------------------------------------------ panning
+
+    def set_rubber_band(self, enabled: bool) -> None:
+        """Rubber-band selection for the Select tool, plain clicks for the others."""
+        self._rubber_band = enabled
+        if not self._space:
+            self.setDragMode(QGraphicsView.DragMode.RubberBandDrag if enabled
+                             else QGraphicsView.DragMode.NoDrag)
+
+    def pan_by(self, dx: int, dy: int) -> None:
+        """Scroll the view by ``dx``, ``dy`` pixels."""
+        self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() + dx)
+        self.verticalScrollBar().setValue(self.verticalScrollBar().value() + dy)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.MiddleButton:
+            self._pan_from = event.position().toPoint()
+            self.viewport().setCursor(Qt.CursorShape.ClosedHandCursor)
+            event.accept()
+            return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        if self._pan_from is not None:
+            now = event.position().toPoint()
+            delta = now - self._pan_from
+            self._pan_from = now
+            self.pan_by(-delta.x(), -delta.y())
+            event.accept()
+            return
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.MiddleButton and self._pan_from is not None:
+            self._pan_from = None
+            self.viewport().unsetCursor()
+            event.accept()
+            return
+        super().mouseReleaseEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Space and not event.isAutoRepeat():
+            self._space = True
+            self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+            self.setInteractive(False)
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def keyReleaseEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Space and not event.isAutoRepeat():
+            self._space = False
+            self.setInteractive(True)
+            self.set_rubber_band(self._rubber_band)
+            event.accept()
+            return
+        super().keyReleaseEvent(event)

@@ -1,0 +1,68 @@
+"""The export options of ``canopy solve``: ``--msccl``, ``--inplace/--out-of-place`` and
+``--trees-xml``. Every MSCCL file written is first run through Canopy's own simulator."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.errors import ScheduleError
+from engine.export import (
+    RUNTIMES,
+    MscclLimitError,
+    MscclOptions,
+    explain_limits,
+    msccl_xml,
+    write_trees_xml,
+)
+from engine.msccl_sim import MscclXmlError, simulate_bytes
+from engine.schedule import Schedule
+from engine.topology import Topology
+from engine.topology_io import atomic_write_bytes
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive integer")
+    return value
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--msccl", metavar="OUT.xml",
+                   help="write the schedule as an MSCCL XML algorithm (checked by simulation)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--inplace", dest="out_of_place", action="store_false", default=False,
+                      help="MSCCL algorithm for in-place buffers (the default)")
+    mode.add_argument("--out-of-place", dest="out_of_place", action="store_true",
+                      help="MSCCL algorithm for separate input and output buffers")
+    p.add_argument("--msccl-channels", type=positive_int, default=MscclOptions.channels,
+                   metavar="C", help="channels the MSCCL program may spread relays over: more "
+                   "thread blocks work in parallel (default %(default)s)")
+    p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
+                   help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
+                   "(default %(default)s)")
+    p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
+
+
+def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
+    """Write the files the export options ask for and print one line about each."""
+    if args.msccl:
+        options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
+                               runtime=args.msccl_runtime)
+        try:
+            data = msccl_xml(schedule, options=options)
+        except MscclLimitError as exc:
+            raise explain_limits(exc, topology, schedule, options=options) from None
+        try:
+            report = simulate_bytes(data, source=args.msccl)
+        except MscclXmlError as exc:
+            raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
+                                f"bug in Canopy ({exc})") from None
+        atomic_write_bytes(args.msccl, data)
+        print(f"MSCCL XML:       {args.msccl} ({report.summary()})")
+    if args.trees_xml:
+        write_trees_xml(args.trees_xml, schedule)
+        print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")

@@ -1,0 +1,137 @@
+"""``canopy gui [FILE] [--screenshot OUT.png] [--size WxH]``: the topology editor.
+
+Without FILE the editor opens the embedded default sample (2 x DGX A100). With
+``--screenshot`` the window is rendered to a PNG and the program exits; no display is
+needed (Qt's offscreen platform is used when there is none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from engine.errors import CanopyError
+from engine.topology import Topology
+from engine.topology_io import DEFAULT_SAMPLE, atomic_write_bytes, load_sample, load_topology
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"size '{text}' is not WIDTHxHEIGHT, e.g. 1280x800") from None
+    if not (200 <= width <= 8000 and 150 <= height <= 8000):
+        raise argparse.ArgumentTypeError(f"size '{text}' is outside 200x150 .. 8000x8000")
+    return width, height
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gui", help="open the topology editor (the default command)")
+    p.add_argument("file", nargs="?", help="canopy-topology JSON file to open")
+    p.add_argument("--screenshot", metavar="OUT.png",
+                   help="render the window to this PNG and exit")
+    p.add_argument("--size", type=parse_size, default=(1280, 800), metavar="WxH",
+                   help="window size for --screenshot (default 1280x800)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    headless = sys.platform.startswith("linux") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    if args.screenshot and headless:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    elif headless and not os.environ.get("QT_QPA_PLATFORM"):
+        raise CanopyError("there is no display to open the editor on (DISPLAY is not set); "
+                          "add --screenshot OUT.png to render it without one.")
+    topology: Topology | None = None
+    error = None
+    if args.file:
+        try:
+            topology = load_topology(args.file)
+        except CanopyError as exc:
+            if args.screenshot:
+                raise
+            error = str(exc)
+
+    from PySide6.QtGui import QIcon
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app import settings
+    from app.main_window import MainWindow
+    from app.resources import icon_path
+
+    if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+        _quiet_offscreen_warnings()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Canopy")
+    app.setOrganizationName("Canopy")
+    app.setApplicationDisplayName("Canopy")
+    app.setWindowIcon(QIcon(str(icon_path())))
+    window = MainWindow()
+    if topology is not None:
+        window.doc.set_topology(topology, Path(args.file))
+        if not args.screenshot:
+            settings.add_recent_file(Path(args.file))
+    else:
+        window.doc.set_topology(load_sample(), None, display_name=DEFAULT_SAMPLE)
+    if args.screenshot:
+        write_screenshot(window, Path(args.screenshot), args.size)
+        print(f"wrote {args.screenshot}")
+        code = 0
+    else:
+        window.show()
+        window.view.zoom_to_fit()
+        if error:
+            QMessageBox.critical(window, "Cannot open file", error)
+        window.offer_recovery()
+        code = app.exec()
+    # tear the window down while Qt is still alive (avoids crashes at interpreter exit)
+    window.close()
+    window.deleteLater()
+    app.processEvents()
+    del window
+    return code
+
+
+def _quiet_offscreen_warnings() -> None:
+    """Drop the offscreen plugin's notice that it cannot resize windows to size hints."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    previous = None
+
+    def handler(mode: object, context: object, message: str) -> None:
+        if "propagateSizeHints" in message:
+            return
+        if previous is not None:
+            previous(mode, context, message)
+        else:
+            print(message, file=sys.stderr)
+
+    previous = qInstallMessageHandler(handler)
+
+
+def write_screenshot(window: MainWindow, path: Path, size: tuple[int, int]) -> None:
+    """Show ``window`` at ``size``, fit the drawing, and write it as a PNG atomically."""
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice
+    from PySide6.QtWidgets import QApplication
+
+    window.resize(*size)
+    window.show()
+    QApplication.processEvents()
+    window.validation.check_now()
+    window.view.zoom_to_fit()
+    QApplication.processEvents()
+    pixmap = window.grab()
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    pixmap.save(buffer, "PNG")
+    buffer.close()
+    atomic_write_bytes(path, bytes(data.data()))

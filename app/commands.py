@@ -1,0 +1,202 @@
+"""Undoable edits of a :class:`~app.document.Document` (``QUndoCommand`` subclasses).
+
+Every change a user makes goes through one of these, so each can be undone and redone
+and the undo stack's clean state tells whether the file is saved.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QUndoCommand
+
+from app.document import Document
+from engine.topology import Link, Node, Topology
+
+Position = tuple[float, float]
+
+
+class InsertItems(QUndoCommand):
+    """Add nodes and links (add node, add link, paste, duplicate).
+
+    Nodes and links are appended in the given order; ``keys`` are assigned on first redo
+    and kept, so a link keeps its key across undo and redo.
+    """
+
+    def __init__(self, doc: Document, nodes: list[Node], links: list[Link], text: str):
+        super().__init__(text)
+        self.doc = doc
+        self.nodes = nodes
+        self.links = links
+        self.keys = [doc.new_link_key() for _ in links]
+
+    def redo(self) -> None:
+        for node in self.nodes:
+            self.doc.insert_node(len(self.doc.topology.nodes), node)
+        for key, link in zip(self.keys, self.links, strict=True):
+            self.doc.insert_link(len(self.doc.topology.links), key, link)
+
+    def undo(self) -> None:
+        for key in reversed(self.keys):
+            self.doc.remove_link(key)
+        for node in reversed(self.nodes):
+            self.doc.remove_node(node.id)
+
+
+class RemoveItems(QUndoCommand):
+    """Delete nodes (with every link touching them) and links; undo puts each back in place."""
+
+    def __init__(self, doc: Document, node_ids: list[str], link_keys: list[int], text: str):
+        super().__init__(text)
+        self.doc = doc
+        doomed = set(node_ids)
+        keys = set(link_keys)
+        keys.update(k for k in doc.link_keys()
+                    if {doc.link(k).source, doc.link(k).target} & doomed)
+        self.link_keys = keys
+        self.node_ids = node_ids
+        self.removed_links: list[tuple[int, int, Link]] = []
+        self.removed_nodes: list[tuple[int, Node]] = []
+
+    def redo(self) -> None:
+        index = self.doc.link_indices()
+        order = sorted(self.link_keys, key=index.__getitem__, reverse=True)
+        self.removed_links = [(k, *self.doc.remove_link(k, index[k])) for k in order]
+        node_index = self.doc.node_indices()
+        order_nodes = sorted(self.node_ids, key=node_index.__getitem__, reverse=True)
+        self.removed_nodes = [self.doc.remove_node(n, node_index[n]) for n in order_nodes]
+
+    def undo(self) -> None:
+        for index, node in reversed(self.removed_nodes):
+            self.doc.insert_node(index, node)
+        for key, index, link in reversed(self.removed_links):
+            self.doc.insert_link(index, key, link)
+
+
+class MoveNodes(QUndoCommand):
+    """Move nodes (a drag, a group drag, an auto layout)."""
+
+    def __init__(self, doc: Document, old: dict[str, Position], new: dict[str, Position],
+                 text: str = "Move"):
+        super().__init__(text)
+        self.doc = doc
+        self.old = old
+        self.new = new
+
+    def redo(self) -> None:
+        self.doc.move_nodes(self.new)
+
+    def undo(self) -> None:
+        self.doc.move_nodes(self.old)
+
+
+class EditNodes(QUndoCommand):
+    """Change label, kind or group of one or more nodes: ``{id: {attr: (old, new)}}``."""
+
+    def __init__(self, doc: Document, changes: dict[str, dict[str, tuple[object, object]]],
+                 text: str):
+        super().__init__(text)
+        self.doc = doc
+        self.changes = changes
+
+    def redo(self) -> None:
+        for node_id, attrs in self.changes.items():
+            self.doc.set_node_attrs(node_id, {a: new for a, (_, new) in attrs.items()})
+
+    def undo(self) -> None:
+        for node_id, attrs in self.changes.items():
+            self.doc.set_node_attrs(node_id, {a: old for a, (old, _) in attrs.items()})
+
+
+class EditLinks(QUndoCommand):
+    """Change bandwidth, duplex or latency of one or more links: ``{key: {attr: (old, new)}}``."""
+
+    def __init__(self, doc: Document, changes: dict[int, dict[str, tuple[object, object]]],
+                 text: str):
+        super().__init__(text)
+        self.doc = doc
+        self.changes = changes
+
+    def redo(self) -> None:
+        for key, attrs in self.changes.items():
+            self.doc.set_link_attrs(key, {a: new for a, (_, new) in attrs.items()})
+
+    def undo(self) -> None:
+        for key, attrs in self.changes.items():
+            self.doc.set_link_attrs(key, {a: old for a, (old, _) in attrs.items()})
+
+
+class RenameNode(QUndoCommand):
+    """Change a node's id; the links that name it follow."""
+
+    def __init__(self, doc: Document, old: str, new: str):
+        super().__init__(f"Rename {old} to {new}")
+        self.doc = doc
+        self.old = old
+        self.new = new
+
+    def redo(self) -> None:
+        self.doc.rename_node(self.old, self.new)
+
+    def undo(self) -> None:
+        self.doc.rename_node(self.new, self.old)
+
+
+class RenameTopology(QUndoCommand):
+    """Change the topology's name."""
+
+    def __init__(self, doc: Document, new: str):
+        super().__init__(f"Rename topology to {new}")
+        self.doc = doc
+        self.old = doc.topology.name
+        self.new = new
+
+    def redo(self) -> None:
+        self.doc.set_name(self.new)
+
+    def undo(self) -> None:
+        self.doc.set_name(self.old)
+
+
+class ReplaceTopology(QUndoCommand):
+    """Swap in a whole topology (restoring unsaved changes after a crash)."""
+
+    def __init__(self, doc: Document, topology: Topology, text: str):
+        super().__init__(text)
+        self.doc = doc
+        self.other: tuple[Topology, list[int] | None] = (topology, None)
+
+    def redo(self) -> None:
+        self.other = self.doc.swap_topology(*self.other)
+
+    def undo(self) -> None:
+        self.other = self.doc.swap_topology(*self.other)
+
+
+def edit_nodes(doc: Document, node_ids: list[str], attr: str, value: object) -> None:
+    """Push one :class:`EditNodes` setting ``attr`` on every node that differs."""
+    changes = {n: {attr: (getattr(doc.node(n), attr), value)} for n in node_ids
+               if getattr(doc.node(n), attr) != value}
+    if changes:
+        what = node_ids[0] if len(changes) == 1 else f"{len(changes)} nodes"
+        doc.undo_stack.push(EditNodes(doc, changes, f"Set {attr} of {what}"))
+
+
+def edit_links(doc: Document, keys: list[int], attr: str, value: object) -> None:
+    """Push one :class:`EditLinks` setting ``attr`` on every link that differs."""
+    changes = {k: {attr: (getattr(doc.link(k), attr), value)} for k in keys
+               if getattr(doc.link(k), attr) != value}
+    if changes:
+        what = (doc.link(next(iter(changes))).describe() if len(changes) == 1
+                else f"{len(changes)} links")
+        doc.undo_stack.push(EditLinks(doc, changes, f"Set {attr} of {what}"))
+
+
+def delete(doc: Document, node_ids: list[str], link_keys: list[int]) -> None:
+    """Push one :class:`RemoveItems` for a selection (no-op when empty)."""
+    if not node_ids and not link_keys:
+        return
+    parts = []
+    if node_ids:
+        parts.append(node_ids[0] if len(node_ids) == 1 else f"{len(node_ids)} nodes")
+    if link_keys:
+        parts.append("1 link" if len(link_keys) == 1 else f"{len(link_keys)} links")
+    doc.undo_stack.push(RemoveItems(doc, node_ids, link_keys, "Delete " + " and ".join(parts)))

@@ -1,0 +1,506 @@
+"""The editor window: canvas in the middle, docks around it, menus and a tool bar.
+
+Actions live in :attr:`MainWindow.actions` (by name) and menus in
+:attr:`MainWindow.menus`; all menus are built in :meth:`MainWindow._build_menus`, so
+new features (a Compute menu, Export entries, result docks) add their entries there.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import PySide6
+from PySide6.QtCore import QRectF, Qt, qVersion
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShowEvent
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QToolBar,
+    QUndoView,
+    QWidget,
+)
+
+from app import clipboard, settings
+from app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
+from app.canvas.scene import TopologyScene
+from app.canvas.view import TopologyView
+from app.commands import MoveNodes, ReplaceTopology, delete
+from app.docks.properties import NumberValidator, PropertiesDock
+from app.docks.validation import ValidationDock
+from app.document import Document
+from app.recovery import Autosaver, Recovered, orphaned
+from app.versions import canopy_version, library_versions
+from engine.errors import CanopyError
+from engine.layout import auto_layout
+from engine.topology import COMPUTE, SWITCH, Node, Topology
+from engine.topology_io import load_sample, load_topology, sample_names
+
+FILE_FILTER = "Canopy topology (*.json);;All files (*)"
+
+
+class MainWindow(QMainWindow):
+    """One document in one window."""
+
+    def __init__(self, topology: Topology | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.doc = Document(topology or Topology(), parent=self)
+        if topology is not None:
+            self.doc.display_name = topology.name
+        self.scene = TopologyScene(self.doc, self)
+        self.view = TopologyView(self.scene, self)
+        self.setCentralWidget(self.view)
+        self.properties = PropertiesDock(self.doc, self.scene, self)
+        self.validation = ValidationDock(self.doc, self)
+        self.history = QDockWidget("Undo History", self)
+        self.history.setObjectName("UndoHistoryDock")
+        self.history.setWidget(QUndoView(self.doc.undo_stack))
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.properties)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.history)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.validation)
+        self.autosaver = Autosaver(self.doc, parent=self)
+        self.autosaver.failed.connect(lambda text: self.statusBar().showMessage(text, 10000))
+        self.actions: dict[str, QAction] = {}
+        self.menus: dict[str, QMenu] = {}
+        self._create_actions()
+        self._build_menus()
+        self._build_toolbars()
+        self._build_status_bar()
+        self.doc.undo_stack.cleanChanged.connect(self._update_title)
+        self.doc.path_changed.connect(self._update_title)
+        self.doc.reset.connect(self._after_reset)
+        self.doc.edited.connect(self._update_counts)
+        self.scene.tool_finished.connect(lambda: self.actions["tool_select"].trigger())
+        self.validation.culprits_activated.connect(self.show_culprits)
+        self.validation.summary_changed.connect(self._show_validation_summary)
+        self.view.zoom_changed.connect(
+            lambda z: self.zoom_label.setText(f"{z * 100:.0f} %"))
+        self._update_title()
+        self._update_counts()
+        self._sized_docks = False
+        self.resize(1280, 800)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._sized_docks:
+            self._sized_docks = True
+            self.resizeDocks([self.properties, self.history], [3, 1], Qt.Orientation.Vertical)
+            self.resizeDocks([self.validation], [80], Qt.Orientation.Vertical)
+
+    # ------------------------------------------------------------ actions
+
+    def _action(self, name: str, text: str, slot: object = None,
+                shortcut: QKeySequence | str | list | None = None, tip: str = "",
+                checkable: bool = False) -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            if isinstance(shortcut, list):
+                action.setShortcuts(shortcut)
+            else:
+                action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+            action.setToolTip(tip)
+        action.setCheckable(checkable)
+        if slot is not None:
+            action.triggered.connect(slot)
+        self.actions[name] = action
+        return action
+
+    def _create_actions(self) -> None:
+        std = QKeySequence.StandardKey
+        a = self._action
+        a("new", "&New", self.new_document, std.New, "Start an empty topology")
+        a("open", "&Open…", self.open_dialog, std.Open, "Open a canopy-topology file")
+        a("save", "&Save", self.save, std.Save, "Save the topology")
+        a("save_as", "Save &As…", self.save_as, std.SaveAs, "Save under a new name")
+        a("quit", "&Quit", self.close, std.Quit, "Leave Canopy")
+
+        undo = self.doc.undo_stack.createUndoAction(self, "&Undo")
+        undo.setShortcuts(std.Undo)
+        redo = self.doc.undo_stack.createRedoAction(self, "&Redo")
+        redo.setShortcuts(std.Redo)
+        self.actions["undo"], self.actions["redo"] = undo, redo
+        # tool-bar twins with a fixed caption (the menu entries name the command)
+        stack = self.doc.undo_stack
+        undo_button = a("undo_button", "Undo", stack.undo, tip="Undo the last change")
+        redo_button = a("redo_button", "Redo", stack.redo, tip="Redo the undone change")
+        undo_button.setEnabled(False)
+        redo_button.setEnabled(False)
+        stack.canUndoChanged.connect(undo_button.setEnabled)
+        stack.canRedoChanged.connect(redo_button.setEnabled)
+        a("cut", "Cu&t", self.cut, std.Cut, "Cut the selected nodes and their links")
+        a("copy", "&Copy", self.copy, std.Copy, "Copy the selected nodes and their links")
+        a("paste", "&Paste", self.paste, std.Paste, "Paste nodes beside the originals")
+        a("duplicate", "D&uplicate", self.duplicate, "Ctrl+D",
+          "Copy and paste the selection in one step")
+        a("delete", "&Delete", self.delete_selection,
+          [QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence("Backspace")],
+          "Delete the selection (nodes take their links with them)")
+        a("select_all", "Select &All", self.select_all, std.SelectAll)
+
+        a("zoom_in", "Zoom &In", self.view.zoom_in, std.ZoomIn)
+        a("zoom_out", "Zoom &Out", self.view.zoom_out, std.ZoomOut)
+        a("zoom_fit", "Zoom to &Fit", lambda: self.view.zoom_to_fit(), "Ctrl+0")
+        a("zoom_reset", "&Actual Size", self.view.reset_zoom, "Ctrl+1")
+        a("snap", "&Snap to Grid", self._toggle_snap, "Ctrl+G", checkable=True)
+
+        tools = QActionGroup(self)
+        for name, text, key, tip in [
+            ("tool_select", "&Select / Move", "S", "Select, move, rubber-band select (S)"),
+            ("tool_compute", "Add &Compute Node", "C", "Click to add a GPU (C)"),
+            ("tool_switch", "Add S&witch Node", "W", "Click to add a switch (W)"),
+            ("tool_link", "Add &Link", "L", "Drag from one node to another (L)"),
+            ("tool_delete", "&Delete Tool", "X", "Click items to delete them (X)"),
+        ]:
+            action = a(name, text, None, key, tip, checkable=True)
+            tools.addAction(action)
+        self.actions["tool_select"].setChecked(True)
+        self.actions["tool_select"].triggered.connect(lambda: self.set_tool(SelectMove))
+        self.actions["tool_compute"].triggered.connect(
+            lambda: self.set_tool(lambda s: AddNode(s, COMPUTE)))
+        self.actions["tool_switch"].triggered.connect(
+            lambda: self.set_tool(lambda s: AddNode(s, SWITCH)))
+        self.actions["tool_link"].triggered.connect(lambda: self.set_tool(AddLink))
+        self.actions["tool_delete"].triggered.connect(lambda: self.set_tool(DeleteTool))
+
+        a("auto_layout", "&Auto Layout", self.auto_layout, "Ctrl+L",
+          "Arrange servers as blocks with scale-out switches above (undoable)")
+        a("about", "&About Canopy", self.about)
+        a("about_qt", "About &Qt", QApplication.aboutQt)
+
+    def _build_menus(self) -> None:
+        """Every menu of the window, in one place."""
+        bar = self.menuBar()
+        acts = self.actions
+
+        file = self.menus["file"] = bar.addMenu("&File")
+        file.addActions([acts["new"], acts["open"]])
+        self.menus["samples"] = file.addMenu("Open &Sample")
+        for name in sample_names():
+            self.menus["samples"].addAction(name, lambda n=name: self.open_sample(n))
+        self.menus["recent"] = file.addMenu("Open &Recent")
+        self.menus["recent"].aboutToShow.connect(self._fill_recent_menu)
+        file.addSeparator()
+        file.addActions([acts["save"], acts["save_as"]])
+        file.addSeparator()
+        file.addAction(acts["quit"])
+
+        edit = self.menus["edit"] = bar.addMenu("&Edit")
+        edit.addActions([acts["undo"], acts["redo"]])
+        edit.addSeparator()
+        edit.addActions([acts["cut"], acts["copy"], acts["paste"], acts["duplicate"],
+                         acts["delete"]])
+        edit.addSeparator()
+        edit.addAction(acts["select_all"])
+
+        view = self.menus["view"] = bar.addMenu("&View")
+        view.addActions([acts["zoom_in"], acts["zoom_out"], acts["zoom_fit"],
+                         acts["zoom_reset"]])
+        view.addSeparator()
+        view.addAction(acts["snap"])
+        view.addSeparator()
+        for dock in (self.properties, self.validation, self.history):
+            view.addAction(dock.toggleViewAction())
+
+        tools = self.menus["tools"] = bar.addMenu("&Tools")
+        tools.addActions([acts[n] for n in ("tool_select", "tool_compute", "tool_switch",
+                                            "tool_link", "tool_delete")])
+
+        arrange = self.menus["arrange"] = bar.addMenu("&Arrange")
+        arrange.addAction(acts["auto_layout"])
+
+        help_ = self.menus["help"] = bar.addMenu("&Help")
+        help_.addActions([acts["about"], acts["about_qt"]])
+
+    def _build_toolbars(self) -> None:
+        acts = self.actions
+        files = self.addToolBar("File")
+        files.setObjectName("FileToolBar")
+        files.addActions([acts["new"], acts["open"], acts["save"]])
+        files.addSeparator()
+        files.addActions([acts["undo_button"], acts["redo_button"]])
+        tools = QToolBar("Tools", self)
+        tools.setObjectName("ToolsToolBar")
+        self.addToolBar(tools)
+        self.toolbars = {"file": files, "tools": tools}
+        tools.addActions([acts[n] for n in ("tool_select", "tool_compute", "tool_switch",
+                                            "tool_link", "tool_delete")])
+        tools.addSeparator()
+        tools.addWidget(QLabel(" New links: "))
+        self.new_link_bandwidth = QLineEdit(str(self.scene.new_link_bandwidth))
+        self.new_link_bandwidth.setValidator(NumberValidator(parent=self))
+        self.new_link_bandwidth.setMaximumWidth(70)
+        self.new_link_bandwidth.setToolTip("Bandwidth in GB/s given to links you draw")
+        self.new_link_bandwidth.editingFinished.connect(self._set_new_link_bandwidth)
+        tools.addWidget(self.new_link_bandwidth)
+        tools.addWidget(QLabel(" GB/s "))
+        tools.addSeparator()
+        tools.addActions([acts["zoom_fit"], acts["auto_layout"]])
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.validation_label = QLabel()
+        self.counts_label = QLabel()
+        self.zoom_label = QLabel("100 %")
+        bar.addWidget(self.validation_label, 1)
+        bar.addPermanentWidget(self.counts_label)
+        bar.addPermanentWidget(self.zoom_label)
+        self._show_validation_summary(*self._validation_summary())
+
+    def _validation_summary(self) -> tuple[str, bool]:
+        messages = self.validation.messages()
+        ok = len(messages) == 1 and messages[0].startswith("✓")
+        return (messages[0][2:] if messages else "", ok)
+
+    # ------------------------------------------------------------ tools and view
+
+    def set_tool(self, factory: object) -> None:
+        interaction = factory(self.scene)  # type: ignore[operator]
+        self.scene.set_interaction(interaction)
+        self.view.set_rubber_band(interaction.rubber_band)
+        self.view.setFocus()
+
+    def _toggle_snap(self, on: bool) -> None:
+        self.scene.snap_to_grid = on
+        self.view.resetCachedContent()
+        self.scene.update()
+
+    def _set_new_link_bandwidth(self) -> None:
+        value = NumberValidator().parse(self.new_link_bandwidth.text())
+        self.scene.new_link_bandwidth = value or Fraction(25)
+
+    def show_culprits(self, node_ids: list[str], link_keys: list[int]) -> None:
+        """Select the named nodes and links and bring them into view."""
+        self.scene.select(node_ids, link_keys)
+        rect: QRectF = self.scene.items_rect(node_ids, link_keys)
+        if not rect.isEmpty():
+            visible = self.view.mapToScene(self.view.viewport().rect()).boundingRect()
+            if not visible.contains(rect):
+                if rect.width() < visible.width() and rect.height() < visible.height():
+                    self.view.centerOn(rect.center())
+                else:
+                    self.view.zoom_to_fit(rect)
+
+    def _show_validation_summary(self, summary: str, ok: bool) -> None:
+        self.validation_label.setText(("✓ " if ok else "⚠ ") + summary)
+        self.validation_label.setStyleSheet("color: #2e6b23;" if ok else "color: #8a1c12;")
+
+    def _update_counts(self) -> None:
+        topo = self.doc.topology
+        self.counts_label.setText(f"{len(topo.compute_nodes())} GPUs · "
+                                  f"{len(topo.switch_nodes())} switches · "
+                                  f"{len(topo.links)} links")
+
+    def _update_title(self) -> None:
+        self.setWindowTitle(f"{self.doc.display_name}[*] — Canopy")
+        self.setWindowModified(self.doc.modified)
+
+    def _after_reset(self) -> None:
+        self.view.zoom_to_fit()
+
+    # ------------------------------------------------------------ editing
+
+    def select_all(self) -> None:
+        self.scene.select(self.doc.node_ids(), self.doc.link_keys())
+
+    def delete_selection(self) -> None:
+        delete(self.doc, self.scene.selected_node_ids(), self.scene.selected_link_keys())
+
+    def copy(self) -> bool:
+        return clipboard.copy_selection(self.doc, self.scene.selected_node_ids(),
+                                        QApplication.clipboard())
+
+    def cut(self) -> None:
+        nodes = self.scene.selected_node_ids()
+        if clipboard.copy_selection(self.doc, nodes, QApplication.clipboard()):
+            self.doc.undo_stack.beginMacro(f"Cut {len(nodes)} nodes")
+            delete(self.doc, nodes, self.scene.selected_link_keys())
+            self.doc.undo_stack.endMacro()
+
+    def paste(self) -> list[str]:
+        part = clipboard.from_mime(QApplication.clipboard().mimeData())
+        if part is None:
+            self.statusBar().showMessage("The clipboard holds no Canopy nodes.", 4000)
+            return []
+        nodes, keys = clipboard.paste(self.doc, part)
+        self.scene.select(nodes, keys)
+        return nodes
+
+    def duplicate(self) -> list[str]:
+        nodes = self.scene.selected_node_ids()
+        if not nodes:
+            return []
+        new, keys = clipboard.paste(self.doc, clipboard.fragment(self.doc, nodes), "Duplicate")
+        self.scene.select(new, keys)
+        return new
+
+    def auto_layout(self) -> None:
+        """Lay every node out again (one undoable step)."""
+        old = {n.id: (n.x or 0.0, n.y or 0.0) for n in self.doc.topology.nodes}
+        probe = Topology(nodes=[Node(n.id, n.kind, n.label, n.group)
+                                for n in self.doc.topology.nodes],
+                         links=self.doc.topology.links)
+        auto_layout(probe)
+        new = {n.id: (n.x or 0.0, n.y or 0.0) for n in probe.nodes}
+        if new != old:
+            self.doc.undo_stack.push(MoveNodes(self.doc, old, new, "Auto layout"))
+            self.view.zoom_to_fit()
+
+    # ------------------------------------------------------------ files
+
+    def maybe_save(self) -> bool:
+        """Ask about unsaved changes; False if the user cancelled."""
+        if not self.doc.modified:
+            return True
+        answer = QMessageBox.warning(
+            self, "Unsaved changes",
+            f"“{self.doc.display_name}” has unsaved changes. Save them first?",
+            QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Discard
+            | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Save)
+        if answer == QMessageBox.StandardButton.Save:
+            return self.save()
+        return answer == QMessageBox.StandardButton.Discard
+
+    def new_document(self) -> None:
+        if self.maybe_save():
+            self.doc.set_topology(Topology(name="untitled"))
+
+    def open_dialog(self) -> None:
+        start = str(self.doc.path.parent) if self.doc.path else ""
+        path, _ = QFileDialog.getOpenFileName(self, "Open topology", start, FILE_FILTER)
+        if path:
+            self.open_path(Path(path))
+
+    def open_path(self, path: Path) -> bool:
+        """Open a file; on failure show the engine's sentence and keep the current document."""
+        if not self.maybe_save():
+            return False
+        try:
+            topology = load_topology(path)
+        except CanopyError as exc:
+            QMessageBox.critical(self, "Cannot open file", str(exc))
+            return False
+        self.doc.set_topology(topology, Path(path))
+        settings.add_recent_file(Path(path))
+        return True
+
+    def open_sample(self, name: str) -> bool:
+        if not self.maybe_save():
+            return False
+        try:
+            topology = load_sample(name)
+        except CanopyError as exc:
+            QMessageBox.critical(self, "Cannot open sample", str(exc))
+            return False
+        self.doc.set_topology(topology, None, display_name=name)
+        return True
+
+    def _fill_recent_menu(self) -> None:
+        menu = self.menus["recent"]
+        menu.clear()
+        files = settings.recent_files()
+        for path in files:
+            menu.addAction(str(path), lambda p=path: self.open_path(p))
+        if not files:
+            menu.addAction("(none)").setEnabled(False)
+        else:
+            menu.addSeparator()
+            menu.addAction("Clear Menu", settings.clear_recent_files)
+
+    def save(self) -> bool:
+        if self.doc.path is None:
+            return self.save_as()
+        return self._save_to(self.doc.path)
+
+    def save_as(self) -> bool:
+        start = str(self.doc.path or Path.cwd() / f"{self.doc.display_name}")
+        if not start.endswith(".json"):
+            start += ".json"
+        path, _ = QFileDialog.getSaveFileName(self, "Save topology", start, FILE_FILTER)
+        if not path:
+            return False
+        target = Path(path)
+        if not target.suffix:
+            target = target.with_suffix(".json")
+        return self._save_to(target)
+
+    def _save_to(self, path: Path) -> bool:
+        try:
+            self.doc.save(path)
+        except OSError as exc:
+            QMessageBox.critical(self, "Cannot save",
+                                 f"{path} cannot be written ({exc.strerror or exc}).")
+            return False
+        settings.add_recent_file(path)
+        self.statusBar().showMessage(f"Saved {path}", 4000)
+        return True
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self.maybe_save():
+            self.autosaver.remove()
+            event.accept()
+        else:
+            event.ignore()
+
+    # ------------------------------------------------------------ recovery
+
+    def offer_recovery(self) -> bool:
+        """After a crash, offer the newest recovery file; True if it was restored."""
+        found = orphaned()
+        if not found:
+            return False
+        latest = found[0]
+        where = latest.original_path or f"“{latest.display_name}”"
+        answer = QMessageBox.question(
+            self, "Restore unsaved changes?",
+            f"Canopy did not shut down normally. Restore the unsaved changes to {where}?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.Yes)
+        if answer == QMessageBox.StandardButton.Yes:
+            self.restore(latest)
+            restored = True
+        else:
+            restored = False
+        latest.discard()
+        return restored
+
+    def restore(self, recovered: Recovered) -> None:
+        """Open the original (file or sample) and apply the recovered state as one undo step."""
+        base, path = Topology(name=recovered.topology.name), None
+        try:
+            if recovered.original_path is not None:
+                base, path = load_topology(recovered.original_path), recovered.original_path
+            elif recovered.display_name in sample_names():
+                base = load_sample(recovered.display_name)
+        except CanopyError:
+            pass  # the original is gone or broken: restore onto an empty document
+        self.doc.set_topology(base, path, display_name=None if path else recovered.display_name)
+        self.doc.undo_stack.push(
+            ReplaceTopology(self.doc, recovered.topology, "Restore unsaved changes"))
+
+    # ------------------------------------------------------------ help
+
+    def about(self) -> None:
+        rows = "".join(f"<tr><td>{name}</td><td>{version}</td></tr>"
+                       for name, version in self.library_versions().items())
+        QMessageBox.about(
+            self, "About Canopy",
+            f"<h3>Canopy {canopy_version()}</h3>"
+            "<p>Draw cluster networks and get exactly optimal collective schedules "
+            "(ForestColl).</p>"
+            f"<table>{rows}</table>")
+
+    @staticmethod
+    def library_versions() -> dict[str, str]:
+        versions = {"Qt": qVersion(), "PySide6": PySide6.__version__}
+        versions.update((k, v) for k, v in library_versions().items()
+                        if k != "PySide6-Essentials")
+        versions["maxflow backend"] = "OR-Tools SimpleMaxFlow"
+        return versions

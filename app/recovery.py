@@ -1,0 +1,135 @@
+"""Autosave and crash recovery.
+
+While a document has unsaved changes, a recovery file is written every 30 seconds
+(atomically) into the recovery directory: ``$CANOPY_RECOVERY_DIR`` if set, else Qt's
+AppDataLocation ``/recovery``. A clean save or a normal exit deletes it. The file name
+carries the writer's process id, so at the next start a recovery file whose process is
+gone is the trace of a crash, and the editor offers to restore it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
+
+from app.document import Document
+from engine.errors import TopologyError
+from engine.topology import Topology
+from engine.topology_io import atomic_write_text, topology_from_dict, topology_to_dict
+
+INTERVAL_MS = 30_000
+FORMAT = "canopy-recovery"
+SUFFIX = ".recovery.json"
+
+
+def recovery_dir() -> Path:
+    """Where recovery files live (created on demand)."""
+    env = os.environ.get("CANOPY_RECOVERY_DIR")
+    if env:
+        return Path(env)
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
+    return Path(base or Path.home() / ".canopy") / "recovery"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
+
+
+@dataclass
+class Recovered:
+    """A recovery file left behind by a session that did not exit normally."""
+
+    file: Path
+    topology: Topology
+    original_path: Path | None
+    saved_at: float
+    display_name: str
+
+    def discard(self) -> None:
+        self.file.unlink(missing_ok=True)
+
+
+def orphaned() -> list[Recovered]:
+    """Recovery files whose writer is no longer running, newest first (unreadable ones skipped)."""
+    folder = recovery_dir()
+    if not folder.is_dir():
+        return []
+    found = []
+    for file in folder.glob(f"*{SUFFIX}"):
+        try:
+            pid = int(file.name.split("-", 1)[0])
+        except ValueError:
+            continue
+        if _alive(pid):
+            continue
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT:
+                continue
+            topology = topology_from_dict(data["topology"], str(file))
+        except (OSError, ValueError, KeyError, TopologyError):
+            continue
+        original = data.get("original_path")
+        found.append(Recovered(file, topology, Path(original) if original else None,
+                               float(data.get("saved_at", 0.0)),
+                               str(data.get("display_name") or topology.name)))
+    return sorted(found, key=lambda r: r.saved_at, reverse=True)
+
+
+class Autosaver(QObject):
+    """Writes the document's recovery file every 30 s while it has unsaved changes."""
+
+    failed = Signal(str)
+    """One sentence when a recovery file cannot be written (the editor shows it)."""
+
+    def __init__(self, doc: Document, interval_ms: int = INTERVAL_MS,
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self.doc = doc
+        self.file = recovery_dir() / f"{os.getpid()}-{id(self):x}{SUFFIX}"
+        self.timer = QTimer(self)
+        self.timer.setInterval(interval_ms)
+        self.timer.timeout.connect(self.write_if_modified)
+        self.timer.start()
+        doc.undo_stack.cleanChanged.connect(self._clean_changed)
+        doc.reset.connect(self.remove)
+
+    def write_if_modified(self) -> bool:
+        """Write the recovery file if there is anything unsaved; True if written."""
+        if not self.doc.modified:
+            return False
+        data = {"format": FORMAT, "version": 1, "saved_at": time.time(),
+                "original_path": str(self.doc.path) if self.doc.path else None,
+                "display_name": self.doc.display_name,
+                "topology": topology_to_dict(self.doc.topology)}
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.file, json.dumps(data))
+        except OSError as exc:
+            self.failed.emit(f"Autosave to {self.file.parent} failed ({exc.strerror or exc}).")
+            return False
+        return True
+
+    def _clean_changed(self, clean: bool) -> None:
+        if clean:
+            self.remove()
+
+    def remove(self) -> None:
+        """Delete this session's recovery file (after a save, a reset or a normal exit)."""
+        try:
+            self.file.unlink(missing_ok=True)
+        except OSError:
+            pass  # nothing was written there (the folder is unusable)

@@ -1,0 +1,51 @@
+"""Export every sample's optimal schedule as MSCCL XML and simulate it; print JSON.
+
+For each sample, collective and buffer mode: seconds to export and to simulate, the size
+of the program (steps, thread blocks, channels, bytes) and the share of fused steps.
+Run: ``python bench/msccl_export.py [--channels C]``.
+"""
+
+import argparse
+import json
+import time
+
+from engine.export import MscclOptions, build_layout, msccl_xml
+from engine.msccl_sim import simulate_bytes
+from engine.optimality import COLLECTIVES
+from engine.solve import solve
+from engine.topology_io import load_sample, sample_names
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--channels", type=int, default=MscclOptions.channels)
+    args = parser.parse_args()
+    rows = []
+    for name in sample_names():
+        topo = load_sample(name)
+        for collective in COLLECTIVES:
+            schedule = solve(topo, collective)
+            for inplace in (True, False):
+                options = MscclOptions(inplace=inplace, channels=args.channels)
+                start = time.perf_counter()
+                data = msccl_xml(schedule, options=options)
+                exported = time.perf_counter()
+                report = simulate_bytes(data)
+                simulated = time.perf_counter()
+                layout = build_layout(schedule, options=options)
+                steps = [s for tbs in layout.tbs for tb in tbs for s in tb.steps]
+                fused = sum(1 for s in steps if s.recv_peer >= 0 and s.send_peer >= 0)
+                rows.append({
+                    "sample": name.removesuffix(".json"), "collective": collective,
+                    "inplace": inplace, "ngpus": report.ngpus, "k": schedule.k,
+                    "export_s": round(exported - start, 4),
+                    "simulate_s": round(simulated - exported, 4),
+                    "steps": report.steps, "fused_steps": fused,
+                    "threadblocks_max_per_gpu": report.max_threadblocks,
+                    "channels": report.channels, "messages": report.messages,
+                    "xml_bytes": len(data)})
+    print(json.dumps({"channels": args.channels, "runs": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""Exports of schedules: MSCCL XML algorithms and tree listings."""
+
+from engine.export.msccl import (
+    RUNTIMES,
+    MscclOptions,
+    build_layout,
+    explain_limits,
+    largest_fitting_k,
+    msccl_xml,
+    write_msccl,
+)
+from engine.export.msccl_threadblocks import MscclLimitError, MscclLimits
+from engine.export.trees_xml import trees_xml, write_trees_xml
+
+__all__ = ["RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
+           "explain_limits", "largest_fitting_k", "msccl_xml", "trees_xml", "write_msccl",
+           "write_trees_xml"]

@@ -1,0 +1,206 @@
+"""Export a canopy schedule as an MSCCL XML algorithm (microsoft/msccl, RCCL's MSCCL).
+
+The file is what the MSCCL runtime's parser reads::
+
+    <algo name proto nchannels nchunksperloop ngpus coll inplace outofplace minBytes maxBytes>
+      <gpu id i_chunks o_chunks s_chunks>
+        <tb id send recv chan>
+          <step s type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep/>
+
+``nchunksperloop`` is N·k; rank r owns chunks r·k … r·k+k−1 (see
+:mod:`engine.export.msccl_plan` for the steps and :mod:`engine.export.msccl_threadblocks`
+for thread blocks, channels and ordering). Dependencies: a step with ``depid``/``deps``
+waits until thread block ``depid`` of the same GPU has finished step ``deps``; that step
+carries ``hasdep="1"`` so the runtime publishes its completion. Steps in the same thread
+block are ordered by position and carry no dependency. Every step waits on at most one
+other, so no ``nop`` steps are needed.
+
+Buffer conventions follow msccl-tools and the runtime's pointers:
+
+* allgather: ``i`` holds the rank's k chunks, ``o`` all N·k. In place, ``i`` is ``o`` at
+  offset r·k, so only ``o`` is named; out of place, the rank copies its own chunks from
+  ``i`` into ``o`` and sends them from ``i``.
+* reduce_scatter: ``i`` holds N·k chunks, ``o`` the rank's k. In place the result stays
+  in ``i`` at r·k (``o`` is that slice); out of place it goes to ``o``. Partial sums on the
+  way live in scratch ``s``; the input is never written outside the rank's result.
+* allreduce: ``i`` and ``o`` both hold N·k chunks; in place ``o`` is ``i``. Partial sums
+  and results live in the result buffer.
+
+The XML has no declaration and is indented with spaces, which the runtime's hand-written
+parser needs. microsoft/msccl (and msccl-tools) call reduce-scatter ``reduce_scatter``;
+RCCL's MSCCL parser wants ``reducescatter`` (``runtime="rccl"``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from lxml import etree
+
+from engine.errors import ScheduleError
+from engine.export.msccl_plan import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
+from engine.export.msccl_threadblocks import (
+    Layout,
+    MscclLimitError,
+    MscclLimits,
+    assign_threadblocks,
+)
+from engine.schedule import Schedule
+from engine.topology import Topology
+from engine.topology_io import atomic_write_bytes
+
+PROTOCOLS = ("Simple", "LL128", "LL")
+RUNTIMES = ("msccl", "rccl")
+
+
+@dataclass(frozen=True)
+class MscclOptions:
+    """How to write the program (the GUI's export dialog maps onto these).
+
+    ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
+    ``rrcs``); ``channels`` is how many channels such chains may spread over before one is
+    cut into a receive and a dependent send. More channels mean more thread blocks running
+    in parallel (and more connection buffers); one channel gives the fewest thread blocks.
+    """
+
+    inplace: bool = True
+    protocol: str = "Simple"
+    name: str | None = None
+    min_bytes: int = 0
+    max_bytes: int = 2**63 - 1
+    runtime: str = "msccl"       # "rccl" names reduce-scatter as RCCL's parser does
+    fuse: bool = True            # receive-and-forward in one step where channels allow
+    channels: int = 4            # channels fused chains may spread over before splitting
+    limits: MscclLimits = field(default_factory=MscclLimits)
+
+
+def build_layout(schedule: Schedule, collective: str | None = None,
+                 options: MscclOptions | None = None) -> Layout:
+    """Steps, thread blocks and channels of ``schedule`` run as ``collective`` (default:
+    the schedule's own). Raises :class:`ScheduleError` (:class:`MscclLimitError` when
+    the runtime's limits cannot be met)."""
+    options = options or MscclOptions()
+    if options.protocol not in PROTOCOLS:
+        raise ScheduleError(f"unknown MSCCL protocol '{options.protocol}'; use one of "
+                            f"{', '.join(PROTOCOLS)}.")
+    if options.runtime not in RUNTIMES:
+        raise ScheduleError(f"unknown MSCCL runtime '{options.runtime}'; use one of "
+                            f"{', '.join(RUNTIMES)}.")
+    if collective is not None and collective != schedule.collective:
+        schedule = replace(schedule, collective=collective)
+    plan = plan_steps(schedule, options.inplace, options.limits.max_count)
+    return assign_threadblocks(plan, options.limits, options.fuse, options.channels)
+
+
+def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str) -> None:
+    buf, off = loc if loc is not None else (default, -1)
+    elem.set(f"{prefix}buf", buf)
+    elem.set(f"{prefix}off", str(off))
+
+
+def layout_to_element(layout: Layout, options: MscclOptions | None = None
+                      ) -> etree._Element:
+    """The ``<algo>`` element of ``layout``."""
+    options = options or MscclOptions()
+    plan: Plan = layout.plan
+    position: dict[Step, tuple[int, int]] = {}
+    for rank_tbs in layout.tbs:
+        for tb_id, tb in enumerate(rank_tbs):
+            for s, step in enumerate(tb.steps):
+                position[step] = (tb_id, s)
+    depended = {step.dep for step in position if step.dep is not None and
+                position[step.dep][0] != position[step][0]}
+    coll = XML_COLLECTIVE[plan.collective]
+    if options.runtime == "rccl" and coll == "reduce_scatter":
+        coll = "reducescatter"
+    algo = etree.Element("algo")
+    for key, value in [
+            ("name", options.name or f"canopy-{coll}-{plan.ngpus}gpus-k{plan.k}-"
+                                     f"{'inplace' if plan.inplace else 'outofplace'}"),
+            ("proto", options.protocol), ("nchannels", layout.nchannels),
+            ("nchunksperloop", plan.nchunks), ("ngpus", plan.ngpus), ("coll", coll),
+            ("inplace", int(plan.inplace)), ("outofplace", int(not plan.inplace)),
+            ("minBytes", options.min_bytes), ("maxBytes", options.max_bytes)]:
+        algo.set(key, str(value))
+    for rank, rank_tbs in enumerate(layout.tbs):
+        gpu = etree.SubElement(algo, "gpu")
+        i_chunks, o_chunks, s_chunks = plan.buffer_sizes(rank)
+        for key, value in [("id", rank), ("i_chunks", i_chunks), ("o_chunks", o_chunks),
+                           ("s_chunks", s_chunks)]:
+            gpu.set(key, str(value))
+        for tb_id, tb in enumerate(rank_tbs):
+            tb_elem = etree.SubElement(gpu, "tb")
+            for key, value in [("id", tb_id), ("send", tb.send), ("recv", tb.recv),
+                               ("chan", tb.channel)]:
+                tb_elem.set(key, str(value))
+            for s, step in enumerate(tb.steps):
+                elem = etree.SubElement(tb_elem, "step")
+                elem.set("s", str(s))
+                elem.set("type", step.kind)
+                _loc_attrs(elem, "src", step.src, "i")
+                _loc_attrs(elem, "dst", step.dst, "o")
+                elem.set("cnt", str(step.cnt))
+                dep = step.dep
+                if dep is not None and position[dep][0] != tb_id:
+                    depid, deps = position[dep]
+                else:
+                    depid, deps = -1, -1
+                elem.set("depid", str(depid))
+                elem.set("deps", str(deps))
+                elem.set("hasdep", "1" if step in depended else "0")
+    return algo
+
+
+def msccl_xml(schedule: Schedule, collective: str | None = None,
+              options: MscclOptions | None = None) -> bytes:
+    """The MSCCL XML of ``schedule`` (UTF-8 bytes, written with lxml)."""
+    options = options or MscclOptions()
+    layout = build_layout(schedule, collective, options)
+    return etree.tostring(layout_to_element(layout, options), pretty_print=True,
+                          encoding="utf-8")
+
+
+def write_msccl(path: str | os.PathLike[str], schedule: Schedule,
+                collective: str | None = None, options: MscclOptions | None = None) -> None:
+    """Write :func:`msccl_xml` to ``path`` atomically."""
+    atomic_write_bytes(path, msccl_xml(schedule, collective, options))
+
+
+Solver = Callable[[Topology, str, int], Schedule]
+
+
+def largest_fitting_k(topology: Topology, collective: str, below: int,
+                      options: MscclOptions | None = None, solver: Solver | None = None
+                      ) -> int | None:
+    """The largest fixed k < ``below`` whose schedule fits the runtime's limits, or None.
+
+    Tries k = below−1, below−2, … 1 with ``solver`` (default :func:`engine.solve.solve`);
+    fitting is not monotone in k in general, so the scan does not skip values.
+    """
+    if solver is None:
+        from engine.solve import solve
+
+        def solver(topo: Topology, coll: str, k: int) -> Schedule:
+            return solve(topo, coll, k=k)
+    for k in range(below - 1, 0, -1):
+        try:
+            build_layout(solver(topology, collective, k), collective, options)
+        except MscclLimitError:
+            continue
+        return k
+    return None
+
+
+def explain_limits(error: MscclLimitError, topology: Topology, schedule: Schedule,
+                   collective: str | None = None, options: MscclOptions | None = None
+                   ) -> ScheduleError:
+    """``error`` completed with the largest fixed k that fits, as one sentence."""
+    collective = collective or schedule.collective
+    k = largest_fitting_k(topology, collective, schedule.k, options)
+    text = str(error).rstrip(".")
+    if k is None:
+        return MscclLimitError(f"{text}; no fixed k fits either.")
+    return MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is {k} "
+                           f"(canopy solve --k {k}).")

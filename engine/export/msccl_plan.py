@@ -1,0 +1,363 @@
+"""Which data moves where: a canopy schedule as MSCCL steps, grouped into chains.
+
+Chunk layout (DESIGN.md, "MSCCL XML"): with N ranks and k unit trees per root, the
+collective's full buffer has N·k chunks and rank r owns chunks r·k … r·k+k−1. A tree of
+multiplicity m rooted at r carries m consecutive chunks of r's range (trees of a root in
+``index`` order); each send or receive moves those m chunks at once (``cnt`` = m, split
+when m exceeds the runtime's ``cnt`` limit). Pipelining is left to the runtime.
+
+* Allgather (forestcoll.txt §3.2): each out-tree broadcasts its chunks from the root.
+  A node with children receives and forwards to its first child in one ``rcs`` step and
+  sends to the others with ``s`` steps that depend on it; a leaf receives with ``r``.
+* Reduce-scatter (§4.6): the reduce trees run against their arrows. A leaf sends its
+  input; a node with children accumulates every child but the last with ``rrc`` (its own
+  input is the first operand) and forwards the last with ``rrs`` (receive, reduce, send);
+  the root ends with ``rrc`` into its result. Children are taken shallow first, so the
+  deepest branch, whose data comes last, is the one fused with the send.
+* Allreduce: reduce-scatter then allgather in one program. The root's last reduction is
+  an ``rrcs`` that also starts the broadcast. When the reduce trees and broadcast trees of
+  a root split its k chunks differently, both phases use the common refinement so each
+  broadcast piece waits on exactly one reduction.
+
+A *chain* is a path of steps where each step receives what the previous one sent (a
+fused step both receives and sends). :mod:`engine.export.msccl_threadblocks` orders whole
+chains, which is what makes the exported program deadlock-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from engine.errors import ScheduleError
+from engine.schedule import Schedule, Tree
+
+Loc = tuple[str, int]                   # (buffer "i" | "o" | "s", chunk offset)
+
+XML_COLLECTIVE = {"allgather": "allgather", "reduce-scatter": "reduce_scatter",
+                  "allreduce": "allreduce"}
+
+
+@dataclass(eq=False)
+class Step:
+    """One MSCCL step on ``rank``; ``src``/``dst`` of pure sends and receives describe the
+    peer's side (as msccl-tools writes them), the others are read or written here."""
+
+    rank: int
+    kind: str
+    cnt: int
+    recv_peer: int = -1
+    send_peer: int = -1
+    src: Loc | None = None
+    dst: Loc | None = None
+    dep: Step | None = None
+    chain: Chain | None = None
+
+
+@dataclass(eq=False)
+class Chain:
+    """Steps in path order; ``priority`` orders chains that do not depend on each other."""
+
+    steps: list[Step] = field(default_factory=list)
+    priority: tuple[int, ...] = ()
+
+    def add(self, step: Step) -> Step:
+        step.chain = self
+        self.steps.append(step)
+        return step
+
+
+@dataclass
+class Plan:
+    """Every step of the program, by chain, with the buffer sizes it needs."""
+
+    collective: str                      # the schedule's name: allgather, reduce-scatter, ...
+    ngpus: int
+    k: int
+    inplace: bool
+    chains: list[Chain] = field(default_factory=list)
+    scratch: list[int] = field(default_factory=list)   # s_chunks per rank
+
+    @property
+    def nchunks(self) -> int:
+        return self.ngpus * self.k
+
+    def buffer_sizes(self, rank: int) -> tuple[int, int, int]:
+        """(i_chunks, o_chunks, s_chunks): the buffers the collective really has."""
+        n, k = self.nchunks, self.k
+        sizes = {"allgather": (k, n), "reduce-scatter": (n, k), "allreduce": (n, n)}
+        return (*sizes[self.collective], self.scratch[rank])
+
+    @property
+    def out(self) -> str:
+        """Where results live: allreduce in place works in the input buffer (MSCCL
+        aliases o to i); the other results are in the output buffer."""
+        return "i" if self.collective == "allreduce" and self.inplace else "o"
+
+    def result(self, root: int, chunk: int) -> Loc:
+        """Where a reduced chunk ends on its root."""
+        if self.collective == "reduce-scatter":
+            return ("i", chunk) if self.inplace else ("o", chunk - root * self.k)
+        return (self.out, chunk)
+
+    def work(self, v: int, chunk: int, cnt: int) -> Loc:
+        """Where a non-root node keeps partial sums: scratch for reduce-scatter (the input
+        stays untouched outside the rank's own result), the result slot otherwise."""
+        if self.collective == "reduce-scatter":
+            loc = ("s", self.scratch[v])
+            self.scratch[v] += cnt
+            return loc
+        return (self.out, chunk)
+
+    def split(self, step: Step) -> tuple[Step, Step]:
+        """A fused step as a receive that keeps the data and a send that depends on it."""
+        if step.kind == "rcs":
+            keep = step.dst
+            recv = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer, src=step.src,
+                        dst=keep, dep=step.dep)
+        else:
+            assert step.kind in ("rrs", "rrcs") and step.src is not None
+            if step.kind == "rrcs":
+                keep = step.dst
+            else:                  # rrs: its operand is the input or a partial sum
+                keep = step.src if step.src[0] != "i" else \
+                    self.work(step.rank, step.src[1], step.cnt)
+            recv = Step(step.rank, "rrc", step.cnt, recv_peer=step.recv_peer, src=step.src,
+                        dst=keep, dep=step.dep)
+        send = Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep, dst=step.dst,
+                    dep=recv)
+        return recv, send
+
+
+@dataclass
+class _Shape:
+    """A tree over ranks: parent, children and the height of every subtree."""
+
+    root: int
+    index: int
+    parent: dict[int, int]
+    children: dict[int, list[int]]
+    depth: dict[int, int]
+    height: dict[int, int]
+
+    def by_height(self, v: int, deepest_first: bool) -> list[int]:
+        return sorted(self.children.get(v, []), key=lambda c: (self.height[c], c),
+                      reverse=deepest_first)
+
+    def bottom_up(self) -> list[int]:
+        return sorted(self.depth, key=lambda v: -self.depth[v])
+
+
+def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
+    label = f"tree {tree.index} of root '{tree.root}'"
+    if tree.root not in rank:
+        raise ScheduleError(f"{label}: the root is not one of the schedule's compute nodes.")
+    root = rank[tree.root]
+    parent: dict[int, int] = {}
+    children: dict[int, list[int]] = {}
+    depth = {root: 0}
+    for e in tree.edges:
+        if e.src not in rank or e.dst not in rank:
+            raise ScheduleError(f"{label}: edge {e.src} -> {e.dst} joins a node that is not "
+                                "a compute node of the schedule.")
+        u, v = rank[e.src], rank[e.dst]
+        if u not in depth or v in depth:
+            raise ScheduleError(f"{label}: edge {e.src} -> {e.dst} does not grow an out-tree "
+                                "from the root (parents must come before children).")
+        parent[v] = u
+        children.setdefault(u, []).append(v)
+        depth[v] = depth[u] + 1
+    if len(depth) != n:
+        raise ScheduleError(f"{label} reaches {len(depth)} of the {n} compute nodes.")
+    height = dict.fromkeys(depth, 0)
+    for v in sorted(depth, key=lambda x: -depth[x]):
+        if v in parent:
+            height[parent[v]] = max(height[parent[v]], height[v] + 1)
+    return _Shape(root, tree.index, parent, children, depth, height)
+
+
+def _pieces(trees: list[Tree], k: int, where: str) -> list[tuple[int, int, Tree]]:
+    """(first chunk offset within the root's k, count, tree) in tree index order."""
+    out = []
+    offset = 0
+    for tree in sorted(trees, key=lambda t: t.index):
+        if tree.multiplicity < 1:
+            raise ScheduleError(f"tree {tree.index} of root '{tree.root}' has multiplicity "
+                                f"{tree.multiplicity}.")
+        out.append((offset, tree.multiplicity, tree))
+        offset += tree.multiplicity
+    if offset != k:
+        raise ScheduleError(f"{where} has {offset} unit trees, but k = {k}.")
+    return out
+
+
+def _refine(a: list[tuple[int, int, Tree]], b: list[tuple[int, int, Tree]], max_count: int
+            ) -> Iterator[tuple[int, int, Tree, Tree]]:
+    """Common refinement of two partitions of 0..k-1, cut further to ``max_count``."""
+    cuts = sorted({off for off, _, _ in a} | {off for off, _, _ in b}
+                  | {a[-1][0] + a[-1][1]})
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        ta = next(t for off, m, t in a if off <= lo < off + m)
+        tb = next(t for off, m, t in b if off <= lo < off + m)
+        for start in range(lo, hi, max_count):
+            yield start, min(max_count, hi - start), ta, tb
+
+
+class _Builder:
+    """Emits the steps of one collective, chain by chain."""
+
+    def __init__(self, schedule: Schedule, inplace: bool, max_count: int) -> None:
+        self.n = len(schedule.compute_nodes)
+        self.k = schedule.k
+        self.inplace = inplace
+        self.max_count = max_count
+        self.collective = schedule.collective
+        self.rank = {name: r for r, name in enumerate(schedule.compute_nodes)}
+        if len(self.rank) != self.n:
+            raise ScheduleError("the schedule lists a compute node twice.")
+        self.plan = Plan(self.collective, self.n, self.k, inplace, [], [0] * self.n)
+        self.chains = self.plan.chains
+        self.out = self.plan.out
+        self.result = self.plan.result
+        self.work = self.plan.work
+        self._shapes: dict[int, _Shape] = {}
+
+    def shape(self, tree: Tree) -> _Shape:
+        key = id(tree)
+        if key not in self._shapes:
+            self._shapes[key] = _shape(tree, self.rank, self.n)
+        return self._shapes[key]
+
+    def new_chain(self, priority: tuple[int, ...] = ()) -> Chain:
+        chain = Chain(priority=priority)
+        self.chains.append(chain)
+        return chain
+
+    # ------------------------------------------------------------------ phases
+    def broadcast(self, shape: _Shape, chunk: int, cnt: int, source: Loc,
+                  ready: Step | None = None, fused: Chain | None = None) -> None:
+        """Allgather one piece down ``shape``. ``ready`` is the root step after which the
+        data is complete; ``fused`` is a chain whose last step already sends it to the
+        root's first (deepest) child."""
+        root, base = shape.root, (shape.root, shape.index, chunk)
+        loc = (self.out, chunk)
+        work: list[tuple[Chain, int, int, Loc]] = []
+        for i, child in enumerate(shape.by_height(root, deepest_first=True)):
+            if i == 0 and fused is not None:
+                chain = fused
+            else:
+                chain = self.new_chain((1, 0, *base))
+                chain.add(Step(root, "s", cnt, send_peer=child, src=source, dst=loc,
+                               dep=ready))
+            work.append((chain, child, root, source))
+        while work:
+            chain, v, parent, parent_loc = work.pop()
+            kids = shape.by_height(v, deepest_first=True)
+            if not kids:
+                chain.add(Step(v, "r", cnt, recv_peer=parent, src=parent_loc, dst=loc))
+                continue
+            first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
+                                   src=parent_loc, dst=loc))
+            for child in kids[1:]:
+                branch = self.new_chain((1, shape.depth[v], *base))
+                branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first))
+                work.append((branch, child, v, loc))
+            work.append((chain, kids[0], v, loc))
+
+    def reduce(self, shape: _Shape, chunk: int, cnt: int, then: _Shape | None = None
+               ) -> tuple[Step | None, Chain | None]:
+        """Reduce one piece up ``shape`` into its root. With ``then`` (allreduce), the
+        root's last reduction also sends to the first child of the broadcast tree.
+        Returns the root's final step and, when fused, its chain."""
+        root = shape.root
+        own: Loc = ("i", chunk)
+        final = self.result(root, chunk)
+        up: dict[int, Chain] = {}
+
+        def add(chain: Chain, step: Step) -> Step:
+            chain.priority = (0, shape.height[step.rank], root, shape.index, chunk)
+            return chain.add(step)
+
+        for v in shape.bottom_up():
+            kids = shape.by_height(v, deepest_first=False)
+            if v == root:
+                target: Loc | None = final
+            else:
+                target = self.work(v, chunk, cnt) if len(kids) > 1 else None
+            acc, prev = own, None
+            for child in kids[:-1]:
+                prev = add(up.pop(child), Step(v, "rrc", cnt, recv_peer=child, src=acc,
+                                               dst=target, dep=prev))
+                acc = target
+            if v == root:
+                if not kids:
+                    return (None if final == own else self._local_copy(root, own, final,
+                                                                       cnt)), None
+                chain = up.pop(kids[-1])
+                if then is not None:
+                    first = then.by_height(root, deepest_first=True)[0]
+                    step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
+                                src=acc, dst=final, dep=prev)
+                    return add(chain, step), chain
+                return add(chain, Step(v, "rrc", cnt, recv_peer=kids[-1], src=acc,
+                                       dst=final, dep=prev)), None
+            parent = shape.parent[v]
+            if kids:
+                chain = up.pop(kids[-1])
+                add(chain, Step(v, "rrs", cnt, recv_peer=kids[-1], send_peer=parent,
+                                src=acc, dst=own, dep=prev))
+            else:
+                chain = self.new_chain()
+                add(chain, Step(v, "s", cnt, send_peer=parent, src=own, dst=own))
+            up[v] = chain
+        raise AssertionError("the bottom-up order ends at the root")
+
+    def _local_copy(self, rank: int, src: Loc, dst: Loc, cnt: int) -> Step:
+        chain = self.new_chain((-1, rank))
+        return chain.add(Step(rank, "cpy", cnt, src=src, dst=dst))
+
+    # ------------------------------------------------------------------ collectives
+    def build(self, schedule: Schedule) -> Plan:
+        trees = schedule.trees
+        reduce_trees = schedule.reduce_trees or schedule.trees
+        for root_name, r in self.rank.items():
+            where = f"root '{root_name}'"
+            base = r * self.k
+            if self.collective == "allgather":
+                for off, m, tree in _pieces([t for t in trees if t.root == root_name],
+                                            self.k, where):
+                    for start in range(off, off + m, self.max_count):
+                        cnt = min(self.max_count, off + m - start)
+                        chunk = base + start
+                        source = (self.out, chunk) if self.inplace else ("i", start)
+                        self.broadcast(self.shape(tree), chunk, cnt, source)
+                if not self.inplace:
+                    for start in range(0, self.k, self.max_count):
+                        cnt = min(self.max_count, self.k - start)
+                        self._local_copy(r, ("i", start), ("o", base + start), cnt)
+                continue
+            reducing = _pieces([t for t in reduce_trees if t.root == root_name], self.k,
+                               f"{where} (reduce trees)")
+            if self.collective == "reduce-scatter":
+                for off, m, tree in reducing:
+                    for start in range(off, off + m, self.max_count):
+                        self.reduce(self.shape(tree), base + start,
+                                    min(self.max_count, off + m - start))
+                continue
+            gathering = _pieces([t for t in trees if t.root == root_name], self.k, where)
+            for start, cnt, rtree, gtree in _refine(reducing, gathering, self.max_count):
+                chunk = base + start
+                gshape = self.shape(gtree)
+                final, fused = self.reduce(self.shape(rtree), chunk, cnt, then=gshape)
+                self.broadcast(gshape, chunk, cnt, self.result(r, chunk), ready=final,
+                               fused=fused)
+        return self.plan
+
+
+def plan_steps(schedule: Schedule, inplace: bool = True, max_count: int = 71) -> Plan:
+    """All MSCCL steps of ``schedule``'s collective, grouped into chains."""
+    if schedule.collective not in XML_COLLECTIVE:
+        raise ScheduleError(f"cannot export collective '{schedule.collective}' to MSCCL.")
+    if schedule.k < 1:
+        raise ScheduleError(f"the schedule's k must be positive, not {schedule.k}.")
+    return _Builder(schedule, inplace, max_count).build(schedule)

@@ -1,0 +1,355 @@
+"""Thread blocks and channels for a planned MSCCL program, within the runtime's limits.
+
+MSCCL runs every thread block (tb) of a GPU as one CUDA block that executes its steps in
+order; a tb has at most one send peer and one receive peer, and the messages of a
+(sender, receiver, channel) connection are matched in order. So:
+
+* **Order.** Chains (see :mod:`engine.export.msccl_plan`) get one global order π, a
+  topological order of "chain A waits on a step of chain B" taken smallest priority first.
+  Every tb lists its steps by (π of the chain, position in the chain), on both ends of
+  every connection. Then the earliest unfinished chain can always run to its end: its
+  steps' predecessors in their tbs, the data they wait for and the earlier messages on
+  their connections all belong to earlier chains. By induction no program deadlocks, even
+  when a connection buffers a single message.
+* **Channels.** All steps of a chain share one channel, because a fused step (receive and
+  send in one step) lives in one tb and a tb has one channel. On a GPU, a channel can hold
+  one tb per (peer, direction), so the fused (receive peer, send peer) pairs of a channel
+  must form a matching. A chain takes the first of the ``spread`` preferred channels that
+  holds all of it, else the one that holds the longest part; there the chain is cut: the
+  fused step becomes a receive and a dependent send, and the rest is placed as a chain of
+  its own at the same place in π (so the argument above still holds). More channels are
+  opened only when the step and thread block limits require them.
+* **Thread blocks.** On each (GPU, channel), every fused pair is a tb; the remaining
+  receive-only and send-only peers are paired into shared tbs while they fit, to spare
+  thread blocks (each occupies an SM). Local copies join the GPU's smallest tb.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from engine.errors import ScheduleError
+from engine.export.msccl_plan import Chain, Plan, Step
+
+
+@dataclass(frozen=True)
+class MscclLimits:
+    """The MSCCL/RCCL runtime's limits (msccl.h: MSCCL_MAX_NUM_STEPS = 256,
+    MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL = 32, MAXCHANNELS = 32, MSCCL_MAX_COUNT = 72;
+    the parser rejects ``cnt >= MSCCL_MAX_COUNT``, so the largest ``cnt`` is 71). RCCL's
+    parser also holds at most 4096 XML elements of one GPU (msccl_parser.h MAX_NODES):
+    the ``algo`` and ``gpu`` elements, its thread blocks and their steps."""
+
+    max_steps_per_tb: int = 256
+    max_tbs_per_channel: int = 32
+    max_channels: int = 32
+    max_count: int = 71
+    max_elements_per_gpu: int = 4096
+
+
+class MscclLimitError(ScheduleError):
+    """The program cannot be laid out within :class:`MscclLimits`."""
+
+
+@dataclass(eq=False)
+class ThreadBlock:
+    send: int
+    recv: int
+    channel: int
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class Layout:
+    """Thread blocks of every rank, ids in list order, steps in execution order."""
+
+    plan: Plan
+    tbs: list[list[ThreadBlock]]
+
+    @property
+    def nchannels(self) -> int:
+        return max((tb.channel + 1 for rank in self.tbs for tb in rank), default=1)
+
+
+def order_chains(chains: list[Chain]) -> list[Chain]:
+    """A topological order of the chains (a chain after those its steps wait on), taking
+    the smallest priority among the ready chains first."""
+    waits_on: dict[Chain, set[Chain]] = {c: set() for c in chains}
+    for chain in chains:
+        for step in chain.steps:
+            if step.dep is not None and step.dep.chain is not chain:
+                waits_on[chain].add(step.dep.chain)
+    unlocks: dict[Chain, list[Chain]] = defaultdict(list)
+    for chain, deps in waits_on.items():
+        for dep in deps:
+            unlocks[dep].append(chain)
+    seq = {c: i for i, c in enumerate(chains)}
+    missing = {c: len(d) for c, d in waits_on.items()}
+    heap = [(c.priority, seq[c]) for c in chains if missing[c] == 0]
+    heapq.heapify(heap)
+    order: list[Chain] = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        chain = chains[i]
+        order.append(chain)
+        for nxt in unlocks[chain]:
+            missing[nxt] -= 1
+            if missing[nxt] == 0:
+                heapq.heappush(heap, (nxt.priority, seq[nxt]))
+    if len(order) != len(chains):
+        raise AssertionError("chain dependencies form a cycle")
+    return order
+
+
+class _Channel:
+    """Bookkeeping of one (rank, channel): fused pairs and step counts per peer."""
+
+    def __init__(self) -> None:
+        self.pair_of_recv: dict[int, int] = {}
+        self.pair_of_send: dict[int, int] = {}
+        self.recv_steps: dict[int, int] = defaultdict(int)
+        self.send_steps: dict[int, int] = defaultdict(int)
+        self.fused_steps: dict[tuple[int, int], int] = defaultdict(int)
+
+    def fits(self, limits: MscclLimits) -> bool:
+        """Whether the thread blocks this channel needs stay within ``limits``: one per
+        fused pair, and the unpaired receive and send peers paired up among themselves."""
+        limit = limits.max_steps_per_tb
+        for p, n in self.recv_steps.items():
+            s = self.pair_of_recv.get(p)
+            size = n if s is None else n + self.send_steps[s] - self.fused_steps[(p, s)]
+            if size > limit:
+                return False
+        if any(n > limit for s, n in self.send_steps.items() if s not in self.pair_of_send):
+            return False
+        pairs = len(self.pair_of_recv)
+        alone = max(len(self.recv_steps), len(self.send_steps)) - pairs
+        return pairs + alone <= limits.max_tbs_per_channel
+
+    def snapshot(self) -> tuple:
+        return (dict(self.pair_of_recv), dict(self.pair_of_send), dict(self.recv_steps),
+                dict(self.send_steps), dict(self.fused_steps))
+
+    def restore(self, snap: tuple) -> None:
+        self.pair_of_recv, self.pair_of_send = snap[0], snap[1]
+        self.recv_steps = defaultdict(int, snap[2])
+        self.send_steps = defaultdict(int, snap[3])
+        self.fused_steps = defaultdict(int, snap[4])
+
+    def add(self, step: Step) -> bool:
+        """Record ``step``; False when its fused pair clashes with an existing one."""
+        p, s = step.recv_peer, step.send_peer
+        if p >= 0 and s >= 0:
+            if self.pair_of_recv.get(p, s) != s or self.pair_of_send.get(s, p) != p:
+                return False
+            self.pair_of_recv[p] = s
+            self.pair_of_send[s] = p
+            self.fused_steps[(p, s)] += 1
+        if p >= 0:
+            self.recv_steps[p] += 1
+        if s >= 0:
+            self.send_steps[s] += 1
+        return True
+
+
+def _with_peers(steps: list[Step]) -> list[Step]:
+    return [step for step in steps if step.recv_peer >= 0 or step.send_peer >= 0]
+
+
+def _is_fused(step: Step) -> bool:
+    return step.recv_peer >= 0 and step.send_peer >= 0
+
+
+class _Channels:
+    """Channel bookkeeping of all ranks, with trial placements that can be undone."""
+
+    def __init__(self, limits: MscclLimits) -> None:
+        self.limits = limits
+        self.state: dict[tuple[int, int], _Channel] = defaultdict(_Channel)
+
+    def reach(self, steps: list[Step], ch: int, fuse: bool) -> int | None:
+        """How much of ``steps`` channel ``ch`` takes: ``len(steps)`` for all of it, j ≥ 1
+        to split the fused step j (its receive still fits here), None for nothing."""
+        touched = {step.rank for step in _with_peers(steps)}
+        snaps = {r: self.state[(r, ch)].snapshot() for r in touched}
+        result: int | None = len(steps)
+        for j, step in enumerate(steps):
+            if not (step.recv_peer >= 0 or step.send_peer >= 0):
+                continue
+            if (fuse or not _is_fused(step)) and self._add(step, ch):
+                continue
+            result = None
+            if j >= 1 and _is_fused(step):
+                receive = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer)
+                if self._add(receive, ch):
+                    result = j
+            break
+        for r, snap in snaps.items():
+            self.state[(r, ch)].restore(snap)
+        return result
+
+    def _add(self, step: Step, ch: int) -> bool:
+        state = self.state[(step.rank, ch)]
+        snap = state.snapshot()
+        if state.add(step) and state.fits(self.limits):
+            return True
+        state.restore(snap)
+        return False
+
+    def commit(self, steps: list[Step], ch: int) -> None:
+        for step in _with_peers(steps):
+            added = self._add(step, ch)
+            assert added, "a trial placement did not hold"
+
+    def choose(self, steps: list[Step], fuse: bool, spread: int) -> tuple[int, int] | None:
+        """(channel, reach): the first of the ``spread`` preferred channels that takes all of
+        ``steps``, else the one that takes most; beyond them, the first that takes any."""
+        best: tuple[int, int] | None = None
+        for ch in range(min(spread, self.limits.max_channels)):
+            reach = self.reach(steps, ch, fuse)
+            if reach == len(steps):
+                return ch, reach
+            if reach is not None and (best is None or reach > best[1]):
+                best = (ch, reach)
+        if best is not None:
+            return best
+        for ch in range(spread, self.limits.max_channels):
+            reach = self.reach(steps, ch, fuse)
+            if reach is not None:
+                return ch, reach
+        return None
+
+
+def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: bool,
+                     spread: int
+                     ) -> tuple[list[Chain], dict[Chain, int], dict[tuple[int, int], _Channel]]:
+    """Channels for the chains in order. Where a fused step's (receive, send) pair cannot
+    join the chain's channel, the step is split into a receive and a dependent send and the
+    rest of the chain goes on as a chain of its own; without ``fuse`` every fused step is
+    split. The pieces keep the chain's place in the order."""
+    channels = _Channels(limits)
+    waiting: dict[Step, list[Step]] = defaultdict(list)
+    for chain in order:
+        for step in chain.steps:
+            if step.dep is not None:
+                waiting[step.dep].append(step)
+    channel_of: dict[Chain, int] = {}
+    placed: list[Chain] = []
+    for chain in order:
+        steps = list(chain.steps)
+        while steps:
+            choice = channels.choose(steps, fuse, spread)
+            if choice is None:
+                first = _with_peers(steps)[0]
+                raise MscclLimitError(
+                    f"the MSCCL program does not fit the runtime's limits: rank {first.rank} "
+                    f"would need more than {limits.max_channels} channels to keep each "
+                    f"thread block within {limits.max_steps_per_tb} steps and each channel "
+                    f"within {limits.max_tbs_per_channel} thread blocks.")
+            ch, reach = choice
+            if reach == len(steps):
+                head, steps = steps, []
+            else:
+                fused = steps[reach]
+                receive, send = plan.split(fused)
+                for step in waiting.pop(fused, []):
+                    step.dep = receive
+                    waiting[receive].append(step)
+                head, steps = [*steps[:reach], receive], [send, *steps[reach + 1:]]
+            piece = Chain(priority=chain.priority)
+            for step in head:
+                piece.add(step)
+            channels.commit(head, ch)
+            channel_of[piece] = ch
+            placed.append(piece)
+    return placed, channel_of, channels.state
+
+
+def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
+                       channel_of: dict[Chain, int], limits: MscclLimits
+                       ) -> list[ThreadBlock]:
+    """One rank's thread blocks, each listing its steps in execution order."""
+    tbs: list[ThreadBlock] = []
+    by_recv: dict[tuple[int, int], ThreadBlock] = {}
+    by_send: dict[tuple[int, int], ThreadBlock] = {}
+    for ch, state in sorted(channels.items()):
+        for p, s in sorted(state.pair_of_recv.items()):
+            tb = ThreadBlock(s, p, ch)
+            tbs.append(tb)
+            by_recv[(p, ch)] = by_send[(s, ch)] = tb
+        recv_only = sorted((n, p) for p, n in state.recv_steps.items()
+                           if p not in state.pair_of_recv)
+        send_only = sorted(((n, s) for s, n in state.send_steps.items()
+                            if s not in state.pair_of_send), reverse=True)
+        for n, p in recv_only:
+            tb = ThreadBlock(-1, p, ch)
+            for i, (m, s) in enumerate(send_only):
+                if n + m <= limits.max_steps_per_tb:
+                    tb.send = s
+                    by_send[(s, ch)] = tb
+                    del send_only[i]
+                    break
+            tbs.append(tb)
+            by_recv[(p, ch)] = tb
+        for _, s in send_only:
+            tb = ThreadBlock(s, -1, ch)
+            tbs.append(tb)
+            by_send[(s, ch)] = tb
+    copies = []
+    for step in steps:
+        ch = channel_of[step.chain]
+        if step.recv_peer >= 0:
+            by_recv[(step.recv_peer, ch)].steps.append(step)
+        elif step.send_peer >= 0:
+            by_send[(step.send_peer, ch)].steps.append(step)
+        else:
+            copies.append(step)
+    if copies:
+        smallest = min(tbs, key=lambda t: len(t.steps), default=None)
+        if smallest is None or len(smallest.steps) + len(copies) > limits.max_steps_per_tb:
+            smallest = ThreadBlock(-1, -1, 0)
+            tbs.append(smallest)
+        smallest.steps[:0] = copies
+    tbs.sort(key=lambda t: (t.send, t.recv, t.channel))
+    return tbs
+
+
+def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
+                        spread: int = 1) -> Layout:
+    """Order the plan's chains, give each a channel, and group steps into thread blocks.
+    Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread
+    blocks and channels, but no receive-and-forward pipelining within a step.
+
+    Raises :class:`MscclLimitError` when the runtime's limits cannot be met.
+    """
+    order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
+                                                spread)
+    per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
+    for chain in order:
+        for step in chain.steps:
+            per_rank_steps[step.rank].append(step)
+    per_rank_channels: list[dict[int, _Channel]] = [{} for _ in range(plan.ngpus)]
+    for (rank, ch), st in state.items():
+        if st.recv_steps or st.send_steps:
+            per_rank_channels[rank][ch] = st
+    tbs = [_rank_threadblocks(per_rank_channels[r], per_rank_steps[r], channel_of, limits)
+           for r in range(plan.ngpus)]
+    for rank, rank_tbs in enumerate(tbs):
+        counts: dict[int, int] = defaultdict(int)
+        for tb in rank_tbs:
+            counts[tb.channel] += 1
+        worst = max(counts.values(), default=0)
+        if worst > limits.max_tbs_per_channel:
+            raise MscclLimitError(
+                f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
+                f"{worst} thread blocks on one channel, more than "
+                f"{limits.max_tbs_per_channel}.")
+        elements = 2 + len(rank_tbs) + sum(len(tb.steps) for tb in rank_tbs)
+        if elements > limits.max_elements_per_gpu:
+            raise MscclLimitError(
+                f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
+                f"{elements} XML elements, more than the {limits.max_elements_per_gpu} "
+                "RCCL's parser holds per GPU.")
+    return Layout(plan, tbs)

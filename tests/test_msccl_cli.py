@@ -1,0 +1,137 @@
+"""``canopy solve --msccl/--trees-xml`` and ``canopy check-xml``: files, exit codes, errors."""
+
+import dataclasses
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+from app.cli import exports, main
+from engine.export import MscclLimits, MscclOptions
+from engine.msccl_sim import simulate_file
+from engine.safe_xml import parse_xml_file
+
+SAMPLE = str(resources.files("samples").joinpath("dgx-a100-2x8.json"))
+
+
+@pytest.mark.parametrize("mode, flag", [("inplace", []), ("outofplace", ["--out-of-place"]),
+                                        ("inplace", ["--inplace"])])
+def test_solve_writes_checked_msccl_and_trees(tmp_path, capsys, mode, flag):
+    out, trees = tmp_path / "ar.xml", tmp_path / "trees.xml"
+    assert main(["solve", SAMPLE, "--collective", "allreduce", "--msccl", str(out),
+                 "--trees-xml", str(trees), *flag]) == 0
+    printed = capsys.readouterr().out
+    assert f"MSCCL XML:       {out} (allreduce, 16 GPUs, " in printed
+    assert "the result is correct" in printed
+    assert f"trees XML:       {trees} (" in printed
+    assert parse_xml_file(out).get(mode) == "1"
+    assert parse_xml_file(trees).tag == "trees"
+    assert simulate_file(out).coll == "allreduce"
+
+
+def test_solve_msccl_channels(tmp_path, capsys):
+    out = tmp_path / "ag.xml"
+    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "1"]) == 0
+    assert parse_xml_file(out).get("nchannels") == "1"
+    with pytest.raises(SystemExit):
+        main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "0"])
+    assert "'0' is not a positive integer" in capsys.readouterr().err
+
+
+def test_solve_msccl_runtime(tmp_path):
+    out = tmp_path / "rs.xml"
+    assert main(["solve", SAMPLE, "--collective", "reduce-scatter", "--msccl", str(out),
+                 "--msccl-runtime", "rccl"]) == 0
+    assert parse_xml_file(out).get("coll") == "reducescatter"
+
+
+def test_check_xml_accepts_an_export(tmp_path, capsys):
+    out = tmp_path / "ag.xml"
+    assert main(["solve", SAMPLE, "--msccl", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["check-xml", str(out)]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith(f"OK: {out}: allgather, 16 GPUs, in place: ")
+    assert line.count("\n") == 1
+
+
+def test_check_xml_reports_one_sentence_and_exit_2(tmp_path, capsys):
+    out = tmp_path / "ag.xml"
+    main(["solve", SAMPLE, "--msccl", str(out)])
+    capsys.readouterr()
+    out.write_text(out.read_text().replace('type="r"', 'type="s"', 1))
+    assert main(["check-xml", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"canopy: {out}: rank ") and err.count("\n") == 1
+    assert "unmatched" in err or "no send peer" in err
+
+
+BILLION_LAUGHS = b"""<?xml version="1.0"?>
+<!DOCTYPE algo [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+]>
+<algo name="&lol3;"/>
+"""
+EXTERNAL = b"""<?xml version="1.0"?>
+<!DOCTYPE algo [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+<algo name="&secret;" proto="Simple"/>
+"""
+
+
+@pytest.mark.parametrize("content, expected", [
+    (BILLION_LAUGHS, "declares XML entities"),
+    (EXTERNAL, "declares XML entities"),
+    (b"<algo", "is not well-formed XML"),
+    (b"<algo name='x'/>", "<algo> has no 'coll' attribute"),
+])
+def test_check_xml_refuses_unsafe_or_broken_files(tmp_path, capsys, content, expected):
+    path = tmp_path / "evil.xml"
+    path.write_bytes(content)
+    assert main(["check-xml", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "root:" not in err and err.count("\n") == 1
+
+
+def test_check_xml_missing_file_and_bad_capacity(tmp_path, capsys):
+    assert main(["check-xml", str(tmp_path / "none.xml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["check-xml", str(tmp_path / "none.xml"), "--capacity", "0"])
+    assert info.value.code == 2
+    assert "'0' is not a positive integer" in capsys.readouterr().err
+
+
+def test_check_xml_runs_as_a_command(tmp_path):
+    out = tmp_path / "rs.xml"
+    main(["solve", SAMPLE, "--collective", "reduce-scatter", "--msccl", str(out),
+          "--out-of-place"])
+    done = subprocess.run([sys.executable, "-m", "app.cli", "check-xml", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "reduce_scatter, 16 GPUs, out of place" in done.stdout
+
+
+def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class Tight(MscclOptions):                    # 30 elements: what k = 1 needs on the A100s
+        limits: MscclLimits = MscclLimits(max_elements_per_gpu=30)
+
+    monkeypatch.setattr(exports, "MscclOptions", Tight)
+    out = tmp_path / "ag.xml"
+    assert main(["solve", SAMPLE, "--msccl", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the runtime's limits" in err
+    assert "at k = 13; the largest fixed k that fits is " in err
+    assert err.rstrip().endswith(").") and not out.exists()
+
+
+def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(exports, "msccl_xml", lambda schedule, options: b"<algo/>")
+    assert main(["solve", SAMPLE, "--msccl", str(tmp_path / "x.xml")]) == 2
+    err = capsys.readouterr().err
+    assert "failed Canopy's simulator, which is a bug in Canopy" in err
+    assert not (tmp_path / "x.xml").exists()

@@ -1,0 +1,308 @@
+"""MSCCL export: every schedule exports to XML that Canopy's simulator runs correctly."""
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from lxml import etree
+
+from engine.errors import ScheduleError
+from engine.export import (
+    MscclLimitError,
+    MscclLimits,
+    MscclOptions,
+    build_layout,
+    explain_limits,
+    largest_fitting_k,
+    msccl_xml,
+)
+from engine.msccl_sim import simulate_bytes
+from engine.network import Network
+from engine.optimality import COLLECTIVES, find_optimum
+from engine.safe_xml import parse_xml_bytes
+from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
+from engine.solve import solve
+from engine.topology_io import load_sample, sample_names
+from tests.strategies import topologies
+
+SAMPLES = [name.removesuffix(".json") for name in sample_names()]
+STEP_ATTRS = ["s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
+              "hasdep"]
+
+
+def check_export(schedule, inplace):
+    data = msccl_xml(schedule, options=MscclOptions(inplace=inplace))
+    report = simulate_bytes(data)
+    assert report.modes == ["in place" if inplace else "out of place"]
+    assert report.ngpus == len(schedule.compute_nodes)
+    return data
+
+
+@pytest.fixture(scope="module")
+def solved():
+    cache = {}
+
+    def get(name, collective, k):
+        key = (name, collective, k)
+        if key not in cache:
+            cache[key] = solve(load_sample(name), collective, k=k)
+        return cache[key]
+    return get
+
+
+def sample_ks():
+    """(sample, k) pairs: the optimal k, and fixed k = 1 and 2 unless that is the optimum."""
+    pairs = []
+    for name in SAMPLES:
+        optimal_k = find_optimum(Network.from_topology(load_sample(name))).k
+        pairs.append(pytest.param(name, None, id=f"{name}-optimal"))
+        pairs += [pytest.param(name, k, id=f"{name}-k{k}") for k in (1, 2) if k != optimal_k]
+    return pairs
+
+
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "outofplace"])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("name, k", sample_ks())
+def test_samples_export_and_simulate(solved, name, collective, k, inplace):
+    schedule = solved(name, collective, k)
+    data = check_export(schedule, inplace)
+    algo = etree.fromstring(data)
+    n = len(schedule.compute_nodes)
+    assert algo.get("nchunksperloop") == str(n * schedule.k)
+    assert algo.get("ngpus") == str(n)
+    assert algo.get("inplace") == str(int(inplace))
+    assert algo.get("outofplace") == str(int(not inplace))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topologies())
+def test_random_topologies_export_and_simulate(topo):
+    for collective in COLLECTIVES:
+        for k in (None, 1, 2):
+            try:
+                schedule = solve(topo, collective, k=k)
+            except ScheduleError as exc:  # the solver's documented fixed-k refusal
+                assert k is not None
+                assert "rounding every link down to whole trees unbalances" in str(exc), exc
+                continue
+            for inplace in (True, False):
+                check_export(schedule, inplace)
+
+
+@pytest.mark.parametrize("fuse, channels", [(False, 1), (True, 1), (True, 2), (True, 32)])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
+    schedule = solved("dgx-a100-2x8", collective, None)
+    options = MscclOptions(fuse=fuse, channels=channels)
+    layout = build_layout(schedule, options=options)
+    kinds = {step.kind for tbs in layout.tbs for tb in tbs for step in tb.steps}
+    assert kinds.isdisjoint({"rcs", "rrs", "rrcs"}) != fuse
+    assert layout.nchannels <= channels
+    simulate_bytes(msccl_xml(schedule, options=options))
+    simulate_bytes(msccl_xml(star_schedule(collective), options=options))
+
+
+def test_more_channels_means_more_thread_blocks_and_fewer_splits(solved):
+    schedule = solved("mi250-2x16", "allreduce", None)
+    layouts = [build_layout(schedule, options=MscclOptions(channels=c)) for c in (1, 8)]
+    tbs = [max(len(r) for r in lay.tbs) for lay in layouts]
+    steps = [sum(len(tb.steps) for r in lay.tbs for tb in r) for lay in layouts]
+    assert tbs[0] < tbs[1] and steps[0] > steps[1]
+
+
+def test_xml_is_well_formed_and_has_the_runtime_shape(solved):
+    data = msccl_xml(solved("dgx-a100-2x8", "allreduce", None))
+    assert data.startswith(b"<algo ")           # the runtime's parser takes no declaration
+    assert b"\t" not in data                      # nor tabs between elements
+    algo = parse_xml_bytes(data, "export")
+    assert list(algo.attrib) == ["name", "proto", "nchannels", "nchunksperloop", "ngpus",
+                                 "coll", "inplace", "outofplace", "minBytes", "maxBytes"]
+    gpus = algo.findall("gpu")
+    assert [g.get("id") for g in gpus] == [str(i) for i in range(16)]
+    for gpu in gpus:
+        assert list(gpu.attrib) == ["id", "i_chunks", "o_chunks", "s_chunks"]
+        tbs = gpu.findall("tb")
+        assert [tb.get("id") for tb in tbs] == [str(i) for i in range(len(tbs))]
+        for tb in tbs:
+            assert list(tb.attrib) == ["id", "send", "recv", "chan"]
+            steps = tb.findall("step")
+            assert [s.get("s") for s in steps] == [str(i) for i in range(len(steps))]
+            for step in steps:
+                assert list(step.attrib) == STEP_ATTRS
+
+
+def test_every_dependency_target_has_hasdep(solved):
+    algo = etree.fromstring(msccl_xml(solved("dgx-a100-2x8", "allreduce", None)))
+    for gpu in algo.findall("gpu"):
+        tbs = gpu.findall("tb")
+        for tb in tbs:
+            for step in tb.findall("step"):
+                depid = int(step.get("depid"))
+                if depid >= 0:
+                    assert depid != int(tb.get("id"))
+                    target = tbs[depid].findall("step")[int(step.get("deps"))]
+                    assert target.get("hasdep") == "1"
+
+
+def test_layout_respects_the_runtime_limits(solved):
+    limits = MscclLimits()
+    layout = build_layout(solved("mi250-2x16", "allreduce", None))
+    assert layout.nchannels <= limits.max_channels
+    for rank_tbs in layout.tbs:
+        per_channel = {}
+        connections = set()
+        for tb in rank_tbs:
+            assert len(tb.steps) <= limits.max_steps_per_tb
+            assert all(step.cnt <= limits.max_count for step in tb.steps)
+            per_channel[tb.channel] = per_channel.get(tb.channel, 0) + 1
+            for peer, way in ((tb.send, "send"), (tb.recv, "recv")):
+                if peer >= 0:
+                    assert (peer, way, tb.channel) not in connections
+                    connections.add((peer, way, tb.channel))
+            for step in tb.steps:
+                assert step.send_peer in (-1, tb.send) and step.recv_peer in (-1, tb.recv)
+        assert max(per_channel.values()) <= limits.max_tbs_per_channel
+
+
+def test_multiplicity_beyond_cnt_limit_is_split(solved):
+    schedule = solved("mi250-2x16", "allgather", None)
+    assert max(t.multiplicity for t in schedule.trees) > MscclLimits().max_count
+    cnts = {int(s.get("cnt")) for s in etree.fromstring(msccl_xml(schedule)).iter("step")}
+    assert max(cnts) == MscclLimits().max_count
+    small = solved("dgx-a100-2x8", "allreduce", None)
+    data = msccl_xml(small, options=MscclOptions(limits=MscclLimits(max_count=4)))
+    assert max(int(s.get("cnt")) for s in etree.fromstring(data).iter("step")) == 4
+    simulate_bytes(data)
+
+
+def test_reduce_scatter_uses_scratch_only_out_of_the_input(solved):
+    """Partial sums of reduce-scatter never land in another rank's part of the input."""
+    schedule = solved("dgx-a100-2x8", "reduce-scatter", None)
+    algo = etree.fromstring(msccl_xml(schedule))
+    k = schedule.k
+    for gpu in algo.findall("gpu"):
+        r = int(gpu.get("id"))
+        for step in gpu.iter("step"):
+            if step.get("type") in ("rrc", "rrcs", "r", "rcs", "cpy", "re") and \
+                    step.get("dstbuf") == "i":
+                assert r * k <= int(step.get("dstoff")) < (r + 1) * k
+
+
+# ---------------------------------------------------------------- limits and k
+
+
+def elements_per_gpu(layout):
+    return max(2 + len(tbs) + sum(len(tb.steps) for tb in tbs) for tbs in layout.tbs)
+
+
+def test_tight_limits_name_the_largest_k_that_fits():
+    topo = load_sample("dgx-a100-2x8")
+    schedule = solve(topo, "allgather")
+    need = elements_per_gpu(build_layout(schedule))
+    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1))
+    with pytest.raises(MscclLimitError, match="does not fit the runtime's limits: rank "
+                       rf"\d+ needs {need} XML elements, more than the {need - 1}") as info:
+        msccl_xml(schedule, options=options)
+    best = largest_fitting_k(topo, "allgather", schedule.k, options)
+    assert best is not None and best < schedule.k
+    simulate_bytes(msccl_xml(solve(topo, "allgather", k=best), options=options))
+    for k in range(best + 1, schedule.k):
+        with pytest.raises(MscclLimitError):
+            build_layout(solve(topo, "allgather", k=k), options=options)
+    error = explain_limits(info.value, topo, schedule, options=options)
+    assert str(error).endswith(f" at k = {schedule.k}; the largest fixed k that fits is {best} "
+                               f"(canopy solve --k {best}).")
+    assert str(error).count(".") == 1
+
+
+def test_limits_no_k_can_meet():
+    topo = load_sample("forestcoll-fig2")
+    schedule = solve(topo, "allgather", k=2)
+    options = MscclOptions(limits=MscclLimits(max_channels=1, max_tbs_per_channel=1))
+    with pytest.raises(MscclLimitError) as info:
+        msccl_xml(schedule, options=options)
+    assert "no fixed k fits either" in str(explain_limits(info.value, topo, schedule,
+                                                          options=options))
+
+
+# ---------------------------------------------------------------- hand-made schedules
+
+
+def star_schedule(collective="allgather", k=3, n=5, reduce_differently=False):
+    """n GPUs; root r sends to r+1 and r+2, which relays to the rest; and a chain."""
+    names = [f"g{i}" for i in range(n)]
+
+    def trees(split):
+        out = []
+        for r in range(n):
+            nxt = [names[(r + j) % n] for j in range(1, n)]
+            root = names[r]
+            edges = [TreeEdge(root, nxt[0], (root, nxt[0])), TreeEdge(root, nxt[1],
+                                                                      (root, nxt[1]))]
+            edges += [TreeEdge(nxt[1], v, (nxt[1], v)) for v in nxt[2:]]
+            chain = [TreeEdge(a, b, (a, b)) for a, b in zip([root, *nxt], nxt, strict=False)]
+            out.append(Tree(root, 0, split, tuple(edges)))
+            out.append(Tree(root, 1, k - split, tuple(chain)))
+        return out
+    summary = OptimumSummary(Fraction(1), (), Fraction(1), k, Fraction(1))
+    return Schedule(collective, names, k, Fraction(1), trees(1), summary,
+                    reduce_trees=trees(2) if reduce_differently else None)
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_hand_made_schedules(collective, inplace):
+    check_export(star_schedule(collective), inplace)
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_allreduce_with_different_reduce_trees_refines_chunks(inplace):
+    schedule = star_schedule("allreduce", k=3, reduce_differently=True)
+    data = check_export(schedule, inplace)
+    cnts = {int(s.get("cnt")) for s in etree.fromstring(data).iter("step")}
+    assert cnts == {1}          # cuts at 1 (broadcast) and 2 (reduce) refine 3 chunks to 1s
+
+
+def test_export_rejects_schedules_that_are_not_forests():
+    schedule = star_schedule()
+    tree = schedule.trees[0]
+    schedule.trees[0] = Tree(tree.root, 0, 1, tree.edges[:-1])
+    with pytest.raises(ScheduleError, match="reaches 4 of the 5 compute nodes"):
+        msccl_xml(schedule)
+    schedule = star_schedule()
+    schedule.trees[1] = Tree("g0", 1, 1, schedule.trees[1].edges)
+    with pytest.raises(ScheduleError, match="root 'g0' has 2 unit trees, but k = 3"):
+        msccl_xml(schedule)
+
+
+def test_unknown_protocol_or_runtime_is_refused():
+    with pytest.raises(ScheduleError, match="unknown MSCCL protocol 'Fast'"):
+        msccl_xml(star_schedule(), options=MscclOptions(protocol="Fast"))
+    with pytest.raises(ScheduleError, match="unknown MSCCL runtime 'nccl'"):
+        msccl_xml(star_schedule(), options=MscclOptions(runtime="nccl"))
+
+
+@pytest.mark.parametrize("runtime, name", [("msccl", "reduce_scatter"),
+                                           ("rccl", "reducescatter")])
+def test_reduce_scatter_is_named_for_the_runtime(runtime, name):
+    data = msccl_xml(star_schedule("reduce-scatter"), options=MscclOptions(runtime=runtime))
+    assert etree.fromstring(data).get("coll") == name
+    assert simulate_bytes(data).coll == "reduce_scatter"
+    data = msccl_xml(star_schedule("allreduce"), options=MscclOptions(runtime=runtime))
+    assert etree.fromstring(data).get("coll") == "allreduce"
+
+
+def test_options_change_the_header():
+    data = msccl_xml(star_schedule(), options=MscclOptions(protocol="LL", name="mine",
+                                                           min_bytes=1, max_bytes=4096))
+    algo = etree.fromstring(data)
+    assert (algo.get("proto"), algo.get("name"), algo.get("minBytes"),
+            algo.get("maxBytes")) == ("LL", "mine", "1", "4096")
+    simulate_bytes(data)
+
+
+def test_export_as_another_collective():
+    schedule = star_schedule("allgather")
+    data = msccl_xml(schedule, "allreduce")
+    assert etree.fromstring(data).get("coll") == "allreduce"
+    assert simulate_bytes(data).coll == "allreduce"
