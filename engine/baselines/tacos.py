@@ -21,7 +21,10 @@
 The synthesis is repeated for ``seeds`` random seeds and the fastest kept; chunk
 counts per node are a parameter (several may be tried, TACOS's time picks). The
 bandwidth-only throughput is the synthesized time with α = 0 (the schedule then scales
-with the message size). A TACOS schedule is, per chunk, a tree: the chunk's matches.
+with the message size); for allreduce the two phases' times add, as TACOS runs them one
+after the other (the simulator may overlap a chunk's allgather with other chunks'
+reduction and so come out slightly faster). A TACOS schedule is, per chunk, a tree: the
+chunk's matches.
 
 Check (TACOS repository tests): 5x5 mesh, 50 GiB/s and 0.5 µs links, 1 GiB allgather,
 one chunk per node: 12 steps of 0.5 + 800 µs = 9606 µs.
