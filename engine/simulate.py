@@ -1,20 +1,45 @@
 """An α-β event simulator for collective plans on the physical network.
 
-The model (the link model of the TACOS paper, tacos.txt §IV-F and §V-C):
+The link model (the α-β model of the TACOS paper, tacos.txt §IV-F and §V-C):
 
 * Every directed physical link has a bandwidth B (GB/s = 10^9 bytes/s, the topology's
   unit) and a latency α in µs (the link's ``latency``, default 1 µs).
-* A message of n bytes occupies a link for exactly ``α + n/B``; a link sends one message
-  at a time. Ready messages go first come, first served; ties go by the plan's priority.
-  Plans with ``ordered_links`` (a TACOS timetable) issue the messages of each connection
-  (same route) strictly in the plan's order, as a compiled schedule's sender would.
-* Multi-link routes are **store-and-forward per link**: a message crosses a switch only
-  after it has fully arrived there. Pipelining (below) recovers most of what cut-through
-  switching would give, and it is the model the contention-free rings of
-  allgather-switched-clusters.txt §3.2 are designed for.
-* A tree's data is split into ``pieces`` equal pipeline chunks. A node forwards a chunk
-  after receiving it (broadcast), or after receiving it from all its children (reduce).
-  In allreduce a broadcast chunk leaves the root once its reduction has arrived there.
+* A message of n bytes holds a link for at least ``α + n/B``; a link sends one message at
+  a time, in the order messages become ready there (first come, first served; ties go by
+  the plan's priority). Plans with ``ordered_links`` (a TACOS timetable) issue the
+  messages of each connection (same route) strictly in the plan's order, as a compiled
+  schedule's sender would.
+* A tree's data is split into ``pieces`` equal pipeline chunks; one message is one piece
+  crossing one tree edge, over that edge's physical path. **Compute nodes store and
+  forward**: a GPU forwards a piece only after receiving it whole (broadcast), or after
+  receiving it from all its children (reduce). In allreduce a broadcast piece leaves the
+  root once its reduction has arrived there.
+* **Switches forward cut-through** (``switch_mode="cut-through"``, the default, as
+  NVSwitch and InfiniBand switches do). On a path ``GPU -l1-> s1 -l2-> ... -> GPU``
+  through switches, with link k holding the piece during ``[start_k, end_k]``::
+
+      start_1 = max(ready, free_1)
+      start_k = max(start_{k-1} + α_{k-1}, free_k)      the header has crossed link k-1
+      end_k   = max(start_k + α_k + n/B_k,              link k's own α + n/B
+                    end_{k-1} + α_k)                     the tail arrives, then crosses
+
+  and ``free_k`` becomes ``end_k``: the link is held until the piece's tail has passed,
+  so one message at a time and first come, first served still hold on every link. When
+  the next link is busy the switch buffers the piece (virtual cut-through), so upstream
+  links are never blocked by downstream ones. Over idle links a path costs
+  ``Σα + n/min(B)`` instead of store-and-forward's ``Σ(α + n/B)``; over one link both
+  are exactly ``α + n/B``.
+* ``switch_mode="store-and-forward"`` makes switches behave like GPUs:
+  ``start_k = max(end_{k-1}, free_k)`` and ``end_k = start_k + α_k + n/B_k``.
+
+Pipeline depth (:func:`fastest`): a tuned library picks the chunk count per message
+size; we try 1, 2, 4, ... pieces and keep the fastest. Pipeline fill and drain cost about
+``(pieces + stages - 1) / pieces`` of the bandwidth time, ``stages`` being the longest
+chain of store-and-forward steps a piece takes (:func:`pipeline_stages`: tree edges from
+root to leaf, reduce then broadcast for allreduce; every link for store-and-forward
+switches). So the search always includes ``pieces >= PIECES_PER_STAGE * stages``
+(rounded up to a power of two) whenever the message cap MAX_MESSAGES and MAX_PIECES
+allow it, even when a shallower depth looked best on the way.
 
 Time is exact: every duration is a :class:`fractions.Fraction` of a µs, and the event
 loop runs on integers in a common unit (the lcm of the denominators), so a single
@@ -30,7 +55,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from engine.baselines.common import CollectivePlan, path_links
+from engine.baselines.common import CollectivePlan, FlowTree, path_links
 from engine.errors import ScheduleError
 from engine.topology import Topology
 
@@ -38,7 +63,11 @@ DEFAULT_LATENCY_US = Fraction(1)
 BYTES_PER_US_PER_GBPS = 1000          # 1 GB/s = 10^9 B/s = 10^3 B/µs
 MAX_PIECES = 128                      # deepest pipeline tried
 MAX_MESSAGES = 250_000                # bound on link-messages per simulation
+PIECES_PER_STAGE = 4                  # the depth search reaches pieces >= 4 x stages
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
+CUT_THROUGH = "cut-through"
+STORE_AND_FORWARD = "store-and-forward"
+SWITCH_MODES = (CUT_THROUGH, STORE_AND_FORWARD)
 
 
 @dataclass(frozen=True)
@@ -65,11 +94,53 @@ def link_time(size_bytes: Fraction, bandwidth: Fraction, latency: Fraction) -> F
     return latency + Fraction(size_bytes) / (bandwidth * BYTES_PER_US_PER_GBPS)
 
 
+def _check_mode(switch_mode: str) -> None:
+    if switch_mode not in SWITCH_MODES:
+        raise ScheduleError(f"unknown switch mode '{switch_mode}'; use "
+                            f"{' or '.join(SWITCH_MODES)}.")
+
+
+def _cut_through_at(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
+                    ) -> list[bool]:
+    """For each link of ``path``: may it start on the previous link's header (it leaves a
+    switch that forwards cut-through) rather than on its tail?"""
+    cut = switch_mode == CUT_THROUGH
+    return [h > 0 and cut and path[h] in switches for h in range(len(path) - 1)]
+
+
+def _tree_depth(tree: FlowTree, steps: dict[tuple[str, ...], int]) -> int:
+    """Store-and-forward steps from the root to the deepest node (``steps`` per path)."""
+    depth = {tree.root: 0}
+    for e in tree.edges:
+        depth[e.child] = depth[e.parent] + steps[e.path]
+    return max(depth.values())
+
+
+def pipeline_stages(topology: Topology, plan: CollectivePlan,
+                    switch_mode: str = CUT_THROUGH) -> int:
+    """The longest chain of store-and-forward steps a pipeline piece goes through.
+
+    A tree edge is one step, or one per link of its path when switches store and
+    forward. Allreduce chains its deepest reduce tree and its deepest broadcast tree.
+    """
+    _check_mode(switch_mode)
+    switches = frozenset(topology.switch_nodes())
+    steps: dict[tuple[str, ...], int] = {}
+    for tree in plan.trees:
+        for e in tree.edges:
+            if e.path not in steps:
+                # Links that wait for the previous link's tail start a new step.
+                steps[e.path] = _cut_through_at(e.path, switches, switch_mode).count(False)
+    return sum(max((_tree_depth(t, steps) for t in phase), default=0)
+               for phase in (plan.reduce_trees, plan.broadcast_trees))
+
+
 @dataclass
 class _Transfers:
     """The transfers of a plan at one size: one per tree edge and pipeline piece."""
 
     hops: list[list[int]]           # link ids along each transfer's path
+    cut: list[list[bool]]           # per link: starts on the previous link's header
     size_class: list[int]           # index into ``sizes``
     sizes: list[Fraction]
     rank: list[int]                 # ties on a link go to the smaller rank
@@ -78,21 +149,25 @@ class _Transfers:
 
 
 def _build(plan: CollectivePlan, size: Fraction, pieces: int,
-           link_id: dict[tuple[str, str], int]) -> _Transfers:
+           link_id: dict[tuple[str, str], int], switches: frozenset[str],
+           switch_mode: str) -> _Transfers:
     """Build the transfers; dependencies follow the trees (see the module docstring)."""
     prios = sorted({e.priority for tree in plan.trees for e in tree.edges})
     prio_rank = {p: i for i, p in enumerate(prios)}
     ntrees = len(plan.trees) + 1
-    out = _Transfers([], [], [], [], [], [])
+    out = _Transfers([], [], [], [], [], [], [])
     root_done: dict[tuple, list[int]] = {}   # (key, piece) -> reduce transfers into root
+    routes: dict[tuple[str, ...], tuple[list[int], list[bool]]] = {}
 
-    def link_ids(path: tuple[str, ...]) -> list[int]:
-        ids = []
-        for link in path_links(path):
-            if link not in link_id:
-                link_id[link] = len(link_id)
-            ids.append(link_id[link])
-        return ids
+    def route(path: tuple[str, ...]) -> tuple[list[int], list[bool]]:
+        if path not in routes:
+            ids = []
+            for link in path_links(path):
+                if link not in link_id:
+                    link_id[link] = len(link_id)
+                ids.append(link_id[link])
+            routes[path] = (ids, _cut_through_at(path, switches, switch_mode))
+        return routes[path]
 
     classes: dict[Fraction, int] = {}
     order = 0
@@ -103,7 +178,8 @@ def _build(plan: CollectivePlan, size: Fraction, pieces: int,
             if cls == len(out.sizes):
                 out.sizes.append(tree.share * size / pieces)
             count = len(tree.edges)
-            edge_hops = [link_ids(e.path) for e in tree.edges]
+            edge_hops = [route(e.path)[0] for e in tree.edges]
+            edge_cut = [route(e.path)[1] for e in tree.edges]
             edge_prio = [prio_rank[e.priority] for e in tree.edges]
             # Dependencies inside one piece, the same for every piece: local[k] lists
             # the edges edge k enables (broadcast: its child's outgoing edges) or waits
@@ -124,6 +200,7 @@ def _build(plan: CollectivePlan, size: Fraction, pieces: int,
             for p in range(pieces):
                 base = len(out.hops)
                 out.hops.extend(edge_hops)
+                out.cut.extend(edge_cut)
                 out.size_class.extend([cls] * count)
                 if plan.ordered_links:
                     # A compiled schedule: its order first, the pieces of a chunk together.
@@ -155,30 +232,36 @@ def _depend(out: _Transfers, tid: int, on: list[int]) -> None:
 
 
 def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
-             pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US
-             ) -> SimulationResult:
-    """Run ``plan`` for a message of ``message_size`` bytes; return the collective time."""
+             pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US,
+             switch_mode: str = CUT_THROUGH) -> SimulationResult:
+    """Run ``plan`` for a message of ``message_size`` bytes; return the collective time.
+
+    ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"`` (see the
+    module docstring); compute nodes always store and forward.
+    """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
+    _check_mode(switch_mode)
     size = Fraction(message_size)
     caps = topology.capacities()
     lats = topology.latencies()
     link_id: dict[tuple[str, str], int] = {}
-    tr = _build(plan, size, pieces, link_id)
+    tr = _build(plan, size, pieces, link_id, frozenset(topology.switch_nodes()), switch_mode)
     links = [None] * len(link_id)
     for link, lid in link_id.items():
         if link not in caps:
             raise ScheduleError(f"the plan uses link {link[0]} -> {link[1]}, which is not in "
                                 "the topology.")
         links[lid] = link
-    # Exact durations α + n/B on a common integer time unit.
+    # Exact durations α + n/B and latencies α on a common integer time unit.
     used = {(lid, cls) for hops, cls in zip(tr.hops, tr.size_class, strict=True)
             for lid in hops}
-    durations = {(lid, cls): link_time(tr.sizes[cls], caps[links[lid]],
-                                       lats.get(links[lid], default_latency))
+    alphas = [lats.get(link, default_latency) for link in links]
+    durations = {(lid, cls): link_time(tr.sizes[cls], caps[links[lid]], alphas[lid])
                  for lid, cls in used}
-    unit = math.lcm(*(d.denominator for d in durations.values())) if used else 1
+    unit = math.lcm(*(d.denominator for d in (*durations.values(), *alphas))) if used else 1
     ticks = {k: int(d * unit) for k, d in durations.items()}
+    alpha_ticks = [int(a * unit) for a in alphas]
     costs = [[ticks[(lid, cls)] for lid in hops]
              for hops, cls in zip(tr.hops, tr.size_class, strict=True)]
     connections = None
@@ -188,17 +271,19 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         for t, hops in enumerate(tr.hops):
             by_path.setdefault(tuple(hops), []).append(t)
         connections = [sorted(ts, key=tr.rank.__getitem__) for ts in by_path.values()]
-    end = _run(tr.hops, costs, tr.rank, tr.deps, tr.enables, len(link_id), connections)
+    end = _run(tr, costs, alpha_ticks, len(link_id), connections)
     return SimulationResult(Fraction(end, unit), size, pieces, sum(len(h) for h in tr.hops))
 
 
-def _run(hops: list[list[int]], costs: list[list[int]], rank: list[int], deps: list[int],
-         enables: list[list[int]], links: int, connections: list[list[int]] | None) -> int:
+def _run(tr: _Transfers, costs: list[list[int]], alpha: list[int], links: int,
+         connections: list[list[int]] | None) -> int:
     """The event loop: links serve ready messages first come, first served (ties by
     rank). With ``connections``, a transfer also waits until the transfers before it on
-    its connection (same route) have started."""
+    its connection (same route) have started. Times in integer ticks."""
+    hops, cut, rank, deps, enables = tr.hops, tr.cut, tr.rank, tr.deps, tr.enables
     free = [0] * links
     ready = [0] * len(hops)
+    tail = [0] * len(hops)         # when the transfer's piece left its previous link
     turn: list[int] = []           # for each transfer, its place in its connection
     conn_of: list[int] = []
     head: list[int] = []
@@ -230,6 +315,11 @@ def _run(hops: list[list[int]], costs: list[list[int]], rank: list[int], deps: l
         lid = hops[t][h]
         begin = now if now > free[lid] else free[lid]
         done = begin + costs[t][h]
+        if cut[t][h]:
+            # Cut-through: the tail reaches this link at ``tail`` and crosses it in α.
+            behind = tail[t] + alpha[lid]
+            if behind > done:
+                done = behind
         free[lid] = done
         if h == 0 and connections is not None:
             c = conn_of[t]
@@ -240,7 +330,9 @@ def _run(hops: list[list[int]], costs: list[list[int]], rank: list[int], deps: l
                     waiting[nxt] = False
                     push(heap, (max(ready[nxt], begin), rank[nxt], nxt, 0))
         if h + 1 < len(hops[t]):
-            push(heap, (done, r, t, h + 1))
+            tail[t] = done
+            # The next link may start once the header is across this one (cut-through).
+            push(heap, (begin + alpha[lid] if cut[t][h + 1] else done, r, t, h + 1))
             continue
         finished += 1
         if done > end:
@@ -257,37 +349,40 @@ def _run(hops: list[list[int]], costs: list[list[int]], rank: list[int], deps: l
 
 
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
-            default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1
-            ) -> SimulationResult:
+            default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
+            switch_mode: str = CUT_THROUGH) -> SimulationResult:
     """The best time over pipeline depths 1, 2, 4, ... (as a tuned library would pick).
 
     A hill climb from ``start`` (the best depth of a smaller size, say): deeper while it
-    helps, else shallower. Depths whose message count would exceed MAX_MESSAGES are
-    not tried.
+    helps, else shallower. Then, if not tried yet, the depth reaching
+    ``PIECES_PER_STAGE * pipeline_stages`` and deeper ones while they help, so that
+    pipeline fill and drain are small wherever α allows. Depths whose message count would
+    exceed MAX_MESSAGES, or deeper than MAX_PIECES, are not tried.
     """
     per_piece = sum(len(e.path) - 1 for tree in plan.trees for e in tree.edges)
-    limit = max(1, MAX_MESSAGES // max(per_piece, 1))
+    limit = min(MAX_PIECES, max(1, MAX_MESSAGES // max(per_piece, 1)))
     tried: dict[int, SimulationResult] = {}
 
     def run(pieces: int) -> SimulationResult:
         if pieces not in tried:
-            tried[pieces] = simulate(topology, plan, message_size, pieces, default_latency)
+            tried[pieces] = simulate(topology, plan, message_size, pieces, default_latency,
+                                     switch_mode)
         return tried[pieces]
 
-    pieces = min(max(1, start), limit)
-    best = run(pieces)
-    # Deeper first; shallower only from the default start (a larger message never wants
-    # a shallower pipeline than a smaller one, so callers pass the last best depth).
-    for step in (2, Fraction(1, 2)) if start == 1 else (2,):
-        p = pieces
-        while True:
-            p = int(p * step)
-            if p < 1 or p > limit or p > MAX_PIECES:
-                break
-            result = run(p)
+    def deeper(best: SimulationResult, pieces: int) -> SimulationResult:
+        while pieces <= limit:
+            result = run(pieces)
             if result.time_us >= best.time_us:
                 break
             best = result
-        if best.pieces != pieces:
-            break
+            pieces *= 2
+        return best
+
+    pieces = min(max(1, start), limit)
+    best = deeper(run(pieces), 2 * pieces)
+    target = min(limit, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
+    if target > best.pieces and target not in tried:
+        result = run(target)
+        if result.time_us < best.time_us:
+            best = deeper(result, 2 * target)
     return best

@@ -1,4 +1,5 @@
-"""The α-β simulator: exact link times, serialisation, store-and-forward, pipelining."""
+"""The α-β simulator: exact link times, serialisation, cut-through switches, store-and-forward
+GPUs, pipelining."""
 
 from fractions import Fraction
 
@@ -6,7 +7,14 @@ import pytest
 
 from engine.baselines.common import CollectivePlan, FlowEdge, FlowTree
 from engine.errors import ScheduleError
-from engine.simulate import algbw_gbps, fastest, link_time, simulate
+from engine.simulate import (
+    PIECES_PER_STAGE,
+    algbw_gbps,
+    fastest,
+    link_time,
+    pipeline_stages,
+    simulate,
+)
 from engine.topology import Link, Node, Topology
 
 
@@ -52,10 +60,81 @@ def test_ordered_links_give_the_same_single_message_time():
     assert simulate(topo, plan, 50000).time_us == 2 + 2
 
 
-def test_store_and_forward_through_a_switch_costs_each_link():
-    topo = line(3, switch_at=(1,))
+def two_hops(b1, b2, a1, a2, middle="switch"):
+    """v0 -> v1 -> v2 with v1 a switch (or a compute node relaying)."""
+    nodes = [Node("v0"), Node("v1", middle), Node("v2")]
+    links = [Link("v0", "v1", b1, latency=a1), Link("v1", "v2", b2, latency=a2)]
+    return Topology("two hops", nodes, links)
+
+
+@pytest.mark.parametrize("b1,b2", [(Fraction(10), Fraction(40)), (Fraction(40), Fraction(10)),
+                                   (Fraction(25), Fraction(25))])
+def test_cut_through_switch_costs_both_latencies_and_the_slower_link_once(b1, b2):
+    a1, a2 = Fraction(1, 2), Fraction(3)
+    topo = two_hops(b1, b2, a1, a2)
+    plan = chain_plan(["v0", "v2"], [("v0", "v1", "v2")])
+    n = 1234567
+    expected = a1 + a2 + Fraction(n) / (min(b1, b2) * 1000)
+    assert simulate(topo, plan, n).time_us == expected
+    assert simulate(topo, plan, n, switch_mode="cut-through").time_us == expected
+
+
+def test_store_and_forward_switch_mode_costs_each_link():
+    a1, a2, b1, b2 = Fraction(1, 2), Fraction(3), Fraction(10), Fraction(40)
+    topo = two_hops(b1, b2, a1, a2)
+    plan = chain_plan(["v0", "v2"], [("v0", "v1", "v2")])
+    n = 1234567
+    expected = link_time(Fraction(n), b1, a1) + link_time(Fraction(n), b2, a2)
+    assert simulate(topo, plan, n, switch_mode="store-and-forward").time_us == expected
+
+
+def test_a_compute_node_on_a_route_stores_and_forwards():
+    topo = two_hops(Fraction(25), Fraction(25), None, None, middle="compute")
     plan = chain_plan(["v0", "v2"], [("v0", "v1", "v2")])
     assert simulate(topo, plan, 25000).time_us == 2 * (1 + 1)
+
+
+def test_cut_through_waits_for_a_busy_link_and_holds_it_one_message_at_a_time():
+    # v0 -> s -> v2 and v1 -> s -> v2 at once: both headers reach s at 1 µs; the first
+    # piece holds s -> v2 during [1, 3], the second during [3, 5] (α = 1, n/B = 1).
+    nodes = [Node("v0"), Node("v1"), Node("s", "switch"), Node("v2")]
+    links = [Link(v, "s", Fraction(25)) for v in ("v0", "v1")] + [Link("s", "v2", Fraction(25))]
+    topo = Topology("star", nodes, links)
+    trees = tuple(FlowTree(v, v, (FlowEdge(v, "v2", (v, "s", "v2")),), Fraction(1, 2))
+                  for v in ("v0", "v1"))
+    plan = CollectivePlan("allgather", ("v0", "v1", "v2"), broadcast_trees=trees)
+    assert simulate(topo, plan, 50000).time_us == 5
+    # Store-and-forward: both arrive whole at 2; s -> v2 serves them in [2, 4], [4, 6].
+    assert simulate(topo, plan, 50000, switch_mode="store-and-forward").time_us == 6
+
+
+def test_cut_through_pipeline_through_a_switch():
+    # Two pieces of n/2 over a slow then a fast link: the fast link is held until each
+    # piece's tail has crossed, so piece 2's tail leaves at its end on the slow link + α2.
+    a1, a2, b1, b2 = Fraction(1), Fraction(2), Fraction(10), Fraction(40)
+    topo = two_hops(b1, b2, a1, a2)
+    plan = chain_plan(["v0", "v2"], [("v0", "v1", "v2")])
+    n = Fraction(10**6)
+    slow = link_time(n / 2, b1, a1)
+    assert simulate(topo, plan, n, pieces=2).time_us == 2 * slow + a2
+
+
+def test_unknown_switch_mode_is_an_error():
+    topo = line(2)
+    plan = chain_plan(["v0", "v1"], [("v0", "v1")])
+    with pytest.raises(ScheduleError, match="switch mode"):
+        simulate(topo, plan, 100, switch_mode="wormhole")
+
+
+def test_pipeline_stages_count_gpu_relays_or_every_link():
+    # A chain of 3 GPUs joined through one switch each: 2 tree edges, 4 links.
+    nodes = [Node("g0"), Node("s0", "switch"), Node("g1"), Node("s1", "switch"), Node("g2")]
+    names = [n.id for n in nodes]
+    links = [Link(a, b, Fraction(25)) for a, b in zip(names, names[1:], strict=False)]
+    topo = Topology("chain", nodes, links)
+    plan = chain_plan(["g0", "g1", "g2"], [("g0", "s0", "g1"), ("g1", "s1", "g2")])
+    assert pipeline_stages(topo, plan) == 2
+    assert pipeline_stages(topo, plan, "store-and-forward") == 4
 
 
 def test_a_link_sends_one_message_at_a_time():
@@ -143,3 +222,11 @@ def test_fastest_is_no_slower_than_one_piece():
     best = fastest(topo, plan, 10**8)
     assert best.pieces > 1
     assert best.time_us < simulate(topo, plan, 10**8).time_us
+
+
+def test_fastest_pipelines_deep_enough_for_large_messages():
+    topo = line(6)
+    names = [f"v{i}" for i in range(6)]
+    plan = chain_plan(names, [(a, b) for a, b in zip(names, names[1:], strict=False)])
+    best = fastest(topo, plan, 1 << 30)
+    assert best.pieces >= PIECES_PER_STAGE * pipeline_stages(topo, plan) == 4 * 5
