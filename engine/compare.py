@@ -9,8 +9,8 @@ Used by ``canopy compare`` and the editor's Compare dock.
 Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
 tries 1, 2 and 4 chunks per node, keeps the best of 4 seeds for each (fewer on large
 topologies, :func:`engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
-the ring search tries up to 32 rings; the simulator caps a run at 250 000 link-messages
-(deeper pipelines are not tried beyond that).
+the ring search tries up to 32 rings; the simulator (switches cut-through by default)
+caps a run at 250 000 link-messages (deeper pipelines are not tried beyond that).
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ from engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from engine.errors import ScheduleError
 from engine.network import Network
 from engine.optimality import COLLECTIVES
-from engine.simulate import DEFAULT_LATENCY_US, REPORT_SIZES, algbw_gbps, fastest
+from engine.simulate import (
+    CUT_THROUGH,
+    DEFAULT_LATENCY_US,
+    REPORT_SIZES,
+    SWITCH_MODES,
+    algbw_gbps,
+    fastest,
+)
 from engine.solve import solve
 from engine.topology import Topology
 
@@ -42,6 +49,31 @@ FORMAT = "canopy-comparison"
 VERSION = 1
 
 Progress = Callable[[str, float], None]
+TICK_SECONDS = 0.1     # most time between progress calls while a row is being built
+
+
+class _Reporter:
+    """Progress for one comparison: at every row and message size, and in between (from
+    the solver, the ring search and the simulator) at most every TICK_SECONDS with the
+    last phase and fraction, so that a ``progress`` that raises Cancelled stops the work
+    within a fraction of a second."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.phase = ""
+        self.fraction = 0.0
+        self.last = time.perf_counter()
+
+    def step(self, phase: str, fraction: float) -> None:
+        self.phase, self.fraction = phase, fraction
+        if self.progress is not None:
+            self.last = time.perf_counter()
+            self.progress(phase, fraction)
+
+    def tick(self, *_: object) -> None:
+        """Repeat the last step if TICK_SECONDS have passed (any arguments are ignored)."""
+        if self.progress is not None and time.perf_counter() - self.last >= TICK_SECONDS:
+            self.step(self.phase, self.fraction)
 
 
 @dataclass
@@ -71,6 +103,7 @@ class Comparison:
     sizes: tuple[int, ...]
     rows: list[ComparisonRow]
     default_latency: Fraction
+    switch_mode: str = CUT_THROUGH
 
     def row(self, algorithm: str) -> ComparisonRow | None:
         return next((r for r in self.rows if r.algorithm == algorithm), None)
@@ -106,6 +139,7 @@ class Comparison:
                 "topology": self.topology, "compute_nodes": self.compute_nodes,
                 "sizes": list(self.sizes),
                 "default_latency_us": float(self.default_latency),
+                "switch_mode": self.switch_mode,
                 "units": {"algbw": "GB/s (1e9 bytes/s), nccl-tests algbw = size / time",
                           "time_us": "microseconds", "sizes": "bytes"},
                 "rows": rows}
@@ -121,8 +155,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _forestcoll(topology: Topology, collective: str) -> BaselineResult:
-    schedule = solve(topology, collective)
+def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None
+                ) -> BaselineResult:
+    schedule = solve(topology, collective, progress=progress)
     plan = schedule_plan(schedule)
     algbw, link = bandwidth_bound(plan, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
@@ -136,14 +171,17 @@ def compare(topology: Topology, collective: str = "allgather",
             sizes: tuple[int, ...] = REPORT_SIZES, algorithms: tuple[str, ...] = ALGORITHMS,
             tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int | None = None,
             tacos_unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US,
-            progress: Progress | None = None, where: str = "") -> Comparison:
+            switch_mode: str = CUT_THROUGH, progress: Progress | None = None,
+            where: str = "") -> Comparison:
     """Build every algorithm's schedule on ``topology`` and time it at ``sizes`` bytes.
 
     ForestColl's row always comes first (the ratios refer to it); ``algorithms`` picks
-    the baselines.
+    the baselines. ``switch_mode`` is how the simulator's switches forward
+    (:mod:`engine.simulate`: cut-through, or store-and-forward).
 
-    ``progress(algorithm, fraction)`` is called as rows complete; it may raise
-    :class:`engine.errors.Cancelled`. Bad topologies raise TopologyError naming ``where``.
+    ``progress(algorithm, fraction)`` is called as rows and sizes complete and at least
+    every TICK_SECONDS or so in between; it may raise :class:`engine.errors.Cancelled`.
+    Bad topologies raise TopologyError naming ``where``.
     """
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "
@@ -151,12 +189,16 @@ def compare(topology: Topology, collective: str = "allgather",
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ScheduleError(f"unknown algorithm '{unknown[0]}'; use {', '.join(ALGORITHMS)}.")
+    if switch_mode not in SWITCH_MODES:
+        raise ScheduleError(f"unknown switch mode '{switch_mode}'; use "
+                            f"{' or '.join(SWITCH_MODES)}.")
     if not sizes or any(s <= 0 for s in sizes):
         raise ScheduleError("message sizes must be positive numbers of bytes.")
     Network.from_topology(topology, where)   # one clear sentence for a bad topology
+    report = _Reporter(progress)
     builders: dict[str, Callable[[], BaselineResult]] = {
-        "forestcoll": lambda: _forestcoll(topology, collective),
-        "ring": lambda: ring_baseline(topology, collective),
+        "forestcoll": lambda: _forestcoll(topology, collective, report.tick),
+        "ring": lambda: ring_baseline(topology, collective, progress=report.tick),
         "blink": lambda: blink_baseline(topology, collective),
         "tacos": lambda: tacos_baseline(topology, collective, tacos_chunks, tacos_seeds,
                                         tacos_unwinding, default_latency),
@@ -166,8 +208,7 @@ def compare(topology: Topology, collective: str = "allgather",
     order = ["forestcoll"] + [a for a in algorithms if a != "forestcoll"]
     rows = []
     for done, name in enumerate(order):
-        if progress:
-            progress(name, done / len(order))
+        report.step(name, done / len(order))
         start = time.perf_counter()
         result = builders[name]()
         row = ComparisonRow(name, result.algbw, reason=result.not_applicable_reason,
@@ -175,16 +216,14 @@ def compare(topology: Topology, collective: str = "allgather",
         if result.applicable and result.plan_at is not None:
             depth = 1
             for step, size in enumerate(sorted(sizes)):
-                if progress:
-                    progress(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
+                report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
                 sim = fastest(topology, result.plan_at(Fraction(size)), size, default_latency,
-                              depth)
+                              depth, switch_mode, report.tick)
                 depth = sim.pieces
                 row.times_us[size] = sim.time_us
                 row.pieces[size] = sim.pieces
         row.seconds = time.perf_counter() - start
         rows.append(row)
-    if progress:
-        progress("done", 1.0)
+    report.step("done", 1.0)
     return Comparison(topology.name, collective, len(topology.compute_nodes()), tuple(sizes),
-                      rows, default_latency)
+                      rows, default_latency, switch_mode)

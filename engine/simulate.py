@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -65,6 +66,7 @@ MAX_PIECES = 128                      # deepest pipeline tried
 MAX_MESSAGES = 250_000                # bound on link-messages per simulation
 PIECES_PER_STAGE = 4                  # the depth search reaches pieces >= 4 x stages
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
+CHECK_EVERY = 1 << 13                 # events between calls of a simulation's ``check``
 CUT_THROUGH = "cut-through"
 STORE_AND_FORWARD = "store-and-forward"
 SWITCH_MODES = (CUT_THROUGH, STORE_AND_FORWARD)
@@ -233,11 +235,13 @@ def _depend(out: _Transfers, tid: int, on: list[int]) -> None:
 
 def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
              pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US,
-             switch_mode: str = CUT_THROUGH) -> SimulationResult:
+             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None
+             ) -> SimulationResult:
     """Run ``plan`` for a message of ``message_size`` bytes; return the collective time.
 
     ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"`` (see the
-    module docstring); compute nodes always store and forward.
+    module docstring); compute nodes always store and forward. ``check`` is called every
+    CHECK_EVERY events; it may raise (say :class:`engine.errors.Cancelled`) to stop.
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
@@ -271,12 +275,12 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         for t, hops in enumerate(tr.hops):
             by_path.setdefault(tuple(hops), []).append(t)
         connections = [sorted(ts, key=tr.rank.__getitem__) for ts in by_path.values()]
-    end = _run(tr, costs, alpha_ticks, len(link_id), connections)
+    end = _run(tr, costs, alpha_ticks, len(link_id), connections, check)
     return SimulationResult(Fraction(end, unit), size, pieces, sum(len(h) for h in tr.hops))
 
 
 def _run(tr: _Transfers, costs: list[list[int]], alpha: list[int], links: int,
-         connections: list[list[int]] | None) -> int:
+         connections: list[list[int]] | None, check: Callable[[], None] | None) -> int:
     """The event loop: links serve ready messages first come, first served (ties by
     rank). With ``connections``, a transfer also waits until the transfers before it on
     its connection (same route) have started. Times in integer ticks."""
@@ -310,7 +314,11 @@ def _run(tr: _Transfers, costs: list[list[int]], alpha: list[int], links: int,
     pop, push = heapq.heappop, heapq.heappush
     finished = 0
     end = 0
+    events = 0
     while heap:
+        events += 1
+        if check is not None and events % CHECK_EVERY == 0:
+            check()
         now, r, t, h = pop(heap)
         lid = hops[t][h]
         begin = now if now > free[lid] else free[lid]
@@ -348,29 +356,55 @@ def _run(tr: _Transfers, costs: list[list[int]], alpha: list[int], links: int,
     return end
 
 
+def busiest_link_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
+                       pieces: int, default_latency: Fraction = DEFAULT_LATENCY_US) -> Fraction:
+    """A lower bound on the collective time at ``pieces``: the link whose messages need
+    the longest in total, ``Σ (α + n/B)`` over everything it carries, one at a time."""
+    caps = topology.capacities()
+    lats = topology.latencies()
+    count: dict[tuple[str, str], int] = {}
+    load: dict[tuple[str, str], Fraction] = {}
+    for tree in plan.trees:
+        for e in tree.edges:
+            for link in path_links(e.path):
+                count[link] = count.get(link, 0) + 1
+                load[link] = load.get(link, Fraction(0)) + tree.share
+    size = Fraction(message_size)
+    return max((pieces * count[link] * lats.get(link, default_latency)
+                + load[link] * size / (caps[link] * BYTES_PER_US_PER_GBPS)
+                for link in count if link in caps), default=Fraction(0))
+
+
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
-            switch_mode: str = CUT_THROUGH) -> SimulationResult:
-    """The best time over pipeline depths 1, 2, 4, ... (as a tuned library would pick).
+            switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None
+            ) -> SimulationResult:
+    """The best time over pipeline depths (as a tuned library would pick).
 
-    A hill climb from ``start`` (the best depth of a smaller size, say): deeper while it
-    helps, else shallower. Then, if not tried yet, the depth reaching
-    ``PIECES_PER_STAGE * pipeline_stages`` and deeper ones while they help, so that
-    pipeline fill and drain are small wherever α allows. Depths whose message count would
-    exceed MAX_MESSAGES, or deeper than MAX_PIECES, are not tried.
+    A climb from ``start`` (the best depth of a smaller size, say) through 2x, 4x, ...
+    while it helps; then, if not tried yet, the depth reaching ``PIECES_PER_STAGE *
+    pipeline_stages`` and deeper ones while they help, so that pipeline fill and drain
+    are small wherever α allows. Depths whose message count would exceed MAX_MESSAGES,
+    deeper than MAX_PIECES, or whose :func:`busiest_link_floor` is already no faster than
+    the best time found are not simulated. ``check`` is passed to :func:`simulate`.
     """
     per_piece = sum(len(e.path) - 1 for tree in plan.trees for e in tree.edges)
     limit = min(MAX_PIECES, max(1, MAX_MESSAGES // max(per_piece, 1)))
     tried: dict[int, SimulationResult] = {}
 
+    def hopeless(pieces: int, best: SimulationResult) -> bool:
+        return busiest_link_floor(topology, plan, message_size, pieces,
+                                  default_latency) >= best.time_us
+
     def run(pieces: int) -> SimulationResult:
         if pieces not in tried:
             tried[pieces] = simulate(topology, plan, message_size, pieces, default_latency,
-                                     switch_mode)
+                                     switch_mode, check)
         return tried[pieces]
 
     def deeper(best: SimulationResult, pieces: int) -> SimulationResult:
-        while pieces <= limit:
+        # The floor grows with depth: once it reaches the best time, deeper cannot help.
+        while pieces <= limit and not hopeless(pieces, best):
             result = run(pieces)
             if result.time_us >= best.time_us:
                 break
@@ -381,7 +415,7 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     pieces = min(max(1, start), limit)
     best = deeper(run(pieces), 2 * pieces)
     target = min(limit, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
-    if target > best.pieces and target not in tried:
+    if target > best.pieces and target not in tried and not hopeless(target, best):
         result = run(target)
         if result.time_us < best.time_us:
             best = deeper(result, 2 * target)

@@ -66,7 +66,11 @@ def test_progress_and_cancel():
     seen = []
     compare(star_of_switches(), sizes=(1 << 20,), algorithms=("ring",),
             progress=lambda phase, f: seen.append((phase, f)))
-    assert [p for p, _ in seen] == ["forestcoll"] * 2 + ["ring"] * 2 + ["done"]
+    # Rows and sizes report in order; slow stretches may repeat the last report.
+    phases = [p for p, _ in seen]
+    assert sorted(set(phases), key=phases.index) == ["forestcoll", "ring", "done"]
+    assert phases == sorted(phases, key=["forestcoll", "ring", "done"].index)
+    assert phases.count("forestcoll") >= 2 and phases.count("ring") >= 2
     fractions = [f for _, f in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1
 

@@ -6,10 +6,12 @@ from fractions import Fraction
 import pytest
 
 from engine.baselines.common import CollectivePlan, FlowEdge, FlowTree
-from engine.errors import ScheduleError
+from engine.errors import Cancelled, ScheduleError
 from engine.simulate import (
+    CHECK_EVERY,
     PIECES_PER_STAGE,
     algbw_gbps,
+    busiest_link_floor,
     fastest,
     link_time,
     pipeline_stages,
@@ -230,3 +232,31 @@ def test_fastest_pipelines_deep_enough_for_large_messages():
     plan = chain_plan(names, [(a, b) for a, b in zip(names, names[1:], strict=False)])
     best = fastest(topo, plan, 1 << 30)
     assert best.pieces >= PIECES_PER_STAGE * pipeline_stages(topo, plan) == 4 * 5
+
+
+@pytest.mark.parametrize("pieces", [1, 2, 5])
+def test_busiest_link_floor_is_reached_by_one_busy_link(pieces):
+    # Two trees over v0 -> v1 only: the link is busy all along, so the floor is the time.
+    topo = line(2)
+    edge = FlowEdge("v0", "v1", ("v0", "v1"))
+    trees = tuple(FlowTree(i, "v0", (edge,), Fraction(1, 2)) for i in range(2))
+    plan = CollectivePlan("allgather", ("v0", "v1"), broadcast_trees=trees)
+    floor = busiest_link_floor(topo, plan, 50000, pieces)
+    assert floor == 2 * pieces * 1 + 2
+    assert simulate(topo, plan, 50000, pieces).time_us == floor
+
+
+def test_check_is_called_during_long_simulations_and_may_stop_them():
+    topo = line(2)
+    plan = chain_plan(["v0", "v1"], [("v0", "v1")])
+    calls = []
+    simulate(topo, plan, 10**6, pieces=2 * CHECK_EVERY, check=lambda: calls.append(1))
+    assert len(calls) == 2
+
+    def stop():
+        raise Cancelled("stopped")
+    edge = FlowEdge("v0", "v1", ("v0", "v1"))
+    trees = tuple(FlowTree(i, "v0", (edge,), Fraction(1, 100)) for i in range(100))
+    many = CollectivePlan("allgather", ("v0", "v1"), broadcast_trees=trees)
+    with pytest.raises(Cancelled):
+        fastest(topo, many, 10**9, start=CHECK_EVERY // 100 + 1, check=stop)

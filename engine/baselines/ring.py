@@ -25,6 +25,7 @@ the ring list is scored and the best number of rings kept (the fewest among equa
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 from engine.baselines.common import (
@@ -255,8 +256,12 @@ def _add(loads: dict[Edge, int], ring: Ring, sign: int) -> None:
 
 
 def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
-               budget: int = DEFAULT_BUDGET) -> list[Ring]:
-    """The best ring set found (see the module docstring); empty if no ring exists."""
+               budget: int = DEFAULT_BUDGET, progress: Callable[[float], None] | None = None
+               ) -> list[Ring]:
+    """The best ring set found (see the module docstring); empty if no ring exists.
+
+    ``progress(fraction)`` is called after each ring placed; it may raise to stop.
+    """
     router = Router(topology)
     servers = servers_of(topology)
     search = _RingSearch(router, servers, budget)
@@ -264,6 +269,8 @@ def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
     rings: list[Ring] = []
     best: tuple[Fraction, int] | None = None   # (max C_e/b_e per ring, ring count)
     for index in range(max_rings):
+        if progress is not None:
+            progress(index / max_rings / 2)
         found = search.find(loads, index)
         if found is None:
             break
@@ -277,15 +284,18 @@ def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
     if best is None:
         return []
     rings = rings[:best[1]]
-    return _improve(search, rings)
+    return _improve(search, rings, progress)
 
 
-def _improve(search: _RingSearch, rings: list[Ring]) -> list[Ring]:
+def _improve(search: _RingSearch, rings: list[Ring],
+             progress: Callable[[float], None] | None = None) -> list[Ring]:
     """One rip-up-and-reroute pass: rebuild each ring against the others' loads."""
     loads: dict[Edge, int] = {}
     for ring in rings:
         _add(loads, ring, +1)
     for i, ring in enumerate(rings):
+        if progress is not None:
+            progress((1 + i / len(rings)) / 2)
         before = _max_congestion(loads, search.inverse)
         _add(loads, ring, -1)
         found = search.find(loads, i)
@@ -300,11 +310,12 @@ def _improve(search: _RingSearch, rings: list[Ring]) -> list[Ring]:
 
 
 def ring_baseline(topology: Topology, collective: str = "allgather",
-                  max_rings: int = DEFAULT_MAX_RINGS, budget: int = DEFAULT_BUDGET
-                  ) -> BaselineResult:
-    """NCCL-style rings for ``collective`` and their bandwidth-only algbw."""
+                  max_rings: int = DEFAULT_MAX_RINGS, budget: int = DEFAULT_BUDGET,
+                  progress: Callable[[float], None] | None = None) -> BaselineResult:
+    """NCCL-style rings for ``collective`` and their bandwidth-only algbw
+    (``progress`` as in :func:`find_rings`)."""
     compute = topology.compute_nodes()
-    rings = find_rings(topology, max_rings, budget)
+    rings = find_rings(topology, max_rings, budget, progress)
     if not rings:
         return BaselineResult.not_applicable(
             "ring", collective, "no ring visits every compute node: some hop between "
