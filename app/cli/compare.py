@@ -17,7 +17,7 @@ from engine.baselines.common import ALGORITHMS
 from engine.compare import Comparison, compare
 from engine.errors import CanopyError
 from engine.optimality import COLLECTIVES
-from engine.simulate import DEFAULT_LATENCY_US, REPORT_SIZES
+from engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
 from engine.topology_io import atomic_write_text, load_topology
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -61,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how TACOS unwinds switches (default ring)")
     p.add_argument("--latency", default=str(DEFAULT_LATENCY_US),
                    help="µs per link when the topology gives none (default 1)")
+    p.add_argument("--switch-mode", choices=SWITCH_MODES, default=CUT_THROUGH,
+                   help="how simulated switches forward (default cut-through)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON here")
     p.set_defaults(run=run)
 
@@ -84,7 +86,7 @@ def _options(args: argparse.Namespace) -> dict:
         raise CanopyError("--sizes names no message size.")
     return {"sizes": sizes, "algorithms": algorithms, "tacos_chunks": chunks,
             "tacos_seeds": args.tacos_seeds, "tacos_unwinding": args.tacos_unwinding,
-            "default_latency": latency}
+            "default_latency": latency, "switch_mode": args.switch_mode}
 
 
 def format_table(comp: Comparison) -> list[str]:
@@ -118,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     comp = compare(topo, args.collective, where=args.topology, **options)
     print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
           "congestion, times from the α-β simulator "
-          f"({float(comp.default_latency):g} µs per link unless the topology says)")
+          f"({float(comp.default_latency):g} µs per link unless the topology says; switches "
+          f"{comp.switch_mode})")
     for line in format_table(comp):
         print(line)
     print("FC x: how many times ForestColl's bound is the row's. algbw = size / time, "
