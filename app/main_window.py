@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import clipboard, library_actions, settings
+from app import clipboard, compare_actions, library_actions, settings
 from app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from app.canvas.scene import TopologyScene
 from app.canvas.view import TopologyView
@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_toolbars()
         self.library = library_actions.install(self)
+        self.compare = compare_actions.install(self)
         self._build_status_bar()
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)

@@ -1,0 +1,155 @@
+"""Compute ▸ Compare Algorithms…: the options dialog and the Compare dock, for one window.
+
+:func:`install` adds the action to the window's Compute menu (creating "&Compute" before
+Help when the window has none), the dock (tabbed with Validation at the bottom) and its
+toggle to the View menu. The dialog picks the collective, the message sizes (nccl-tests
+style: 1M = 2^20 bytes) and how the simulated switches forward; OK starts the comparison
+in the background (:class:`app.docks.compare.CompareDock`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.cli.compare import parse_size, size_label
+from app.docks.compare import CompareDock
+from engine.optimality import COLLECTIVES
+from engine.simulate import REPORT_SIZES, SWITCH_MODES
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+DOCK_HEIGHT = 330
+
+
+class CompareDialog(QDialog):
+    """Collective, message sizes and switch forwarding for one comparison."""
+
+    def __init__(self, options: dict, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Compare Algorithms")
+        self.collective = QComboBox()
+        self.collective.addItems(list(COLLECTIVES))
+        self.collective.setCurrentText(options.get("collective", "allgather"))
+        self.sizes = QLineEdit(",".join(size_label(s) for s in
+                                        options.get("sizes", REPORT_SIZES)))
+        self.sizes.setToolTip("Comma-separated message sizes in bytes; K, M, G are powers "
+                              "of two as in nccl-tests (1M = 1,048,576 bytes)")
+        self.switch_mode = QComboBox()
+        self.switch_mode.addItems(list(SWITCH_MODES))
+        self.switch_mode.setCurrentText(options.get("switch_mode", SWITCH_MODES[0]))
+        self.switch_mode.setToolTip("How simulated switches forward a message: as soon as "
+                                    "its header arrives (cut-through, as NVSwitch and "
+                                    "InfiniBand do) or after all of it (store-and-forward)")
+        self.error = QLabel()
+        self.error.setStyleSheet("color: #8a1c12;")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        form = QFormLayout()
+        form.addRow("Collective:", self.collective)
+        form.addRow("Message sizes:", self.sizes)
+        form.addRow("Switches:", self.switch_mode)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Compare")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("Build ForestColl, NCCL-style rings, Blink, TACOS and "
+                                "contention-free rings for this topology and simulate "
+                                "them on one α-β model."))
+        layout.addLayout(form)
+        layout.addWidget(self.error)
+        layout.addWidget(buttons)
+
+    def parsed_sizes(self) -> tuple[int, ...] | None:
+        """The sizes in bytes, or None (with the reason shown) when the text is wrong."""
+        try:
+            sizes = tuple(parse_size(t) for t in self.sizes.text().split(",") if t.strip())
+        except argparse.ArgumentTypeError as exc:
+            self.error.setText(str(exc))
+            self.error.show()
+            return None
+        if not sizes:
+            self.error.setText("Name at least one message size, such as 1M.")
+            self.error.show()
+            return None
+        return tuple(sorted(set(sizes)))
+
+    def options(self) -> dict:
+        return {"collective": self.collective.currentText(), "sizes": self.parsed_sizes(),
+                "switch_mode": self.switch_mode.currentText()}
+
+    def accept(self) -> None:
+        if self.parsed_sizes() is not None:
+            super().accept()
+
+
+class CompareActions(QObject):
+    """The Compare Algorithms action, its dialog and the dock."""
+
+    def __init__(self, window: MainWindow):
+        super().__init__(window)
+        self.window = window
+        self.dock = CompareDock(window.doc, window)
+        self.dialog: CompareDialog | None = None
+        window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
+        window.tabifyDockWidget(window.validation, self.dock)
+        window.validation.raise_()
+        action = QAction("Compare &Algorithms…", window)
+        action.setShortcut("Ctrl+Shift+C")
+        tip = "Compare ForestColl with rings, Blink, TACOS and LR rings on this topology"
+        action.setStatusTip(tip)
+        action.setToolTip(tip)
+        action.triggered.connect(self.open_dialog)
+        window.actions["compare"] = action
+
+    def open_dialog(self) -> CompareDialog | None:
+        """Ask for the options (window-modal, non-blocking); None while a run is going."""
+        if self.dock.is_running():
+            self.dock.show()
+            self.dock.raise_()
+            self.window.statusBar().showMessage("A comparison is already running.", 4000)
+            return None
+        dialog = CompareDialog(self.dock.options, self.window)
+        self.dialog = dialog
+        dialog.accepted.connect(lambda: self.start(**dialog.options()))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
+    def start(self, **options: object) -> None:
+        if self.dock.start(**options) is not None:
+            self.window.resizeDocks([self.dock], [DOCK_HEIGHT], Qt.Orientation.Vertical)
+
+
+def _compute_menu(window: MainWindow) -> QMenu:
+    menu = window.menus.get("compute")
+    if menu is None:
+        menu = QMenu("&Compute", window)
+        window.menuBar().insertMenu(window.menus["help"].menuAction(), menu)
+        window.menus["compute"] = menu
+    return menu
+
+
+def install(window: MainWindow) -> CompareActions:
+    """Add Compute ▸ Compare Algorithms…, the Compare dock and its View menu toggle."""
+    actions = CompareActions(window)
+    _compute_menu(window).addAction(window.actions["compare"])
+    window.menus["view"].addAction(actions.dock.toggleViewAction())
+    return actions

@@ -1,0 +1,401 @@
+"""The Compare dock: ForestColl against today's schedules on the drawn topology.
+
+:meth:`CompareDock.start` runs :func:`engine.compare.compare` (ForestColl, NCCL-style
+rings, Blink, TACOS, contention-free LR rings; one α-β simulator for all) on a snapshot
+of the topology in a :class:`app.solve_worker.SolveJob`, with a progress bar and a
+Cancel button. The result is shown as
+
+* a table: algorithm, bandwidth bound (algbw from link congestion), how many times
+  ForestColl's bound is the row's, then the simulated time and nccl-tests algbw at each
+  message size; a baseline that does not apply reads "n/a: reason" (reason as tooltip);
+* a pyqtgraph bar chart: algbw per algorithm, grouped by message size, with each
+  algorithm's bound as the last group, and a legend.
+
+Editing the network (nodes, kinds, groups, links) after a run marks the comparison
+stale; moving nodes does not, and undoing back to the compared network clears the mark.
+Errors appear in a dialog with the engine's sentence.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QStandardItem, QStandardItemModel
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QDockWidget,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.cli.compare import size_label
+from app.document import Document
+from app.solve_worker import SolveJob
+from engine.compare import Comparison, ComparisonRow, compare
+from engine.simulate import CUT_THROUGH, REPORT_SIZES
+from engine.topology import Topology
+
+NAMES = {"forestcoll": "ForestColl", "ring": "Ring (NCCL)", "blink": "Blink",
+         "tacos": "TACOS", "lr1": "LR1 rings", "lr3": "LR3 rings"}
+COLORS = {"forestcoll": "#3c8d2f", "ring": "#3f6fb5", "blink": "#e08a1e",
+          "tacos": "#8e5ab5", "lr1": "#b5523f", "lr3": "#4a9ea3"}
+NOT_APPLICABLE = QColor("#6b7280")
+STALE_STYLE = "color: #8a1c12; font-weight: bold;"
+STALE_TEXT = "#9aa1ad"
+STALE_OPACITY = 0.35
+
+_RUNNING: set[SolveJob] = set()
+"""Jobs still running, kept alive until their thread ends (even if the dock is gone)."""
+
+
+def display_name(algorithm: str) -> str:
+    return NAMES.get(algorithm, algorithm)
+
+
+def network_signature(topology: Topology) -> tuple:
+    """What the comparison depends on: nodes (kind, group: servers), links. Not positions."""
+    return (tuple((n.id, n.kind, n.group) for n in topology.nodes),
+            tuple((link.source, link.target, link.bandwidth, link.duplex, link.latency)
+                  for link in topology.links))
+
+
+def _number(value: Fraction | float, digits: int = 2) -> str:
+    return f"{float(value):,.{digits}f}"
+
+
+def _time(us: Fraction) -> str:
+    return _number(us, 1 if us < 1000 else 0)
+
+
+class CompareDock(QDockWidget):
+    """Runs comparisons in the background and shows the latest one."""
+
+    def __init__(self, doc: Document, parent: QWidget | None = None):
+        super().__init__("Compare", parent)
+        self.setObjectName("CompareDock")
+        self.doc = doc
+        self.comparison: Comparison | None = None
+        self.job: SolveJob | None = None
+        self.options: dict = {}
+        self.stale = False
+        self._signature: tuple | None = None
+        self._pending: tuple | None = None      # signature of the run in progress
+
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stale_label = QLabel("Stale: the topology changed since this comparison.")
+        self.stale_label.setStyleSheet(STALE_STYLE)
+        self.stale_label.hide()
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        self.again_button = QPushButton("Run Again")
+        self.again_button.setToolTip("Compare again with the same options on the current "
+                                     "topology")
+        self.again_button.clicked.connect(self.run_again)
+        self.again_button.setEnabled(False)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.stale_label)
+        top.addWidget(self.progress)
+        top.addWidget(self.cancel_button)
+        top.addWidget(self.again_button)
+
+        self.model = QStandardItemModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(False)
+        self.table.setWordWrap(False)
+
+        self.plot = pg.PlotWidget(background="w")
+        self.plot.setMenuEnabled(False)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.hideButtons()
+        self.plot.showGrid(y=True, alpha=0.25)
+        self.plot.setLabel("left", "algbw (GB/s)")
+        self.plot.setMinimumWidth(320)
+        self.legend = self.plot.addLegend(offset=(8, 4), colCount=3, labelTextSize="8pt",
+                                          brush=pg.mkBrush(255, 255, 255, 220))
+        self.bars: list[pg.BarGraphItem] = []
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.table)
+        splitter.addWidget(self.plot)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        splitter.setSizes([720, 480])
+        splitter.setChildrenCollapsible(False)
+        self.splitter = splitter
+
+        self.placeholder = QLabel("Compute ▸ Compare Algorithms… runs ForestColl, NCCL-style "
+                                  "rings, Blink, TACOS and contention-free rings on this "
+                                  "topology and simulates them at 1 MB – 1 GB.")
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setStyleSheet("color: #4b5668;")
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.placeholder)
+        self.pages.addWidget(splitter)
+
+        body = QWidget()
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(top)
+        layout.addWidget(self.pages, 1)
+        self.setWidget(body)
+
+        self._stale_timer = QTimer(self)
+        self._stale_timer.setSingleShot(True)
+        self._stale_timer.setInterval(150)
+        self._stale_timer.timeout.connect(self.check_stale)
+        for signal in (doc.node_added, doc.node_removed, doc.node_changed, doc.node_renamed,
+                       doc.link_added, doc.link_removed, doc.link_changed, doc.reset):
+            signal.connect(self._stale_timer.start)
+        app = QApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.stop)
+
+    # ------------------------------------------------------------ running
+
+    def is_running(self) -> bool:
+        return self.job is not None
+
+    def start(self, collective: str = "allgather", sizes: tuple[int, ...] = REPORT_SIZES,
+              switch_mode: str = CUT_THROUGH) -> SolveJob | None:
+        """Compare on the current topology in the background (None if one is running)."""
+        if self.job is not None:
+            return None
+        self.options = {"collective": collective, "sizes": tuple(sizes),
+                        "switch_mode": switch_mode}
+        topology = self.doc.snapshot()
+        where = str(self.doc.path) if self.doc.path else self.doc.display_name
+        self._pending = network_signature(topology)
+        job = SolveJob(lambda report: compare(topology, collective, tuple(sizes),
+                                              switch_mode=switch_mode, progress=report,
+                                              where=where))
+        self.job = job
+        _RUNNING.add(job)
+        job.progress.connect(self._on_progress)
+        job.finished.connect(self._on_finished)
+        job.failed.connect(self._on_failed)
+        job.cancelled.connect(self._on_cancelled)
+        for signal in (job.finished, job.failed, job.cancelled):
+            signal.connect(lambda *_, j=job: _RUNNING.discard(j))
+        self.progress.setValue(0)
+        self.progress.setFormat(f"Comparing ({collective})… %p%")
+        self.progress.show()
+        self.cancel_button.show()
+        self.cancel_button.setEnabled(True)
+        self.again_button.setEnabled(False)
+        self.summary.setText(f"Comparing algorithms for {collective} on "
+                             f"{topology.name or self.doc.display_name}…")
+        self.show()
+        self.raise_()
+        job.start()
+        return job
+
+    def run_again(self) -> SolveJob | None:
+        return self.start(**self.options) if self.options else None
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+            self.cancel_button.setEnabled(False)
+            self.progress.setFormat("Cancelling…")
+
+    def stop(self) -> None:
+        """Cancel and wait for the background work (the application is quitting)."""
+        job = self.job
+        if job is not None:
+            job.cancel()
+            job.wait()
+
+    def _done(self) -> None:
+        self.job = None
+        self.progress.hide()
+        self.cancel_button.hide()
+        self.again_button.setEnabled(bool(self.options))
+
+    def _on_progress(self, phase: str, fraction: float) -> None:
+        if self.job is None or not self.cancel_button.isEnabled():
+            return
+        self.progress.setValue(round(fraction * 1000))
+        what = "Finishing" if phase == "done" else f"{display_name(phase)}"
+        self.progress.setFormat(f"{what}… %p%")
+
+    def _on_finished(self, comparison: Comparison) -> None:
+        self._done()
+        self._signature = self._pending
+        self.show_comparison(comparison)
+        self.check_stale()
+
+    def _on_failed(self, message: str) -> None:
+        self._done()
+        self.summary.setText(f"The comparison failed: {message}")
+        QMessageBox.critical(self, "Cannot compare algorithms", message)
+
+    def _on_cancelled(self) -> None:
+        self._done()
+        if self.comparison is None:
+            self.summary.setText("Comparison cancelled.")
+        else:
+            self.summary.setText(self._describe(self.comparison) + "  (A newer run was "
+                                 "cancelled.)")
+
+    # ------------------------------------------------------------ staleness
+
+    def check_stale(self) -> None:
+        """Compare the document's network with the compared one; show or hide the mark."""
+        self._stale_timer.stop()
+        if self.comparison is None:
+            return
+        self.stale = network_signature(self.doc.topology) != self._signature
+        self.stale_label.setVisible(self.stale)
+        self._fade(self.stale)
+        self.setWindowTitle("Compare (stale)" if self.stale else "Compare")
+
+    def _fade(self, faded: bool) -> None:
+        """Grey out stale results (text and bars) without disabling tooltips."""
+        self.table.setStyleSheet(f"QTableView {{ color: {STALE_TEXT}; }}" if faded else "")
+        for bars in self.bars:
+            bars.setOpacity(STALE_OPACITY if faded else 1.0)
+
+    # ------------------------------------------------------------ showing results
+
+    def _describe(self, comp: Comparison) -> str:
+        return (f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}. "
+                "Bound from link congestion; times from the α-β simulator "
+                f"({float(comp.default_latency):g} µs per link unless set, switches "
+                f"{comp.switch_mode}). algbw = size / time.")
+
+    def show_comparison(self, comp: Comparison) -> None:
+        self.comparison = comp
+        self.summary.setText(self._describe(comp))
+        self._fill_table(comp)
+        self._fill_chart(comp)
+        self.pages.setCurrentIndex(1)
+
+    def _fill_table(self, comp: Comparison) -> None:
+        model = self.model
+        model.clear()
+        self.table.clearSpans()
+        headers = ["Algorithm", "Bound GB/s", "ForestColl ×"]
+        for s in comp.sizes:
+            headers += [f"{size_label(s)} µs", f"{size_label(s)} GB/s"]
+        model.setHorizontalHeaderLabels(headers)
+        tips = ["", "Bandwidth-only algbw of the schedule: message size over the time its "
+                "most congested link needs", "How many times ForestColl's bound is this "
+                "row's bound"]
+        for s in comp.sizes:
+            tips += [f"Simulated collective time at {s:,} bytes (best pipeline depth)",
+                     f"nccl-tests algbw at {s:,} bytes: size / simulated time"]
+        for column, tip in enumerate(tips):
+            if tip:
+                model.horizontalHeaderItem(column).setToolTip(tip)
+        for row in comp.rows:
+            if row.reason is None:
+                model.appendRow(self._row_items(comp, row, len(headers)))
+        # Columns fit the numbers; "n/a: reason" rows go in afterwards, spanning them.
+        self.table.resizeColumnsToContents()
+        for index, row in enumerate(comp.rows):
+            if row.reason is not None:
+                model.insertRow(index, self._row_items(comp, row, len(headers)))
+                self.table.setSpan(index, 1, 1, len(headers) - 1)
+
+    def _row_items(self, comp: Comparison, row: ComparisonRow, width: int
+                   ) -> list[QStandardItem]:
+        name = QStandardItem(display_name(row.algorithm))
+        name.setData(row.algorithm, Qt.ItemDataRole.UserRole)
+        swatch = QColor(COLORS.get(row.algorithm, "#888888"))
+        name.setData(swatch, Qt.ItemDataRole.DecorationRole)
+        if row.algorithm == "forestcoll":
+            font = QFont()
+            font.setBold(True)
+            name.setFont(font)
+        if row.reason is not None:
+            cell = QStandardItem(f"n/a: {row.reason}")
+            cell.setToolTip(row.reason)
+            name.setToolTip(row.reason)
+            cell.setForeground(NOT_APPLICABLE)
+            font = QFont()
+            font.setItalic(True)
+            cell.setFont(font)
+            return [name, cell] + [QStandardItem("") for _ in range(width - 2)]
+        items = [name]
+        bound = QStandardItem(_number(row.algbw))
+        link = row.details.get("bottleneck_link")
+        if link:
+            bound.setToolTip(f"Most congested link: {link[0]} → {link[1]}")
+        items.append(bound)
+        ratio = comp.ratio(row)
+        items.append(QStandardItem("" if ratio is None else f"{float(ratio):.2f}×"))
+        for s in comp.sizes:
+            t = QStandardItem(_time(row.times_us[s]))
+            t.setToolTip(f"{display_name(row.algorithm)} at {size_label(s)}: "
+                         f"{float(row.times_us[s]):,.3f} µs with {row.pieces[s]} pipeline "
+                         "pieces per tree")
+            bw = QStandardItem(_number(row.algbw_at(s)))
+            at = comp.ratio(row, s)
+            if at is not None:
+                bw.setToolTip(f"ForestColl is {float(at):.2f}× as fast at {size_label(s)}")
+            items += [t, bw]
+        for item in items[1:]:
+            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return items
+
+    def _fill_chart(self, comp: Comparison) -> None:
+        for item in self.bars:
+            self.plot.removeItem(item)
+        self.bars = []
+        self.legend.clear()
+        rows = [r for r in comp.rows if r.reason is None]
+        groups = [size_label(s) for s in comp.sizes] + ["bound"]
+        width = 0.8 / max(len(rows), 1)
+        for j, row in enumerate(rows):
+            heights = [float(row.algbw_at(s)) for s in comp.sizes] + [float(row.algbw)]
+            offset = (j - (len(rows) - 1) / 2) * width
+            color = QColor(COLORS.get(row.algorithm, "#888888"))
+            bars = pg.BarGraphItem(x=[g + offset for g in range(len(groups))],
+                                   height=heights, width=width * 0.92,
+                                   brush=pg.mkBrush(color), pen=pg.mkPen(color.darker(130)),
+                                   name=display_name(row.algorithm))
+            self.plot.addItem(bars)
+            self.bars.append(bars)
+        axis = self.plot.getAxis("bottom")
+        axis.setTicks([list(enumerate(groups))])
+        self.plot.setXRange(-0.6, len(groups) - 0.4, padding=0)
+        top = max((float(r.algbw) for r in rows), default=1.0)
+        top = max([top] + [float(r.algbw_at(s)) for r in rows for s in comp.sizes])
+        # Head room for the legend (rows of three) above the bars.
+        legend_rows = (len(rows) + 2) // 3
+        self.plot.setYRange(0, top * (1.1 + 0.14 * legend_rows), padding=0)
+
+    # ------------------------------------------------------------ for tests and export
+
+    def table_text(self) -> list[list[str]]:
+        """The table's cells as shown (one list per row)."""
+        return [[self.model.item(r, c).text() for c in range(self.model.columnCount())]
+                for r in range(self.model.rowCount())]

@@ -1,0 +1,153 @@
+"""The Compare dock: background comparison, table and chart, stale marking, cancel, errors."""
+
+import time
+from fractions import Fraction
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialogButtonBox
+
+from app.commands import MoveNodes, edit_links
+from app.compare_actions import CompareDialog
+from app.docks.compare import display_name
+from bench.clusters import dgx_a100_cluster
+from engine.compare import compare
+from engine.topology import Link, Node, Topology
+from engine.topology_io import load_sample
+
+SIZES = (1 << 20, 1 << 30)
+
+
+@pytest.fixture
+def fig2(window):
+    window.doc.set_topology(load_sample("forestcoll-fig2"), None, display_name="fig2")
+    return window
+
+
+def run(window, qtbot, **options):
+    """Start a comparison from the dock's owner and wait until it has delivered."""
+    dock = window.compare.dock
+    with _finished(dock, qtbot):
+        window.compare.start(**options)
+    return dock
+
+
+class _finished:
+    """Wait until the dock's job (started inside the block) has delivered."""
+
+    def __init__(self, dock, qtbot):
+        self.dock, self.qtbot = dock, qtbot
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.qtbot.waitUntil(lambda: not self.dock.is_running(), timeout=60000)
+        return False
+
+
+def test_menu_entry_and_dialog_start_a_comparison(fig2, qtbot):
+    action = fig2.actions["compare"]
+    assert action in fig2.menus["compute"].actions()
+    assert fig2.compare.dock.toggleViewAction() in fig2.menus["view"].actions()
+    dialog = fig2.compare.open_dialog()
+    assert isinstance(dialog, CompareDialog)
+    assert dialog.sizes.text() == "1M,16M,128M,1G"
+    dialog.sizes.setText("1M, 12Q")
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+    assert dialog.isVisible() and "12Q" in dialog.error.text()
+    dialog.sizes.setText("1G,1M")
+    dialog.collective.setCurrentText("reduce-scatter")
+    with _finished(fig2.compare.dock, qtbot):
+        dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+        assert fig2.compare.dock.is_running()
+    comp = fig2.compare.dock.comparison
+    assert comp.collective == "reduce-scatter" and comp.sizes == SIZES
+
+
+def test_table_and_chart_match_the_engine_rows(fig2, qtbot):
+    dock = run(fig2, qtbot, collective="allgather", sizes=SIZES)
+    expected = compare(load_sample("forestcoll-fig2"), "allgather", SIZES)
+    shown = dock.comparison
+    assert [r.algorithm for r in shown.rows] == [r.algorithm for r in expected.rows]
+    cells = dock.table_text()
+    assert len(cells) == len(expected.rows)
+    bars = {b.opts["name"]: b for b in dock.bars}
+    for text, row in zip(cells, expected.rows, strict=True):
+        assert text[0] == display_name(row.algorithm)
+        if row.reason is not None:
+            assert text[1] == f"n/a: {row.reason}"
+            index = dock.model.index(cells.index(text), 1)
+            assert dock.model.data(index, Qt.ItemDataRole.ToolTipRole) == row.reason
+            assert dock.table.columnSpan(cells.index(text), 1) == len(text) - 1
+            assert display_name(row.algorithm) not in bars
+            continue
+        assert float(text[1].replace(",", "")) == pytest.approx(float(row.algbw), abs=0.005)
+        ratio = expected.ratio(row)
+        assert text[2] == f"{float(ratio):.2f}×"
+        for k, size in enumerate(SIZES):
+            assert float(text[3 + 2 * k].replace(",", "")) == pytest.approx(
+                float(row.times_us[size]), abs=0.51)
+            assert float(text[4 + 2 * k].replace(",", "")) == pytest.approx(
+                float(row.algbw_at(size)), abs=0.005)
+        heights = list(bars[display_name(row.algorithm)].opts["height"])
+        assert heights == pytest.approx([float(row.algbw_at(s)) for s in SIZES]
+                                        + [float(row.algbw)])
+    # fig2 is not a tree: the LR rings do not apply, the other four have bars.
+    assert len(dock.bars) == 4
+    assert len(dock.legend.items) == 4
+    assert not dock.stale and dock.stale_label.isHidden()
+
+
+def test_network_edits_mark_the_comparison_stale_and_undo_clears_it(fig2, qtbot):
+    dock = run(fig2, qtbot, sizes=(1 << 20,))
+    doc = fig2.doc
+    node = doc.node("c1.1")
+    doc.undo_stack.push(MoveNodes(doc, {"c1.1": (node.x, node.y)},
+                                  {"c1.1": (node.x + 40, node.y)}))
+    dock.check_stale()
+    assert not dock.stale
+    edit_links(doc, [doc.link_keys()[0]], "bandwidth", Fraction(7))
+    qtbot.waitUntil(lambda: dock.stale, timeout=3000)
+    assert dock.stale_label.isVisible()
+    assert "stale" in dock.windowTitle()
+    assert all(b.opacity() < 1 for b in dock.bars)
+    doc.undo_stack.undo()
+    qtbot.waitUntil(lambda: not dock.stale, timeout=3000)
+    assert dock.stale_label.isHidden()
+    assert all(b.opacity() == 1 for b in dock.bars)
+    doc.set_topology(load_sample("mesh-2d-3x3"), None, display_name="mesh")
+    qtbot.waitUntil(lambda: dock.stale, timeout=3000)
+    with _finished(dock, qtbot):
+        dock.again_button.click()
+    assert not dock.stale and dock.comparison.compute_nodes == 9
+    assert dock.comparison.sizes == (1 << 20,)
+
+
+def test_cancel_stops_the_comparison_promptly(window, qtbot):
+    window.doc.set_topology(dgx_a100_cluster(16), None, display_name="16 DGX")
+    dock = window.compare.dock
+    seen = []
+    window.compare.start(collective="allgather", sizes=SIZES)
+    dock.job.progress.connect(lambda phase, fraction: seen.append(phase))
+    assert not dock.progress.isHidden() and not dock.cancel_button.isHidden()
+    qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30000)
+    start = time.perf_counter()
+    with qtbot.waitSignal(dock.job.cancelled, timeout=10000):
+        dock.cancel_button.click()
+    assert time.perf_counter() - start < 2.0
+    assert not dock.is_running() and dock.comparison is None
+    assert dock.progress.isHidden() and "cancelled" in dock.summary.text()
+
+
+def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
+    unbalanced = Topology("u", [Node("a"), Node("b")],
+                          [Link("a", "b", Fraction(1), duplex=False),
+                           Link("b", "a", Fraction(2), duplex=False)])
+    window.doc.set_topology(unbalanced, None, display_name="u")
+    run(window, qtbot, sizes=(1 << 20,))
+    kind, title, text = dialogs.calls[-1]
+    assert kind == "critical" and "unbalanced" in text
+    assert window.compare.dock.comparison is None
+    assert "unbalanced" in window.compare.dock.summary.text()
