@@ -21,7 +21,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -54,6 +54,7 @@ COLORS = {"forestcoll": "#3c8d2f", "ring": "#3f6fb5", "blink": "#e08a1e",
 NOT_APPLICABLE = QColor("#6b7280")
 STALE_STYLE = "color: #8a1c12; font-weight: bold;"
 STALE_TEXT = "#9aa1ad"
+CHART_TEXT = "#2d3440"
 STALE_OPACITY = 0.35
 
 _RUNNING: set[SolveJob] = set()
@@ -77,6 +78,19 @@ def _number(value: Fraction | float, digits: int = 2) -> str:
 
 def _time(us: Fraction) -> str:
     return _number(us, 1 if us < 1000 else 0)
+
+
+class _BarSample(pg.ItemSample):
+    """A legend swatch for a bar series: just its colour (the stock sample also draws a
+    line, which pokes out beside the square)."""
+
+    def paint(self, painter, *args) -> None:
+        if not self.item.isVisible():
+            super().paint(painter, *args)
+            return
+        painter.setPen(pg.mkPen(self.item.opts["pen"]))
+        painter.setBrush(pg.mkBrush(self.item.opts["brush"]))
+        painter.drawRect(QRectF(3, 3, 14, 14))
 
 
 class CompareDock(QDockWidget):
@@ -138,7 +152,10 @@ class CompareDock(QDockWidget):
         self.plot.setLabel("left", "algbw (GB/s)")
         self.plot.setMinimumWidth(320)
         self.legend = self.plot.addLegend(offset=(8, 4), colCount=3, labelTextSize="8pt",
-                                          brush=pg.mkBrush(255, 255, 255, 220))
+                                          brush=pg.mkBrush(255, 255, 255, 220),
+                                          labelTextColor=CHART_TEXT, sampleType=_BarSample)
+        for side in ("left", "bottom"):
+            self.plot.getAxis(side).setTextPen(CHART_TEXT)
         self.bars: list[pg.BarGraphItem] = []
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
