@@ -4,11 +4,12 @@ The link model (the α-β model of the TACOS paper, tacos.txt §IV-F and §V-C):
 
 * Every directed physical link has a bandwidth B (GB/s = 10^9 bytes/s, the topology's
   unit) and a latency α in µs (the link's ``latency``, default 1 µs).
-* A message of n bytes holds a link for at least ``α + n/B``; a link sends one message at
-  a time, in the order messages become ready there (first come, first served; ties go by
-  the plan's priority). Plans with ``ordered_links`` (a TACOS timetable) issue the
-  messages of each connection (same route) strictly in the plan's order, as a compiled
-  schedule's sender would.
+* A message of n bytes holds a link for at least ``α + n/B``: α is a per-message cost
+  (start-up, synchronisation), not only wire delay, as in TACOS's cost model, which its
+  synthesizer schedules with. A link sends one message at a time, in the order messages
+  become ready there (first come, first served; ties go by the plan's priority). Plans
+  with ``ordered_links`` (a TACOS timetable) issue the messages of each connection (same
+  route) strictly in the plan's order, as a compiled schedule's sender would.
 * A tree's data is split into ``pieces`` equal pipeline chunks; one message is one piece
   crossing one tree edge, over that edge's physical path. **Compute nodes store and
   forward**: a GPU forwards a piece only after receiving it whole (broadcast), or after
@@ -37,9 +38,17 @@ size; we try 1, 2, 4, ... pieces and keep the fastest. Pipeline fill and drain c
 ``(pieces + stages - 1) / pieces`` of the bandwidth time, ``stages`` being the longest
 chain of store-and-forward steps a piece takes (:func:`pipeline_stages`: tree edges from
 root to leaf, reduce then broadcast for allreduce; every link for store-and-forward
-switches). So the search always includes ``pieces >= PIECES_PER_STAGE * stages``
-(rounded up to a power of two) whenever the message cap MAX_MESSAGES and MAX_PIECES
-allow it, even when a shallower depth looked best on the way.
+switches). So the search always includes ``pieces = PIECES_PER_STAGE * stages`` (and
+deeper while it helps) whenever the message cap MAX_MESSAGES and MAX_PIECES allow it,
+even when a shallower depth looked best on the way. Since every message pays α on
+every link, deeper is not always faster; depths whose busiest link alone would need
+longer than the best time found (:func:`busiest_link_floor`) are skipped.
+
+Known limit: first come, first served lets one tree's later pieces take a shared link
+ahead of another tree's earlier ones. Schedules that load every link to capacity (as
+ForestColl's optimal forests do) then lose time to links that idle while the data they
+need waits elsewhere, more so for reductions, which wait for all children; runtimes
+whose per-connection buffers keep trees in step lose less.
 
 Time is exact: every duration is a :class:`fractions.Fraction` of a µs, and the event
 loop runs on integers in a common unit (the lcm of the denominators), so a single
