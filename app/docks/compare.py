@@ -116,6 +116,7 @@ class CompareDock(QDockWidget):
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
         self.progress.setTextVisible(True)
+        self.progress.setMinimumWidth(280)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(self.cancel)
         self.again_button = QPushButton("Run Again")
