@@ -10,6 +10,8 @@ differ, and fresh again if the edits are undone.
 
 from __future__ import annotations
 
+import gc
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,31 @@ from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 from app.document import Document
 from app.solution import Solution, compute_solution, signature
 from app.solve_worker import SolveJob
+
+PROGRESS_INTERVAL = 0.05
+"""Seconds between progress signals within one phase."""
+
+
+class Throttled:
+    """A progress callback passing on at most one report per phase and interval.
+
+    Every queued signal makes the GUI thread take the interpreter lock from the busy
+    worker; hundreds of reports per second would stall the window. Cancellation is still
+    noticed within one interval.
+    """
+
+    def __init__(self, report: Callable[[str, float], None],
+                 interval: float = PROGRESS_INTERVAL):
+        self.report = report
+        self.interval = interval
+        self.phase = ""
+        self.last = 0.0
+
+    def __call__(self, phase: str, fraction: float) -> None:
+        now = time.perf_counter()
+        if phase != self.phase or fraction >= 1.0 or now - self.last >= self.interval:
+            self.phase, self.last = phase, now
+            self.report(phase, fraction)
 
 
 class ComputeController(QObject):
@@ -65,7 +92,7 @@ class ComputeController(QObject):
         if self.job is not None:
             return False
         self._what = what
-        job = self.job = SolveJob(work, self)
+        job = self.job = SolveJob(lambda report: work(Throttled(report)), self)
         job.progress.connect(self.progress)
         job.finished.connect(lambda result: (self._end(), done(result)))
         job.failed.connect(lambda message: (self._end(), self.failed.emit(what, message)))
@@ -98,17 +125,16 @@ class ComputeController(QObject):
         self.busy_changed.emit(False)
 
     def _solved(self, solution: Solution) -> None:
+        # A solution is a few hundred thousand long-lived objects (trees, edges, routes on
+        # 512 GPUs). Frozen, they are left out of the cyclic collector's full passes,
+        # which would otherwise stall the window for 100+ ms at random moments (such as
+        # selecting a tree); the previous solution's objects are unfrozen to be freed.
+        gc.unfreeze()
         self.solution = solution
+        gc.freeze()
         self.stale = solution.signature != signature(self.doc.topology)
         self.solution_changed.emit(solution)
         self.stale_changed.emit(self.stale)
-
-    def clear(self) -> None:
-        """Forget the results."""
-        self.solution = None
-        self.stale = False
-        self.solution_changed.emit(None)
-        self.stale_changed.emit(False)
 
     # ------------------------------------------------------------ freshness
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -272,6 +272,7 @@ class Inspector(QObject):
                 self.controller.cancel()
                 self.controller.wait()
                 return "the computation did not finish in time."
+            self.settle()
             return self.errors[0] if self.errors else None
         finally:
             self.errors = None
@@ -307,11 +308,11 @@ class Inspector(QObject):
         self._hops.clear()
         self.overlays.set_solution(solution)
         self.results.set_solution(solution, stale)
-        self.plots.set_solution(solution, stale)
         self.trees.set_solution(solution, stale)
         self.exporter.update()
         self._update_legend()
         if solution is None:
+            self.plots.set_solution(None, stale)
             return
         self.trees.show()
         self.results.raise_()
@@ -320,11 +321,31 @@ class Inspector(QObject):
             self._sized_docks = True
             self.window.resizeDocks([self.trees], [TREES_WIDTH], Qt.Orientation.Horizontal)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
-        self.trees.select_position(0)
+        # the rest in later turns of the event loop, so none of them holds it up for long
+        QTimer.singleShot(0, lambda: self._show_rest(solution))
         schedule = solution.schedule
         self.window.statusBar().showMessage(
             f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
             f"in {solution.seconds:.2f} s.", 8000)
+
+    def _show_rest(self, solution: Solution) -> None:
+        """Plots and the first tree of a new solution (unless another one came since)."""
+        if solution is not self.controller.solution:
+            return
+        self.plots.set_solution(solution, self.controller.stale)
+        QTimer.singleShot(0, lambda: self._select_first(solution))
+
+    def _select_first(self, solution: Solution) -> None:
+        if solution is self.controller.solution and self.trees.current_position() < 0:
+            self.trees.select_position(0)
+
+    def settle(self) -> None:
+        """Finish showing a new solution now (scripts and screenshots)."""
+        solution = self.controller.solution
+        if solution is not None and self.plots.solution is not solution:
+            self.plots.set_solution(solution, self.controller.stale)
+        if solution is not None:
+            self._select_first(solution)
 
     def _stale_changed(self, stale: bool) -> None:
         self.overlays.set_active(not stale)

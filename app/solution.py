@@ -36,6 +36,7 @@ class ShownTree:
     phase: str          # "allgather", "reduce-scatter", "reduce", "broadcast", "both phases"
     reverse: bool       # data runs against the tree's arrows (reduce, §4.6)
     bandwidth: Fraction  # multiplicity · y: the bandwidth all its unit trees move together
+    height: int         # tree.height, computed once off the GUI thread
 
     @property
     def name(self) -> str:
@@ -50,17 +51,19 @@ def shown_trees(schedule: Schedule) -> list[ShownTree]:
     carry the reduce phase (forestcoll.txt §4.6).
     """
     y = schedule.tree_bandwidth
+
+    def shown(trees: list[Tree], phase: str, reverse: bool, y: Fraction) -> list[ShownTree]:
+        return [ShownTree(t, phase, reverse, t.multiplicity * y, t.height) for t in trees]
+
     if schedule.collective == "allgather":
-        return [ShownTree(t, "allgather", False, t.multiplicity * y) for t in schedule.trees]
+        return shown(schedule.trees, "allgather", False, y)
     if schedule.collective == "reduce-scatter":
-        return [ShownTree(t, "reduce-scatter", True, t.multiplicity * y)
-                for t in schedule.trees]
+        return shown(schedule.trees, "reduce-scatter", True, y)
     if schedule.reduce_trees is None:
-        return [ShownTree(t, "both phases", False, t.multiplicity * y) for t in schedule.trees]
+        return shown(schedule.trees, "both phases", False, y)
     reduce_y = schedule.reduce_tree_bandwidth or y
-    return ([ShownTree(t, "reduce", True, t.multiplicity * reduce_y)
-             for t in schedule.reduce_trees]
-            + [ShownTree(t, "broadcast", False, t.multiplicity * y) for t in schedule.trees])
+    return (shown(schedule.reduce_trees, "reduce", True, reduce_y)
+            + shown(schedule.trees, "broadcast", False, y))
 
 
 def hop_orders(shown: ShownTree) -> dict[Hop, list[int]]:

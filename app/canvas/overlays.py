@@ -22,11 +22,11 @@ from fractions import Fraction
 
 import shiboken6
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
+from app.canvas import style
 from app.canvas.link_item import LinkItem
-from app.canvas.node_item import NodeItem
 from app.canvas.scene import TopologyScene
 from app.solution import Hop, Solution
 from engine.link_load import LinkLoad
@@ -66,23 +66,56 @@ def load_gradient(rect: QRectF) -> QLinearGradient:
     return gradient
 
 
-class CutHalo(QGraphicsItem):
-    """A shaded halo behind a node of the bottleneck cut (a child of its node item)."""
+class CutShade(QGraphicsItem):
+    """Shaded halos behind the nodes of the bottleneck cut, all painted by one item.
 
-    def __init__(self, parent: NodeItem):
-        super().__init__(parent)
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent)
+    Positions are read from the node items at paint time, so halos follow dragged nodes;
+    the item spans the scene like the overview item and takes no mouse input. One item
+    instead of one per node keeps a cut of a thousand nodes cheap to draw.
+    """
+
+    def __init__(self, scene: TopologyScene, nodes: set[str]):
+        super().__init__()
+        self._topology_scene = scene
+        self.nodes = nodes
+        self._rect = QRectF(scene.sceneRect())
+        self._halo = QRectF(-style.NODE_W / 2 - 9, -style.NODE_H / 2 - 8,
+                            style.NODE_W + 18, style.NODE_H + 16)
+        self.setZValue(2)
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
-        self._rect = parent.body().adjusted(-9, -8, 9, 8)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)
+
+    def set_rect(self, rect: QRectF) -> None:
+        """Follow the scene rectangle (nodes moved or added far out)."""
+        self.prepareGeometryChange()
+        self._rect = QRectF(rect)
 
     def boundingRect(self) -> QRectF:
-        return self._rect.adjusted(-1, -1, 1, 1)
+        return self._rect
+
+    def shape(self) -> QPainterPath:
+        return QPainterPath()  # never hit by clicks or rubber bands
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
               widget: QWidget | None = None) -> None:
-        painter.setPen(QPen(CUT_HALO_BORDER, 1.5, Qt.PenStyle.DashLine))
+        exposed = option.exposedRect
+        detailed = option.levelOfDetailFromTransform(painter.worldTransform()) >= style.LABEL_LOD
+        path = QPainterPath()
+        scene = self._topology_scene
+        for node_id in self.nodes:
+            try:
+                halo = self._halo.translated(scene.node_item(node_id).pos())
+            except KeyError:
+                continue
+            if exposed.intersects(halo):
+                if detailed:
+                    path.addRoundedRect(halo, 10, 10)
+                else:  # far out a halo is a few pixels: plain boxes draw much faster
+                    path.addRect(halo)
+        painter.setPen(QPen(CUT_HALO_BORDER, 1.5, Qt.PenStyle.DashLine) if detailed
+                       else Qt.PenStyle.NoPen)
         painter.setBrush(QBrush(CUT_HALO))
-        painter.drawRoundedRect(self._rect, 10, 10)
+        painter.drawPath(path)
 
 
 def _percent(value: Fraction) -> str:
@@ -105,9 +138,10 @@ class Overlays:
         self._cut_keys: dict[int, list[Hop]] = {}
         self._tree_keys: dict[int, list[Hop]] = {}
         self._styled: set[int] = set()
-        self._halos: list[CutHalo] = []
+        self._shade: CutShade | None = None
         self._tooltips: dict[int, str] = {}
         scene.doc.reset.connect(self._forget_items)
+        scene.sceneRectChanged.connect(self._scene_rect_changed)
 
     # ------------------------------------------------------------ state
 
@@ -156,7 +190,10 @@ class Overlays:
         return set(self._cut_keys) if self._drawing() and self.cut_on else set()
 
     def halo_nodes(self) -> set[str]:
-        return {h.parentItem().node_id for h in self._halos if shiboken6.isValid(h)}
+        """Nodes shaded as members of the bottleneck cut."""
+        if self._shade is None or not shiboken6.isValid(self._shade):
+            return set()
+        return {n for n in self._shade.nodes if n in set(self.scene.doc.node_ids())}
 
     def _drawing(self) -> bool:
         return self.active and self.solution is not None
@@ -169,11 +206,8 @@ class Overlays:
         if not self._drawing():
             return
         if self.cut_on:
-            for node_id in self._cut:
-                try:
-                    self._halos.append(CutHalo(self.scene.node_item(node_id)))
-                except KeyError:
-                    pass
+            self._shade = CutShade(self.scene, self._cut)
+            self.scene.addItem(self._shade)
         self._tree_keys = self._keys_of(self.tree_hops)
         keys = set(self._tree_keys)
         if self.cut_on:
@@ -185,10 +219,10 @@ class Overlays:
 
     def clear(self) -> None:
         """Take every overlay off the canvas (items recreated since are left alone)."""
-        for halo in self._halos:
-            if shiboken6.isValid(halo) and halo.scene() is not None:
-                halo.scene().removeItem(halo)
-        self._halos = []
+        if self._shade is not None and shiboken6.isValid(self._shade) \
+                and self._shade.scene() is not None:
+            self.scene.removeItem(self._shade)
+        self._shade = None
         for key in list(self._styled):
             item = self._item(key)
             if item is not None:
@@ -199,9 +233,13 @@ class Overlays:
         self._tooltips.clear()
         self._tree_keys = {}
 
+    def _scene_rect_changed(self, rect: QRectF) -> None:
+        if self._shade is not None and shiboken6.isValid(self._shade):
+            self._shade.set_rect(rect)
+
     def _forget_items(self) -> None:
         """The scene was rebuilt: the old items are gone, and so is their styling."""
-        self._halos = []
+        self._shade = None
         self._styled.clear()
         self._tooltips.clear()
         self._tree_keys = {}
@@ -261,9 +299,9 @@ class Overlays:
                 width = max(width or 0.0, item.width + 3.0)
                 marks = tuple((b, "") for _a, b in self._cut_keys[key])
         if drawing and self.load_on and key in self._key_hops:
-            if key not in self._tooltips:
+            if key not in self._tooltips:  # the load of a link does not change with the tree
                 self._tooltips[key] = item.toolTip()
-            item.setToolTip(self.load_tooltip(key))
+                item.setToolTip(self.load_tooltip(key))
         elif key in self._tooltips:
             item.setToolTip(self._tooltips.pop(key))
         item.set_highlight(color, width, marks, outline)
@@ -294,13 +332,14 @@ class Overlays:
                          f"{_percent(load.utilisation)} used, {load.unit_trees} unit trees")
             names = [f"{tree.root} #{tree.index}" for tree in self._phase_trees(hop, load)]
             if names:
-                more = len(names) - TOOLTIP_TREES
-                lines.append("    trees: " + ", ".join(names[:TOOLTIP_TREES])
+                more = len(load.trees) - TOOLTIP_TREES
+                lines.append("    trees: " + ", ".join(names)
                              + (f", … and {more} more" if more > 0 else ""))
         return "\n".join(lines)
 
     def _phase_trees(self, hop: Hop, load: LinkLoad) -> list[Tree]:
-        """The trees behind ``load.trees`` (positions in the list of the busier phase)."""
+        """The first trees behind ``load.trees`` (positions in the list of the busier
+        phase), as many as a tooltip names."""
         assert self.solution is not None
         schedule = self.solution.schedule
         trees = schedule.trees
@@ -313,7 +352,7 @@ class Overlays:
                 for pair in zip(e.path, e.path[1:], strict=False))
             if not forward:
                 trees = schedule.reduce_trees
-        return [trees[pos] for pos in load.trees]
+        return [trees[pos] for pos in load.trees[:TOOLTIP_TREES]]
 
 
 def _numbers(numbers: list[int]) -> str:

@@ -144,7 +144,7 @@ class ResultsDock(QDockWidget):
             y_text = f"{schedule.tree_bandwidth} GB/s per tree (optimal y = {opt.tree_bandwidth})"
         v["k"].setText(k_text)
         v["y"].setText(y_text)
-        heights = [t.tree.height for t in solution.trees]
+        heights = [t.height for t in solution.trees]
         units = sum(t.tree.multiplicity for t in solution.trees)
         v["trees"].setText(f"{len(solution.trees)} distinct ({units} unit trees), "
                            f"height {min(heights)}–{max(heights)}")

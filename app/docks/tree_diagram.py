@@ -73,6 +73,7 @@ class TreeDrawing(QGraphicsItem):
 
     def __init__(self, shown: ShownTree):
         super().__init__()
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)
         self.shown = shown
         self.positions = tree_positions(shown)
         metrics = QFontMetricsF(HOP_FONT)

@@ -60,12 +60,10 @@ class TreeTableModel(QAbstractTableModel):
     def __init__(self, parent: Any = None):
         super().__init__(parent)
         self.trees: list[ShownTree] = []
-        self._heights: list[int] = []
 
     def set_trees(self, trees: list[ShownTree]) -> None:
         self.beginResetModel()
         self.trees = trees
-        self._heights = [t.tree.height for t in trees]
         self.endResetModel()
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
@@ -91,7 +89,7 @@ class TreeTableModel(QAbstractTableModel):
         shown = self.trees[index.row()]
         column = index.column()
         values = [shown.tree.root, shown.tree.index, shown.tree.multiplicity,
-                  shown.bandwidth, self._heights[index.row()], shown.phase]
+                  shown.bandwidth, shown.height, shown.phase]
         if role == Qt.ItemDataRole.DisplayRole:
             value = values[column]
             return format_gbps(value) if column == 3 else str(value)
@@ -161,6 +159,9 @@ class TreesDock(QDockWidget):
         self.outline.setUniformRowHeights(True)
         self.tabs.addTab(self.diagram, "Diagram")
         self.tabs.addTab(self.outline, "Outline")
+        self.tabs.currentChanged.connect(self._tab_changed)
+        self.shown: ShownTree | None = None
+        self._outline_of: ShownTree | None = None
         self.body.addWidget(self.tabs)
         self.body.setSizes([220, 320])
         layout.addWidget(self.body, 1)
@@ -181,7 +182,7 @@ class TreesDock(QDockWidget):
             self.root_filter.addItems(solution.schedule.compute_nodes)
         self.root_filter.blockSignals(False)
         self._filter(ALL_ROOTS)
-        self.table.resizeColumnsToContents()
+        self._size_columns()
         self._show(None)
         self.set_stale(stale)
 
@@ -191,6 +192,19 @@ class TreesDock(QDockWidget):
         self.banner.set_state(has, stale)
         self.body.setVisible(has)
         dock_title(self, TITLE, has, stale)
+
+    def _size_columns(self) -> None:
+        """Widths from the longest root name and the headers (measuring every row of a
+        large schedule would take too long)."""
+        metrics = self.table.fontMetrics()
+        header = self.table.horizontalHeader().fontMetrics()
+        roots = self.solution.schedule.compute_nodes if self.solution else []
+        widest = max((metrics.horizontalAdvance(r) for r in roots), default=0)
+        for column, name in enumerate(COLUMNS):
+            sample = {"Root": "", "Phase": "both phases"}.get(name, "8888.88")
+            width = max(header.horizontalAdvance(name), metrics.horizontalAdvance(sample),
+                        widest if name == "Root" else 0)
+            self.table.setColumnWidth(column, width + 18)
 
     def _filter(self, root: str) -> None:
         current = self.current_position()
@@ -255,10 +269,20 @@ class TreesDock(QDockWidget):
         self.tree_selected.emit(position)
 
     def _show(self, shown: ShownTree | None) -> None:
+        self.shown = shown
         self.diagram.show_tree(shown)
-        self._fill_outline(shown)
+        self.outline.clear()
+        self._outline_of = None
+        if self.tabs.currentWidget() is self.outline:
+            self._fill_outline()
 
-    def _fill_outline(self, shown: ShownTree | None) -> None:
+    def _tab_changed(self) -> None:
+        if self.tabs.currentWidget() is self.outline and self._outline_of is not self.shown:
+            self._fill_outline()
+
+    def _fill_outline(self) -> None:
+        """List the shown tree in the outline (only while the Outline tab is open)."""
+        shown = self._outline_of = self.shown
         self.outline.clear()
         if shown is None:
             return

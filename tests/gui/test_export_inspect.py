@@ -18,6 +18,7 @@ from engine.topology import Link, Node, Topology
 def solve_in(window, qtbot, action="solve_allgather"):
     window.actions[action].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
+    window.inspector.settle()
     return window.inspector.controller.solution
 
 

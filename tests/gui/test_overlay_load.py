@@ -13,6 +13,7 @@ def solve_fixed_k(window, qtbot, monkeypatch, k):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", k)))
     window.actions["solve_fixed_k"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     return window.inspector.controller.solution
 
 
@@ -54,6 +55,7 @@ def test_overlay_colours_follow_the_loads(window, qtbot, monkeypatch):
 def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
     window.actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     solution = window.inspector.controller.solution
     key = next(k for k in window.doc.link_keys()
                if {window.doc.link(k).source, window.doc.link(k).target}
@@ -77,6 +79,7 @@ def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
 def test_selected_tree_is_drawn_over_the_load(window, qtbot):
     window.actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     window.actions["show_load"].setChecked(True)
     tree_keys = window.inspector.overlays.tree_link_keys()
     assert tree_keys
@@ -93,6 +96,7 @@ def test_legend_shows_with_fresh_results_only(window, qtbot):
     assert not legend.isVisible()  # nothing solved yet
     window.actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     assert legend.isVisible()
     edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(100))
     qtbot.waitUntil(lambda: window.inspector.controller.stale, timeout=2000)

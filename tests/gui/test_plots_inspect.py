@@ -38,6 +38,7 @@ def test_solution_matches_the_engine_curves():
 def test_plots_show_the_curves(window, qtbot):
     window.actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     solution = window.inspector.controller.solution
     plots = window.inspector.plots
     assert plots.windowTitle() == "Plots" and plots.body.isEnabled()
@@ -61,6 +62,7 @@ def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
     window.actions["solve_fixed_k"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     plots = window.inspector.plots
     names = [item.name() for item in curves_of(plots.k_plot)]
     assert names == ["best allgather algbw", "this schedule (k = 2)"]

@@ -16,6 +16,7 @@ def solve_in(window, qtbot, action="solve_allgather"):
     window.actions[action].trigger()
     assert inspector.controller.busy
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
+    inspector.settle()
     return inspector.controller.solution
 
 
@@ -161,6 +162,7 @@ def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
     window.actions["solve_fixed_k"].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
     solution = window.inspector.controller.solution
     assert solution.schedule.fixed_k and solution.schedule.k == 2
     results = window.inspector.results
@@ -239,3 +241,36 @@ def test_gui_solve_screenshot_failure_is_one_sentence(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("canopy: cannot solve oneway.json: ") and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_first_tree_and_plots_follow_by_themselves(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    inspector = window.inspector
+    qtbot.waitUntil(lambda: inspector.trees.current_position() == 0
+                    and inspector.plots.solution is inspector.controller.solution,
+                    timeout=30000)
+    assert inspector.overlays.tree_link_keys()
+
+
+def test_cut_shading_follows_a_moved_node(window, qtbot):
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QColor, QImage, QPainter
+
+    from app.canvas.overlays import CUT_HALO_BORDER
+    solution = solve_in(window, qtbot)
+    node = next(iter(solution.schedule.optimum.bottleneck_cut))
+    old = window.doc.node(node)
+    far = (old.x + 900.0, old.y + 900.0)
+    window.doc.undo_stack.push(MoveNodes(window.doc, {node: (old.x, old.y)}, {node: far}))
+
+    def border_pixels(x, y):
+        image = QImage(200, 200, QImage.Format.Format_ARGB32)
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        window.scene.render(painter, QRectF(0, 0, 200, 200), QRectF(x - 50, y - 50, 100, 100))
+        painter.end()
+        return sum(1 for i in range(200) for j in range(200)
+                   if image.pixelColor(i, j).name() == CUT_HALO_BORDER.name())
+
+    assert border_pixels(*far) > 20
+    assert not window.inspector.controller.stale

@@ -15,6 +15,7 @@ from engine.topology import Link, Node, Topology
 def solve_in(window, qtbot, action="solve_allgather"):
     window.actions[action].trigger()
     qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
+    window.inspector.settle()
     return window.inspector.controller.solution
 
 
@@ -136,6 +137,8 @@ def test_tree_view_draws_root_on_top_with_switch_hops(window, qtbot):
         assert line.p1().y() < line.p2().y()  # parent above child
     # the outline lists every compute node under its parent, with the hops
     outline = dock.outline
+    assert outline.topLevelItemCount() == 0  # filled when its tab opens
+    dock.tabs.setCurrentWidget(outline)
     assert outline.topLevelItem(0).text(0) == tree.root
     items = []
     stack = [outline.topLevelItem(0)]
@@ -183,3 +186,15 @@ def test_one_way_allreduce_lists_both_phases(window, qtbot):
         assert dock.select_position(position)
         assert window.inspector.overlays.tree_link_keys() == {
             window.doc.link_keys()[["a", "b", "c"].index(a)] for a, _b in hops}
+
+
+def test_outline_follows_the_selection_while_open(window, qtbot):
+    solution = solve_in(window, qtbot)
+    dock = window.inspector.trees
+    dock.tabs.setCurrentWidget(dock.outline)
+    dock.select_position(4)
+    assert dock.outline.topLevelItem(0).text(0) == solution.schedule.trees[4].root
+    dock.tabs.setCurrentWidget(dock.diagram)
+    dock.select_position(9)
+    dock.tabs.setCurrentWidget(dock.outline)
+    assert dock.outline.topLevelItem(0).text(0) == solution.schedule.trees[9].root
