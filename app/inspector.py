@@ -101,6 +101,7 @@ class Inspector(QObject):
         """When a list, failures are collected here instead of shown (scripted runs)."""
         self._hops: OrderedDict[int, dict[Hop, list[int]]] = OrderedDict()
         self._sized_docks = False
+        self._first_pending: Solution | None = None
         self._create_actions()
         self.results = ResultsDock(self.actions["show_cut"], self.actions["show_load"], window)
         self.trees = TreesDock(window)
@@ -322,6 +323,7 @@ class Inspector(QObject):
             self.window.resizeDocks([self.trees], [TREES_WIDTH], Qt.Orientation.Horizontal)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
         # the rest in later turns of the event loop, so none of them holds it up for long
+        self._first_pending = solution
         QTimer.singleShot(0, lambda: self._show_rest(solution))
         schedule = solution.schedule
         self.window.statusBar().showMessage(
@@ -336,7 +338,9 @@ class Inspector(QObject):
         QTimer.singleShot(0, lambda: self._select_first(solution))
 
     def _select_first(self, solution: Solution) -> None:
-        if solution is self.controller.solution and self.trees.current_position() < 0:
+        """Select the first tree of a new solution, unless a tree was chosen since."""
+        if solution is self._first_pending:
+            self._first_pending = None
             self.trees.select_position(0)
 
     def settle(self) -> None:
@@ -358,6 +362,7 @@ class Inspector(QObject):
                 "Results are stale: the topology changed since the solve.", 8000)
 
     def _tree_selected(self, position: int) -> None:
+        self._first_pending = None
         self.overlays.show_tree(self.tree_hops(position) if position >= 0 else None)
 
     def tree_hops(self, position: int) -> dict[Hop, list[int]]:

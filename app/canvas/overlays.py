@@ -33,7 +33,8 @@ from engine.link_load import LinkLoad
 from engine.schedule import Tree
 from engine.topology import format_gbps
 
-CUT_LINK = QColor("#d62728")
+CUT_LINK = QColor("#202124")
+"""Links of B+(S*): near-black, so they never read as a load colour."""
 CUT_HALO = QColor(255, 170, 40, 90)
 CUT_HALO_BORDER = QColor("#e08a00")
 TREE_LINK = QColor("#7b2cbf")
@@ -292,11 +293,11 @@ class Overlays:
             color, width = utilisation_color(float(self.utilisation(key))), max(3.0, item.width)
         outline = None
         if drawing and self.cut_on and key in self._cut_keys:
-            if key in self._tree_keys:
+            if color is not None:  # a tree or load colour: the cut shows as an outline
                 outline = CUT_LINK
             else:
-                color = color or CUT_LINK
-                width = max(width or 0.0, item.width + 3.0)
+                color, width = CUT_LINK, item.width + 3.0
+            if key not in self._tree_keys:
                 marks = tuple((b, "") for _a, b in self._cut_keys[key])
         if drawing and self.load_on and key in self._key_hops:
             if key not in self._tooltips:  # the load of a link does not change with the tree

@@ -88,7 +88,7 @@ class PlotsDock(QDockWidget):
     def _plot_k(self, solution: Solution) -> None:
         plot = self.k_plot
         schedule = solution.schedule
-        legend = plot.addLegend(offset=(-10, 10), labelTextColor="#2d3440")
+        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440")
         ks = [k for k, _ in solution.curve]
         values = [float(v) for _, v in solution.curve]
         optimum = float(schedule.optimal_algbw)
@@ -100,8 +100,6 @@ class PlotsDock(QDockWidget):
                   f"(k = {schedule.optimum.k})",
             labelOpts={"position": 0.3, "color": OPTIMUM, "anchors": [(0.5, 1), (0.5, 1)]})
         plot.addItem(line)
-        legend.addItem(pg.PlotDataItem(pen=pg.mkPen(OPTIMUM, style=Qt.PenStyle.DashLine)),
-                       "optimum")
         if schedule.fixed_k and schedule.k <= len(ks):
             plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
                       symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "

@@ -120,8 +120,9 @@ class ResultsDock(QDockWidget):
         topo = solution.topology
         n = len(schedule.compute_nodes)
         v = self.values
-        v["topology"].setText(f"{topo.name} ({len(topo.switch_nodes())} switches, "
-                              f"{len(topo.links)} links)")
+        switches, links = len(topo.switch_nodes()), len(topo.links)
+        v["topology"].setText(f"{topo.name} ({switches} switch{'es' if switches != 1 else ''}"
+                              f", {links} link{'s' if links != 1 else ''})")
         v["collective"].setText(schedule.collective
                                 + (f", k fixed to {schedule.k}" if schedule.fixed_k else ""))
         v["n"].setText(f"{n} compute nodes")

@@ -201,10 +201,11 @@ class TreesDock(QDockWidget):
         roots = self.solution.schedule.compute_nodes if self.solution else []
         widest = max((metrics.horizontalAdvance(r) for r in roots), default=0)
         for column, name in enumerate(COLUMNS):
-            sample = {"Root": "", "Phase": "both phases"}.get(name, "8888.88")
+            sample = {"Root": "", "#": "888", "Mult.": "8888", "GB/s": "888.88",
+                      "Height": "888", "Phase": "both phases"}[name]
             width = max(header.horizontalAdvance(name), metrics.horizontalAdvance(sample),
                         widest if name == "Root" else 0)
-            self.table.setColumnWidth(column, width + 18)
+            self.table.setColumnWidth(column, width + 14)
 
     def _filter(self, root: str) -> None:
         current = self.current_position()

@@ -198,3 +198,14 @@ def test_outline_follows_the_selection_while_open(window, qtbot):
     dock.select_position(9)
     dock.tabs.setCurrentWidget(dock.outline)
     assert dock.outline.topLevelItem(0).text(0) == solution.schedule.trees[9].root
+
+
+def test_a_tree_chosen_right_after_the_solve_stays_selected(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    inspector = window.inspector
+    qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=30000)
+    inspector.trees.select_position(5)
+    qtbot.waitUntil(lambda: inspector.plots.solution is inspector.controller.solution,
+                    timeout=5000)
+    qtbot.wait(50)
+    assert inspector.trees.current_position() == 5
