@@ -64,7 +64,6 @@ class ComputeController(QObject):
         self.solution: Solution | None = None
         self.stale = False
         self.job: SolveJob | None = None
-        self._what = ""
         self._check = QTimer(self)
         self._check.setSingleShot(True)
         self._check.setInterval(0)
@@ -91,7 +90,6 @@ class ComputeController(QObject):
         """Run any engine ``work(report)`` in the background; ``done(result)`` afterwards."""
         if self.job is not None:
             return False
-        self._what = what
         job = self.job = SolveJob(lambda report: work(Throttled(report)), self)
         job.progress.connect(self.progress)
         job.finished.connect(lambda result: (self._end(), done(result)))

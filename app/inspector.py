@@ -160,7 +160,7 @@ class Inspector(QObject):
         self.actions["solve_allgather"].setIconText("Solve")
         action("solve_fixed_k", "Solve with Fixed &k…", self.solve_fixed_k, "",
                "Best schedule with a chosen number of trees per node (§4.5)")
-        action("cancel", "&Cancel", self.controller.cancel, "Ctrl+Shift+Backspace",
+        action("cancel", "&Cancel", self.controller.cancel, "Ctrl+.",
                "Stop the computation that is running")
         self.actions["cancel"].setEnabled(False)
         self.actions["cancel"].setIconText("Cancel")
