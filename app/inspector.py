@@ -203,14 +203,10 @@ class Inspector(QObject):
         compute.addSeparator()
         compute.addActions([acts["next_tree"], acts["previous_tree"]])
 
-        export = w.menus["export"] = QMenu("&Export", w)
+        export = w.menus["export"]  # File ▸ Export: the topology formats come first
+        if not export.isEmpty():
+            export.addSeparator()
         export.addActions(list(self.exporter.actions.values()))
-        file = w.menus["file"]
-        quit_action = w.actions["quit"]
-        items = file.actions()
-        at = items.index(quit_action)
-        before = items[at - 1] if at > 0 and items[at - 1].isSeparator() else quit_action
-        file.insertMenu(before, export)
 
         view = w.menus["view"]
         view.addSeparator()

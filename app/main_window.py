@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import clipboard, settings
+from app import clipboard, library_actions, settings
 from app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from app.canvas.scene import TopologyScene
 from app.canvas.view import TopologyView
@@ -72,6 +72,7 @@ class MainWindow(QMainWindow):
         self._create_actions()
         self._build_menus()
         self._build_toolbars()
+        self.library = library_actions.install(self)
         self._build_status_bar()
         self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
@@ -191,6 +192,9 @@ class MainWindow(QMainWindow):
         self.menus["recent"].aboutToShow.connect(self._fill_recent_menu)
         file.addSeparator()
         file.addActions([acts["save"], acts["save_as"]])
+        file.addSeparator()
+        self.menus["import"] = file.addMenu("&Import")
+        self.menus["export"] = file.addMenu("&Export")
         file.addSeparator()
         file.addAction(acts["quit"])
 

@@ -22,6 +22,7 @@ VERBS = [
     "samples",
     "import-nccl",
     "graphml",
+    "compare",
 ]
 
 

@@ -1,0 +1,130 @@
+"""``canopy compare TOPO``: ForestColl against rings, Blink, TACOS and contention-free rings.
+
+Prints one row per algorithm: its bandwidth bound (algbw from link congestion), how many
+times faster ForestColl's bound is, and the simulated time and algbw at each message
+size (nccl-tests convention: algbw = size / time, GB/s = 10^9 bytes/s; sizes are bytes,
+written 1M = 2^20 as nccl-tests does). ``--json OUT`` writes the canopy-comparison file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from fractions import Fraction
+
+from engine.baselines.common import ALGORITHMS
+from engine.compare import Comparison, compare
+from engine.errors import CanopyError
+from engine.optimality import COLLECTIVES
+from engine.simulate import DEFAULT_LATENCY_US, REPORT_SIZES
+from engine.topology_io import atomic_write_text, load_topology
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """'1M' -> 1048576 (nccl-tests style, powers of two), '4096' -> 4096."""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1:] if t[-1:] in _UNITS else ""
+    number = t[:len(t) - len(unit)] if unit else t
+    try:
+        value = int(number) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a message size such as 1M, "
+                                         "16M or 1G.") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"message size '{text}' must be positive.")
+    return value
+
+
+def size_label(size: int) -> str:
+    for unit in ("G", "M", "K"):
+        if size % _UNITS[unit] == 0:
+            return f"{size // _UNITS[unit]}{unit}"
+    return f"{size}B"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="compare ForestColl with rings, Blink, TACOS, LR rings")
+    p.add_argument("topology", help="canopy-topology JSON file")
+    p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
+    p.add_argument("--sizes", default=",".join(size_label(s) for s in REPORT_SIZES),
+                   help="comma-separated message sizes (default 1M,16M,128M,1G)")
+    p.add_argument("--algorithms", default=",".join(a for a in ALGORITHMS if a != "forestcoll"),
+                   help="baselines to run (ForestColl always runs)")
+    p.add_argument("--tacos-chunks", default="1,2,4",
+                   help="chunks per node TACOS tries (default 1,2,4)")
+    p.add_argument("--tacos-seeds", type=int, default=None,
+                   help="TACOS random seeds (default 4, fewer on large topologies)")
+    p.add_argument("--tacos-unwinding", choices=("ring", "mesh"), default="ring",
+                   help="how TACOS unwinds switches (default ring)")
+    p.add_argument("--latency", default=str(DEFAULT_LATENCY_US),
+                   help="µs per link when the topology gives none (default 1)")
+    p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON here")
+    p.set_defaults(run=run)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    try:
+        sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
+    except argparse.ArgumentTypeError as exc:
+        raise CanopyError(f"--sizes: {exc}") from None
+    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    try:
+        chunks = tuple(int(c) for c in args.tacos_chunks.split(",") if c.strip())
+        latency = Fraction(args.latency)
+    except (ValueError, ZeroDivisionError):
+        raise CanopyError("--tacos-chunks takes whole numbers such as 1,2,4 and --latency a "
+                          "number of µs.") from None
+    if not chunks or min(chunks) < 1 or (args.tacos_seeds or 1) < 1 or latency < 0:
+        raise CanopyError("--tacos-chunks and --tacos-seeds must be positive and --latency "
+                          "not negative.")
+    if not sizes:
+        raise CanopyError("--sizes names no message size.")
+    return {"sizes": sizes, "algorithms": algorithms, "tacos_chunks": chunks,
+            "tacos_seeds": args.tacos_seeds, "tacos_unwinding": args.tacos_unwinding,
+            "default_latency": latency}
+
+
+def format_table(comp: Comparison) -> list[str]:
+    """The comparison as aligned text lines (header, one row per algorithm)."""
+    head = ["algorithm", "bound GB/s", "FC x"]
+    for s in comp.sizes:
+        head += [f"{size_label(s)} µs", f"{size_label(s)} GB/s"]
+    lines = [head]
+    notes = []
+    for row in comp.rows:
+        if row.reason is not None:
+            lines.append([row.algorithm, "n/a"] + [""] * (len(head) - 2))
+            notes.append(f"  {row.algorithm}: does not apply: {row.reason}")
+            continue
+        ratio = comp.ratio(row)
+        cells = [row.algorithm, f"{float(row.algbw):.2f}",
+                 "" if ratio is None else f"{float(ratio):.2f}"]
+        for s in comp.sizes:
+            cells += [f"{float(row.times_us[s]):.1f}", f"{float(row.algbw_at(s)):.2f}"]
+        lines.append(cells)
+    widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+    out = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+                     enumerate(zip(r, widths, strict=True))).rstrip() for r in lines]
+    return out + notes
+
+
+def run(args: argparse.Namespace) -> int:
+    options = _options(args)
+    start = time.perf_counter()
+    topo = load_topology(args.topology)
+    comp = compare(topo, args.collective, where=args.topology, **options)
+    print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
+          "congestion, times from the α-β simulator "
+          f"({float(comp.default_latency):g} µs per link unless the topology says)")
+    for line in format_table(comp):
+        print(line)
+    print("FC x: how many times ForestColl's bound is the row's. algbw = size / time, "
+          "GB/s = 1e9 B/s; 1M = 2^20 B.")
+    if args.json:
+        atomic_write_text(args.json, json.dumps(comp.to_json(), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    print(f"time {time.perf_counter() - start:.2f} s")
+    return 0

@@ -1,0 +1,1 @@
+"""Dialogs of the editor: new from generator, NCCL topology import, import warnings."""

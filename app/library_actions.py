@@ -1,0 +1,202 @@
+"""Topology library actions of the editor: generators, NCCL and GraphML import, GraphML export.
+
+:func:`install` adds File ▸ New from Generator… (also on the File tool bar), File ▸ Edit
+Generator Parameters… (for documents with a ``generator`` recipe), File ▸ Import ▸ NCCL
+Topology XML… and GraphML…, and File ▸ Export ▸ GraphML… to a :class:`MainWindow`.
+Dialogs open window-modal without blocking (``QDialog.open``) and report back through
+their ``accepted`` signal.
+
+A generated or imported topology replaces the current document only after the usual
+"unsaved changes?" question; it opens without a file name, so Save asks where to write
+the canopy-topology JSON. New parameters for a generated document replace its topology
+as one undoable step (the file name stays).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QFileDialog, QMessageBox
+
+from app.commands import ReplaceTopology
+from app.dialogs.generator_dialog import GeneratorDialog, recipe_of
+from app.dialogs.nccl_import_dialog import NCCL_FILTER, ImportWarningsDialog, NcclImportDialog
+from engine.errors import CanopyError
+from engine.graphml_io import load_graphml, save_graphml
+from engine.topology import Topology
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+GRAPHML_FILTER = "GraphML (*.graphml *.xml);;All files (*)"
+
+
+class LibraryActions(QObject):
+    """The actions and the dialogs they open, for one window."""
+
+    def __init__(self, window: MainWindow):
+        super().__init__(window)
+        self.window = window
+        self.generator_dialog: GeneratorDialog | None = None
+        self.nccl_dialog: NcclImportDialog | None = None
+        self.warnings_dialog: ImportWarningsDialog | None = None
+        a = self._action
+        a("new_from_generator", "New from &Generator…", self.new_from_generator,
+          "Ctrl+Shift+N", "Generate a cluster, torus, ring, dragonfly… with a live preview")
+        a("edit_generator", "&Edit Generator Parameters…", self.edit_generator, None,
+          "Change the parameters this topology was generated from (undoable)")
+        a("import_nccl", "&NCCL Topology XML…", self.import_nccl, None,
+          "Import an NCCL_TOPO_FILE or NCCL_TOPO_DUMP_FILE")
+        a("import_graphml", "&GraphML…", self.import_graphml, None,
+          "Import a GraphML graph (networkx, yEd, Gephi…)")
+        a("export_graphml", "&GraphML…", self.export_graphml, None,
+          "Export the topology as GraphML, keeping kinds, bandwidths, groups and coordinates")
+        window.doc.reset.connect(self._update_edit_generator)
+        self._update_edit_generator()
+
+    def _action(self, name: str, text: str, slot: object, shortcut: str | None,
+                tip: str) -> QAction:
+        action = QAction(text, self.window)
+        if shortcut:
+            action.setShortcut(shortcut)
+        action.setStatusTip(tip)
+        action.setToolTip(tip)
+        action.triggered.connect(slot)
+        self.window.actions[name] = action
+        return action
+
+    def _update_edit_generator(self) -> None:
+        self.window.actions["edit_generator"].setEnabled(
+            recipe_of(self.window.doc.topology) is not None)
+
+    def _start(self) -> str:
+        doc = self.window.doc
+        return str(doc.path.parent) if doc.path else ""
+
+    def _open(self, topology: Topology, name: str) -> bool:
+        """Replace the document (after the unsaved-changes question); False if cancelled."""
+        if not self.window.maybe_save():
+            return False
+        self.window.doc.set_topology(topology, None, display_name=name)
+        return True
+
+    # ------------------------------------------------------------ generators
+
+    def new_from_generator(self) -> GeneratorDialog:
+        dialog = self._generator_dialog(None)
+        dialog.accepted.connect(lambda: self._generated(dialog))
+        return dialog
+
+    def edit_generator(self) -> GeneratorDialog | None:
+        recipe = recipe_of(self.window.doc.topology)
+        if recipe is None:
+            return None
+        dialog = self._generator_dialog(recipe)
+        dialog.accepted.connect(lambda: self._regenerated(dialog))
+        return dialog
+
+    def _generator_dialog(self, recipe: dict | None) -> GeneratorDialog:
+        dialog = GeneratorDialog(self.window, recipe)
+        self.generator_dialog = dialog
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
+    def _generated(self, dialog: GeneratorDialog) -> None:
+        topology = dialog.topology()
+        if topology is not None:
+            self._open(topology, dialog.document_name())
+
+    def _regenerated(self, dialog: GeneratorDialog) -> None:
+        topology = dialog.topology()
+        if topology is not None:
+            self.window.doc.undo_stack.push(
+                ReplaceTopology(self.window.doc, topology, "Change generator parameters"))
+            self.window.view.zoom_to_fit()
+
+    # ------------------------------------------------------------ NCCL import
+
+    def import_nccl(self) -> NcclImportDialog | None:
+        path, _ = QFileDialog.getOpenFileName(self.window, "Import NCCL topology",
+                                              self._start(), NCCL_FILTER)
+        if not path:
+            return None
+        dialog = NcclImportDialog(path, self.window)
+        self.nccl_dialog = dialog
+        dialog.accepted.connect(lambda: self._nccl_imported(dialog))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
+    def _nccl_imported(self, dialog: NcclImportDialog) -> None:
+        result = dialog.imported
+        if result is None:
+            return
+        topo = result.topology
+        source = Path(dialog.file.text().strip())
+        hosts = dialog.hosts.value()
+        if not self._open(topo, source.stem + (f"-x{hosts}" if hosts > 1 else "")):
+            return
+        summary = (f"Imported {source.name}: {len(topo.compute_nodes())} GPUs, "
+                   f"{len(topo.switch_nodes())} switches, {len(topo.links)} links")
+        if not result.warnings:
+            self.window.statusBar().showMessage(summary + ".", 6000)
+            return
+        self.window.statusBar().showMessage(
+            f"{summary}, {len(result.warnings)} warnings.", 6000)
+        if self.warnings_dialog is not None:
+            self.warnings_dialog.close()
+        self.warnings_dialog = ImportWarningsDialog(
+            "NCCL import warnings",
+            f"{summary}. These parts of the file were skipped or completed with the stated "
+            "value:", result.warnings, self.window)
+        self.warnings_dialog.show()
+
+    # ------------------------------------------------------------ GraphML
+
+    def import_graphml(self) -> bool:
+        path, _ = QFileDialog.getOpenFileName(self.window, "Import GraphML", self._start(),
+                                              GRAPHML_FILTER)
+        if not path:
+            return False
+        try:
+            topology = load_graphml(path)
+        except CanopyError as exc:
+            QMessageBox.critical(self.window, "Cannot import GraphML", str(exc))
+            return False
+        return self._open(topology, Path(path).stem)
+
+    def export_graphml(self) -> bool:
+        doc = self.window.doc
+        stem = doc.path.stem if doc.path else doc.display_name
+        start = str((doc.path.parent if doc.path else Path.cwd()) / f"{stem}.graphml")
+        path, _ = QFileDialog.getSaveFileName(self.window, "Export GraphML", start,
+                                              GRAPHML_FILTER)
+        if not path:
+            return False
+        target = Path(path)
+        if not target.suffix:
+            target = target.with_suffix(".graphml")
+        try:
+            save_graphml(doc.topology, target)
+        except OSError as exc:
+            QMessageBox.critical(self.window, "Cannot export GraphML",
+                                 f"{target} cannot be written ({exc.strerror or exc}).")
+            return False
+        self.window.statusBar().showMessage(f"Exported {target}", 4000)
+        return True
+
+
+def install(window: MainWindow) -> LibraryActions:
+    """Add the actions to the window's File menu, its Import/Export submenus and tool bar."""
+    lib = LibraryActions(window)
+    acts = window.actions
+    file = window.menus["file"]
+    file.insertActions(acts["open"], [acts["new_from_generator"], acts["edit_generator"]])
+    window.menus["import"].addActions([acts["import_nccl"], acts["import_graphml"]])
+    window.menus["export"].addAction(acts["export_graphml"])
+    window.toolbars["file"].insertAction(acts["open"], acts["new_from_generator"])
+    return lib

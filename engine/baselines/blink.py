@@ -1,0 +1,70 @@
+"""Blink+Switch: optimal single-root spanning-tree packing on the switch-free topology.
+
+Blink packs spanning out-trees all rooted at one node and runs allreduce as a reduce
+into that root (the trees reversed) pipelined with a broadcast from it. Blink does not
+handle switches; forestcoll.txt §5.2 ("Blink+Switch") applies Blink's packing to
+ForestColl's switch-free logical topology D* (switch removal by edge splitting, §4.3,
+:func:`engine.splitting.remove_switches`), and so do we.
+
+Packing: by Edmonds' branching theorem the largest number of edge-disjoint spanning
+out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the tree
+bandwidth y). We try every root, keep the one with the largest K_r (the first on ties),
+and build the K_r trees with the batched packing of forestcoll.txt §4.4 (Alg. 5,
+Thm 12 after Bérczi & Frank) asked for K_r trees at r alone. Each tree carries
+1/K_r of the whole message. The trees are then mapped back to physical paths.
+
+Blink performs allgather and reduce-scatter as an allreduce (forestcoll.txt §5.2 cites
+this suggestion), so every collective runs the allreduce plan.
+"""
+
+from __future__ import annotations
+
+from engine.baselines.common import BaselineResult, bandwidth_bound, trees_plan
+from engine.errors import ScheduleError
+from engine.maxflow import FlowNetwork
+from engine.network import Network
+from engine.optimality import find_optimum
+from engine.packing import pack_trees
+from engine.solve import map_back
+from engine.splitting import remove_switches
+from engine.topology import Topology
+
+
+def single_root_counts(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:
+    """K_r = min over compute v != r of F(r, v) for every compute root r (Edmonds)."""
+    flow = FlowNetwork(net.n)
+    for (a, b), c in capacity.items():
+        if c:
+            flow.add_arc(a, b, c)
+    return {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
+
+
+def blink_baseline(topology: Topology, collective: str = "allgather") -> BaselineResult:
+    """Blink+Switch's trees and the algbw of running ``collective`` as an allreduce."""
+    try:
+        net = Network.from_topology(topology)
+        if any(net.capacity.get((b, a)) != c for (a, b), c in net.capacity.items()):
+            raise ScheduleError("Blink reduces over the reversed trees, which needs every "
+                                "link to be duplex.")
+        opt = find_optimum(net)
+        y = opt.tree_bandwidth     # capacities in trees, b_e / y (Prop. 3)
+        logical = remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
+                                  opt.k)
+        counts = single_root_counts(net, logical.capacity)
+        root = max(net.compute, key=lambda r: (counts[r], -net.compute.index(r)))
+        if counts[root] == 0:
+            raise ScheduleError("no node reaches every other on the logical topology.")
+        packing = pack_trees(net.n, list(net.compute), logical.capacity,
+                             {root: counts[root]})
+        trees = map_back(net, logical, packing.batches)
+    except ScheduleError as exc:
+        return BaselineResult.not_applicable("blink", collective, str(exc))
+    compute = topology.compute_nodes()
+    plan = trees_plan("allreduce", compute, trees, counts[root], whole=True)
+    algbw, link = bandwidth_bound(plan, topology.capacities())
+    return BaselineResult(
+        "blink", collective, algbw, schedule=trees,
+        details={"root": net.names[root], "trees": counts[root],
+                 "broadcast_gbps": counts[root] * y, "runs_as": "allreduce",
+                 "bottleneck_link": list(link)},
+        plan_at=lambda size: plan)

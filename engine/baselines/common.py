@@ -1,0 +1,366 @@
+"""What every baseline shares: the plan it would run, its bound, and physical routing.
+
+A collective schedule, whatever algorithm made it, is a set of **flow trees** over the
+compute nodes (:class:`FlowTree`): a ring's allgather is N chains (one per origin), a
+TACOS schedule is one tree per chunk, ForestColl and Blink are trees. Each tree carries
+a ``share`` of the message size M. A broadcast tree copies its data from the root down
+the edges; a reduce tree sums data up the edges into the root. Allreduce is a reduce
+phase followed by a broadcast phase: the broadcast tree with a given ``key`` starts from
+its root once the reduce tree with the same key has finished there.
+
+Every tree edge has a physical path (the route through switches, or over a direct link),
+in the direction the data moves. :func:`link_loads` adds up, for each directed physical
+link, the bytes it carries per byte of message; the bandwidth-only throughput of the plan
+is then ``algbw = 1 / max_e(load_e / b_e)`` (nccl-tests algbw: message size over time,
+in GB/s), with the exact :class:`fractions.Fraction` capacities of
+:meth:`engine.topology.Topology.capacities`. This is the congestion argument of
+forestcoll.txt §5.3 ("computed based on the congestion of links in the schedule").
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from engine.errors import ScheduleError
+from engine.schedule import Schedule, Tree
+from engine.topology import Topology
+
+Edge = tuple[str, str]
+Path = tuple[str, ...]
+
+ALGORITHMS = ("forestcoll", "ring", "blink", "tacos", "lr1", "lr3")
+
+
+def path_links(path: Path) -> list[Edge]:
+    """The directed physical links of a path of node names."""
+    return list(zip(path, path[1:], strict=False))
+
+
+@dataclass(frozen=True)
+class FlowEdge:
+    """One tree edge; ``path`` runs from the sender to the receiver of its data.
+
+    For a broadcast tree the sender is ``parent``; for a reduce tree it is ``child``.
+    ``priority`` orders messages that are ready on the same link at the same time (and,
+    for plans with ``ordered_links``, fixes the order in which a link sends them).
+    """
+
+    parent: str
+    child: str
+    path: Path
+    priority: Fraction = Fraction(0)
+
+
+@dataclass(frozen=True)
+class FlowTree:
+    """A ``share`` of the message moving over a tree of compute nodes rooted at ``root``.
+
+    ``edges`` list parents before children. ``reduce`` trees move data from the leaves
+    into the root (reduce-scatter's in-trees, forestcoll.txt §4.6).
+    """
+
+    key: Hashable
+    root: str
+    edges: tuple[FlowEdge, ...]
+    share: Fraction
+    reduce: bool = False
+
+
+@dataclass(frozen=True)
+class CollectivePlan:
+    """The trees a schedule runs for one collective (reduce phase, then broadcast)."""
+
+    collective: str
+    compute_nodes: tuple[str, ...]
+    reduce_trees: tuple[FlowTree, ...] = ()
+    broadcast_trees: tuple[FlowTree, ...] = ()
+    ordered_links: bool = False
+
+    @property
+    def trees(self) -> tuple[FlowTree, ...]:
+        return self.reduce_trees + self.broadcast_trees
+
+
+def link_loads(plan: CollectivePlan) -> dict[Edge, Fraction]:
+    """Bytes each directed physical link carries per byte of message, all phases added.
+
+    Phases overlap when pipelined (the reduce of one piece runs while an earlier piece is
+    broadcast), so their loads add on every link, as in the allreduce model of
+    forestcoll.txt App. E.
+    """
+    loads: dict[Edge, Fraction] = {}
+    for tree in plan.trees:
+        for e in tree.edges:
+            for link in path_links(e.path):
+                loads[link] = loads.get(link, Fraction(0)) + tree.share
+    return loads
+
+
+def bandwidth_bound(plan: CollectivePlan, capacities: Mapping[Edge, Fraction]
+                    ) -> tuple[Fraction, Edge]:
+    """(algbw in GB/s, the most congested link): message size over bandwidth-only time."""
+    worst: tuple[Fraction, Edge] | None = None
+    for link, load in link_loads(plan).items():
+        if link not in capacities:
+            raise ScheduleError(f"internal error: the plan uses link {link[0]} -> {link[1]}, "
+                                "which is not in the topology.")
+        ratio = load / capacities[link]
+        if worst is None or ratio > worst[0] or (ratio == worst[0] and link < worst[1]):
+            worst = (ratio, link)
+    if worst is None:
+        raise ScheduleError("internal error: the plan moves no data.")
+    return 1 / worst[0], worst[1]
+
+
+def check_coverage(plan: CollectivePlan, whole: bool = False) -> None:
+    """Raise ScheduleError unless every node gets every root's data exactly once.
+
+    Each tree must span all compute nodes, and the shares of the trees rooted at each
+    node must add up to 1/N (or to 1 for single-root plans, ``whole``).
+    """
+    nodes = set(plan.compute_nodes)
+    n = len(nodes)
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        if not phase:
+            continue
+        per_root: dict[str, Fraction] = {}
+        for tree in phase:
+            reached = {tree.root}
+            for e in tree.edges:
+                if e.parent not in reached or e.child in reached:
+                    raise ScheduleError(f"tree {tree.key!r} is not an out-tree of "
+                                        f"{tree.root} at edge {e.parent} -> {e.child}.")
+                reached.add(e.child)
+            if reached != nodes:
+                missing = sorted(nodes - reached)
+                raise ScheduleError(f"tree {tree.key!r} rooted at {tree.root} does not "
+                                    f"reach {missing[0]}.")
+            per_root[tree.root] = per_root.get(tree.root, Fraction(0)) + tree.share
+        if whole:
+            if sum(per_root.values()) != 1:
+                raise ScheduleError("the trees do not carry the whole message.")
+        else:
+            for node in nodes:
+                if per_root.get(node, Fraction(0)) != Fraction(1, n):
+                    raise ScheduleError(f"the trees rooted at {node} carry "
+                                        f"{per_root.get(node, 0)} of the message, "
+                                        f"not 1/{n}.")
+
+
+def chain_trees(order: list[str], hops: Mapping[Edge, Path], share: Fraction,
+                key: Hashable, reduce: bool = False) -> list[FlowTree]:
+    """The N chains a ring runs: for each origin, the ring's hops from it (allgather) or
+    into it (reduce-scatter), each carrying ``share`` of the message.
+
+    The ring is ``order`` closed into a cycle; ``hops[(a, b)]`` is the route of the hop
+    a -> b. A reduce-scatter chain for node j starts at j+1 and ends at j.
+    """
+    n = len(order)
+    trees = []
+    for j in range(n):
+        edges = []
+        if reduce:
+            # chunk j: j+1 -> j+2 -> ... -> j; as a tree rooted at j, parents first.
+            for i in range(n - 1):
+                parent, child = order[(j - i) % n], order[(j - i - 1) % n]
+                edges.append(FlowEdge(parent, child, hops[(child, parent)]))
+        else:
+            for i in range(n - 1):
+                parent, child = order[(j + i) % n], order[(j + i + 1) % n]
+                edges.append(FlowEdge(parent, child, hops[(parent, child)]))
+        trees.append(FlowTree((key, order[j]), order[j], tuple(edges), share, reduce))
+    return trees
+
+
+def ring_plan(collective: str, compute: list[str], rings: list[tuple[list[str], dict[Edge, Path]]]
+              ) -> CollectivePlan:
+    """NCCL's ring algorithms over several rings (channels), data split evenly.
+
+    Allgather: N-1 steps forwarding each node's piece around the ring. Reduce-scatter:
+    piece j starts at j+1 and is summed on its way to j. Allreduce: both, the piece's
+    allgather leaving j once its reduction has arrived there.
+    """
+    share = Fraction(1, len(compute) * len(rings))
+    reduce_trees: list[FlowTree] = []
+    broadcast_trees: list[FlowTree] = []
+    for index, (order, hops) in enumerate(rings):
+        if collective in ("reduce-scatter", "allreduce"):
+            reduce_trees += chain_trees(order, hops, share, index, reduce=True)
+        if collective in ("allgather", "allreduce"):
+            broadcast_trees += chain_trees(order, hops, share, index)
+    return CollectivePlan(collective, tuple(compute), tuple(reduce_trees),
+                          tuple(broadcast_trees))
+
+
+@dataclass
+class BaselineResult:
+    """One algorithm's schedule on a topology, or why it does not apply.
+
+    ``algbw`` is the bandwidth-only throughput (GB/s, exact) of the schedule the
+    algorithm would run; ``schedule`` is its native form (rings, trees, a TACOS
+    timetable); ``plan_at(size)`` gives the :class:`CollectivePlan` to simulate at a
+    message size in bytes (TACOS synthesizes for each chunk size; the others ignore it).
+    """
+
+    algorithm: str
+    collective: str
+    algbw: Fraction | None = None
+    schedule: Any = None
+    not_applicable_reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    plan_at: Callable[[Fraction], CollectivePlan] | None = None
+
+    @property
+    def applicable(self) -> bool:
+        return self.not_applicable_reason is None
+
+    @classmethod
+    def not_applicable(cls, algorithm: str, collective: str, reason: str) -> BaselineResult:
+        return cls(algorithm, collective, not_applicable_reason=reason)
+
+
+# ------------------------------------------------------------------ physical routing
+
+
+class Router:
+    """Shortest physical routes between compute nodes, interior nodes switches only.
+
+    Routes are shortest in hops. Among equal routes, :meth:`route` takes the one that
+    keeps the most congested link lowest given current loads (so a GPU's ring hop leaves
+    through its own NIC when loads are even), then the smallest sum of congestion, then
+    the first in node order: deterministic. When no switch-only route exists (a
+    direct-connect mesh between non-neighbours), compute nodes may relay.
+    """
+
+    MAX_ROUTES = 32
+
+    def __init__(self, topology: Topology) -> None:
+        self.capacity = topology.capacities()
+        self.order = {n: i for i, n in enumerate(topology.node_ids())}
+        self.switches = frozenset(topology.switch_nodes())
+        self.compute = tuple(topology.compute_nodes())
+        self.out: dict[str, list[str]] = {n: [] for n in topology.node_ids()}
+        for u, v in sorted(self.capacity, key=lambda e: (self.order[e[0]], self.order[e[1]])):
+            self.out[u].append(v)
+        self._bfs_cache: dict[tuple[str, frozenset[str] | None, bool], dict[str, list[str]]] = {}
+        self._paths_cache: dict[tuple[str, str, frozenset[str] | None], list[Path]] = {}
+
+    def _bfs(self, src: str, through: frozenset[str] | None, relay: bool) -> dict[str, list[str]]:
+        """Predecessors on shortest paths from ``src``; only allowed nodes are expanded."""
+        key = (src, through, relay)
+        if key in self._bfs_cache:
+            return self._bfs_cache[key]
+        allowed = self.switches if through is None else through
+        dist = {src: 0}
+        preds: dict[str, list[str]] = {src: []}
+        queue = deque([src])
+        while queue:
+            u = queue.popleft()
+            if u != src and u not in allowed and not (relay and u not in self.switches):
+                continue  # a compute node (or a switch outside ``through``) ends a route
+            for v in self.out[u]:
+                if v not in dist:
+                    dist[v] = dist[u] + 1
+                    preds[v] = [u]
+                    queue.append(v)
+                elif dist[v] == dist[u] + 1:
+                    preds[v].append(u)
+        self._bfs_cache[key] = preds
+        return preds
+
+    def paths(self, src: str, dst: str, through: frozenset[str] | None = None) -> list[Path]:
+        """Shortest routes src -> dst (at most MAX_ROUTES), switch interiors first.
+
+        ``through`` restricts the interior to those switches. With no switch-only route
+        and no restriction, routes relaying through compute nodes are returned.
+        """
+        key = (src, dst, through)
+        if key in self._paths_cache:
+            return self._paths_cache[key]
+        found = self._enumerate(self._bfs(src, through, False), src, dst)
+        if not found and through is None:
+            found = self._enumerate(self._bfs(src, None, True), src, dst)
+        self._paths_cache[key] = found
+        return found
+
+    def _enumerate(self, preds: dict[str, list[str]], src: str, dst: str) -> list[Path]:
+        if dst not in preds or dst == src:
+            return []
+        out: list[Path] = []
+
+        def walk(node: str, suffix: list[str]) -> None:
+            if len(out) >= self.MAX_ROUTES:
+                return
+            if node == src:
+                out.append(tuple(reversed(suffix + [src])))
+                return
+            for p in sorted(preds[node], key=self.order.__getitem__):
+                walk(p, suffix + [node])
+
+        walk(dst, [])
+        return out
+
+    def congestion(self, path: Path, loads: Mapping[Edge, Fraction], weight: Fraction
+                   ) -> tuple[Fraction, Fraction]:
+        """(largest, summed) load/capacity along ``path`` once ``weight`` is added."""
+        ratios = [(loads.get(e, Fraction(0)) + weight) / self.capacity[e]
+                  for e in path_links(path)]
+        return max(ratios), sum(ratios, Fraction(0))
+
+    def route(self, src: str, dst: str, loads: Mapping[Edge, Fraction],
+              weight: Fraction = Fraction(1), through: frozenset[str] | None = None
+              ) -> Path | None:
+        """The least congested shortest route, or None when dst cannot be reached."""
+        best: tuple[tuple[Fraction, Fraction], Path] | None = None
+        for path in self.paths(src, dst, through):
+            score = self.congestion(path, loads, weight)
+            if best is None or score < best[0]:
+                best = (score, path)
+        return None if best is None else best[1]
+
+
+def add_path_load(loads: dict[Edge, Fraction], path: Path, weight: Fraction) -> None:
+    for e in path_links(path):
+        loads[e] = loads.get(e, Fraction(0)) + weight
+
+
+# ------------------------------------------------------------------ tree schedules
+
+
+def trees_plan(collective: str, compute: list[str], trees: list[Tree], total: int,
+               reduce_trees: list[Tree] | None = None, whole: bool = False) -> CollectivePlan:
+    """The plan of a forest of :class:`engine.schedule.Tree` (ForestColl, Blink).
+
+    A tree of multiplicity m carries m/total of its root's data: its root's shard (1/N of
+    the message) or, for single-root forests (``whole``), the whole message. Reduce
+    phases run the trees against their arrows (forestcoll.txt §4.6), or run
+    ``reduce_trees`` (out-trees of the transposed network) backwards when given.
+    Allreduce's broadcast of a tree's data waits for that tree's reduction (same trees)
+    or, with separate reduce trees, for the reduction of its root's whole shard.
+    """
+    n = 1 if whole else len(compute)
+    separate = reduce_trees is not None
+
+    def flow(tree: Tree, reduce: bool) -> FlowTree:
+        key = ("tree", tree.root) if separate else ("tree", tree.root, tree.index)
+        edges = tuple(FlowEdge(e.src, e.dst, tuple(reversed(e.path)) if reduce else e.path)
+                      for e in tree.edges)
+        return FlowTree(key, tree.root, edges, Fraction(tree.multiplicity, total * n), reduce)
+
+    reduce_phase: tuple[FlowTree, ...] = ()
+    broadcast_phase: tuple[FlowTree, ...] = ()
+    if collective in ("reduce-scatter", "allreduce"):
+        reduce_phase = tuple(flow(t, True) for t in (reduce_trees or trees))
+    if collective in ("allgather", "allreduce"):
+        broadcast_phase = tuple(flow(t, False) for t in trees)
+    return CollectivePlan(collective, tuple(compute), reduce_phase, broadcast_phase)
+
+
+def schedule_plan(schedule: Schedule) -> CollectivePlan:
+    """The plan of a ForestColl :class:`~engine.schedule.Schedule` (k unit trees/node)."""
+    return trees_plan(schedule.collective, schedule.compute_nodes, schedule.trees, schedule.k,
+                      schedule.reduce_trees)

@@ -1,0 +1,385 @@
+"""TACOS: greedy link-chunk matching on a time-expanded network (tacos.txt §IV).
+
+* **Switch unwinding** (§IV-G): each switch (here: each connected group of switch nodes,
+  e.g. NIC - IB switch - NIC) is replaced by point-to-point logical links among the N
+  compute nodes attached to it: node i links to i+1, ..., i+d (mod N), d = 1 (a ring,
+  for bandwidth) or d = N-1 (a full mesh, for latency). The paper leaves the order of
+  the N nodes open; we alternate servers (node groups) so that a ring over a switch
+  shared by several servers crosses between them at every hop. A link keeps the α of its route
+  and gets 1/d of the attached bandwidth (β multiplied by d). Direct links between
+  compute nodes stay as they are. We also scale a group's logical links down if routing
+  them all at once would overload a physical link inside the group, so that every TACOS
+  schedule is feasible on the physical network.
+* **Matching** (§IV-D, Alg. 1, 2; §IV-F): time advances from event to event (a chunk
+  arriving, a link freeing up). At each time the unsatisfied postconditions (node d
+  still needs chunk c) are shuffled; for each, the free links into d whose source holds
+  c are candidates; the cheapest (α + n/B, n the chunk size) wins, ties at random. A
+  link carries one chunk at a time.
+* **Reductions** (§IV-E, Fig. 11): reduce-scatter is an allgather synthesized on the
+  transposed links and run backwards; allreduce is reduce-scatter then allgather.
+
+The synthesis is repeated for ``seeds`` random seeds and the fastest kept; chunk
+counts per node are a parameter (several may be tried, TACOS's time picks). The
+bandwidth-only throughput is the synthesized time with α = 0 (the schedule then scales
+with the message size); for allreduce the two phases' times add, as TACOS runs them one
+after the other (the simulator may overlap a chunk's allgather with other chunks'
+reduction and so come out slightly faster). A TACOS schedule is, per chunk, a tree: the
+chunk's matches.
+
+Check (TACOS repository tests): 5x5 mesh, 50 GiB/s and 0.5 µs links, 1 GiB allgather,
+one chunk per node: 12 steps of 0.5 + 800 µs = 9606 µs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass
+from fractions import Fraction
+
+import networkx as nx
+
+from engine.baselines.common import (
+    BaselineResult,
+    CollectivePlan,
+    FlowEdge,
+    FlowTree,
+    Path,
+    Router,
+    add_path_load,
+    path_links,
+)
+from engine.errors import ScheduleError
+from engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
+from engine.topology import Topology
+
+UNWINDINGS = ("ring", "mesh")
+DEFAULT_CHUNKS = (1, 2, 4)
+DEFAULT_SEEDS = 4
+SEED_WORK = 40_000     # seeds x N^2 x (sum of chunk counts) allowed by auto_seeds
+
+
+def auto_seeds(nodes: int, chunk_options: tuple[int, ...]) -> int:
+    """DEFAULT_SEEDS, fewer on large topologies so a comparison stays interactive:
+    seeds · N² · Σ chunk counts (the deliveries TACOS matches) stays within SEED_WORK."""
+    work = nodes * nodes * sum(chunk_options)
+    return max(1, min(DEFAULT_SEEDS, SEED_WORK // max(work, 1)))
+
+
+@dataclass(frozen=True)
+class LogicalLink:
+    """A point-to-point link TACOS schedules on, with the physical route it stands for."""
+
+    src: str
+    dst: str
+    bandwidth: Fraction      # GB/s
+    latency: Fraction        # µs
+    path: Path
+
+
+@dataclass(frozen=True)
+class Match:
+    """Chunk ``chunk`` (origin, index) crosses logical link ``link`` during
+    [start, end], in ticks of 1/``Timetable.unit`` µs."""
+
+    chunk: tuple[str, int]
+    link: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Timetable:
+    """A synthesized allgather: the link-chunk matches and the collective time."""
+
+    links: tuple[LogicalLink, ...]
+    nodes: tuple[str, ...]
+    chunks_per_node: int
+    chunk_size: Fraction
+    matches: tuple[Match, ...]
+    unit: int                # ticks per µs
+    seed: int
+
+    @property
+    def time(self) -> Fraction:
+        """The collective time in µs."""
+        return Fraction(max((m.end for m in self.matches), default=0), self.unit)
+
+
+def unwind(topology: Topology, unwinding: str = "ring",
+           default_latency: Fraction = DEFAULT_LATENCY_US) -> list[LogicalLink]:
+    """The point-to-point logical topology TACOS runs on (§IV-G)."""
+    if unwinding not in UNWINDINGS:
+        raise ScheduleError(f"unknown switch unwinding '{unwinding}'; use ring or mesh.")
+    caps = topology.capacities()
+    lats = topology.latencies()
+    compute = topology.compute_nodes()
+    cset = set(compute)
+    order = {n: i for i, n in enumerate(topology.node_ids())}
+    links: list[LogicalLink] = []
+    for (u, v), cap in sorted(caps.items(), key=lambda e: (order[e[0][0]], order[e[0][1]])):
+        if u in cset and v in cset:
+            links.append(LogicalLink(u, v, cap, lats.get((u, v), default_latency), (u, v)))
+
+    switch_graph = nx.Graph()
+    switch_graph.add_nodes_from(topology.switch_nodes())
+    switch_graph.add_edges_from((u, v) for u, v in caps if u not in cset and v not in cset)
+    router = Router(topology)
+    group_of = {node.id: node.group or "" for node in topology.nodes}
+    groups = sorted((sorted(g, key=order.__getitem__) for g in
+                     nx.connected_components(switch_graph)), key=lambda g: order[g[0]])
+    for group in groups:
+        members = frozenset(group)
+        up = {c: sum((b for (u, v), b in caps.items() if u == c and v in members), Fraction(0))
+              for c in compute}
+        down = {c: sum((b for (u, v), b in caps.items() if v == c and u in members),
+                       Fraction(0)) for c in compute}
+        attached = _interleave([c for c in compute if up[c] or down[c]], group_of)
+        n = len(attached)
+        if n < 2:
+            continue
+        degree = 1 if unwinding == "ring" else n - 1
+        loads: dict[tuple[str, str], Fraction] = {}
+        made: list[LogicalLink] = []
+        for i, a in enumerate(attached):
+            for step in range(1, degree + 1):
+                b = attached[(i + step) % n]
+                bandwidth = min(up[a], down[b]) / degree
+                path = router.route(a, b, loads, bandwidth, through=members)
+                if not bandwidth or path is None:
+                    continue
+                add_path_load(loads, path, bandwidth)
+                latency = sum((lats.get(e, default_latency) for e in path_links(path)),
+                              Fraction(0))
+                made.append(LogicalLink(a, b, bandwidth, latency, path))
+        over = max((load / caps[e] for e, load in loads.items()), default=Fraction(1))
+        scale = max(Fraction(1), over)
+        links += [LogicalLink(x.src, x.dst, x.bandwidth / scale, x.latency, x.path)
+                  for x in made]
+    return links
+
+
+def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
+    """Nodes round-robin over their servers (groups), so that a ring unwinding of a
+    switch shared by several servers crosses between servers at every hop it can."""
+    by_group: dict[str, list[str]] = {}
+    for c in nodes:
+        by_group.setdefault(group_of[c], []).append(c)
+    columns = list(by_group.values())
+    return [col[i] for i in range(max(map(len, columns))) for col in columns if i < len(col)]
+
+
+def transpose(links: list[LogicalLink]) -> list[LogicalLink]:
+    """The same links reversed (the transposed TEN of §IV-E)."""
+    return [LogicalLink(x.dst, x.src, x.bandwidth, x.latency, tuple(reversed(x.path)))
+            for x in links]
+
+
+def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
+               chunk_size: Fraction, seed: int) -> Timetable:
+    """One run of TACOS's allgather synthesis (Alg. 2 around Alg. 1) with ``seed``."""
+    rng = random.Random(seed)
+    costs = [link_time(chunk_size, x.bandwidth, x.latency) for x in links]
+    unit = math.lcm(*(c.denominator for c in costs))
+    ticks = [int(c * unit) for c in costs]
+    index = {n: i for i, n in enumerate(nodes)}
+    chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
+    into: list[list[int]] = [[] for _ in nodes]
+    for li, x in enumerate(links):
+        into[index[x.dst]].append(li)
+    src_of = [index[x.src] for x in links]
+    held = [{ci for ci, (o, _) in enumerate(chunks) if o == node} for node in nodes]
+    missing = [set(range(len(chunks))) - held[d] for d in range(len(nodes))]
+    free_at = [0] * len(links)
+    arrivals: list[tuple[int, int, int]] = []
+    matches: list[Match] = []
+    now = 0
+    left = sum(len(m) for m in missing)
+    in_flight = 0
+    while left or in_flight:
+        while arrivals and arrivals[0][0] <= now:
+            _, d, c = heapq.heappop(arrivals)
+            held[d].add(c)
+            in_flight -= 1
+        # Alg. 1 shuffles all unsatisfied (d, c) and matches each in turn. Pairs of
+        # different d compete for different links, and a chunk no free link into d can
+        # supply is skipped, so shuffling each d's suppliable chunks alone (lazily,
+        # stopping once d's free links are used up) draws the same matchings.
+        for d in range(len(nodes)):
+            free = [li for li in into[d] if free_at[li] <= now]
+            if not free or not missing[d]:
+                continue
+            pool = sorted(set().union(*(held[src_of[li]] & missing[d] for li in free)))
+            for drawn in range(len(pool)):
+                pick = rng.randrange(drawn, len(pool))
+                pool[drawn], pool[pick] = pool[pick], pool[drawn]
+                c = pool[drawn]
+                candidates = [li for li in free if c in held[src_of[li]]]
+                if not candidates:
+                    continue
+                cheapest = min(ticks[li] for li in candidates)
+                li = rng.choice([li for li in candidates if ticks[li] == cheapest])
+                free.remove(li)
+                free_at[li] = now + ticks[li]
+                missing[d].discard(c)
+                left -= 1
+                in_flight += 1
+                heapq.heappush(arrivals, (free_at[li], d, c))
+                matches.append(Match(chunks[c], li, now, free_at[li]))
+                if not free:
+                    break
+        if not arrivals:
+            if left:
+                d = next(i for i, m in enumerate(missing) if m)
+                raise ScheduleError(f"TACOS cannot deliver every chunk to '{nodes[d]}': no "
+                                    "route reaches it.")
+            break
+        now = arrivals[0][0]
+    return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size, tuple(matches),
+                     unit, seed)
+
+
+def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
+            chunk_size: Fraction, seeds: int) -> Timetable:
+    """The fastest of ``seeds`` runs (TACOS is randomized; its tests keep the best)."""
+    runs = [synthesize(links, nodes, chunks_per_node, chunk_size, s) for s in range(seeds)]
+    return min(runs, key=lambda t: (t.time, t.seed))
+
+
+def check_timetable(table: Timetable) -> None:
+    """Raise ScheduleError unless the timetable is a valid allgather (postcondition).
+
+    Every node ends with every chunk, receives each chunk once, sends only chunks it
+    holds by then, and each logical link carries one chunk at a time.
+    """
+    nodes = table.nodes
+    arrival: dict[tuple[str, tuple[str, int]], int] = {}
+    for o in nodes:
+        for q in range(table.chunks_per_node):
+            arrival[(o, (o, q))] = 0
+    for m in sorted(table.matches, key=lambda m: m.start):
+        link = table.links[m.link]
+        have = arrival.get((link.src, m.chunk))
+        if have is None or have > m.start:
+            raise ScheduleError(f"'{link.src}' sends chunk {m.chunk} at "
+                                f"{float(Fraction(m.start, table.unit)):g} µs before holding it.")
+        if (link.dst, m.chunk) in arrival:
+            raise ScheduleError(f"'{link.dst}' receives chunk {m.chunk} twice.")
+        arrival[(link.dst, m.chunk)] = m.end
+    for o in nodes:
+        for d in nodes:
+            for q in range(table.chunks_per_node):
+                if (d, (o, q)) not in arrival:
+                    raise ScheduleError(f"'{d}' never receives chunk {(o, q)}.")
+    busy: dict[int, list[Match]] = {}
+    for m in table.matches:
+        busy.setdefault(m.link, []).append(m)
+    for li, ms in busy.items():
+        ms.sort(key=lambda m: m.start)
+        for a, b in zip(ms, ms[1:], strict=False):
+            if b.start < a.end:
+                x = table.links[li]
+                raise ScheduleError(f"link {x.src} -> {x.dst} carries two chunks at once.")
+
+
+def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
+    """Each chunk's matches as a tree rooted at its origin.
+
+    For ``reduce`` the timetable is an allgather on the transposed links: it is run
+    backwards (data child -> parent along the original link, latest first).
+    """
+    share = Fraction(1, len(table.nodes) * table.chunks_per_node)
+    edges: dict[tuple[str, int], list[FlowEdge]] = {}
+    end = max((m.end for m in table.matches), default=0)
+    for m in sorted(table.matches, key=lambda m: (m.start, m.link)):
+        link = table.links[m.link]
+        if reduce:
+            edge = FlowEdge(link.src, link.dst, tuple(reversed(link.path)),
+                            Fraction(end - m.end, table.unit))
+        else:
+            edge = FlowEdge(link.src, link.dst, link.path, Fraction(m.start, table.unit))
+        edges.setdefault(m.chunk, []).append(edge)
+    return [FlowTree(("tacos",) + chunk, chunk[0], tuple(es), share, reduce)
+            for chunk, es in sorted(edges.items())]
+
+
+class _Tacos:
+    """TACOS for one topology and collective, synthesizing per chunk size (cached).
+
+    With several chunk counts per node, each message size uses the count whose
+    synthesized collective time is shortest (TACOS's own cost model decides, as a user
+    sweeping the parameter would).
+    """
+
+    def __init__(self, topology: Topology, collective: str, chunk_options: tuple[int, ...],
+                 seeds: int, unwinding: str, default_latency: Fraction) -> None:
+        self.collective = collective
+        self.nodes = topology.compute_nodes()
+        self.options = chunk_options
+        self.seeds = seeds
+        self.links = unwind(topology, unwinding, default_latency)
+        self.bare = [LogicalLink(x.src, x.dst, x.bandwidth, Fraction(0), x.path)
+                     for x in self.links]
+        self.cache: dict[tuple[Fraction, int, bool], tuple[Timetable | None,
+                                                           Timetable | None]] = {}
+        self.chosen: dict[Fraction, int] = {}
+
+    def tables(self, size: Fraction, chunks: int, latency: bool = True
+               ) -> tuple[Timetable | None, Timetable | None]:
+        """(reduce-scatter timetable on the transposed links, allgather timetable)."""
+        key = (size, chunks, latency)
+        if key not in self.cache:
+            links = self.links if latency else self.bare
+            chunk = Fraction(size) / (len(self.nodes) * chunks)
+            rs = ag = None
+            if self.collective in ("reduce-scatter", "allreduce"):
+                rs = best_of(transpose(links), self.nodes, chunks, chunk, self.seeds)
+            if self.collective in ("allgather", "allreduce"):
+                ag = best_of(links, self.nodes, chunks, chunk, self.seeds)
+            self.cache[key] = (rs, ag)
+        return self.cache[key]
+
+    def total(self, size: Fraction, chunks: int, latency: bool = True) -> Fraction:
+        return sum((t.time for t in self.tables(size, chunks, latency) if t), Fraction(0))
+
+    def plan(self, size: Fraction) -> CollectivePlan:
+        chunks = min(self.options, key=lambda c: (self.total(size, c), c))
+        self.chosen[size] = chunks
+        rs, ag = self.tables(size, chunks)
+        reduce_trees = timetable_trees(rs, reduce=True) if rs else []
+        broadcast_trees = timetable_trees(ag) if ag else []
+        return CollectivePlan(self.collective, tuple(self.nodes), tuple(reduce_trees),
+                              tuple(broadcast_trees), ordered_links=True)
+
+    def bandwidth_only(self) -> tuple[Fraction, int]:
+        """Best algbw with α = 0 over the chunk counts (size-independent), and the count."""
+        size = Fraction(1)
+        chunks = min(self.options, key=lambda c: (self.total(size, c, False), c))
+        return algbw_gbps(size, self.total(size, chunks, False)), chunks
+
+
+def tacos_baseline(topology: Topology, collective: str = "allgather",
+                   chunks_per_node: tuple[int, ...] = DEFAULT_CHUNKS,
+                   seeds: int | None = None, unwinding: str = "ring",
+                   default_latency: Fraction = DEFAULT_LATENCY_US) -> BaselineResult:
+    """TACOS's schedule for ``collective`` and its bandwidth-only algbw.
+
+    ``chunks_per_node`` lists the chunk counts to try; each run keeps the best of
+    ``seeds`` random seeds (by default :func:`auto_seeds`).
+    """
+    if seeds is None:
+        seeds = auto_seeds(len(topology.compute_nodes()), tuple(chunks_per_node))
+    try:
+        tacos = _Tacos(topology, collective, tuple(chunks_per_node), seeds, unwinding,
+                       default_latency)
+        algbw, chunks = tacos.bandwidth_only()
+    except ScheduleError as exc:
+        return BaselineResult.not_applicable("tacos", collective, str(exc))
+    rs, ag = tacos.tables(Fraction(1), chunks, latency=False)
+    return BaselineResult(
+        "tacos", collective, algbw, schedule={"reduce-scatter": rs, "allgather": ag},
+        details={"chunks_per_node": chunks, "chunk_options": list(chunks_per_node),
+                 "chunks_by_size": tacos.chosen, "seeds": seeds, "unwinding": unwinding,
+                 "logical_links": len(tacos.links)},
+        plan_at=tacos.plan)

@@ -1,0 +1,190 @@
+"""ForestColl against today's schedules on one topology, with one cost model for all.
+
+Every algorithm's schedule becomes a :class:`~engine.baselines.common.CollectivePlan`;
+its bandwidth bound comes from the congestion of the physical links
+(:func:`~engine.baselines.common.bandwidth_bound`) and its time at each message size from
+the α-β simulator (:func:`engine.simulate.fastest`, which also picks the pipeline depth).
+Used by ``canopy compare`` and the editor's Compare dock.
+
+Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
+tries 1, 2 and 4 chunks per node, keeps the best of 4 seeds for each (fewer on large
+topologies, :func:`engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
+the ring search tries up to 32 rings; the simulator caps a run at 250 000 link-messages
+(deeper pipelines are not tried beyond that).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from engine.baselines.blink import blink_baseline
+from engine.baselines.common import (
+    ALGORITHMS,
+    BaselineResult,
+    bandwidth_bound,
+    schedule_plan,
+)
+from engine.baselines.lr_rings import lr_baseline
+from engine.baselines.ring import ring_baseline
+from engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
+from engine.errors import ScheduleError
+from engine.network import Network
+from engine.optimality import COLLECTIVES
+from engine.simulate import DEFAULT_LATENCY_US, REPORT_SIZES, algbw_gbps, fastest
+from engine.solve import solve
+from engine.topology import Topology
+
+FORMAT = "canopy-comparison"
+VERSION = 1
+
+Progress = Callable[[str, float], None]
+
+
+@dataclass
+class ComparisonRow:
+    """One algorithm: its bound, simulated time per message size, or why it does not apply."""
+
+    algorithm: str
+    algbw: Fraction | None
+    times_us: dict[int, Fraction] = field(default_factory=dict)
+    pieces: dict[int, int] = field(default_factory=dict)
+    reason: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def algbw_at(self, size: int) -> Fraction:
+        """Simulated nccl-tests algbw (GB/s) at ``size`` bytes."""
+        return algbw_gbps(size, self.times_us[size])
+
+
+@dataclass
+class Comparison:
+    """All rows for one topology and collective; ForestColl's row first."""
+
+    topology: str
+    collective: str
+    compute_nodes: int
+    sizes: tuple[int, ...]
+    rows: list[ComparisonRow]
+    default_latency: Fraction
+
+    def row(self, algorithm: str) -> ComparisonRow | None:
+        return next((r for r in self.rows if r.algorithm == algorithm), None)
+
+    def ratio(self, row: ComparisonRow, size: int | None = None) -> Fraction | None:
+        """How many times ForestColl's algbw is this row's (bound, or at ``size``)."""
+        fc = self.row("forestcoll")
+        if fc is None or row.reason is not None or fc.reason is not None:
+            return None
+        if size is None:
+            return None if fc.algbw is None or row.algbw is None else fc.algbw / row.algbw
+        return row.times_us[size] / fc.times_us[size]
+
+    def to_json(self) -> dict[str, Any]:
+        """The canopy-comparison v1 document."""
+        rows = []
+        for r in self.rows:
+            rows.append({
+                "algorithm": r.algorithm,
+                "algbw": None if r.algbw is None else round(float(r.algbw), 6),
+                "algbw_exact": None if r.algbw is None else str(r.algbw),
+                "time_us": {str(s): round(float(t), 6) for s, t in r.times_us.items()},
+                "algbw_at": {str(s): round(float(r.algbw_at(s)), 6) for s in r.times_us},
+                "pipeline_chunks": {str(s): p for s, p in r.pieces.items()},
+                "ratio_to_forestcoll": None if self.ratio(r) is None
+                else round(float(self.ratio(r)), 6),
+                "ratio_to_forestcoll_at": {} if self.ratio(r) is None else
+                {str(s): round(float(self.ratio(r, s)), 6) for s in r.times_us},
+                "not_applicable": r.reason,
+                "details": _plain(r.details),
+            })
+        return {"format": FORMAT, "version": VERSION, "collective": self.collective,
+                "topology": self.topology, "compute_nodes": self.compute_nodes,
+                "sizes": list(self.sizes),
+                "default_latency_us": float(self.default_latency),
+                "units": {"algbw": "GB/s (1e9 bytes/s), nccl-tests algbw = size / time",
+                          "time_us": "microseconds", "sizes": "bytes"},
+                "rows": rows}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Fraction):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _forestcoll(topology: Topology, collective: str) -> BaselineResult:
+    schedule = solve(topology, collective)
+    plan = schedule_plan(schedule)
+    algbw, link = bandwidth_bound(plan, topology.capacities())
+    return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
+                          details={"k": schedule.k, "trees": len(schedule.trees),
+                                   "solve_algbw": schedule.algbw,
+                                   "bottleneck_link": list(link)},
+                          plan_at=lambda size: plan)
+
+
+def compare(topology: Topology, collective: str = "allgather",
+            sizes: tuple[int, ...] = REPORT_SIZES, algorithms: tuple[str, ...] = ALGORITHMS,
+            tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int | None = None,
+            tacos_unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US,
+            progress: Progress | None = None, where: str = "") -> Comparison:
+    """Build every algorithm's schedule on ``topology`` and time it at ``sizes`` bytes.
+
+    ForestColl's row always comes first (the ratios refer to it); ``algorithms`` picks
+    the baselines.
+
+    ``progress(algorithm, fraction)`` is called as rows complete; it may raise
+    :class:`engine.errors.Cancelled`. Bad topologies raise TopologyError naming ``where``.
+    """
+    if collective not in COLLECTIVES:
+        raise ScheduleError(f"unknown collective '{collective}'; use one of "
+                            f"{', '.join(COLLECTIVES)}.")
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown:
+        raise ScheduleError(f"unknown algorithm '{unknown[0]}'; use {', '.join(ALGORITHMS)}.")
+    if not sizes or any(s <= 0 for s in sizes):
+        raise ScheduleError("message sizes must be positive numbers of bytes.")
+    Network.from_topology(topology, where)   # one clear sentence for a bad topology
+    builders: dict[str, Callable[[], BaselineResult]] = {
+        "forestcoll": lambda: _forestcoll(topology, collective),
+        "ring": lambda: ring_baseline(topology, collective),
+        "blink": lambda: blink_baseline(topology, collective),
+        "tacos": lambda: tacos_baseline(topology, collective, tacos_chunks, tacos_seeds,
+                                        tacos_unwinding, default_latency),
+        "lr1": lambda: lr_baseline(topology, collective, "lr1"),
+        "lr3": lambda: lr_baseline(topology, collective, "lr3"),
+    }
+    order = ["forestcoll"] + [a for a in algorithms if a != "forestcoll"]
+    rows = []
+    for done, name in enumerate(order):
+        if progress:
+            progress(name, done / len(order))
+        start = time.perf_counter()
+        result = builders[name]()
+        row = ComparisonRow(name, result.algbw, reason=result.not_applicable_reason,
+                            details=result.details)
+        if result.applicable and result.plan_at is not None:
+            depth = 1
+            for step, size in enumerate(sorted(sizes)):
+                if progress:
+                    progress(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
+                sim = fastest(topology, result.plan_at(Fraction(size)), size, default_latency,
+                              depth)
+                depth = sim.pieces
+                row.times_us[size] = sim.time_us
+                row.pieces[size] = sim.pieces
+        row.seconds = time.perf_counter() - start
+        rows.append(row)
+    if progress:
+        progress("done", 1.0)
+    return Comparison(topology.name, collective, len(topology.compute_nodes()), tuple(sizes),
+                      rows, default_latency)

@@ -1,0 +1,118 @@
+"""`canopy compare` and the comparison rows behind it."""
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from app.cli import main
+from app.cli.compare import parse_size
+from engine.compare import compare
+from engine.errors import Cancelled, ScheduleError
+from engine.topology import Link, Node, Topology
+from engine.topology_io import load_sample, save_topology
+
+SIZES = (1 << 20, 1 << 30)
+
+
+def star_of_switches():
+    """Two leaf switches of 3 GPUs under a root switch, equal bandwidths: a tree."""
+    nodes = [Node("root", "switch"), Node("a", "switch"), Node("b", "switch")]
+    links = [Link("root", "a", Fraction(10)), Link("root", "b", Fraction(10))]
+    for s in ("a", "b"):
+        for i in range(3):
+            nodes.append(Node(f"{s}{i}", group=s))
+            links.append(Link(f"{s}{i}", s, Fraction(10)))
+    return Topology("tree", nodes, links)
+
+
+def test_rows_on_a_tree_include_lr_rings_at_the_optimum():
+    comp = compare(star_of_switches(), sizes=SIZES, tacos_chunks=(1,), tacos_seeds=1)
+    assert [r.algorithm for r in comp.rows] == ["forestcoll", "ring", "blink", "tacos",
+                                                "lr1", "lr3"]
+    fc = comp.row("forestcoll")
+    assert fc.algbw == Fraction(6 * 10, 5)
+    for name in ("lr1", "lr3"):
+        row = comp.row(name)
+        assert row.reason is None
+        assert row.algbw == fc.algbw
+        assert comp.ratio(row) == 1
+    assert comp.row("lr3").details["hops"] <= comp.row("lr1").details["hops"]
+    for row in comp.rows:
+        assert set(row.times_us) == set(SIZES)
+        assert all(t > 0 for t in row.times_us.values())
+        # Rate-based plans never beat their congestion bound. (TACOS's bound is its own
+        # timetable's, with phases back to back; the simulator may overlap them.)
+        if row.algorithm != "tacos":
+            assert all(row.algbw_at(s) <= row.algbw for s in SIZES)
+
+
+def test_json_document_and_not_applicable_reason():
+    comp = compare(load_sample("forestcoll-fig2.json"), "allreduce", sizes=SIZES,
+                   tacos_chunks=(1,), tacos_seeds=1)
+    doc = comp.to_json()
+    assert doc["format"] == "canopy-comparison" and doc["version"] == 1
+    assert doc["collective"] == "allreduce"
+    rows = {r["algorithm"]: r for r in doc["rows"]}
+    assert set(rows) == {"forestcoll", "ring", "blink", "tacos", "lr1", "lr3"}
+    assert rows["forestcoll"]["algbw"] == 4.0
+    assert set(rows["ring"]["time_us"]) == {"1048576", "1073741824"}
+    assert rows["lr1"]["algbw"] is None and "not a tree" in rows["lr1"]["not_applicable"]
+    assert rows["lr1"]["time_us"] == {}
+    json.dumps(doc)     # plain JSON all the way down
+
+
+def test_progress_and_cancel():
+    seen = []
+    compare(star_of_switches(), sizes=(1 << 20,), algorithms=("ring",),
+            progress=lambda phase, f: seen.append((phase, f)))
+    assert [p for p, _ in seen] == ["forestcoll"] * 2 + ["ring"] * 2 + ["done"]
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1
+
+    def stop(phase, fraction):
+        if phase == "ring":
+            raise Cancelled("stopped")
+    with pytest.raises(Cancelled):
+        compare(star_of_switches(), sizes=(1 << 20,), progress=stop)
+
+
+def test_bad_options_are_schedule_errors():
+    topo = star_of_switches()
+    with pytest.raises(ScheduleError, match="unknown algorithm"):
+        compare(topo, algorithms=("nccl",))
+    with pytest.raises(ScheduleError, match="unknown collective"):
+        compare(topo, "alltoall")
+
+
+def test_cli_prints_table_and_writes_json(tmp_path, capsys):
+    topo_path = tmp_path / "tree.json"
+    save_topology(star_of_switches(), topo_path)
+    out = tmp_path / "cmp.json"
+    code = main(["compare", str(topo_path), "--sizes", "1M,16M", "--tacos-chunks", "1",
+                 "--tacos-seeds", "1", "--json", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "forestcoll" in text and "lr3" in text and "16M GB/s" in text
+    doc = json.loads(out.read_text())
+    assert [r["algorithm"] for r in doc["rows"]][0] == "forestcoll"
+    assert doc["sizes"] == [1 << 20, 16 << 20]
+
+
+def test_cli_bad_input_exits_2(tmp_path, capsys):
+    unbalanced = Topology("u", [Node("a"), Node("b")],
+                          [Link("a", "b", Fraction(1), duplex=False),
+                           Link("b", "a", Fraction(2), duplex=False)])
+    path = tmp_path / "u.json"
+    save_topology(unbalanced, path)
+    assert main(["compare", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "unbalanced" in err and "Traceback" not in err
+    assert main(["compare", str(path), "--sizes", "12Q"]) == 2
+    assert "--sizes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,value", [("1M", 1 << 20), ("16MB", 16 << 20), ("1G", 1 << 30),
+                                        ("4096", 4096), ("2KiB", 2048)])
+def test_parse_size(text, value):
+    assert parse_size(text) == value
