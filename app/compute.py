@@ -11,6 +11,7 @@ differ, and fresh again if the edits are undone.
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,14 @@ from app.solve_worker import SolveJob
 
 PROGRESS_INTERVAL = 0.05
 """Seconds between progress signals within one phase."""
+JOB_SWITCH_INTERVAL = 0.0001
+"""Interpreter switch interval while a job runs (seconds; Python's default is 0.005).
+
+The engine is pure Python, so the worker holds the interpreter lock whenever it can.
+PySide releases the lock around calls into Qt, and each time the GUI thread wants it
+back it may wait a whole switch interval: painting or handling an event makes hundreds
+of such calls, which at 5 ms each would freeze the window for seconds. A short interval
+only costs the worker time while the GUI thread is actually busy."""
 
 
 class Throttled:
@@ -64,6 +73,7 @@ class ComputeController(QObject):
         self.solution: Solution | None = None
         self.stale = False
         self.job: SolveJob | None = None
+        self._switch_interval = sys.getswitchinterval()
         self._check = QTimer(self)
         self._check.setSingleShot(True)
         self._check.setInterval(0)
@@ -95,6 +105,8 @@ class ComputeController(QObject):
         job.finished.connect(lambda result: (self._end(), done(result)))
         job.failed.connect(lambda message: (self._end(), self.failed.emit(what, message)))
         job.cancelled.connect(lambda: (self._end(), self.cancelled.emit()))
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(JOB_SWITCH_INTERVAL)
         self.started.emit(what)
         self.busy_changed.emit(True)
         job.start()
@@ -117,6 +129,7 @@ class ComputeController(QObject):
         return self.job is None
 
     def _end(self) -> None:
+        sys.setswitchinterval(self._switch_interval)
         job, self.job = self.job, None
         if job is not None:
             job.deleteLater()
