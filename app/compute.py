@@ -62,7 +62,7 @@ class ComputeController(QObject):
     started = Signal(str)             # what is being computed, for the status bar
     progress = Signal(str, float)     # phase, fraction within the phase
     busy_changed = Signal(bool)
-    solution_changed = Signal(object)  # Solution, or None
+    solution_changed = Signal(object)  # the new Solution
     stale_changed = Signal(bool)
     failed = Signal(str, str)         # (what failed, one-sentence message)
     cancelled = Signal()

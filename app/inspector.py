@@ -124,7 +124,15 @@ class Inspector(QObject):
         self.trees.tree_selected.connect(self._tree_selected)
         self.actions["show_cut"].toggled.connect(self.overlays.set_cut_visible)
         self.actions["show_load"].toggled.connect(self._show_load)
+        window.doc.reset.connect(self._after_reset)
         window.installEventFilter(self)
+
+    def _after_reset(self) -> None:
+        """A new or reloaded topology: the canvas items were all replaced. Results that
+        still fit it (the same file opened again) are drawn on the new items."""
+        self.controller.check_now()
+        if self.controller.fresh:
+            self.overlays.redraw()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """Closing the window stops background work first (its thread must not outlive
@@ -300,7 +308,7 @@ class Inspector(QObject):
         else:
             QMessageBox.critical(self.window, f"{what} failed", message)
 
-    def _solution_changed(self, solution: Solution | None) -> None:
+    def _solution_changed(self, solution: Solution) -> None:
         stale = self.controller.stale
         self._hops.clear()
         self.overlays.set_solution(solution)
@@ -308,9 +316,6 @@ class Inspector(QObject):
         self.trees.set_solution(solution, stale)
         self.exporter.update()
         self._update_legend()
-        if solution is None:
-            self.plots.set_solution(None, stale)
-            return
         self.trees.show()
         self.results.raise_()
         self.plots.raise_()

@@ -163,6 +163,11 @@ class Overlays:
                 self._index_links()
             self.refresh()
 
+    def redraw(self) -> None:
+        """Map hops to link items again and draw (after the scene was rebuilt)."""
+        self._index_links()
+        self.refresh()
+
     def set_cut_visible(self, on: bool) -> None:
         if on != self.cut_on:
             self.cut_on = on
@@ -194,7 +199,8 @@ class Overlays:
         """Nodes shaded as members of the bottleneck cut."""
         if self._shade is None or not shiboken6.isValid(self._shade):
             return set()
-        return {n for n in self._shade.nodes if n in set(self.scene.doc.node_ids())}
+        present = set(self.scene.doc.node_ids())
+        return {n for n in self._shade.nodes if n in present}
 
     def _drawing(self) -> bool:
         return self.active and self.solution is not None

@@ -301,3 +301,19 @@ def test_progress_is_throttled_within_a_phase():
     report("mapping back", 0.5)
     report("mapping back", 1.0)
     assert passed == [("tree packing", 0.0), ("mapping back", 0.0), ("mapping back", 1.0)]
+
+
+def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
+    from engine.topology_io import load_sample
+    solve_in(window, qtbot)
+    overlays = window.inspector.overlays
+    tree_links = len(overlays.tree_link_keys())
+    window.doc.set_topology(load_sample("dgx-a100-2x8"))
+    assert not window.inspector.controller.stale
+    assert len(overlays.tree_link_keys()) == tree_links
+    assert overlays.halo_nodes()
+    assert all(window.scene.link_item(k).highlight is not None
+               for k in overlays.tree_link_keys())
+    window.doc.set_topology(load_sample("forestcoll-fig2"))
+    assert window.inspector.controller.stale
+    assert overlays.tree_link_keys() == set() and overlays.halo_nodes() == set()
