@@ -1,10 +1,11 @@
 """Compute ▸ Compare Algorithms…: the options dialog and the Compare dock, for one window.
 
-:func:`install` adds the action to the window's Compute menu (creating "&Compute" before
-Help when the window has none), the dock (tabbed with Validation at the bottom) and its
-toggle to the View menu. The dialog picks the collective, the message sizes (nccl-tests
-style: 1M = 2^20 bytes) and how the simulated switches forward; OK starts the comparison
-in the background (:class:`app.docks.compare.CompareDock`).
+:func:`install` adds the action to the window's Compute menu (built by
+:class:`app.inspector.Inspector`, whose controller runs the comparison in the
+background), the dock (tabbed with Validation at the bottom) and its toggle to the View
+menu. The action is disabled while the controller is busy. The dialog picks the
+collective, the message sizes (nccl-tests style: 1M = 2^20 bytes) and how the simulated
+switches forward; OK starts the comparison (:class:`app.docks.compare.CompareDock`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QLabel,
     QLineEdit,
-    QMenu,
     QVBoxLayout,
     QWidget,
 )
@@ -106,7 +106,8 @@ class CompareActions(QObject):
     def __init__(self, window: MainWindow):
         super().__init__(window)
         self.window = window
-        self.dock = CompareDock(window.doc, window)
+        controller = window.inspector.controller
+        self.dock = CompareDock(window.doc, controller, window)
         self.dialog: CompareDialog | None = None
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
         window.tabifyDockWidget(window.validation, self.dock)
@@ -117,14 +118,14 @@ class CompareActions(QObject):
         action.setStatusTip(tip)
         action.setToolTip(tip)
         action.triggered.connect(self.open_dialog)
+        controller.busy_changed.connect(lambda busy: action.setEnabled(not busy))
         window.actions["compare"] = action
 
     def open_dialog(self) -> CompareDialog | None:
-        """Ask for the options (window-modal, non-blocking); None while a run is going."""
-        if self.dock.is_running():
-            self.dock.show()
-            self.dock.raise_()
-            self.window.statusBar().showMessage("A comparison is already running.", 4000)
+        """Ask for the options (window-modal, non-blocking); None while the engine is busy."""
+        if self.dock.controller.busy:
+            self.window.statusBar().showMessage("Wait for the running computation, or "
+                                                "cancel it, before comparing.", 4000)
             return None
         dialog = CompareDialog(self.dock.options, self.window)
         self.dialog = dialog
@@ -134,22 +135,16 @@ class CompareActions(QObject):
         return dialog
 
     def start(self, **options: object) -> None:
-        if self.dock.start(**options) is not None:
+        if self.dock.start(**options):
             self.window.resizeDocks([self.dock], [DOCK_HEIGHT], Qt.Orientation.Vertical)
 
 
-def _compute_menu(window: MainWindow) -> QMenu:
-    menu = window.menus.get("compute")
-    if menu is None:
-        menu = QMenu("&Compute", window)
-        window.menuBar().insertMenu(window.menus["help"].menuAction(), menu)
-        window.menus["compute"] = menu
-    return menu
-
-
 def install(window: MainWindow) -> CompareActions:
-    """Add Compute ▸ Compare Algorithms…, the Compare dock and its View menu toggle."""
+    """Add Compute ▸ Compare Algorithms…, the Compare dock and its View menu toggle
+    (after :class:`app.inspector.Inspector` has built the Compute menu)."""
     actions = CompareActions(window)
-    _compute_menu(window).addAction(window.actions["compare"])
+    compute = window.menus["compute"]
+    compute.addSeparator()
+    compute.addAction(window.actions["compare"])
     window.menus["view"].addAction(actions.dock.toggleViewAction())
     return actions

@@ -35,6 +35,7 @@ from app.commands import MoveNodes, ReplaceTopology, delete
 from app.docks.properties import NumberValidator, PropertiesDock
 from app.docks.validation import ValidationDock
 from app.document import Document
+from app.inspector import Inspector
 from app.recovery import Autosaver, Recovered, orphaned
 from app.versions import canopy_version, library_versions
 from engine.errors import CanopyError
@@ -72,8 +73,9 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_toolbars()
         self.library = library_actions.install(self)
-        self.compare = compare_actions.install(self)
         self._build_status_bar()
+        self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
+        self.compare = compare_actions.install(self)
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)
         self.doc.reset.connect(self._after_reset)

@@ -1,7 +1,9 @@
 """Worst event-loop gap while a long solve runs in the background; print JSON.
 
-A 10 ms QTimer records the time between its ticks while SolveJob solves 16x DGX A100
-(128 GPUs) on its worker thread. The editor stays responsive if the worst gap stays
+A 10 ms QTimer records the time between its ticks while 16x DGX A100 (128 GPUs) is
+solved, twice: by a bare SolveJob, and through the editor itself (Compute ▸ Solve
+Allgather in a shown main window, so progress updates, the result docks, the plots and
+the canvas overlays are included). The editor stays responsive if the worst gap stays
 well under 100 ms. Usage: QT_QPA_PLATFORM=offscreen python -m bench.gui_responsiveness
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
@@ -17,28 +20,86 @@ from app.solve_worker import SolveJob
 from bench.clusters import dgx_a100_cluster
 from engine.solve import solve
 
+SETTLE_MS = 1000
 
-def main(servers: int = 16) -> None:
+
+def _gaps(run: Callable[[Callable[[], None]], None]) -> dict:
+    """Start ``run(done)`` with a 10 ms ticking timer; the event loop ends at done().
+
+    Also reports the worst gap after the result arrived (``done`` called), when the
+    window draws the results; the loop runs on for :data:`SETTLE_MS` to include it.
+    """
     app = QApplication.instance() or QApplication([])
-    topo = dgx_a100_cluster(servers)
     ticks: list[float] = []
     timer = QTimer()
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-    job = SolveJob(lambda report: solve(topo, progress=report))
-    result: dict = {}
-    job.finished.connect(lambda schedule: (result.update(k=schedule.k), app.quit()))
-    job.failed.connect(lambda message: (result.update(error=message), app.quit()))
+    arrived: list[float] = []
+
+    def done() -> None:
+        arrived.append(time.perf_counter())
+        QTimer.singleShot(SETTLE_MS, app.quit)
+
     start = time.perf_counter()
     timer.start()
-    job.start()
+    QTimer.singleShot(0, lambda: run(done))
     app.exec()
-    elapsed = time.perf_counter() - start
-    gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
-    print(json.dumps({"case": f"{servers}x DGX A100 solve in background",
-                      "solve_s": round(elapsed, 3), "ticks": len(ticks),
-                      "worst_gap_ms": round(max(gaps) * 1000, 1),
-                      "mean_gap_ms": round(sum(gaps) / len(gaps) * 1000, 2), **result}))
+    timer.stop()
+    gaps = [(b - a, b) for a, b in zip(ticks, ticks[1:], strict=False)]
+    during = [g for g, end in gaps if end <= arrived[0]]
+    after = [g for g, end in gaps if end > arrived[0]]
+    return {"seconds": round(arrived[0] - start, 3), "ticks": len(ticks),
+            "worst_gap_ms": round(max(during) * 1000, 1),
+            "mean_gap_ms": round(sum(during) / len(during) * 1000, 2),
+            "worst_gap_showing_results_ms": round(max(after) * 1000, 1)}
+
+
+def bare_job(servers: int) -> dict:
+    topo = dgx_a100_cluster(servers)
+    result: dict = {}
+
+    def run(done: Callable[[], None]) -> None:
+        job = SolveJob(lambda report: solve(topo, progress=report))
+        job.finished.connect(lambda schedule: (result.update(k=schedule.k), done()))
+        job.failed.connect(lambda message: (result.update(error=message), done()))
+        job.start()
+        result["job"] = job
+
+    gaps = _gaps(run)
+    result.pop("job")
+    return {"case": f"{servers}x DGX A100 solve in a bare SolveJob", **gaps, **result}
+
+
+def main_window(servers: int) -> dict:
+    from app.main_window import MainWindow
+
+    window = MainWindow(dgx_a100_cluster(servers))
+    window.resize(1400, 900)
+    window.show()
+    QApplication.processEvents()
+    window.view.zoom_to_fit()
+    result: dict = {}
+    phases: set[str] = set()
+
+    def run(done: Callable[[], None]) -> None:
+        inspector = window.inspector
+        inspector.controller.solution_changed.connect(lambda s: s and (
+            result.update(k=s.schedule.k, trees=len(s.schedule.trees)), done()))
+        inspector.controller.progress.connect(lambda phase, f: phases.add(phase))
+        inspector.controller.failed.connect(lambda what, m: (result.update(error=m), done()))
+        window.actions["solve_allgather"].trigger()
+
+    gaps = _gaps(run)
+    result["phases_seen"] = len(phases)
+    window.doc.undo_stack.setClean()
+    window.close()
+    return {"case": f"{servers}x DGX A100 solved from the Compute menu of the editor",
+            **gaps, **result}
+
+
+def main(servers: int = 16) -> None:
+    print(json.dumps(bare_job(servers)))
+    print(json.dumps(main_window(servers)))
 
 
 if __name__ == "__main__":

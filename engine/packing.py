@@ -94,14 +94,13 @@ class _OtherBatches:
 
 
 class _Packer:
-    def __init__(self, num_nodes: int, compute: list[int],
-                 capacity: dict[tuple[int, int], int], k: int) -> None:
-        self.compute = compute
+    def __init__(self, num_nodes: int, capacity: dict[tuple[int, int], int],
+                 total_trees: int) -> None:
         self.num_nodes = num_nodes
         self.g = ArcTable(num_nodes)
         for (a, b), c in capacity.items():
             self.g.add(a, b, c)
-        self.inf = self.g.total() + len(compute) * k + 1
+        self.inf = self.g.total() + total_trees + 1
         self.flows = 0
         self.others = _OtherBatches(num_nodes)
 
@@ -156,14 +155,15 @@ class _Packer:
 
 
 def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int], int],
-               k: int, progress: Progress | None = None) -> Packing:
-    """Alg. 5: batches of out-trees, k per compute node, within ``capacity``.
+               demands: dict[int, int], progress: Progress | None = None) -> Packing:
+    """Alg. 5: ``demands[r]`` out-trees rooted at each r, spanning ``compute``, within
+    ``capacity`` (ForestColl asks k per compute node; Blink asks K at one root).
 
     ``capacity`` maps logical edges between compute nodes (indices < num_nodes) to
     integer capacities in trees.
     """
-    packer = _Packer(num_nodes, compute, capacity, k)
-    pending = [Batch(r, k, {r}, {r: 0}) for r in compute]
+    packer = _Packer(num_nodes, capacity, sum(demands.values()))
+    pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
     for batch in pending:
         packer.others.add(batch)
     done: list[Batch] = []

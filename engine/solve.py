@@ -52,7 +52,7 @@ def tree_capacities(net: Network, opt: Optimum, k: int | None
     return fixed.tree_bandwidth, fixed.tree_capacities()
 
 
-def _map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> list[Tree]:
+def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> list[Tree]:
     """Give every unit tree physical paths; a batch splits where its units' paths differ."""
     names = net.names
     trees: list[Tree] = []
@@ -93,11 +93,12 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     timings["switch removal"] = timings.get("switch removal", 0) + time.perf_counter() - start
     start = time.perf_counter()
     _report(progress, "tree packing", 0.0)
-    packing = pack_trees(net.n, list(net.compute), logical.capacity, k, progress)
+    packing = pack_trees(net.n, list(net.compute), logical.capacity,
+                         dict.fromkeys(net.compute, k), progress)
     timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
     start = time.perf_counter()
     _report(progress, "mapping back", 0.0)
-    trees = _map_back(net, logical, packing.batches)
+    trees = map_back(net, logical, packing.batches)
     timings["mapping back"] = timings.get("mapping back", 0) + time.perf_counter() - start
     return trees
 

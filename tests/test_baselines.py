@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from engine.baselines.blink import blink_baseline, pack_single_root, single_root_counts
+from engine.baselines.blink import blink_baseline, single_root_counts
 from engine.baselines.common import (
     Router,
     bandwidth_bound,
@@ -35,6 +35,7 @@ from engine.baselines.tacos import (
 )
 from engine.network import Network
 from engine.optimality import find_optimum
+from engine.packing import pack_trees
 from engine.simulate import simulate
 from engine.splitting import remove_switches
 from engine.topology import Link, Node, Topology
@@ -263,7 +264,7 @@ def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
                                opt.k).capacity
     counts = single_root_counts(net, capacity)
     root = net.compute[0]
-    batches = pack_single_root(net, capacity, root, counts[root])
+    batches = pack_trees(net.n, list(net.compute), capacity, {root: counts[root]}).batches
     assert sum(b.m for b in batches) == counts[root]
     used = {}
     for b in batches:

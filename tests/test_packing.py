@@ -28,15 +28,17 @@ def check_packing(net, capacity, k, packing):
 
 def test_packing_respects_capacities():
     net, capacity, k = logical("mi250-2x16")
-    check_packing(net, capacity, k, pack_trees(net.n, list(net.compute), capacity, k))
+    check_packing(net, capacity, k, pack_trees(net.n, list(net.compute), capacity,
+                                                 dict.fromkeys(net.compute, k)))
 
 
 def test_work_does_not_grow_with_k():
     net, capacity, k = logical("dgx-a100-2x8")
-    small = pack_trees(net.n, list(net.compute), capacity, k)
+    small = pack_trees(net.n, list(net.compute), capacity, dict.fromkeys(net.compute, k))
     scale = 1000
     big_caps = {e: c * scale for e, c in capacity.items()}
-    big = pack_trees(net.n, list(net.compute), big_caps, k * scale)
+    big = pack_trees(net.n, list(net.compute), big_caps,
+                     dict.fromkeys(net.compute, k * scale))
     check_packing(net, big_caps, k * scale, big)
     assert len(big.batches) == len(small.batches)
     assert big.mu_flows == small.mu_flows

@@ -2,7 +2,8 @@
 
 Parallel links between the same two nodes bow apart (``offset``) so each stays visible
 and clickable. Overlays (a bottleneck cut, a tree's routes, link load) recolour a link
-with :meth:`LinkItem.set_highlight` without touching the scene.
+with :meth:`LinkItem.set_highlight` without touching the scene; they may also mark the
+direction data runs with an arrowhead and a short badge (a tree's hop order).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ NODE_RADIUS = 17.0
 BOW_FROM = 80.0
 """Row/column links 1.5 to 10 times this long bow out of the row (server-internal links)."""
 BOW = 0.08
+MARK_AT = 0.7
+"""Where along the link (from the sending end) an overlay's direction arrow sits."""
+MARK_FONT = style.label_font(7.5, bold=True)
+MARK_PAD = 26.0
+OUTLINE = 2.5
+"""Width of an overlay outline on each side of the line."""
 
 
 class LinkItem(QGraphicsItem):
@@ -54,6 +61,8 @@ class LinkItem(QGraphicsItem):
         self.rank = 0.0
         self.label_near: str | None = None
         self.highlight: tuple[QColor, float] | None = None
+        self.marks: tuple[tuple[str, str], ...] = ()
+        self.outline: QColor | None = None
         self._p1 = QPointF()
         self._p2 = QPointF()
         self._path = QPainterPath()
@@ -99,9 +108,18 @@ class LinkItem(QGraphicsItem):
             self.label_near = end
             self._rebuild()
 
-    def set_highlight(self, color: QColor | None, width: float | None = None) -> None:
-        """Overlay colour and width (``None`` clears it); repaints only this item."""
+    def set_highlight(self, color: QColor | None, width: float | None = None,
+                      marks: tuple[tuple[str, str], ...] = (),
+                      outline: QColor | None = None) -> None:
+        """Overlay colour and width (``None`` clears it); repaints only this item.
+
+        ``marks`` are (receiving node, badge text) pairs: an arrowhead pointing at that
+        end of the link, with the text beside it (empty for a bare arrow). ``outline``
+        draws a wider line of another colour underneath (a second overlay's colour).
+        """
         self.highlight = None if color is None else (QColor(color), width or self.width)
+        self.marks = tuple(marks) if color is not None else ()
+        self.outline = QColor(outline) if color is not None and outline is not None else None
         self._rebuild()
         scene = self.scene()
         if scene is not None:
@@ -146,7 +164,8 @@ class LinkItem(QGraphicsItem):
             self._straight = QLineF(a, b)
             self._mid = QLineF(p1, p2).pointAt(self._label_fraction(length))
         self._path = path
-        pad = self.pen_width() / 2 + ARROW + 2
+        pad = self.pen_width() / 2 + ARROW + 2 + (MARK_PAD if self.marks else 0) \
+            + (OUTLINE if self.outline is not None else 0)
         self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad).united(
             self._text_rect.translated(self._mid))
 
@@ -199,11 +218,17 @@ class LinkItem(QGraphicsItem):
             painter.setPen(QPen(style.SELECTED, self.pen_width() + 4, Qt.PenStyle.SolidLine,
                                 Qt.PenCapStyle.RoundCap))
             self._draw_line(painter)
+        if self.outline is not None:
+            painter.setPen(QPen(self.outline, self.pen_width() + 2 * OUTLINE,
+                                Qt.PenStyle.SolidLine, Qt.PenCapStyle.FlatCap))
+            self._draw_line(painter)
         painter.setPen(QPen(color, self.pen_width(), Qt.PenStyle.SolidLine,
                             Qt.PenCapStyle.FlatCap))
         self._draw_line(painter)
         if not self.duplex:
             self._paint_arrow(painter, color)
+        for towards, text in self.marks:
+            self._paint_mark(painter, color, towards, text, lod)
         rect = self._text_rect.translated(self._mid)
         if lod >= style.LINK_LABEL_LOD and exposed.intersects(rect):
             painter.setPen(QPen(color.darker(115), 0.8))
@@ -231,6 +256,41 @@ class LinkItem(QGraphicsItem):
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QBrush(color.darker(130)))
         painter.drawPolygon(QPolygonF([end, left, right]))
+
+
+    def _paint_mark(self, painter: QPainter, color: QColor, towards: str, text: str,
+                    lod: float) -> None:
+        """An arrowhead towards node ``towards`` part-way along the link, and its badge."""
+        forward = towards == self.target
+        t = MARK_AT if forward else 1.0 - MARK_AT
+        at = self._path.pointAtPercent(t)
+        ahead = self._path.pointAtPercent(min(1.0, t + 0.02) if forward else max(0.0, t - 0.02))
+        angle = math.atan2(ahead.y() - at.y(), ahead.x() - at.x())
+        size = ARROW + self.pen_width()
+        tip = QPointF(at.x() + size / 2 * math.cos(angle), at.y() + size / 2 * math.sin(angle))
+        left = QPointF(tip.x() - size * math.cos(angle - 0.5),
+                       tip.y() - size * math.sin(angle - 0.5))
+        right = QPointF(tip.x() - size * math.cos(angle + 0.5),
+                        tip.y() - size * math.sin(angle + 0.5))
+        painter.setPen(QPen(QColor("white"), 1.0))
+        painter.setBrush(QBrush(color.darker(140)))
+        painter.drawPolygon(QPolygonF([tip, left, right]))
+        if not text or lod < style.LINK_LABEL_LOD:
+            return
+        metrics = QFontMetricsF(MARK_FONT)
+        w = metrics.horizontalAdvance(text) + 6
+        h = metrics.height()
+        # beside the arrow, on the left of the direction of travel
+        side = angle - math.pi / 2
+        centre = QPointF(at.x() + (h / 2 + size / 2 + 2) * math.cos(side),
+                         at.y() + (h / 2 + size / 2 + 2) * math.sin(side))
+        rect = QRectF(centre.x() - w / 2, centre.y() - h / 2, w, h)
+        painter.setPen(QPen(color.darker(140), 1.0))
+        painter.setBrush(QBrush(QColor("white")))
+        painter.drawRoundedRect(rect, h / 2, h / 2)
+        painter.setFont(MARK_FONT)
+        painter.setPen(color.darker(160))
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
 
 
 def _crosses(line: QLineF, rect: QRectF) -> bool:

@@ -1,7 +1,10 @@
-"""``canopy gui [FILE] [--screenshot OUT.png] [--size WxH]``: the topology editor.
+"""``canopy gui [FILE] [--solve [COLLECTIVE]] [--screenshot OUT.png] [--size WxH]``: the
+topology editor.
 
-Without FILE the editor opens the embedded default sample (2 x DGX A100). With
-``--screenshot`` the window is rendered to a PNG and the program exits; no display is
+Without FILE the editor opens the embedded default sample (2 x DGX A100). ``--solve``
+starts solving (allgather unless another collective is named) as the window opens. With
+``--screenshot`` the window is rendered to a PNG and the program exits, after the solve
+if one was asked for (showing the bottleneck cut and the first tree); no display is
 needed (Qt's offscreen platform is used when there is none).
 """
 
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import CanopyError
+from engine.optimality import COLLECTIVES
 from engine.topology import Topology
 from engine.topology_io import DEFAULT_SAMPLE, atomic_write_bytes, load_sample, load_topology
 
@@ -35,6 +39,9 @@ def parse_size(text: str) -> tuple[int, int]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gui", help="open the topology editor (the default command)")
     p.add_argument("file", nargs="?", help="canopy-topology JSON file to open")
+    p.add_argument("--solve", nargs="?", const="allgather", choices=COLLECTIVES,
+                   metavar="COLLECTIVE", help="solve on opening (allgather unless one of "
+                   f"{', '.join(COLLECTIVES[1:])} is named)")
     p.add_argument("--screenshot", metavar="OUT.png",
                    help="render the window to this PNG and exit")
     p.add_argument("--size", type=parse_size, default=(1280, 800), metavar="WxH",
@@ -81,9 +88,16 @@ def run(args: argparse.Namespace) -> int:
             settings.add_recent_file(Path(args.file))
     else:
         window.doc.set_topology(load_sample(), None, display_name=DEFAULT_SAMPLE)
+    solve = getattr(args, "solve", None)
+    failure = None
     if args.screenshot:
-        write_screenshot(window, Path(args.screenshot), args.size)
-        print(f"wrote {args.screenshot}")
+        if solve:
+            window.resize(*args.size)
+            window.show()
+            failure = window.inspector.solve_and_wait(solve)
+        if not failure:
+            write_screenshot(window, Path(args.screenshot), args.size)
+            print(f"wrote {args.screenshot}")
         code = 0
     else:
         window.show()
@@ -91,12 +105,17 @@ def run(args: argparse.Namespace) -> int:
         if error:
             QMessageBox.critical(window, "Cannot open file", error)
         window.offer_recovery()
+        if solve:
+            window.inspector.controller.solve(solve)
         code = app.exec()
+    name = window.doc.display_name
     # tear the window down while Qt is still alive (avoids crashes at interpreter exit)
     window.close()
     window.deleteLater()
     app.processEvents()
     del window
+    if failure:
+        raise CanopyError(f"cannot solve {name}: {failure}")
     return code
 
 

@@ -2,8 +2,11 @@
 
 :meth:`CompareDock.start` runs :func:`engine.compare.compare` (ForestColl, NCCL-style
 rings, Blink, TACOS, contention-free LR rings; one α-β simulator for all) on a snapshot
-of the topology in a :class:`app.solve_worker.SolveJob`, with a progress bar and a
-Cancel button. The result is shown as
+of the topology through the window's :class:`app.compute.ComputeController` (a
+:class:`app.solve_worker.SolveJob`, one engine job at a time, Compute ▸ Cancel and
+window closing handled there), with a progress bar and a Cancel button in the dock.
+Errors are shown by the window in a dialog with the engine's sentence. The result is
+shown as
 
 * a table: algorithm, bandwidth bound (algbw from link congestion), how many times
   ForestColl's bound is the row's, then the simulated time and nccl-tests algbw at each
@@ -13,11 +16,12 @@ Cancel button. The result is shown as
 
 Editing the network (nodes, kinds, groups, links) after a run marks the comparison
 stale; moving nodes does not, and undoing back to the compared network clears the mark.
-Errors appear in a dialog with the engine's sentence.
+Groups count (unlike for a solve): rings and TACOS order GPUs by server.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 import pyqtgraph as pg
@@ -25,12 +29,10 @@ from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QApplication,
     QDockWidget,
     QHBoxLayout,
     QHeaderView,
     QLabel,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QSplitter,
@@ -41,8 +43,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.cli.compare import size_label
+from app.compute import ComputeController
 from app.document import Document
-from app.solve_worker import SolveJob
 from engine.compare import Comparison, ComparisonRow, compare
 from engine.simulate import CUT_THROUGH, REPORT_SIZES
 from engine.topology import Topology
@@ -56,9 +58,6 @@ STALE_STYLE = "color: #8a1c12; font-weight: bold;"
 STALE_TEXT = "#9aa1ad"
 CHART_TEXT = "#2d3440"
 STALE_OPACITY = 0.35
-
-_RUNNING: set[SolveJob] = set()
-"""Jobs still running, kept alive until their thread ends (even if the dock is gone)."""
 
 
 def display_name(algorithm: str) -> str:
@@ -96,12 +95,14 @@ class _BarSample(pg.ItemSample):
 class CompareDock(QDockWidget):
     """Runs comparisons in the background and shows the latest one."""
 
-    def __init__(self, doc: Document, parent: QWidget | None = None):
+    def __init__(self, doc: Document, controller: ComputeController,
+                 parent: QWidget | None = None):
         super().__init__("Compare", parent)
         self.setObjectName("CompareDock")
         self.doc = doc
+        self.controller = controller
         self.comparison: Comparison | None = None
-        self.job: SolveJob | None = None
+        self._running = False
         self.options: dict = {}
         self.stale = False
         self._signature: tuple | None = None
@@ -192,36 +193,35 @@ class CompareDock(QDockWidget):
         for signal in (doc.node_added, doc.node_removed, doc.node_changed, doc.node_renamed,
                        doc.link_added, doc.link_removed, doc.link_changed, doc.reset):
             signal.connect(self._stale_timer.start)
-        app = QApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.stop)
+        controller.progress.connect(self._on_progress)
+        controller.failed.connect(self._on_failed)
+        controller.cancelled.connect(self._on_cancelled)
 
     # ------------------------------------------------------------ running
 
     def is_running(self) -> bool:
-        return self.job is not None
+        return self._running
 
     def start(self, collective: str = "allgather", sizes: tuple[int, ...] = REPORT_SIZES,
-              switch_mode: str = CUT_THROUGH) -> SolveJob | None:
-        """Compare on the current topology in the background (None if one is running)."""
-        if self.job is not None:
-            return None
-        self.options = {"collective": collective, "sizes": tuple(sizes),
-                        "switch_mode": switch_mode}
+              switch_mode: str = CUT_THROUGH) -> bool:
+        """Compare on the current topology in the background; False while the window's
+        controller is busy (a solve or another comparison)."""
+        if self.controller.busy:
+            return False
         topology = self.doc.snapshot()
         where = str(self.doc.path) if self.doc.path else self.doc.display_name
+        sizes = tuple(sizes)
+
+        def work(report: Callable[[str, float], None]) -> Comparison:
+            return compare(topology, collective, sizes, switch_mode=switch_mode,
+                           progress=report, where=where)
+
+        if not self.controller.run(f"Comparing algorithms ({collective})", work,
+                                   self._on_finished):
+            return False
+        self._running = True
+        self.options = {"collective": collective, "sizes": sizes, "switch_mode": switch_mode}
         self._pending = network_signature(topology)
-        job = SolveJob(lambda report: compare(topology, collective, tuple(sizes),
-                                              switch_mode=switch_mode, progress=report,
-                                              where=where))
-        self.job = job
-        _RUNNING.add(job)
-        job.progress.connect(self._on_progress)
-        job.finished.connect(self._on_finished)
-        job.failed.connect(self._on_failed)
-        job.cancelled.connect(self._on_cancelled)
-        for signal in (job.finished, job.failed, job.cancelled):
-            signal.connect(lambda *_, j=job: _RUNNING.discard(j))
         self.progress.setValue(0)
         self.progress.setFormat(f"Comparing ({collective})… %p%")
         self.progress.show()
@@ -232,33 +232,25 @@ class CompareDock(QDockWidget):
                              f"{topology.name or self.doc.display_name}…")
         self.show()
         self.raise_()
-        job.start()
-        return job
+        return True
 
-    def run_again(self) -> SolveJob | None:
-        return self.start(**self.options) if self.options else None
+    def run_again(self) -> bool:
+        return bool(self.options) and self.start(**self.options)
 
     def cancel(self) -> None:
-        if self.job is not None:
-            self.job.cancel()
+        if self._running:
+            self.controller.cancel()
             self.cancel_button.setEnabled(False)
             self.progress.setFormat("Cancelling…")
 
-    def stop(self) -> None:
-        """Cancel and wait for the background work (the application is quitting)."""
-        job = self.job
-        if job is not None:
-            job.cancel()
-            job.wait()
-
     def _done(self) -> None:
-        self.job = None
+        self._running = False
         self.progress.hide()
         self.cancel_button.hide()
         self.again_button.setEnabled(bool(self.options))
 
     def _on_progress(self, phase: str, fraction: float) -> None:
-        if self.job is None or not self.cancel_button.isEnabled():
+        if not self._running or not self.cancel_button.isEnabled():
             return
         self.progress.setValue(round(fraction * 1000))
         what = "Finishing" if phase == "done" else f"{display_name(phase)}"
@@ -270,12 +262,15 @@ class CompareDock(QDockWidget):
         self.show_comparison(comparison)
         self.check_stale()
 
-    def _on_failed(self, message: str) -> None:
-        self._done()
-        self.summary.setText(f"The comparison failed: {message}")
-        QMessageBox.critical(self, "Cannot compare algorithms", message)
+    def _on_failed(self, what: str, message: str) -> None:
+        # The window shows the engine's sentence in a dialog (app.inspector).
+        if self._running:
+            self._done()
+            self.summary.setText(f"The comparison failed: {message}")
 
     def _on_cancelled(self) -> None:
+        if not self._running:
+            return
         self._done()
         if self.comparison is None:
             self.summary.setText("Comparison cancelled.")

@@ -121,3 +121,12 @@ class Mouse:
 def mouse(window) -> Mouse:
     return Mouse(window)
 
+
+
+@pytest.fixture(scope="session", autouse=True)
+def empty_clipboard_at_exit(qapp):
+    """Qt's offscreen clipboard crashes at interpreter exit if it still owns mime data
+    that Python created; empty it while the application is alive."""
+    yield
+    QApplication.clipboard().clear()
+    QApplication.processEvents()

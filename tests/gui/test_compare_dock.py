@@ -128,17 +128,21 @@ def test_network_edits_mark_the_comparison_stale_and_undo_clears_it(fig2, qtbot)
 def test_cancel_stops_the_comparison_promptly(window, qtbot):
     window.doc.set_topology(dgx_a100_cluster(16), None, display_name="16 DGX")
     dock = window.compare.dock
+    controller = window.inspector.controller
     seen = []
+    controller.progress.connect(lambda phase, fraction: seen.append(phase))
     window.compare.start(collective="allgather", sizes=SIZES)
-    dock.job.progress.connect(lambda phase, fraction: seen.append(phase))
+    assert dock.is_running() and not window.actions["compare"].isEnabled()
     assert not dock.progress.isHidden() and not dock.cancel_button.isHidden()
+    assert window.compare.open_dialog() is None     # one engine job at a time
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30000)
     start = time.perf_counter()
-    with qtbot.waitSignal(dock.job.cancelled, timeout=10000):
+    with qtbot.waitSignal(controller.cancelled, timeout=10000):
         dock.cancel_button.click()
     assert time.perf_counter() - start < 2.0
     assert not dock.is_running() and dock.comparison is None
     assert dock.progress.isHidden() and "cancelled" in dock.summary.text()
+    assert window.actions["compare"].isEnabled()
 
 
 def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
@@ -148,6 +152,6 @@ def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
     window.doc.set_topology(unbalanced, None, display_name="u")
     run(window, qtbot, sizes=(1 << 20,))
     kind, title, text = dialogs.calls[-1]
-    assert kind == "critical" and "unbalanced" in text
+    assert kind == "critical" and "unbalanced" in text and "Comparing" in title
     assert window.compare.dock.comparison is None
     assert "unbalanced" in window.compare.dock.summary.text()

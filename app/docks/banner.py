@@ -1,0 +1,41 @@
+"""The line at the top of every result dock: no results yet, stale results, or nothing."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDockWidget, QLabel, QWidget
+
+EMPTY_TEXT = "No results yet: choose Compute ▸ Solve (F5)."
+STALE_TEXT = ("Stale: the topology was edited after this solve, so these results describe "
+              "the earlier topology. Solve again (F5) to update them.")
+EMPTY_STYLE = "QLabel { color: #4b5668; padding: 6px; }"
+STALE_STYLE = ("QLabel { background: #fff3c4; color: #6b4e00; border: 1px solid #e0c060; "
+               "border-radius: 4px; padding: 6px; }")
+
+
+class ResultBanner(QLabel):
+    """Explains why a result dock is empty or greyed out; hidden when results are fresh."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(EMPTY_TEXT, parent)
+        self.setWordWrap(True)
+        self.setStyleSheet(EMPTY_STYLE)
+        self.state = "empty"
+
+    def set_state(self, has_results: bool, stale: bool) -> None:
+        if not has_results:
+            self.state = "empty"
+            self.setText(EMPTY_TEXT)
+            self.setStyleSheet(EMPTY_STYLE)
+        elif stale:
+            self.state = "stale"
+            self.setText(STALE_TEXT)
+            self.setStyleSheet(STALE_STYLE)
+        else:
+            self.state = "fresh"
+        self.setVisible(self.state != "fresh")
+
+
+def dock_title(dock: QDockWidget, title: str, has_results: bool, stale: bool) -> None:
+    """``title``, or ``title — stale (topology edited)`` for stale results."""
+    dock.setWindowTitle(f"{title} — stale (topology edited)" if has_results and stale
+                        else title)

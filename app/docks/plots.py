@@ -1,0 +1,127 @@
+"""The Plots dock (pyqtgraph): algbw with k fixed to 1…10 against the optimum, and the
+modelled collective time from 1 KiB to 4 GiB.
+
+The first plot is forestcoll.txt §4.5 (Thms 13-15): with k trees per node the best
+algbw is N·k/U*, approaching the optimum N·x* as k grows. The second is the bandwidth
+bound M / algbw (§3.1) plus, where links carry latencies, the latency of the deepest
+route of any tree (:func:`engine.curves.collective_time_us`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QVBoxLayout, QWidget
+
+from app.docks.banner import ResultBanner, dock_title
+from app.solution import Solution
+from engine.topology import format_gbps
+
+TITLE = "Plots"
+CURVE = "#2c7bb6"
+OPTIMUM = "#d62728"
+LATENCY = "#7b2cbf"
+SIZE_TICKS = [(2**10, "1 KiB"), (2**15, "32 KiB"), (2**20, "1 MiB"), (2**25, "32 MiB"),
+              (2**30, "1 GiB"), (2**32, "4 GiB")]
+
+
+def _plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
+    plot = pg.PlotWidget(background="w")
+    plot.setTitle(title, color="#2d3440", size="10pt")
+    plot.setLabel("left", left)
+    plot.setLabel("bottom", bottom)
+    plot.showGrid(x=True, y=True, alpha=0.25)
+    plot.setMenuEnabled(False)
+    for name in ("left", "bottom"):
+        plot.getAxis(name).setTextPen("#2d3440")
+        plot.getAxis(name).setPen("#8a94a6")
+        plot.getAxis(name).enableAutoSIPrefix(False)
+    return plot
+
+
+class PlotsDock(QDockWidget):
+    """Two plots of the current solution, greyed out when it is stale."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(TITLE, parent)
+        self.setObjectName("PlotsDock")
+        self.solution: Solution | None = None
+        self.stale = False
+        outer = QWidget()
+        layout = QVBoxLayout(outer)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.banner = ResultBanner()
+        layout.addWidget(self.banner)
+        self.body = QWidget()
+        row = QHBoxLayout(self.body)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.k_plot = _plot_widget("algbw with k fixed", "algbw (GB/s)", "k (trees per node)")
+        self.time_plot = _plot_widget("Collective time", "time (µs)", "message size")
+        self.time_plot.setLogMode(x=True, y=True)
+        self.time_plot.getAxis("bottom").setTicks(
+            [[(math.log10(size), text) for size, text in SIZE_TICKS]])
+        row.addWidget(self.k_plot)
+        row.addWidget(self.time_plot)
+        layout.addWidget(self.body, 1)
+        self.setWidget(outer)
+        self.set_solution(None, False)
+
+    def set_solution(self, solution: Solution | None, stale: bool) -> None:
+        self.solution = solution
+        self.k_plot.clear()
+        self.time_plot.clear()
+        if solution is not None:
+            self._plot_k(solution)
+            self._plot_time(solution)
+        self.set_stale(stale)
+
+    def set_stale(self, stale: bool) -> None:
+        self.stale = stale
+        has = self.solution is not None
+        self.banner.set_state(has, stale)
+        self.body.setVisible(has)
+        self.body.setEnabled(has and not stale)
+        dock_title(self, TITLE, has, stale)
+
+    def _plot_k(self, solution: Solution) -> None:
+        plot = self.k_plot
+        schedule = solution.schedule
+        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440")
+        ks = [k for k, _ in solution.curve]
+        values = [float(v) for _, v in solution.curve]
+        optimum = float(schedule.optimal_algbw)
+        plot.plot(ks, values, pen=pg.mkPen(CURVE, width=2), symbol="o", symbolSize=7,
+                  symbolBrush=CURVE, symbolPen="w", name=f"best {schedule.collective} algbw")
+        line = pg.InfiniteLine(
+            pos=optimum, angle=0, pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine),
+            label=f"optimum {format_gbps(schedule.optimal_algbw)} GB/s "
+                  f"(k = {schedule.optimum.k})",
+            labelOpts={"position": 0.3, "color": OPTIMUM, "anchors": [(0.5, 1), (0.5, 1)]})
+        plot.addItem(line)
+        if schedule.fixed_k and schedule.k <= len(ks):
+            plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
+                      symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "
+                      f"{schedule.k})")
+        low = min([*values, optimum])
+        plot.setYRange(low * 0.97, optimum * 1.02)
+        plot.setXRange(0.5, len(ks) + 0.5)
+
+    def _plot_time(self, solution: Solution) -> None:
+        plot = self.time_plot
+        plot.addLegend(offset=(10, 10), labelTextColor="#2d3440")
+        schedule = solution.schedule
+        sizes = solution.sizes
+        plot.plot(sizes, [float(t) for t in solution.bandwidth_us],
+                  pen=pg.mkPen(CURVE, width=2),
+                  name=f"bandwidth bound ({format_gbps(schedule.algbw)} GB/s)")
+        if solution.latency_us is not None:
+            plot.plot(sizes, [float(t) for t in solution.times_us()],
+                      pen=pg.mkPen(LATENCY, width=2),
+                      name=f"with latency (+{float(solution.latency_us):.3g} µs)")
+        if schedule.fixed_k:
+            ratio = schedule.algbw / schedule.optimal_algbw
+            plot.plot(sizes, [float(t * ratio) for t in solution.bandwidth_us],
+                      pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine),
+                      name="optimum (bandwidth bound)")

@@ -1,0 +1,353 @@
+"""File ▸ Export: MSCCL XML, the trees listing, the schedule JSON and a canvas image.
+
+Every file is written atomically (a temporary file renamed over the target), and every
+failure, MSCCL's runtime limits included, is shown as a dialog with one sentence. The
+MSCCL export runs in the background: laying out a large schedule, running Canopy's
+simulator on the XML and, when the limits are exceeded, finding the largest fixed k that
+fits (by solving again) can all take a while.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRectF, QSize
+from PySide6.QtGui import QAction, QColor, QImage, QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QLabel,
+    QMessageBox,
+    QRadioButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.canvas.scene import TopologyScene
+from app.compute import ComputeController
+from engine.errors import CanopyError, ScheduleError
+from engine.export import (
+    RUNTIMES,
+    MscclLimitError,
+    MscclLimits,
+    MscclOptions,
+    largest_fitting_k,
+    msccl_xml,
+    write_trees_xml,
+)
+from engine.msccl_sim import MscclXmlError, simulate_bytes
+from engine.network import Network
+from engine.optimality import COLLECTIVES
+from engine.schedule import Schedule
+from engine.schedule_io import save_schedule
+from engine.solve import is_symmetric, solve
+from engine.topology import Topology
+from engine.topology_io import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+LIMITS = MscclLimits()
+"""The runtime limits MSCCL exports are laid out within."""
+IMAGE_SCALE = 2.0
+MAX_IMAGE_SIDE = 8000
+IMAGE_MARGIN = 24.0
+
+
+@dataclass(frozen=True)
+class MscclChoice:
+    """What the MSCCL export dialog asked for."""
+
+    collective: str
+    inplace: bool
+    channels: int = MscclOptions.channels
+    runtime: str = MscclOptions.runtime
+
+    def options(self) -> MscclOptions:
+        return MscclOptions(inplace=self.inplace, channels=self.channels,
+                            runtime=self.runtime, limits=LIMITS)
+
+
+class MscclExportDialog(QDialog):
+    """Collective, in place or out of place, channels and runtime of an MSCCL export."""
+
+    def __init__(self, schedule: Schedule, collectives: list[str],
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Export MSCCL XML")
+        layout = QVBoxLayout(self)
+        form = QFormLayout()
+        self.collective = QComboBox()
+        self.collective.addItems(collectives)
+        self.collective.setCurrentText(schedule.collective)
+        form.addRow("Collective", self.collective)
+        self.inplace = QRadioButton("In place")
+        self.out_of_place = QRadioButton("Out of place")
+        self.inplace.setChecked(True)
+        group = QButtonGroup(self)
+        group.addButton(self.inplace)
+        group.addButton(self.out_of_place)
+        buffers = QVBoxLayout()
+        buffers.addWidget(self.inplace)
+        buffers.addWidget(self.out_of_place)
+        form.addRow("Buffers", buffers)
+        self.channels = QSpinBox()
+        self.channels.setRange(1, LIMITS.max_channels)
+        self.channels.setValue(MscclOptions.channels)
+        self.channels.setToolTip("Channels relays may spread over: more thread blocks run in "
+                                 "parallel, at the cost of more connection buffers.")
+        form.addRow("Channels", self.channels)
+        self.runtime = QComboBox()
+        self.runtime.addItems(RUNTIMES)
+        self.runtime.setToolTip("microsoft/msccl and RCCL name reduce-scatter differently.")
+        form.addRow("Runtime", self.runtime)
+        layout.addLayout(form)
+        if len(collectives) == 1:
+            note = QLabel("Some links are one-way, so the trees serve only the collective "
+                          "they were solved for.")
+            note.setWordWrap(True)
+            layout.addWidget(note)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def choice(self) -> MscclChoice:
+        return MscclChoice(self.collective.currentText(), self.inplace.isChecked(),
+                           self.channels.value(), self.runtime.currentText())
+
+    @staticmethod
+    def ask(parent: QWidget, schedule: Schedule, collectives: list[str]) -> MscclChoice | None:
+        dialog = MscclExportDialog(schedule, collectives, parent)
+        return dialog.choice() if dialog.exec() == QDialog.DialogCode.Accepted else None
+
+
+def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, path: Path,
+                 report: Callable[[str, float], None]) -> str:
+    """Lay out, simulate and write the MSCCL XML; returns the simulator's summary.
+
+    Over the runtime's limits, raise :class:`MscclLimitError` naming the largest fixed k
+    whose schedule fits (found by solving again, cancellably).
+    """
+    options = choice.options()
+    report("MSCCL layout", 0.0)
+    try:
+        data = msccl_xml(schedule, choice.collective, options)
+    except MscclLimitError as exc:
+        def solver(topo: Topology, collective: str, k: int) -> Schedule:
+            return solve(topo, collective, k=k,
+                         progress=lambda phase, f: report(f"trying k = {k}: {phase}", f))
+        k = largest_fitting_k(topology, choice.collective, schedule.k, options, solver)
+        text = str(exc).rstrip(".")
+        if k is None:
+            raise MscclLimitError(f"{text}; no fixed k fits either.") from None
+        raise MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is "
+                              f"{k} (Compute ▸ Solve with Fixed k…).") from None
+    report("MSCCL simulation", 0.5)
+    try:
+        result = simulate_bytes(data, source=path.name)
+    except MscclXmlError as exc:
+        raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
+                            f"bug in Canopy ({exc})") from None
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as exc:
+        raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
+    return result.summary()
+
+
+def render_image(scene: TopologyScene, path: Path) -> None:
+    """The drawing (with its overlays, without the selection) as PNG or, for ``.svg``, SVG."""
+    scene.flush_groups()
+    rect = scene.drawing_rect().adjusted(-IMAGE_MARGIN, -IMAGE_MARGIN,
+                                         IMAGE_MARGIN, IMAGE_MARGIN)
+    if rect.isEmpty():
+        raise CanopyError("the drawing is empty, so there is no image to export.")
+    selected_nodes, selected_links = scene.selected_node_ids(), scene.selected_link_keys()
+    overview = scene.overview_on
+    scene.blockSignals(True)
+    scene.clearSelection()
+    scene.set_overview(False)
+    try:
+        data = _svg(scene, rect) if path.suffix.lower() == ".svg" else _png(scene, rect)
+    finally:
+        scene.set_overview(overview)
+        scene.blockSignals(False)
+        scene.select(selected_nodes, selected_links)
+    atomic_write_bytes(path, data)
+
+
+def _png(scene: TopologyScene, rect: QRectF) -> bytes:
+    scale = min(IMAGE_SCALE, MAX_IMAGE_SIDE / max(rect.width(), rect.height()))
+    image = QImage(max(1, int(rect.width() * scale)), max(1, int(rect.height() * scale)),
+                   QImage.Format.Format_ARGB32)
+    image.fill(QColor("white"))
+    painter = QPainter(image)
+    painter.setRenderHints(QPainter.RenderHint.Antialiasing
+                           | QPainter.RenderHint.TextAntialiasing)
+    scene.render(painter, QRectF(image.rect()), rect)
+    painter.end()
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    buffer.close()
+    return bytes(data.data())
+
+
+def _svg(scene: TopologyScene, rect: QRectF) -> bytes:
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    generator.setSize(QSize(int(rect.width()), int(rect.height())))
+    generator.setViewBox(QRectF(0, 0, rect.width(), rect.height()))
+    generator.setTitle("Canopy topology")
+    painter = QPainter(generator)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    scene.render(painter, QRectF(0, 0, rect.width(), rect.height()), rect)
+    painter.end()
+    buffer.close()
+    return bytes(data.data())
+
+
+class Exporter:
+    """The File ▸ Export actions of one window."""
+
+    def __init__(self, window: MainWindow, controller: ComputeController):
+        self.window = window
+        self.controller = controller
+        self.actions: dict[str, QAction] = {}
+        for name, text, slot, tip in [
+                ("export_msccl", "&MSCCL XML…", self.export_msccl,
+                 "Write the schedule as an MSCCL XML algorithm (checked by simulation)"),
+                ("export_trees", "&Trees Listing (XML)…", self.export_trees,
+                 "Write every tree with its routes as XML for reading"),
+                ("export_json", "&Schedule JSON…", self.export_json,
+                 "Write the schedule as canopy-schedule JSON"),
+                ("export_image", "Canvas &Image (PNG or SVG)…", self.export_image,
+                 "Write the drawing, with the shown overlays, as PNG or SVG")]:
+            action = QAction(text, window)
+            action.setStatusTip(tip)
+            action.triggered.connect(lambda _=False, s=slot: s())
+            self.actions[name] = action
+        self.update()
+
+    def update(self) -> None:
+        """Schedule exports need fresh results (never a schedule of another topology)."""
+        fresh = self.controller.fresh
+        for name in ("export_msccl", "export_trees", "export_json"):
+            self.actions[name].setEnabled(fresh and not self.controller.busy)
+
+    # ------------------------------------------------------------ helpers
+
+    def _ask_path(self, title: str, suggested: str, filters: str) -> Path | None:
+        start = self.window.doc.path.parent if self.window.doc.path else Path.cwd()
+        path, _ = QFileDialog.getSaveFileName(self.window, title, str(start / suggested),
+                                              filters)
+        return Path(path) if path else None
+
+    def _schedule(self) -> Schedule | None:
+        self.controller.check_now()
+        if not self.controller.fresh:
+            QMessageBox.warning(self.window, "No current results",
+                                "Solve the topology first (Compute ▸ Solve): there are no "
+                                "results for the topology as it is now.")
+            return None
+        assert self.controller.solution is not None
+        return self.controller.solution.schedule
+
+    def _stem(self) -> str:
+        name = self.window.doc.display_name
+        return name[:-5] if name.endswith(".json") else name
+
+    def _write(self, what: str, path: Path, write: Callable[[], None]) -> bool:
+        try:
+            write()
+        except OSError as exc:
+            QMessageBox.critical(self.window, f"Cannot export {what}",
+                                 f"{path} cannot be written ({exc.strerror or exc}).")
+            return False
+        except CanopyError as exc:
+            QMessageBox.critical(self.window, f"Cannot export {what}", str(exc))
+            return False
+        self.window.statusBar().showMessage(f"Exported {what} to {path}", 6000)
+        return True
+
+    # ------------------------------------------------------------ exports
+
+    def export_json(self, path: Path | None = None) -> bool:
+        schedule = self._schedule()
+        if schedule is None:
+            return False
+        path = path or self._ask_path("Export schedule JSON",
+                                      f"{self._stem()}.schedule.json",
+                                      "Canopy schedule (*.json);;All files (*)")
+        return path is not None and self._write("schedule JSON", path,
+                                                lambda: save_schedule(schedule, path))
+
+    def export_trees(self, path: Path | None = None) -> bool:
+        schedule = self._schedule()
+        if schedule is None:
+            return False
+        path = path or self._ask_path("Export trees listing", f"{self._stem()}.trees.xml",
+                                      "XML (*.xml);;All files (*)")
+        return path is not None and self._write("trees listing", path,
+                                                lambda: write_trees_xml(path, schedule))
+
+    def export_image(self, path: Path | None = None) -> bool:
+        path = path or self._ask_path("Export canvas image", f"{self._stem()}.png",
+                                      "PNG image (*.png);;SVG image (*.svg)")
+        if path is None:
+            return False
+        if path.suffix.lower() not in (".png", ".svg"):
+            path = path.with_suffix(".png")
+        return self._write("image", path, lambda: render_image(self.window.scene, path))
+
+    def msccl_collectives(self) -> list[str]:
+        """Collectives the current trees can be exported as: all three on a network
+        whose links all run both ways (§4.6), otherwise only the solved one."""
+        solution = self.controller.solution
+        assert solution is not None
+        if is_symmetric(Network.from_topology(solution.topology)):
+            return list(COLLECTIVES)
+        return [solution.schedule.collective]
+
+    def export_msccl(self, path: Path | None = None, choice: MscclChoice | None = None
+                     ) -> bool:
+        """Ask for the options and the file, then export in the background."""
+        schedule = self._schedule()
+        if schedule is None:
+            return False
+        assert self.controller.solution is not None
+        topology = self.controller.solution.topology
+        choice = choice or MscclExportDialog.ask(self.window, schedule,
+                                                 self.msccl_collectives())
+        if choice is None:
+            return False
+        mode = "inplace" if choice.inplace else "outofplace"
+        path = path or self._ask_path("Export MSCCL XML",
+                                      f"{self._stem()}.{choice.collective}.{mode}.xml",
+                                      "MSCCL XML (*.xml);;All files (*)")
+        if path is None:
+            return False
+        target = path
+
+        def done(summary: str) -> None:
+            self.window.statusBar().showMessage(f"Exported MSCCL XML to {target}: {summary}",
+                                                10000)
+
+        return self.controller.run(
+            "Exporting MSCCL XML",
+            lambda report: export_msccl(topology, schedule, choice, target, report), done)

@@ -1,0 +1,387 @@
+"""Solving and inspecting in the editor: the Compute menu, File ▸ Export, the result docks,
+the canvas overlays and the progress bar, wired to one :class:`MainWindow`.
+
+The window creates one :class:`Inspector`; everything else about results lives here and
+in the modules it wires together (:mod:`app.compute`, :mod:`app.canvas.overlays`,
+:mod:`app.docks.results`, :mod:`app.docks.trees`, :mod:`app.docks.plots`,
+:mod:`app.export`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QMenu,
+    QMessageBox,
+    QProgressBar,
+    QSpinBox,
+    QToolBar,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.canvas.legend import LoadLegend
+from app.canvas.overlays import Overlays
+from app.compute import ComputeController
+from app.docks.plots import PlotsDock
+from app.docks.results import ResultsDock
+from app.docks.trees import TreesDock
+from app.export import Exporter
+from app.solution import Hop, Solution, hop_orders
+from app.solve_worker import PHASES
+from engine.optimality import COLLECTIVES
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+HOP_CACHE = 256
+"""Trees whose hop lists are kept (selecting a tree again is then only recolouring)."""
+CLOSE_WAIT_MS = 10000
+TREES_WIDTH = 330
+PLOTS_HEIGHT = 230
+SOLVE_ACTIONS = {"allgather": ("solve_allgather", "Solve &Allgather", "F5"),
+                 "reduce-scatter": ("solve_reduce_scatter", "Solve &Reduce-Scatter",
+                                    "Shift+F5"),
+                 "allreduce": ("solve_allreduce", "Solve All&reduce", "Ctrl+F5")}
+
+
+class FixedKDialog(QDialog):
+    """Collective and k for Compute ▸ Solve with Fixed k…"""
+
+    def __init__(self, collective: str, k: int, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Solve with fixed k")
+        layout = QVBoxLayout(self)
+        form = QFormLayout()
+        self.collective = QComboBox()
+        self.collective.addItems(COLLECTIVES)
+        self.collective.setCurrentText(collective)
+        form.addRow("Collective", self.collective)
+        self.k = QSpinBox()
+        self.k.setRange(1, 100000)
+        self.k.setValue(k)
+        self.k.setToolTip("Trees per compute node; fewer trees mean fewer, larger chunks "
+                          "(forestcoll.txt §4.5).")
+        form.addRow("k (trees per node)", self.k)
+        layout.addLayout(form)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    @staticmethod
+    def ask(parent: QWidget, collective: str, k: int) -> tuple[str, int] | None:
+        dialog = FixedKDialog(collective, k, parent)
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return None
+        return dialog.collective.currentText(), dialog.k.value()
+
+
+class Inspector(QObject):
+    """Owns the compute controller, the overlays and the result docks of one window."""
+
+    def __init__(self, window: MainWindow):
+        super().__init__(window)
+        self.window = window
+        self.controller = ComputeController(window.doc, self)
+        self.overlays = Overlays(window.scene)
+        self.legend = LoadLegend(window.view.viewport())
+        self.legend.hide()
+        self.errors: list[str] | None = None
+        """When a list, failures are collected here instead of shown (scripted runs)."""
+        self._hops: OrderedDict[int, dict[Hop, list[int]]] = OrderedDict()
+        self._sized_docks = False
+        self._first_pending: Solution | None = None
+        self._create_actions()
+        self.results = ResultsDock(self.actions["show_cut"], self.actions["show_load"], window)
+        self.trees = TreesDock(window)
+        self.plots = PlotsDock(window)
+        self.exporter = Exporter(window, self.controller)
+        window.actions.update(self.actions)
+        window.actions.update(self.exporter.actions)
+        self._place_docks()
+        self._build_menus()
+        self._build_toolbar()
+        self._build_progress()
+        c = self.controller
+        c.busy_changed.connect(self._busy_changed)
+        c.progress.connect(self._progress)
+        c.started.connect(lambda what: window.statusBar().showMessage(what + "…"))
+        c.solution_changed.connect(self._solution_changed)
+        c.stale_changed.connect(self._stale_changed)
+        c.failed.connect(self._failed)
+        c.cancelled.connect(lambda: window.statusBar().showMessage("Cancelled.", 5000))
+        self.trees.tree_selected.connect(self._tree_selected)
+        self.actions["show_cut"].toggled.connect(self.overlays.set_cut_visible)
+        self.actions["show_load"].toggled.connect(self._show_load)
+        window.doc.reset.connect(self._after_reset)
+        window.installEventFilter(self)
+
+    def _after_reset(self) -> None:
+        """A new or reloaded topology: the canvas items were all replaced. Results that
+        still fit it (the same file opened again) are drawn on the new items."""
+        self.controller.check_now()
+        if self.controller.fresh:
+            self.overlays.redraw()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        """Closing the window stops background work first (its thread must not outlive
+        the window)."""
+        if watched is self.window and event.type() == QEvent.Type.Close \
+                and self.controller.busy:
+            self.controller.cancel()
+            self.controller.wait(CLOSE_WAIT_MS)
+        return False
+
+    # ------------------------------------------------------------ building
+
+    def _create_actions(self) -> None:
+        w = self.window
+        self.actions: dict[str, QAction] = {}
+
+        def action(name: str, text: str, slot: object = None, shortcut: str = "",
+                   tip: str = "", checkable: bool = False) -> QAction:
+            act = QAction(text, w)
+            if shortcut:
+                act.setShortcut(QKeySequence(shortcut))
+            act.setStatusTip(tip)
+            act.setToolTip(tip or text.replace("&", ""))
+            act.setCheckable(checkable)
+            if slot is not None:
+                act.triggered.connect(lambda _=False, s=slot: s())  # type: ignore[operator]
+            self.actions[name] = act
+            return act
+
+        for collective, (name, text, key) in SOLVE_ACTIONS.items():
+            action(name, text, lambda c=collective: self.controller.solve(c), key,
+                   f"Compute the optimal {collective} schedule in the background ({key})")
+        self.actions["solve_allgather"].setIconText("Solve")
+        action("solve_fixed_k", "Solve with Fixed &k…", self.solve_fixed_k, "",
+               "Best schedule with a chosen number of trees per node (§4.5)")
+        action("cancel", "&Cancel", self.controller.cancel, "Ctrl+.",
+               "Stop the computation that is running")
+        self.actions["cancel"].setEnabled(False)
+        self.actions["cancel"].setIconText("Cancel")
+        action("show_cut", "Show Bottleneck &Cut", None, "Ctrl+Shift+B",
+               "Shade the bottleneck cut S* and emphasise the links leaving it",
+               checkable=True)
+        self.actions["show_cut"].setChecked(True)
+        self.actions["show_cut"].setIconText("Cut")
+        action("show_load", "Show Link &Load", None, "Ctrl+Shift+L",
+               "Colour every link by its utilisation (schedule load / bandwidth)",
+               checkable=True)
+        self.actions["show_load"].setIconText("Load")
+        action("next_tree", "&Next Tree", lambda: self.trees.step(1), "]",
+               "Select the next tree in the Trees dock (])")
+        action("previous_tree", "&Previous Tree", lambda: self.trees.step(-1), "[",
+               "Select the previous tree in the Trees dock ([)")
+
+    def _place_docks(self) -> None:
+        w = self.window
+        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.results)
+        w.tabifyDockWidget(w.properties, self.results)
+        w.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.trees)
+        w.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.plots)
+        w.tabifyDockWidget(w.validation, self.plots)
+        w.properties.raise_()
+        w.validation.raise_()
+        self.trees.hide()
+
+    def _build_menus(self) -> None:
+        w = self.window
+        acts = self.actions
+        compute = w.menus["compute"] = QMenu("&Compute", w)
+        w.menuBar().insertMenu(w.menus["help"].menuAction(), compute)
+        compute.addActions([acts[SOLVE_ACTIONS[c][0]] for c in COLLECTIVES])
+        compute.addAction(acts["solve_fixed_k"])
+        compute.addSeparator()
+        compute.addAction(acts["cancel"])
+        compute.addSeparator()
+        compute.addActions([acts["show_cut"], acts["show_load"]])
+        compute.addSeparator()
+        compute.addActions([acts["next_tree"], acts["previous_tree"]])
+
+        export = w.menus["export"]  # File ▸ Export: the topology formats come first
+        if not export.isEmpty():
+            export.addSeparator()
+        export.addActions(list(self.exporter.actions.values()))
+
+        view = w.menus["view"]
+        view.addSeparator()
+        for dock in (self.results, self.trees, self.plots):
+            view.addAction(dock.toggleViewAction())
+
+    def _build_toolbar(self) -> None:
+        w = self.window
+        bar = QToolBar("Compute", w)
+        bar.setObjectName("ComputeToolBar")
+        w.addToolBar(bar)
+        w.toolbars["compute"] = bar
+        solve = QToolButton(bar)
+        solve.setDefaultAction(self.actions["solve_allgather"])
+        solve.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
+        menu = QMenu("Solve", solve)
+        menu.addActions([self.actions[SOLVE_ACTIONS[c][0]] for c in COLLECTIVES])
+        menu.addAction(self.actions["solve_fixed_k"])
+        solve.setMenu(menu)
+        self.solve_button = solve
+        bar.addWidget(solve)
+        bar.addAction(self.actions["cancel"])
+        bar.addSeparator()
+        bar.addActions([self.actions["show_cut"], self.actions["show_load"]])
+
+    def _build_progress(self) -> None:
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 1000)
+        self.progress.setMaximumWidth(320)
+        self.progress.setMinimumWidth(240)
+        self.progress.setTextVisible(True)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setDefaultAction(self.actions["cancel"])
+        bar = self.window.statusBar()
+        bar.addPermanentWidget(self.progress)
+        bar.addPermanentWidget(self.cancel_button)
+        self.progress.hide()
+        self.cancel_button.hide()
+
+    # ------------------------------------------------------------ commands
+
+    def solve_fixed_k(self) -> bool:
+        solution = self.controller.solution
+        collective = solution.collective if solution else "allgather"
+        k = solution.schedule.k if solution else 1
+        answer = FixedKDialog.ask(self.window, collective, k)
+        if answer is None:
+            return False
+        return self.controller.solve(answer[0], answer[1])
+
+    def solve_and_wait(self, collective: str = "allgather", k: int | None = None,
+                       timeout_ms: int = 600000) -> str | None:
+        """Solve, keeping the event loop running until it ends (scripts, screenshots);
+        returns the error sentence, or None on success."""
+        self.errors = []
+        try:
+            if not self.controller.solve(collective, k):
+                return "another computation is running."
+            if not self.controller.wait(timeout_ms):
+                self.controller.cancel()
+                self.controller.wait()
+                return "the computation did not finish in time."
+            self.settle()
+            return self.errors[0] if self.errors else None
+        finally:
+            self.errors = None
+
+    # ------------------------------------------------------------ controller signals
+
+    def _busy_changed(self, busy: bool) -> None:
+        for name, _text, _key in SOLVE_ACTIONS.values():
+            self.actions[name].setEnabled(not busy)
+        self.actions["solve_fixed_k"].setEnabled(not busy)
+        self.actions["cancel"].setEnabled(busy)
+        self.progress.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+        if busy:
+            self.progress.setValue(0)
+            self.progress.setFormat("starting…")
+        self.exporter.update()
+
+    def _progress(self, phase: str, fraction: float) -> None:
+        step = f" ({PHASES.index(phase) + 1}/{len(PHASES)})" if phase in PHASES else ""
+        self.progress.setFormat(f"{phase}{step}: %p%")
+        self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 1000))
+
+    def _failed(self, what: str, message: str) -> None:
+        self.window.statusBar().showMessage(f"{what} failed.", 8000)
+        if self.errors is not None:
+            self.errors.append(message)
+        else:
+            QMessageBox.critical(self.window, f"{what} failed", message)
+
+    def _solution_changed(self, solution: Solution) -> None:
+        stale = self.controller.stale
+        self._hops.clear()
+        self.overlays.set_solution(solution)
+        self.results.set_solution(solution, stale)
+        self.trees.set_solution(solution, stale)
+        self.exporter.update()
+        self._update_legend()
+        self.trees.show()
+        self.results.raise_()
+        self.plots.raise_()
+        if not self._sized_docks:
+            self._sized_docks = True
+            self.window.resizeDocks([self.trees], [TREES_WIDTH], Qt.Orientation.Horizontal)
+            self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
+        # the rest in later turns of the event loop, so none of them holds it up for long
+        self._first_pending = solution
+        QTimer.singleShot(0, lambda: self._show_rest(solution))
+        schedule = solution.schedule
+        self.window.statusBar().showMessage(
+            f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
+            f"in {solution.seconds:.2f} s.", 8000)
+
+    def _show_rest(self, solution: Solution) -> None:
+        """Plots and the first tree of a new solution (unless another one came since)."""
+        if solution is not self.controller.solution:
+            return
+        self.plots.set_solution(solution, self.controller.stale)
+        QTimer.singleShot(0, lambda: self._select_first(solution))
+
+    def _select_first(self, solution: Solution) -> None:
+        """Select the first tree of a new solution, unless a tree was chosen since."""
+        if solution is self._first_pending:
+            self._first_pending = None
+            self.trees.select_position(0)
+
+    def settle(self) -> None:
+        """Finish showing a new solution now (scripts and screenshots)."""
+        solution = self.controller.solution
+        if solution is not None and self.plots.solution is not solution:
+            self.plots.set_solution(solution, self.controller.stale)
+        if solution is not None:
+            self._select_first(solution)
+
+    def _stale_changed(self, stale: bool) -> None:
+        self.overlays.set_active(not stale)
+        for dock in (self.results, self.trees, self.plots):
+            dock.set_stale(stale)
+        self.exporter.update()
+        self._update_legend()
+        if stale:
+            self.window.statusBar().showMessage(
+                "Results are stale: the topology changed since the solve.", 8000)
+
+    def _tree_selected(self, position: int) -> None:
+        self._first_pending = None
+        self.overlays.show_tree(self.tree_hops(position) if position >= 0 else None)
+
+    def tree_hops(self, position: int) -> dict[Hop, list[int]]:
+        """The hops of tree ``position`` (cached for the most recent trees)."""
+        hops = self._hops.get(position)
+        if hops is None:
+            assert self.controller.solution is not None
+            hops = hop_orders(self.controller.solution.trees[position])
+            self._hops[position] = hops
+            if len(self._hops) > HOP_CACHE:
+                self._hops.popitem(last=False)
+        else:
+            self._hops.move_to_end(position)
+        return hops
+
+    def _show_load(self, on: bool) -> None:
+        self.overlays.set_load_visible(on)
+        self._update_legend()
+
+    def _update_legend(self) -> None:
+        self.legend.setVisible(self.actions["show_load"].isChecked() and self.controller.fresh)

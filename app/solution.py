@@ -1,0 +1,153 @@
+"""Everything the editor shows about one solve, computed off the GUI thread.
+
+:func:`compute_solution` runs in the background job: the verified schedule
+(:func:`engine.solve.solve`), the load of every physical link
+(:func:`engine.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
+§4.5, Thms 13-15) and the modelled collective time from 1 KiB to 4 GiB
+(:mod:`engine.curves`). The GUI thread then only draws. No Qt here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from engine.curves import GB, collective_time_us, message_sizes
+from engine.link_load import LinkLoad, link_loads
+from engine.network import Network
+from engine.optimality import Optimum, find_fixed_k
+from engine.schedule import Schedule, Tree
+from engine.solve import solve
+from engine.topology import Topology
+
+Progress = Callable[[str, float], None]
+CURVE_MAX_K = 10
+Hop = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class ShownTree:
+    """A tree as the Trees dock lists it: which phase runs it and in which direction."""
+
+    tree: Tree
+    phase: str          # "allgather", "reduce-scatter", "reduce", "broadcast", "both phases"
+    reverse: bool       # data runs against the tree's arrows (reduce, §4.6)
+    bandwidth: Fraction  # multiplicity · y: the bandwidth all its unit trees move together
+    height: int         # tree.height, computed once off the GUI thread
+
+    @property
+    def name(self) -> str:
+        return f"{self.tree.root} #{self.tree.index}"
+
+
+def shown_trees(schedule: Schedule) -> list[ShownTree]:
+    """The schedule's trees in listing order, each with its phase and data direction.
+
+    Reduce-scatter runs the out-trees against their arrows; allreduce runs the same trees
+    both ways unless the network is one-way somewhere, in which case ``reduce_trees``
+    carry the reduce phase (forestcoll.txt §4.6).
+    """
+    y = schedule.tree_bandwidth
+
+    def shown(trees: list[Tree], phase: str, reverse: bool, y: Fraction) -> list[ShownTree]:
+        return [ShownTree(t, phase, reverse, t.multiplicity * y, t.height) for t in trees]
+
+    if schedule.collective == "allgather":
+        return shown(schedule.trees, "allgather", False, y)
+    if schedule.collective == "reduce-scatter":
+        return shown(schedule.trees, "reduce-scatter", True, y)
+    if schedule.reduce_trees is None:
+        return shown(schedule.trees, "both phases", False, y)
+    reduce_y = schedule.reduce_tree_bandwidth or y
+    return (shown(schedule.reduce_trees, "reduce", True, reduce_y)
+            + shown(schedule.trees, "broadcast", False, y))
+
+
+def hop_orders(shown: ShownTree) -> dict[Hop, list[int]]:
+    """Each directed physical link the tree's data crosses, with its hop numbers.
+
+    A hop's number counts the physical hops from the root along the tree's routes (1 for
+    the root's first link); in a reduce phase data runs the other way, so the numbers
+    count from the deepest leaf instead.
+    """
+    tree = shown.tree
+    reach = {tree.root: 0}
+    numbers: dict[Hop, set[int]] = {}
+    for edge in tree.edges:
+        start = reach[edge.src]
+        for i, hop in enumerate(zip(edge.path, edge.path[1:], strict=False)):
+            numbers.setdefault(hop, set()).add(start + i + 1)
+        reach[edge.dst] = start + len(edge.path) - 1
+    if not shown.reverse:
+        return {hop: sorted(ns) for hop, ns in numbers.items()}
+    last = max(reach.values())
+    return {(b, a): sorted(last - n + 1 for n in ns) for (a, b), ns in numbers.items()}
+
+
+def signature(topology: Topology) -> tuple[Any, ...]:
+    """What a schedule depends on: rank order, switches, link bandwidths and latencies.
+
+    Positions, labels and groups are left out, so moving nodes never makes results stale.
+    """
+    return (tuple(topology.compute_nodes()), frozenset(topology.switch_nodes()),
+            topology.capacities(), topology.latencies())
+
+
+@dataclass
+class Solution:
+    """One solve's schedule and everything derived from it for display."""
+
+    topology: Topology                    # the snapshot that was solved
+    signature: tuple[Any, ...]
+    schedule: Schedule
+    trees: list[ShownTree]
+    loads: dict[Hop, LinkLoad]
+    curve: list[tuple[int, Fraction]]     # (k, best algbw with k fixed)
+    sizes: list[int]                      # message sizes in bytes
+    bandwidth_us: list[Fraction]          # size / algbw
+    latency_us: Fraction | None           # added by the deepest route, when latencies exist
+    seconds: float                        # wall time of the whole background job
+
+    @property
+    def collective(self) -> str:
+        return self.schedule.collective
+
+    def times_us(self) -> list[Fraction]:
+        """Modelled collective time per message size (bandwidth bound plus latency)."""
+        extra = self.latency_us or Fraction(0)
+        return [t + extra for t in self.bandwidth_us]
+
+
+def fixed_k_curve(topology: Topology, schedule: Schedule, progress: Progress | None = None,
+                  max_k: int = CURVE_MAX_K) -> list[tuple[int, Fraction]]:
+    """Best algbw with k = 1..max_k trees per node (§4.5), reusing the solve's 1/x*."""
+    net = Network.from_topology(topology)
+    index = {name: i for i, name in enumerate(net.names)}
+    summary = schedule.optimum
+    optimum = Optimum(net, summary.inverse_x,
+                      tuple(index[name] for name in summary.bottleneck_cut), rounds=0)
+    curve = []
+    for k in range(1, max_k + 1):
+        if progress is not None:
+            progress("fixed-k curve", (k - 1) / max_k)
+        curve.append((k, find_fixed_k(net, k, optimum).algbw(schedule.collective)))
+    return curve
+
+
+def compute_solution(topology: Topology, collective: str = "allgather", k: int | None = None,
+                     progress: Progress | None = None) -> Solution:
+    """Solve ``topology`` and derive loads, the fixed-k curve and the time model."""
+    start = time.perf_counter()
+    schedule = solve(topology, collective, k=k, progress=progress)
+    if progress is not None:
+        progress("link load", 0.0)
+    loads = link_loads(schedule, topology)
+    curve = fixed_k_curve(topology, schedule, progress)
+    sizes = message_sizes()
+    bandwidth_us = [Fraction(size) * 10**6 / (schedule.algbw * GB) for size in sizes]
+    latency_us = collective_time_us(schedule, topology, 0) if topology.latencies() else None
+    return Solution(topology, signature(topology), schedule, shown_trees(schedule), loads,
+                    curve, sizes, bandwidth_us, latency_us, time.perf_counter() - start)

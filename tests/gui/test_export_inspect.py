@@ -1,0 +1,175 @@
+"""File ▸ Export: MSCCL XML (collective, in place or out of place; limits), the trees
+listing, schedule JSON and canvas images, each written atomically, errors in dialogs."""
+
+from fractions import Fraction
+
+from PySide6.QtGui import QImage
+
+import app.export
+from app.commands import edit_links
+from app.export import MscclChoice, MscclExportDialog
+from engine.export import MscclLimits
+from engine.msccl_sim import simulate_bytes
+from engine.safe_xml import parse_xml_file
+from engine.schedule_io import load_schedule
+from engine.topology import Link, Node, Topology
+
+
+def solve_in(window, qtbot, action="solve_allgather"):
+    window.actions[action].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
+    window.inspector.settle()
+    return window.inspector.controller.solution
+
+
+def wait_idle(window, qtbot):
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
+
+
+def no_temporary_files(folder):
+    return not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_schedule_json(window, qtbot, dialogs, tmp_path):
+    solution = solve_in(window, qtbot)
+    dialogs.save_path = str(tmp_path / "s.json")
+    window.actions["export_json"].trigger()
+    schedule = load_schedule(tmp_path / "s.json")
+    assert schedule.k == 13 and len(schedule.trees) == len(solution.schedule.trees)
+    assert schedule.compute_nodes == solution.schedule.compute_nodes
+    assert "Exported schedule JSON" in window.statusBar().currentMessage()
+    assert no_temporary_files(tmp_path)
+
+
+def test_trees_listing(window, qtbot, dialogs, tmp_path):
+    solve_in(window, qtbot)
+    dialogs.save_path = str(tmp_path / "t.xml")
+    window.actions["export_trees"].trigger()
+    root = parse_xml_file(tmp_path / "t.xml")
+    assert root.tag == "trees" and root.get("k") == "13"
+    assert len(root.findall("tree")) == 24
+
+
+def test_canvas_png_and_svg(window, qtbot, dialogs, tmp_path):
+    solve_in(window, qtbot)
+    window.scene.select(["ib0"])
+    dialogs.save_path = str(tmp_path / "canvas.png")
+    window.actions["export_image"].trigger()
+    image = QImage(str(tmp_path / "canvas.png"))
+    assert not image.isNull() and image.width() > 1000
+    # overlays are in the picture: the tree colour appears somewhere
+    colours = {image.pixelColor(x, y).name()
+               for x in range(0, image.width(), 3) for y in range(0, image.height(), 3)}
+    assert "#7b2cbf" in colours
+    assert window.scene.selected_node_ids() == ["ib0"]  # selection restored
+    dialogs.save_path = str(tmp_path / "canvas.svg")
+    window.actions["export_image"].trigger()
+    text = (tmp_path / "canvas.svg").read_text()
+    assert "<svg" in text and "n0.gpu0" in text
+    dialogs.save_path = str(tmp_path / "noext")
+    window.actions["export_image"].trigger()
+    assert not QImage(str(tmp_path / "noext.png")).isNull()
+    assert no_temporary_files(tmp_path)
+
+
+def test_image_export_works_without_results(window, dialogs, tmp_path):
+    dialogs.save_path = str(tmp_path / "plain.png")
+    assert window.actions["export_image"].isEnabled()
+    assert not window.actions["export_json"].isEnabled()
+    window.actions["export_image"].trigger()
+    assert (tmp_path / "plain.png").exists()
+
+
+def test_msccl_in_place_and_out_of_place(window, qtbot, dialogs, monkeypatch, tmp_path):
+    solve_in(window, qtbot)
+    for collective, inplace in [("allgather", True), ("allreduce", False)]:
+        monkeypatch.setattr(MscclExportDialog, "ask",
+                            staticmethod(lambda *a, c=collective, i=inplace: MscclChoice(c, i)))
+        path = tmp_path / f"{collective}.xml"
+        dialogs.save_path = str(path)
+        window.actions["export_msccl"].trigger()
+        assert window.inspector.controller.busy  # runs in the background
+        wait_idle(window, qtbot)
+        report = simulate_bytes(path.read_bytes())
+        assert report.coll == collective and report.ngpus == 16
+        assert report.modes == (["in place"] if inplace else ["out of place"])
+        assert "Exported MSCCL XML" in window.statusBar().currentMessage()
+    assert dialogs.calls == []
+
+
+def test_msccl_dialog_offers_only_the_solved_collective_on_one_way_networks(window, qtbot):
+    solve_in(window, qtbot)
+    assert window.inspector.exporter.msccl_collectives() == [
+        "allgather", "reduce-scatter", "allreduce"]
+    ring = Topology("one-way ring", [Node("a"), Node("b"), Node("c")],
+                    [Link("a", "b", Fraction(10), duplex=False),
+                     Link("b", "c", Fraction(10), duplex=False),
+                     Link("c", "a", Fraction(10), duplex=False)])
+    window.doc.set_topology(ring)
+    solve_in(window, qtbot, "solve_reduce_scatter")
+    exporter = window.inspector.exporter
+    assert exporter.msccl_collectives() == ["reduce-scatter"]
+    dialog = MscclExportDialog(window.inspector.controller.solution.schedule,
+                               exporter.msccl_collectives(), window)
+    assert dialog.collective.count() == 1
+    assert dialog.choice() == MscclChoice("reduce-scatter", True, 4, "msccl")
+
+
+def test_msccl_limits_error_names_the_largest_fitting_k(window, qtbot, dialogs, monkeypatch,
+                                                         tmp_path):
+    solve_in(window, qtbot)
+    # at k = 13 a GPU of 2 x DGX A100 needs more than 35 XML elements; at k = 4 it does not
+    monkeypatch.setattr(app.export, "LIMITS", MscclLimits(max_elements_per_gpu=35))
+    monkeypatch.setattr(MscclExportDialog, "ask",
+                        staticmethod(lambda *a: MscclChoice("allgather", True)))
+    dialogs.save_path = str(tmp_path / "big.xml")
+    window.actions["export_msccl"].trigger()
+    wait_idle(window, qtbot)
+    kind, title, text = dialogs.calls[-1]
+    assert (kind, title) == ("critical", "Exporting MSCCL XML failed")
+    assert "at k = 13; the largest fixed k that fits is" in text
+    assert "Compute ▸ Solve with Fixed k" in text
+    assert not (tmp_path / "big.xml").exists()
+
+
+def test_write_errors_appear_in_dialogs(window, qtbot, dialogs, monkeypatch, tmp_path):
+    solve_in(window, qtbot)
+    missing = tmp_path / "no" / "such" / "dir"
+    for action, name in [("export_json", "s.json"), ("export_trees", "t.xml"),
+                         ("export_image", "c.png")]:
+        dialogs.save_path = str(missing / name)
+        window.actions[action].trigger()
+        kind, title, text = dialogs.calls[-1]
+        assert kind == "critical" and title.startswith("Cannot export")
+        assert text == f"{missing / name} cannot be written (No such file or directory)."
+    monkeypatch.setattr(MscclExportDialog, "ask",
+                        staticmethod(lambda *a: MscclChoice("allgather", False)))
+    dialogs.save_path = str(missing / "m.xml")
+    window.actions["export_msccl"].trigger()
+    wait_idle(window, qtbot)
+    kind, title, text = dialogs.calls[-1]
+    assert (kind, title) == ("critical", "Exporting MSCCL XML failed")
+    assert str(missing / "m.xml") in text and "\n" not in text
+
+
+def test_cancelled_dialogs_write_nothing(window, qtbot, dialogs, monkeypatch, tmp_path):
+    solve_in(window, qtbot)
+    dialogs.save_path = ""
+    for action in ("export_json", "export_trees", "export_image"):
+        window.actions[action].trigger()
+    monkeypatch.setattr(MscclExportDialog, "ask", staticmethod(lambda *a: None))
+    window.actions["export_msccl"].trigger()
+    assert not window.inspector.controller.busy
+    assert not [p for p in tmp_path.iterdir() if p.suffix in (".json", ".xml", ".png")]
+
+
+def test_schedule_exports_refuse_stale_results(window, qtbot, dialogs, tmp_path):
+    solve_in(window, qtbot)
+    edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(50))
+    # even before the deferred check ran, an export never writes the old schedule
+    assert window.inspector.exporter.export_json(tmp_path / "s.json") is False
+    assert dialogs.calls[-1][1] == "No current results"
+    assert not (tmp_path / "s.json").exists()
+    assert not window.actions["export_json"].isEnabled()
+    assert not window.actions["export_msccl"].isEnabled()
+    assert window.actions["export_image"].isEnabled()

@@ -1,0 +1,109 @@
+"""The link-load overlay: colours follow utilisation, tooltips give exact numbers, and the
+legend shows only with fresh results."""
+
+from fractions import Fraction
+
+from app.canvas.overlays import LOAD_STOPS, TREE_LINK, UNUSED, utilisation_color
+from app.commands import edit_links
+from app.inspector import FixedKDialog
+from engine.link_load import link_loads
+
+
+def solve_fixed_k(window, qtbot, monkeypatch, k):
+    monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", k)))
+    window.actions["solve_fixed_k"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    return window.inspector.controller.solution
+
+
+def utilisation_of(doc, loads, key):
+    link = doc.link(key)
+    return max(loads[d].utilisation for d in link.directions())
+
+
+def test_colour_scale():
+    assert utilisation_color(0) == UNUSED
+    assert utilisation_color(1.0) == LOAD_STOPS[-1][1]
+    assert utilisation_color(1e-9) != UNUSED
+    assert utilisation_color(0.5) == LOAD_STOPS[1][1]
+    low, high = utilisation_color(0.1), utilisation_color(0.9)
+    assert high.red() > low.red() and high.blue() < low.blue()
+
+
+def test_overlay_colours_follow_the_loads(window, qtbot, monkeypatch):
+    # with k fixed to 1 the 2 x DGX A100 schedule leaves some bandwidth unused
+    solution = solve_fixed_k(window, qtbot, monkeypatch, 1)
+    window.actions["show_cut"].setChecked(False)
+    window.inspector.trees.table.selectionModel().clearSelection()
+    window.inspector.trees.table.selectionModel().clearCurrentIndex()
+    assert all(item.highlight is None for item in window.scene.link_items())
+    window.actions["show_load"].setChecked(True)
+    loads = link_loads(solution.schedule, solution.topology)
+    seen = set()
+    for key in window.doc.link_keys():
+        item = window.scene.link_item(key)
+        expected = utilisation_color(float(utilisation_of(window.doc, loads, key)))
+        assert item.highlight[0] == expected
+        seen.add(expected.name())
+    assert len(seen) >= 2
+    assert window.inspector.results.show_load.isChecked()
+    window.actions["show_load"].setChecked(False)
+    assert all(item.highlight is None for item in window.scene.link_items())
+
+
+def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    solution = window.inspector.controller.solution
+    key = next(k for k in window.doc.link_keys()
+               if {window.doc.link(k).source, window.doc.link(k).target}
+               == {"n0.gpu3", "n0.nvswitch"})
+    item = window.scene.link_item(key)
+    plain = item.toolTip()
+    window.actions["show_load"].setChecked(True)
+    tip = item.toolTip()
+    load = solution.loads[("n0.gpu3", "n0.nvswitch")]
+    assert load.used == 300 and load.utilisation == 1
+    assert "n0.gpu3 → n0.nvswitch: 300 of 300 GB/s, 100.0 % used, " \
+           f"{load.unit_trees} unit trees" in tip
+    assert "n0.nvswitch → n0.gpu3:" in tip
+    names = [f"{solution.schedule.trees[p].root} #{solution.schedule.trees[p].index}"
+             for p in load.trees]
+    assert "trees: " + ", ".join(names[:12]) in tip
+    window.actions["show_load"].setChecked(False)
+    assert item.toolTip() == plain
+
+
+def test_selected_tree_is_drawn_over_the_load(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    window.actions["show_load"].setChecked(True)
+    tree_keys = window.inspector.overlays.tree_link_keys()
+    assert tree_keys
+    for item in window.scene.link_items():
+        if item.key in tree_keys:
+            assert item.highlight[0] == TREE_LINK
+        else:
+            assert item.highlight[0] == utilisation_color(1.0)
+
+
+def test_legend_shows_with_fresh_results_only(window, qtbot):
+    legend = window.inspector.legend
+    window.actions["show_load"].setChecked(True)
+    assert not legend.isVisible()  # nothing solved yet
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    assert legend.isVisible()
+    edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(100))
+    qtbot.waitUntil(lambda: window.inspector.controller.stale, timeout=2000)
+    assert not legend.isVisible()
+    assert all(item.highlight is None for item in window.scene.link_items())
+    window.doc.undo_stack.undo()
+    qtbot.waitUntil(lambda: not window.inspector.controller.stale, timeout=2000)
+    assert legend.isVisible()
+    window.actions["show_load"].setChecked(False)
+    assert not legend.isVisible()

@@ -1,0 +1,79 @@
+"""The Plots dock and the data behind it: algbw for fixed k = 1…10 against the optimum,
+and collective time from 1 KiB to 4 GiB (bandwidth bound plus latency)."""
+
+import math
+from fractions import Fraction
+
+import pyqtgraph as pg
+
+from app.commands import edit_links
+from app.solution import compute_solution
+from engine.curves import collective_time_us, fixed_k_curve, message_sizes
+from engine.topology_io import load_sample
+
+
+def curves_of(plot):
+    return list(plot.getPlotItem().listDataItems())
+
+
+def test_solution_matches_the_engine_curves():
+    topo = load_sample("dgx-a100-2x8")
+    for link in topo.links:
+        link.latency = Fraction(1, 2) if "ib" in (link.source + link.target) else Fraction(1, 10)
+    seen = []
+    solution = compute_solution(topo, "allreduce", progress=lambda p, f: seen.append(p))
+    assert "fixed-k curve" in seen and "link load" in seen
+    assert solution.curve == fixed_k_curve(topo, 10, "allreduce")
+    assert solution.sizes == message_sizes() and solution.sizes[0] == 1024
+    assert solution.sizes[-1] == 4 * 1024**3
+    times = solution.times_us()
+    for i in (0, 7, len(times) - 1):
+        assert times[i] == collective_time_us(solution.schedule, topo, solution.sizes[i])
+    assert solution.latency_us > 0
+    plain = compute_solution(load_sample("dgx-a100-2x8"))
+    assert plain.latency_us is None
+    assert plain.times_us() == plain.bandwidth_us
+
+
+def test_plots_show_the_curves(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    solution = window.inspector.controller.solution
+    plots = window.inspector.plots
+    assert plots.windowTitle() == "Plots" and plots.body.isEnabled()
+    (k_curve,) = curves_of(plots.k_plot)
+    assert list(k_curve.xData) == list(range(1, 11))
+    assert list(k_curve.yData) == [float(v) for _, v in solution.curve]
+    lines = [i for i in plots.k_plot.getPlotItem().items if isinstance(i, pg.InfiniteLine)]
+    assert [round(line.value(), 3) for line in lines] == [346.667]
+    (time_curve,) = curves_of(plots.time_plot)  # no latencies in this sample
+    assert list(time_curve.xData) == solution.sizes
+    assert time_curve.yData[-1] == float(solution.bandwidth_us[-1])
+    assert plots.time_plot.getPlotItem().ctrl.logXCheck.isChecked()
+    ticks = plots.time_plot.getAxis("bottom")._tickLevels[0]
+    assert (math.log10(1024), "1 KiB") in ticks and (math.log10(4 * 1024**3), "4 GiB") in ticks
+
+
+def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
+    from app.inspector import FixedKDialog
+    keys = window.doc.link_keys()
+    edit_links(window.doc, keys, "latency", Fraction(2))
+    monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
+    window.actions["solve_fixed_k"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    plots = window.inspector.plots
+    names = [item.name() for item in curves_of(plots.k_plot)]
+    assert names == ["best allgather algbw", "this schedule (k = 2)"]
+    names = [item.name() for item in curves_of(plots.time_plot)]
+    assert names[0].startswith("bandwidth bound (342.86 GB/s)")
+    assert names[1].startswith("with latency (+")
+    assert names[2] == "optimum (bandwidth bound)"
+    solution = window.inspector.controller.solution
+    with_latency = curves_of(plots.time_plot)[1]
+    assert with_latency.yData[0] == float(solution.times_us()[0])
+    edit_links(window.doc, keys[:1], "latency", Fraction(3))
+    qtbot.waitUntil(lambda: window.inspector.controller.stale, timeout=2000)
+    assert not plots.body.isEnabled()
+    assert plots.windowTitle() == "Plots — stale (topology edited)"

@@ -1,0 +1,319 @@
+"""Solving from the Compute menu: results, the bottleneck cut, progress, cancel, errors,
+fixed k and stale marking after edits."""
+
+import time
+from fractions import Fraction
+
+from app.canvas.overlays import CUT_LINK
+from app.commands import MoveNodes, edit_links
+from app.inspector import FixedKDialog
+from bench.clusters import dgx_a100_cluster
+from engine.topology import Link, Node, Topology
+
+
+def solve_in(window, qtbot, action="solve_allgather"):
+    inspector = window.inspector
+    window.actions[action].trigger()
+    assert inspector.controller.busy
+    qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
+    inspector.settle()
+    return inspector.controller.solution
+
+
+def cut_keys(doc, cut):
+    """Keys of the links that carry data out of the node set ``cut``."""
+    keys = set()
+    for key in doc.link_keys():
+        link = doc.link(key)
+        if any(a in cut and b not in cut for a, b in link.directions()):
+            keys.add(key)
+    return keys
+
+
+def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
+    phases = []
+    window.inspector.controller.progress.connect(lambda phase, f: phases.append(phase))
+    solution = solve_in(window, qtbot)
+    assert solution is not None
+    for phase in ("optimum", "switch removal", "tree packing", "mapping back",
+                  "verification"):
+        assert phase in phases
+    results = window.inspector.results
+    assert results.windowTitle() == "Results"
+    assert results.text("allgather").startswith("<b>346.67 GB/s")
+    assert results.text("allreduce").startswith("173.33 GB/s")
+    assert results.text("inverse_x").startswith("3/65")
+    assert results.text("k").startswith("13 trees per node")
+    assert results.text("y").startswith("5/3 GB/s")
+    assert results.text("n") == "16 compute nodes"
+    assert results.text("trees").startswith("24 distinct (208 unit trees)")
+    cut = set(solution.schedule.optimum.bottleneck_cut)
+    inside = len(cut & set(solution.schedule.compute_nodes))
+    assert f"= {inside} / 325 GB/s = 3/65 = 1/x*" in results.text("ratio")
+    overlays = window.inspector.overlays
+    assert overlays.halo_nodes() == cut
+    assert overlays.cut_link_keys() == cut_keys(window.doc, cut)
+    tree_keys = overlays.tree_link_keys()
+    for key in cut_keys(window.doc, cut) - tree_keys:
+        item = window.scene.link_item(key)
+        assert item.highlight[0] == CUT_LINK
+        assert {towards for towards, _ in item.marks} <= set(window.doc.node_ids()) - cut
+    for key in cut_keys(window.doc, cut) & tree_keys:
+        assert window.scene.link_item(key).outline == CUT_LINK
+    assert "Solved allgather" in window.statusBar().currentMessage()
+    assert not window.inspector.progress.isVisible()
+
+
+def test_the_cut_toggle_hides_and_shows_the_cut(window, qtbot):
+    solve_in(window, qtbot)
+    overlays = window.inspector.overlays
+    cut = overlays.cut_link_keys()
+    assert cut and overlays.halo_nodes()
+    window.inspector.results.show_cut.setChecked(False)
+    assert not window.actions["show_cut"].isChecked()
+    assert overlays.halo_nodes() == set() and overlays.cut_link_keys() == set()
+    for key in cut - overlays.tree_link_keys():
+        assert window.scene.link_item(key).highlight is None
+    window.actions["show_cut"].setChecked(True)
+    assert window.inspector.results.show_cut.isChecked()
+    assert overlays.cut_link_keys() == cut
+
+
+def test_editing_marks_results_stale_and_undo_makes_them_fresh(window, qtbot):
+    solve_in(window, qtbot)
+    inspector = window.inspector
+    overlays = inspector.overlays
+    styled = overlays.tree_link_keys() | overlays.cut_link_keys()
+    # moving a node is not a change of the network
+    node = window.doc.node("ib0")
+    window.doc.undo_stack.push(MoveNodes(window.doc, {"ib0": (node.x, node.y)},
+                                         {"ib0": (node.x + 40, node.y)}))
+    inspector.controller.check_now()
+    assert not inspector.controller.stale
+    key = window.doc.link_keys()[0]
+    edit_links(window.doc, [key], "bandwidth", Fraction(400))
+    qtbot.waitUntil(lambda: inspector.controller.stale, timeout=2000)
+    for dock in (inspector.results, inspector.trees, inspector.plots):
+        assert dock.windowTitle().endswith("— stale (topology edited)")
+        assert dock.banner.isVisible() and dock.banner.state == "stale"
+    assert not inspector.results.body.isEnabled()
+    assert overlays.halo_nodes() == set() and overlays.tree_link_keys() == set()
+    assert all(item.highlight is None for item in window.scene.link_items())
+    assert not window.actions["export_json"].isEnabled()
+    assert "stale" in window.statusBar().currentMessage()
+    # selecting another tree while stale draws nothing on the canvas
+    inspector.trees.select_position(3)
+    assert all(item.highlight is None for item in window.scene.link_items())
+    window.doc.undo_stack.undo()  # the bandwidth edit
+    qtbot.waitUntil(lambda: not inspector.controller.stale, timeout=2000)
+    assert inspector.results.windowTitle() == "Results"
+    assert not inspector.results.banner.isVisible()
+    assert overlays.tree_link_keys() and overlays.halo_nodes()
+    assert window.actions["export_json"].isEnabled()
+    assert styled
+
+
+def test_editing_during_a_solve_gives_stale_results(window, qtbot):
+    inspector = window.inspector
+    window.actions["solve_allgather"].trigger()
+    edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(400))
+    qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
+    assert inspector.controller.solution is not None
+    assert inspector.controller.stale
+    assert inspector.overlays.halo_nodes() == set()
+
+
+def test_cancel_in_the_middle_of_a_long_solve(window, qtbot):
+    window.doc.set_topology(dgx_a100_cluster(16))
+    inspector = window.inspector
+    seen = {}
+
+    def cancel_while_packing(phase, fraction):
+        if phase == "tree packing" and fraction > 0 and not seen:
+            seen["format"] = inspector.progress.format()
+            seen["value"] = inspector.progress.value()
+            seen["at"] = time.perf_counter()
+            window.actions["cancel"].trigger()
+
+    inspector.controller.progress.connect(cancel_while_packing)
+    window.actions["solve_allgather"].trigger()
+    assert window.actions["cancel"].isEnabled()
+    assert not window.actions["solve_allgather"].isEnabled()
+    assert inspector.progress.isVisible()
+    qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
+    assert seen["format"] == "tree packing (3/5): %p%" and seen["value"] > 0
+    assert time.perf_counter() - seen["at"] < 2.0
+    assert inspector.controller.solution is None
+    assert window.statusBar().currentMessage() == "Cancelled."
+    assert window.actions["solve_allgather"].isEnabled()
+    assert not inspector.progress.isVisible()
+    assert inspector.results.banner.state == "empty"
+
+
+def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
+    window.doc.set_topology(Topology("bad", [Node("a"), Node("b"), Node("s", "switch")],
+                                     [Link("a", "s", Fraction(10), duplex=False),
+                                      Link("s", "b", Fraction(10), duplex=False),
+                                      Link("b", "a", Fraction(5), duplex=False)]))
+    solve_in(window, qtbot)
+    assert window.inspector.controller.solution is None
+    kind, title, text = dialogs.calls[-1]
+    assert (kind, title) == ("critical", "Solving allgather failed")
+    assert "unbalanced" in text and text.count(".") >= 1 and "\n" not in text
+
+
+def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
+    monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
+    window.actions["solve_fixed_k"].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    window.inspector.settle()
+    solution = window.inspector.controller.solution
+    assert solution.schedule.fixed_k and solution.schedule.k == 2
+    results = window.inspector.results
+    assert results.text("collective") == "allgather, k fixed to 2"
+    assert results.text("achieved").startswith("342.86 GB/s with k = 2")
+    assert results.text("k").startswith("2 trees per node (fixed); optimal k = 13")
+
+
+def test_cancelled_fixed_k_dialog_starts_nothing(window, monkeypatch):
+    monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: None))
+    window.actions["solve_fixed_k"].trigger()
+    assert not window.inspector.controller.busy
+
+
+def test_reduce_scatter_and_allreduce_from_the_menu(window, qtbot):
+    solution = solve_in(window, qtbot, "solve_reduce_scatter")
+    assert solution.collective == "reduce-scatter"
+    assert window.inspector.results.text("reduce-scatter").startswith("<b>346.67")
+    solution = solve_in(window, qtbot, "solve_allreduce")
+    assert solution.collective == "allreduce"
+    assert window.inspector.results.text("allreduce").startswith("<b>173.33")
+
+
+def test_menus_hold_the_compute_and_export_entries(window):
+    compute = [a.text() for a in window.menus["compute"].actions() if a.text()]
+    assert compute[:4] == ["Solve &Allgather", "Solve &Reduce-Scatter", "Solve All&reduce",
+                           "Solve with Fixed &k…"]
+    assert "&Cancel" in compute
+    file_items = window.menus["file"].actions()
+    export = window.menus["export"]
+    assert export.menuAction() in file_items
+    assert file_items.index(export.menuAction()) < file_items.index(window.actions["quit"])
+    assert [a.text() for a in export.actions() if not a.isSeparator()][-4:] == [
+        "&MSCCL XML…", "&Trees Listing (XML)…", "&Schedule JSON…",
+        "Canvas &Image (PNG or SVG)…"]
+    bar = window.menuBar().actions()
+    assert bar.index(window.menus["compute"].menuAction()) < bar.index(
+        window.menus["help"].menuAction())
+
+
+def test_closing_the_window_during_a_solve_stops_it(qtbot):
+    from app.main_window import MainWindow
+    win = MainWindow(dgx_a100_cluster(16))
+    qtbot.addWidget(win)
+    win.show()
+    win.actions["solve_allgather"].trigger()
+    assert win.inspector.controller.busy
+    win.close()
+    assert not win.inspector.controller.busy
+
+
+
+def test_gui_solve_screenshot(tmp_path):
+    from PySide6.QtGui import QImage
+
+    from app.cli import main
+    out = tmp_path / "solved.png"
+    assert main(["gui", "samples/forestcoll-fig2.json", "--solve", "--screenshot", str(out),
+                 "--size", "1000x700"]) == 0
+    image = QImage(str(out))
+    assert image.size().toTuple() == (1000, 700)
+    colours = {image.pixelColor(x, y).name() for x in range(0, 1000, 2)
+               for y in range(0, 700, 2)}
+    assert "#7b2cbf" in colours  # the first tree is drawn
+
+
+def test_gui_solve_screenshot_failure_is_one_sentence(tmp_path, capsys):
+    from app.cli import main
+    bad = tmp_path / "oneway.json"
+    bad.write_text('{"format": "canopy-topology", "version": 1, "nodes": ['
+                   '{"id": "a", "kind": "compute"}, {"id": "b", "kind": "compute"}], '
+                   '"links": [{"source": "a", "target": "b", "bandwidth": 5, '
+                   '"duplex": false}]}')
+    out = tmp_path / "x.png"
+    assert main(["gui", str(bad), "--solve", "--screenshot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("canopy: cannot solve oneway.json: ") and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_first_tree_and_plots_follow_by_themselves(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    inspector = window.inspector
+    qtbot.waitUntil(lambda: inspector.trees.current_position() == 0
+                    and inspector.plots.solution is inspector.controller.solution,
+                    timeout=30000)
+    assert inspector.overlays.tree_link_keys()
+
+
+def test_cut_shading_follows_a_moved_node(window, qtbot):
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QColor, QImage, QPainter
+
+    from app.canvas.overlays import CUT_HALO_BORDER
+    solution = solve_in(window, qtbot)
+    node = next(iter(solution.schedule.optimum.bottleneck_cut))
+    old = window.doc.node(node)
+    far = (old.x + 900.0, old.y + 900.0)
+    window.doc.undo_stack.push(MoveNodes(window.doc, {node: (old.x, old.y)}, {node: far}))
+
+    def border_pixels(x, y):
+        image = QImage(200, 200, QImage.Format.Format_ARGB32)
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        window.scene.render(painter, QRectF(0, 0, 200, 200), QRectF(x - 50, y - 50, 100, 100))
+        painter.end()
+        return sum(1 for i in range(200) for j in range(200)
+                   if image.pixelColor(i, j).name() == CUT_HALO_BORDER.name())
+
+    assert border_pixels(*far) > 20
+    assert not window.inspector.controller.stale
+
+
+def test_jobs_shorten_the_switch_interval_while_they_run(window, qtbot):
+    import sys
+
+    from app.compute import JOB_SWITCH_INTERVAL
+    before = sys.getswitchinterval()
+    window.actions["solve_allgather"].trigger()
+    assert abs(sys.getswitchinterval() - JOB_SWITCH_INTERVAL) < 1e-9
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
+    assert sys.getswitchinterval() == before
+
+
+def test_progress_is_throttled_within_a_phase():
+    from app.compute import Throttled
+    passed = []
+    report = Throttled(lambda phase, f: passed.append((phase, f)), interval=10.0)
+    for i in range(100):
+        report("tree packing", i / 100)
+    report("mapping back", 0.0)
+    report("mapping back", 0.5)
+    report("mapping back", 1.0)
+    assert passed == [("tree packing", 0.0), ("mapping back", 0.0), ("mapping back", 1.0)]
+
+
+def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
+    from engine.topology_io import load_sample
+    solve_in(window, qtbot)
+    overlays = window.inspector.overlays
+    tree_links = len(overlays.tree_link_keys())
+    window.doc.set_topology(load_sample("dgx-a100-2x8"))
+    assert not window.inspector.controller.stale
+    assert len(overlays.tree_link_keys()) == tree_links
+    assert overlays.halo_nodes()
+    assert all(window.scene.link_item(k).highlight is not None
+               for k in overlays.tree_link_keys())
+    window.doc.set_topology(load_sample("forestcoll-fig2"))
+    assert window.inspector.controller.stale
+    assert overlays.tree_link_keys() == set() and overlays.halo_nodes() == set()

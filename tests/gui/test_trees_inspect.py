@@ -1,0 +1,211 @@
+"""The Trees dock: the list, the root filter, keyboard stepping, the canvas highlight of
+exactly the selected tree's links, and the tree view."""
+
+from fractions import Fraction
+
+from PySide6.QtCore import Qt
+
+from app.canvas.overlays import TREE_LINK
+from app.docks.tree_diagram import LEVEL
+from app.docks.trees import ALL_ROOTS
+from app.solution import hop_orders
+from engine.topology import Link, Node, Topology
+
+
+def solve_in(window, qtbot, action="solve_allgather"):
+    window.actions[action].trigger()
+    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
+    window.inspector.settle()
+    return window.inspector.controller.solution
+
+
+def expected_keys(doc, tree):
+    """Link keys joining the consecutive nodes of every route of ``tree``."""
+    keys = set()
+    for edge in tree.edges:
+        for a, b in zip(edge.path, edge.path[1:], strict=False):
+            for key in doc.link_keys():
+                link = doc.link(key)
+                if (a, b) in link.directions():
+                    keys.add(key)
+    return keys
+
+
+def test_the_list_shows_every_tree(window, qtbot):
+    solution = solve_in(window, qtbot)
+    dock = window.inspector.trees
+    assert dock.proxy.rowCount() == len(solution.schedule.trees) == 24
+    assert dock.count.text() == "24 trees"
+    model = dock.model
+    row = [model.data(model.index(0, c)) for c in range(5)]
+    tree = solution.schedule.trees[0]
+    assert row == [tree.root, str(tree.index), str(tree.multiplicity), "21.67",
+                   str(tree.height)]
+    assert dock.table.isColumnHidden(5)  # one phase only
+    assert dock.current_position() == 0  # the first tree is selected after a solve
+
+
+def test_selecting_a_tree_highlights_exactly_its_links(window, qtbot):
+    solution = solve_in(window, qtbot)
+    window.actions["show_cut"].setChecked(False)
+    dock = window.inspector.trees
+    overlays = window.inspector.overlays
+    for position in (0, 5, 17, 23):
+        assert dock.select_position(position)
+        tree = solution.schedule.trees[position]
+        keys = expected_keys(window.doc, tree)
+        assert overlays.tree_link_keys() == keys
+        for item in window.scene.link_items():
+            if item.key in keys:
+                assert item.highlight[0] == TREE_LINK
+            else:
+                assert item.highlight is None
+        # arrows point where data goes, with the hop numbers beside them
+        hops = hop_orders(solution.trees[position])
+        for key in keys:
+            item = window.scene.link_item(key)
+            for towards, text in item.marks:
+                sender = item.source if towards == item.target else item.target
+                assert (sender, towards) in hops
+                assert text.split(",")[0] == str(hops[(sender, towards)][0])
+    first_hop = solution.schedule.trees[23].edges[0].path[:2]
+    assert hop_orders(solution.trees[23])[first_hop] == [1]
+
+
+def test_deselecting_takes_the_tree_off_the_canvas(window, qtbot):
+    solve_in(window, qtbot)
+    window.actions["show_cut"].setChecked(False)
+    dock = window.inspector.trees
+    dock.table.selectionModel().clearSelection()
+    dock.table.selectionModel().setCurrentIndex(dock.proxy.index(-1, -1),
+                                                dock.table.selectionModel().SelectionFlag.Clear)
+    assert window.inspector.overlays.tree_link_keys() == set()
+    assert all(item.highlight is None for item in window.scene.link_items())
+    assert dock.diagram.drawing is None
+
+
+def test_filter_by_root(window, qtbot):
+    solution = solve_in(window, qtbot)
+    dock = window.inspector.trees
+    dock.root_filter.setCurrentText("n1.gpu3")
+    assert dock.proxy.rowCount() == len(solution.schedule.trees_of("n1.gpu3"))
+    assert all(dock.proxy.index(r, 0).data() == "n1.gpu3" for r in range(dock.proxy.rowCount()))
+    assert dock.count.text() == f"{dock.proxy.rowCount()} of 24 trees"
+    # a selection the filter hides is dropped; selecting it again clears the filter
+    assert dock.current_position() == -1
+    assert dock.select_position(0)
+    assert dock.root_filter.currentText() == ALL_ROOTS
+
+
+def test_stepping_through_trees_with_the_keyboard(window, qtbot):
+    solve_in(window, qtbot)
+    dock = window.inspector.trees
+    overlays = window.inspector.overlays
+    assert dock.current_position() == 0
+    window.actions["next_tree"].trigger()
+    assert dock.current_position() == 1
+    first = overlays.tree_link_keys()
+    window.actions["next_tree"].trigger()
+    assert dock.current_position() == 2
+    assert overlays.tree_link_keys() != first
+    window.actions["previous_tree"].trigger()
+    assert dock.current_position() == 1
+    assert window.actions["next_tree"].shortcut().toString() == "]"
+    dock.table.setFocus()
+    qtbot.keyClick(dock.table, Qt.Key.Key_Down)
+    assert dock.current_position() == 2
+    qtbot.keyClick(dock.table, Qt.Key.Key_End, Qt.KeyboardModifier.ControlModifier)
+    assert dock.current_position() == 23
+    window.actions["next_tree"].trigger()
+    assert dock.current_position() == 23
+
+
+def test_tree_view_draws_root_on_top_with_switch_hops(window, qtbot):
+    solution = solve_in(window, qtbot)
+    dock = window.inspector.trees
+    dock.select_position(8)
+    tree = solution.schedule.trees[8]
+    drawing = dock.diagram.drawing
+    assert drawing is not None and drawing.shown.tree == tree
+    depth = tree.depth()
+    assert set(drawing.positions) == set(solution.schedule.compute_nodes)
+    for node, point in drawing.positions.items():
+        assert point.y() == depth[node] * LEVEL
+    assert drawing.positions[tree.root].y() == 0
+    for (line, hops, _label), edge in zip(drawing.edges, tree.edges, strict=True):
+        assert hops == list(edge.path[1:-1])
+        assert line.p1().y() < line.p2().y()  # parent above child
+    # the outline lists every compute node under its parent, with the hops
+    outline = dock.outline
+    assert outline.topLevelItemCount() == 0  # filled when its tab opens
+    dock.tabs.setCurrentWidget(outline)
+    assert outline.topLevelItem(0).text(0) == tree.root
+    items = []
+    stack = [outline.topLevelItem(0)]
+    while stack:
+        item = stack.pop()
+        items.append(item)
+        stack.extend(item.child(i) for i in range(item.childCount()))
+    assert len(items) == 16
+    by_node = {item.text(0): item for item in items}
+    for edge in tree.edges:
+        assert by_node[edge.dst].parent().text(0) == edge.src
+        assert by_node[edge.dst].text(1) == " → ".join(edge.path[1:-1])
+
+
+def test_reduce_scatter_trees_run_towards_the_root(window, qtbot):
+    solution = solve_in(window, qtbot, "solve_reduce_scatter")
+    shown = solution.trees[0]
+    assert shown.reverse and shown.phase == "reduce-scatter"
+    hops = hop_orders(shown)
+    tree = shown.tree
+    for edge in tree.edges:
+        last = edge.path[-2:]
+        assert (last[1], last[0]) in hops  # data leaves the child first
+    arriving = [numbers for (a, b), numbers in hops.items() if b == tree.root]
+    assert max(n for numbers in arriving for n in numbers) == max(
+        n for numbers in hops.values() for n in numbers)
+    assert window.inspector.trees.diagram.drawing.shown.reverse
+
+
+def test_one_way_allreduce_lists_both_phases(window, qtbot):
+    ring = Topology("one-way ring", [Node("a"), Node("b"), Node("c")],
+                    [Link("a", "b", Fraction(10), duplex=False),
+                     Link("b", "c", Fraction(10), duplex=False),
+                     Link("c", "a", Fraction(10), duplex=False)])
+    window.doc.set_topology(ring)
+    solution = solve_in(window, qtbot, "solve_allreduce")
+    assert solution.schedule.reduce_trees is not None
+    assert [t.phase for t in solution.trees] == ["reduce"] * 3 + ["broadcast"] * 3
+    dock = window.inspector.trees
+    assert not dock.table.isColumnHidden(5)
+    # the reduce phase runs every one-way link forwards, like the broadcast phase
+    for position, shown in enumerate(solution.trees):
+        hops = hop_orders(shown)
+        assert set(hops) <= {("a", "b"), ("b", "c"), ("c", "a")}
+        assert dock.select_position(position)
+        assert window.inspector.overlays.tree_link_keys() == {
+            window.doc.link_keys()[["a", "b", "c"].index(a)] for a, _b in hops}
+
+
+def test_outline_follows_the_selection_while_open(window, qtbot):
+    solution = solve_in(window, qtbot)
+    dock = window.inspector.trees
+    dock.tabs.setCurrentWidget(dock.outline)
+    dock.select_position(4)
+    assert dock.outline.topLevelItem(0).text(0) == solution.schedule.trees[4].root
+    dock.tabs.setCurrentWidget(dock.diagram)
+    dock.select_position(9)
+    dock.tabs.setCurrentWidget(dock.outline)
+    assert dock.outline.topLevelItem(0).text(0) == solution.schedule.trees[9].root
+
+
+def test_a_tree_chosen_right_after_the_solve_stays_selected(window, qtbot):
+    window.actions["solve_allgather"].trigger()
+    inspector = window.inspector
+    qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=30000)
+    inspector.trees.select_position(5)
+    qtbot.waitUntil(lambda: inspector.plots.solution is inspector.controller.solution,
+                    timeout=5000)
+    qtbot.wait(50)
+    assert inspector.trees.current_position() == 5
