@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from app.cli.compare import parse_size, size_label
 from app.docks.compare import CompareDock
+from engine.compare import Comparison
 from engine.optimality import COLLECTIVES
 from engine.simulate import REPORT_SIZES, SWITCH_MODES
 
@@ -120,6 +121,12 @@ class CompareActions(QObject):
         action.triggered.connect(self.open_dialog)
         controller.busy_changed.connect(lambda busy: action.setEnabled(not busy))
         window.actions["compare"] = action
+        self.dock.compared.connect(self._compared)
+
+    def _compared(self, comparison: Comparison, seconds: float) -> None:
+        self.window.statusBar().showMessage(
+            f"Compared {len(comparison.rows)} algorithms for {comparison.collective} in "
+            f"{seconds:.1f} s.", 8000)
 
     def open_dialog(self) -> CompareDialog | None:
         """Ask for the options (window-modal, non-blocking); None while the engine is busy."""

@@ -21,11 +21,12 @@ Groups count (unlike for a solve): rings and TACOS order GPUs by server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from fractions import Fraction
 
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, QTimer
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -95,6 +96,9 @@ class _BarSample(pg.ItemSample):
 class CompareDock(QDockWidget):
     """Runs comparisons in the background and shows the latest one."""
 
+    compared = Signal(object, float)
+    """A comparison arrived: (the Comparison, seconds it took)."""
+
     def __init__(self, doc: Document, controller: ComputeController,
                  parent: QWidget | None = None):
         super().__init__("Compare", parent)
@@ -103,6 +107,7 @@ class CompareDock(QDockWidget):
         self.controller = controller
         self.comparison: Comparison | None = None
         self._running = False
+        self._started = 0.0
         self.options: dict = {}
         self.stale = False
         self._signature: tuple | None = None
@@ -220,6 +225,7 @@ class CompareDock(QDockWidget):
                                    self._on_finished):
             return False
         self._running = True
+        self._started = time.perf_counter()
         self.options = {"collective": collective, "sizes": sizes, "switch_mode": switch_mode}
         self._pending = network_signature(topology)
         self.progress.setValue(0)
@@ -261,6 +267,7 @@ class CompareDock(QDockWidget):
         self._signature = self._pending
         self.show_comparison(comparison)
         self.check_stale()
+        self.compared.emit(comparison, time.perf_counter() - self._started)
 
     def _on_failed(self, what: str, message: str) -> None:
         # The window shows the engine's sentence in a dialog (app.inspector).

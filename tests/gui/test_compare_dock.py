@@ -98,6 +98,7 @@ def test_table_and_chart_match_the_engine_rows(fig2, qtbot):
     assert len(dock.bars) == 4
     assert len(dock.legend.items) == 4
     assert not dock.stale and dock.stale_label.isHidden()
+    assert fig2.statusBar().currentMessage().startswith("Compared 6 algorithms for allgather")
 
 
 def test_network_edits_mark_the_comparison_stale_and_undo_clears_it(fig2, qtbot):
