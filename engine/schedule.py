@@ -104,21 +104,3 @@ class Schedule:
 
     def trees_of(self, root: str) -> list[Tree]:
         return [t for t in self.trees if t.root == root]
-
-    def link_loads(self) -> dict[tuple[str, str], int]:
-        """Unit trees crossing each directed physical link (multiplicities counted)."""
-        loads: dict[tuple[str, str], int] = {}
-        for tree in self.trees:
-            for e in tree.edges:
-                for hop in zip(e.path, e.path[1:], strict=False):
-                    loads[hop] = loads.get(hop, 0) + tree.multiplicity
-        return loads
-
-    def trees_using(self) -> dict[tuple[str, str], list[int]]:
-        """Tree positions (indexes into ``trees``) using each directed physical link."""
-        users: dict[tuple[str, str], list[int]] = {}
-        for pos, tree in enumerate(self.trees):
-            hops = {hop for e in tree.edges for hop in zip(e.path, e.path[1:], strict=False)}
-            for hop in hops:
-                users.setdefault(hop, []).append(pos)
-        return users
