@@ -199,7 +199,7 @@ class ParamForm(QWidget):
             try:
                 values[name] = field.value()
             except ParameterError:
-                pass
+                pass  # a field that does not parse keeps its default
         return values
 
     def _update_relevance(self) -> None:

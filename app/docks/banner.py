@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDockWidget, QLabel, QWidget
+from PySide6.QtWidgets import QDockWidget, QLabel, QVBoxLayout, QWidget
 
 EMPTY_TEXT = "No results yet: choose Compute ▸ Solve (F5)."
 STALE_TEXT = ("Stale: the topology was edited after this solve, so these results describe "
@@ -39,3 +39,36 @@ def dock_title(dock: QDockWidget, title: str, has_results: bool, stale: bool) ->
     """``title``, or ``title — stale (topology edited)`` for stale results."""
     dock.setWindowTitle(f"{title} — stale (topology edited)" if has_results and stale
                         else title)
+
+
+class SolutionDock(QDockWidget):
+    """A dock showing the current solution: the banner on top, then ``self.body``.
+
+    Subclasses build ``self.body`` inside ``self.content`` (a widget whose layout
+    already holds the banner) and keep ``self.solution``; stale results hide nothing
+    but grey out the body when ``disable_when_stale``.
+    """
+
+    disable_when_stale = True
+
+    def __init__(self, title: str, object_name: str, parent: QWidget | None = None):
+        super().__init__(title, parent)
+        self.title = title
+        self.setObjectName(object_name)
+        self.solution: object | None = None
+        self.stale = False
+        self.content = QWidget()
+        self.content_layout = QVBoxLayout(self.content)
+        self.content_layout.setContentsMargins(6, 6, 6, 6)
+        self.banner = ResultBanner()
+        self.content_layout.addWidget(self.banner)
+        self.body: QWidget = QWidget()
+
+    def set_stale(self, stale: bool) -> None:
+        self.stale = stale
+        has = self.solution is not None
+        self.banner.set_state(has, stale)
+        self.body.setVisible(has)
+        if self.disable_when_stale:
+            self.body.setEnabled(has and not stale)
+        dock_title(self, self.title, has, stale)

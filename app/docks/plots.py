@@ -13,9 +13,9 @@ import math
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QHBoxLayout, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-from app.docks.banner import ResultBanner, dock_title
+from app.docks.banner import SolutionDock
 from app.solution import Solution
 from engine.topology import format_gbps
 
@@ -41,20 +41,12 @@ def _plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
     return plot
 
 
-class PlotsDock(QDockWidget):
+class PlotsDock(SolutionDock):
     """Two plots of the current solution, greyed out when it is stale."""
 
     def __init__(self, parent: QWidget | None = None):
-        super().__init__(TITLE, parent)
-        self.setObjectName("PlotsDock")
+        super().__init__(TITLE, "PlotsDock", parent)
         self.solution: Solution | None = None
-        self.stale = False
-        outer = QWidget()
-        layout = QVBoxLayout(outer)
-        layout.setContentsMargins(6, 6, 6, 6)
-        self.banner = ResultBanner()
-        layout.addWidget(self.banner)
-        self.body = QWidget()
         row = QHBoxLayout(self.body)
         row.setContentsMargins(0, 0, 0, 0)
         self.k_plot = _plot_widget("algbw with k fixed", "algbw (GB/s)", "k (trees per node)")
@@ -64,8 +56,8 @@ class PlotsDock(QDockWidget):
             [[(math.log10(size), text) for size, text in SIZE_TICKS]])
         row.addWidget(self.k_plot)
         row.addWidget(self.time_plot)
-        layout.addWidget(self.body, 1)
-        self.setWidget(outer)
+        self.content_layout.addWidget(self.body, 1)
+        self.setWidget(self.content)
         self.set_solution(None, False)
 
     def set_solution(self, solution: Solution | None, stale: bool) -> None:
@@ -76,14 +68,6 @@ class PlotsDock(QDockWidget):
             self._plot_k(solution)
             self._plot_time(solution)
         self.set_stale(stale)
-
-    def set_stale(self, stale: bool) -> None:
-        self.stale = stale
-        has = self.solution is not None
-        self.banner.set_state(has, stale)
-        self.body.setVisible(has)
-        self.body.setEnabled(has and not stale)
-        dock_title(self, TITLE, has, stale)
 
     def _plot_k(self, solution: Solution) -> None:
         plot = self.k_plot

@@ -61,7 +61,7 @@ class NumberValidator(QValidator):
             self.parse(text)
             return QValidator.State.Acceptable
         except (ValueError, ZeroDivisionError):
-            pass
+            pass  # not a whole number yet: maybe the start of one
         if _PARTIAL_NUMBER.match(text):
             return QValidator.State.Intermediate
         return QValidator.State.Invalid

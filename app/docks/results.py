@@ -10,7 +10,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QCheckBox,
-    QDockWidget,
     QFormLayout,
     QGroupBox,
     QLabel,
@@ -19,7 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.docks.banner import ResultBanner, dock_title
+from app.docks.banner import SolutionDock
 from app.solution import Solution
 from engine.optimality import COLLECTIVES, collective_algbw
 from engine.topology import format_gbps
@@ -46,21 +45,13 @@ def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
     return prefix + "{" + shown + "}"
 
 
-class ResultsDock(QDockWidget):
+class ResultsDock(SolutionDock):
     """Numbers of the current solution, with toggles for the cut and load overlays."""
 
     def __init__(self, cut_action: QAction, load_action: QAction,
                  parent: QWidget | None = None):
-        super().__init__(TITLE, parent)
-        self.setObjectName("ResultsDock")
+        super().__init__(TITLE, "ResultsDock", parent)
         self.solution: Solution | None = None
-        self.stale = False
-        outer = QWidget()
-        layout = QVBoxLayout(outer)
-        layout.setContentsMargins(6, 6, 6, 6)
-        self.banner = ResultBanner()
-        layout.addWidget(self.banner)
-        self.body = QWidget()
         body = QVBoxLayout(self.body)
         body.setContentsMargins(0, 0, 0, 0)
         form = QFormLayout()
@@ -87,11 +78,11 @@ class ResultsDock(QDockWidget):
         self.show_load = QCheckBox("Colour links by load (utilisation)")
         body.addWidget(self.show_load)
         body.addStretch(1)
-        layout.addWidget(self.body)
+        self.content_layout.addWidget(self.body)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
-        scroll.setWidget(outer)
+        scroll.setWidget(self.content)
         self.setWidget(scroll)
         _bind(self.show_cut, cut_action)
         _bind(self.show_load, load_action)
@@ -103,13 +94,6 @@ class ResultsDock(QDockWidget):
             self._fill(solution)
         self.set_stale(stale)
 
-    def set_stale(self, stale: bool) -> None:
-        self.stale = stale
-        has = self.solution is not None
-        self.banner.set_state(has, stale)
-        self.body.setVisible(has)
-        self.body.setEnabled(has and not stale)
-        dock_title(self, TITLE, has, stale)
 
     def text(self, key: str) -> str:
         return self.values[key].text()

@@ -23,7 +23,6 @@ from PySide6.QtCore import (
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
-    QDockWidget,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -36,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.docks.banner import ResultBanner, dock_title
+from app.docks.banner import SolutionDock
 from app.docks.tree_diagram import TreeDiagramView
 from app.solution import ShownTree, Solution
 from engine.topology import format_gbps
@@ -102,28 +101,23 @@ class TreeTableModel(QAbstractTableModel):
         return None
 
 
-class TreesDock(QDockWidget):
+class TreesDock(SolutionDock):
     """The tree list, a root filter, and the selected tree as a diagram and an outline."""
 
     tree_selected = Signal(int)
     """Position of the selected tree in ``solution.trees``, or -1 for none."""
 
+    disable_when_stale = False
+
     def __init__(self, parent: QWidget | None = None):
-        super().__init__(TITLE, parent)
-        self.setObjectName("TreesDock")
+        super().__init__(TITLE, "TreesDock", parent)
         self.solution: Solution | None = None
-        self.stale = False
         self.model = TreeTableModel(self)
         self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
         self.proxy.setFilterKeyColumn(0)
 
-        outer = QWidget()
-        layout = QVBoxLayout(outer)
-        layout.setContentsMargins(6, 6, 6, 6)
-        self.banner = ResultBanner()
-        layout.addWidget(self.banner)
         self.body = QSplitter(Qt.Orientation.Vertical)
         top = QWidget()
         top_layout = QVBoxLayout(top)
@@ -164,8 +158,8 @@ class TreesDock(QDockWidget):
         self._outline_of: ShownTree | None = None
         self.body.addWidget(self.tabs)
         self.body.setSizes([220, 320])
-        layout.addWidget(self.body, 1)
-        self.setWidget(outer)
+        self.content_layout.addWidget(self.body, 1)
+        self.setWidget(self.content)
         self.set_solution(None, False)
 
     # ------------------------------------------------------------ state
@@ -185,13 +179,6 @@ class TreesDock(QDockWidget):
         self._size_columns()
         self._show(None)
         self.set_stale(stale)
-
-    def set_stale(self, stale: bool) -> None:
-        self.stale = stale
-        has = self.solution is not None
-        self.banner.set_state(has, stale)
-        self.body.setVisible(has)
-        dock_title(self, TITLE, has, stale)
 
     def _size_columns(self) -> None:
         """Widths from the longest root name and the headers (measuring every row of a
