@@ -1,1 +1,1 @@
-"""Canopy's front ends: the command line (``app.cli``) and the PySide6 editor."""
+"""Canopy's front ends: the command line (``canopy.cli``) and the PySide6 editor."""

@@ -2,7 +2,7 @@
 
 A copied fragment is canopy-topology JSON (so it can be pasted into a text editor and
 back, unknown keys included). Pasting renames nodes and groups predictably
-(:mod:`app.naming`: ``n0.gpu0`` -> ``n1.gpu0``) and places the copy to the right of the
+(:mod:`canopy.app.naming`: ``n0.gpu0`` -> ``n1.gpu0``) and places the copy to the right of the
 original, on the first free spot, so pasting a server seven times gives eight servers
 side by side.
 """
@@ -15,12 +15,12 @@ import json
 from PySide6.QtCore import QMimeData
 from PySide6.QtGui import QClipboard
 
-from app.commands import InsertItems
-from app.document import Document
-from app.naming import paste_names
-from engine.errors import TopologyError
-from engine.topology import Topology
-from engine.topology_io import loads_topology, topology_to_dict
+from canopy.app.commands import InsertItems
+from canopy.app.document import Document
+from canopy.app.naming import paste_names
+from canopy.engine.errors import TopologyError
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import loads_topology, topology_to_dict
 
 MIME = "application/x-canopy-topology"
 GAP = 110.0

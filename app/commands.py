@@ -1,4 +1,4 @@
-"""Undoable edits of a :class:`~app.document.Document` (``QUndoCommand`` subclasses).
+"""Undoable edits of a :class:`~canopy.app.document.Document` (``QUndoCommand`` subclasses).
 
 Every change a user makes goes through one of these, so each can be undone and redone
 and the undo stack's clean state tells whether the file is saved.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from PySide6.QtGui import QUndoCommand
 
-from app.document import Document
-from engine.topology import Link, Node, Topology
+from canopy.app.document import Document
+from canopy.engine.topology import Link, Node, Topology
 
 Position = tuple[float, float]
 

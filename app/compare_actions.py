@@ -1,11 +1,11 @@
 """Compute ▸ Compare Algorithms…: the options dialog and the Compare dock, for one window.
 
 :func:`install` adds the action to the window's Compute menu (built by
-:class:`app.inspector.Inspector`, whose controller runs the comparison in the
+:class:`canopy.app.inspector.Inspector`, whose controller runs the comparison in the
 background), the dock (tabbed with Validation at the bottom) and its toggle to the View
 menu. The action is disabled while the controller is busy. The dialog picks the
 collective, the message sizes (nccl-tests style: 1M = 2^20 bytes) and how the simulated
-switches forward; OK starts the comparison (:class:`app.docks.compare.CompareDock`).
+switches forward; OK starts the comparison (:class:`canopy.app.docks.compare.CompareDock`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.cli.compare import parse_size, size_label
-from app.docks.compare import CompareDock
-from engine.compare import Comparison
-from engine.optimality import COLLECTIVES
-from engine.simulate import REPORT_SIZES, SWITCH_MODES
+from canopy.app.docks.compare import CompareDock
+from canopy.cli.compare import parse_size, size_label
+from canopy.engine.compare import Comparison
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.simulate import REPORT_SIZES, SWITCH_MODES
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
 DOCK_HEIGHT = 330
 
@@ -148,7 +148,7 @@ class CompareActions(QObject):
 
 def install(window: MainWindow) -> CompareActions:
     """Add Compute ▸ Compare Algorithms…, the Compare dock and its View menu toggle
-    (after :class:`app.inspector.Inspector` has built the Compute menu)."""
+    (after :class:`canopy.app.inspector.Inspector` has built the Compute menu)."""
     actions = CompareActions(window)
     compute = window.menus["compute"]
     compute.addSeparator()

@@ -1,10 +1,11 @@
 """Solving the document in the background and knowing when the results went stale.
 
 :class:`ComputeController` snapshots the topology, runs
-:func:`app.solution.compute_solution` in a :class:`~app.solve_worker.SolveJob`, and keeps
-the last :class:`~app.solution.Solution`. Every edit that could change a schedule (nodes,
+:func:`canopy.app.solution.compute_solution` in a
+:class:`~canopy.app.solve_worker.SolveJob`, and keeps the last
+:class:`~canopy.app.solution.Solution`. Every edit that could change a schedule (nodes,
 links, kinds, bandwidths, latencies; not moves or labels) is checked against the solved
-topology's :func:`~app.solution.signature`: the results are *stale* as long as they
+topology's :func:`~canopy.app.solution.signature`: the results are *stale* as long as they
 differ, and fresh again if the edits are undone.
 """
 
@@ -18,9 +19,9 @@ from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
-from app.document import Document
-from app.solution import Solution, compute_solution, signature
-from app.solve_worker import SolveJob
+from canopy.app.document import Document
+from canopy.app.solution import Solution, compute_solution, signature
+from canopy.app.solve_worker import SolveJob
 
 PROGRESS_INTERVAL = 0.05
 """Seconds between progress signals within one phase."""

@@ -1,8 +1,8 @@
 """The editor's document: one topology, its file, and the undo stack that edits it.
 
-Views never change the topology themselves. They push :mod:`app.commands` onto
+Views never change the topology themselves. They push :mod:`canopy.app.commands` onto
 :attr:`Document.undo_stack`; the commands call the low-level mutators below, which
-change the :class:`~engine.topology.Topology` and emit one fine-grained signal per
+change the :class:`~canopy.engine.topology.Topology` and emit one fine-grained signal per
 change, so the canvas and the docks update only what changed.
 
 Links have no natural identity (parallel links between the same pair are allowed), so
@@ -19,9 +19,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from engine.layout import auto_layout
-from engine.topology import Link, Node, Topology
-from engine.topology_io import load_topology, save_topology
+from canopy.engine.layout import auto_layout
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_topology, save_topology
 
 NODE_ATTRS = ("kind", "label", "group", "x", "y")
 LINK_ATTRS = ("bandwidth", "duplex", "latency")
@@ -75,7 +75,7 @@ class Document(QObject):
 
         ``keys`` are the link keys to reuse (so later commands on the undo stack still
         find their links); returns the replaced topology and its link keys. Used by
-        :class:`app.commands.ReplaceTopology` (restoring a recovery file).
+        :class:`canopy.app.commands.ReplaceTopology` (restoring a recovery file).
         """
         old = (self.topology, self.link_keys())
         auto_layout(topology)

@@ -32,10 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.canvas.scene import TopologyScene
-from app.compute import ComputeController
-from engine.errors import CanopyError, ScheduleError
-from engine.export import (
+from canopy.app.canvas.scene import TopologyScene
+from canopy.app.compute import ComputeController
+from canopy.engine.errors import CanopyError, ScheduleError
+from canopy.engine.export import (
     RUNTIMES,
     MscclLimitError,
     MscclLimits,
@@ -44,17 +44,17 @@ from engine.export import (
     msccl_xml,
     write_trees_xml,
 )
-from engine.msccl_sim import MscclXmlError, simulate_bytes
-from engine.network import Network
-from engine.optimality import COLLECTIVES
-from engine.schedule import Schedule
-from engine.schedule_io import save_schedule
-from engine.solve import is_symmetric, solve
-from engine.topology import Topology
-from engine.topology_io import atomic_write_bytes
+from canopy.engine.msccl_sim import MscclXmlError, simulate_bytes
+from canopy.engine.network import Network
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.schedule import Schedule
+from canopy.engine.schedule_io import save_schedule
+from canopy.engine.solve import is_symmetric, solve
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
 LIMITS = MscclLimits()
 """The runtime limits MSCCL exports are laid out within."""

@@ -2,9 +2,9 @@
 the canvas overlays and the progress bar, wired to one :class:`MainWindow`.
 
 The window creates one :class:`Inspector`; everything else about results lives here and
-in the modules it wires together (:mod:`app.compute`, :mod:`app.canvas.overlays`,
-:mod:`app.docks.results`, :mod:`app.docks.trees`, :mod:`app.docks.plots`,
-:mod:`app.export`).
+in the modules it wires together (:mod:`canopy.app.compute`, :mod:`canopy.app.canvas.overlays`,
+:mod:`canopy.app.docks.results`, :mod:`canopy.app.docks.trees`, :mod:`canopy.app.docks.plots`,
+:mod:`canopy.app.export`).
 """
 
 from __future__ import annotations
@@ -29,19 +29,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.canvas.legend import LoadLegend
-from app.canvas.overlays import Overlays
-from app.compute import ComputeController
-from app.docks.plots import PlotsDock
-from app.docks.results import ResultsDock
-from app.docks.trees import TreesDock
-from app.export import Exporter
-from app.solution import Hop, Solution, hop_orders
-from app.solve_worker import PHASES
-from engine.optimality import COLLECTIVES
+from canopy.app.canvas.legend import LoadLegend
+from canopy.app.canvas.overlays import Overlays
+from canopy.app.compute import ComputeController
+from canopy.app.docks.plots import PlotsDock
+from canopy.app.docks.results import ResultsDock
+from canopy.app.docks.trees import TreesDock
+from canopy.app.export import Exporter
+from canopy.app.solution import Hop, Solution, hop_orders
+from canopy.app.solve_worker import PHASES
+from canopy.engine.optimality import COLLECTIVES
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
 HOP_CACHE = 256
 """Trees whose hop lists are kept (selecting a tree again is then only recolouring)."""

@@ -21,15 +21,19 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from app.commands import ReplaceTopology
-from app.dialogs.generator_dialog import GeneratorDialog, recipe_of
-from app.dialogs.nccl_import_dialog import NCCL_FILTER, ImportWarningsDialog, NcclImportDialog
-from engine.errors import CanopyError
-from engine.graphml_io import load_graphml, save_graphml
-from engine.topology import Topology
+from canopy.app.commands import ReplaceTopology
+from canopy.app.dialogs.generator_dialog import GeneratorDialog, recipe_of
+from canopy.app.dialogs.nccl_import_dialog import (
+    NCCL_FILTER,
+    ImportWarningsDialog,
+    NcclImportDialog,
+)
+from canopy.engine.errors import CanopyError
+from canopy.engine.graphml_io import load_graphml, save_graphml
+from canopy.engine.topology import Topology
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
 GRAPHML_FILTER = "GraphML (*.graphml *.xml);;All files (*)"
 

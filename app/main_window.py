@@ -27,21 +27,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import clipboard, compare_actions, library_actions, settings
-from app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
-from app.canvas.scene import TopologyScene
-from app.canvas.view import TopologyView
-from app.commands import MoveNodes, ReplaceTopology, delete
-from app.docks.properties import NumberValidator, PropertiesDock
-from app.docks.validation import ValidationDock
-from app.document import Document
-from app.inspector import Inspector
-from app.recovery import Autosaver, Recovered, orphaned
-from app.versions import canopy_version, library_versions
-from engine.errors import CanopyError
-from engine.layout import auto_layout
-from engine.topology import COMPUTE, SWITCH, Node, Topology
-from engine.topology_io import load_sample, load_topology, sample_names
+from canopy.app import clipboard, compare_actions, library_actions, settings
+from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
+from canopy.app.canvas.scene import TopologyScene
+from canopy.app.canvas.view import TopologyView
+from canopy.app.commands import MoveNodes, ReplaceTopology, delete
+from canopy.app.docks.properties import NumberValidator, PropertiesDock
+from canopy.app.docks.validation import ValidationDock
+from canopy.app.document import Document
+from canopy.app.inspector import Inspector
+from canopy.app.recovery import Autosaver, Recovered, orphaned
+from canopy.app.versions import canopy_version, library_versions
+from canopy.engine.errors import CanopyError
+from canopy.engine.layout import auto_layout
+from canopy.engine.topology import COMPUTE, SWITCH, Node, Topology
+from canopy.engine.topology_io import load_sample, load_topology, sample_names
 
 FILE_FILTER = "Canopy topology (*.json);;All files (*)"
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
-from app.document import Document
-from engine.errors import TopologyError
-from engine.topology import Topology
-from engine.topology_io import atomic_write_text, topology_from_dict, topology_to_dict
+from canopy.app.document import Document
+from canopy.engine.errors import TopologyError
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import atomic_write_text, topology_from_dict, topology_to_dict
 
 INTERVAL_MS = 30_000
 FORMAT = "canopy-recovery"

@@ -22,7 +22,7 @@ atexit.register(_extracted.close)
 
 def resource_path(name: str) -> Path:
     """A real filesystem path to the bundled resource ``name`` (Qt needs paths, not streams)."""
-    ref = resources.files("resources").joinpath(name)
+    ref = resources.files("canopy.resources").joinpath(name)
     if not ref.is_file():
         raise FileNotFoundError(f"Canopy resource {name!r} is not installed.")
     return _extracted.enter_context(resources.as_file(ref))

@@ -1,10 +1,10 @@
 """Everything the editor shows about one solve, computed off the GUI thread.
 
 :func:`compute_solution` runs in the background job: the verified schedule
-(:func:`engine.solve.solve`), the load of every physical link
-(:func:`engine.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
+(:func:`canopy.engine.solve.solve`), the load of every physical link
+(:func:`canopy.engine.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
 §4.5, Thms 13-15) and the modelled collective time from 1 KiB to 4 GiB
-(:mod:`engine.curves`). The GUI thread then only draws. No Qt here.
+(:mod:`canopy.engine.curves`). The GUI thread then only draws. No Qt here.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from engine.curves import GB, collective_time_us, message_sizes
-from engine.link_load import LinkLoad, link_loads
-from engine.network import Network
-from engine.optimality import Optimum, find_fixed_k
-from engine.schedule import Schedule, Tree
-from engine.solve import solve
-from engine.topology import Topology
+from canopy.engine.curves import GB, collective_time_us, message_sizes
+from canopy.engine.link_load import LinkLoad, link_loads
+from canopy.engine.network import Network
+from canopy.engine.optimality import Optimum, find_fixed_k
+from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.solve import solve
+from canopy.engine.topology import Topology
 
 Progress = Callable[[str, float], None]
 CURVE_MAX_K = 10

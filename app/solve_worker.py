@@ -2,7 +2,7 @@
 
 ``SolveJob`` runs one engine call (solve, compare, ...) in a QThread. The engine reports
 progress through a callback; the job forwards it as a Qt signal and raises
-:class:`engine.errors.Cancelled` from that callback once Cancel was pressed, so the
+:class:`canopy.engine.errors.Cancelled` from that callback once Cancel was pressed, so the
 engine stops at its next progress point (at most one switch or one tree batch later).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from engine.errors import Cancelled, CanopyError
+from canopy.engine.errors import Cancelled, CanopyError
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
 

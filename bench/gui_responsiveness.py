@@ -16,9 +16,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.solve_worker import SolveJob
 from bench.clusters import dgx_a100_cluster
-from engine.solve import solve
+from canopy.app.solve_worker import SolveJob
+from canopy.engine.solve import solve
 
 SETTLE_MS = 1000
 
@@ -71,7 +71,7 @@ def bare_job(servers: int) -> dict:
 
 
 def main_window(servers: int) -> dict:
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
     window = MainWindow(dgx_a100_cluster(servers))
     window.resize(1400, 900)

@@ -24,8 +24,8 @@ import time
 
 from PySide6.QtWidgets import QApplication
 
-from app.solution import hop_orders
 from bench.clusters import dgx_a100_cluster
+from canopy.app.solution import hop_orders
 
 SAMPLES = 30
 
@@ -37,7 +37,7 @@ def _ms(seconds: list[float]) -> dict[str, float]:
 
 def main(servers: int = 64) -> None:
     app = QApplication.instance() or QApplication([])
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
     window = MainWindow(dgx_a100_cluster(servers))
     window.resize(1600, 1000)

@@ -20,9 +20,9 @@ from ortools.graph.python import max_flow as ortools_max_flow
 from scipy.sparse.csgraph import maximum_flow
 
 from bench.clusters import dgx_a100_cluster
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.topology_io import load_sample
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.topology_io import load_sample
 
 
 def test_network(topo):

@@ -9,11 +9,11 @@ import argparse
 import json
 import time
 
-from engine.export import MscclOptions, build_layout, msccl_xml
-from engine.msccl_sim import simulate_bytes
-from engine.optimality import COLLECTIVES
-from engine.solve import solve
-from engine.topology_io import load_sample, sample_names
+from canopy.engine.export import MscclOptions, build_layout, msccl_xml
+from canopy.engine.msccl_sim import simulate_bytes
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample, sample_names
 
 
 def main():

@@ -12,10 +12,10 @@ import json
 import time
 
 from bench.clusters import dgx_a100_cluster
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.solve import solve
-from engine.topology_io import load_sample
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
 
 PUBLISHED_S = {"2x DGX A100 optimal": 5.8, "2x MI250 optimal": 34.9,
                "4x DGX A100 k=1": 43.0}

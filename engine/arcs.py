@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from engine.maxflow import FlowNetwork
+from canopy.engine.maxflow import FlowNetwork
 
 
 class ArcTable:

@@ -1,14 +1,14 @@
 """ForestColl against today's schedules on one topology, with one cost model for all.
 
-Every algorithm's schedule becomes a :class:`~engine.baselines.common.CollectivePlan`;
+Every algorithm's schedule becomes a :class:`~canopy.engine.baselines.common.CollectivePlan`;
 its bandwidth bound comes from the congestion of the physical links
-(:func:`~engine.baselines.common.bandwidth_bound`) and its time at each message size from
-the α-β simulator (:func:`engine.simulate.fastest`, which also picks the pipeline depth).
+(:func:`~canopy.engine.baselines.common.bandwidth_bound`) and its time at each message size from
+the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also picks the pipeline depth).
 Used by ``canopy compare`` and the editor's Compare dock.
 
 Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
 tries 1, 2 and 4 chunks per node, keeps the best of 4 seeds for each (fewer on large
-topologies, :func:`engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
+topologies, :func:`canopy.engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
 the ring search tries up to 32 rings; the simulator (switches cut-through by default)
 caps a run at 250 000 link-messages (deeper pipelines are not tried beyond that).
 """
@@ -21,20 +21,20 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from engine.baselines.blink import blink_baseline
-from engine.baselines.common import (
+from canopy.engine.baselines.blink import blink_baseline
+from canopy.engine.baselines.common import (
     ALGORITHMS,
     BaselineResult,
     bandwidth_bound,
     schedule_plan,
 )
-from engine.baselines.lr_rings import lr_baseline
-from engine.baselines.ring import ring_baseline
-from engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
-from engine.errors import ScheduleError
-from engine.network import Network
-from engine.optimality import COLLECTIVES
-from engine.simulate import (
+from canopy.engine.baselines.lr_rings import lr_baseline
+from canopy.engine.baselines.ring import ring_baseline
+from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
+from canopy.engine.errors import ScheduleError
+from canopy.engine.network import Network
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.simulate import (
     CUT_THROUGH,
     DEFAULT_LATENCY_US,
     REPORT_SIZES,
@@ -42,8 +42,8 @@ from engine.simulate import (
     algbw_gbps,
     fastest,
 )
-from engine.solve import solve
-from engine.topology import Topology
+from canopy.engine.solve import solve
+from canopy.engine.topology import Topology
 
 FORMAT = "canopy-comparison"
 VERSION = 1
@@ -177,10 +177,10 @@ def compare(topology: Topology, collective: str = "allgather",
 
     ForestColl's row always comes first (the ratios refer to it); ``algorithms`` picks
     the baselines. ``switch_mode`` is how the simulator's switches forward
-    (:mod:`engine.simulate`: cut-through, or store-and-forward).
+    (:mod:`canopy.engine.simulate`: cut-through, or store-and-forward).
 
     ``progress(algorithm, fraction)`` is called as rows and sizes complete and at least
-    every TICK_SECONDS or so in between; it may raise :class:`engine.errors.Cancelled`.
+    every TICK_SECONDS or so in between; it may raise :class:`canopy.engine.errors.Cancelled`.
     Bad topologies raise TopologyError naming ``where``.
     """
     if collective not in COLLECTIVES:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from engine.network import Network
-from engine.optimality import Optimum, find_fixed_k, find_optimum
-from engine.schedule import Schedule, Tree
-from engine.topology import Topology
+from canopy.engine.network import Network
+from canopy.engine.optimality import Optimum, find_fixed_k, find_optimum
+from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.topology import Topology
 
 GB = 10**9
 

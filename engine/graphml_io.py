@@ -8,7 +8,7 @@ and also accepts GraphML from other tools: nodes without ``kind`` are compute no
 ``capacity`` stands in for a missing ``bandwidth``, and an undirected graph's edges are
 duplex links.
 
-Untrusted files are parsed by engine.safe_xml (no entities, no DTD, no network, size
+Untrusted files are parsed by canopy.engine.safe_xml (no entities, no DTD, no network, size
 limit); networkx only ever sees the re-serialised, entity-free element tree.
 """
 
@@ -23,10 +23,10 @@ from xml.etree import ElementTree
 import networkx as nx
 from lxml import etree
 
-from engine.errors import TopologyError
-from engine.safe_xml import parse_xml_bytes, parse_xml_file
-from engine.topology import Topology, format_number
-from engine.topology_io import FORMAT, VERSION, atomic_write_bytes, topology_from_dict
+from canopy.engine.errors import TopologyError
+from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
+from canopy.engine.topology import Topology, format_number
+from canopy.engine.topology_io import FORMAT, VERSION, atomic_write_bytes, topology_from_dict
 
 _SCALARS = (str, int, float, bool)
 _NODE_KEYS = ("kind", "label", "group", "x", "y")
@@ -133,6 +133,6 @@ def loads_graphml(data: bytes, source: str = "GraphML") -> Topology:
 
 
 def load_graphml(path: str | os.PathLike[str]) -> Topology:
-    """Read a GraphML file safely (engine.safe_xml limits) and build a Topology."""
+    """Read a GraphML file safely (canopy.engine.safe_xml limits) and build a Topology."""
     source = str(path)
     return graph_to_topology(_graph_from_tree(parse_xml_file(path), source), source)

@@ -20,7 +20,7 @@ from collections import defaultdict
 
 import networkx as nx
 
-from engine.topology import SWITCH, Node, Topology
+from canopy.engine.topology import SWITCH, Node, Topology
 
 SPACING = 80.0
 """Horizontal distance between neighbouring nodes in a row."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from engine.schedule import Schedule, Tree
-from engine.topology import Topology
+from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.topology import Topology
 
 
 @dataclass

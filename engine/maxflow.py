@@ -18,7 +18,7 @@ import networkx as nx
 import numpy as np
 from ortools.graph.python import max_flow as ortools_max_flow
 
-from engine.errors import CanopyError
+from canopy.engine.errors import CanopyError
 
 INT64_SAFE = 2**62
 

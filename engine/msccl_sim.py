@@ -1,6 +1,6 @@
 """Canopy's own MSCCL XML simulator: execute an algorithm and check its result.
 
-The simulator reads an MSCCL XML file (through :mod:`engine.safe_xml`), checks what the
+The simulator reads an MSCCL XML file (through :mod:`canopy.engine.safe_xml`), checks what the
 runtime's parser checks plus the runtime's limits, then runs every thread block's steps
 with symbolic data and checks the collective's postcondition. Every problem is reported
 as one sentence naming the rank, thread block and step (:class:`MscclXmlError`).
@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from lxml import etree
 
-from engine.errors import CanopyError
-from engine.export.msccl_threadblocks import MscclLimits
-from engine.safe_xml import parse_xml_file
+from canopy.engine.errors import CanopyError
+from canopy.engine.export.msccl_threadblocks import MscclLimits
+from canopy.engine.safe_xml import parse_xml_file
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reduce_scatter",
                "reducescatter": "reduce_scatter", "allreduce": "allreduce"}
@@ -772,6 +772,6 @@ def simulate_file(path: str | os.PathLike[str], capacity: int = 1,
 def simulate_bytes(data: bytes, capacity: int = 1, limits: MscclLimits | None = None,
                    source: str = "MSCCL XML") -> SimulationReport:
     """Parse (safely) and run an MSCCL XML document held in memory."""
-    from engine.safe_xml import parse_xml_bytes
+    from canopy.engine.safe_xml import parse_xml_bytes
     return simulate(parse_msccl(parse_xml_bytes(data, source), source), capacity, limits,
                     source)

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from lxml import etree
 
-from engine.errors import CanopyError
-from engine.generators.builder import MAX_NODES
-from engine.safe_xml import parse_xml_bytes, parse_xml_file
-from engine.topology import (
+from canopy.engine.errors import CanopyError
+from canopy.engine.generators.builder import MAX_NODES
+from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
+from canopy.engine.topology import (
     COMPUTE,
     SWITCH,
     Link,
@@ -531,7 +531,7 @@ def import_nccl(root: etree._Element, source: str,
 
 def import_nccl_bytes(data: bytes, source: str = "NCCL topology",
                       options: NcclImportOptions = NcclImportOptions()) -> NcclImport:
-    """Parse ``data`` safely (engine.safe_xml) and import it."""
+    """Parse ``data`` safely (canopy.engine.safe_xml) and import it."""
     return import_nccl(parse_xml_bytes(data, source), source, options)
 
 

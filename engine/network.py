@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from engine.maxflow import FlowNetwork
-from engine.topology import Topology, check
+from canopy.engine.maxflow import FlowNetwork
+from canopy.engine.topology import Topology, check
 
 
 @dataclass(frozen=True)

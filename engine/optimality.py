@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from engine.errors import ScheduleError
-from engine.network import Network, source_network, weakest_sink
+from canopy.engine.errors import ScheduleError
+from canopy.engine.network import Network, source_network, weakest_sink
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 

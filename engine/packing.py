@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.arcs import ArcTable
-from engine.errors import ScheduleError
+from canopy.engine.arcs import ArcTable
+from canopy.engine.errors import ScheduleError
 
 Progress = Callable[[str, float], None]
 

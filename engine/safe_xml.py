@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from engine.errors import CanopyError
+from canopy.engine.errors import CanopyError
 
 MAX_XML_BYTES = 64 * 1024 * 1024
 

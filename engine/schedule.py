@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from engine.optimality import collective_algbw
+from canopy.engine.optimality import collective_algbw
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ScheduleError
-from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
-from engine.topology_io import atomic_write_text
+from canopy.engine.errors import ScheduleError
+from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
+from canopy.engine.topology_io import atomic_write_text
 
 FORMAT = "canopy-schedule"
 VERSION = 1

@@ -65,9 +65,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from engine.baselines.common import CollectivePlan, FlowTree, path_links
-from engine.errors import ScheduleError
-from engine.topology import Topology
+from canopy.engine.baselines.common import CollectivePlan, FlowTree, path_links
+from canopy.engine.errors import ScheduleError
+from canopy.engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
 BYTES_PER_US_PER_GBPS = 1000          # 1 GB/s = 10^9 B/s = 10^3 B/µs
@@ -250,7 +250,7 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
 
     ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"`` (see the
     module docstring); compute nodes always store and forward. ``check`` is called every
-    CHECK_EVERY events; it may raise (say :class:`engine.errors.Cancelled`) to stop.
+    CHECK_EVERY events; it may raise (say :class:`canopy.engine.errors.Cancelled`) to stop.
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")

@@ -1,7 +1,7 @@
 """The whole ForestColl pipeline: optimum, switch removal, tree packing, map back, verify.
 
 forestcoll.txt §4.1 gives the outline. ``solve`` returns a :class:`Schedule` only after
-:func:`engine.verify.verify` has accepted it.
+:func:`canopy.engine.verify.verify` has accepted it.
 
 Reduce-scatter runs out-trees against their arrows (§4.6). On bidirectional networks the
 allgather trees serve; when some link is one-way, the reduce trees are out-trees of the
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
-from engine.errors import ScheduleError
-from engine.network import Network
-from engine.optimality import COLLECTIVES, Optimum, find_fixed_k, find_optimum
-from engine.packing import Batch, pack_trees
-from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
-from engine.splitting import LogicalTopology, remove_switches
-from engine.topology import Topology
-from engine.verify import verify
+from canopy.engine.errors import ScheduleError
+from canopy.engine.network import Network
+from canopy.engine.optimality import COLLECTIVES, Optimum, find_fixed_k, find_optimum
+from canopy.engine.packing import Batch, pack_trees
+from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
+from canopy.engine.splitting import LogicalTopology, remove_switches
+from canopy.engine.topology import Topology
+from canopy.engine.verify import verify
 
 Progress = Callable[[str, float], None]
 
@@ -108,7 +108,7 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     """The optimal (or best fixed-k) verified schedule of ``topology`` for ``collective``.
 
     ``progress(phase, fraction)`` is called as work proceeds; it may raise
-    :class:`engine.errors.Cancelled` to stop. ``where`` names the input in errors.
+    :class:`canopy.engine.errors.Cancelled` to stop. ``where`` names the input in errors.
     """
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "

@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.arcs import ArcTable
-from engine.errors import ScheduleError
-from engine.network import Network
+from canopy.engine.arcs import ArcTable
+from canopy.engine.errors import ScheduleError
+from canopy.engine.network import Network
 
 Path = tuple[int, ...]
 Progress = Callable[[str, float], None]

@@ -17,7 +17,7 @@ from typing import Any
 
 import networkx as nx
 
-from engine.errors import TopologyError
+from canopy.engine.errors import TopologyError
 
 COMPUTE = "compute"
 SWITCH = "switch"

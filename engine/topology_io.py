@@ -16,8 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from engine.errors import TopologyError
-from engine.topology import Link, Node, Topology, format_number, parse_bandwidth
+from canopy.engine.errors import TopologyError
+from canopy.engine.topology import Link, Node, Topology, format_number, parse_bandwidth
 
 FORMAT = "canopy-topology"
 VERSION = 1
@@ -205,7 +205,7 @@ def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:
 
 def sample_names() -> list[str]:
     """File names of the bundled samples, sorted."""
-    return sorted(f.name for f in resources.files("samples").iterdir()
+    return sorted(f.name for f in resources.files("canopy.samples").iterdir()
                   if f.name.endswith(".json"))
 
 
@@ -213,7 +213,7 @@ def load_sample(name: str = DEFAULT_SAMPLE) -> Topology:
     """Load a bundled sample through importlib.resources (works from wheels too)."""
     if not name.endswith(".json"):
         name += ".json"
-    ref = resources.files("samples").joinpath(name)
+    ref = resources.files("canopy.samples").joinpath(name)
     if not ref.is_file():
         raise TopologyError(f"there is no bundled sample named '{name}'.")
     return loads_topology(ref.read_text(encoding="utf-8"), f"sample {name}")

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from engine.errors import ScheduleError
-from engine.schedule import Schedule, Tree
-from engine.topology import Topology, format_gbps
+from canopy.engine.errors import ScheduleError
+from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.topology import Topology, format_gbps
 
 
 def _fail(message: str) -> None:

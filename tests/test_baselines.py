@@ -7,15 +7,15 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from engine.baselines.blink import blink_baseline, single_root_counts
-from engine.baselines.common import (
+from canopy.engine.baselines.blink import blink_baseline, single_root_counts
+from canopy.engine.baselines.common import (
     Router,
     bandwidth_bound,
     check_coverage,
     path_links,
     ring_plan,
 )
-from engine.baselines.lr_rings import (
+from canopy.engine.baselines.lr_rings import (
     brute_force_hops,
     is_contention_free,
     lr1_order,
@@ -24,8 +24,8 @@ from engine.baselines.lr_rings import (
     ring_hops,
     switch_tree,
 )
-from engine.baselines.ring import find_rings, ring_baseline, servers_of
-from engine.baselines.tacos import (
+from canopy.engine.baselines.ring import find_rings, ring_baseline, servers_of
+from canopy.engine.baselines.tacos import (
     best_of,
     check_timetable,
     tacos_baseline,
@@ -33,13 +33,13 @@ from engine.baselines.tacos import (
     transpose,
     unwind,
 )
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.packing import pack_trees
-from engine.simulate import simulate
-from engine.splitting import remove_switches
-from engine.topology import Link, Node, Topology
-from engine.topology_io import load_sample, sample_names
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.packing import pack_trees
+from canopy.engine.simulate import simulate
+from canopy.engine.splitting import remove_switches
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample, sample_names
 from tests.strategies import topologies
 
 SAMPLES = ["dgx-a100-2x8.json", "mi250-2x16.json", "forestcoll-fig2.json"]

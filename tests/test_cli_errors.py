@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from app.cli import main
+from canopy.cli import main
 
 GOOD_NODES = [{"id": "a", "kind": "compute"}, {"id": "b", "kind": "compute"},
               {"id": "w", "kind": "switch"}]
@@ -74,7 +74,7 @@ def test_missing_file(capsys, tmp_path):
 def test_real_process_has_no_traceback(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(CASES["unbalanced"][0])
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "solve", str(path)],
+    proc = subprocess.run([sys.executable, "-m", "canopy.cli", "solve", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr

@@ -5,12 +5,12 @@ from fractions import Fraction
 
 import pytest
 
-from app.cli import main
-from app.cli.compare import parse_size
-from engine.compare import compare
-from engine.errors import Cancelled, ScheduleError
-from engine.topology import Link, Node, Topology
-from engine.topology_io import load_sample, save_topology
+from canopy.cli import main
+from canopy.cli.compare import parse_size
+from canopy.engine.compare import compare
+from canopy.engine.errors import Cancelled, ScheduleError
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample, save_topology
 
 SIZES = (1 << 20, 1 << 30)
 

@@ -1,8 +1,8 @@
 from fractions import Fraction
 
-from engine.curves import collective_time_us, fixed_k_curve, message_sizes
-from engine.solve import solve
-from engine.topology_io import load_sample
+from canopy.engine.curves import collective_time_us, fixed_k_curve, message_sizes
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
 
 
 def test_fixed_k_curve_matches_paper():

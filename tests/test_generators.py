@@ -6,14 +6,14 @@ from fractions import Fraction
 import networkx as nx
 import pytest
 
-from app.cli import main
-from engine.generators import GENERATORS, ParameterError, generate
-from engine.generators.params import PARAM_TYPES
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.solve import solve
-from engine.topology import find_problems
-from engine.topology_io import load_topology
+from canopy.cli import main
+from canopy.engine.generators import GENERATORS, ParameterError, generate
+from canopy.engine.generators.params import PARAM_TYPES
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.solve import solve
+from canopy.engine.topology import find_problems
+from canopy.engine.topology_io import load_topology
 
 
 def optimum(topo):

@@ -7,11 +7,11 @@ from fractions import Fraction
 import networkx as nx
 import pytest
 
-from app.cli import main
-from engine.errors import CanopyError, TopologyError
-from engine.graphml_io import dumps_graphml, load_graphml, loads_graphml, save_graphml
-from engine.topology import Link, Node, Topology
-from engine.topology_io import load_sample, load_topology, sample_names, topology_to_dict
+from canopy.cli import main
+from canopy.engine.errors import CanopyError, TopologyError
+from canopy.engine.graphml_io import dumps_graphml, load_graphml, loads_graphml, save_graphml
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample, load_topology, sample_names, topology_to_dict
 
 
 def billion_laughs(body):

@@ -1,8 +1,8 @@
 import pytest
 
-from engine.link_load import link_loads
-from engine.solve import solve
-from engine.topology_io import load_sample
+from canopy.engine.link_load import link_loads
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
 
 
 @pytest.mark.parametrize("collective", ["allgather", "reduce-scatter", "allreduce"])

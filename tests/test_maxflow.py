@@ -1,6 +1,6 @@
 """The maxflow interface: exact results, min cuts, and big-integer capacities."""
 
-from engine.maxflow import INT64_SAFE, FlowNetwork
+from canopy.engine.maxflow import INT64_SAFE, FlowNetwork
 
 
 def diamond(big=1):

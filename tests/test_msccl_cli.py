@@ -7,12 +7,12 @@ from importlib import resources
 
 import pytest
 
-from app.cli import exports, main
-from engine.export import MscclLimits, MscclOptions
-from engine.msccl_sim import simulate_file
-from engine.safe_xml import parse_xml_file
+from canopy.cli import exports, main
+from canopy.engine.export import MscclLimits, MscclOptions
+from canopy.engine.msccl_sim import simulate_file
+from canopy.engine.safe_xml import parse_xml_file
 
-SAMPLE = str(resources.files("samples").joinpath("dgx-a100-2x8.json"))
+SAMPLE = str(resources.files("canopy.samples").joinpath("dgx-a100-2x8.json"))
 
 
 @pytest.mark.parametrize("mode, flag", [("inplace", []), ("outofplace", ["--out-of-place"]),
@@ -109,7 +109,7 @@ def test_check_xml_runs_as_a_command(tmp_path):
     out = tmp_path / "rs.xml"
     main(["solve", SAMPLE, "--collective", "reduce-scatter", "--msccl", str(out),
           "--out-of-place"])
-    done = subprocess.run([sys.executable, "-m", "app.cli", "check-xml", str(out)],
+    done = subprocess.run([sys.executable, "-m", "canopy.cli", "check-xml", str(out)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "reduce_scatter, 16 GPUs, out of place" in done.stdout

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from lxml import etree
 
-from engine.errors import ScheduleError
-from engine.export import (
+from canopy.engine.errors import ScheduleError
+from canopy.engine.export import (
     MscclLimitError,
     MscclLimits,
     MscclOptions,
@@ -16,13 +16,13 @@ from engine.export import (
     largest_fitting_k,
     msccl_xml,
 )
-from engine.msccl_sim import simulate_bytes
-from engine.network import Network
-from engine.optimality import COLLECTIVES, find_optimum
-from engine.safe_xml import parse_xml_bytes
-from engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
-from engine.solve import solve
-from engine.topology_io import load_sample, sample_names
+from canopy.engine.msccl_sim import simulate_bytes
+from canopy.engine.network import Network
+from canopy.engine.optimality import COLLECTIVES, find_optimum
+from canopy.engine.safe_xml import parse_xml_bytes
+from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample, sample_names
 from tests.strategies import topologies
 
 SAMPLES = [name.removesuffix(".json") for name in sample_names()]

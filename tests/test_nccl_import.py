@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from engine.errors import CanopyError
-from engine.nccl_import import (
+from canopy.cli import main
+from canopy.engine.errors import CanopyError
+from canopy.engine.nccl_import import (
     DEFAULT_PCIE_BW,
     NcclImportError,
     NcclImportOptions,
@@ -18,11 +18,11 @@ from engine.nccl_import import (
     import_nccl_file,
     pcie_bandwidth,
 )
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.solve import solve
-from engine.topology import find_problems
-from engine.topology_io import load_topology
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.solve import solve
+from canopy.engine.topology import find_problems
+from canopy.engine.topology_io import load_topology
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
@@ -293,7 +293,7 @@ def test_external_entity_is_refused_and_never_read(tmp_path):
 
 
 def test_oversized_file_is_refused(tmp_path, monkeypatch):
-    import engine.safe_xml as safe_xml
+    import canopy.engine.safe_xml as safe_xml
     monkeypatch.setattr(safe_xml, "MAX_XML_BYTES", 1000)
     path = tmp_path / "big.xml"
     path.write_bytes(b"<system>" + b"<cpu/>" * 400 + b"</system>")

@@ -6,9 +6,9 @@ from itertools import combinations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from engine.network import Network
-from engine.optimality import find_fixed_k, find_optimum, rational_gcd
-from engine.topology_io import load_sample
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_fixed_k, find_optimum, rational_gcd
+from canopy.engine.topology_io import load_sample
 from tests.strategies import topologies
 
 REFERENCE = [

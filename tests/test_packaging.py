@@ -70,13 +70,14 @@ def venv(tmp_path_factory, wheel) -> Path:
 def test_wheel_carries_package_data_metadata_and_entry_points(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for sample in (ROOT / "samples").glob("*.json"):
-        assert f"samples/{sample.name}" in names
-    assert {"resources/canopy.svg", "resources/canopy.png"} <= names
+        assert f"canopy/samples/{sample.name}" in names
+    assert {"canopy/resources/canopy.svg", "canopy/resources/canopy.png"} <= names
+    assert {n.split("/")[0] for n in names} == {"canopy", "canopy_collectives-0.1.0.dist-info"}
     info = f"canopy_collectives-{PROJECT['version']}.dist-info"
     archive = zipfile.ZipFile(wheel)
     entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    assert "canopy = app.cli:main" in entry_points
-    assert "[gui_scripts]" in entry_points and "canopy-editor = app.cli:gui_main" in entry_points
+    assert "canopy = canopy.cli:main" in entry_points
+    assert "[gui_scripts]" in entry_points and "canopy-editor = canopy.cli:gui_main" in entry_points
     metadata = archive.read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata
     assert "Project-URL: Source," in metadata
@@ -86,7 +87,7 @@ def test_wheel_carries_package_data_metadata_and_entry_points(wheel):
 def test_installed_canopy_solves_a_bundled_sample(venv, tmp_path):
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     locate = run([bin_dir / "python", "-c",
-                  f"from importlib.resources import files; print(files('samples') / {SAMPLE!r})"],
+                  f"from importlib.resources import files; print(files('canopy.samples') / {SAMPLE!r})"],
                  tmp_path)
     sample = Path(locate.stdout.strip())
     assert sample.is_file() and sample.is_relative_to(venv), locate.stderr
@@ -97,7 +98,7 @@ def test_installed_canopy_solves_a_bundled_sample(venv, tmp_path):
 
 def test_installed_app_finds_icons_and_reports_its_version(venv, tmp_path):
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
-    icons = run([bin_dir / "python", "-c", "from app.resources import icon_path; "
+    icons = run([bin_dir / "python", "-c", "from canopy.app.resources import icon_path; "
                  "print(icon_path()); print(icon_path(svg=False))"], tmp_path)
     paths = [Path(line) for line in icons.stdout.split()]
     assert [p.name for p in paths] == ["canopy.svg", "canopy.png"], icons.stderr

@@ -1,10 +1,10 @@
 """Tree packing (Alg. 5): capacities respected, k per root, work independent of k."""
 
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.packing import pack_trees
-from engine.splitting import remove_switches
-from engine.topology_io import load_sample
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.packing import pack_trees
+from canopy.engine.splitting import remove_switches
+from canopy.engine.topology_io import load_sample
 
 
 def logical(name):

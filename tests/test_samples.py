@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from engine.generators import generate
-from engine.nccl_import import NcclImportOptions, import_nccl_file
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.solve import solve
-from engine.topology import Topology, find_problems
-from engine.topology_io import load_sample, sample_names, topology_to_dict
+from canopy.cli import main
+from canopy.engine.generators import generate
+from canopy.engine.nccl_import import NcclImportOptions, import_nccl_file
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.solve import solve
+from canopy.engine.topology import Topology, find_problems
+from canopy.engine.topology_io import load_sample, sample_names, topology_to_dict
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -119,12 +119,12 @@ def test_reference_samples_are_unchanged(name):
     original = SHARED / "topologies" / f"{name}.json"
     if not original.exists():
         pytest.skip(f"{original} is not present")
-    bundled = resources.files("samples").joinpath(f"{name}.json").read_bytes()
+    bundled = resources.files("canopy.samples").joinpath(f"{name}.json").read_bytes()
     assert bundled == original.read_bytes()
 
 
 def test_readme_documents_every_sample():
-    readme = resources.files("samples").joinpath("README.md").read_text(encoding="utf-8")
+    readme = resources.files("canopy.samples").joinpath("README.md").read_text(encoding="utf-8")
     for name in NAMES:
         assert f"{name}.json" in readme
         opt = find_optimum(Network.from_topology(load_sample(name)))

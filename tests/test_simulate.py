@@ -5,9 +5,9 @@ from fractions import Fraction
 
 import pytest
 
-from engine.baselines.common import CollectivePlan, FlowEdge, FlowTree
-from engine.errors import Cancelled, ScheduleError
-from engine.simulate import (
+from canopy.engine.baselines.common import CollectivePlan, FlowEdge, FlowTree
+from canopy.engine.errors import Cancelled, ScheduleError
+from canopy.engine.simulate import (
     CHECK_EVERY,
     PIECES_PER_STAGE,
     algbw_gbps,
@@ -17,7 +17,7 @@ from engine.simulate import (
     pipeline_stages,
     simulate,
 )
-from engine.topology import Link, Node, Topology
+from canopy.engine.topology import Link, Node, Topology
 
 
 def line(n, bandwidth=Fraction(25), latency=None, switch_at=()):

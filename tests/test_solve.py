@@ -5,12 +5,12 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from engine.errors import ScheduleError
-from engine.optimality import COLLECTIVES
-from engine.schedule_io import schedule_from_dict, schedule_to_dict
-from engine.solve import solve
-from engine.topology_io import load_sample
-from engine.verify import verify
+from canopy.engine.errors import ScheduleError
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.schedule_io import schedule_from_dict, schedule_to_dict
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
+from canopy.engine.verify import verify
 from tests.strategies import topologies
 
 OPTIMAL = [("dgx-a100-2x8", 13, Fraction(1040, 3)), ("mi250-2x16", 83, Fraction(5312, 15)),
@@ -91,7 +91,7 @@ def test_random_topologies_fixed_k(topo):
 
 
 def test_fixed_k_unbalanced_floors_are_explained(capsys):
-    from app.cli import main
+    from canopy.cli import main
     assert main(["solve", "tests/data/fixed-k-unbalanced.json", "--k", "1"]) == 2
     err = capsys.readouterr().err
     assert "with k fixed to 1, rounding every link down" in err

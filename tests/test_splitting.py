@@ -4,10 +4,10 @@ from itertools import combinations
 
 from hypothesis import HealthCheck, assume, given, settings
 
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.splitting import _Splitter, remove_switches
-from engine.topology_io import load_sample
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.splitting import _Splitter, remove_switches
+from canopy.engine.topology_io import load_sample
 from tests.strategies import topologies
 
 

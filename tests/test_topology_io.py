@@ -3,9 +3,9 @@ from fractions import Fraction
 
 import pytest
 
-from engine.errors import TopologyError
-from engine.topology import format_number, parse_bandwidth
-from engine.topology_io import (
+from canopy.engine.errors import TopologyError
+from canopy.engine.topology import format_number, parse_bandwidth
+from canopy.engine.topology_io import (
     dumps_topology,
     load_sample,
     load_topology,

@@ -3,11 +3,11 @@
 import pytest
 from lxml import etree
 
-from engine.export import msccl_xml, trees_xml, write_trees_xml
-from engine.optimality import COLLECTIVES
-from engine.safe_xml import parse_xml_bytes, parse_xml_file
-from engine.solve import solve
-from engine.topology_io import load_sample
+from canopy.engine.export import msccl_xml, trees_xml, write_trees_xml
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
 from tests.test_msccl_export import star_schedule
 
 

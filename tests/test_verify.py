@@ -5,13 +5,13 @@ import json
 
 import pytest
 
-from app.cli import main
-from engine.errors import ScheduleError
-from engine.schedule import Tree, TreeEdge
-from engine.schedule_io import save_schedule
-from engine.solve import solve
-from engine.topology_io import load_sample
-from engine.verify import verify
+from canopy.cli import main
+from canopy.engine.errors import ScheduleError
+from canopy.engine.schedule import Tree, TreeEdge
+from canopy.engine.schedule_io import save_schedule
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
+from canopy.engine.verify import verify
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.canvas import style
+from canopy.app.canvas import style
 
 if TYPE_CHECKING:
-    from app.canvas.scene import TopologyScene
+    from canopy.app.canvas.scene import TopologyScene
 
 MARGIN = 14.0
 TITLE_FONT = style.label_font(9.0, bold=True)

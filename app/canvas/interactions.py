@@ -13,14 +13,14 @@ from PySide6.QtCore import QLineF, QPointF, Qt
 from PySide6.QtGui import QPen
 from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsSceneMouseEvent
 
-from app.canvas import style
-from app.canvas.node_item import NodeItem
-from app.commands import InsertItems, delete
-from app.naming import fresh_id
-from engine.topology import COMPUTE, Link, Node
+from canopy.app.canvas import style
+from canopy.app.canvas.node_item import NodeItem
+from canopy.app.commands import InsertItems, delete
+from canopy.app.naming import fresh_id
+from canopy.engine.topology import COMPUTE, Link, Node
 
 if TYPE_CHECKING:
-    from app.canvas.scene import TopologyScene
+    from canopy.app.canvas.scene import TopologyScene
 
 
 class Interaction:

@@ -6,8 +6,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPen
 from PySide6.QtWidgets import QWidget
 
-from app.canvas import style
-from app.canvas.overlays import CUT_LINK, TREE_LINK, UNUSED, load_gradient
+from canopy.app.canvas import style
+from canopy.app.canvas.overlays import CUT_LINK, TREE_LINK, UNUSED, load_gradient
 
 WIDTH = 236
 HEIGHT = 104

@@ -23,8 +23,8 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
 
-from app.canvas import style
-from engine.topology import Link, format_gbps
+from canopy.app.canvas import style
+from canopy.engine.topology import Link, format_gbps
 
 ARROW = 11.0
 LABEL_FONT = style.label_font(8.0)
@@ -47,7 +47,7 @@ OUTLINE = 2.5
 
 
 class LinkItem(QGraphicsItem):
-    """Mirrors one :class:`~engine.topology.Link`, identified by its document key."""
+    """Mirrors one :class:`~canopy.engine.topology.Link`, identified by its document key."""
 
     def __init__(self, key: int, link: Link):
         super().__init__()

@@ -8,11 +8,11 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
 
-from app.canvas import style
-from engine.topology import COMPUTE, Node
+from canopy.app.canvas import style
+from canopy.engine.topology import COMPUTE, Node
 
 if TYPE_CHECKING:
-    from app.canvas.scene import TopologyScene
+    from canopy.app.canvas.scene import TopologyScene
 
 LABEL_H = 14.0
 BADGE_FONT = style.label_font(7.0, bold=True)
@@ -20,7 +20,7 @@ LABEL_FONT = style.label_font(8.0)
 
 
 class NodeItem(QGraphicsItem):
-    """Mirrors one :class:`~engine.topology.Node`; its position is the node's (x, y)."""
+    """Mirrors one :class:`~canopy.engine.topology.Node`; its position is the node's (x, y)."""
 
     def __init__(self, node: Node):
         super().__init__()

@@ -7,9 +7,9 @@ apply to a link, a selected tree wins over link load, and link load over the cut
   link leaving S* (the links of B+(S*)) is drawn red and wide with an arrow pointing out.
 * **Tree**: every physical hop of the selected tree, through the switches, in the
   tree colour with an arrow in the direction data runs and the hop number beside it
-  (:func:`app.solution.hop_orders`).
+  (:func:`canopy.app.solution.hop_orders`).
 * **Load**: every link coloured by its utilisation, schedule load / bandwidth
-  (:mod:`engine.link_load`); its tooltip gives the exact numbers and the trees using it.
+  (:mod:`canopy.engine.link_load`); its tooltip gives the exact numbers and the trees using it.
 
 Selecting another tree recolours only the links of the old and the new tree, so
 highlighting stays fast on 512-GPU drawings.
@@ -25,13 +25,13 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
-from app.canvas import style
-from app.canvas.link_item import LinkItem
-from app.canvas.scene import TopologyScene
-from app.solution import Hop, Solution
-from engine.link_load import LinkLoad
-from engine.schedule import Tree
-from engine.topology import format_gbps
+from canopy.app.canvas import style
+from canopy.app.canvas.link_item import LinkItem
+from canopy.app.canvas.scene import TopologyScene
+from canopy.app.solution import Hop, Solution
+from canopy.engine.link_load import LinkLoad
+from canopy.engine.schedule import Tree
+from canopy.engine.topology import format_gbps
 
 CUT_LINK = QColor("#202124")
 """Links of B+(S*): near-black, so they never read as a load colour."""

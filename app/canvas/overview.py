@@ -15,11 +15,11 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
-from app.canvas import style
-from engine.topology import COMPUTE
+from canopy.app.canvas import style
+from canopy.engine.topology import COMPUTE
 
 if TYPE_CHECKING:
-    from app.canvas.scene import TopologyScene
+    from canopy.app.canvas.scene import TopologyScene
 
 OVERVIEW_ZOOM = 0.5
 """Zoom factor below which the scene is drawn by the overview item."""

@@ -1,4 +1,4 @@
-"""The scene: graphics items that mirror a :class:`~app.document.Document`, kept in step
+"""The scene: graphics items that mirror a :class:`~canopy.app.document.Document`, kept in step
 incrementally from the document's signals (editing one link touches one item).
 
 Other parts of the editor (overlays, results) reach items by id through
@@ -17,14 +17,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
 
-from app.canvas import style
-from app.canvas.group_item import GroupItem
-from app.canvas.interactions import Interaction, SelectMove
-from app.canvas.link_item import LinkItem
-from app.canvas.node_item import NodeItem
-from app.canvas.overview import OverviewItem
-from app.commands import MoveNodes
-from app.document import Document
+from canopy.app.canvas import style
+from canopy.app.canvas.group_item import GroupItem
+from canopy.app.canvas.interactions import Interaction, SelectMove
+from canopy.app.canvas.link_item import LinkItem
+from canopy.app.canvas.node_item import NodeItem
+from canopy.app.canvas.overview import OverviewItem
+from canopy.app.commands import MoveNodes
+from canopy.app.document import Document
 
 PARALLEL_GAP = 16.0
 NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents

@@ -9,8 +9,8 @@ from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
-from app.canvas.overview import overview_zoom
-from app.canvas.scene import TopologyScene
+from canopy.app.canvas.overview import overview_zoom
+from canopy.app.canvas.scene import TopologyScene
 
 MIN_ZOOM = 0.02
 MAX_ZOOM = 8.0

@@ -1,6 +1,6 @@
 """File ▸ New from Generator…: pick a kind, set its parameters, watch a live preview.
 
-The kinds and their forms come from engine.generators.GENERATORS, so a new generator
+The kinds and their forms come from canopy.engine.generators.GENERATORS, so a new generator
 appears here without any change. Every edit restarts a short timer (DEBOUNCE_MS); when it
 fires, a background worker generates the topology, counts it and, below
 preview.OPTIMUM_LIMIT nodes, computes its exact optimum. A parameter the generator
@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.dialogs.param_fields import ParamForm
-from app.dialogs.preview import (
+from canopy.app.dialogs.param_fields import ParamForm
+from canopy.app.dialogs.preview import (
     OPTIMUM_LIMIT,
     OPTIMUM_LINKS,
     PREVIEW_LINKS,
@@ -40,10 +40,10 @@ from app.dialogs.preview import (
     PreviewView,
     PreviewWorker,
 )
-from engine.errors import CanopyError
-from engine.generators import GENERATORS, generate
-from engine.generators.params import DIMS, INT
-from engine.topology import Topology, format_gbps
+from canopy.engine.errors import CanopyError
+from canopy.engine.generators import GENERATORS, generate
+from canopy.engine.generators.params import DIMS, INT
+from canopy.engine.topology import Topology, format_gbps
 
 DEBOUNCE_MS = 200
 ERROR_STYLE = "color: #8a1c12;"

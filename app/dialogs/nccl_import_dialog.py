@@ -1,4 +1,4 @@
-"""File ▸ Import ▸ NCCL Topology XML…: the options of engine.nccl_import, then the import.
+"""File ▸ Import ▸ NCCL Topology XML…: the options of canopy.engine.nccl_import, then the import.
 
 Static NCCL topology files (NCCL_TOPO_FILE) rarely describe NVLink, and a dump describes
 one host, so the dialog asks what the file cannot say: how many hosts, the network
@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import CanopyError
-from engine.nccl_import import (
+from canopy.engine.errors import CanopyError
+from canopy.engine.nccl_import import (
     MAX_HOSTS,
     RAIL,
     SINGLE,
@@ -39,7 +39,7 @@ from engine.nccl_import import (
     NcclImportOptions,
     import_nccl_file,
 )
-from engine.topology import parse_bandwidth
+from canopy.engine.topology import parse_bandwidth
 
 NCCL_FILTER = "NCCL topology (*.xml);;All files (*)"
 NO_FABRIC, NVSWITCH, NVLINK_MESH = "none", "nvswitch", "nvlink"

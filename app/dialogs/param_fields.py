@@ -1,4 +1,4 @@
-"""Form fields built from generator parameter specs (:class:`engine.generators.ParamSpec`).
+"""Form fields built from generator parameter specs (:class:`canopy.engine.generators.ParamSpec`).
 
 Each :class:`ParamField` pairs a spec with the widget that edits it: a spin box for whole
 numbers, a combo box for one choice, a check box for yes/no and a line edit for
@@ -25,8 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.generators import Generator, ParameterError, ParamSpec
-from engine.generators.params import BANDWIDTH, BANDWIDTHS, BOOL, CHOICE, INT
+from canopy.engine.generators import Generator, ParameterError, ParamSpec
+from canopy.engine.generators.params import BANDWIDTH, BANDWIDTHS, BOOL, CHOICE, INT
 
 SPIN_LIMIT = 1_000_000
 """Spin boxes of parameters without a bound stop here (the generators refuse far less)."""

@@ -1,7 +1,7 @@
 """Live preview of a generated topology: built off the GUI thread, drawn in a few paths.
 
 :func:`build_preview` generates the topology, checks it, computes the exact optimum
-(engine.optimality.find_optimum, forestcoll.txt §4.2) when it has fewer than
+(canopy.engine.optimality.find_optimum, forestcoll.txt §4.2) when it has fewer than
 :data:`OPTIMUM_LIMIT` nodes, and turns the drawing into a handful of painter paths
 (:class:`Picture`). :class:`PreviewWorker` runs it in a background thread, always on the
 newest request, so typing in the dialog never waits for the engine.
@@ -35,12 +35,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.canvas import style
-from engine.errors import CanopyError
-from engine.generators import generate
-from engine.network import Network
-from engine.optimality import Optimum, find_optimum
-from engine.topology import COMPUTE, Topology, find_problems
+from canopy.app.canvas import style
+from canopy.engine.errors import CanopyError
+from canopy.engine.generators import generate
+from canopy.engine.network import Network
+from canopy.engine.optimality import Optimum, find_optimum
+from canopy.engine.topology import COMPUTE, Topology, find_problems
 
 OPTIMUM_LIMIT = 300
 OPTIMUM_LINKS = 10_000
@@ -131,7 +131,7 @@ def _body(x: float, y: float) -> QRectF:
 
 
 def _hexagon(r: QRectF) -> QPolygonF:
-    """The editor's switch outline (app.canvas.node_item.NodeItem.outline)."""
+    """The editor's switch outline (canopy.app.canvas.node_item.NodeItem.outline)."""
     d = r.height() / 2 * 0.6
     cy = r.center().y()
     return QPolygonF([QPointF(r.left(), cy), QPointF(r.left() + d, r.top()),

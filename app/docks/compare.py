@@ -1,9 +1,9 @@
 """The Compare dock: ForestColl against today's schedules on the drawn topology.
 
-:meth:`CompareDock.start` runs :func:`engine.compare.compare` (ForestColl, NCCL-style
+:meth:`CompareDock.start` runs :func:`canopy.engine.compare.compare` (ForestColl, NCCL-style
 rings, Blink, TACOS, contention-free LR rings; one α-β simulator for all) on a snapshot
-of the topology through the window's :class:`app.compute.ComputeController` (a
-:class:`app.solve_worker.SolveJob`, one engine job at a time, Compute ▸ Cancel and
+of the topology through the window's :class:`canopy.app.compute.ComputeController` (a
+:class:`canopy.app.solve_worker.SolveJob`, one engine job at a time, Compute ▸ Cancel and
 window closing handled there), with a progress bar and a Cancel button in the dock.
 Errors are shown by the window in a dialog with the engine's sentence. The result is
 shown as
@@ -43,12 +43,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.cli.compare import size_label
-from app.compute import ComputeController
-from app.document import Document
-from engine.compare import Comparison, ComparisonRow, compare
-from engine.simulate import CUT_THROUGH, REPORT_SIZES
-from engine.topology import Topology
+from canopy.app.compute import ComputeController
+from canopy.app.document import Document
+from canopy.cli.compare import size_label
+from canopy.engine.compare import Comparison, ComparisonRow, compare
+from canopy.engine.simulate import CUT_THROUGH, REPORT_SIZES
+from canopy.engine.topology import Topology
 
 NAMES = {"forestcoll": "ForestColl", "ring": "Ring (NCCL)", "blink": "Blink",
          "tacos": "TACOS", "lr1": "LR1 rings", "lr3": "LR3 rings"}
@@ -270,7 +270,7 @@ class CompareDock(QDockWidget):
         self.compared.emit(comparison, time.perf_counter() - self._started)
 
     def _on_failed(self, what: str, message: str) -> None:
-        # The window shows the engine's sentence in a dialog (app.inspector).
+        # The window shows the engine's sentence in a dialog (canopy.app.inspector).
         if self._running:
             self._done()
             self.summary.setText(f"The comparison failed: {message}")

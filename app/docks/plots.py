@@ -4,7 +4,7 @@ modelled collective time from 1 KiB to 4 GiB.
 The first plot is forestcoll.txt §4.5 (Thms 13-15): with k trees per node the best
 algbw is N·k/U*, approaching the optimum N·x* as k grows. The second is the bandwidth
 bound M / algbw (§3.1) plus, where links carry latencies, the latency of the deepest
-route of any tree (:func:`engine.curves.collective_time_us`).
+route of any tree (:func:`canopy.engine.curves.collective_time_us`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
-from app.docks.banner import SolutionDock
-from app.solution import Solution
-from engine.topology import format_gbps
+from canopy.app.docks.banner import SolutionDock
+from canopy.app.solution import Solution
+from canopy.engine.topology import format_gbps
 
 TITLE = "Plots"
 CURVE = "#2c7bb6"

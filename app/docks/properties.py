@@ -23,10 +23,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.canvas.scene import TopologyScene
-from app.commands import RenameNode, RenameTopology, edit_links, edit_nodes
-from app.document import Document
-from engine.topology import NODE_KINDS, format_gbps, parse_bandwidth
+from canopy.app.canvas.scene import TopologyScene
+from canopy.app.commands import RenameNode, RenameTopology, edit_links, edit_nodes
+from canopy.app.document import Document
+from canopy.engine.topology import NODE_KINDS, format_gbps, parse_bandwidth
 
 _PARTIAL_NUMBER = re.compile(r"^\s*(\d*\.?\d*|\d+\s*/\s*\d*)\s*$")
 INVALID_STYLE = "QLineEdit { background: #ffd9d6; }"

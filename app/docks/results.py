@@ -18,10 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.docks.banner import SolutionDock
-from app.solution import Solution
-from engine.optimality import COLLECTIVES, collective_algbw
-from engine.topology import format_gbps
+from canopy.app.docks.banner import SolutionDock
+from canopy.app.solution import Solution
+from canopy.engine.optimality import COLLECTIVES, collective_algbw
+from canopy.engine.topology import format_gbps
 
 TITLE = "Results"
 CUT_NAMES_SHOWN = 12

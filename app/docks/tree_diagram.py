@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.canvas import style
-from app.canvas.overlays import TREE_LINK
-from app.solution import ShownTree
+from canopy.app.canvas import style
+from canopy.app.canvas.overlays import TREE_LINK
+from canopy.app.solution import ShownTree
 
 COLUMN = 112.0
 LEVEL = 120.0

@@ -35,10 +35,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.docks.banner import SolutionDock
-from app.docks.tree_diagram import TreeDiagramView
-from app.solution import ShownTree, Solution
-from engine.topology import format_gbps
+from canopy.app.docks.banner import SolutionDock
+from canopy.app.docks.tree_diagram import TreeDiagramView
+from canopy.app.solution import ShownTree, Solution
+from canopy.engine.topology import format_gbps
 
 TITLE = "Trees"
 ALL_ROOTS = "All roots"

@@ -1,6 +1,6 @@
 """The Validation dock: live list of what stops ForestColl from running on the drawing.
 
-The check (:func:`engine.topology.find_problems`) runs a moment after the last edit, so
+The check (:func:`canopy.engine.topology.find_problems`) runs a moment after the last edit, so
 typing and dragging never wait for it. Clicking a message selects the nodes and links
 it names.
 """
@@ -13,8 +13,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QDockWidget, QListWidget, QListWidgetItem, QWidget
 
-from app.document import Document
-from engine.topology import find_problems
+from canopy.app.document import Document
+from canopy.engine.topology import find_problems
 
 DELAY_MS = 300
 ROLE_CULPRITS = Qt.ItemDataRole.UserRole + 1

@@ -4,7 +4,7 @@ Blink packs spanning out-trees all rooted at one node and runs allreduce as a re
 into that root (the trees reversed) pipelined with a broadcast from it. Blink does not
 handle switches; forestcoll.txt §5.2 ("Blink+Switch") applies Blink's packing to
 ForestColl's switch-free logical topology D* (switch removal by edge splitting, §4.3,
-:func:`engine.splitting.remove_switches`), and so do we.
+:func:`canopy.engine.splitting.remove_switches`), and so do we.
 
 Packing: by Edmonds' branching theorem the largest number of edge-disjoint spanning
 out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the tree
@@ -19,15 +19,15 @@ this suggestion), so every collective runs the allreduce plan.
 
 from __future__ import annotations
 
-from engine.baselines.common import BaselineResult, bandwidth_bound, trees_plan
-from engine.errors import ScheduleError
-from engine.maxflow import FlowNetwork
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.packing import pack_trees
-from engine.solve import map_back
-from engine.splitting import remove_switches
-from engine.topology import Topology
+from canopy.engine.baselines.common import BaselineResult, bandwidth_bound, trees_plan
+from canopy.engine.errors import ScheduleError
+from canopy.engine.maxflow import FlowNetwork
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.packing import pack_trees
+from canopy.engine.solve import map_back
+from canopy.engine.splitting import remove_switches
+from canopy.engine.topology import Topology
 
 
 def single_root_counts(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:

@@ -13,7 +13,7 @@ in the direction the data moves. :func:`link_loads` adds up, for each directed p
 link, the bytes it carries per byte of message; the bandwidth-only throughput of the plan
 is then ``algbw = 1 / max_e(load_e / b_e)`` (nccl-tests algbw: message size over time,
 in GB/s), with the exact :class:`fractions.Fraction` capacities of
-:meth:`engine.topology.Topology.capacities`. This is the congestion argument of
+:meth:`canopy.engine.topology.Topology.capacities`. This is the congestion argument of
 forestcoll.txt §5.3 ("computed based on the congestion of links in the schedule").
 """
 
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from engine.errors import ScheduleError
-from engine.schedule import Schedule, Tree
-from engine.topology import Topology
+from canopy.engine.errors import ScheduleError
+from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.topology import Topology
 
 Edge = tuple[str, str]
 Path = tuple[str, ...]
@@ -333,7 +333,7 @@ def add_path_load(loads: dict[Edge, Fraction], path: Path, weight: Fraction) -> 
 
 def trees_plan(collective: str, compute: list[str], trees: list[Tree], total: int,
                reduce_trees: list[Tree] | None = None, whole: bool = False) -> CollectivePlan:
-    """The plan of a forest of :class:`engine.schedule.Tree` (ForestColl, Blink).
+    """The plan of a forest of :class:`canopy.engine.schedule.Tree` (ForestColl, Blink).
 
     A tree of multiplicity m carries m/total of its root's data: its root's shard (1/N of
     the message) or, for single-root forests (``whole``), the whole message. Reduce
@@ -361,6 +361,6 @@ def trees_plan(collective: str, compute: list[str], trees: list[Tree], total: in
 
 
 def schedule_plan(schedule: Schedule) -> CollectivePlan:
-    """The plan of a ForestColl :class:`~engine.schedule.Schedule` (k unit trees/node)."""
+    """The plan of a ForestColl :class:`~canopy.engine.schedule.Schedule` (k unit trees/node)."""
     return trees_plan(schedule.collective, schedule.compute_nodes, schedule.trees, schedule.k,
                       schedule.reduce_trees)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from engine.baselines.common import (
+from canopy.engine.baselines.common import (
     BaselineResult,
     Edge,
     Path,
@@ -35,8 +35,8 @@ from engine.baselines.common import (
     path_links,
     ring_plan,
 )
-from engine.errors import ScheduleError
-from engine.topology import Topology
+from canopy.engine.errors import ScheduleError
+from canopy.engine.topology import Topology
 
 INF = 10**9
 MAX_STATES = 200_000      # LR3 states per switch before we give up (exponential case)

@@ -1,7 +1,7 @@
 """Rings as NCCL/RCCL build them: several rings (channels) with the data split evenly.
 
 Each ring is a Hamiltonian cycle over the compute nodes; each hop is routed over the
-physical network (:class:`~engine.baselines.common.Router`). As NCCL does, a ring keeps
+physical network (:class:`~canopy.engine.baselines.common.Router`). As NCCL does, a ring keeps
 every server's GPUs contiguous (servers are the ``group`` of compute nodes, visited in
 file order) and different rings leave and enter servers through different NICs.
 
@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from engine.baselines.common import (
+from canopy.engine.baselines.common import (
     BaselineResult,
     Edge,
     Path,
@@ -37,7 +37,7 @@ from engine.baselines.common import (
     path_links,
     ring_plan,
 )
-from engine.topology import Topology
+from canopy.engine.topology import Topology
 
 DEFAULT_MAX_RINGS = 32
 DEFAULT_BUDGET = 4000          # DFS hop evaluations per ring

@@ -40,7 +40,7 @@ from fractions import Fraction
 
 import networkx as nx
 
-from engine.baselines.common import (
+from canopy.engine.baselines.common import (
     BaselineResult,
     CollectivePlan,
     FlowEdge,
@@ -50,9 +50,9 @@ from engine.baselines.common import (
     add_path_load,
     path_links,
 )
-from engine.errors import ScheduleError
-from engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
-from engine.topology import Topology
+from canopy.engine.errors import ScheduleError
+from canopy.engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
+from canopy.engine.topology import Topology
 
 UNWINDINGS = ("ring", "mesh")
 DEFAULT_CHUNKS = (1, 2, 4)

@@ -1,6 +1,6 @@
 """Exports of schedules: MSCCL XML algorithms and tree listings."""
 
-from engine.export.msccl import (
+from canopy.engine.export.msccl import (
     RUNTIMES,
     MscclOptions,
     build_layout,
@@ -9,8 +9,8 @@ from engine.export.msccl import (
     msccl_xml,
     write_msccl,
 )
-from engine.export.msccl_threadblocks import MscclLimitError, MscclLimits
-from engine.export.trees_xml import trees_xml, write_trees_xml
+from canopy.engine.export.msccl_threadblocks import MscclLimitError, MscclLimits
+from canopy.engine.export.trees_xml import trees_xml, write_trees_xml
 
 __all__ = ["RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
            "explain_limits", "largest_fitting_k", "msccl_xml", "trees_xml", "write_msccl",

@@ -8,12 +8,12 @@ The file is what the MSCCL runtime's parser reads::
           <step s type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep/>
 
 ``nchunksperloop`` is N·k; rank r owns chunks r·k … r·k+k−1 (see
-:mod:`engine.export.msccl_plan` for the steps and :mod:`engine.export.msccl_threadblocks`
-for thread blocks, channels and ordering). Dependencies: a step with ``depid``/``deps``
-waits until thread block ``depid`` of the same GPU has finished step ``deps``; that step
-carries ``hasdep="1"`` so the runtime publishes its completion. Steps in the same thread
-block are ordered by position and carry no dependency. Every step waits on at most one
-other, so no ``nop`` steps are needed.
+:mod:`canopy.engine.export.msccl_plan` for the steps and
+:mod:`canopy.engine.export.msccl_threadblocks` for thread blocks, channels and ordering).
+Dependencies: a step with ``depid``/``deps`` waits until thread block ``depid`` of the same
+GPU has finished step ``deps``; that step carries ``hasdep="1"`` so the runtime publishes
+its completion. Steps in the same thread block are ordered by position and carry no
+dependency. Every step waits on at most one other, so no ``nop`` steps are needed.
 
 Buffer conventions follow msccl-tools and the runtime's pointers:
 
@@ -39,17 +39,17 @@ from dataclasses import dataclass, field, replace
 
 from lxml import etree
 
-from engine.errors import ScheduleError
-from engine.export.msccl_plan import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
-from engine.export.msccl_threadblocks import (
+from canopy.engine.errors import ScheduleError
+from canopy.engine.export.msccl_plan import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
+from canopy.engine.export.msccl_threadblocks import (
     Layout,
     MscclLimitError,
     MscclLimits,
     assign_threadblocks,
 )
-from engine.schedule import Schedule
-from engine.topology import Topology
-from engine.topology_io import atomic_write_bytes
+from canopy.engine.schedule import Schedule
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import atomic_write_bytes
 
 PROTOCOLS = ("Simple", "LL128", "LL")
 RUNTIMES = ("msccl", "rccl")
@@ -176,11 +176,11 @@ def largest_fitting_k(topology: Topology, collective: str, below: int,
                       ) -> int | None:
     """The largest fixed k < ``below`` whose schedule fits the runtime's limits, or None.
 
-    Tries k = below−1, below−2, … 1 with ``solver`` (default :func:`engine.solve.solve`);
+    Tries k = below−1, below−2, … 1 with ``solver`` (default :func:`canopy.engine.solve.solve`);
     fitting is not monotone in k in general, so the scan does not skip values.
     """
     if solver is None:
-        from engine.solve import solve
+        from canopy.engine.solve import solve
 
         def solver(topo: Topology, coll: str, k: int) -> Schedule:
             return solve(topo, coll, k=k)

@@ -20,7 +20,7 @@ when m exceeds the runtime's ``cnt`` limit). Pipelining is left to the runtime.
   broadcast piece waits on exactly one reduction.
 
 A *chain* is a path of steps where each step receives what the previous one sent (a
-fused step both receives and sends). :mod:`engine.export.msccl_threadblocks` orders whole
+fused step both receives and sends). :mod:`canopy.engine.export.msccl_threadblocks` orders whole
 chains, which is what makes the exported program deadlock-free.
 """
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from engine.errors import ScheduleError
-from engine.schedule import Schedule, Tree
+from canopy.engine.errors import ScheduleError
+from canopy.engine.schedule import Schedule, Tree
 
 Loc = tuple[str, int]                   # (buffer "i" | "o" | "s", chunk offset)
 

@@ -4,7 +4,7 @@
 title, summary, building function and :class:`ParamSpec` list. ``canopy generate`` and
 the GUI's generator dialog are both built from it::
 
-    >>> from engine.generators import generate
+    >>> from canopy.engine.generators import generate
     >>> topo = generate("ring", {"n": "4", "bandwidth": "50"})
     >>> len(topo.compute_nodes()), topo.extra["generator"]["params"]["n"]
     (4, '4')
@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.generators import cluster, direct, multidim
-from engine.generators.params import ParameterError, ParamSpec
-from engine.topology import Topology
+from canopy.engine.generators import cluster, direct, multidim
+from canopy.engine.generators.params import ParameterError, ParamSpec
+from canopy.engine.topology import Topology
 
 __all__ = ["GENERATORS", "Generator", "ParamSpec", "ParameterError", "generate"]
 

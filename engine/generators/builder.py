@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-from engine.generators.params import ParameterError
-from engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.generators.params import ParameterError
+from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
 
 MAX_NODES = 50_000
 MAX_LINKS = 400_000

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from engine.generators.builder import SPACING, Builder, check_size
-from engine.generators.params import (
+from canopy.engine.generators.builder import SPACING, Builder, check_size
+from canopy.engine.generators.params import (
     BANDWIDTH,
     CHOICE,
     INT,
@@ -28,7 +28,7 @@ from engine.generators.params import (
     ParameterError,
     ParamSpec,
 )
-from engine.topology import Topology, format_gbps
+from canopy.engine.topology import Topology, format_gbps
 
 NVSWITCH, MESH, RING = "nvswitch", "mesh", "ring"
 FABRICS = (NVSWITCH, MESH, RING)

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from fractions import Fraction
 
-from engine.generators.builder import (
+from canopy.engine.generators.builder import (
     SPACING,
     Builder,
     check_size,
@@ -23,7 +23,7 @@ from engine.generators.builder import (
     grid_indices,
     nested_grid,
 )
-from engine.generators.params import (
+from canopy.engine.generators.params import (
     BANDWIDTH,
     BANDWIDTHS,
     BOOL,
@@ -32,7 +32,7 @@ from engine.generators.params import (
     ParameterError,
     ParamSpec,
 )
-from engine.topology import Topology, format_gbps
+from canopy.engine.topology import Topology, format_gbps
 
 # ------------------------------------------------------------------ ring
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Sequence
 from fractions import Fraction
 
-from engine.generators.builder import (
+from canopy.engine.generators.builder import (
     SPACING,
     Builder,
     check_size,
@@ -23,8 +23,8 @@ from engine.generators.builder import (
     grid_indices,
     nested_grid,
 )
-from engine.generators.params import BANDWIDTHS, CHOICES, DIMS, ParameterError, ParamSpec
-from engine.topology import Topology, format_gbps
+from canopy.engine.generators.params import BANDWIDTHS, CHOICES, DIMS, ParameterError, ParamSpec
+from canopy.engine.topology import Topology, format_gbps
 
 RING, FC, SWITCH = "ring", "fc", "switch"
 SHAPES = (RING, FC, SWITCH)

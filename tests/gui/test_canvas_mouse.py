@@ -4,7 +4,7 @@ from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QColor, QWheelEvent
 from PySide6.QtWidgets import QApplication, QGraphicsItem
 
-from app.canvas.link_item import LinkItem
+from canopy.app.canvas.link_item import LinkItem
 
 
 def test_drag_moves_node_and_its_links_undoably(window, mouse):

@@ -4,8 +4,8 @@ from fractions import Fraction
 
 from PySide6.QtCore import Qt
 
-from app.naming import paste_names
-from engine.topology import find_problems
+from canopy.app.naming import paste_names
+from canopy.engine.topology import find_problems
 
 
 def select_group(window, group):

@@ -7,13 +7,13 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
-from app.commands import MoveNodes, edit_links
-from app.compare_actions import CompareDialog
-from app.docks.compare import display_name
 from bench.clusters import dgx_a100_cluster
-from engine.compare import compare
-from engine.topology import Link, Node, Topology
-from engine.topology_io import load_sample
+from canopy.app.commands import MoveNodes, edit_links
+from canopy.app.compare_actions import CompareDialog
+from canopy.app.docks.compare import display_name
+from canopy.engine.compare import compare
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample
 
 SIZES = (1 << 20, 1 << 30)
 

@@ -5,14 +5,14 @@ from fractions import Fraction
 
 from PySide6.QtGui import QImage
 
-import app.export
-from app.commands import edit_links
-from app.export import MscclChoice, MscclExportDialog
-from engine.export import MscclLimits
-from engine.msccl_sim import simulate_bytes
-from engine.safe_xml import parse_xml_file
-from engine.schedule_io import load_schedule
-from engine.topology import Link, Node, Topology
+import canopy.app.export
+from canopy.app.commands import edit_links
+from canopy.app.export import MscclChoice, MscclExportDialog
+from canopy.engine.export import MscclLimits
+from canopy.engine.msccl_sim import simulate_bytes
+from canopy.engine.safe_xml import parse_xml_file
+from canopy.engine.schedule_io import load_schedule
+from canopy.engine.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
@@ -119,7 +119,7 @@ def test_msccl_limits_error_names_the_largest_fitting_k(window, qtbot, dialogs, 
                                                          tmp_path):
     solve_in(window, qtbot)
     # at k = 13 a GPU of 2 x DGX A100 needs more than 35 XML elements; at k = 4 it does not
-    monkeypatch.setattr(app.export, "LIMITS", MscclLimits(max_elements_per_gpu=35))
+    monkeypatch.setattr(canopy.app.export, "LIMITS", MscclLimits(max_elements_per_gpu=35))
     monkeypatch.setattr(MscclExportDialog, "ask",
                         staticmethod(lambda *a: MscclChoice("allgather", True)))
     dialogs.save_path = str(tmp_path / "big.xml")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from PySide6.QtWidgets import QMessageBox
 
-from app import recovery, settings
-from app.commands import edit_nodes
-from app.main_window import MainWindow
-from engine.topology_io import load_sample, load_topology, sample_names
+from canopy.app import recovery, settings
+from canopy.app.commands import edit_nodes
+from canopy.app.main_window import MainWindow
+from canopy.engine.topology_io import load_sample, load_topology, sample_names
 
 UNKNOWN = {
     "format": "canopy-topology", "version": 1, "name": "custom", "owner": "lab-7",

@@ -6,14 +6,14 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QMessageBox, QSpinBox
 
-from app.commands import edit_nodes
-from app.dialogs import preview as preview_module
-from app.dialogs.generator_dialog import GeneratorDialog, recipe_of
-from engine.generators import GENERATORS, generate
-from engine.generators.params import BOOL, CHOICE, INT
-from engine.network import Network
-from engine.optimality import find_optimum
-from engine.topology import format_gbps
+from canopy.app.commands import edit_nodes
+from canopy.app.dialogs import preview as preview_module
+from canopy.app.dialogs.generator_dialog import GeneratorDialog, recipe_of
+from canopy.engine.generators import GENERATORS, generate
+from canopy.engine.generators.params import BOOL, CHOICE, INT
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum
+from canopy.engine.topology import format_gbps
 
 WIDGETS = {INT: QSpinBox, CHOICE: QComboBox, BOOL: QCheckBox}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QMessageBox
 
-from app.commands import edit_nodes
-from app.dialogs.nccl_import_dialog import NVSWITCH
-from engine.topology_io import load_sample
+from canopy.app.commands import edit_nodes
+from canopy.app.dialogs.nccl_import_dialog import NVSWITCH
+from canopy.engine.topology_io import load_sample
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NDV2 = DATA / "nccl-azure-ndv2-topo.xml"

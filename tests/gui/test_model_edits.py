@@ -4,10 +4,10 @@ from fractions import Fraction
 
 from PySide6.QtCore import QPointF
 
-from app.canvas.link_item import LinkItem
-from app.commands import InsertItems, MoveNodes, RenameNode, delete, edit_links, edit_nodes
-from engine.topology import Link, Node
-from engine.topology_io import topology_to_dict
+from canopy.app.canvas.link_item import LinkItem
+from canopy.app.commands import InsertItems, MoveNodes, RenameNode, delete, edit_links, edit_nodes
+from canopy.engine.topology import Link, Node
+from canopy.engine.topology_io import topology_to_dict
 
 
 def snapshot(window):

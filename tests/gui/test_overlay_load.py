@@ -3,10 +3,10 @@ legend shows only with fresh results."""
 
 from fractions import Fraction
 
-from app.canvas.overlays import LOAD_STOPS, TREE_LINK, UNUSED, utilisation_color
-from app.commands import edit_links
-from app.inspector import FixedKDialog
-from engine.link_load import link_loads
+from canopy.app.canvas.overlays import LOAD_STOPS, TREE_LINK, UNUSED, utilisation_color
+from canopy.app.commands import edit_links
+from canopy.app.inspector import FixedKDialog
+from canopy.engine.link_load import link_loads
 
 
 def solve_fixed_k(window, qtbot, monkeypatch, k):

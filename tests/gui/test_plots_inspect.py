@@ -6,10 +6,10 @@ from fractions import Fraction
 
 import pyqtgraph as pg
 
-from app.commands import edit_links
-from app.solution import compute_solution
-from engine.curves import collective_time_us, fixed_k_curve, message_sizes
-from engine.topology_io import load_sample
+from canopy.app.commands import edit_links
+from canopy.app.solution import compute_solution
+from canopy.engine.curves import collective_time_us, fixed_k_curve, message_sizes
+from canopy.engine.topology_io import load_sample
 
 
 def curves_of(plot):
@@ -56,7 +56,7 @@ def test_plots_show_the_curves(window, qtbot):
 
 
 def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
-    from app.inspector import FixedKDialog
+    from canopy.app.inspector import FixedKDialog
     keys = window.doc.link_keys()
     edit_links(window.doc, keys, "latency", Fraction(2))
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))

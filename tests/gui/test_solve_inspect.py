@@ -4,11 +4,11 @@ fixed k and stale marking after edits."""
 import time
 from fractions import Fraction
 
-from app.canvas.overlays import CUT_LINK
-from app.commands import MoveNodes, edit_links
-from app.inspector import FixedKDialog
 from bench.clusters import dgx_a100_cluster
-from engine.topology import Link, Node, Topology
+from canopy.app.canvas.overlays import CUT_LINK
+from canopy.app.commands import MoveNodes, edit_links
+from canopy.app.inspector import FixedKDialog
+from canopy.engine.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
@@ -208,7 +208,7 @@ def test_menus_hold_the_compute_and_export_entries(window):
 
 
 def test_closing_the_window_during_a_solve_stops_it(qtbot):
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
     win = MainWindow(dgx_a100_cluster(16))
     qtbot.addWidget(win)
     win.show()
@@ -222,7 +222,7 @@ def test_closing_the_window_during_a_solve_stops_it(qtbot):
 def test_gui_solve_screenshot(tmp_path):
     from PySide6.QtGui import QImage
 
-    from app.cli import main
+    from canopy.cli import main
     out = tmp_path / "solved.png"
     assert main(["gui", "samples/forestcoll-fig2.json", "--solve", "--screenshot", str(out),
                  "--size", "1000x700"]) == 0
@@ -234,7 +234,7 @@ def test_gui_solve_screenshot(tmp_path):
 
 
 def test_gui_solve_screenshot_failure_is_one_sentence(tmp_path, capsys):
-    from app.cli import main
+    from canopy.cli import main
     bad = tmp_path / "oneway.json"
     bad.write_text('{"format": "canopy-topology", "version": 1, "nodes": ['
                    '{"id": "a", "kind": "compute"}, {"id": "b", "kind": "compute"}], '
@@ -260,7 +260,7 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
     from PySide6.QtCore import QRectF
     from PySide6.QtGui import QColor, QImage, QPainter
 
-    from app.canvas.overlays import CUT_HALO_BORDER
+    from canopy.app.canvas.overlays import CUT_HALO_BORDER
     solution = solve_in(window, qtbot)
     node = next(iter(solution.schedule.optimum.bottleneck_cut))
     old = window.doc.node(node)
@@ -283,7 +283,7 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
 def test_jobs_shorten_the_switch_interval_while_they_run(window, qtbot):
     import sys
 
-    from app.compute import JOB_SWITCH_INTERVAL
+    from canopy.app.compute import JOB_SWITCH_INTERVAL
     before = sys.getswitchinterval()
     window.actions["solve_allgather"].trigger()
     assert abs(sys.getswitchinterval() - JOB_SWITCH_INTERVAL) < 1e-9
@@ -292,7 +292,7 @@ def test_jobs_shorten_the_switch_interval_while_they_run(window, qtbot):
 
 
 def test_progress_is_throttled_within_a_phase():
-    from app.compute import Throttled
+    from canopy.app.compute import Throttled
     passed = []
     report = Throttled(lambda phase, f: passed.append((phase, f)), interval=10.0)
     for i in range(100):
@@ -304,7 +304,7 @@ def test_progress_is_throttled_within_a_phase():
 
 
 def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
-    from engine.topology_io import load_sample
+    from canopy.engine.topology_io import load_sample
     solve_in(window, qtbot)
     overlays = window.inspector.overlays
     tree_links = len(overlays.tree_link_keys())

@@ -2,11 +2,11 @@
 
 import time
 
-from app.solve_worker import SolveJob
 from bench.clusters import dgx_a100_cluster
-from engine.errors import TopologyError
-from engine.solve import solve
-from engine.topology_io import load_sample
+from canopy.app.solve_worker import SolveJob
+from canopy.engine.errors import TopologyError
+from canopy.engine.solve import solve
+from canopy.engine.topology_io import load_sample
 
 
 def test_job_delivers_schedule_and_progress(qtbot):

@@ -5,11 +5,11 @@ from fractions import Fraction
 
 from PySide6.QtCore import Qt
 
-from app.canvas.overlays import TREE_LINK
-from app.docks.tree_diagram import LEVEL
-from app.docks.trees import ALL_ROOTS
-from app.solution import hop_orders
-from engine.topology import Link, Node, Topology
+from canopy.app.canvas.overlays import TREE_LINK
+from canopy.app.docks.tree_diagram import LEVEL
+from canopy.app.docks.trees import ALL_ROOTS
+from canopy.app.solution import hop_orders
+from canopy.engine.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):

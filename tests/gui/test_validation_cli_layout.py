@@ -8,11 +8,11 @@ from pathlib import Path
 
 from PySide6.QtGui import QImage
 
-from app.cli import main
-from app.commands import InsertItems, delete, edit_links
-from engine.layout import auto_layout, has_placeholder_layout
-from engine.topology import Link, Node, Topology
-from engine.topology_io import load_sample
+from canopy.app.commands import InsertItems, delete, edit_links
+from canopy.cli import main
+from canopy.engine.layout import auto_layout, has_placeholder_layout
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample
 
 
 def test_unbalanced_node_is_reported_and_clickable(window, qtbot):
@@ -73,7 +73,7 @@ def test_screenshot_command_needs_no_display(tmp_path):
     out = tmp_path / "cli.png"
     env = {k: v for k, v in os.environ.items()
            if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
-    code = "import sys; from app.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from canopy.cli import main; sys.exit(main(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", code, "gui", "samples/mi250-2x16.json",
                            "--screenshot", str(out)], env=env, capture_output=True,
                           text=True, timeout=60, cwd=Path(__file__).parents[2])

@@ -10,9 +10,9 @@ import argparse
 import importlib
 import sys
 
-from engine.errors import CanopyError
+from canopy.engine.errors import CanopyError
 
-# Verb modules under app.cli; each defines register(subparsers) and sets args.run.
+# Verb modules under canopy.cli; each defines register(subparsers) and sets args.run.
 VERBS = [
     "gui",
     "solve",
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print versions and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for verb in VERBS:
-        importlib.import_module(f"app.cli.{verb.replace('-', '_')}").register(sub)
+        importlib.import_module(f"canopy.cli.{verb.replace('-', '_')}").register(sub)
     return parser
 
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
-        from app.versions import version_report
+        from canopy.app.versions import version_report
         print(version_report())
         return 0
     if args.command is None:

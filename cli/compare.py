@@ -13,12 +13,12 @@ import json
 import time
 from fractions import Fraction
 
-from engine.baselines.common import ALGORITHMS
-from engine.compare import Comparison, compare
-from engine.errors import CanopyError
-from engine.optimality import COLLECTIVES
-from engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
-from engine.topology_io import atomic_write_text, load_topology
+from canopy.engine.baselines.common import ALGORITHMS
+from canopy.engine.compare import Comparison, compare
+from canopy.engine.errors import CanopyError
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
+from canopy.engine.topology_io import atomic_write_text, load_topology
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 

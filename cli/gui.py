@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.errors import CanopyError
-from engine.optimality import COLLECTIVES
-from engine.topology import Topology
-from engine.topology_io import DEFAULT_SAMPLE, atomic_write_bytes, load_sample, load_topology
+from canopy.engine.errors import CanopyError
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import DEFAULT_SAMPLE, atomic_write_bytes, load_sample, load_topology
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from canopy.app.main_window import MainWindow
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -70,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from app import settings
-    from app.main_window import MainWindow
-    from app.resources import icon_path
+    from canopy.app import settings
+    from canopy.app.main_window import MainWindow
+    from canopy.app.resources import icon_path
 
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _quiet_offscreen_warnings()

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.nccl_import import NETS, NcclImportOptions, import_nccl_file
-from engine.topology import find_problems, parse_bandwidth
-from engine.topology_io import save_topology
+from canopy.engine.nccl_import import NETS, NcclImportOptions, import_nccl_file
+from canopy.engine.topology import find_problems, parse_bandwidth
+from canopy.engine.topology_io import save_topology
 
 
 def _gbps(text: str) -> object:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from engine.errors import ScheduleError
-from engine.schedule_io import load_schedule
-from engine.topology import format_gbps
-from engine.topology_io import load_topology
-from engine.verify import verify
+from canopy.engine.errors import ScheduleError
+from canopy.engine.schedule_io import load_schedule
+from canopy.engine.topology import format_gbps
+from canopy.engine.topology_io import load_topology
+from canopy.engine.verify import verify
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.graphml_io import load_graphml, save_graphml
-from engine.topology import find_problems
-from engine.topology_io import load_topology, save_topology
+from canopy.engine.graphml_io import load_graphml, save_graphml
+from canopy.engine.topology import find_problems
+from canopy.engine.topology_io import load_topology, save_topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:

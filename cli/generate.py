@@ -1,6 +1,6 @@
 """``canopy generate KIND [--param value ...] -o OUT.json`` and ``canopy generate --list``.
 
-The options of each kind come from engine.generators.GENERATORS, so a new generator
+The options of each kind come from canopy.engine.generators.GENERATORS, so a new generator
 needs no change here; ``canopy generate KIND --help`` lists that kind's options.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.generators import GENERATORS, Generator, generate
-from engine.topology import find_problems
-from engine.topology_io import save_topology
+from canopy.engine.generators import GENERATORS, Generator, generate
+from canopy.engine.topology import find_problems
+from canopy.engine.topology_io import save_topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:

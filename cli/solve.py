@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from app.cli.exports import add_export_arguments, write_exports
-from engine.optimality import COLLECTIVES
-from engine.schedule import Schedule
-from engine.schedule_io import save_schedule
-from engine.solve import solve
-from engine.topology import format_gbps
-from engine.topology_io import load_topology
+from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.schedule import Schedule
+from canopy.engine.schedule_io import save_schedule
+from canopy.engine.solve import solve
+from canopy.engine.topology import format_gbps
+from canopy.engine.topology_io import load_topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:

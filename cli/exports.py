@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from engine.errors import ScheduleError
-from engine.export import (
+from canopy.engine.errors import ScheduleError
+from canopy.engine.export import (
     RUNTIMES,
     MscclLimitError,
     MscclOptions,
@@ -14,10 +14,10 @@ from engine.export import (
     msccl_xml,
     write_trees_xml,
 )
-from engine.msccl_sim import MscclXmlError, simulate_bytes
-from engine.schedule import Schedule
-from engine.topology import Topology
-from engine.topology_io import atomic_write_bytes
+from canopy.engine.msccl_sim import MscclXmlError, simulate_bytes
+from canopy.engine.schedule import Schedule
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import atomic_write_bytes
 
 
 def positive_int(text: str) -> int:
