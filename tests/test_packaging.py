@@ -87,7 +87,8 @@ def test_wheel_carries_package_data_metadata_and_entry_points(wheel):
 def test_installed_canopy_solves_a_bundled_sample(venv, tmp_path):
     bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
     locate = run([bin_dir / "python", "-c",
-                  f"from importlib.resources import files; print(files('canopy.samples') / {SAMPLE!r})"],
+                  "from importlib.resources import files; "
+                  f"print(files('canopy.samples') / {SAMPLE!r})"],
                  tmp_path)
     sample = Path(locate.stdout.strip())
     assert sample.is_file() and sample.is_relative_to(venv), locate.stderr
