@@ -35,16 +35,16 @@ from PySide6.QtWidgets import (
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
 from canopy.engine.errors import CanopyError, ScheduleError
-from canopy.engine.export import (
+from canopy.engine.export import write_trees_xml
+from canopy.engine.msccl import (
     RUNTIMES,
     MscclLimitError,
     MscclLimits,
     MscclOptions,
     largest_fitting_k,
     msccl_xml,
-    write_trees_xml,
 )
-from canopy.engine.msccl_sim import MscclXmlError, simulate_bytes
+from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule

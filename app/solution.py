@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -19,11 +18,11 @@ from canopy.engine.curves import GB, collective_time_us, message_sizes
 from canopy.engine.link_load import LinkLoad, link_loads
 from canopy.engine.network import Network
 from canopy.engine.optimality import Optimum, find_fixed_k
+from canopy.engine.progress import Progress
 from canopy.engine.schedule import Schedule, Tree
 from canopy.engine.solve import solve
 from canopy.engine.topology import Topology
 
-Progress = Callable[[str, float], None]
 CURVE_MAX_K = 10
 Hop = tuple[str, str]
 

@@ -2,7 +2,7 @@
 
 ``SolveJob`` runs one engine call (solve, compare, ...) in a QThread. The engine reports
 progress through a callback; the job forwards it as a Qt signal and raises
-:class:`canopy.engine.errors.Cancelled` from that callback once Cancel was pressed, so the
+:class:`canopy.engine.progress.Cancelled` from that callback once Cancel was pressed, so the
 engine stops at its next progress point (at most one switch or one tree batch later).
 """
 
@@ -15,7 +15,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from canopy.engine.errors import Cancelled, CanopyError
+from canopy.engine.errors import CanopyError
+from canopy.engine.progress import Cancelled
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
 

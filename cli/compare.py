@@ -13,10 +13,10 @@ import json
 import time
 from fractions import Fraction
 
-from canopy.engine.baselines.common import ALGORITHMS
 from canopy.engine.compare import Comparison, compare
 from canopy.engine.errors import CanopyError
 from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.plan import ALGORITHMS
 from canopy.engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
 from canopy.engine.topology_io import atomic_write_text, load_topology
 

@@ -1,8 +1,8 @@
 """ForestColl against today's schedules on one topology, with one cost model for all.
 
-Every algorithm's schedule becomes a :class:`~canopy.engine.baselines.common.CollectivePlan`;
+Every algorithm's schedule becomes a :class:`~canopy.engine.plan.CollectivePlan`;
 its bandwidth bound comes from the congestion of the physical links
-(:func:`~canopy.engine.baselines.common.bandwidth_bound`) and its time at each message size from
+(:func:`~canopy.engine.plan.bandwidth_bound`) and its time at each message size from
 the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also picks the pipeline depth).
 Used by ``canopy compare`` and the editor's Compare dock.
 
@@ -22,18 +22,19 @@ from fractions import Fraction
 from typing import Any
 
 from canopy.engine.baselines.blink import blink_baseline
-from canopy.engine.baselines.common import (
-    ALGORITHMS,
-    BaselineResult,
-    bandwidth_bound,
-    schedule_plan,
-)
 from canopy.engine.baselines.lr_rings import lr_baseline
 from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.plan import (
+    ALGORITHMS,
+    BaselineResult,
+    bandwidth_bound,
+    schedule_plan,
+)
+from canopy.engine.progress import Progress
 from canopy.engine.simulate import (
     CUT_THROUGH,
     DEFAULT_LATENCY_US,
@@ -48,7 +49,6 @@ from canopy.engine.topology import Topology
 FORMAT = "canopy-comparison"
 VERSION = 1
 
-Progress = Callable[[str, float], None]
 TICK_SECONDS = 0.1     # most time between progress calls while a row is being built
 
 
@@ -180,7 +180,7 @@ def compare(topology: Topology, collective: str = "allgather",
     (:mod:`canopy.engine.simulate`: cut-through, or store-and-forward).
 
     ``progress(algorithm, fraction)`` is called as rows and sizes complete and at least
-    every TICK_SECONDS or so in between; it may raise :class:`canopy.engine.errors.Cancelled`.
+    every TICK_SECONDS or so in between; it may raise :class:`canopy.engine.progress.Cancelled`.
     Bad topologies raise TopologyError naming ``where``.
     """
     if collective not in COLLECTIVES:

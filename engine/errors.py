@@ -12,6 +12,3 @@ class TopologyError(CanopyError):
 class ScheduleError(CanopyError):
     """A schedule that fails verification or cannot be built for the requested options."""
 
-
-class Cancelled(CanopyError):
-    """Raised from a progress callback to stop a long computation (the GUI's Cancel)."""

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from canopy.engine.arcs import ArcTable
 from canopy.engine.errors import ScheduleError
-
-Progress = Callable[[str, float], None]
+from canopy.engine.progress import Progress
 
 
 @dataclass

@@ -65,8 +65,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from canopy.engine.baselines.common import CollectivePlan, FlowTree, path_links
 from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import CollectivePlan, FlowTree, path_links
 from canopy.engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
@@ -250,7 +250,7 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
 
     ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"`` (see the
     module docstring); compute nodes always store and forward. ``check`` is called every
-    CHECK_EVERY events; it may raise (say :class:`canopy.engine.errors.Cancelled`) to stop.
+    CHECK_EVERY events; it may raise (say :class:`canopy.engine.progress.Cancelled`) to stop.
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")

@@ -11,7 +11,6 @@ transposed network, whose optimum is the same because every node is balanced.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 
@@ -19,17 +18,11 @@ from canopy.engine.errors import ScheduleError
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, Optimum, find_fixed_k, find_optimum
 from canopy.engine.packing import Batch, pack_trees
+from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.splitting import LogicalTopology, remove_switches
 from canopy.engine.topology import Topology
 from canopy.engine.verify import verify
-
-Progress = Callable[[str, float], None]
-
-
-def _report(progress: Progress | None, phase: str, fraction: float) -> None:
-    if progress is not None:
-        progress(phase, fraction)
 
 
 def transpose(net: Network) -> Network:
@@ -88,16 +81,16 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     """Alg. 4 then Alg. 5 then map back: k unit trees per compute node within ``caps``."""
     timings = {} if timings is None else timings
     start = time.perf_counter()
-    _report(progress, "switch removal", 0.0)
+    report(progress, "switch removal", 0.0)
     logical = remove_switches(net, caps, k, progress)
     timings["switch removal"] = timings.get("switch removal", 0) + time.perf_counter() - start
     start = time.perf_counter()
-    _report(progress, "tree packing", 0.0)
+    report(progress, "tree packing", 0.0)
     packing = pack_trees(net.n, list(net.compute), logical.capacity,
                          dict.fromkeys(net.compute, k), progress)
     timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
     start = time.perf_counter()
-    _report(progress, "mapping back", 0.0)
+    report(progress, "mapping back", 0.0)
     trees = map_back(net, logical, packing.batches)
     timings["mapping back"] = timings.get("mapping back", 0) + time.perf_counter() - start
     return trees
@@ -108,7 +101,7 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     """The optimal (or best fixed-k) verified schedule of ``topology`` for ``collective``.
 
     ``progress(phase, fraction)`` is called as work proceeds; it may raise
-    :class:`canopy.engine.errors.Cancelled` to stop. ``where`` names the input in errors.
+    :class:`canopy.engine.progress.Cancelled` to stop. ``where`` names the input in errors.
     """
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "
@@ -117,7 +110,7 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
         raise ScheduleError(f"k must be a positive integer, not {k}.")
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    _report(progress, "optimum", 0.0)
+    report(progress, "optimum", 0.0)
     net = Network.from_topology(topology, where)
     opt = find_optimum(net)
     if is_symmetric(net):
@@ -128,7 +121,7 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     k_used = opt.k if k is None else k
     budgets = [tree_capacities(n, opt, k) for n in nets]
     timings["optimum"] = time.perf_counter() - start
-    _report(progress, "optimum", 1.0)
+    report(progress, "optimum", 1.0)
 
     try:
         forests = [build_forest(n, caps, k_used, progress, timings)
@@ -148,10 +141,10 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     schedule = Schedule(collective, list(topology.compute_nodes()), k_used, y, trees, summary,
                         fixed_k=k is not None, reduce_trees=reduce_trees,
                         reduce_tree_bandwidth=reduce_y, timings=timings)
-    _report(progress, "verification", 0.0)
+    report(progress, "verification", 0.0)
     start = time.perf_counter()
     verify(topology, schedule)
     timings["verification"] = time.perf_counter() - start
     timings["total"] = sum(timings.values())
-    _report(progress, "verification", 1.0)
+    report(progress, "verification", 1.0)
     return schedule

@@ -26,15 +26,14 @@ be recursive in the paper); we keep the expanded paths directly, with counts.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from canopy.engine.arcs import ArcTable
 from canopy.engine.errors import ScheduleError
 from canopy.engine.network import Network
+from canopy.engine.progress import Progress
 
 Path = tuple[int, ...]
-Progress = Callable[[str, float], None]
 
 
 @dataclass

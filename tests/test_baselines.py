@@ -8,13 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from canopy.engine.baselines.blink import blink_baseline, single_root_counts
-from canopy.engine.baselines.common import (
-    Router,
-    bandwidth_bound,
-    check_coverage,
-    path_links,
-    ring_plan,
-)
 from canopy.engine.baselines.lr_rings import (
     brute_force_hops,
     is_contention_free,
@@ -36,6 +29,13 @@ from canopy.engine.baselines.tacos import (
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
 from canopy.engine.packing import pack_trees
+from canopy.engine.plan import (
+    Router,
+    bandwidth_bound,
+    check_coverage,
+    path_links,
+    ring_plan,
+)
 from canopy.engine.simulate import simulate
 from canopy.engine.splitting import remove_switches
 from canopy.engine.topology import Link, Node, Topology

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from lxml import etree
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.export import (
+from canopy.engine.msccl import (
     MscclLimitError,
     MscclLimits,
     MscclOptions,
@@ -16,7 +16,7 @@ from canopy.engine.export import (
     largest_fitting_k,
     msccl_xml,
 )
-from canopy.engine.msccl_sim import simulate_bytes
+from canopy.engine.msccl.simulator import simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, find_optimum
 from canopy.engine.safe_xml import parse_xml_bytes

@@ -5,8 +5,8 @@ import re
 import pytest
 from lxml import etree
 
-from canopy.engine.export import MscclLimits, MscclOptions, msccl_xml
-from canopy.engine.msccl_sim import MscclXmlError, describe, simulate_bytes
+from canopy.engine.msccl import MscclLimits, MscclOptions, msccl_xml
+from canopy.engine.msccl.simulator import MscclXmlError, describe, simulate_bytes
 from tests.test_msccl_export import star_schedule
 
 STEP = ("type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
@@ -138,7 +138,7 @@ def steps_of(root):
 
 def connection_steps(root, sender, receiver, chan, sending):
     """The steps on one side of a connection, in order, as (tb id, step)."""
-    from canopy.engine.msccl_sim import STEP_TYPES
+    from canopy.engine.msccl.simulator import STEP_TYPES
     out = []
     rank = sender if sending else receiver
     peer, key = (receiver, "send") if sending else (sender, "recv")

@@ -5,8 +5,9 @@ from fractions import Fraction
 
 import pytest
 
-from canopy.engine.baselines.common import CollectivePlan, FlowEdge, FlowTree
-from canopy.engine.errors import Cancelled, ScheduleError
+from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree
+from canopy.engine.progress import Cancelled
 from canopy.engine.simulate import (
     CHECK_EVERY,
     PIECES_PER_STAGE,

@@ -3,7 +3,8 @@
 import pytest
 from lxml import etree
 
-from canopy.engine.export import msccl_xml, trees_xml, write_trees_xml
+from canopy.engine.export import trees_xml, write_trees_xml
+from canopy.engine.msccl import msccl_xml
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
 from canopy.engine.solve import solve

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from canopy.engine.baselines.common import (
+from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import (
     BaselineResult,
     Edge,
     Path,
@@ -35,7 +36,6 @@ from canopy.engine.baselines.common import (
     path_links,
     ring_plan,
 )
-from canopy.engine.errors import ScheduleError
 from canopy.engine.topology import Topology
 
 INF = 10**9

@@ -40,7 +40,8 @@ from fractions import Fraction
 
 import networkx as nx
 
-from canopy.engine.baselines.common import (
+from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import (
     BaselineResult,
     CollectivePlan,
     FlowEdge,
@@ -50,7 +51,6 @@ from canopy.engine.baselines.common import (
     add_path_load,
     path_links,
 )
-from canopy.engine.errors import ScheduleError
 from canopy.engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
 from canopy.engine.topology import Topology
 

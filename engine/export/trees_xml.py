@@ -6,7 +6,7 @@
         <send src="n0.gpu0" dst="n1.gpu0" path="n0.gpu0 n0.nic0 ib0 n1.nic0 n1.gpu0"/>
 
 ``nchunks`` is the tree's multiplicity: the chunks ``first_chunk`` … ``first_chunk +
-nchunks − 1`` of the MSCCL XML it moves (same layout as :mod:`canopy.engine.export.msccl`).
+nchunks − 1`` of the MSCCL XML it moves (same layout as :mod:`canopy.engine.msccl.writer`).
 ``phases`` says how the collective uses the tree: ``allgather`` sends along the arrows,
 ``reduce-scatter`` reduces against them. ``path`` lists the physical route, node ids
 separated by spaces. Sends are listed parents first.

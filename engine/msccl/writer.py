@@ -8,8 +8,8 @@ The file is what the MSCCL runtime's parser reads::
           <step s type srcbuf srcoff dstbuf dstoff cnt depid deps hasdep/>
 
 ``nchunksperloop`` is N·k; rank r owns chunks r·k … r·k+k−1 (see
-:mod:`canopy.engine.export.msccl_plan` for the steps and
-:mod:`canopy.engine.export.msccl_threadblocks` for thread blocks, channels and ordering).
+:mod:`canopy.engine.msccl.lowering` for the steps and
+:mod:`canopy.engine.msccl.threadblocks` for thread blocks, channels and ordering).
 Dependencies: a step with ``depid``/``deps`` waits until thread block ``depid`` of the same
 GPU has finished step ``deps``; that step carries ``hasdep="1"`` so the runtime publishes
 its completion. Steps in the same thread block are ordered by position and carry no
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field, replace
 from lxml import etree
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.export.msccl_plan import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
-from canopy.engine.export.msccl_threadblocks import (
+from canopy.engine.msccl.lowering import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
+from canopy.engine.msccl.threadblocks import (
     Layout,
     MscclLimitError,
     MscclLimits,

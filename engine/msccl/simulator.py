@@ -57,7 +57,7 @@ import numpy as np
 from lxml import etree
 
 from canopy.engine.errors import CanopyError
-from canopy.engine.export.msccl_threadblocks import MscclLimits
+from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.safe_xml import parse_xml_file
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reduce_scatter",

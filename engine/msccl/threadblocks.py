@@ -4,7 +4,7 @@ MSCCL runs every thread block (tb) of a GPU as one CUDA block that executes its 
 order; a tb has at most one send peer and one receive peer, and the messages of a
 (sender, receiver, channel) connection are matched in order. So:
 
-* **Order.** Chains (see :mod:`canopy.engine.export.msccl_plan`) get one global order π, a
+* **Order.** Chains (see :mod:`canopy.engine.msccl.lowering`) get one global order π, a
   topological order of "chain A waits on a step of chain B" taken smallest priority first.
   Every tb lists its steps by (π of the chain, position in the chain), on both ends of
   every connection. Then the earliest unfinished chain can always run to its end: its
@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.export.msccl_plan import Chain, Plan, Step
+from canopy.engine.msccl.lowering import Chain, Plan, Step
 
 
 @dataclass(frozen=True)

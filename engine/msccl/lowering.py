@@ -20,7 +20,7 @@ when m exceeds the runtime's ``cnt`` limit). Pipelining is left to the runtime.
   broadcast piece waits on exactly one reduction.
 
 A *chain* is a path of steps where each step receives what the previous one sent (a
-fused step both receives and sends). :mod:`canopy.engine.export.msccl_threadblocks` orders whole
+fused step both receives and sends). :mod:`canopy.engine.msccl.threadblocks` orders whole
 chains, which is what makes the exported program deadlock-free.
 """
 
