@@ -74,9 +74,9 @@ def build_problem(topo: Topology, forwarding: str = "all", where: str = "") -> A
         raise TopologyError(f"forwarding must be one of {', '.join(FORWARDING)}, "
                             f"not '{forwarding}'.")
     prefix = f"{where}: " if where else ""
-    for problem in find_problems(topo):
-        if "is unbalanced" not in problem.message and "cannot" not in problem.message:
-            raise TopologyError(prefix + problem.message.replace("a collective", "all-to-all"))
+    for fault in find_problems(topo):
+        if "is unbalanced" not in fault.message and "cannot" not in fault.message:
+            raise TopologyError(prefix + fault.message.replace("a collective", "all-to-all"))
     names = tuple(topo.node_ids())
     index = {name: i for i, name in enumerate(names)}
     caps = topo.capacities()
