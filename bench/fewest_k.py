@@ -15,9 +15,9 @@ from fractions import Fraction
 
 from bench.clusters import dgx_a100_cluster
 from canopy.engine.fewest import SearchStats, fewest_k_candidates
+from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample, sample_names
 
 

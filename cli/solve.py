@@ -6,12 +6,13 @@ import argparse
 import time
 from fractions import Fraction
 
+from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.engine.fewest import describe_k
+from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import solve
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
 
@@ -19,7 +20,7 @@ from canopy.engine.topology_io import load_topology
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="compute the optimal schedule of a topology")
     p.add_argument("topology", help="canopy-topology JSON file")
-    p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
+    p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather")
     k = p.add_mutually_exclusive_group()
     k.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     k.add_argument("--tolerance", metavar="P", type=tolerance, default=Fraction(0),
@@ -27,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default 0: the fewest that reach it)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
     add_export_arguments(p)
+    add_alltoall_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -76,6 +78,8 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.collective == "alltoall":
+        return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
     schedule = solve(topo, args.collective, k=args.k, where=args.topology,

@@ -228,7 +228,7 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     one-way networks; γ is exact on any digraph, so splitting never loses connectivity
     there either, and once one side of the switch is used up the other side carries no
     flow and is dropped. If a switch keeps arcs on both sides, ScheduleError says so and
-    the caller tries a larger U (:func:`canopy.engine.solve.build_fixed_k`).
+    the caller tries a larger U (:func:`canopy.engine.forest.build_fixed_k`).
     """
     splitter = _Splitter(net, caps, k)
     switches = [i for i in range(net.n) if not net.is_compute(i)]

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from canopy.cli import main
+from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_fixed_k, find_optimum
 from canopy.engine.progress import Cancelled
 from canopy.engine.schedule_io import schedule_to_dict
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 from tests.strategies import topologies
 
 

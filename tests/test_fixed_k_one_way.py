@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from canopy.engine.fewest import balanced_u
+from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_fixed_k, find_optimum
-from canopy.engine.solve import solve
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 from tests.strategies import topologies
 
 LIMIT = 3000   # capacity vectors per U the brute force may try
