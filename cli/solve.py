@@ -8,8 +8,10 @@ from fractions import Fraction
 
 from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.engine.allreduce_lp import solve_allreduce_lp
 from canopy.engine.fewest import describe_k
 from canopy.engine.forest import solve
+from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
@@ -27,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="take the fewest trees per node within P %% of the optimum "
                    "(default 0: the fewest that reach it)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    p.add_argument("--allreduce-lp", action="store_true",
+                   help="also solve ForestColl's allreduce LP (App. E) with HiGHS and say "
+                   "whether it beats reduce-scatter + allgather")
     add_export_arguments(p)
     add_alltoall_arguments(p)
     p.set_defaults(run=run)
@@ -84,8 +89,18 @@ def run(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     schedule = solve(topo, args.collective, k=args.k, where=args.topology,
                      tolerance=args.tolerance)
+    lp = None
+    if args.allreduce_lp:
+        lp = solve_allreduce_lp(Network.from_topology(topo, args.topology))
+        schedule.extra["allreduce_lp"] = lp.to_dict()
     if args.json:
         save_schedule(schedule, args.json)
     print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
+    if lp is not None:
+        print(f"allreduce LP:    {lp.summary()}")
+        if lp.beats_rs_ag:
+            print("                 not used: the schedule stays reduce-scatter + allgather, "
+                  "since LP rates that differ per node need per-root tree counts that "
+                  "Canopy's schedules do not express yet")
     write_exports(args, schedule, topo)
     return 0

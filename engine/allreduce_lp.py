@@ -70,6 +70,15 @@ class AllreduceLP:
     def beats_rs_ag(self) -> bool:
         return self.gain > self.margin
 
+    def to_dict(self) -> dict[str, object]:
+        """For the schedule JSON: floats from HiGHS, exact bounds as "p/q" strings."""
+        return {"algbw": round(self.value, 6), "rs_ag_algbw_exact": str(self.rs_ag),
+                "cut_bound_exact": str(self.cut_bound), "beats_rs_ag": self.beats_rs_ag,
+                "gain_percent": round(self.gain * 100, 4),
+                "solver": "HiGHS (scipy.optimize.linprog)",
+                "feasibility_tolerance": self.tolerance, "used": False,
+                "rates": {v: round(r, 6) for v, r in self.rates.items()}}
+
     def summary(self) -> str:
         verdict = (f"beats reduce-scatter + allgather by {self.gain * 100:.2f} %"
                    if self.beats_rs_ag else "equals reduce-scatter + allgather")
@@ -155,7 +164,7 @@ def solve_allreduce_lp(net: Network) -> AllreduceLP:
     result = linprog(cost, A_ub=matrix(ub_rows, len(ub_rhs)), b_ub=np.array(ub_rhs),
                      A_eq=matrix(eq_rows, n_eq) if n_eq else None,
                      b_eq=np.zeros(n_eq) if n_eq else None, bounds=(0, None),
-                     method="highs", options={"primal_feasibility_tolerance":
+                     method="highs-ipm", options={"primal_feasibility_tolerance":
                                               FEASIBILITY_TOLERANCE,
                                               "dual_feasibility_tolerance":
                                               FEASIBILITY_TOLERANCE})
