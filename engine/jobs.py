@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any
 
 from canopy.engine.errors import CanopyError
@@ -45,7 +46,7 @@ stays responsive on a busy machine); only the child's priority changes."""
 Event = tuple[Any, ...]
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> ForkServerContext | SpawnContext:
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
