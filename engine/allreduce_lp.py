@@ -100,6 +100,12 @@ def cut_bound(net: Network) -> Fraction:
     return Fraction(best, scale)
 
 
+def lp_size(net: Network) -> int:
+    """Variables of LP (6) on ``net``: x, two link budgets, two flows per compute node."""
+    n_c, m = len(net.compute), len(net.capacity)
+    return n_c + 2 * m + 2 * n_c * (m + n_c)
+
+
 def solve_allreduce_lp(net: Network) -> AllreduceLP:
     """Solve LP (6) on ``net`` (switch-balanced phase budgets, see the module doc)."""
     compute = list(net.compute)
@@ -112,7 +118,7 @@ def solve_allreduce_lp(net: Network) -> AllreduceLP:
     x0, re0, bc0 = 0, n_c, n_c + m
     per = m + n_c
     flows0 = n_c + 2 * m
-    n_vars = flows0 + 2 * n_c * per
+    n_vars = lp_size(net)
     eq_rows: list[tuple[int, int, float]] = []
     ub_rows: list[tuple[int, int, float]] = []
     ub_rhs: list[float] = []

@@ -193,12 +193,18 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     collective : {"allgather", "reduce-scatter", "allreduce"}
         Reduce-scatter runs the trees backwards; allreduce is reduce-scatter then allgather.
     k : int, optional
-        Trees per compute node; None for the optimal k (Prop. 3).
+        Trees per compute node. None (the default) takes the fewest trees per node that
+        reach the optimum (:mod:`canopy.engine.fewest`; at most Prop. 3's k, which stays
+        in ``schedule.optimum.k``). Every k >= 1 has a schedule, one-way networks
+        included (:func:`build_fixed_k`).
     progress : Progress, optional
         Called as ``progress(phase, fraction)``; it may raise
         :class:`canopy.engine.progress.Cancelled` to stop the work.
     where : str, optional
         Names the input (a file name) in error messages.
+    tolerance : Fraction, int or str, optional
+        With ``k`` None, the fewest trees per node whose algbw is within this many
+        percent of the optimum (0 <= tolerance < 100).
 
     Returns
     -------
@@ -210,7 +216,7 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     TopologyError
         The topology cannot be solved (one sentence naming the node or link).
     ScheduleError
-        An unknown collective, or a fixed k that no schedule can use.
+        An unknown collective, a k below 1 or a tolerance outside [0, 100).
 
     Examples
     --------
