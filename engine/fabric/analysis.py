@@ -297,31 +297,39 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
         prepared.append(planner.prepare(placed, network,
                                         job_topology(topology, placed, switches)))
     report(progress, "plans", 1.0)
+    live = {i: p for i, p in enumerate(prepared) if p is not None}
     caps = topology.capacities()
     if routing == "vclos":
-        _check_isolation(prepared, caps)
-    live = [i for i, p in enumerate(prepared) if p is not None]
+        _check_isolation(list(live.values()), caps)
+    for i, p in live.items():
+        results[i].alone_us, results[i].plan, results[i].pieces = p.alone_us, p.plan, p.pieces
+    rounds = seeds if routing == "ecmp" else 1
+    links = _contend(topology, jobs, live, routing, rounds, results, progress)
+    order = {n: i for i, n in enumerate(topology.node_ids())}
+    links.sort(key=lambda k: (order[k.source], order[k.target]))
+    return FabricResult(topology.name, routing, rounds, results, links)
+
+
+def _contend(topology: Topology, jobs: list[Job], live: dict[int, _Prepared], routing: str,
+             rounds: int, results: list[JobResult], progress: Progress | None
+             ) -> list[LinkResult]:
+    """Route the flows once per seed, share the links, record slowdowns and loads."""
+    caps = topology.capacities()
     router = EcmpRouter(topology) if routing == "ecmp" else None
-    fixed = _Usage()
+    largest = {i: max(f.volume for f in p.flows) for i, p in live.items()}
+    fixed, alone_use = _Usage(), _Usage()
     moving: list[tuple[int, Flow, int, float]] = []
-    largest = {i: max(f.volume for f in prepared[i].flows) for i in live}
-    for i in live:
-        for flow in prepared[i].flows:
+    for i, p in live.items():
+        for flow in p.flows:
             units = float(flow.volume / largest[i])
-            choice = router.has_choice(flow.src, flow.dst) if router is not None else None
-            if choice:
+            alone_use.add(i, flow.path, units)     # alone: its own source routes
+            if router is not None and router.has_choice(flow.src, flow.dst):
                 port = source_port(jobs[i].name, flow.channel, flow.src, flow.dst)
-                flow_hash = five_tuple_hash(router.index[flow.src] + 1,
-                                            router.index[flow.dst] + 1, port)
-                moving.append((i, flow, flow_hash, units))
+                moving.append((i, flow, five_tuple_hash(router.index[flow.src] + 1,
+                                                        router.index[flow.dst] + 1, port),
+                               units))
             else:
                 fixed.add(i, flow.path, units)
-    # Alone: each job on its own source routes, with the whole fabric (ρ_alone).
-    alone_use = _Usage()
-    for i in live:
-        for flow in prepared[i].flows:
-            alone_use.add(i, flow.path, float(flow.volume / largest[i]))
-    rounds = seeds if routing == "ecmp" else 1
     link_stats: dict[tuple[str, str], LinkResult] = {}
     for seed in range(rounds):
         report(progress, "seeds", seed / rounds)
@@ -329,6 +337,7 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
         use.column = dict(fixed.column)
         use.entries = list(fixed.entries)
         for i, flow, flow_hash, units in moving:
+            assert router is not None
             use.add(i, router.path(flow.src, flow.dst, flow_hash, seed), units)
         for link in alone_use.column:
             use.column.setdefault(link, len(use.column))
@@ -339,42 +348,34 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
         base, _ = alone_use.matrices(len(jobs), len(alone_use.column))
         alone_usage[:, [use.column[k] for k in alone_use.column]] = base
         alone = alone_rates(alone_usage, capacity)
-        if routing == "vclos":
-            own = np.array([[float(prepared[i].capacity.get(k, 0)) if prepared[i] else 0.0
-                             for k in links] for i in range(len(jobs))])
-            rate = alone_rates(usage, own * BYTES_PER_US_PER_GBPS)
+        if routing == "vclos":     # each job alone on the capacity it holds
+            held = np.zeros_like(usage)
+            for i, p in live.items():
+                held[i] = [float(p.capacity.get(k, 0)) for k in links]
+            rate = alone_rates(usage, held * BYTES_PER_US_PER_GBPS)
         else:
             rate = fair_rates(usage, capacity)
         for i in live:
             results[i].slowdowns.append(float(alone[i] / rate[i]))
+            if seed == 0:
+                results[i].bandwidth_us = float(largest[i]) * jobs[i].size / float(alone[i])
         offered = (usage * np.where(np.isfinite(alone), alone, 0)[:, None]).sum(axis=0)
         for col, link in enumerate(links):
             stats = link_stats.setdefault(link, LinkResult(link[0], link[1], caps[link]))
             stats.loads.append(float(offered[col] / capacity[col]))
             stats.flows.append(int(count[col]))
-        if seed == 0:
-            for i in live:
-                largest_bytes = float(largest[i]) * jobs[i].size
-                results[i].alone_us = prepared[i].alone_us
-                results[i].plan = prepared[i].plan
-                results[i].pieces = prepared[i].pieces
-                results[i].bandwidth_us = largest_bytes / float(alone[i])
     report(progress, "seeds", 1.0)
     for stats in link_stats.values():   # links a seed did not use carry nothing then
         stats.loads += [0.0] * (rounds - len(stats.loads))
         stats.flows += [0] * (rounds - len(stats.flows))
-    order = {n: i for i, n in enumerate(topology.node_ids())}
-    links_out = sorted(link_stats.values(), key=lambda k: (order[k.source], order[k.target]))
-    return FabricResult(topology.name, routing, rounds, results, links_out)
+    return list(link_stats.values())
 
 
-def _check_isolation(prepared: list[_Prepared | None],
-                     caps: dict[tuple[str, str], Fraction]) -> None:
+def _check_isolation(prepared: list[_Prepared], caps: dict[tuple[str, str], Fraction]
+                     ) -> None:
     """vClos's promise: the capacities the jobs hold add up to at most each link's."""
     held: dict[tuple[str, str], Fraction] = {}
     for p in prepared:
-        if p is None:
-            continue
         used = {link for flow in p.flows for link in path_links(flow.path)}
         for link in used:
             held[link] = held.get(link, Fraction(0)) + p.capacity[link]

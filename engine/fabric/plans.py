@@ -20,6 +20,7 @@ from fractions import Fraction
 from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.fabric.jobs import Job
+from canopy.engine.forest import solve
 from canopy.engine.plan import (
     CollectivePlan,
     FlowEdge,
@@ -29,7 +30,6 @@ from canopy.engine.plan import (
     add_path_load,
     schedule_plan,
 )
-from canopy.engine.solve import solve
 from canopy.engine.topology import Link, Node, Topology
 
 
