@@ -213,3 +213,14 @@ def test_fabric_sizes_are_exact_bytes():
     topo = load_sample(SAMPLE)
     assert all(isinstance(j.size, int) for j in topo.jobs)
     assert Fraction(topo.jobs[0].size) == 64 << 20
+
+
+def test_graphml_keeps_jobs_and_failures(tmp_path):
+    from canopy.engine.graphml_io import load_graphml, save_graphml
+    topo = load_sample(SAMPLE)
+    topo.links[-1].failed = True
+    topo.node("spine2").failed = True
+    save_graphml(topo, tmp_path / "t.graphml")
+    back = load_graphml(tmp_path / "t.graphml")
+    assert back.links[-1].failed and back.node("spine2").failed
+    assert [j.nodes for j in back.jobs] == [j.nodes for j in topo.jobs]
