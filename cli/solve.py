@@ -6,6 +6,7 @@ import argparse
 import time
 
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
@@ -20,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    add_fail_argument(p)
     add_export_arguments(p)
     p.set_defaults(run=run)
 
@@ -61,6 +63,7 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     topo = load_topology(args.topology)
+    apply_failures(topo, args.fail)
     schedule = solve(topo, args.collective, k=args.k, where=args.topology)
     if args.json:
         save_schedule(schedule, args.json)
