@@ -41,22 +41,34 @@ class FabricMarks:
             signal.connect(self.refresh)
         self.refresh()
 
-    def _add(self, path: QPainterPath, pen: QPen, z: float) -> None:
-        item = QGraphicsPathItem(path)
+    def _item(self, index: int, pen: QPen, z: float) -> QGraphicsPathItem:
+        """The ``index``-th path item, created (or re-created after a rebuild) as needed."""
+        while len(self._items) <= index:
+            self._items.append(QGraphicsPathItem())
+        item = self._items[index]
+        if not isValid(item) or item.scene() is not self.scene:
+            item = self._items[index] = QGraphicsPathItem()
+            item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+            self.scene.addItem(item)
         item.setPen(pen)
         item.setZValue(z)
-        item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
-        self.scene.addItem(item)
-        self._items.append(item)
+        return item
 
     def refresh(self) -> None:
-        """Redraw rings and crosses (cheap: one path per job, one for all crosses)."""
-        for item in self._items:
-            if isValid(item) and item.scene() is self.scene:   # a rebuild deletes them
-                self.scene.removeItem(item)
-        self._items = []
+        """Redraw the crosses and one ring path per job, reusing the items."""
+        crosses = QPainterPath()
+        for node in self.doc.topology.nodes:
+            if node.failed and self.doc.has_node(node.id):
+                item = self.scene.node_item(node.id)
+                _cross(crosses, item.mapToScene(QPointF(0, 0)), CROSS * 1.4)
+        for key in self.doc.link_keys():
+            if self.doc.link(key).failed:
+                p1, p2 = self.scene.link_item(key).ends()
+                _cross(crosses, (p1 + p2) / 2, CROSS)
+        self._item(0, QPen(FAILED, 2.5), 6).setPath(crosses)
         rings_at: dict[str, int] = {}
-        for index, job in enumerate(self.doc.topology.jobs):
+        jobs = self.doc.topology.jobs
+        for index, job in enumerate(jobs):
             path = QPainterPath()
             for node in job.nodes:
                 if not self.doc.has_node(node):
@@ -67,17 +79,11 @@ class FabricMarks:
                 grow = RING_GAP * (depth + 1)
                 body = item.mapRectToScene(item.body()).adjusted(-grow, -grow, grow, grow)
                 path.addRoundedRect(body, 8, 8)
-            self._add(path, QPen(job_color(index), 2.5), 5)
-        crosses = QPainterPath()
-        for node in self.doc.topology.nodes:
-            if node.failed and self.doc.has_node(node.id):
-                item = self.scene.node_item(node.id)
-                _cross(crosses, item.mapToScene(QPointF(0, 0)), CROSS * 1.4)
-        for key in self.doc.link_keys():
-            if self.doc.link(key).failed:
-                p1, p2 = self.scene.link_item(key).ends()
-                _cross(crosses, (p1 + p2) / 2, CROSS)
-        self._add(crosses, QPen(FAILED, 2.5), 6)
+            self._item(index + 1, QPen(job_color(index), 2.5), 5).setPath(path)
+        for item in self._items[len(jobs) + 1:]:
+            if isValid(item) and item.scene() is self.scene:
+                self.scene.removeItem(item)
+        del self._items[len(jobs) + 1:]
 
     def set_heat(self, loads: dict[tuple[str, str], float] | None) -> None:
         """Colour every link by the larger offered load of its two directions (1 = the
