@@ -96,7 +96,9 @@ class FabricActions(QObject):
     def _show_heat(self, on: bool) -> None:
         result = self.dock.results.get("ecmp")
         if not on or result is None:
-            self.marks.set_heat(None)
+            if self.marks.heat_on:
+                self.marks.set_heat(None)
+                self.window.inspector.overlays.refresh()   # the solution's colours return
             return
         self.marks.set_heat({(k.source, k.target): sum(k.loads) / len(k.loads)
                              for k in result.links})

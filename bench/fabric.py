@@ -52,6 +52,7 @@ def main():
         total = time.process_time() - begin
         out[routing] = {
             "cpu_s": round(total, 3),
+            "plans_computed": result.plans_computed,
             "cpu_s_by_phase": {k: round(v, 3) for k, v in phases.items()},
             "slowdown_mean": [round(j.mean, 3) for j in result.jobs if j.mean is not None],
             "slowdown_p99": [round(j.p99, 3) for j in result.jobs if j.p99 is not None],

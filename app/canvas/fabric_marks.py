@@ -37,6 +37,7 @@ class FabricMarks:
         self.doc = doc
         self._items: list[QGraphicsPathItem] = []
         self.heat: dict[tuple[str, str], float] = {}
+        self.heat_on = False
         for signal in (doc.edited, doc.reset):
             signal.connect(self.refresh)
         self.refresh()
@@ -88,6 +89,9 @@ class FabricMarks:
     def set_heat(self, loads: dict[tuple[str, str], float] | None) -> None:
         """Colour every link by the larger offered load of its two directions (1 = the
         link is just full, 2 = twice oversubscribed); None clears the heat map."""
+        if loads is None and not self.heat_on:
+            return                      # leave other overlays' colours alone
+        self.heat_on = loads is not None
         self.heat = dict(loads or {})
         scale = max(max(self.heat.values(), default=1.0), 1.0)
         for key in self.doc.link_keys():
@@ -95,6 +99,7 @@ class FabricMarks:
             item = self.scene.link_item(key)
             if loads is None:
                 item.set_highlight(None)
+                item.setToolTip("")
                 continue
             load = max(self.heat.get((link.source, link.target), 0.0),
                        self.heat.get((link.target, link.source), 0.0))

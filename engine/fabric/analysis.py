@@ -67,8 +67,16 @@ class JobResult:
     slowdowns: list[float] = field(default_factory=list)
     refused: str | None = None
     placement: dict[str, Any] = field(default_factory=dict)
-    plan: CollectivePlan | None = None        # what it runs (source routes)
     pieces: int = 1                           # the execution model's pipeline depth
+    canonical: tuple[CollectivePlan, dict[str, str]] | None = field(default=None, repr=False)
+
+    @property
+    def plan(self) -> CollectivePlan | None:
+        """What the job runs (its source routes), renamed from the cached plan on use."""
+        if self.canonical is None:
+            return None
+        plan, names = self.canonical
+        return _rename_plan(plan, names)
 
     @property
     def mean(self) -> float | None:
@@ -107,6 +115,7 @@ class FabricResult:
     seeds: int
     jobs: list[JobResult]
     links: list[LinkResult]
+    plans_computed: int = 0        # distinct job networks (the others reused a plan)
 
     def to_json(self) -> dict[str, Any]:
         """The ``canopy-fabric`` v1 JSON object."""
@@ -183,10 +192,10 @@ def _rename_plan(plan: CollectivePlan, names: dict[str, str]) -> CollectivePlan:
 
 @dataclass
 class _Prepared:
-    """A job ready to analyse: its plan, flows and alone times."""
+    """A job ready to analyse: its (canonically named) plan, flows and alone times."""
 
     job: Job
-    plan: CollectivePlan
+    canonical: tuple[CollectivePlan, dict[str, str]]   # the plan and canonical -> real
     flows: list[Flow]
     alone_us: float
     pieces: int
@@ -198,7 +207,7 @@ class _Planner:
 
     def __init__(self, topology: Topology) -> None:
         self.topology = topology
-        self.cache: dict[Hashable, tuple[CollectivePlan, float, int]] = {}
+        self.cache: dict[Hashable, tuple[CollectivePlan, list[Flow], float, int]] = {}
 
     def prepare(self, job: Job, network: Topology, full: Topology | None = None
                 ) -> _Prepared:
@@ -214,11 +223,12 @@ class _Planner:
                             job.algorithm, job.size)
             plan = job_plan(canon, canon_job)
             alone = fastest(canon_full, plan, job.size)
-            self.cache[key] = (plan, float(alone.time_us), alone.pieces)
-        plan, alone_us, pieces = self.cache[key]
+            self.cache[key] = (plan, plan_flows(plan), float(alone.time_us), alone.pieces)
+        plan, flows, alone_us, pieces = self.cache[key]
         back = {v: k for k, v in rename.items()}
-        real = _rename_plan(plan, back)
-        return _Prepared(job, real, plan_flows(real), alone_us, pieces, network.capacities())
+        real = [Flow(back[f.src], back[f.dst], f.channel, f.volume,
+                     tuple(back[n] for n in f.path)) for f in flows]
+        return _Prepared(job, (plan, back), real, alone_us, pieces, network.capacities())
 
 
 # ------------------------------------------------------------------ the analysis
@@ -302,12 +312,13 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
     if routing == "vclos":
         _check_isolation(list(live.values()), caps)
     for i, p in live.items():
-        results[i].alone_us, results[i].plan, results[i].pieces = p.alone_us, p.plan, p.pieces
+        results[i].alone_us, results[i].pieces = p.alone_us, p.pieces
+        results[i].canonical = p.canonical
     rounds = seeds if routing == "ecmp" else 1
     links = _contend(topology, jobs, live, routing, rounds, results, progress)
     order = {n: i for i, n in enumerate(topology.node_ids())}
     links.sort(key=lambda k: (order[k.source], order[k.target]))
-    return FabricResult(topology.name, routing, rounds, results, links)
+    return FabricResult(topology.name, routing, rounds, results, links, len(planner.cache))
 
 
 def _contend(topology: Topology, jobs: list[Job], live: dict[int, _Prepared], routing: str,
