@@ -21,7 +21,7 @@ JOB_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
               "#17becf", "#bcbd22", "#7f7f7f"]
 FAILED = QColor("#c62828")
 RING_GAP = 4.0
-CROSS = 9.0
+CROSS = 16.0
 HEAT_WIDTH = 4.0
 
 
@@ -51,6 +51,7 @@ class FabricMarks:
             item = self._items[index] = QGraphicsPathItem()
             item.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
             self.scene.addItem(item)
+        pen.setCosmetic(True)               # as thick at any zoom
         item.setPen(pen)
         item.setZValue(z)
         return item
@@ -61,12 +62,12 @@ class FabricMarks:
         for node in self.doc.topology.nodes:
             if node.failed and self.doc.has_node(node.id):
                 item = self.scene.node_item(node.id)
-                _cross(crosses, item.mapToScene(QPointF(0, 0)), CROSS * 1.4)
+                _cross(crosses, item.mapToScene(QPointF(0, 0)), CROSS * 2)
         for key in self.doc.link_keys():
             if self.doc.link(key).failed:
                 p1, p2 = self.scene.link_item(key).ends()
                 _cross(crosses, (p1 + p2) / 2, CROSS)
-        self._item(0, QPen(FAILED, 2.5), 6).setPath(crosses)
+        self._item(0, QPen(FAILED, 3.0), 6).setPath(crosses)
         rings_at: dict[str, int] = {}
         jobs = self.doc.topology.jobs
         for index, job in enumerate(jobs):

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -37,8 +38,12 @@ from canopy.engine.fabric.analysis import FabricResult
 from canopy.engine.fabric.jobs import COLLECTIVES, Job
 from canopy.engine.sizes import parse_size, size_label
 
-COLUMNS = ["Job", "GPUs", "Collective", "Size", "Alone µs", "ECMP mean", "ECMP p99",
-           "Source", "vClos"]
+COLUMNS = ["Job", "GPUs", "Collective", "Size", "Alone µs", "ECMP", "p99", "Source",
+           "vClos"]
+TIPS = {"ECMP": "mean slowdown over the ECMP hash seeds", "p99": "99th percentile of the "
+        "ECMP slowdown over seeds", "Source": "slowdown with each job routed as if alone",
+        "vClos": "slowdown in the job's own vClos (or why vClos refused it)",
+        "Alone µs": "the execution model's time of the collective with the fabric to itself"}
 
 
 class SetJobs(QUndoCommand):
@@ -81,6 +86,11 @@ class JobsDock(QDockWidget):
         layout = QVBoxLayout(body)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
+        for col, name in enumerate(COLUMNS):
+            header = self.table.horizontalHeaderItem(col)
+            if header is not None and name in TIPS:
+                header.setToolTip(TIPS[name])
+        self.table.setMinimumHeight(90)
         self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QTableWidget.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
@@ -116,7 +126,11 @@ class JobsDock(QDockWidget):
         form.addRow(self.heat)
         layout.addLayout(form)
         layout.addWidget(self.error)
-        self.setWidget(body)
+        scroll = QScrollArea()           # a small window still fits the dock area
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setWidget(body)
+        self.setWidget(scroll)
         self.add_button.clicked.connect(self.add_from_selection)
         self.remove_button.clicked.connect(self.remove_selected)
         self.analyze_button.clicked.connect(self.analyze_requested)
@@ -221,7 +235,7 @@ class JobsDock(QDockWidget):
             vclos = found.get("vclos", {}).get(job.name)
             vclos_text = ("refused" if vclos is not None and vclos.refused
                           else _fmt(vclos.mean if vclos else None))
-            cells = [job.name, str(len(job.nodes)), f"{job.collective} ({job.algorithm})",
+            cells = [job.name, str(len(job.nodes)), f"{job.collective}/{job.algorithm}",
                      size_label(job.size), _fmt(ecmp.alone_us if ecmp else None, 1),
                      _fmt(ecmp.mean if ecmp else None), _fmt(ecmp.p99 if ecmp else None),
                      _fmt(source.mean if source else None), vclos_text]
