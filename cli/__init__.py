@@ -24,6 +24,7 @@ VERBS = [
     "graphml",
     "compare",
     "fabric",
+    "export-nccl-graph",
 ]
 
 
