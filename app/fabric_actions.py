@@ -20,21 +20,29 @@ from canopy.app.canvas.fabric_marks import FabricMarks
 from canopy.app.commands import edit_links, edit_nodes
 from canopy.app.docks.jobs import JobsDock
 from canopy.engine.fabric.analysis import ROUTINGS, FabricResult, analyze
+from canopy.engine.progress import Progress
 from canopy.engine.topology import Topology
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
 
 
-def analyze_all(topology: Topology, seeds: int, report) -> dict[str, FabricResult]:
-    """ECMP, source routing and vClos on ``topology``; progress over the three runs."""
+def analyze_all(topology: Topology, seeds: int, progress: Progress | None = None
+                ) -> dict[str, FabricResult]:
+    """ECMP, source routing and vClos on ``topology`` (run in the engine's child
+    process); progress runs over the three analyses. Plans are dropped from the results
+    (the editor shows numbers only, and they are sent back through a pipe)."""
     results = {}
     for i, routing in enumerate(ROUTINGS):
         def step(phase: str, fraction: float, i: int = i, routing: str = routing) -> None:
-            half = 0.5 if phase == "seeds" else 0.0
-            report(f"contention ({routing})", (i + half + fraction / 2) / len(ROUTINGS))
-        results[routing] = analyze(topology, routing=routing, seeds=seeds, progress=step,
-                                   where=topology.name)
+            if progress is not None:
+                half = 0.5 if phase == "seeds" else 0.0
+                progress(f"contention ({routing})", (i + half + fraction / 2) / len(ROUTINGS))
+        result = analyze(topology, routing=routing, seeds=seeds, progress=step,
+                         where=topology.name)
+        for job in result.jobs:
+            job.canonical = None
+        results[routing] = result
     return results
 
 
@@ -77,9 +85,8 @@ class FabricActions(QObject):
             return False
         topology = doc.snapshot()
         seeds = self.dock.seeds.value()
-        return self.controller.run("Analyzing contention",
-                                   lambda report: analyze_all(topology, seeds, report),
-                                   self._done)
+        return self.controller.run("Analyzing contention", self._done, analyze_all,
+                                   topology, seeds)
 
     def _done(self, results: dict[str, FabricResult]) -> None:
         self.dock.set_results(results)
