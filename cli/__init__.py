@@ -25,6 +25,7 @@ VERBS = [
     "compare",
     "fabric",
     "export-nccl-graph",
+    "sweep",
 ]
 
 
