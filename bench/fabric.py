@@ -6,6 +6,11 @@ spine (non-blocking). Job k (128 GPUs, ring allreduce of 256 MiB) runs on server
 k+8, k+16, ... so its traffic crosses the spines. Prints JSON with CPU seconds
 (time.process_time) per phase and routing; the target is <= 30 s for ECMP, 100 seeds.
 
+Then the shape of vclos.txt Fig. 2 ("the larger the cluster, the more flows contend"):
+on leaf-spines of L leaves x L spines with L GPUs per leaf, every GPU sends one flow to
+the GPU half the cluster away; per scale, the share of flows whose leaf uplink carries
+1, 2, 3, ... flows, over the seeds.
+
     python bench/fabric.py [--seeds 100]
 """
 
@@ -14,8 +19,10 @@ import json
 import time
 
 from canopy.engine.fabric.analysis import analyze
+from canopy.engine.fabric.ecmp import EcmpRouter, five_tuple_hash
 from canopy.engine.fabric.jobs import Job
 from canopy.engine.generators import generate
+from canopy.engine.plan import path_links
 
 
 def fabric():
@@ -26,6 +33,35 @@ def fabric():
     topo.jobs = [Job(f"job{k}", tuple(g for s in range(k, 128, 8) for g in servers[s]),
                      "allreduce", "ring", 256 << 20) for k in range(8)]
     return topo
+
+
+def contention_by_scale(seeds):
+    """Share of flows by how many flows their leaf uplink carries (Fig. 2's shape)."""
+    out = {}
+    for leaves in (2, 4, 8, 16, 32):
+        topo = generate("cluster", {"servers": str(leaves * leaves), "gpus": "1",
+                                    "scale_out": "leaf-spine", "leaf": "tor",
+                                    "servers_per_leaf": str(leaves),
+                                    "spines": str(leaves)})
+        router = EcmpRouter(topo)
+        gpus = topo.compute_nodes()
+        half = len(gpus) // 2
+        flows = []
+        for i, g in enumerate(gpus):
+            j = (i + half) % len(gpus)
+            flows.append((g, gpus[j], five_tuple_hash(i + 1, j + 1, 49152 + i)))
+        shares: dict[int, int] = {}
+        for seed in range(seeds):
+            uplink = {}
+            for src, dst, h in flows:
+                path = router.path(src, dst, h, seed)
+                hop = next(link for link in path_links(path) if link[1].startswith("spine"))
+                uplink.setdefault(hop, []).append(src)
+            for users in uplink.values():
+                shares[len(users)] = shares.get(len(users), 0) + len(users)
+        total = sum(shares.values())
+        out[f"{len(gpus)} GPUs"] = {k: round(v / total, 4) for k, v in sorted(shares.items())}
+    return out
 
 
 def main():
@@ -61,6 +97,9 @@ def main():
             "refused": sum(j.refused is not None for j in result.jobs),
             "max_link_load": round(max(max(k.loads) for k in result.links), 3),
         }
+    begin = time.process_time()
+    out["flows_per_uplink_share"] = contention_by_scale(args.seeds)
+    out["flows_per_uplink_cpu_s"] = round(time.process_time() - begin, 3)
     print(json.dumps(out, indent=1))
 
 
