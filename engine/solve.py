@@ -96,6 +96,11 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     return trees
 
 
+def bound(topology: Topology, where: str = "") -> Optimum:
+    """The optimum alone (1/x*, bottleneck cut, k, y): no trees (``--bound-only``)."""
+    return find_optimum(Network.from_topology(topology, where))
+
+
 def solve(topology: Topology, collective: str = "allgather", k: int | None = None,
           progress: Progress | None = None, where: str = "") -> Schedule:
     """The optimal (or best fixed-k) verified schedule of ``topology`` for ``collective``.
