@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.export import write_trees_xml
 from canopy.engine.msccl import RUNTIMES, MscclLimitError, MscclOptions, explain_limits, msccl_xml
-from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
@@ -44,6 +42,8 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
+        from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
                                runtime=args.msccl_runtime)
         try:
@@ -58,5 +58,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         atomic_write_bytes(args.msccl, data)
         print(f"MSCCL XML:       {args.msccl} ({report.summary()})")
     if args.trees_xml:
+        from canopy.engine.export import write_trees_xml
+
         write_trees_xml(args.trees_xml, schedule)
         print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")
