@@ -40,7 +40,7 @@ def build(kind: str, size):
     from canopy.engine.generators import generate
     if kind == "torus":
         return generate("torus", {"dims": size})
-    return generate("cluster", {"servers": str(size), "gpus": "8", "scale-out": "leaf-spine",
+    return generate("cluster", {"servers": str(size), "gpus": "8", "scale_out": "leaf-spine",
                                 "oversubscription": "2"})
 
 

@@ -6,10 +6,11 @@ import argparse
 import time
 
 from canopy.cli.exports import add_export_arguments, write_exports
-from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.errors import CanopyError
+from canopy.engine.optimality import COLLECTIVES, Optimum
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import solve
+from canopy.engine.solve import bound, solve
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
 
@@ -20,6 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    p.add_argument("--bound-only", action="store_true",
+                   help="print the optimum, bottleneck cut and k only (no trees; fast on "
+                   "large topologies)")
     add_export_arguments(p)
     p.set_defaults(run=run)
 
@@ -58,9 +62,32 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
     return "\n".join(lines)
 
 
+def bound_summary(opt: Optimum, collective: str, all_nodes: list[str], seconds: float) -> str:
+    """``canopy solve --bound-only``: the optimum without trees."""
+    n = len(opt.network.compute)
+    return "\n".join([
+        f"collective:      {collective}",
+        f"compute nodes:   N = {n}",
+        f"optimal algbw:   {format_gbps(opt.algbw(collective))} GB/s",
+        f"1/x*:            {opt.inverse_x}",
+        f"bottleneck cut:  {describe_cut(opt.cut_names(), all_nodes)}, exiting bandwidth "
+        f"{format_gbps(opt.cut_bandwidth)} GB/s",
+        f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"time:            {seconds:.3f} s (bound only: no trees built)",
+    ])
+
+
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     topo = load_topology(args.topology)
+    if args.bound_only:
+        if args.json or args.msccl or args.trees_xml or args.k is not None:
+            raise CanopyError("--bound-only builds no trees, so it cannot be combined with "
+                              "--k, --json, --msccl or --trees-xml.")
+        opt = bound(topo, where=args.topology)
+        print(bound_summary(opt, args.collective, topo.node_ids(),
+                            time.perf_counter() - start))
+        return 0
     schedule = solve(topo, args.collective, k=args.k, where=args.topology)
     if args.json:
         save_schedule(schedule, args.json)

@@ -131,10 +131,13 @@ class FlowNetwork:
         if self._caps.dtype != object and capacity >= INT64_SAFE // max(len(self._caps), 1):
             self._caps = np.asarray([int(x) for x in self._caps], dtype=object)
             self._solver = None
+        if self._caps.dtype == object:
+            self._caps[arc] = capacity
+            return
         self._caps[arc] = capacity
         if self._solver is not None and self.backend == "ortools":
             self._solver.set_arc_capacity(arc, capacity)
-        else:
+        elif self.backend != "scipy":
             self._solver = None
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -182,28 +185,33 @@ class FlowNetwork:
         return int(solver.optimal_flow()), side
 
     def _scipy(self, source: int, sink: int, want_cut: bool) -> tuple[int, list[int]] | None:
-        """scipy's Dinic on gcd-scaled int32 capacities; None when they do not fit."""
-        if self._solver is None:
-            import scipy.sparse as sp
-            caps = self._caps
-            scale = math.gcd(*caps.tolist()) if len(caps) else 1
-            scale = scale or 1
-            scaled = caps // scale
-            n = self.num_nodes
-            matrix = sp.csr_matrix((scaled, (self._tails, self._heads)), shape=(n, n))
-            matrix.sum_duplicates()
-            if len(caps) and int(matrix.data.max()) * n > INT32_SAFE:
-                _log.debug("capacities exceed int32 for scipy; using networkx")
-                self._solver = False
-            else:
-                matrix.data = matrix.data.astype(np.int32)
-                matrix.setdiag(0)
-                matrix.eliminate_zeros()
-                self._solver = (matrix, scale)
-        if self._solver is False:
-            return None
+        """scipy's Dinic on gcd-scaled int32 capacities; None when they do not fit.
+
+        The CSR structure (arcs merged per node pair, self-loops dropped) is built once;
+        after capacity changes only its data array is recomputed.
+        """
+        import scipy.sparse as sp
         from scipy.sparse.csgraph import breadth_first_order, maximum_flow
-        matrix, scale = self._solver
+
+        n = self.num_nodes
+        if self._solver is None or self._solver[0] != len(self._caps):
+            keep = self._tails != self._heads
+            keys = self._tails[keep].astype(np.int64) * n + self._heads[keep]
+            pairs, inverse = np.unique(keys, return_inverse=True)
+            indptr = np.searchsorted(pairs // n, np.arange(n + 1)).astype(np.int32)
+            matrix = sp.csr_matrix((np.zeros(len(pairs), np.int32),
+                                    (pairs % n).astype(np.int32), indptr), shape=(n, n))
+            self._solver = (len(self._caps), keep, inverse, matrix)
+        _, keep, inverse, matrix = self._solver
+        merged = np.zeros(len(matrix.data), np.int64)
+        np.add.at(merged, inverse, self._caps[keep])
+        scale = int(np.gcd.reduce(merged)) if len(merged) else 1
+        scale = scale or 1
+        merged //= scale
+        if len(merged) and int(merged.max()) * n > INT32_SAFE:
+            _log.debug("capacities exceed int32 for scipy; using networkx")
+            return None
+        matrix.data = merged.astype(np.int32)
         result = maximum_flow(matrix, source, sink, method="dinic")
         value = int(result.flow_value) * scale
         if not want_cut:

@@ -108,14 +108,14 @@ class _Packer:
     """D̄ of Thm 12 kept as one flow network between μ questions.
 
     The network holds the capacities g and an extra source node σ with an arc σ -> v of
-    capacity ``single[v]`` for every node. F(x, y; D̄) is F(σ, y) with the arc σ -> x
+    capacity ``single[v]`` for every compute node. F(x, y; D̄) is F(σ, y) with the arc σ -> x
     raised to ∞ (σ merges into x, so the arcs x -> r of D̄ are the arcs σ -> r). The
     network is only updated, never rebuilt, unless other batches with several vertices
     exist (then each gets its node s_i for that question).
     """
 
-    def __init__(self, num_nodes: int, capacity: dict[tuple[int, int], int],
-                 total_trees: int) -> None:
+    def __init__(self, num_nodes: int, compute: list[int],
+                 capacity: dict[tuple[int, int], int], total_trees: int) -> None:
         self.num_nodes = num_nodes
         self.g = ArcTable(num_nodes)
         for (a, b), c in capacity.items():
@@ -126,10 +126,10 @@ class _Packer:
         self.others = _OtherBatches(num_nodes)
         self.sigma = num_nodes
         self.flow = self.g.network_with(
-            np.full(num_nodes, self.sigma, np.int32), np.arange(num_nodes, dtype=np.int32),
-            np.zeros(num_nodes, np.int64), num_nodes=num_nodes + 1)
+            np.full(len(compute), self.sigma, np.int32), np.asarray(compute, dtype=np.int32),
+            np.zeros(len(compute), np.int64), num_nodes=num_nodes + 1)
         self.arc_of = {edge: i for i, edge in enumerate(self.g.edges())}
-        self.sigma_arc = len(self.arc_of)
+        self.sigma_arc = {v: len(self.arc_of) + i for i, v in enumerate(compute)}
 
     def use(self, x: int, y: int, amount: int) -> None:
         """Take ``amount`` of g(x, y) for a batch."""
@@ -138,7 +138,7 @@ class _Packer:
 
     def sync_singles(self, *roots: int) -> None:
         for r in roots:
-            self.flow.set_capacity(self.sigma_arc + r, self.others.single[r])
+            self.flow.set_capacity(self.sigma_arc[r], self.others.single[r])
 
     def mu(self, batch: Batch, x: int, y: int) -> int:
         """Thm 12: min{g(x,y), m(R), F(x,y; D̄) - Σ_{i≠R} m(R_i)}, with a flow only when
@@ -153,7 +153,7 @@ class _Packer:
         self.flows += 1
         sets = [(v, m) for v, m in self.others.sets.items() if y not in v]
         if not sets:
-            arc = self.sigma_arc + x
+            arc = self.sigma_arc[x]
             self.flow.set_capacity(arc, self.inf)
             value = self.flow.max_flow(self.sigma, y)
             self.flow.set_capacity(arc, self.others.single[x])
@@ -168,7 +168,7 @@ class _Packer:
         capacity m(R_i), s_i -> R_i of ∞), on a copy of the network."""
         tails, heads, caps = self.flow.arrays()
         caps = caps.copy()
-        caps[self.sigma_arc + x] = self.inf
+        caps[self.sigma_arc[x]] = self.inf
         extra_t, extra_h, extra_c = [tails], [heads], [caps]
         aux = self.num_nodes + 1
         for verts, m in sets:
@@ -208,7 +208,7 @@ def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int
     ``capacity`` maps logical edges between compute nodes (indices < num_nodes) to
     integer capacities in trees.
     """
-    packer = _Packer(num_nodes, capacity, sum(demands.values()))
+    packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))
     pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
     for batch in pending:
         packer.others.add(batch)

@@ -224,10 +224,11 @@ class _Splitter:
 
 
 def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
-                    progress: Progress | None = None) -> LogicalTopology:
+                    progress: Progress | None = None, bulk: bool = True) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
-    ``caps`` are capacities in trees. Thm 7 assumes every node balanced (Eulerian); a
+    ``caps`` are capacities in trees. With ``bulk`` every switch is first split in one
+    certified pass (:func:`_bulk`), pair by pair only when that fails. Thm 7 assumes every node balanced (Eulerian); a
     switch must be, or it cannot be isolated. When only compute nodes are unbalanced
     (floored capacities for a fixed k), splitting is still safe and usually succeeds;
     if a switch cannot be isolated that is reported.
@@ -243,7 +244,7 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     degree = {w: len({a for a, b in caps if b == w} | {b for a, b in caps if a == w})
               for w in switches}
     switches.sort(key=lambda w: (degree[w], w))
-    splitter = _bulk(net, caps, k, switches)
+    splitter = _bulk(net, caps, k, switches) if bulk else None
     if splitter is None:
         splitter = _Splitter(net, caps, k)
         for done, w in enumerate(switches):
