@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import math
 import os
 from typing import Any
 

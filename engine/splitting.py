@@ -228,10 +228,10 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
     ``caps`` are capacities in trees. With ``bulk`` every switch is first split in one
-    certified pass (:func:`_bulk`), pair by pair only when that fails. Thm 7 assumes every node balanced (Eulerian); a
-    switch must be, or it cannot be isolated. When only compute nodes are unbalanced
-    (floored capacities for a fixed k), splitting is still safe and usually succeeds;
-    if a switch cannot be isolated that is reported.
+    certified pass (:func:`_bulk`), pair by pair only when that fails. Thm 7 assumes
+    every node balanced (Eulerian); a switch must be, or it cannot be isolated. When
+    only compute nodes are unbalanced (floored capacities for a fixed k), splitting is
+    still safe and usually succeeds; if a switch cannot be isolated that is reported.
     """
     unbalanced = _unbalanced_switch(net, caps)
     if unbalanced is not None:
