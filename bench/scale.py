@@ -51,11 +51,11 @@ def child(name: str) -> None:
     cpu, wall = time.process_time(), time.perf_counter()
     row: dict = {"case": name, "gpus": len(topo.compute_nodes())}
     if mode == "bound":
-        from canopy.engine.solve import bound
-        opt = bound(topo)
+        from canopy.engine.optimality import optimum
+        opt = optimum(topo)
         row.update(k=opt.k, algbw=round(float(opt.algbw()), 6), rounds=opt.rounds)
     else:
-        from canopy.engine.solve import solve
+        from canopy.engine.forest import solve
         schedule = solve(topo)
         total = schedule.timings.get("total") or 1.0
         row.update(k=schedule.k, algbw=round(float(schedule.algbw), 6),

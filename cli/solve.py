@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.engine.errors import CanopyError
-from canopy.engine.optimality import COLLECTIVES, Optimum
+from canopy.engine.forest import solve
+from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import bound, solve
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
 
@@ -18,13 +19,14 @@ from canopy.engine.topology_io import load_topology
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="compute the optimal schedule of a topology")
     p.add_argument("topology", help="canopy-topology JSON file")
-    p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
+    p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
     p.add_argument("--bound-only", action="store_true",
                    help="print the optimum, bottleneck cut and k only (no trees; fast on "
                    "large topologies)")
     add_export_arguments(p)
+    add_alltoall_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -78,13 +80,15 @@ def bound_summary(opt: Optimum, collective: str, all_nodes: list[str], seconds: 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.collective == "alltoall":
+        return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
     if args.bound_only:
         if args.json or args.msccl or args.trees_xml or args.k is not None:
             raise CanopyError("--bound-only builds no trees, so it cannot be combined with "
                               "--k, --json, --msccl or --trees-xml.")
-        opt = bound(topo, where=args.topology)
+        opt = optimum(topo, where=args.topology)
         print(bound_summary(opt, args.collective, topo.node_ids(),
                             time.perf_counter() - start))
         return 0

@@ -163,7 +163,27 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
 
 def save_schedule(schedule: Schedule, path: str | os.PathLike[str],
                   compact: bool | None = None) -> None:
-    """Write ``schedule``; a compact (routes-table) file is written without indentation."""
+    """Write a schedule as canopy-schedule JSON, atomically.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        A schedule from :func:`canopy.engine.solve`.
+    path : str or os.PathLike
+        Where to write it.
+    compact : bool, optional
+        Write tree edges as indices into a ``routes`` table, without indentation.
+        By default large schedules (from ``COMPACT_FROM_EDGES`` tree edges) are compact.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from canopy.engine import load_sample, solve
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "schedule.json"
+    >>> save_schedule(solve(load_sample("forestcoll-fig2.json")), target)
+    >>> load_schedule(target).collective
+    'allgather'
+    """
     data = schedule_to_dict(schedule, compact)
     text = json.dumps(data, indent=None if "routes" in data else 1,
                       separators=(",", ":") if "routes" in data else None)
@@ -171,6 +191,30 @@ def save_schedule(schedule: Schedule, path: str | os.PathLike[str],
 
 
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
+    """Read a canopy-schedule JSON file (``canopy solve --json``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    Schedule
+        Not yet verified: pass it to :func:`canopy.engine.verify` with its topology.
+
+    Raises
+    ------
+    ScheduleError
+        One sentence naming the file and the field at fault.
+
+    Examples
+    --------
+    >>> load_schedule("missing.json")
+    Traceback (most recent call last):
+    ...
+    canopy.engine.errors.ScheduleError: missing.json: no such file.
+    """
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))

@@ -9,13 +9,13 @@ from hypothesis import HealthCheck, given, settings
 
 from canopy.cli import main
 from canopy.engine import packing
+from canopy.engine.forest import solve, tree_capacities
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
 from canopy.engine.schedule_io import load_schedule, save_schedule, schedule_to_dict
-from canopy.engine.solve import solve, tree_capacities
 from canopy.engine.splitting import remove_switches
 from canopy.engine.topology_io import load_sample, save_topology
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 from tests.strategies import topologies
 from tests.test_splitting import all_cuts_hold
 
