@@ -10,10 +10,11 @@ where D̄ adds, for every other batch R_i, a node s_i, an arc x -> s_i of capaci
 m(R_i) and arcs s_i -> R_i of infinite capacity. When μ < m(R) the batch splits in two.
 The work depends on the number of distinct batches, not on k.
 
-Two exact reductions keep D̄ small: a batch containing y sends its m(R_i) straight to y
-through s_i, so it adds m(R_i) to F and to the sum alike and is left out; and batches
+Exact reductions keep D̄ small and cheap: a batch containing y sends its m(R_i) straight
+to y through s_i, so it adds m(R_i) to F and to the sum alike and is left out; batches
 with equal vertex sets share one s_i (a single vertex needs no s_i at all: its arc goes
-straight to that vertex).
+straight to that vertex); and when g(x, y) alone covers every batch that must still
+enter y, μ is settled without a flow (see :meth:`_Packer.mu`).
 
 Edges are tried shallowest tail first, so trees come out low (their height matters for
 latency at small message sizes, App. C.3's closing remark).
@@ -27,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from canopy.engine.arcs import ArcTable
 from canopy.engine.errors import ScheduleError
 from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.progress import Progress
@@ -53,16 +53,31 @@ class Batch:
         return Batch(self.root, m, set(self.vertices), dict(self.depth), list(self.edges),
                      list(self.frontier))
 
-    def grow(self, x: int, y: int, g: ArcTable) -> None:
+    def grow(self, x: int, y: int, g: _Capacities) -> None:
         self.edges.append((x, y))
         self.vertices.add(y)
         self.depth[y] = self.depth[x] + 1
         self.reach_from(y, g)
 
-    def reach_from(self, x: int, g: ArcTable) -> None:
+    def reach_from(self, x: int, g: _Capacities) -> None:
+        depth, cap, vertices, frontier = self.depth[x], g.cap, self.vertices, self.frontier
         for y in g.out[x]:
-            if y not in self.vertices:
-                heapq.heappush(self.frontier, (self.depth[x], -g.get(x, y), x, y))
+            c = cap[(x, y)]
+            if c and y not in vertices:
+                heapq.heappush(frontier, (depth, -c, x, y))
+
+
+class _Capacities:
+    """g on D*: capacities in a dict of Python integers, with out-neighbour lists."""
+
+    def __init__(self, capacity: dict[tuple[int, int], int]) -> None:
+        self.cap = {e: c for e, c in capacity.items() if c}
+        self.out: dict[int, list[int]] = defaultdict(list)
+        for a, b in self.cap:
+            self.out[a].append(b)
+
+    def get(self, a: int, b: int) -> int:
+        return self.cap.get((a, b), 0)
 
 
 @dataclass
@@ -117,24 +132,26 @@ class _Packer:
     def __init__(self, num_nodes: int, compute: list[int],
                  capacity: dict[tuple[int, int], int], total_trees: int) -> None:
         self.num_nodes = num_nodes
-        self.g = ArcTable(num_nodes)
-        for (a, b), c in capacity.items():
-            self.g.add(a, b, c)
-        self.inf = self.g.total() + total_trees + 1
+        self.g = _Capacities(capacity)
+        self.inf = sum(self.g.cap.values()) + total_trees + 1
         self.flows = 0
         self.certified = 0
         self.others = _OtherBatches(num_nodes)
         self.sigma = num_nodes
-        self.flow = self.g.network_with(
-            np.full(len(compute), self.sigma, np.int32), np.asarray(compute, dtype=np.int32),
-            np.zeros(len(compute), np.int64), num_nodes=num_nodes + 1)
-        self.arc_of = {edge: i for i, edge in enumerate(self.g.edges())}
-        self.sigma_arc = {v: len(self.arc_of) + i for i, v in enumerate(compute)}
+        edges = list(self.g.cap)
+        self.flow = FlowNetwork(num_nodes + 1)
+        for a, b in edges:
+            self.flow.add_arc(a, b, self.g.cap[(a, b)])
+        for v in compute:
+            self.flow.add_arc(self.sigma, v, 0)
+        self.arc_of = {edge: i for i, edge in enumerate(edges)}
+        self.sigma_arc = {v: len(edges) + i for i, v in enumerate(compute)}
+        self.stale: set[tuple[int, int]] = set()   # arcs whose g the network lacks
 
     def use(self, x: int, y: int, amount: int) -> None:
         """Take ``amount`` of g(x, y) for a batch."""
-        self.g.add(x, y, -amount)
-        self.flow.set_capacity(self.arc_of[(x, y)], self.g.get(x, y))
+        self.g.cap[(x, y)] -= amount
+        self.stale.add((x, y))
 
     def sync_singles(self, *roots: int) -> None:
         for r in roots:
@@ -143,14 +160,17 @@ class _Packer:
     def mu(self, batch: Batch, x: int, y: int) -> int:
         """Thm 12: min{g(x,y), m(R), F(x,y; D̄) - Σ_{i≠R} m(R_i)}, with a flow only when
         g(x, y) alone cannot show that every other batch still fits."""
-        bound = min(self.g.get(x, y), batch.m)
-        missing = self.others.missing(y)
-        if self.g.get(x, y) >= missing + bound:
+        g = self.g.cap[(x, y)]
+        bound = min(g, batch.m)
+        if g >= self.others.missing(y) + bound:
             # Every cut X ∋ y, ∌ x keeps the arc (x, y), so ρ(X) - μ still covers the
             # batches that must enter X: μ = bound needs no flow.
             self.certified += 1
             return bound
         self.flows += 1
+        for edge in self.stale:
+            self.flow.set_capacity(self.arc_of[edge], self.g.cap[edge])
+        self.stale.clear()
         sets = [(v, m) for v, m in self.others.sets.items() if y not in v]
         if not sets:
             arc = self.sigma_arc[x]
@@ -190,7 +210,7 @@ class _Packer:
         """
         while batch.frontier:
             _, _, x, y = heapq.heappop(batch.frontier)
-            if y in batch.vertices or not self.g.get(x, y):
+            if y in batch.vertices or not self.g.cap[(x, y)]:
                 continue
             mu = self.mu(batch, x, y)
             if mu:

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from canopy.cli import main
 from canopy.engine import packing
-from canopy.engine.forest import solve, tree_capacities
+from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
 from canopy.engine.schedule_io import load_schedule, save_schedule, schedule_to_dict
@@ -18,6 +18,12 @@ from canopy.engine.topology_io import load_sample, save_topology
 from canopy.engine.verification import verify
 from tests.strategies import topologies
 from tests.test_splitting import all_cuts_hold
+
+
+def tree_capacities(net, opt, k):
+    """Prop. 3: capacities in trees b_e / y at the optimum."""
+    y = opt.tree_bandwidth
+    return y, {e: int(c / y) for e, c in net.capacity.items()}
 
 
 def brute_mu(packer, compute, batch, x, y):
@@ -30,7 +36,7 @@ def brute_mu(packer, compute, batch, x, y):
     for size in range(len(compute) + 1):
         for rest in combinations(compute, size):
             side = {y, *rest}
-            rho = sum(c for (a, b), c in packer.g.items() if a not in side and b in side)
+            rho = sum(c for (a, b), c in packer.g.cap.items() if a not in side and b in side)
             demand = sum(m for verts, m in others if not verts & side)
             value = rho - demand
             best = value if best is None else min(best, value)
