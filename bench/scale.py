@@ -30,7 +30,8 @@ CASES = {
     "bound-dgx-512": ("bound", "dgx", 512),
 }
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT = ["dgx-32", "dgx-64", "dgx-128", "torus-8x8x8", "leaf-spine-32", "bound-dgx-512"]
+DEFAULT = ["dgx-32", "dgx-64", "dgx-128", "torus-8x8x8", "leaf-spine-32", "leaf-spine-128",
+           "bound-dgx-512"]
 
 
 def build(kind: str, size):
@@ -61,8 +62,7 @@ def child(name: str) -> None:
         row.update(k=schedule.k, algbw=round(float(schedule.algbw), 6),
                    distinct_trees=len(schedule.trees),
                    phases={p: round(v / total, 3) for p, v in schedule.timings.items()
-                           if p != "total"},
-                   **{"maxflows": schedule.extra.get("stats", {})})
+                           if p != "total"})
     row.update(cpu_s=round(time.process_time() - cpu, 3),
                wall_s=round(time.perf_counter() - wall, 3),
                peak_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
