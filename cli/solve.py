@@ -8,6 +8,7 @@ from fractions import Fraction
 
 from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.allreduce_lp import solve_allreduce_lp
 from canopy.engine.errors import CanopyError
 from canopy.engine.fewest import describe_k
@@ -36,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allreduce-lp", action="store_true",
                    help="also solve ForestColl's allreduce LP (App. E) with HiGHS and say "
                    "whether it beats reduce-scatter + allgather")
+    add_fail_argument(p)
     add_export_arguments(p)
     add_alltoall_arguments(p)
     p.set_defaults(run=run)
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
+    apply_failures(topo, args.fail)
     if args.bound_only:
         if args.json or args.msccl or args.trees_xml or args.k is not None \
                 or args.allreduce_lp:
