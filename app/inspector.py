@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QLabel,
     QMenu,
     QMessageBox,
     QProgressBar,
@@ -36,9 +37,10 @@ from canopy.app.docks.plots import PlotsDock
 from canopy.app.docks.results import ResultsDock
 from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
-from canopy.app.solution import Hop, Solution, hop_orders
+from canopy.app.solution import Hop, Solution, hop_orders, signature
 from canopy.app.solve_worker import PHASES
 from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.topology import format_gbps
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
@@ -129,7 +131,12 @@ class Inspector(QObject):
 
     def _after_reset(self) -> None:
         """A new or reloaded topology: the canvas items were all replaced. Results that
-        still fit it (the same file opened again) are drawn on the new items."""
+        still fit it (the same file opened again) are drawn on the new items; results of
+        another topology are dropped, since nothing was edited."""
+        solution = self.controller.solution
+        if solution is not None and solution.signature != signature(self.window.doc.topology):
+            self.controller.forget()
+            return
         self.controller.check_now()
         if self.controller.fresh:
             self.overlays.redraw()
@@ -249,6 +256,8 @@ class Inspector(QObject):
         self.cancel_button = QToolButton()
         self.cancel_button.setDefaultAction(self.actions["cancel"])
         bar = self.window.statusBar()
+        self.solved_label = QLabel()
+        bar.addPermanentWidget(self.solved_label)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.cancel_button)
         self.progress.hide()
@@ -308,9 +317,12 @@ class Inspector(QObject):
         else:
             QMessageBox.critical(self.window, f"{what} failed", message)
 
-    def _solution_changed(self, solution: Solution) -> None:
+    def _solution_changed(self, solution: Solution | None) -> None:
         stale = self.controller.stale
         self._hops.clear()
+        if solution is None:
+            self._forgotten()
+            return
         self.overlays.set_solution(solution)
         self.results.set_solution(solution, stale)
         self.trees.set_solution(solution, stale)
@@ -327,9 +339,35 @@ class Inspector(QObject):
         self._first_pending = solution
         QTimer.singleShot(0, lambda: self._show_rest(solution))
         schedule = solution.schedule
-        self.window.statusBar().showMessage(
-            f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
-            f"in {solution.seconds:.2f} s.", 8000)
+        text = (f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
+                f"in {solution.seconds:.2f} s.")
+        self.window.statusBar().showMessage(text, 8000)
+        self._show_solved(stale)
+
+    def _show_solved(self, stale: bool) -> None:
+        """The lasting summary in the status bar (temporary messages come and go)."""
+        solution = self.controller.solution
+        if solution is None:
+            self.solved_label.clear()
+            return
+        schedule = solution.schedule
+        self.solved_label.setText(
+            f"{schedule.collective} {format_gbps(schedule.algbw)} GB/s · k = {schedule.k} · "
+            f"{len(schedule.trees)} trees" + (" (stale)" if stale else ""))
+        self.solved_label.setToolTip(
+            f"Last solve: {schedule.collective}, {len(schedule.trees)} distinct trees, "
+            f"k = {schedule.k}, {solution.seconds:.2f} s")
+
+    def _forgotten(self) -> None:
+        """Empty every result dock and take the overlays off (results were dropped)."""
+        self._first_pending = None
+        self.overlays.set_solution(None)
+        for dock in (self.results, self.trees, self.plots):
+            dock.set_solution(None, False)
+        self.trees.hide()
+        self.exporter.update()
+        self._update_legend()
+        self.solved_label.clear()
 
     def _show_rest(self, solution: Solution) -> None:
         """Plots and the first tree of a new solution (unless another one came since)."""
@@ -356,6 +394,7 @@ class Inspector(QObject):
         self.overlays.set_active(not stale)
         for dock in (self.results, self.trees, self.plots):
             dock.set_stale(stale)
+        self._show_solved(stale)
         self.exporter.update()
         self._update_legend()
         if stale:

@@ -76,6 +76,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
         self.compare = compare_actions.install(self)
+        self._short_toolbar_texts()
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)
         self.doc.reset.connect(self._after_reset)
@@ -240,7 +241,7 @@ class MainWindow(QMainWindow):
         tools.addActions([acts[n] for n in ("tool_select", "tool_compute", "tool_switch",
                                             "tool_link", "tool_delete")])
         tools.addSeparator()
-        tools.addWidget(QLabel(" New links: "))
+        tools.addWidget(QLabel(" Links: "))
         self.new_link_bandwidth = QLineEdit(str(self.scene.new_link_bandwidth))
         self.new_link_bandwidth.setValidator(NumberValidator(parent=self))
         self.new_link_bandwidth.setMaximumWidth(70)
@@ -250,6 +251,19 @@ class MainWindow(QMainWindow):
         tools.addWidget(QLabel(" GB/s "))
         tools.addSeparator()
         tools.addActions([acts["zoom_fit"], acts["auto_layout"]])
+
+    def _short_toolbar_texts(self) -> None:
+        """Tool-bar captions short enough that every button fits at 1280 pixels (the
+        menus keep the full names; tooltips give them too)."""
+        for name, text in [("new_from_generator", "Generate"), ("tool_select", "Select"),
+                           ("tool_compute", "+ GPU"), ("tool_switch", "+ Switch"),
+                           ("tool_link", "+ Link"), ("tool_delete", "Delete"),
+                           ("zoom_fit", "Fit"), ("auto_layout", "Layout")]:
+            action = self.actions.get(name)
+            if action is not None:
+                action.setIconText(text)
+                if not action.toolTip() or action.toolTip() == text:
+                    action.setToolTip(action.text().replace("&", ""))
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
