@@ -43,6 +43,7 @@ class TopologyView(QGraphicsView):
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()
         scene.set_overview(zoom < overview_zoom(len(scene.node_items())))
+        scene.set_zoom(zoom)
 
     def topology_scene(self) -> TopologyScene:
         return self.scene()  # type: ignore[return-value]
