@@ -51,9 +51,8 @@ class GroupItem(QGraphicsItem):
 
     def set_collapsed(self, collapsed: bool, summary: str) -> None:
         """Far out: one labelled block over the members (``summary``: what it holds and
-        the bandwidth leaving it); near: the box behind the nodes."""
+        the bandwidth leaving it, as much as fits); near: the box behind the nodes."""
         self.summary = summary
-        self.setToolTip(f"{summary.replace(chr(10), ', ')}\n{self._tip}")
         if collapsed != self.collapsed:
             self.collapsed = collapsed
             self.setZValue(COLLAPSED_Z if collapsed else -10)

@@ -43,14 +43,23 @@ class Obstacles:
 
 
 def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
-                 rooms: dict[str, float], default_room: float) -> None:
-    """Choose and place every name and bandwidth for ``zoom`` (see module docstring)."""
+                 rooms: dict[str, float], default_room: float,
+                 hidden: dict[str, str | None], blocks: list[QRectF]) -> None:
+    """Choose and place every name and bandwidth for ``zoom`` (see module docstring).
+
+    ``hidden`` maps the nodes inside collapsed servers to their server; their names and
+    the bandwidths of links within one server are not shown, and the servers' ``blocks``
+    are obstacles like node bodies.
+    """
     taken = Obstacles(CELL_PX / zoom)
+    for block in blocks:
+        taken.add(block)
     for node in nodes:
-        taken.add(node.body().translated(node.pos()))
+        if node.node_id not in hidden:
+            taken.add(node.body().translated(node.pos()))
     for node in nodes:
         chosen = ""
-        if zoom >= NAME_MIN_ZOOM:
+        if zoom >= NAME_MIN_ZOOM and node.node_id not in hidden:
             room = rooms.get(node.node_id, default_room) * zoom - 4
             for text in node.names:
                 if node.name_label.width_of(text) > room:
@@ -64,7 +73,8 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
     for link in links:
         link.set_zoom(zoom)
         spot = None
-        if link.label_fits():
+        inside = link.source in hidden and hidden[link.source] == hidden.get(link.target, "")
+        if link.label_fits() and not inside:
             for at in link.label_spots():
                 rect = link.label_rect(at)
                 if not taken.hits(rect):

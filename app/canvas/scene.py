@@ -21,9 +21,10 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouse
 from canopy.app.canvas import style
 from canopy.app.canvas.group_item import GroupItem
 from canopy.app.canvas.interactions import Interaction, SelectMove
+from canopy.app.canvas.labels import fitting
 from canopy.app.canvas.link_item import LinkItem
 from canopy.app.canvas.lod import place_labels
-from canopy.app.canvas.node_item import NodeItem
+from canopy.app.canvas.node_item import NAME_MIN_ZOOM, NodeItem
 from canopy.app.canvas.overview import OverviewItem
 from canopy.app.commands import MoveNodes
 from canopy.app.document import Document
@@ -283,20 +284,35 @@ class TopologyScene(QGraphicsScene):
         zoom = self.zoom
         if self._rooms is None:
             self._rooms = self._free_rooms()
+        collapsed = self._collapsed_groups(zoom)
+        hidden = {node.id: node.group for node in self.doc.topology.nodes
+                  if node.group in collapsed}
         place_labels(list(self._nodes.values()), list(self._links.values()), zoom,
-                     self._rooms, ROOM_CAP)
-        if not self._groups:
-            return
+                     self._rooms, ROOM_CAP, hidden,
+                     [self._groups[g].box() for g in collapsed if g in self._groups])
+        for name, box in self._groups.items():
+            text = name
+            if name in collapsed:
+                text = fitting(box.block_label, (self.group_summary(name), name),
+                               box.box().width() * zoom - 8)
+            box.set_collapsed(name in collapsed, text)
+
+    def _collapsed_groups(self, zoom: float) -> set[str]:
+        """Groups of two or more nodes none of whose compute nodes has room for a name."""
+        if zoom >= COLLAPSE_BELOW or not self._groups:
+            return set()
+        rooms = self._rooms or {}
         named: dict[str, bool] = defaultdict(bool)
         members: dict[str, int] = defaultdict(int)
         for node in self.doc.topology.nodes:
-            if node.group:
-                members[node.group] += 1
-                if node.kind == COMPUTE:
-                    named[node.group] |= bool(self._nodes[node.id].name_label.text)
-        for name, box in self._groups.items():
-            collapsed = zoom < COLLAPSE_BELOW and members[name] > 1 and not named[name]
-            box.set_collapsed(collapsed, self.group_summary(name) if collapsed else name)
+            if not node.group:
+                continue
+            members[node.group] += 1
+            if node.kind == COMPUTE and zoom >= NAME_MIN_ZOOM and not named[node.group]:
+                item = self._nodes[node.id]
+                shortest = min(item.name_label.width_of(t) for t in item.names)
+                named[node.group] = shortest <= rooms.get(node.id, ROOM_CAP) * zoom - 4
+        return {g for g, count in members.items() if count > 1 and not named[g]}
 
     def group_summary(self, group: str) -> str:
         """``n0 · 8 GPUs`` and the bandwidth leaving the group, for its collapsed block."""

@@ -42,6 +42,11 @@ _NIC_Y = -1.2 * SPACING       # NIC row above the GPUs
 _PCIE_Y = -0.6 * SPACING
 _NET_Y = -3.2 * SPACING       # scale-out switches
 _SPINE_Y = -5.0 * SPACING
+_ROW_PITCH = 4.0 * SPACING    # between rows of servers in a grid
+_GRID_FROM = 5
+"""Clusters of this many servers or more (single switch or rails) are drawn as a grid of
+servers under their switches rather than one long row."""
+_ASPECT = 1.6
 
 
 def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu: Fraction,
@@ -58,6 +63,8 @@ def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu
         nic_ids.append(_server(b, s, x0, width, gpus, fabric, gpu_bw, nics_per_gpu, nics,
                                nic_bw, pcie_bw))
     total_width = servers * width + (servers - 1) * _GAP
+    if scale_out != LEAF_SPINE and servers >= _GRID_FROM:
+        total_width = _grid(b.topology, servers, width)
     uses_rails = scale_out == RAIL or (scale_out == LEAF_SPINE and leaf == RAIL_LEAF)
     if rails > nics and servers > 1 and uses_rails:
         raise ParameterError(f"--rails is {rails} but each server has only {nics} NICs; "
@@ -74,6 +81,24 @@ def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu
             _leaf_spine(b, nic_ids, nic_bw, width, leaf, rails or nics, servers_per_leaf,
                         spines, oversubscription)
     return b.topology
+
+
+def _grid(topology: Topology, servers: int, width: float) -> float:
+    """Move the servers (built in one row) into the grid whose shape is closest to a
+    16:10 screen; return the grid's width."""
+    cell = width + _GAP
+
+    def extent(columns: int) -> float:
+        rows = -(-servers // columns)
+        return max(columns * cell / _ASPECT, rows * _ROW_PITCH - _NET_Y)
+
+    columns = min(range(1, servers + 1), key=extent)
+    for node in topology.nodes:
+        s = int(node.group[1:]) if node.group else 0
+        row, column = divmod(s, columns)
+        node.x = round(float(node.x or 0.0) - (s - column) * cell, 3)
+        node.y = round(float(node.y or 0.0) + row * _ROW_PITCH, 3)
+    return columns * width + (columns - 1) * _GAP
 
 
 def _nic_count(gpus: int, nics_per_gpu: Fraction, servers: int) -> int:

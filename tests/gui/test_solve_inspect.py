@@ -315,5 +315,10 @@ def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
     assert all(window.scene.link_item(k).highlight is not None
                for k in overlays.tree_link_keys())
     window.doc.set_topology(load_sample("forestcoll-fig2"))
-    assert window.inspector.controller.stale
+    # another topology: its results are dropped (not shown as "stale", nothing was edited)
+    controller = window.inspector.controller
+    assert controller.solution is None and not controller.stale
     assert overlays.tree_link_keys() == set() and overlays.halo_nodes() == set()
+    assert window.inspector.results.banner.state == "empty"
+    assert "stale" not in window.inspector.results.windowTitle()
+    assert window.inspector.solved_label.text() == ""
