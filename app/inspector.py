@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 HOP_CACHE = 256
 """Trees whose hop lists are kept (selecting a tree again is then only recolouring)."""
 CLOSE_WAIT_MS = 10000
-TREES_WIDTH = 330
+RIGHT_WIDTH = 380
 PLOTS_HEIGHT = 230
 SOLVE_ACTIONS = {"allgather": ("solve_allgather", "Solve &Allgather", "F5"),
                  "reduce-scatter": ("solve_reduce_scatter", "Solve &Reduce-Scatter",
@@ -197,7 +197,10 @@ class Inspector(QObject):
         w = self.window
         w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.results)
         w.tabifyDockWidget(w.properties, self.results)
-        w.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.trees)
+        # the trees share the right column with the undo history, so the canvas keeps
+        # its width after a solve
+        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.trees)
+        w.tabifyDockWidget(w.history, self.trees)
         w.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.plots)
         w.tabifyDockWidget(w.validation, self.plots)
         w.properties.raise_()
@@ -329,12 +332,16 @@ class Inspector(QObject):
         self.exporter.update()
         self._update_legend()
         self.trees.show()
+        self.trees.raise_()
         self.results.raise_()
         self.plots.raise_()
         if not self._sized_docks:
             self._sized_docks = True
-            self.window.resizeDocks([self.trees], [TREES_WIDTH], Qt.Orientation.Horizontal)
+            self.window.resizeDocks([self.results], [RIGHT_WIDTH], Qt.Orientation.Horizontal)
+            self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
+            # the docks took room from the canvas: show the whole drawing again
+            QTimer.singleShot(0, lambda: self.window.view.zoom_to_fit())
         # the rest in later turns of the event loop, so none of them holds it up for long
         self._first_pending = solution
         QTimer.singleShot(0, lambda: self._show_rest(solution))

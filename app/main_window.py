@@ -35,7 +35,9 @@ from canopy.app.commands import MoveNodes, ReplaceTopology, delete
 from canopy.app.docks.properties import NumberValidator, PropertiesDock
 from canopy.app.docks.validation import ValidationDock
 from canopy.app.document import Document
+from canopy.app.find import FindBar
 from canopy.app.inspector import Inspector
+from canopy.app.quick_start import QuickStart
 from canopy.app.recovery import Autosaver, Recovered, orphaned
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.errors import CanopyError
@@ -149,6 +151,7 @@ class MainWindow(QMainWindow):
           [QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence("Backspace")],
           "Delete the selection (nodes take their links with them)")
         a("select_all", "Select &All", self.select_all, std.SelectAll)
+        a("find", "&Find…", self.find, std.Find, "Find a node or link by name (Ctrl+F)")
 
         a("zoom_in", "Zoom &In", self.view.zoom_in, std.ZoomIn)
         a("zoom_out", "Zoom &Out", self.view.zoom_out, std.ZoomOut)
@@ -177,6 +180,8 @@ class MainWindow(QMainWindow):
 
         a("auto_layout", "&Auto Layout", self.auto_layout, "Ctrl+L",
           "Arrange servers as blocks with scale-out switches above (undoable)")
+        a("quick_start", "&Quick Start", self.quick_start, std.HelpContents,
+          "A first solve and export, step by step (F1)")
         a("about", "&About Canopy", self.about)
         a("about_qt", "About &Qt", QApplication.aboutQt)
 
@@ -206,7 +211,7 @@ class MainWindow(QMainWindow):
         edit.addActions([acts["cut"], acts["copy"], acts["paste"], acts["duplicate"],
                          acts["delete"]])
         edit.addSeparator()
-        edit.addAction(acts["select_all"])
+        edit.addActions([acts["select_all"], acts["find"]])
 
         view = self.menus["view"] = bar.addMenu("&View")
         view.addActions([acts["zoom_in"], acts["zoom_out"], acts["zoom_fit"],
@@ -225,6 +230,8 @@ class MainWindow(QMainWindow):
         arrange.addAction(acts["auto_layout"])
 
         help_ = self.menus["help"] = bar.addMenu("&Help")
+        help_.addAction(acts["quick_start"])
+        help_.addSeparator()
         help_.addActions([acts["about"], acts["about_qt"]])
 
     def _build_toolbars(self) -> None:
@@ -251,6 +258,8 @@ class MainWindow(QMainWindow):
         tools.addWidget(QLabel(" GB/s "))
         tools.addSeparator()
         tools.addActions([acts["zoom_fit"], acts["auto_layout"]])
+        self.find_bar = FindBar(self)
+        self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, self.find_bar)
 
     def _short_toolbar_texts(self) -> None:
         """Tool-bar captions short enough that every button fits at 1280 pixels (the
@@ -507,6 +516,12 @@ class MainWindow(QMainWindow):
             ReplaceTopology(self.doc, recovered.topology, "Restore unsaved changes"))
 
     # ------------------------------------------------------------ help
+
+    def find(self) -> None:
+        self.find_bar.open_bar()
+
+    def quick_start(self) -> None:
+        QuickStart(self).exec()
 
     def about(self) -> None:
         rows = "".join(f"<tr><td>{name}</td><td>{version}</td></tr>"

@@ -6,11 +6,12 @@ import argparse
 import time
 
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.engine.cut_words import describe_cut
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
 from canopy.engine.solve import solve
-from canopy.engine.topology import format_gbps
+from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
 
 
@@ -24,25 +25,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
-    """A cut as a short set, or as "all but {...}" when that is shorter."""
-    rest = [n for n in all_nodes if n not in set(cut)]
-    names, prefix = (rest, "all nodes but ") if len(rest) < len(cut) else (cut, "")
-    shown = ", ".join(names[:8]) + (f", … ({len(names)} nodes)" if len(names) > 8 else "")
-    return prefix + "{" + shown + "}"
-
-
-def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
+def summary(schedule: Schedule, topology: Topology, seconds: float) -> str:
     """The short human summary printed by ``canopy solve``."""
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
-    shown = describe_cut(list(opt.bottleneck_cut), all_nodes)
+    cut = describe_cut(topology, opt.bottleneck_cut, opt.cut_bandwidth)
     lines = [
         f"collective:      {schedule.collective}",
         f"compute nodes:   N = {n}",
         f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
         f"1/x*:            {opt.inverse_x}",
-        f"bottleneck cut:  {shown}, exiting bandwidth {format_gbps(opt.cut_bandwidth)} GB/s",
+        f"bottleneck cut:  {cut}",
         f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
     ]
     if schedule.fixed_k:
@@ -64,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
     schedule = solve(topo, args.collective, k=args.k, where=args.topology)
     if args.json:
         save_schedule(schedule, args.json)
-    print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
+    print(summary(schedule, topo, time.perf_counter() - start))
     write_exports(args, schedule, topo)
     return 0

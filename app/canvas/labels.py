@@ -27,7 +27,8 @@ class ScreenLabel(QGraphicsItem):
     """A short text centred on its position, drawn at a fixed pixel size.
 
     ``anchor`` is where the text hangs from: ``"top"`` puts its top edge at the position
-    (a name under a node), ``"centre"`` centres it (a bandwidth on a link).
+    (a name under a node), ``"centre"`` centres it (a bandwidth on a link), ``"right"``
+    ends it there (a caption left of a node).
     """
 
     def __init__(self, parent: QGraphicsItem, font: QFont, anchor: str = "centre",
@@ -64,7 +65,8 @@ class ScreenLabel(QGraphicsItem):
             return
         w, h = self.width_of(text), self.height_of(text)
         top = 0.0 if self.anchor == "top" else -h / 2
-        self._rect = QRectF(-w / 2, top, w, h)
+        left = -w if self.anchor == "right" else -w / 2
+        self._rect = QRectF(left, top, w, h)
 
     def boundingRect(self) -> QRectF:
         return self._rect.adjusted(-1, -1, 1, 1)

@@ -3,8 +3,10 @@
 Three layers recolour link items through :meth:`LinkItem.set_highlight`; when several
 apply to a link, a selected tree wins over link load, and link load over the cut.
 
-* **Cut** (forestcoll.txt §3.1 eq. (1)): the nodes of S* get a shaded halo and every
-  link leaving S* (the links of B+(S*)) is drawn red and wide with an arrow pointing out.
+* **Cut** (forestcoll.txt §3.1 eq. (1)): the nodes of the smaller side of the cut (S*,
+  or everything outside it) get a shaded halo and a caption naming the side, and every
+  link leaving S* (the links of B+(S*)) is drawn dark and wide with an arrow pointing out;
+  no other link changes.
 * **Tree**: every physical hop of the selected tree, through the switches, in the
   tree colour with an arrow in the direction data runs and the hop number beside it
   (:func:`canopy.app.solution.hop_orders`).
@@ -26,6 +28,7 @@ from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPainter, QPainterPat
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
+from canopy.app.canvas.labels import ScreenLabel
 from canopy.app.canvas.link_item import LinkItem
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.solution import Hop, Solution
@@ -43,6 +46,7 @@ LOAD_STOPS = [(0.0, QColor("#2c7bb6")), (0.5, QColor("#a6d96a")), (0.75, QColor(
               (1.0, QColor("#d7191c"))]
 """Utilisation colour scale: blue (lightly used) through green and orange to red (full)."""
 TOOLTIP_TREES = 12
+CAPTION_FONT = style.label_font(8.5, bold=True)
 
 
 def utilisation_color(utilisation: float) -> QColor:
@@ -75,10 +79,15 @@ class CutShade(QGraphicsItem):
     instead of one per node keeps a cut of a thousand nodes cheap to draw.
     """
 
-    def __init__(self, scene: TopologyScene, nodes: set[str]):
+    def __init__(self, scene: TopologyScene, nodes: set[str], caption: str = ""):
         super().__init__()
         self._topology_scene = scene
         self.nodes = nodes
+        self.caption = ScreenLabel(self, CAPTION_FONT, anchor="right", boxed=True,
+                                   color=CUT_HALO_BORDER.darker(160))
+        self.caption.border = CUT_HALO_BORDER
+        self.caption.set_text(caption)
+        self._place_caption()
         self._rect = QRectF(scene.sceneRect())
         self._halo = QRectF(-style.NODE_W / 2 - 9, -style.NODE_H / 2 - 8,
                             style.NODE_W + 18, style.NODE_H + 16)
@@ -90,6 +99,15 @@ class CutShade(QGraphicsItem):
         """Follow the scene rectangle (nodes moved or added far out)."""
         self.prepareGeometryChange()
         self._rect = QRectF(rect)
+        self._place_caption()
+
+    def _place_caption(self) -> None:
+        """The caption goes left of the top-most, left-most shaded node."""
+        scene = self._topology_scene
+        spots = [scene.node_item(n).pos() for n in self.nodes if scene.has_node_item(n)]
+        if spots:
+            first = min(spots, key=lambda p: (p.y(), p.x()))
+            self.caption.setPos(first.x() - style.NODE_W / 2 - 10, first.y())
 
     def boundingRect(self) -> QRectF:
         return self._rect
@@ -195,6 +213,14 @@ class Overlays:
         """Keys of the link items drawn as leaving the bottleneck cut."""
         return set(self._cut_keys) if self._drawing() and self.cut_on else set()
 
+    def shaded_side(self) -> tuple[set[str], str]:
+        """The smaller side of the cut (the one drawn shaded) and its caption."""
+        present = set(self.scene.doc.node_ids())
+        rest = present - self._cut
+        if len(self._cut) <= len(rest):
+            return set(self._cut), "S*"
+        return rest, "outside S*"
+
     def halo_nodes(self) -> set[str]:
         """Nodes shaded as members of the bottleneck cut."""
         if self._shade is None or not shiboken6.isValid(self._shade):
@@ -213,7 +239,8 @@ class Overlays:
         if not self._drawing():
             return
         if self.cut_on:
-            self._shade = CutShade(self.scene, self._cut)
+            shaded, caption = self.shaded_side()
+            self._shade = CutShade(self.scene, shaded, caption)
             self.scene.addItem(self._shade)
         self._tree_keys = self._keys_of(self.tree_hops)
         keys = set(self._tree_keys)

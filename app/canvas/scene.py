@@ -95,6 +95,9 @@ class TopologyScene(QGraphicsScene):
     def node_item(self, node_id: str) -> NodeItem:
         return self._nodes[node_id]
 
+    def has_node_item(self, node_id: str) -> bool:
+        return node_id in self._nodes
+
     def link_item(self, key: int) -> LinkItem:
         return self._links[key]
 

@@ -84,7 +84,7 @@ class TopologyView(QGraphicsView):
             rect = scene.drawing_rect()
         if rect.isEmpty():
             return
-        self.fitInView(rect.adjusted(-30, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
+        self.fitInView(rect.adjusted(-60, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
         if self.zoom() > 1.5:
             self.set_zoom(1.5 / self.zoom())
         self.centerOn(rect.center())

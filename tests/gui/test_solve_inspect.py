@@ -50,8 +50,11 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     cut = set(solution.schedule.optimum.bottleneck_cut)
     inside = len(cut & set(solution.schedule.compute_nodes))
     assert f"= {inside} / 325 GB/s = 3/65 = 1/x*" in results.text("ratio")
+    assert results.text("cut").startswith(f"S* holds {inside} of 16 GPUs")
+    assert "325 GB/s leave it over" in results.text("cut")
     overlays = window.inspector.overlays
-    assert overlays.halo_nodes() == cut
+    rest = set(window.doc.node_ids()) - cut
+    assert overlays.halo_nodes() == (cut if len(cut) <= len(rest) else rest)  # smaller side
     assert overlays.cut_link_keys() == cut_keys(window.doc, cut)
     tree_keys = overlays.tree_link_keys()
     for key in cut_keys(window.doc, cut) - tree_keys:
