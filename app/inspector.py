@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app.canvas.legend import LoadLegend
+from canopy.app.canvas.legend import CutLegend, LoadLegend
 from canopy.app.canvas.overlays import Overlays
 from canopy.app.compute import ComputeController
 from canopy.app.docks.plots import PlotsDock
@@ -39,6 +39,7 @@ from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
 from canopy.app.solution import Hop, Solution, hop_orders, signature
 from canopy.app.solve_worker import PHASES
+from canopy.engine.cut_words import describe_cut
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.topology import format_gbps
 
@@ -99,6 +100,8 @@ class Inspector(QObject):
         self.overlays = Overlays(window.scene)
         self.legend = LoadLegend(window.view.viewport())
         self.legend.hide()
+        self.cut_legend = CutLegend(window.view.viewport())
+        self.cut_legend.hide()
         self.errors: list[str] | None = None
         """When a list, failures are collected here instead of shown (scripted runs)."""
         self._hops: OrderedDict[int, dict[Hop, list[int]]] = OrderedDict()
@@ -125,6 +128,7 @@ class Inspector(QObject):
         c.cancelled.connect(lambda: window.statusBar().showMessage("Cancelled.", 5000))
         self.trees.tree_selected.connect(self._tree_selected)
         self.actions["show_cut"].toggled.connect(self.overlays.set_cut_visible)
+        self.actions["show_cut"].toggled.connect(self._update_legend)
         self.actions["show_load"].toggled.connect(self._show_load)
         window.doc.reset.connect(self._after_reset)
         window.installEventFilter(self)
@@ -430,4 +434,14 @@ class Inspector(QObject):
         self._update_legend()
 
     def _update_legend(self) -> None:
-        self.legend.setVisible(self.actions["show_load"].isChecked() and self.controller.fresh)
+        fresh = self.controller.fresh
+        self.legend.setVisible(self.actions["show_load"].isChecked() and fresh)
+        solution = self.controller.solution
+        if solution is not None and fresh and self.actions["show_cut"].isChecked():
+            opt = solution.schedule.optimum
+            _nodes, side = self.overlays.shaded_side()
+            self.cut_legend.set_cut(
+                describe_cut(solution.topology, opt.bottleneck_cut, opt.cut_bandwidth), side)
+            self.cut_legend.show()
+        else:
+            self.cut_legend.hide()

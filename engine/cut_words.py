@@ -58,15 +58,20 @@ def describe_links(topology: Topology, links: list[tuple[str, str, Fraction]]) -
         if len(bandwidths) == 1 and count > 1 else ""
     outside_ends = {v for _, v, _ in links}
     inside_ends = {u for u, _, _ in links}
-    if len(outside_ends) <= NAMES_SHOWN:
-        return f"the {count} link{plural} into {describe_nodes(topology, outside_ends)}{each}"
-    if len(inside_ends) <= NAMES_SHOWN:
-        return f"the {count} link{plural} out of {describe_nodes(topology, inside_ends)}{each}"
+    if len(outside_ends) == 1:
+        return f"the {count} link{plural} into {next(iter(outside_ends))}{each}"
+    if len(inside_ends) == 1:
+        return f"the {count} link{plural} out of {next(iter(inside_ends))}{each}"
     group = {n.id: n.group for n in topology.nodes}
-    label = {n.id: (n.label or n.id).lower() for n in topology.nodes}
     by_group: dict[str | None, list[tuple[str, str]]] = defaultdict(list)
     for u, v, _ in links:
         by_group[group.get(u)].append((u, v))
+    servers = None not in by_group and len(by_group) <= 3
+    if not servers and len(outside_ends) <= NAMES_SHOWN:
+        return f"the {count} links into {describe_nodes(topology, outside_ends)}{each}"
+    if not servers and len(inside_ends) <= NAMES_SHOWN:
+        return f"the {count} links out of {describe_nodes(topology, inside_ends)}{each}"
+    label = {n.id: (n.label or n.id).lower() for n in topology.nodes}
     phrases = []
     for g in sorted(by_group, key=lambda g: _natural(g or "")):
         pairs = by_group[g]

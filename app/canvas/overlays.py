@@ -4,7 +4,7 @@ Three layers recolour link items through :meth:`LinkItem.set_highlight`; when se
 apply to a link, a selected tree wins over link load, and link load over the cut.
 
 * **Cut** (forestcoll.txt §3.1 eq. (1)): the nodes of the smaller side of the cut (S*,
-  or everything outside it) get a shaded halo and a caption naming the side, and every
+  or everything outside it) get a shaded halo (a legend names the side), and every
   link leaving S* (the links of B+(S*)) is drawn dark and wide with an arrow pointing out;
   no other link changes.
 * **Tree**: every physical hop of the selected tree, through the switches, in the
@@ -28,7 +28,6 @@ from PySide6.QtGui import QBrush, QColor, QLinearGradient, QPainter, QPainterPat
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
-from canopy.app.canvas.labels import ScreenLabel
 from canopy.app.canvas.link_item import LinkItem
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.solution import Hop, Solution
@@ -46,7 +45,6 @@ LOAD_STOPS = [(0.0, QColor("#2c7bb6")), (0.5, QColor("#a6d96a")), (0.75, QColor(
               (1.0, QColor("#d7191c"))]
 """Utilisation colour scale: blue (lightly used) through green and orange to red (full)."""
 TOOLTIP_TREES = 12
-CAPTION_FONT = style.label_font(8.5, bold=True)
 
 
 def utilisation_color(utilisation: float) -> QColor:
@@ -79,15 +77,10 @@ class CutShade(QGraphicsItem):
     instead of one per node keeps a cut of a thousand nodes cheap to draw.
     """
 
-    def __init__(self, scene: TopologyScene, nodes: set[str], caption: str = ""):
+    def __init__(self, scene: TopologyScene, nodes: set[str]):
         super().__init__()
         self._topology_scene = scene
         self.nodes = nodes
-        self.caption = ScreenLabel(self, CAPTION_FONT, anchor="right", boxed=True,
-                                   color=CUT_HALO_BORDER.darker(160))
-        self.caption.border = CUT_HALO_BORDER
-        self.caption.set_text(caption)
-        self._place_caption()
         self._rect = QRectF(scene.sceneRect())
         self._halo = QRectF(-style.NODE_W / 2 - 9, -style.NODE_H / 2 - 8,
                             style.NODE_W + 18, style.NODE_H + 16)
@@ -99,15 +92,6 @@ class CutShade(QGraphicsItem):
         """Follow the scene rectangle (nodes moved or added far out)."""
         self.prepareGeometryChange()
         self._rect = QRectF(rect)
-        self._place_caption()
-
-    def _place_caption(self) -> None:
-        """The caption goes left of the top-most, left-most shaded node."""
-        scene = self._topology_scene
-        spots = [scene.node_item(n).pos() for n in self.nodes if scene.has_node_item(n)]
-        if spots:
-            first = min(spots, key=lambda p: (p.y(), p.x()))
-            self.caption.setPos(first.x() - style.NODE_W / 2 - 10, first.y())
 
     def boundingRect(self) -> QRectF:
         return self._rect
@@ -214,12 +198,12 @@ class Overlays:
         return set(self._cut_keys) if self._drawing() and self.cut_on else set()
 
     def shaded_side(self) -> tuple[set[str], str]:
-        """The smaller side of the cut (the one drawn shaded) and its caption."""
+        """The smaller side of the cut (the one drawn shaded) and its name."""
         present = set(self.scene.doc.node_ids())
         rest = present - self._cut
         if len(self._cut) <= len(rest):
-            return set(self._cut), "S*"
-        return rest, "outside S*"
+            return set(self._cut), "the smaller side, S* itself"
+        return rest, "the smaller side, the nodes outside S*"
 
     def halo_nodes(self) -> set[str]:
         """Nodes shaded as members of the bottleneck cut."""
@@ -239,8 +223,8 @@ class Overlays:
         if not self._drawing():
             return
         if self.cut_on:
-            shaded, caption = self.shaded_side()
-            self._shade = CutShade(self.scene, shaded, caption)
+            shaded, _side = self.shaded_side()
+            self._shade = CutShade(self.scene, shaded)
             self.scene.addItem(self._shade)
         self._tree_keys = self._keys_of(self.tree_hops)
         keys = set(self._tree_keys)
