@@ -21,6 +21,7 @@ Groups count (unlike for a solve): rings and TACOS order GPUs by server.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from fractions import Fraction
@@ -63,6 +64,12 @@ STALE_OPACITY = 0.35
 
 def display_name(algorithm: str) -> str:
     return NAMES.get(algorithm, algorithm)
+
+
+def short_reason(reason: str) -> str:
+    """A reason without its parenthesised details, so it fits the table (the tooltip
+    keeps them): "the network is not a tree, so contention-free rings do not apply."."""
+    return re.sub(r" \([^()]*\)", "", reason)
 
 
 def network_signature(topology: Topology) -> tuple:
@@ -376,7 +383,7 @@ class CompareDock(QDockWidget):
             font.setBold(True)
             name.setFont(font)
         if row.reason is not None:
-            cell = QStandardItem(f"n/a: {row.reason}")
+            cell = QStandardItem(f"n/a: {short_reason(row.reason)}")
             cell.setToolTip(row.reason)
             name.setToolTip(row.reason)
             cell.setForeground(NOT_APPLICABLE)

@@ -264,8 +264,8 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
     from PySide6.QtGui import QColor, QImage, QPainter
 
     from canopy.app.canvas.overlays import CUT_HALO_BORDER
-    solution = solve_in(window, qtbot)
-    node = next(iter(solution.schedule.optimum.bottleneck_cut))
+    solve_in(window, qtbot)
+    node = next(iter(window.inspector.overlays.halo_nodes()))  # the shaded (smaller) side
     old = window.doc.node(node)
     far = (old.x + 900.0, old.y + 900.0)
     window.doc.undo_stack.push(MoveNodes(window.doc, {node: (old.x, old.y)}, {node: far}))
