@@ -57,23 +57,26 @@ class LoadLegend(QWidget):
 
 
 class CutLegend(QLabel):
-    """The bottleneck cut in words, and which side is shaded, in the bottom-left corner."""
+    """The bottleneck cut in words, and which side is shaded, in the bottom-left corner
+    of ``viewport``. It is a child of the viewport's scroll area, not of the viewport,
+    which moves its children when the canvas scrolls."""
 
     MARGIN = 10
 
-    def __init__(self, parent: QWidget):
-        super().__init__(parent)
+    def __init__(self, viewport: QWidget):
+        super().__init__(viewport.parentWidget())
+        self.viewport = viewport
         self.setWordWrap(True)
         self.setMaximumWidth(460)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         self.setStyleSheet("QLabel { background: rgba(255, 255, 255, 235); color: #2d3440; "
                            "border: 1px solid #e08a00; border-radius: 6px; padding: 5px 8px; }")
-        parent.installEventFilter(self)
+        viewport.installEventFilter(self)
 
     def set_cut(self, sentence: str, shaded: str) -> None:
         self.setText(f"<b>Bottleneck cut.</b> {sentence}<br><span style='color:#8a5a00'>"
                      f"Shaded: {shaded}; dark arrows: the links leaving S*.</span>")
-        self.setFixedWidth(min(460, max(260, self.parentWidget().width() - 2 * self.MARGIN)))
+        self.setFixedWidth(min(460, max(260, self.viewport.width() - 2 * self.MARGIN)))
         self.adjustSize()
         self._place()
 
@@ -83,5 +86,5 @@ class CutLegend(QLabel):
         return False
 
     def _place(self) -> None:
-        parent = self.parentWidget()
-        self.move(self.MARGIN, parent.height() - self.height() - self.MARGIN)
+        area = self.viewport.geometry()
+        self.move(area.left() + self.MARGIN, area.bottom() - self.height() - self.MARGIN)
