@@ -43,6 +43,8 @@ class GroupItem(QGraphicsItem):
         self._start: dict[str, QPointF] = {}
         self.collapsed = False
         self.summary = name
+        self.details = ""
+        """What a collapsed block holds, in full (its label may show less)."""
         self.block_label = ScreenLabel(self, BLOCK_FONT, color=style.GROUP_TEXT)
         self.setZValue(-10)
         self._tip = (f"group {name}: drag its title bar to move it, click the title "
@@ -53,6 +55,8 @@ class GroupItem(QGraphicsItem):
         """Far out: one labelled block over the members (``summary``: what it holds and
         the bandwidth leaving it, as much as fits); near: the box behind the nodes."""
         self.summary = summary
+        self.setToolTip(self._tip if not collapsed else f"{self.name}: {self.details}\n"
+                        f"{self._tip}")
         if collapsed != self.collapsed:
             self.collapsed = collapsed
             self.setZValue(COLLAPSED_Z if collapsed else -10)

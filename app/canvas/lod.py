@@ -48,8 +48,8 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
     """Choose and place every name and bandwidth for ``zoom`` (see module docstring).
 
     ``hidden`` maps the nodes inside collapsed servers to their server; their names and
-    the bandwidths of links within one server are not shown, and the servers' ``blocks``
-    are obstacles like node bodies.
+    the bandwidths of their links are not shown (the block gives the bandwidth leaving
+    the server), and the servers' ``blocks`` are obstacles like node bodies.
     """
     taken = Obstacles(CELL_PX / zoom)
     for block in blocks:
@@ -73,8 +73,8 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
     for link in links:
         link.set_zoom(zoom)
         spot = None
-        inside = link.source in hidden and hidden[link.source] == hidden.get(link.target, "")
-        if link.label_fits() and not inside:
+        folded = link.source in hidden or link.target in hidden
+        if link.label_fits() and not folded:
             for at in link.label_spots():
                 rect = link.label_rect(at)
                 if not taken.hits(rect):

@@ -296,8 +296,9 @@ class TopologyScene(QGraphicsScene):
         for name, box in self._groups.items():
             text = name
             if name in collapsed:
-                text = fitting(box.block_label, (self.group_summary(name), name),
-                               box.box().width() * zoom - 8)
+                summary = self.group_summary(name)
+                box.details = summary.split(" · ", 1)[-1].replace("\n", ", ")
+                text = fitting(box.block_label, (summary, name), box.box().width() * zoom - 8)
             box.set_collapsed(name in collapsed, text)
 
     def _collapsed_groups(self, zoom: float) -> set[str]:

@@ -41,7 +41,7 @@ def test_far_out_servers_collapse_into_blocks_with_their_bandwidth(window):
     view.set_zoom(0.2 / view.zoom())
     box = scene.group_item("n0")
     assert box.collapsed and box.block_label.text.startswith("n0 · 8 GPUs")
-    assert "200 GB/s out" in box.block_label.text
+    assert "200 GB/s out" in box.block_label.text and "200 GB/s out" in box.toolTip()
     assert all(not scene.node_item(f"n0.gpu{i}").name_label.text for i in range(8))
     view.set_zoom(1.0 / view.zoom())
     assert not box.collapsed and scene.node_item("n0.gpu0").name_label.text
