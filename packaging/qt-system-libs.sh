@@ -3,7 +3,7 @@
 # platform) on Debian and Ubuntu; packages already installed are left alone.
 # Usage: packaging/qt-system-libs.sh [--xvfb]   (--xvfb adds the virtual X server CI uses)
 set -eu
-pkgs="libegl1 libgl1 libfontconfig1 libdbus-1-3 libxkbcommon0 libxkbcommon-x11-0
+pkgs="libegl1 libgl1 libfontconfig1 libdbus-1-3 libglib2.0-0 libxkbcommon0 libxkbcommon-x11-0
 libx11-xcb1 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-randr0
 libxcb-render-util0 libxcb-shape0 libxcb-shm0 libxcb-sync1 libxcb-xfixes0 libxcb-xinerama0
 libxcb-xkb1 fonts-dejavu-core python3-venv"
