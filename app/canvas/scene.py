@@ -37,6 +37,9 @@ MARGIN = 1500.0
 COLLAPSE_BELOW = 0.45
 """A server whose members show no names at a zoom below this collapses into a block."""
 ROOM_CAP = 400.0
+LARGE_LOD = 1000
+"""Above this many nodes the level-of-detail pass only handles the visible part (and
+runs again when the view scrolls)."""
 ROW_BAND = 25.0
 """Nodes whose y differ by less than this share a row (their names compete for width)."""
 
@@ -67,6 +70,7 @@ class TopologyScene(QGraphicsScene):
         self.overview = OverviewItem(self)
         self.overview_on = False
         self.zoom = 1.0
+        self.label_area: QRectF | None = None
         self._rooms: dict[str, float] | None = None
         self._summaries: dict[str, str] = {}
         self._lod_timer = QTimer(self)
@@ -270,10 +274,19 @@ class TopologyScene(QGraphicsScene):
 
     # ------------------------------------------------------------ level of detail
 
-    def set_zoom(self, zoom: float) -> None:
-        """The view's zoom changed: choose which names and bandwidths fit."""
+    def set_zoom(self, zoom: float, area: QRectF | None = None) -> None:
+        """The view's zoom changed: choose which names and bandwidths fit (in ``area``,
+        the part of the scene on screen, for large drawings)."""
         self.zoom = zoom
+        if area is not None:
+            self.label_area = QRectF(area)
         self.apply_zoom()
+
+    def set_label_area(self, area: QRectF) -> None:
+        """The view scrolled: large drawings label the part now on screen."""
+        self.label_area = QRectF(area)
+        if len(self._nodes) > LARGE_LOD:
+            self._lod_timer.start()
 
     def _layout_changed(self) -> None:
         self._rooms = None
@@ -290,8 +303,12 @@ class TopologyScene(QGraphicsScene):
         collapsed = self._collapsed_groups(zoom)
         hidden = {node.id: node.group for node in self.doc.topology.nodes
                   if node.group in collapsed}
-        place_labels(list(self._nodes.values()), list(self._links.values()), zoom,
-                     self._rooms, ROOM_CAP, hidden,
+        nodes, links = list(self._nodes.values()), list(self._links.values())
+        area = self.label_area
+        if len(nodes) > LARGE_LOD and area is not None:
+            nodes = [n for n in nodes if area.contains(n.pos())]
+            links = [k for k in links if area.intersects(k.boundingRect())]
+        place_labels(nodes, links, zoom, self._rooms, ROOM_CAP, hidden,
                      [self._groups[g].box() for g in collapsed if g in self._groups])
         for name, box in self._groups.items():
             text = name
