@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from canopy.engine.alltoall import bound as bounds
-from canopy.engine.alltoall.colgen import solve_column_generation
+from canopy.engine.alltoall.colgen import solve_decomposition
 from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
 from canopy.engine.alltoall.paths import decompose
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
@@ -117,7 +117,7 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
         lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
                    for y in flows.duals]
     else:
-        cg = solve_column_generation(problem, progress, target_gap=target_gap)
+        cg = solve_decomposition(problem, progress, target_gap=target_gap)
         iterations = cg.iterations
         report(progress, "exact schedule", 0.0)
         schedule = exact_schedule(problem, cg.routes, cg.rates, unit, rational=False)
