@@ -10,14 +10,15 @@ fits (by solving again) can all take a while.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRectF, QSize
-from PySide6.QtGui import QAction, QColor, QImage, QPainter
+from PySide6.QtGui import QAction, QColor, QFontDatabase, QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (
+    QApplication,
     QButtonGroup,
     QComboBox,
     QDialog,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QLabel,
     QMessageBox,
+    QPlainTextEdit,
     QRadioButton,
     QSpinBox,
     QVBoxLayout,
@@ -34,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
+from canopy.engine.baselines.ring import servers_of
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.export import write_trees_xml
 from canopy.engine.forest import is_symmetric, solve
@@ -48,6 +51,8 @@ from canopy.engine.msccl import (
 from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.progress import Progress
+from canopy.engine.run_commands import run_command
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
 from canopy.engine.topology import Topology
@@ -71,10 +76,35 @@ class MscclChoice:
     inplace: bool
     channels: int = MscclOptions.channels
     runtime: str = MscclOptions.runtime
+    limits: MscclLimits = field(default_factory=lambda: LIMITS)
 
     def options(self) -> MscclOptions:
         return MscclOptions(inplace=self.inplace, channels=self.channels,
-                            runtime=self.runtime, limits=LIMITS)
+                            runtime=self.runtime, limits=self.limits)
+
+
+class RunCommandDialog(QDialog):
+    """After an export: what was written, and the command that runs it on the cluster."""
+
+    def __init__(self, path: Path, summary: str, command: str,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Exported: run it on the cluster")
+        layout = QVBoxLayout(self)
+        about = QLabel(f"<b>{path.name}</b>: {summary}.<br>Run it with nccl-tests on the "
+                       "cluster (adjust the path and the binary's folder):")
+        about.setWordWrap(True)
+        layout.addWidget(about)
+        self.command = QPlainTextEdit(command)
+        self.command.setReadOnly(True)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.command.setMinimumSize(560, 110)
+        layout.addWidget(self.command)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        copy = buttons.addButton("Copy Command", QDialogButtonBox.ButtonRole.ActionRole)
+        copy.clicked.connect(lambda: QApplication.clipboard().setText(command))
+        buttons.rejected.connect(self.close)
+        layout.addWidget(buttons)
 
 
 class MscclExportDialog(QDialog):
@@ -133,27 +163,29 @@ class MscclExportDialog(QDialog):
 
 
 def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, path: Path,
-                 report: Callable[[str, float], None]) -> str:
+                 progress: Progress) -> str:
     """Lay out, simulate and write the MSCCL XML; returns the simulator's summary.
+
+    Runs as an engine job (:mod:`canopy.engine.jobs`), in a child process.
 
     Over the runtime's limits, raise :class:`MscclLimitError` naming the largest fixed k
     whose schedule fits (found by solving again, cancellably).
     """
     options = choice.options()
-    report("MSCCL layout", 0.0)
+    progress("MSCCL layout", 0.0)
     try:
         data = msccl_xml(schedule, choice.collective, options)
     except MscclLimitError as exc:
         def solver(topo: Topology, collective: str, k: int) -> Schedule:
             return solve(topo, collective, k=k,
-                         progress=lambda phase, f: report(f"trying k = {k}: {phase}", f))
+                         progress=lambda phase, f: progress(f"trying k = {k}: {phase}", f))
         k = largest_fitting_k(topology, choice.collective, schedule.k, options, solver)
         text = str(exc).rstrip(".")
         if k is None:
             raise MscclLimitError(f"{text}; no fixed k fits either.") from None
         raise MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is "
                               f"{k} (Compute ▸ Solve with Fixed k…).") from None
-    report("MSCCL simulation", 0.5)
+    progress("MSCCL simulation", 0.5)
     try:
         result = simulate_bytes(data, source=path.name)
     except MscclXmlError as exc:
@@ -347,7 +379,11 @@ class Exporter:
         def done(summary: str) -> None:
             self.window.statusBar().showMessage(f"Exported MSCCL XML to {target}: {summary}",
                                                 10000)
+            command = run_command(choice.runtime, target, choice.collective,
+                                  len(schedule.compute_nodes),
+                                  len(servers_of(topology)[0]))
+            self.run_dialog = RunCommandDialog(target, summary, command, self.window)
+            self.run_dialog.show()
 
-        return self.controller.run(
-            "Exporting MSCCL XML",
-            lambda report: export_msccl(topology, schedule, choice, target, report), done)
+        return self.controller.run("Exporting MSCCL XML", done, export_msccl, topology,
+                                   schedule, choice, target)
