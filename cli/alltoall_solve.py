@@ -4,12 +4,14 @@ verified routes (``--json``) and MSCCL XML (``--msccl``)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.io import save_result
+from canopy.engine.alltoall.msccl import alltoall_xml
 from canopy.engine.errors import CanopyError
 from canopy.engine.topology import format_gbps
-from canopy.engine.topology_io import load_topology
+from canopy.engine.topology_io import atomic_write_bytes, load_topology
 
 
 def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
@@ -62,6 +64,11 @@ def run_alltoall(args: argparse.Namespace) -> int:
     if args.json != "-":
         print(summary(result))
     if args.msccl:
-        from canopy.cli.alltoall_msccl import write_alltoall_msccl
-        write_alltoall_msccl(args, result)
+        xml = alltoall_xml(result.schedule)
+        atomic_write_bytes(args.msccl, xml.data)
+        split = "exact shares" if xml.share_error == 0 else \
+            f"route shares within {xml.share_error:.1%}"
+        print(f"MSCCL XML:       {args.msccl} (out of place, {xml.chunks_per_pair} chunk(s) "
+              f"per pair, {split}; {xml.report.summary()})", file=sys.stderr
+              if args.json == "-" else sys.stdout)
     return 0

@@ -204,3 +204,30 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert main(["solve", str(bad), "--collective", "alltoall"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "1 compute node" in err
+
+
+@pytest.mark.parametrize("topo", [
+    generate("ring", {"n": "5"}),
+    generate("torus", {"dims": "3x3"}),
+    star(4),
+], ids=["ring", "torus", "star"])
+def test_msccl_xml_runs_correctly(topo):
+    from canopy.engine.alltoall.msccl import alltoall_xml
+    from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+    xml = alltoall_xml(solve_alltoall(topo).schedule)
+    assert b'coll="alltoall"' in xml.data and b'outofplace="1"' in xml.data
+    assert "the result is correct" in simulate_bytes(xml.data).summary()
+    # a receive landing in the wrong output block is caught
+    broken = xml.data.replace(b'type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0"',
+                              b'type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="1"', 1)
+    if broken != xml.data:
+        with pytest.raises(MscclXmlError):
+            simulate_bytes(broken)
+
+
+def test_cli_msccl(tmp_path):
+    path = tmp_path / "ring.json"
+    save_topology(generate("ring", {"n": "4"}), path)
+    out = tmp_path / "a2a.xml"
+    assert main(["solve", str(path), "--collective", "alltoall", "--msccl", str(out)]) == 0
+    assert main(["check-xml", str(out)]) == 0

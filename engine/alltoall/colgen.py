@@ -143,9 +143,8 @@ def _certificate(trees: _Trees, cap: np.ndarray, lengths: np.ndarray) -> float:
     """Σ c_e l_e / Σ_{s≠t} dist_l(s, t) in floating point (a guide; the final bound is
     recomputed exactly)."""
     dist, _ = trees.shortest(lengths)
-    pair_sum = dist[:, trees.targets].sum()
-    if not trees.split:
-        pair_sum -= dist[np.arange(len(trees.sources)), trees.sources].sum()
+    block = dist[:, trees.targets]
+    pair_sum = block.sum() - np.trace(block)       # a source's own target is not a pair
     return float((cap * lengths).sum() / pair_sum)
 
 
@@ -183,13 +182,15 @@ def solve_decomposition(problem: AllToAllProblem, progress: Progress | None = No
         if bound < best_bound:
             best_bound, best_lengths = bound, lengths.copy()
         report(progress, "decomposition", min(1.0, rounds / max_rounds))
-        if lam >= (1 - target_gap) * best_bound:
+        # a margin for the exact rounding of rates and lengths afterwards
+        if lam >= (1 - 0.8 * target_gap) * best_bound:
             break
         if rounds & (rounds - 1) == 0:
             # average over the later phases only: forget the first half at powers of two
             total[:] = 0
             mixture.forget()
             counted = 0
-    ints = np.rint(best_lengths * LENGTH_SCALE / best_lengths.max()).astype(np.int64)
+    # rounded up, so no positive length becomes 0 (which would shorten distances)
+    ints = np.ceil(best_lengths * LENGTH_SCALE / best_lengths.max()).astype(np.int64)
     return DecompositionResult(mixture.routes, mixture.rates(guess / congestion / counted),
                                ints, lam, best_bound, rounds)
