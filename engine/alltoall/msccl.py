@@ -121,11 +121,12 @@ def _messages(ngpus: int, c: int, split: dict, limits: MscclLimits
     return messages, scratch
 
 
-def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits) -> dict:
+def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits
+              ) -> dict[tuple[int, int], int]:
     """A channel per connection such that no GPU has more than the allowed thread blocks
     on one channel (one sending block per out-peer, one receiving block per in-peer)."""
-    per = [defaultdict(int) for _ in range(ngpus)]
-    channel = {}
+    per: list[defaultdict[int, int]] = [defaultdict(int) for _ in range(ngpus)]
+    channel: dict[tuple[int, int], int] = {}
     for m in messages:
         key = (m.sender, m.receiver)
         if key in channel:
@@ -172,7 +173,7 @@ def alltoall_xml(schedule: AllToAllSchedule, name: str | None = None,
             first = 1 if ids[key] == 0 else 0        # tb 0 starts with the own-block copy
             for pos, i in enumerate(items):
                 recv_pos[i] = (ids[key], first + pos)
-    depended = {messages[i].after[1] for i in range(len(messages)) if messages[i].after}
+    depended = {m.after[1] for m in messages if m.after is not None}
 
     algo = etree.Element("algo")
     for attr, value in [("name", name or f"canopy-alltoall-{ngpus}gpus-c{c}"),
@@ -195,7 +196,8 @@ def alltoall_xml(schedule: AllToAllSchedule, name: str | None = None,
             for attr, value in [("id", tb_id), ("send", peer if kind == "send" else -1),
                                 ("recv", peer if kind == "recv" else -1), ("chan", ch)]:
                 tb.set(attr, str(value))
-            steps = []
+            steps: list[tuple[str, tuple[str, int], tuple[str, int], int,
+                              tuple[int, int] | None, bool]] = []
             if tb_id == 0:
                 steps.append(("cpy", ("i", rank * c), ("o", rank * c), c, None, False))
             for i in tbs.get(key, []):
