@@ -22,7 +22,7 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--forwarding", choices=FORWARDING, default="all",
                        help="which nodes may relay others' data (default: all)")
     group.add_argument("--method", choices=METHODS, default="auto",
-                       help="exact link LP, decomposition (column generation) for large "
+                       help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
 
 
