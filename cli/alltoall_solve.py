@@ -8,6 +8,7 @@ import json
 import sys
 from fractions import Fraction
 
+from canopy.cli.fabric import apply_failures
 from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.io import save_result
 from canopy.engine.alltoall.msccl import alltoall_xml
@@ -64,6 +65,7 @@ def run_alltoall(args: argparse.Namespace) -> int:
     if args.k is not None:
         raise CanopyError("--k applies to tree collectives, not to alltoall.")
     topo = load_topology(args.topology)
+    apply_failures(topo, getattr(args, "fail", []) or [])
     result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
                             where=args.topology)
     if args.json:
