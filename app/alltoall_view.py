@@ -95,11 +95,13 @@ class AllToAllView(QObject):
         window.actions["solve_alltoall"] = self.solve_action
         window.actions["export_alltoall_msccl"] = self.export_action
         compute = window.menus.get("compute")
-        if compute is not None:
+        if compute is not None:      # after the tree collectives' solve entries
             actions = compute.actions()
-            before = actions[3] if len(actions) > 3 else None
+            before = actions[4] if len(actions) > 4 else None
             compute.insertAction(before, self.solve_action)
-        window.menus["export"].addAction(self.export_action)
+        export = window.menus["export"]   # before the schedule exports (MSCCL XML, ...)
+        firsts = [a for a in export.actions() if a.text() == "&MSCCL XML…"]
+        export.insertAction(firsts[0] if firsts else None, self.export_action)
         window.menus["view"].addAction(self.dock.toggleViewAction())
         window.doc.edited.connect(self.clear)
         window.doc.reset.connect(self.clear)
