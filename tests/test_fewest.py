@@ -44,13 +44,18 @@ def test_fewest_k_matches_brute_force(topo):
     opt = find_optimum(net)
     schedule = solve(topo)
     assert schedule.algbw == schedule.optimal_algbw
+    # A smaller k may reach x* by Thm 14's rate yet not build as routable compute-to-
+    # compute trees on a one-way network (forest.build_fixed_k); the search says which.
+    unbuildable = set(schedule.extra["k_search"]["unbuildable_k"])
     for k in range(1, schedule.k):
-        assert find_fixed_k(net, k, opt).x < opt.x
+        assert find_fixed_k(net, k, opt).x < opt.x or k in unbuildable
     for tolerance in (5, 20):
         near = solve(topo, tolerance=tolerance)
         assert near.algbw >= schedule.optimal_algbw * (100 - tolerance) / 100
+        skipped = set(near.extra["k_search"]["unbuildable_k"])
         for k in range(1, near.k):
-            assert find_fixed_k(net, k, opt).x < opt.x * (100 - tolerance) / 100
+            assert find_fixed_k(net, k, opt).x < opt.x * (100 - tolerance) / 100 \
+                or k in skipped
 
 
 def test_search_can_be_cancelled():
