@@ -44,7 +44,7 @@ from canopy.engine.msccl import (
     largest_fitting_k,
     msccl_xml,
 )
-from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule

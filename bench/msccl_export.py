@@ -10,7 +10,7 @@ import json
 import time
 
 from canopy.engine.msccl import MscclOptions, build_layout, msccl_xml
-from canopy.engine.msccl.simulator import simulate_bytes
+from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample, sample_names

@@ -8,7 +8,7 @@ import argparse
 from canopy.engine.errors import ScheduleError
 from canopy.engine.export import write_trees_xml
 from canopy.engine.msccl import RUNTIMES, MscclLimitError, MscclOptions, explain_limits, msccl_xml
-from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes

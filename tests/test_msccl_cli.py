@@ -9,7 +9,7 @@ import pytest
 
 from canopy.cli import exports, main
 from canopy.engine.msccl import MscclLimits, MscclOptions
-from canopy.engine.msccl.simulator import simulate_file
+from canopy.engine.msccl.executor import simulate_file
 from canopy.engine.safe_xml import parse_xml_file
 
 SAMPLE = str(resources.files("canopy.samples").joinpath("dgx-a100-2x8.json"))

@@ -16,7 +16,7 @@ from canopy.engine.msccl import (
     largest_fitting_k,
     msccl_xml,
 )
-from canopy.engine.msccl.simulator import simulate_bytes
+from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, find_optimum
 from canopy.engine.safe_xml import parse_xml_bytes

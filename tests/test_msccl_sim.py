@@ -6,7 +6,7 @@ import pytest
 from lxml import etree
 
 from canopy.engine.msccl import MscclLimits, MscclOptions, msccl_xml
-from canopy.engine.msccl.simulator import MscclXmlError, describe, simulate_bytes
+from canopy.engine.msccl.executor import MscclXmlError, describe, simulate_bytes
 from tests.test_msccl_export import star_schedule
 
 STEP = ("type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
@@ -138,7 +138,7 @@ def steps_of(root):
 
 def connection_steps(root, sender, receiver, chan, sending):
     """The steps on one side of a connection, in order, as (tb id, step)."""
-    from canopy.engine.msccl.simulator import STEP_TYPES
+    from canopy.engine.msccl.model import STEP_TYPES
     out = []
     rank = sender if sending else receiver
     peer, key = (receiver, "send") if sending else (sender, "recv")
@@ -148,7 +148,7 @@ def connection_steps(root, sender, receiver, chan, sending):
         for tb in gpu.iter("tb"):
             if int(tb.get(key)) == peer and int(tb.get("chan")) == chan:
                 out += [(tb.get("id"), st) for st in tb.iter("step")
-                        if STEP_TYPES[st.get("type")][1 if sending else 0]]
+                        if getattr(STEP_TYPES[st.get("type")], "sends" if sending else "receives")]
     return out
 
 

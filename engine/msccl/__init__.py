@@ -3,7 +3,7 @@
 * :mod:`~canopy.engine.msccl.lowering`: trees to per-rank send/receive/reduce steps;
 * :mod:`~canopy.engine.msccl.threadblocks`: steps to thread blocks and channels, limits;
 * :mod:`~canopy.engine.msccl.writer`: the ``<algo>`` XML document;
-* :mod:`~canopy.engine.msccl.simulator`: reading an XML back, checking the runtime's
+* :mod:`~canopy.engine.msccl.executor`: reading an XML back, checking the runtime's
   rules and executing it symbolically to prove the collective's postcondition.
 """
 
