@@ -264,7 +264,7 @@ def rcs_names_one_slot(ctx: Context, gpu: XmlGpu, tb: XmlThreadBlock, pos: int,
 
 STEP_RULES: tuple[StepRule, ...] = (
     numbered_in_order, known_step_type, transfers_have_peers, known_buffers, count_in_range,
-    slots_in_range, dependency_exists)
+    slots_in_range, dependency_exists, rcs_names_one_slot)
 
 GPU_RULES: tuple[Callable[[Context, XmlGpu], None], ...] = (
     buffer_sizes_not_negative, threadblock_ids, elements_per_gpu, peers_are_other_ranks,
@@ -322,7 +322,7 @@ def transfers_agree_on_slots(ctx: Context) -> None:
 
 
 PROGRAM_RULES: tuple[Callable[[Context], None], ...] = (
-    connections_balance,)
+    connections_balance, transfers_agree_on_slots)
 
 
 def check_structure(algo: XmlAlgo, limits: MscclLimits | None = None,

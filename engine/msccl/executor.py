@@ -41,6 +41,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict, deque
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -194,7 +195,7 @@ class _Run:
         return _Buffers(phys, alias)
 
     # -------------------------------------------------------------- helpers
-    def fail(self, g: int, text: str) -> None:
+    def fail(self, g: int, text: str) -> NoReturn:
         gpu, tb = self.tbs[g]
         step = tb.steps[self.pc[g]]
         raise MscclXmlError(f"{where(gpu.id, tb.id, step.s)} ({step.type}, {self.mode}) "
@@ -219,8 +220,8 @@ class _Run:
         gpu, tb = self.tbs[g]
         return where(gpu.id, tb.id, step)
 
-    def read(self, g: int, buf: str, off: int, cnt: int, epoch: int) -> list[tuple[int, int]]:
-        out = []
+    def read(self, g: int, buf: str, off: int, cnt: int, epoch: int) -> list[Value]:
+        out: list[Value] = []
         step = self.pc[g]
         memory, where_range = self.slots(g, buf, off, cnt, "reads")
         for i, x in enumerate(where_range):
@@ -322,6 +323,7 @@ class _Run:
         if step.depid >= 0:
             target = self.gid[(gpu.id, step.depid)]
             first = self.signal_of[(target, step.deps)]
+            assert first is not None, "a step ran before its dependency was signalled"
             key = (target, first)
             np.maximum(self.clock[g], self.snaps[key], out=self.clock[g])
             self.snap_refs[key] -= 1
@@ -349,16 +351,19 @@ class _Run:
         if kind.writes_dst:
             assert data is not None
             self.write(g, step.dstbuf, step.dstoff, data, epoch)
-        if sends and len(self.queues[(gpu.id, tb.send, tb.chan)]) >= self.capacity:
+        if not sends:
+            return woke + self.finish(g, step, None)
+        assert data is not None, "every sending step reads or receives its data"
+        if len(self.queues[(gpu.id, tb.send, tb.chan)]) >= self.capacity:
             self.pending[g] = (data, self.clock[g].copy())
             return woke
-        return woke + self.finish(g, step, (data, self.clock[g]) if sends else None)
+        return woke + self.finish(g, step, (data, self.clock[g]))
 
     def finish(self, g: int, step: XmlStep,
                outgoing: tuple[list[Value], np.ndarray] | None) -> list[tuple]:
         """Send what the step sends, publish its completion and move on."""
         gpu, tb = self.tbs[g]
-        woke = []
+        woke: list[tuple] = []
         if outgoing is not None:
             conn = (gpu.id, tb.send, tb.chan)
             self.queues[conn].append((outgoing[0], outgoing[1].copy(), (g, self.pc[g])))

@@ -17,11 +17,13 @@ order; a tb has at most one send peer and one receive peer, and the messages of 
   must form a matching. A chain takes the first of the ``spread`` preferred channels that
   holds all of it, else the one that holds the longest part; there the chain is cut: the
   fused step becomes a receive and a dependent send, and the rest is placed as a chain of
-  its own at the same place in π (so the argument above still holds). More channels are
+  its own at the same place in π (so the argument above still holds); the transfers
+  feeding the cut are relabelled with its slot. More channels are
   opened only when the step and thread block limits require them.
 * **Thread blocks.** On each (GPU, channel), every fused pair is a tb; the remaining
   receive-only and send-only peers are paired into shared tbs while they fit, to spare
-  thread blocks (each occupies an SM). Local copies join the GPU's smallest tb.
+  thread blocks (each occupies an SM). Local copies go first in the GPU's smallest tbs, as
+  many as fit, then in tbs of their own.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl.lowering import Chain, Plan, Step
+from canopy.engine.msccl.lowering import Chain, Plan, Step, relabel
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,9 @@ def order_chains(chains: list[Chain]) -> list[Chain]:
     waits_on: dict[Chain, set[Chain]] = {c: set() for c in chains}
     for chain in chains:
         for step in chain.steps:
-            if step.dep is not None and step.dep.chain is not chain:
-                waits_on[chain].add(step.dep.chain)
+            other = step.dep.chain if step.dep is not None else None
+            if other is not None and other is not chain:
+                waits_on[chain].add(other)
     unlocks: dict[Chain, list[Chain]] = defaultdict(list)
     for chain, deps in waits_on.items():
         for dep in deps:
@@ -257,6 +260,7 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: 
                 for step in waiting.pop(fused, []):
                     step.dep = receive
                     waiting[receive].append(step)
+                relabel(steps[:reach], receive.dst)
                 head, steps = [*steps[:reach], receive], [send, *steps[reach + 1:]]
             piece = Chain(priority=chain.priority)
             for step in head:
@@ -299,6 +303,7 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
             by_send[(s, ch)] = tb
     copies = []
     for step in steps:
+        assert step.chain is not None, "every placed step belongs to a chain"
         ch = channel_of[step.chain]
         if step.recv_peer >= 0:
             by_recv[(step.recv_peer, ch)].steps.append(step)
@@ -306,12 +311,14 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
             by_send[(step.send_peer, ch)].steps.append(step)
         else:
             copies.append(step)
-    if copies:
-        smallest = min(tbs, key=lambda t: len(t.steps), default=None)
-        if smallest is None or len(smallest.steps) + len(copies) > limits.max_steps_per_tb:
-            smallest = ThreadBlock(-1, -1, 0)
-            tbs.append(smallest)
-        smallest.steps[:0] = copies
+    for tb in sorted(tbs, key=lambda t: len(t.steps)):
+        room = limits.max_steps_per_tb - len(tb.steps)
+        if copies and room > 0:
+            tb.steps[:0], copies = copies[:room], copies[room:]
+    while copies:
+        tb = ThreadBlock(-1, -1, 0, copies[:limits.max_steps_per_tb])
+        copies = copies[limits.max_steps_per_tb:]
+        tbs.append(tb)
     tbs.sort(key=lambda t: (t.send, t.recv, t.channel))
     return tbs
 
