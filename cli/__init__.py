@@ -23,6 +23,8 @@ VERBS = [
     "import-nccl",
     "graphml",
     "compare",
+    "export-nccl-graph",
+    "sweep",
 ]
 
 
