@@ -58,7 +58,7 @@ def test_sample_loads_validates_and_has_its_optimum(name):
 def test_sample_solves_to_a_verified_optimal_schedule(name):
     schedule = solve(load_sample(name))          # solve() verifies before returning
     inverse_x, k = EXPECTED[name]
-    assert schedule.k == k
+    assert schedule.optimum.k == k and schedule.k <= k   # the fewest trees at the optimum
     assert schedule.algbw == len(schedule.compute_nodes) / inverse_x
 
 
