@@ -8,7 +8,14 @@ import argparse
 from canopy.engine.baselines.ring import servers_of
 from canopy.engine.errors import ScheduleError
 from canopy.engine.export import write_trees_xml
-from canopy.engine.msccl import RUNTIMES, MscclLimitError, MscclOptions, explain_limits, msccl_xml
+from canopy.engine.msccl import (
+    LAYOUTS,
+    RUNTIMES,
+    MscclLimitError,
+    MscclOptions,
+    explain_limits,
+    msccl_xml,
+)
 from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 from canopy.engine.run_commands import run_command
 from canopy.engine.schedule import Schedule
@@ -37,6 +44,10 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--msccl-channels", type=positive_int, default=MscclOptions.channels,
                    metavar="C", help="channels the MSCCL program may spread relays over: more "
                    "thread blocks work in parallel (default %(default)s)")
+    p.add_argument("--msccl-layout", choices=LAYOUTS, default=MscclOptions.layout,
+                   help="pipelined: every unit tree edge streams on a connection of its own, "
+                   "as canopy compare simulates; compact: fewest channels and thread blocks; "
+                   "auto: pipelined when it fits the runtime's limits (default %(default)s)")
     p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")
@@ -50,7 +61,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
-                               runtime=args.msccl_runtime)
+                               runtime=args.msccl_runtime, layout=args.msccl_layout)
         try:
             data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:

@@ -135,3 +135,12 @@ def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err
     assert not (tmp_path / "x.xml").exists()
+
+
+@pytest.mark.parametrize("layout", ["pipelined", "compact"])
+def test_solve_msccl_layout(tmp_path, layout):
+    out = tmp_path / "ag.xml"
+    fig2 = str(resources.files("canopy.samples").joinpath("forestcoll-fig2.json"))
+    assert main(["solve", fig2, "--msccl", str(out), "--msccl-layout", layout]) == 0
+    steps = [len(tb.findall("step")) for tb in parse_xml_file(out).iter("tb")]
+    assert (max(steps) == 1) == (layout == "pipelined")

@@ -1,5 +1,6 @@
 """MSCCL export: every schedule exports to XML that Canopy's simulator runs correctly."""
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -347,3 +348,33 @@ def test_every_transfer_names_one_slot_pair_at_both_ends(solved, name, collectiv
         if step.get("type") == "rcs":
             assert (step.get("srcbuf"), step.get("srcoff")) == \
                 (step.get("dstbuf"), step.get("dstoff"))
+
+
+# ---------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_pipelined_layout_gives_each_connection_one_unit_tree(collective, inplace):
+    """Every thread block with a peer runs one step per loop iteration, moving one chunk:
+    each unit tree edge streams on a connection of its own, as the execution model has it."""
+    data = check_export(star_schedule(collective), inplace)     # layout "auto" fits here
+    for gpu in etree.fromstring(data).iter("gpu"):
+        for tb in gpu.iter("tb"):
+            steps = tb.findall("step")
+            if tb.get("send") == "-1" and tb.get("recv") == "-1":
+                assert {s.get("type") for s in steps} == {"cpy"}
+                continue
+            assert len(steps) == 1 and steps[0].get("cnt") == "1"
+
+
+def test_auto_layout_falls_back_to_compact_beyond_the_limits():
+    schedule = star_schedule("allgather", k=3)
+    tight = MscclOptions(limits=MscclLimits(max_channels=2))
+    with pytest.raises(MscclLimitError):
+        msccl_xml(schedule, options=replace(tight, layout="pipelined"))
+    compact = msccl_xml(schedule, options=replace(tight, layout="compact"))
+    assert msccl_xml(schedule, options=tight) == compact
+    assert max(int(s.get("cnt")) for s in etree.fromstring(compact).iter("step")) == 2
+    with pytest.raises(ScheduleError, match="unknown MSCCL layout 'wide'"):
+        msccl_xml(schedule, options=MscclOptions(layout="wide"))

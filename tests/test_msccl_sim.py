@@ -126,7 +126,7 @@ def test_describe_values():
 
 def exported(collective, inplace=True):
     return etree.fromstring(msccl_xml(star_schedule(collective),
-                                      options=MscclOptions(inplace=inplace)))
+                                      options=MscclOptions(inplace=inplace, layout="compact")))
 
 
 def steps_of(root):

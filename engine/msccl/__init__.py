@@ -9,6 +9,7 @@
 
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 from canopy.engine.msccl.writer import (
+    LAYOUTS,
     RUNTIMES,
     MscclOptions,
     build_layout,
@@ -18,5 +19,5 @@ from canopy.engine.msccl.writer import (
     write_msccl,
 )
 
-__all__ = ["RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
+__all__ = ["LAYOUTS", "RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
            "explain_limits", "largest_fitting_k", "msccl_xml", "write_msccl"]

@@ -222,11 +222,14 @@ def _refine(a: list[tuple[int, int, Tree]], b: list[tuple[int, int, Tree]], max_
 class _Builder:
     """Emits the steps of one collective, chain by chain."""
 
-    def __init__(self, schedule: Schedule, inplace: bool, max_count: int) -> None:
+    def __init__(self, schedule: Schedule, inplace: bool, max_count: int, piece: int,
+                 fuse_fanout: bool) -> None:
         self.n = len(schedule.compute_nodes)
         self.k = schedule.k
         self.inplace = inplace
         self.max_count = max_count
+        self.piece = min(piece, max_count)
+        self.fuse_fanout = fuse_fanout
         self.collective = schedule.collective
         self.rank = {name: r for r, name in enumerate(schedule.compute_nodes)}
         if len(self.rank) != self.n:
@@ -274,13 +277,19 @@ class _Builder:
             if not kids:
                 chain.add(Step(v, "r", cnt, recv_peer=parent, src=parent_loc, dst=loc))
                 continue
-            first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
-                                   src=parent_loc, dst=loc))
+            if len(kids) > 1 and not self.fuse_fanout:
+                first = chain.add(Step(v, "r", cnt, recv_peer=parent, src=parent_loc,
+                                       dst=loc))
+                kids.insert(0, -1)          # every child gets a send of its own
+            else:
+                first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
+                                       src=parent_loc, dst=loc))
             for child in kids[1:]:
                 branch = self.new_chain((1, shape.depth[v], *base))
                 branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first))
                 work.append((branch, child, v, loc))
-            work.append((chain, kids[0], v, loc))
+            if kids[0] >= 0:
+                work.append((chain, kids[0], v, loc))
 
     def reduce(self, shape: _Shape, chunk: int, cnt: int, then: _Shape | None = None,
                copies: list[Step] | None = None) -> tuple[Step | None, Chain | None]:
@@ -309,8 +318,9 @@ class _Builder:
                             self._local_copy(root, work, final, cnt, prev)), None
                 chain = up.pop(kids[-1])
                 relabel(chain.steps, final)
-                if then is not None:
-                    first = then.by_height(root, deepest_first=True)[0]
+                fanout = then.by_height(root, deepest_first=True) if then is not None else []
+                if len(fanout) == 1 or (fanout and self.fuse_fanout):
+                    first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
                                 src=work, dst=final, dep=prev)
                     return add(chain, step), chain
@@ -367,8 +377,8 @@ class _Builder:
             pieces = []
             for off, m, tree in _pieces([t for t in trees if t.root == root_name], self.k,
                                         f"root '{root_name}'"):
-                for start in range(off, off + m, self.max_count):
-                    pieces.append((base + start, min(self.max_count, off + m - start), tree))
+                for start in range(off, off + m, self.piece):
+                    pieces.append((base + start, min(self.piece, off + m - start), tree))
             copies = {} if self.inplace else self.copy_runs(
                 r, [(c, n) for c, n, _ in pieces], base, lambda c: ("o", c))
             for chunk, cnt, tree in pieces:
@@ -386,12 +396,12 @@ class _Builder:
                                f"{where} (reduce trees)")
             if self.collective == "reduce-scatter":
                 for off, m, tree in reducing:
-                    for start in range(off, off + m, self.max_count):
-                        pieces.append((base + start, min(self.max_count, off + m - start),
+                    for start in range(off, off + m, self.piece):
+                        pieces.append((base + start, min(self.piece, off + m - start),
                                        tree, None))
                 continue
             gathering = _pieces([t for t in trees if t.root == root_name], self.k, where)
-            for start, cnt, rtree, gtree in _refine(reducing, gathering, self.max_count):
+            for start, cnt, rtree, gtree in _refine(reducing, gathering, self.piece):
                 pieces.append((base + start, cnt, rtree, gtree))
         copies: list[dict[int, Step]] = []
         if self.plan.copies_input:
@@ -410,10 +420,16 @@ class _Builder:
                            fused=fused)
 
 
-def plan_steps(schedule: Schedule, inplace: bool = True, max_count: int = 71) -> Plan:
-    """All MSCCL steps of ``schedule``'s collective, grouped into chains."""
+def plan_steps(schedule: Schedule, inplace: bool = True, max_count: int = 71,
+               piece: int | None = None, fuse_fanout: bool = True) -> Plan:
+    """All MSCCL steps of ``schedule``'s collective, grouped into chains. A tree of
+    multiplicity m moves its m chunks in steps of at most ``piece`` chunks (default
+    ``max_count``): ``piece=1`` gives every unit tree chains of its own. Without
+    ``fuse_fanout``, a node that forwards to several children receives first and then
+    sends to each child in a step of its own (no child waits for another's send)."""
     if schedule.collective not in XML_COLLECTIVE:
         raise ScheduleError(f"cannot export collective '{schedule.collective}' to MSCCL.")
     if schedule.k < 1:
         raise ScheduleError(f"the schedule's k must be positive, not {schedule.k}.")
-    return _Builder(schedule, inplace, max_count).build(schedule)
+    return _Builder(schedule, inplace, max_count, piece or max_count,
+                    fuse_fanout).build(schedule)

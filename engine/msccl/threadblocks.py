@@ -107,9 +107,11 @@ def order_chains(chains: list[Chain]) -> list[Chain]:
 
 
 class _Channel:
-    """Bookkeeping of one (rank, channel): fused pairs and step counts per peer."""
+    """Bookkeeping of one (rank, channel): fused pairs and step counts per peer. An
+    ``exclusive`` channel gives each connection to a peer to one chain only."""
 
-    def __init__(self) -> None:
+    def __init__(self, exclusive: bool = False) -> None:
+        self.exclusive = exclusive
         self.pair_of_recv: dict[int, int] = {}
         self.pair_of_send: dict[int, int] = {}
         self.recv_steps: dict[int, int] = defaultdict(int)
@@ -128,7 +130,10 @@ class _Channel:
         if any(n > limit for s, n in self.send_steps.items() if s not in self.pair_of_send):
             return False
         pairs = len(self.pair_of_recv)
-        alone = max(len(self.recv_steps), len(self.send_steps)) - pairs
+        if self.exclusive:
+            alone = len(self.recv_steps) + len(self.send_steps) - 2 * pairs
+        else:
+            alone = max(len(self.recv_steps), len(self.send_steps)) - pairs
         return pairs + alone <= limits.max_tbs_per_channel
 
     def snapshot(self) -> tuple:
@@ -144,6 +149,8 @@ class _Channel:
     def add(self, step: Step) -> bool:
         """Record ``step``; False when its fused pair clashes with an existing one."""
         p, s = step.recv_peer, step.send_peer
+        if self.exclusive and (self.recv_steps.get(p) or self.send_steps.get(s)):
+            return False
         if p >= 0 and s >= 0:
             if self.pair_of_recv.get(p, s) != s or self.pair_of_send.get(s, p) != p:
                 return False
@@ -168,9 +175,9 @@ def _is_fused(step: Step) -> bool:
 class _Channels:
     """Channel bookkeeping of all ranks, with trial placements that can be undone."""
 
-    def __init__(self, limits: MscclLimits) -> None:
+    def __init__(self, limits: MscclLimits, exclusive: bool) -> None:
         self.limits = limits
-        self.state: dict[tuple[int, int], _Channel] = defaultdict(_Channel)
+        self.state: dict[tuple[int, int], _Channel] = defaultdict(lambda: _Channel(exclusive))
 
     def reach(self, steps: list[Step], ch: int, fuse: bool) -> int | None:
         """How much of ``steps`` channel ``ch`` takes: ``len(steps)`` for all of it, j ≥ 1
@@ -226,13 +233,13 @@ class _Channels:
 
 
 def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: bool,
-                     spread: int
+                     spread: int, exclusive: bool
                      ) -> tuple[list[Chain], dict[Chain, int], dict[tuple[int, int], _Channel]]:
     """Channels for the chains in order. Where a fused step's (receive, send) pair cannot
     join the chain's channel, the step is split into a receive and a dependent send and the
     rest of the chain goes on as a chain of its own; without ``fuse`` every fused step is
     split. The pieces keep the chain's place in the order."""
-    channels = _Channels(limits)
+    channels = _Channels(limits, exclusive)
     waiting: dict[Step, list[Step]] = defaultdict(list)
     for chain in order:
         for step in chain.steps:
@@ -290,7 +297,7 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
         for n, p in recv_only:
             tb = ThreadBlock(-1, p, ch)
             for i, (m, s) in enumerate(send_only):
-                if n + m <= limits.max_steps_per_tb:
+                if n + m <= limits.max_steps_per_tb and not state.exclusive:
                     tb.send = s
                     by_send[(s, ch)] = tb
                     del send_only[i]
@@ -311,7 +318,8 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
             by_send[(step.send_peer, ch)].steps.append(step)
         else:
             copies.append(step)
-    for tb in sorted(tbs, key=lambda t: len(t.steps)):
+    exclusive = any(state.exclusive for state in channels.values())
+    for tb in sorted(tbs, key=lambda t: len(t.steps)) if not exclusive else []:
         room = limits.max_steps_per_tb - len(tb.steps)
         if copies and room > 0:
             tb.steps[:0], copies = copies[:room], copies[room:]
@@ -324,15 +332,17 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
 
 
 def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
-                        spread: int = 1) -> Layout:
+                        spread: int = 1, exclusive: bool = False) -> Layout:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
     Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread
-    blocks and channels, but no receive-and-forward pipelining within a step.
+    blocks and channels, but no receive-and-forward pipelining within a step. With
+    ``exclusive``, every connection (peer, direction, channel) and every thread block
+    carries one chain only, so no chain waits behind another's steps.
 
     Raises :class:`MscclLimitError` when the runtime's limits cannot be met.
     """
     order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
-                                                spread)
+                                                spread, exclusive)
     per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
     for chain in order:
         for step in chain.steps:
