@@ -46,8 +46,9 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                    "thread blocks work in parallel (default %(default)s)")
     p.add_argument("--msccl-layout", choices=LAYOUTS, default=MscclOptions.layout,
                    help="pipelined: every unit tree edge streams on a connection of its own, "
-                   "as canopy compare simulates; compact: fewest channels and thread blocks; "
-                   "auto: pipelined when it fits the runtime's limits (default %(default)s)")
+                   "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
+                   "while channels last; compact: fewest channels and thread blocks; auto: the "
+                   "first of pipelined, per-tree, mixed that fits (default %(default)s)")
     p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")

@@ -1,6 +1,5 @@
 """MSCCL export: every schedule exports to XML that Canopy's simulator runs correctly."""
 
-from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -368,13 +367,21 @@ def test_pipelined_layout_gives_each_connection_one_unit_tree(collective, inplac
             assert len(steps) == 1 and steps[0].get("cnt") == "1"
 
 
-def test_auto_layout_falls_back_to_compact_beyond_the_limits():
+def test_auto_layout_falls_back_as_the_limits_require():
+    """Here pipelined (unit trees) needs 10 channels, per-tree 6; with fewer, trees share."""
     schedule = star_schedule("allgather", k=3)
-    tight = MscclOptions(limits=MscclLimits(max_channels=2))
+
+    def xml(limit, layout="auto"):
+        return msccl_xml(schedule, options=MscclOptions(limits=MscclLimits(
+            max_channels=limit), layout=layout))
+
+    assert xml(10) == xml(10, "pipelined")
     with pytest.raises(MscclLimitError):
-        msccl_xml(schedule, options=replace(tight, layout="pipelined"))
-    compact = msccl_xml(schedule, options=replace(tight, layout="compact"))
-    assert msccl_xml(schedule, options=tight) == compact
-    assert max(int(s.get("cnt")) for s in etree.fromstring(compact).iter("step")) == 2
+        xml(9, "pipelined")
+    assert xml(9) == xml(9, "per-tree")
+    with pytest.raises(MscclLimitError):
+        xml(5, "per-tree")
+    assert xml(5) == xml(5, "mixed") != xml(5, "compact")
+    assert max(int(s.get("cnt")) for s in etree.fromstring(xml(5)).iter("step")) == 2
     with pytest.raises(ScheduleError, match="unknown MSCCL layout 'wide'"):
         msccl_xml(schedule, options=MscclOptions(layout="wide"))

@@ -53,7 +53,7 @@ from canopy.engine.topology_io import atomic_write_bytes
 
 PROTOCOLS = ("Simple", "LL128", "LL")
 RUNTIMES = ("msccl", "rccl")
-LAYOUTS = ("auto", "pipelined", "compact")
+LAYOUTS = ("auto", "pipelined", "per-tree", "mixed", "compact")
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,12 @@ class MscclOptions:
     carries one chain, so successive loop iterations of a tree pipeline as in Canopy's
     execution model (:mod:`canopy.engine.simulate`: every tree edge its own connection, a
     tree of multiplicity m on m of them); it needs about k channels per pair of GPUs.
-    ``"compact"``: a tree's m chunks move in one step and chains share thread blocks,
-    fewest channels and thread blocks, but a thread block's steps wait on each other.
-    ``"auto"`` (default): pipelined where it fits the runtime's limits, else compact.
+    ``"per-tree"``: the same with a tree's m chunks in one step, one connection per tree
+    edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
+    not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
+    chains share thread blocks, fewest channels and thread blocks, but a thread block's
+    steps wait on each other. ``"auto"`` (default): the first of pipelined, per-tree and
+    mixed that fits the runtime's limits.
     ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
     ``rrcs``); ``channels`` is how many channels compact chains may spread over before one
     is cut into a receive and a dependent send.
@@ -102,15 +105,23 @@ def build_layout(schedule: Schedule, collective: str | None = None,
                             f"{', '.join(LAYOUTS)}.")
     if collective is not None and collective != schedule.collective:
         schedule = replace(schedule, collective=collective)
-    if options.layout != "compact":
+    tries = {"auto": ("pipelined", "per-tree", "mixed")}.get(options.layout,
+                                                                 (options.layout,))
+    for layout in tries[:-1]:
         try:
-            plan = plan_steps(schedule, options.inplace, options.limits.max_count, piece=1,
-                              fuse_fanout=False)
-            return assign_threadblocks(plan, options.limits, options.fuse, options.channels,
-                                       exclusive=True)
+            return _layout(schedule, options, layout)
         except MscclLimitError:
-            if options.layout == "pipelined":
-                raise
+            continue
+    return _layout(schedule, options, tries[-1])
+
+
+def _layout(schedule: Schedule, options: MscclOptions, layout: str) -> Layout:
+    """Steps and thread blocks of one layout (see :class:`MscclOptions`)."""
+    if layout != "compact":
+        plan = plan_steps(schedule, options.inplace, options.limits.max_count,
+                          piece=1 if layout == "pipelined" else None, fuse_fanout=False)
+        return assign_threadblocks(plan, options.limits, options.fuse, options.channels,
+                                   "prefer-own" if layout == "mixed" else "own")
     plan = plan_steps(schedule, options.inplace, options.limits.max_count)
     return assign_threadblocks(plan, options.limits, options.fuse, options.channels)
 
