@@ -8,6 +8,7 @@ from fractions import Fraction
 
 from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.allreduce_lp import solve_allreduce_lp
 from canopy.engine.fewest import describe_k
 from canopy.engine.forest import solve
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allreduce-lp", action="store_true",
                    help="also solve ForestColl's allreduce LP (App. E) with HiGHS and say "
                    "whether it beats reduce-scatter + allgather")
+    add_fail_argument(p)
     add_export_arguments(p)
     add_alltoall_arguments(p)
     p.set_defaults(run=run)
@@ -87,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
+    apply_failures(topo, args.fail)
     schedule = solve(topo, args.collective, k=args.k, where=args.topology,
                      tolerance=args.tolerance)
     lp = None
