@@ -48,7 +48,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                    help="pipelined: every unit tree edge streams on a connection of its own, "
                    "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
                    "while channels last; compact: fewest channels and thread blocks; auto: the "
-                   "first of pipelined, per-tree, mixed that fits (default %(default)s)")
+                   "first of these that fits (default %(default)s)")
     p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")

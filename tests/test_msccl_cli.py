@@ -32,7 +32,8 @@ def test_solve_writes_checked_msccl_and_trees(tmp_path, capsys, mode, flag):
 
 def test_solve_msccl_channels(tmp_path, capsys):
     out = tmp_path / "ag.xml"
-    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "1"]) == 0
+    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "1",
+                 "--msccl-layout", "compact"]) == 0
     assert parse_xml_file(out).get("nchannels") == "1"
     with pytest.raises(SystemExit):
         main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "0"])

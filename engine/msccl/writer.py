@@ -69,8 +69,8 @@ class MscclOptions:
     edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
     not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
     chains share thread blocks, fewest channels and thread blocks, but a thread block's
-    steps wait on each other. ``"auto"`` (default): the first of pipelined, per-tree and
-    mixed that fits the runtime's limits.
+    steps wait on each other. ``"auto"`` (default): the first of pipelined, per-tree,
+    mixed and compact that fits the runtime's limits.
     ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
     ``rrcs``); ``channels`` is how many channels compact chains may spread over before one
     is cut into a receive and a dependent send.
@@ -105,7 +105,7 @@ def build_layout(schedule: Schedule, collective: str | None = None,
                             f"{', '.join(LAYOUTS)}.")
     if collective is not None and collective != schedule.collective:
         schedule = replace(schedule, collective=collective)
-    tries = {"auto": ("pipelined", "per-tree", "mixed")}.get(options.layout,
+    tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))
     for layout in tries[:-1]:
         try:
