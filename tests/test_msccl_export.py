@@ -93,7 +93,7 @@ def test_random_topologies_export_and_simulate(topo):
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
     schedule = solved("dgx-a100-2x8", collective, None)
-    options = MscclOptions(fuse=fuse, channels=channels)
+    options = MscclOptions(fuse=fuse, channels=channels, layout="compact")
     layout = build_layout(schedule, options=options)
     kinds = {step.kind for tbs in layout.tbs for tb in tbs for step in tb.steps}
     assert kinds.isdisjoint({"rcs", "rrs", "rrcs"}) != fuse
@@ -104,7 +104,8 @@ def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
 
 def test_more_channels_means_more_thread_blocks_and_fewer_splits(solved):
     schedule = solved("mi250-2x16", "allreduce", None)
-    layouts = [build_layout(schedule, options=MscclOptions(channels=c)) for c in (1, 8)]
+    layouts = [build_layout(schedule, options=MscclOptions(channels=c, layout="compact"))
+               for c in (1, 8)]
     tbs = [max(len(r) for r in lay.tbs) for lay in layouts]
     steps = [sum(len(tb.steps) for r in lay.tbs for tb in r) for lay in layouts]
     assert tbs[0] < tbs[1] and steps[0] > steps[1]
@@ -198,8 +199,8 @@ def elements_per_gpu(layout):
 def test_tight_limits_name_the_largest_k_that_fits():
     topo = load_sample("dgx-a100-2x8")
     schedule = solve(topo, "allgather")
-    need = elements_per_gpu(build_layout(schedule))
-    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1))
+    need = elements_per_gpu(build_layout(schedule, options=MscclOptions(layout="compact")))
+    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1), layout="compact")
     with pytest.raises(MscclLimitError, match="does not fit the runtime's limits: rank "
                        rf"\d+ needs {need} XML elements, more than the {need - 1}") as info:
         msccl_xml(schedule, options=options)
