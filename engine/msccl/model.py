@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from canopy.engine.errors import CanopyError
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reduce_scatter",
-               "reducescatter": "reduce_scatter", "allreduce": "allreduce"}
+               "reducescatter": "reduce_scatter", "allreduce": "allreduce",
+               "alltoall": "alltoall"}
 PROTOCOLS = ("Simple", "LL128", "LL")
 BUFFER_NAMES = {"i": "input", "o": "output", "s": "scratch"}
 

@@ -58,8 +58,8 @@ def parse_msccl(root: etree._Element, source: str = "MSCCL XML") -> XmlAlgo:
         raise MscclXmlError(f"{source}: the top element is <{root.tag}>, not <algo>.")
     coll = _str(root, "coll", source)
     if coll not in COLLECTIVES:
-        raise MscclXmlError(f"{source}: coll '{coll}' is not allgather, reduce_scatter or "
-                            "allreduce.")
+        raise MscclXmlError(f"{source}: coll '{coll}' is not allgather, reduce_scatter, "
+                            "allreduce or alltoall.")
     algo = XmlAlgo(_str(root, "name", source), _str(root, "proto", source),
                    _int(root, "nchannels", source), _int(root, "nchunksperloop", source),
                    _int(root, "ngpus", source), COLLECTIVES[coll],
