@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from canopy.engine.arcs import ArcTable
+from canopy.engine.arcs import INT64_MAX, ArcTable, cap_array
 from canopy.engine.errors import ScheduleError
 from canopy.engine.progress import Progress
 
@@ -83,7 +83,10 @@ class _OtherBatches:
 
     def add(self, batch: Batch, sign: int = 1) -> None:
         if len(batch.vertices) == 1:
-            self.single[batch.root] += sign * batch.m
+            value = int(self.single[batch.root]) + sign * batch.m
+            if value > INT64_MAX and self.single.dtype != object:
+                self.single = self.single.astype(object)
+            self.single[batch.root] = value
         else:
             key = frozenset(batch.vertices)
             self.sets[key] += sign * batch.m
@@ -121,7 +124,7 @@ class _Packer:
             members = np.fromiter(verts, dtype=np.int32, count=len(verts))
             extra_t += [np.array([x], dtype=np.int32), np.full(len(members), aux, np.int32)]
             extra_h += [np.array([aux], dtype=np.int32), members]
-            extra_c += [np.array([m], dtype=np.int64), np.full(len(members), self.inf)]
+            extra_c += [cap_array([m]), cap_array([self.inf] * len(members))]
             aux += 1
         if not excluded:
             return bound
