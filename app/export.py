@@ -36,6 +36,7 @@ from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.export import write_trees_xml
+from canopy.engine.forest import is_symmetric, solve
 from canopy.engine.msccl import (
     RUNTIMES,
     MscclLimitError,
@@ -49,7 +50,6 @@ from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import is_symmetric, solve
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
 

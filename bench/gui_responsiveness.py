@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QApplication
 
 from bench.clusters import dgx_a100_cluster
 from canopy.app.solve_worker import SolveJob
-from canopy.engine.solve import solve
+from canopy.engine.forest import solve
 
 SETTLE_MS = 1000
 

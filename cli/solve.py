@@ -6,10 +6,10 @@ import argparse
 import time
 
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import solve
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
 

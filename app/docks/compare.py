@@ -1,6 +1,6 @@
 """The Compare dock: ForestColl against today's schedules on the drawn topology.
 
-:meth:`CompareDock.start` runs :func:`canopy.engine.compare.compare` (ForestColl, NCCL-style
+:meth:`CompareDock.start` runs :func:`canopy.engine.comparison.compare` (ForestColl, NCCL-style
 rings, Blink, TACOS, contention-free LR rings; one α-β simulator for all) on a snapshot
 of the topology through the window's :class:`canopy.app.compute.ComputeController` (a
 :class:`canopy.app.solve_worker.SolveJob`, one engine job at a time, Compute ▸ Cancel and
@@ -45,9 +45,9 @@ from PySide6.QtWidgets import (
 
 from canopy.app.compute import ComputeController
 from canopy.app.document import Document
-from canopy.cli.compare import size_label
-from canopy.engine.compare import Comparison, ComparisonRow, compare
+from canopy.engine.comparison import Comparison, ComparisonRow, compare
 from canopy.engine.simulate import CUT_THROUGH, REPORT_SIZES
+from canopy.engine.sizes import size_label
 from canopy.engine.topology import Topology
 
 NAMES = {"forestcoll": "ForestColl", "ring": "Ring (NCCL)", "blink": "Blink",

@@ -5,7 +5,7 @@ import time
 from bench.clusters import dgx_a100_cluster
 from canopy.app.solve_worker import SolveJob
 from canopy.engine.errors import TopologyError
-from canopy.engine.solve import solve
+from canopy.engine.forest import solve
 from canopy.engine.topology_io import load_sample
 
 
