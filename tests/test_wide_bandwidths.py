@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 
 from canopy.engine.arcs import INT64_MAX, ArcTable
-from canopy.engine.solve import solve
+from canopy.engine.forest import solve
 from canopy.engine.topology import SWITCH, Link, Node, Topology
 
 
