@@ -9,13 +9,13 @@ engine stops at its next progress point (at most one switch or one tree batch la
 from __future__ import annotations
 
 import threading
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QThread, Signal
 
 from canopy.engine.errors import CanopyError
+from canopy.engine.logs import log_internal_error
 from canopy.engine.progress import Cancelled
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
@@ -44,9 +44,8 @@ class _Runner(QObject):
             self.cancelled.emit()
         except CanopyError as exc:
             self.failed.emit(str(exc))
-        except Exception as exc:  # an engine bug: show it, never crash the editor
-            traceback.print_exc()
-            self.failed.emit(f"internal error: {exc.__class__.__name__}: {exc}")
+        except Exception as exc:  # an engine bug: one sentence, the traceback in the log
+            self.failed.emit(log_internal_error("the engine", exc))
         else:
             self.finished.emit(result)
 

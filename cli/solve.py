@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from contextlib import nullcontext, redirect_stdout
+from fractions import Fraction
 
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
-from canopy.engine.schedule_io import save_schedule
+from canopy.engine.schedule_io import save_schedule, schedule_to_dict
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
+from canopy.engine.units import UNITS, from_gbps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("topology", help="canopy-topology JSON file")
     p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
-    p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON (GB/s) here; "
+                   "'-' for standard output")
+    add_bandwidth_unit_argument(p)
     add_export_arguments(p)
     p.set_defaults(run=run)
 
@@ -32,27 +39,41 @@ def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
     return prefix + "{" + shown + "}"
 
 
-def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
-    """The short human summary printed by ``canopy solve``."""
+def add_bandwidth_unit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bandwidth-unit", choices=UNITS, metavar="UNIT",
+                   help=f"unit of the printed bandwidths, one of {', '.join(UNITS)} "
+                   "(default: the topology's bandwidth_unit)")
+
+
+def summary(schedule: Schedule, all_nodes: list[str], seconds: float,
+            unit: str = "GB/s") -> str:
+    """The short human summary printed by ``canopy solve``, bandwidths in ``unit``."""
+
+    def bw(value: Fraction) -> str:
+        return f"{format_gbps(from_gbps(value, unit))} {unit}"
+
+    def exact(value: Fraction) -> str:
+        return f"{from_gbps(value, unit)} {unit}"
+
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
     shown = describe_cut(list(opt.bottleneck_cut), all_nodes)
     lines = [
         f"collective:      {schedule.collective}",
         f"compute nodes:   N = {n}",
-        f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
+        f"optimal algbw:   {bw(schedule.optimal_algbw)}",
         f"1/x*:            {opt.inverse_x}",
-        f"bottleneck cut:  {shown}, exiting bandwidth {format_gbps(opt.cut_bandwidth)} GB/s",
-        f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"bottleneck cut:  {shown}, exiting bandwidth {bw(opt.cut_bandwidth)}",
+        f"optimal k:       {opt.k} trees per node, y = {exact(opt.tree_bandwidth)} per tree",
     ]
     if schedule.fixed_k:
         lines.append(f"fixed k:         {schedule.k} trees per node, y = "
-                     f"{schedule.tree_bandwidth} GB/s, algbw {format_gbps(schedule.algbw)} GB/s")
+                     f"{exact(schedule.tree_bandwidth)}, algbw {bw(schedule.algbw)}")
     heights = [t.height for t in schedule.trees]
     lines += [
         f"trees:           {len(schedule.trees)} distinct ({n * schedule.k} unit trees), "
         f"height {min(heights)}-{max(heights)}",
-        f"schedule algbw:  {format_gbps(schedule.algbw)} GB/s (verified)",
+        f"schedule algbw:  {bw(schedule.algbw)} (verified)",
         f"time:            {seconds:.3f} s",
     ]
     return "\n".join(lines)
@@ -60,10 +81,16 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
-    topo = load_topology(args.topology)
-    schedule = solve(topo, args.collective, k=args.k, where=args.topology)
-    if args.json:
-        save_schedule(schedule, args.json)
-    print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
-    write_exports(args, schedule, topo)
+    out = sys.stdout
+    with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
+        topo = load_topology(args.topology)
+        schedule = solve(topo, args.collective, k=args.k, where=args.topology)
+        if args.json == "-":
+            out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+            out.flush()
+        elif args.json:
+            save_schedule(schedule, args.json)
+        unit = args.bandwidth_unit or topo.bandwidth_unit
+        print(summary(schedule, topo.node_ids(), time.perf_counter() - start, unit))
+        write_exports(args, schedule, topo)
     return 0

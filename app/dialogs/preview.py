@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 from canopy.app.canvas import style
 from canopy.engine.errors import CanopyError
 from canopy.engine.generators import generate
+from canopy.engine.logs import log_internal_error
 from canopy.engine.network import Network
 from canopy.engine.optimality import Optimum, find_optimum
 from canopy.engine.topology import COMPUTE, Topology, find_problems
@@ -228,8 +229,7 @@ class PreviewWorker(QThread):
             try:
                 preview = build_preview(kind, texts, self._has_newer)
             except Exception as exc:  # an engine bug must not kill the dialog
-                preview = Preview(kind, texts,
-                                  error=f"internal error: {exc.__class__.__name__}: {exc}")
+                preview = Preview(kind, texts, error=log_internal_error("the preview", exc))
             if preview is not None:
                 self.ready.emit(serial, preview)
 
