@@ -12,7 +12,7 @@ from types import TracebackType
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from canopy.engine.logs import log_internal_error
+from canopy.engine.logs import report_internal_error
 
 
 def install_error_hook(window: QWidget) -> None:
@@ -24,7 +24,7 @@ def install_error_hook(window: QWidget) -> None:
         if issubclass(kind, KeyboardInterrupt):
             sys.__excepthook__(kind, error, tb)
             return
-        message = log_internal_error("the editor", error.with_traceback(tb))
+        message = report_internal_error("the editor", error.with_traceback(tb))
         if showing[0]:
             return
         showing[0] = True

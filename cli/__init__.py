@@ -12,14 +12,14 @@ import importlib
 import sys
 
 from canopy.engine.errors import CanopyError
-from canopy.engine.logs import log_internal_error
+from canopy.engine.logs import report_internal_error
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 70, 130
 EPILOG = f"""exit codes:
   {EXIT_OK}    success
   {EXIT_BAD_INPUT}    bad input (a file, option or value Canopy cannot use; one sentence on stderr)
   {EXIT_INTERNAL}   internal error (a bug in Canopy; the traceback goes to the log file,
-       $CANOPY_LOG_DIR/canopy.log or ~/.local/state/canopy/canopy.log)
+       $CANOPY_LOG or ~/.local/state/canopy/canopy.log)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 
 --json - writes the JSON to standard output (the summary then goes to standard error)."""
@@ -35,6 +35,7 @@ VERBS = [
     "import-nccl",
     "graphml",
     "compare",
+    "export-nccl-graph",
 ]
 
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _internal(args: argparse.Namespace, exc: BaseException) -> int:
-    print(f"canopy: {log_internal_error(f'canopy {args.command}', exc)}", file=sys.stderr)
+    print(f"canopy: {report_internal_error(f'canopy {args.command}', exc)}", file=sys.stderr)
     return EXIT_INTERNAL
 
 

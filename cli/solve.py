@@ -9,6 +9,7 @@ import time
 from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 
+from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
@@ -22,12 +23,13 @@ from canopy.engine.units import UNITS, from_gbps
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="compute the optimal schedule of a topology")
     p.add_argument("topology", help="canopy-topology JSON file")
-    p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
+    p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON (GB/s) here; "
                    "'-' for standard output")
     add_bandwidth_unit_argument(p)
     add_export_arguments(p)
+    add_alltoall_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -80,6 +82,8 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.collective == "alltoall":
+        return run_alltoall(args)
     start = time.perf_counter()
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():

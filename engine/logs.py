@@ -1,63 +1,27 @@
-"""Canopy's log file: where internal errors leave their tracebacks.
+"""One sentence for people, the traceback in the log file, for internal errors (bugs).
 
-People see one sentence; the traceback of an internal error (a bug in Canopy) goes to
-the log file, never to the terminal or a dialog. The file is
-``$CANOPY_LOG_DIR/canopy.log`` when that variable is set, else
-``$XDG_STATE_HOME/canopy/canopy.log`` (``~/.local/state/canopy/canopy.log``). The
-command line and the editor call :func:`log_internal_error`; modules log through
-``logging.getLogger(__name__)`` under the ``canopy`` logger.
+The command line (exit code 70) and the editor's exception hook call
+:func:`report_internal_error`; engine jobs in child processes do the same through
+:mod:`canopy.engine.jobs`, whose :func:`~canopy.engine.jobs.log_file` is the one log file
+(``$CANOPY_LOG``, else ``~/.local/state/canopy/canopy.log``). Tracebacks never reach the
+terminal or a dialog.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-from pathlib import Path
-
-LOGGER = logging.getLogger("canopy")
-_FORMAT = "%(asctime)s %(process)d %(name)s %(levelname)s: %(message)s"
+from canopy.engine.jobs import log_file, log_internal_error
 
 
-def log_path() -> Path:
-    """The log file's path (its folder is created when the first record is written)."""
-    env = os.environ.get("CANOPY_LOG_DIR")
-    if env:
-        return Path(env) / "canopy.log"
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "canopy" / "canopy.log"
-
-
-def _file_handler() -> logging.Handler | None:
-    path = log_path()
-    for handler in LOGGER.handlers:
-        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename) == path:
-            return handler
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(path, encoding="utf-8", delay=True)
-    except OSError:
-        return None
-    handler.setFormatter(logging.Formatter(_FORMAT))
-    LOGGER.addHandler(handler)
-    LOGGER.setLevel(logging.INFO)
-    LOGGER.propagate = False
-    return handler
-
-
-def log_internal_error(context: str, error: BaseException) -> str:
-    """Write ``error`` with its traceback to the log; return one sentence for people.
-
-    The sentence names the error's type and where the traceback is, so a bug report can
-    carry it; when the log cannot be written, it says so instead.
-    """
-    handler = _file_handler()
+def report_internal_error(context: str, error: BaseException) -> str:
+    """Log ``error`` with its traceback; return one sentence naming the log file."""
     summary = f"{error.__class__.__name__}: {error}".strip().rstrip(":")
     if len(summary) > 200:
         summary = summary[:200] + "…"
-    if handler is None:
-        return (f"internal error in {context} ({summary}); the log file {log_path()} could "
-                "not be written.")
-    LOGGER.error("internal error in %s", context, exc_info=error)
-    handler.flush()
+    try:
+        path = log_file()
+        log_internal_error(error, path)
+    except OSError as exc:
+        return (f"internal error in {context} ({summary}); the log file could not be "
+                f"written ({exc.strerror or exc}).")
     return (f"internal error in {context} ({summary}); this is a bug in Canopy, the "
-            f"traceback is in {log_path()}.")
+            f"traceback is in {path}.")
