@@ -135,4 +135,6 @@ def generate(kind: str, values: Mapping[str, Any] | None = None,
     topo.extra["generator"] = {"kind": kind,
                                "params": {p.name: p.format(resolved[p.name])
                                           for p in gen.params}}
+    if unit != GBPS:
+        topo.extra["generator"]["unit"] = unit
     return topo
