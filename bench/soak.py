@@ -8,6 +8,7 @@ caught: a :class:`CanopyError` is an outcome (one sentence), anything else is co
 a traceback and the first few are kept with their seeds. Prints one JSON summary.
 
     python -m bench.soak --count 10000 --seed 1 > soak.json
+    python -m bench.soak --merge part1.json part2.json ...   # one summary of several runs
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ def soak(count: int, seed: int, budget: int) -> dict:
         finally:
             signal.alarm(0)
         outcomes[outcome] += 1
+        if (i + 1) % 500 == 0:
+            print(f"soak: {i + 1}/{count} {dict(outcomes)}", file=sys.stderr, flush=True)
         spent = time.process_time() - t0
         if spent > slowest[0]:
             slowest = (spent, case_seed)
@@ -152,13 +155,39 @@ def soak(count: int, seed: int, budget: int) -> dict:
     }
 
 
+def merge(parts: list[dict]) -> dict:
+    """One summary of several runs (different seeds, e.g. run side by side)."""
+    outcomes: Counter[str] = Counter()
+    for part in parts:
+        outcomes.update(part["outcomes"])
+    slowest = max(parts, key=lambda p: p["slowest_cpu_seconds"])
+    return {
+        "count": sum(p["count"] for p in parts), "seeds": [p["seed"] for p in parts],
+        "outcomes": dict(sorted(outcomes.items())),
+        "tracebacks": sum(p["tracebacks"] for p in parts),
+        "timeouts": sum(p["timeouts"] for p in parts),
+        "cpu_seconds": round(sum(p["cpu_seconds"] for p in parts), 2),
+        "wall_seconds": max(p["wall_seconds"] for p in parts),
+        "slowest_cpu_seconds": slowest["slowest_cpu_seconds"],
+        "slowest_seed": slowest["slowest_seed"],
+        "samples": [s for p in parts for s in p["samples"]],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--budget", type=int, default=120,
                         help="seconds one topology may take before it counts as a timeout")
+    parser.add_argument("--merge", nargs="+", metavar="SUMMARY.json",
+                        help="print one summary of these runs' JSON summaries instead")
     args = parser.parse_args(argv)
+    if args.merge:
+        parts = [json.loads(open(path, encoding="utf-8").read()) for path in args.merge]
+        json.dump(merge(parts), sys.stdout, indent=1)
+        print()
+        return 0
     json.dump(soak(args.count, args.seed, args.budget), sys.stdout, indent=1)
     print()
     return 0
