@@ -413,7 +413,8 @@ class _Reader:
         count = _strtol(text) if text is not None and re.fullmatch(r"\s*[+-]?\d+\s*", text) \
             else None
         if count is None or count < 0:
-            raise self.fail(elem, f"has count '{text or ''}'; an NVLink count is a whole "
+            shown = (text or "")[:20] + ("…" if len(text or "") > 20 else "")
+            raise self.fail(elem, f"has count '{shown}'; an NVLink count is a whole "
                                   "number of links.")
         return count
 
@@ -518,8 +519,8 @@ def _strtol(text: str | None) -> int | None:
     """An integer as C's strtol(text, NULL, 0) reads it (decimal, 0x hex), or None when
     the text holds no number at all."""
     match = re.match(r"\s*([+-]?)(0x[0-9a-f]+|\d+)", (text or "").lower())
-    if match is None:
-        return None
+    if match is None or len(match.group(2)) > 18:
+        return None                      # no number, or past what a C long holds
     value = int(match.group(2), 0) if match.group(2).startswith("0x") else int(match.group(2))
     return -value if match.group(1) == "-" else value
 

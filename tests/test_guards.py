@@ -51,6 +51,19 @@ def test_out_of_range_input_is_one_sentence(name, tmp_path, capsys):
         assert fragment in err, (fragment, err)
 
 
+def test_schedule_files_have_the_same_limits(tmp_path, capsys):
+    topo = tmp_path / "t.json"
+    topo.write_text(topo_text())
+    big = tmp_path / "big.s.json"
+    big.write_text('{"format": "canopy-schedule", "k": ' + "7" * 5000 + "}")
+    nested = tmp_path / "nested.s.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["verify", str(topo), str(big)]) == 2
+    assert "5000 digits" in capsys.readouterr().err
+    assert main(["verify", str(topo), str(nested)]) == 2
+    assert "too deeply" in capsys.readouterr().err
+
+
 def test_file_size_limit(tmp_path, capsys):
     path = tmp_path / "big.json"
     with path.open("wb") as fh:

@@ -260,6 +260,7 @@ def test_odd_elements_each_give_one_warning_and_the_rest_imports():
     ('count="0"', 'count="-2"', "count '-2'"),
     ('count="0"', 'count="NaN"', "count 'NaN'"),
     ('count="0"', 'count="1.5"', "count '1.5'"),
+    ('count="0"', 'count="' + "9" * 5000 + '"', "count '99999999999999999999…'"),
     ('<gpu dev="1" sm="80" rank="1">', '<gpu dev="1" sm="80" rank="0">', "rank 0, like"),
     ('busid="0000:04:00.0" class="0x030200"', 'busid="0000:02:00.0" class="0x030200"',
      "repeats the bus id"),
