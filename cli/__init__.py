@@ -35,6 +35,7 @@ VERBS = [
     "import-nccl",
     "graphml",
     "compare",
+    "fabric",
     "export-nccl-graph",
     "sweep",
 ]

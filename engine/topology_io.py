@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.errors import TopologyError
+from canopy.engine.fabric.jobs import job_to_dict, jobs_from_list
 from canopy.engine.limits import (
     MAX_DIGITS,
     MAX_FILE_BYTES,
@@ -32,9 +33,9 @@ FORMAT = "canopy-topology"
 VERSION = 1
 DEFAULT_SAMPLE = "dgx-a100-2x8.json"
 
-_NODE_KEYS = {"id", "kind", "label", "group", "x", "y"}
-_LINK_KEYS = {"source", "target", "bandwidth", "duplex", "latency"}
-_TOP_KEYS = {"format", "version", "name", "bandwidth_unit", "nodes", "links"}
+_NODE_KEYS = {"id", "kind", "label", "group", "x", "y", "failed"}
+_LINK_KEYS = {"source", "target", "bandwidth", "duplex", "latency", "failed"}
+_TOP_KEYS = {"format", "version", "name", "bandwidth_unit", "nodes", "links", "jobs"}
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -73,6 +74,13 @@ def _coord(value: Any, where: str) -> float | None:
     return result
 
 
+def _failed(raw: dict[str, Any], where: str) -> bool:
+    failed = raw.get("failed", False)
+    if not isinstance(failed, bool):
+        raise TopologyError(f"{where} has 'failed' {_shown(failed)}; use true or false.")
+    return failed
+
+
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
     """Build a :class:`Topology` from parsed JSON, with errors naming ``source``."""
     if not isinstance(data, dict):
@@ -108,7 +116,8 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             label=str(rn.get("label") or ""),
             group=None if group is None else str(group),
             x=_coord(rn.get("x"), where), y=_coord(rn.get("y"), where),
-            extra={k: _plain(v, where) for k, v in rn.items() if k not in _NODE_KEYS}))
+            extra={k: _plain(v, where) for k, v in rn.items() if k not in _NODE_KEYS},
+            failed=_failed(rn, where)))
     links = []
     for i, rl in enumerate(raw_links):
         if not isinstance(rl, dict):
@@ -135,11 +144,13 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
         if not isinstance(duplex, bool):
             raise TopologyError(f"{where} has 'duplex' {duplex!r}; use true or false.")
         links.append(Link(rl["source"], rl["target"], bandwidth, duplex, latency,
-                          {k: _plain(v, where) for k, v in rl.items() if k not in _LINK_KEYS}))
+                          {k: _plain(v, where) for k, v in rl.items() if k not in _LINK_KEYS},
+                          _failed(rl, where)))
     return Topology(
         name=str(data.get("name") or "untitled"), nodes=nodes, links=links,
         bandwidth_unit=unit,
-        extra={k: _plain(v, source) for k, v in data.items() if k not in _TOP_KEYS})
+        extra={k: _plain(v, source) for k, v in data.items() if k not in _TOP_KEYS},
+        jobs=jobs_from_list(data["jobs"], source) if "jobs" in data else [])
 
 
 def _shown(value: Any) -> str:
@@ -156,6 +167,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
                              "group": n.group}
         if n.x is not None and n.y is not None:
             d["x"], d["y"] = round(n.x, 3), round(n.y, 3)
+        if n.failed:
+            d["failed"] = True
         d.update(n.extra)
         nodes.append(d)
     links = []
@@ -165,6 +178,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
              "duplex": link.duplex}
         if link.latency is not None:
             d["latency"] = format_number(link.latency)
+        if link.failed:
+            d["failed"] = True
         d.update(link.extra)
         links.append(d)
     out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "name": topo.name,
@@ -172,6 +187,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
     out.update(topo.extra)
     out["nodes"] = nodes
     out["links"] = links
+    if topo.jobs:
+        out["jobs"] = [job_to_dict(job) for job in topo.jobs]
     return out
 
 
