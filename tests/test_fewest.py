@@ -16,14 +16,14 @@ from canopy.engine.verification import verify
 from tests.strategies import topologies
 
 
-def test_k1_reaches_the_optimum_where_prop3_needs_1625():
+def test_k1_reaches_the_optimum_where_prop3_needs_12():
     topo = load_sample("aws-p4d-2x8")
     schedule = solve(topo)
-    assert schedule.k == 1 and schedule.optimum.k == 1625
+    assert schedule.k == 1 and schedule.optimum.k == 12
     assert schedule.algbw == schedule.optimal_algbw == verify(topo, schedule)
     data = schedule_to_dict(schedule)
-    assert data["k"] == 1 and data["optimality"]["k"] == 1625 and not data["fixed_k"]
-    assert data["k_search"]["prop3_k"] == 1625
+    assert data["k"] == 1 and data["optimality"]["k"] == 12 and not data["fixed_k"]
+    assert data["k_search"]["prop3_k"] == 12
 
 
 def test_dgx_needs_13_and_tolerance_trades_trees_for_bandwidth():
@@ -63,7 +63,7 @@ def test_search_can_be_cancelled():
 
 def test_cli_prints_both_k_and_takes_a_tolerance(capsys):
     assert main(["solve", "samples/aws-p4d-2x8.json"]) == 0
-    assert "k = 1 reaches the optimum; Prop. 3 gives 1625" in capsys.readouterr().out
+    assert "k = 1 reaches the optimum; Prop. 3 gives 12" in capsys.readouterr().out
     assert main(["solve", "samples/dgx-a100-2x8.json", "--tolerance", "1"]) == 0
     out = capsys.readouterr().out
     assert "k = 7 is the fewest within 1 % of the optimum" in out and "346.39" in out
