@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from canopy.app import settings
+    from canopy.app.error_hook import install_error_hook
     from canopy.app.main_window import MainWindow
     from canopy.app.resources import icon_path
 
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     app.setApplicationDisplayName("Canopy")
     app.setWindowIcon(QIcon(str(icon_path())))
     window = MainWindow()
+    install_error_hook(window)
     if topology is not None:
         window.doc.set_topology(topology, Path(args.file))
         if not args.screenshot:
