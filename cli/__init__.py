@@ -36,6 +36,7 @@ VERBS = [
     "graphml",
     "compare",
     "export-nccl-graph",
+    "export-nccl-topo",
     "sweep",
 ]
 
