@@ -37,6 +37,7 @@ VERBS = [
     "compare",
     "fabric",
     "export-nccl-graph",
+    "export-nccl-topo",
     "sweep",
 ]
 
