@@ -10,13 +10,14 @@ from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.allreduce_lp import solve_allreduce_lp
+from canopy.engine.cut_words import describe_cut
 from canopy.engine.fewest import describe_k
 from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.topology import format_gbps
+from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
 
 
@@ -50,25 +51,17 @@ def tolerance(text: str) -> Fraction:
     return value
 
 
-def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
-    """A cut as a short set, or as "all but {...}" when that is shorter."""
-    rest = [n for n in all_nodes if n not in set(cut)]
-    names, prefix = (rest, "all nodes but ") if len(rest) < len(cut) else (cut, "")
-    shown = ", ".join(names[:8]) + (f", … ({len(names)} nodes)" if len(names) > 8 else "")
-    return prefix + "{" + shown + "}"
-
-
-def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
+def summary(schedule: Schedule, topology: Topology, seconds: float) -> str:
     """The short human summary printed by ``canopy solve``."""
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
-    shown = describe_cut(list(opt.bottleneck_cut), all_nodes)
+    cut = describe_cut(topology, opt.bottleneck_cut, opt.cut_bandwidth)
     lines = [
         f"collective:      {schedule.collective}",
         f"compute nodes:   N = {n}",
         f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
         f"1/x*:            {opt.inverse_x}",
-        f"bottleneck cut:  {shown}, exiting bandwidth {format_gbps(opt.cut_bandwidth)} GB/s",
+        f"bottleneck cut:  {cut}",
         f"Prop. 3 k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
         f"k:               {describe_k(schedule)}",
         f"schedule k:      {schedule.k} trees per node, y = {schedule.tree_bandwidth} GB/s "
@@ -98,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         schedule.extra["allreduce_lp"] = lp.to_dict()
     if args.json:
         save_schedule(schedule, args.json)
-    print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
+    print(summary(schedule, topo, time.perf_counter() - start))
     if lp is not None:
         print(f"allreduce LP:    {lp.summary()}")
         if lp.beats_rs_ag:
