@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if solve:
             window.resize(*args.size)
             window.show()
-            failure = window.inspector.solve_and_wait(solve)
+            failure = window.solver.solve_and_wait(solve)
         if not failure:
             write_screenshot(window, Path(args.screenshot), args.size)
             print(f"wrote {args.screenshot}")
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             QMessageBox.critical(window, "Cannot open file", error)
         window.offer_recovery()
         if solve:
-            window.inspector.controller.solve(solve)
+            window.solver.controller.solve(solve)
         code = app.exec()
     name = window.doc.display_name
     # tear the window down while Qt is still alive (avoids crashes at interpreter exit)
