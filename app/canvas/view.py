@@ -45,7 +45,7 @@ class TopologyView(QGraphicsView):
         self._area_timer.timeout.connect(
             lambda: self.topology_scene().set_label_area(self.label_area()))
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
-            bar.valueChanged.connect(self._area_timer.start)
+            bar.valueChanged.connect(lambda _value: self._area_timer.start())
 
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()
