@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app import clipboard, settings, shell
+from canopy.app.alltoall_controller import AllToAllController
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
@@ -86,14 +87,16 @@ class MainWindow(QMainWindow):
         self.solver = SolveController(self)
         self.compare = CompareController(self)
         self.fabric = FabricController(self)
+        self.alltoall = AllToAllController(self)
         for owner in (self.library, self.solver, self.solver.exporter, self.compare,
-                      self.fabric):
+                      self.fabric, self.alltoall):
             self.actions.register(owner.actions)
         self.actions.register({f"dock_{name}": dock.toggleViewAction() for name, dock in [
             ("properties", self.properties), ("validation", self.validation),
             ("history", self.history), ("results", self.solver.results),
             ("trees", self.solver.trees), ("plots", self.solver.plots),
-            ("compare", self.compare.dock), ("jobs", self.fabric.dock)]})
+            ("compare", self.compare.dock), ("jobs", self.fabric.dock),
+            ("alltoall", self.alltoall.dock)]})
         self.menus, self.toolbars = shell.build(
             self, self.actions,
             fillers={"samples": self._fill_samples_menu, "recent": self._fill_recent_menu},

@@ -45,8 +45,8 @@ MENUS: list[tuple[str, str, tuple[object, ...]]] = [
         "open_sweep", SEPARATOR, "save", "save_as", SEPARATOR,
         Submenu("import", "&Import", ("import_nccl", "import_graphml")),
         Submenu("export", "&Export", (
-            "export_graphml", SEPARATOR, "export_msccl", "export_trees", "export_json",
-            "export_image", "export_nccl_graph")),
+            "export_graphml", SEPARATOR, "export_alltoall_msccl", "export_msccl",
+            "export_trees", "export_json", "export_image", "export_nccl_graph")),
         SEPARATOR, "quit")),
     ("edit", "&Edit", (
         "undo", "redo", SEPARATOR, "cut", "copy", "paste", "duplicate", "delete", SEPARATOR,
@@ -54,13 +54,14 @@ MENUS: list[tuple[str, str, tuple[object, ...]]] = [
     ("view", "&View", (
         "zoom_in", "zoom_out", "zoom_fit", "zoom_reset", SEPARATOR, "snap", SEPARATOR,
         "dock_properties", "dock_validation", "dock_history", SEPARATOR,
-        "dock_results", "dock_trees", "dock_plots", "dock_compare", "dock_jobs")),
+        "dock_results", "dock_trees", "dock_plots", "dock_compare", "dock_jobs",
+        "dock_alltoall")),
     ("tools", "&Tools", (
         "tool_select", "tool_compute", "tool_switch", "tool_link", "tool_delete")),
     ("arrange", "&Arrange", ("auto_layout",)),
     ("compute", "&Compute", (
         "solve_allgather", "solve_reduce_scatter", "solve_allreduce", "solve_fixed_k",
-        SEPARATOR, "cancel", SEPARATOR, "show_cut", "show_load", SEPARATOR,
+        "solve_alltoall", SEPARATOR, "cancel", SEPARATOR, "show_cut", "show_load", SEPARATOR,
         "next_tree", "previous_tree", SEPARATOR, "compare", SEPARATOR,
         "analyze_contention")),
     ("help", "&Help", ("quick_start", SEPARATOR, "about", "about_qt")),
