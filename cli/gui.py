@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 window.alltoall.wait()
                 app.processEvents()
             else:
-                failure = window.inspector.solve_and_wait(solve)
+                failure = window.solver.solve_and_wait(solve)
         if not failure:
             write_screenshot(window, Path(args.screenshot), args.size)
             print(f"wrote {args.screenshot}")
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         if solve == "alltoall":
             window.alltoall.solve()
         elif solve:
-            window.inspector.controller.solve(solve)
+            window.solver.controller.solve(solve)
         code = app.exec()
     name = window.doc.display_name
     # tear the window down while Qt is still alive (avoids crashes at interpreter exit)

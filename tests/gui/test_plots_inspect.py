@@ -37,10 +37,10 @@ def test_solution_matches_the_engine_curves():
 
 def test_plots_show_the_curves(window, qtbot):
     window.actions["solve_allgather"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    solution = window.inspector.controller.solution
-    plots = window.inspector.plots
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    solution = window.solver.controller.solution
+    plots = window.solver.plots
     assert plots.windowTitle() == "Plots" and plots.body.isEnabled()
     (k_curve,) = curves_of(plots.k_plot)
     assert list(k_curve.xData) == list(range(1, 11))
@@ -56,24 +56,24 @@ def test_plots_show_the_curves(window, qtbot):
 
 
 def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
-    from canopy.app.inspector import FixedKDialog
+    from canopy.app.solve_controller import FixedKDialog
     keys = window.doc.link_keys()
     edit_links(window.doc, keys, "latency", Fraction(2))
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
     window.actions["solve_fixed_k"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    plots = window.inspector.plots
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    plots = window.solver.plots
     names = [item.name() for item in curves_of(plots.k_plot)]
     assert names == ["best allgather algbw", "this schedule (k = 2)"]
     names = [item.name() for item in curves_of(plots.time_plot)]
     assert names[0].startswith("bandwidth bound (342.86 GB/s)")
     assert names[1].startswith("with latency (+")
     assert names[2] == "optimum (bandwidth bound)"
-    solution = window.inspector.controller.solution
+    solution = window.solver.controller.solution
     with_latency = curves_of(plots.time_plot)[1]
     assert with_latency.yData[0] == float(solution.times_us()[0])
     edit_links(window.doc, keys[:1], "latency", Fraction(3))
-    qtbot.waitUntil(lambda: window.inspector.controller.stale, timeout=2000)
+    qtbot.waitUntil(lambda: window.solver.controller.stale, timeout=2000)
     assert not plots.body.isEnabled()
     assert plots.windowTitle() == "Plots — stale (topology edited)"
