@@ -114,6 +114,11 @@ class EcmpRouter:
             node = options[0]
         return False
 
+    def flow_hash(self, job: str, channel: str, src: str, dst: str) -> int:
+        """The 5-tuple hash of a job's connection src -> dst on ``channel``."""
+        return five_tuple_hash(self.index[src] + 1, self.index[dst] + 1,
+                               source_port(job, channel, src, dst))
+
     def path(self, src: str, dst: str, flow_hash: int, seed: int) -> Path:
         """The route a flow with 5-tuple hash ``flow_hash`` takes under ``seed``."""
         path = [src]
