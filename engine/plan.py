@@ -45,14 +45,18 @@ class FlowEdge:
     """One tree edge; ``path`` runs from the sender to the receiver of its data.
 
     For a broadcast tree the sender is ``parent``; for a reduce tree it is ``child``.
-    ``priority`` orders messages that are ready on the same link at the same time (and,
-    for plans with ``ordered_links``, fixes the order in which a link sends them).
+    ``priority`` orders the sends of a shared connection within one step (and, for plans
+    with ``ordered_links``, fixes the order in which a connection sends them). Edges
+    with the same ``channel`` and route share one connection (a ring hop carries every
+    chain of its ring); edges without one get a connection each
+    (:func:`canopy.engine.simulate.plan_program`).
     """
 
     parent: str
     child: str
     path: Path
     priority: Fraction = Fraction(0)
+    channel: Hashable | None = None
 
 
 @dataclass(frozen=True)
@@ -167,11 +171,11 @@ def chain_trees(order: list[str], hops: Mapping[Edge, Path], share: Fraction,
             # chunk j: j+1 -> j+2 -> ... -> j; as a tree rooted at j, parents first.
             for i in range(n - 1):
                 parent, child = order[(j - i) % n], order[(j - i - 1) % n]
-                edges.append(FlowEdge(parent, child, hops[(child, parent)]))
+                edges.append(FlowEdge(parent, child, hops[(child, parent)], channel=key))
         else:
             for i in range(n - 1):
                 parent, child = order[(j + i) % n], order[(j + i + 1) % n]
-                edges.append(FlowEdge(parent, child, hops[(parent, child)]))
+                edges.append(FlowEdge(parent, child, hops[(parent, child)], channel=key))
         trees.append(FlowTree((key, order[j]), order[j], tuple(edges), share, reduce))
     return trees
 
