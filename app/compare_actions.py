@@ -10,7 +10,6 @@ switches forward; OK starts the comparison (:class:`canopy.app.docks.compare.Com
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt
@@ -27,10 +26,11 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.docks.compare import CompareDock
-from canopy.cli.compare import parse_size, size_label
-from canopy.engine.compare import Comparison
+from canopy.engine.comparison import Comparison
+from canopy.engine.errors import CanopyError
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.simulate import REPORT_SIZES, SWITCH_MODES
+from canopy.engine.sizes import parse_size, size_label
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
@@ -82,7 +82,7 @@ class CompareDialog(QDialog):
         """The sizes in bytes, or None (with the reason shown) when the text is wrong."""
         try:
             sizes = tuple(parse_size(t) for t in self.sizes.text().split(",") if t.strip())
-        except argparse.ArgumentTypeError as exc:
+        except CanopyError as exc:
             self.error.setText(str(exc))
             self.error.show()
             return None

@@ -11,50 +11,14 @@ differ, and fresh again if the edits are undone.
 
 from __future__ import annotations
 
-import gc
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
 from canopy.app.document import Document
+from canopy.app.job_runner import EngineJob
 from canopy.app.solution import Solution, compute_solution, signature
-from canopy.app.solve_worker import SolveJob
-
-PROGRESS_INTERVAL = 0.05
-"""Seconds between progress signals within one phase."""
-JOB_SWITCH_INTERVAL = 0.0001
-"""Interpreter switch interval while a job runs (seconds; Python's default is 0.005).
-
-The engine is pure Python, so the worker holds the interpreter lock whenever it can.
-PySide releases the lock around calls into Qt, and each time the GUI thread wants it
-back it may wait a whole switch interval: painting or handling an event makes hundreds
-of such calls, which at 5 ms each would freeze the window for seconds. A short interval
-only costs the worker time while the GUI thread is actually busy."""
-
-
-class Throttled:
-    """A progress callback passing on at most one report per phase and interval.
-
-    Every queued signal makes the GUI thread take the interpreter lock from the busy
-    worker; hundreds of reports per second would stall the window. Cancellation is still
-    noticed within one interval.
-    """
-
-    def __init__(self, report: Callable[[str, float], None],
-                 interval: float = PROGRESS_INTERVAL):
-        self.report = report
-        self.interval = interval
-        self.phase = ""
-        self.last = 0.0
-
-    def __call__(self, phase: str, fraction: float) -> None:
-        now = time.perf_counter()
-        if phase != self.phase or fraction >= 1.0 or now - self.last >= self.interval:
-            self.phase, self.last = phase, now
-            self.report(phase, fraction)
 
 
 class ComputeController(QObject):
@@ -73,8 +37,7 @@ class ComputeController(QObject):
         self.doc = doc
         self.solution: Solution | None = None
         self.stale = False
-        self.job: SolveJob | None = None
-        self._switch_interval = sys.getswitchinterval()
+        self.job: EngineJob | None = None
         self._check = QTimer(self)
         self._check.setSingleShot(True)
         self._check.setInterval(0)
@@ -93,21 +56,22 @@ class ComputeController(QObject):
         """Start solving a snapshot of the document; False if something is running."""
         topology = self.doc.snapshot()
         what = f"Solving {collective}" + (f" with k = {k}" if k is not None else "")
-        return self.run(what, lambda report: compute_solution(topology, collective, k, report),
-                        self._solved)
+        return self.run(what, self._solved, compute_solution, topology, collective, k)
 
-    def run(self, what: str, work: Callable[[Callable[[str, float], None]], Any],
-            done: Callable[[Any], None]) -> bool:
-        """Run any engine ``work(report)`` in the background; ``done(result)`` afterwards."""
+    def run(self, what: str, done: Callable[[Any], None], func: Callable[..., Any],
+            *args: Any, **kwargs: Any) -> bool:
+        """Run ``func(*args, progress=..., **kwargs)`` in a child process, then
+        ``done(result)``; False (and nothing started) while another job runs.
+
+        ``func`` must be a module-level function and its arguments and result picklable.
+        """
         if self.job is not None:
             return False
-        job = self.job = SolveJob(lambda report: work(Throttled(report)), self)
+        job = self.job = EngineJob(func, *args, parent=self, **kwargs)
         job.progress.connect(self.progress)
         job.finished.connect(lambda result: (self._end(), done(result)))
         job.failed.connect(lambda message: (self._end(), self.failed.emit(what, message)))
         job.cancelled.connect(lambda: (self._end(), self.cancelled.emit()))
-        self._switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(JOB_SWITCH_INTERVAL)
         self.started.emit(what)
         self.busy_changed.emit(True)
         job.start()
@@ -130,20 +94,13 @@ class ComputeController(QObject):
         return self.job is None
 
     def _end(self) -> None:
-        sys.setswitchinterval(self._switch_interval)
         job, self.job = self.job, None
         if job is not None:
             job.deleteLater()
         self.busy_changed.emit(False)
 
     def _solved(self, solution: Solution) -> None:
-        # A solution is a few hundred thousand long-lived objects (trees, edges, routes on
-        # 512 GPUs). Frozen, they are left out of the cyclic collector's full passes,
-        # which would otherwise stall the window for 100+ ms at random moments (such as
-        # selecting a tree); the previous solution's objects are unfrozen to be freed.
-        gc.unfreeze()
         self.solution = solution
-        gc.freeze()
         self.stale = solution.signature != signature(self.doc.topology)
         self.solution_changed.emit(solution)
         self.stale_changed.emit(self.stale)

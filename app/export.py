@@ -10,7 +10,7 @@ fits (by solving again) can all take a while.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.export import write_trees_xml
+from canopy.engine.forest import is_symmetric, solve
 from canopy.engine.msccl import (
     RUNTIMES,
     MscclLimitError,
@@ -47,9 +48,9 @@ from canopy.engine.msccl import (
 from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.progress import Progress
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import is_symmetric, solve
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
 
@@ -71,10 +72,11 @@ class MscclChoice:
     inplace: bool
     channels: int = MscclOptions.channels
     runtime: str = MscclOptions.runtime
+    limits: MscclLimits = field(default_factory=lambda: LIMITS)
 
     def options(self) -> MscclOptions:
         return MscclOptions(inplace=self.inplace, channels=self.channels,
-                            runtime=self.runtime, limits=LIMITS)
+                            runtime=self.runtime, limits=self.limits)
 
 
 class MscclExportDialog(QDialog):
@@ -133,27 +135,29 @@ class MscclExportDialog(QDialog):
 
 
 def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, path: Path,
-                 report: Callable[[str, float], None]) -> str:
+                 progress: Progress) -> str:
     """Lay out, simulate and write the MSCCL XML; returns the simulator's summary.
+
+    Runs as an engine job (:mod:`canopy.engine.jobs`), in a child process.
 
     Over the runtime's limits, raise :class:`MscclLimitError` naming the largest fixed k
     whose schedule fits (found by solving again, cancellably).
     """
     options = choice.options()
-    report("MSCCL layout", 0.0)
+    progress("MSCCL layout", 0.0)
     try:
         data = msccl_xml(schedule, choice.collective, options)
     except MscclLimitError as exc:
         def solver(topo: Topology, collective: str, k: int) -> Schedule:
             return solve(topo, collective, k=k,
-                         progress=lambda phase, f: report(f"trying k = {k}: {phase}", f))
+                         progress=lambda phase, f: progress(f"trying k = {k}: {phase}", f))
         k = largest_fitting_k(topology, choice.collective, schedule.k, options, solver)
         text = str(exc).rstrip(".")
         if k is None:
             raise MscclLimitError(f"{text}; no fixed k fits either.") from None
         raise MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is "
                               f"{k} (Compute ▸ Solve with Fixed k…).") from None
-    report("MSCCL simulation", 0.5)
+    progress("MSCCL simulation", 0.5)
     try:
         result = simulate_bytes(data, source=path.name)
     except MscclXmlError as exc:
@@ -348,6 +352,5 @@ class Exporter:
             self.window.statusBar().showMessage(f"Exported MSCCL XML to {target}: {summary}",
                                                 10000)
 
-        return self.controller.run(
-            "Exporting MSCCL XML",
-            lambda report: export_msccl(topology, schedule, choice, target, report), done)
+        return self.controller.run("Exporting MSCCL XML", done, export_msccl, topology,
+                                   schedule, choice, target)

@@ -36,8 +36,8 @@ from canopy.app.docks.plots import PlotsDock
 from canopy.app.docks.results import ResultsDock
 from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
+from canopy.app.job_runner import PHASES
 from canopy.app.solution import Hop, Solution, hop_orders
-from canopy.app.solve_worker import PHASES
 from canopy.engine.optimality import COLLECTIVES
 
 if TYPE_CHECKING:

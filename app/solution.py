@@ -1,7 +1,7 @@
 """Everything the editor shows about one solve, computed off the GUI thread.
 
 :func:`compute_solution` runs in the background job: the verified schedule
-(:func:`canopy.engine.solve.solve`), the load of every physical link
+(:func:`canopy.engine.forest.solve`), the load of every physical link
 (:func:`canopy.engine.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
 §4.5, Thms 13-15) and the modelled collective time from 1 KiB to 4 GiB
 (:mod:`canopy.engine.curves`). The GUI thread then only draws. No Qt here.
@@ -15,12 +15,12 @@ from fractions import Fraction
 from typing import Any
 
 from canopy.engine.curves import GB, collective_time_us, message_sizes
+from canopy.engine.forest import solve
 from canopy.engine.link_load import LinkLoad, link_loads
 from canopy.engine.network import Network
 from canopy.engine.optimality import Optimum, find_fixed_k
 from canopy.engine.progress import Progress
 from canopy.engine.schedule import Schedule, Tree
-from canopy.engine.solve import solve
 from canopy.engine.topology import Topology
 
 CURVE_MAX_K = 10

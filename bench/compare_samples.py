@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from canopy.engine.compare import compare
+from canopy.engine.comparison import compare
 from canopy.engine.simulate import CUT_THROUGH, STORE_AND_FORWARD
 from canopy.engine.topology_io import load_sample, sample_names
 

@@ -9,10 +9,10 @@ import argparse
 import json
 import time
 
+from canopy.engine.forest import solve
 from canopy.engine.msccl import MscclOptions, build_layout, msccl_xml
 from canopy.engine.msccl.simulator import simulate_bytes
 from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample, sample_names
 
 

@@ -12,9 +12,9 @@ import json
 import time
 
 from bench.clusters import dgx_a100_cluster
+from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample
 
 PUBLISHED_S = {"2x DGX A100 optimal": 5.8, "2x MI250 optimal": 34.9,

@@ -13,36 +13,13 @@ import json
 import time
 from fractions import Fraction
 
-from canopy.engine.compare import Comparison, compare
+from canopy.engine.comparison import Comparison, compare
 from canopy.engine.errors import CanopyError
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import ALGORITHMS
 from canopy.engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
+from canopy.engine.sizes import parse_size, size_label
 from canopy.engine.topology_io import atomic_write_text, load_topology
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    """'1M' -> 1048576 (nccl-tests style, powers of two), '4096' -> 4096."""
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1:] if t[-1:] in _UNITS else ""
-    number = t[:len(t) - len(unit)] if unit else t
-    try:
-        value = int(number) * _UNITS[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a message size such as 1M, "
-                                         "16M or 1G.") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"message size '{text}' must be positive.")
-    return value
-
-
-def size_label(size: int) -> str:
-    for unit in ("G", "M", "K"):
-        if size % _UNITS[unit] == 0:
-            return f"{size // _UNITS[unit]}{unit}"
-    return f"{size}B"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _options(args: argparse.Namespace) -> dict:
     try:
         sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
-    except argparse.ArgumentTypeError as exc:
+    except CanopyError as exc:
         raise CanopyError(f"--sizes: {exc}") from None
     algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
     try:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import time
 
+from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import solve
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
 
@@ -17,10 +18,11 @@ from canopy.engine.topology_io import load_topology
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="compute the optimal schedule of a topology")
     p.add_argument("topology", help="canopy-topology JSON file")
-    p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
+    p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather")
     p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
     add_export_arguments(p)
+    add_alltoall_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -59,6 +61,8 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.collective == "alltoall":
+        return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
     schedule = solve(topo, args.collective, k=args.k, where=args.topology)

@@ -8,7 +8,7 @@ from canopy.engine.errors import ScheduleError
 from canopy.engine.schedule_io import load_schedule
 from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import load_topology
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -21,6 +21,7 @@ from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.network import Network, source_network, weakest_sink
+from canopy.engine.topology import Topology
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 
@@ -102,6 +103,39 @@ def find_optimum(net: Network) -> Optimum:
         assert new_ratio > ratio
         ratio, cut = new_ratio, tuple(sorted(s_cut))
 
+
+
+def optimum(topology: Topology, where: str = "") -> Optimum:
+    """The exact allgather optimum of a topology and its bottleneck cut.
+
+    Parameters
+    ----------
+    topology : Topology
+        The network; every compute node must reach every other one.
+    where : str, optional
+        Names the input (a file name) in error messages.
+
+    Returns
+    -------
+    Optimum
+        ``inverse_x`` is 1/x* = max |S ∩ V_c| / B+(S) over cuts (forestcoll.txt §3, Thm 1),
+        ``bottleneck_cut`` a maximising S*, ``k`` and ``tree_bandwidth`` Prop. 3's k and y;
+        ``algbw(collective)`` is the optimal algbw in GB/s.
+
+    Raises
+    ------
+    TopologyError
+        When the topology cannot be solved (no compute node, unreachable nodes, an
+        unbalanced switch), with one sentence naming the node at fault.
+
+    Examples
+    --------
+    >>> from canopy.engine import load_sample
+    >>> opt = optimum(load_sample("forestcoll-fig2.json"))
+    >>> opt.algbw("allreduce") == opt.algbw("allgather") / 2
+    True
+    """
+    return find_optimum(Network.from_topology(topology, where))
 
 # ------------------------------------------------------------------ fixed k (§4.5)
 

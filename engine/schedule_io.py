@@ -122,10 +122,52 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
 
 
 def save_schedule(schedule: Schedule, path: str | os.PathLike[str]) -> None:
+    """Write a schedule as canopy-schedule JSON, atomically.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        A schedule from :func:`canopy.engine.solve`.
+    path : str or os.PathLike
+        Where to write it.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from canopy.engine import load_sample, solve
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "schedule.json"
+    >>> save_schedule(solve(load_sample("forestcoll-fig2.json")), target)
+    >>> load_schedule(target).collective
+    'allgather'
+    """
     atomic_write_text(path, json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
 
 
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
+    """Read a canopy-schedule JSON file (``canopy solve --json``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+
+    Returns
+    -------
+    Schedule
+        Not yet verified: pass it to :func:`canopy.engine.verify` with its topology.
+
+    Raises
+    ------
+    ScheduleError
+        One sentence naming the file and the field at fault.
+
+    Examples
+    --------
+    >>> load_schedule("missing.json")
+    Traceback (most recent call last):
+    ...
+    canopy.engine.errors.ScheduleError: missing.json: no such file.
+    """
     p = Path(path)
     try:
         data = json.loads(p.read_text(encoding="utf-8"))

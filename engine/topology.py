@@ -206,8 +206,25 @@ def find_problems(topo: Topology) -> list[Problem]:
     """Every problem that stops ForestColl from running on ``topo``, most basic first.
 
     Structural problems (duplicates, unknown nodes, self-loops, bad bandwidths) come
-    first; the graph checks (enough compute nodes, reachability, balance) run only when
-    the structure is sound.
+    first; the graph checks (enough compute nodes, reachability, balance: forestcoll.txt
+    §4.3 needs in = out bandwidth at every switch) run only when the structure is sound.
+
+    Parameters
+    ----------
+    topo : Topology
+        The network as drawn or loaded.
+
+    Returns
+    -------
+    list of Problem
+        Each with a one-sentence ``message`` and the ``culprits`` (node ids) it names;
+        empty when the topology can be solved.
+
+    Examples
+    --------
+    >>> from canopy.engine import load_sample
+    >>> find_problems(load_sample("dgx-a100-2x8.json"))
+    []
     """
     problems: list[Problem] = []
     seen: set[str] = set()

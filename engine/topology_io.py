@@ -136,7 +136,33 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
 
 
 def loads_topology(text: str, source: str = "topology") -> Topology:
-    """Parse canopy-topology JSON text; ``source`` names it in error messages."""
+    """Parse canopy-topology JSON text.
+
+    Parameters
+    ----------
+    text : str
+        The JSON document.
+    source : str, optional
+        Names the text (a file name) in error messages.
+
+    Returns
+    -------
+    Topology
+        Bandwidths are exact fractions of the decimal text, never binary floats.
+
+    Raises
+    ------
+    TopologyError
+        One sentence naming ``source`` and the node, link or field at fault.
+
+    Examples
+    --------
+    >>> topo = loads_topology('''{"format": "canopy-topology", "version": 1,
+    ...   "nodes": [{"id": "a", "kind": "compute"}, {"id": "b", "kind": "compute"}],
+    ...   "links": [{"source": "a", "target": "b", "bandwidth": 0.1}]}''')
+    >>> topo.links[0].bandwidth
+    Fraction(1, 10)
+    """
     try:
         data = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
@@ -152,7 +178,31 @@ def _reject_constant(name: str) -> Any:
 
 
 def load_topology(path: str | os.PathLike[str]) -> Topology:
-    """Read a canopy-topology v1 file; every failure is a one-sentence TopologyError."""
+    """Read a canopy-topology v1 file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A canopy-topology JSON file (DESIGN.md, "File formats").
+
+    Returns
+    -------
+    Topology
+        Nodes and links with exact :class:`fractions.Fraction` bandwidths in GB/s.
+
+    Raises
+    ------
+    TopologyError
+        One sentence naming the file and the node, link or field at fault.
+
+    Examples
+    --------
+    >>> from canopy.engine import load_topology
+    >>> load_topology("no-such-file.json")
+    Traceback (most recent call last):
+    ...
+    canopy.engine.errors.TopologyError: no-such-file.json: no such file.
+    """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -199,18 +249,73 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:
-    """Save atomically: a crash mid-save never leaves a half-written file."""
+    """Save a topology as canopy-topology JSON, atomically.
+
+    The text goes to a temporary file in the same folder that then replaces ``path``, so
+    a crash mid-save never leaves a half-written file; the old file's permissions stay.
+
+    Parameters
+    ----------
+    topo : Topology
+        What to save; unknown keys read from the original file are written back.
+    path : str or os.PathLike
+        Where to save it.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "copy.json"
+    >>> save_topology(load_sample("forestcoll-fig2.json"), target)
+    >>> load_topology(target).name == load_sample("forestcoll-fig2.json").name
+    True
+    """
     atomic_write_text(path, dumps_topology(topo))
 
 
 def sample_names() -> list[str]:
-    """File names of the bundled samples, sorted."""
+    """File names of the bundled samples, sorted.
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    list of str
+        Names that :func:`load_sample` accepts.
+
+    Examples
+    --------
+    >>> "dgx-a100-2x8.json" in sample_names()
+    True
+    """
     return sorted(f.name for f in resources.files("canopy.samples").iterdir()
                   if f.name.endswith(".json"))
 
 
 def load_sample(name: str = DEFAULT_SAMPLE) -> Topology:
-    """Load a bundled sample through importlib.resources (works from wheels too)."""
+    """Load a bundled sample through importlib.resources (works from wheels too).
+
+    Parameters
+    ----------
+    name : str, optional
+        A name from :func:`sample_names`, with or without ``.json``; by default the
+        editor's default topology (2 x DGX A100).
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    TopologyError
+        When there is no such sample.
+
+    Examples
+    --------
+    >>> len(load_sample("dgx-a100-2x8").compute_nodes())
+    16
+    """
     if not name.endswith(".json"):
         name += ".json"
     ref = resources.files("canopy.samples").joinpath(name)

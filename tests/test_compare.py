@@ -6,10 +6,10 @@ from fractions import Fraction
 import pytest
 
 from canopy.cli import main
-from canopy.cli.compare import parse_size
-from canopy.engine.compare import compare
+from canopy.engine.comparison import compare
 from canopy.engine.errors import ScheduleError
 from canopy.engine.progress import Cancelled
+from canopy.engine.sizes import parse_size
 from canopy.engine.topology import Link, Node, Topology
 from canopy.engine.topology_io import load_sample, save_topology
 

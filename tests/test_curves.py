@@ -1,7 +1,7 @@
 from fractions import Fraction
 
 from canopy.engine.curves import collective_time_us, fixed_k_curve, message_sizes
-from canopy.engine.solve import solve
+from canopy.engine.forest import solve
 from canopy.engine.topology_io import load_sample
 
 

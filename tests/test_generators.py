@@ -7,11 +7,11 @@ import networkx as nx
 import pytest
 
 from canopy.cli import main
+from canopy.engine.forest import solve
 from canopy.engine.generators import GENERATORS, ParameterError, generate
 from canopy.engine.generators.params import PARAM_TYPES
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.solve import solve
 from canopy.engine.topology import find_problems
 from canopy.engine.topology_io import load_topology
 

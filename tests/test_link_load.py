@@ -1,7 +1,7 @@
 import pytest
 
+from canopy.engine.forest import solve
 from canopy.engine.link_load import link_loads
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample
 
 

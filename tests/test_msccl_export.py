@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from lxml import etree
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.forest import solve
 from canopy.engine.msccl import (
     MscclLimitError,
     MscclLimits,
@@ -21,7 +22,6 @@ from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, find_optimum
 from canopy.engine.safe_xml import parse_xml_bytes
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample, sample_names
 from tests.strategies import topologies
 

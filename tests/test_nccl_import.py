@@ -10,6 +10,7 @@ import pytest
 
 from canopy.cli import main
 from canopy.engine.errors import CanopyError
+from canopy.engine.forest import solve
 from canopy.engine.nccl_import import (
     DEFAULT_PCIE_BW,
     NcclImportError,
@@ -20,7 +21,6 @@ from canopy.engine.nccl_import import (
 )
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.solve import solve
 from canopy.engine.topology import find_problems
 from canopy.engine.topology_io import load_topology
 

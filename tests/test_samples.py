@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from canopy.cli import main
+from canopy.engine.forest import solve
 from canopy.engine.generators import generate
 from canopy.engine.nccl_import import NcclImportOptions, import_nccl_file
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.solve import solve
 from canopy.engine.topology import Topology, find_problems
 from canopy.engine.topology_io import load_sample, sample_names, topology_to_dict
 

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.forest import solve
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule_io import schedule_from_dict, schedule_to_dict
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 from tests.strategies import topologies
 
 OPTIMAL = [("dgx-a100-2x8", 13, Fraction(1040, 3)), ("mi250-2x16", 83, Fraction(5312, 15)),

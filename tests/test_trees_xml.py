@@ -4,10 +4,10 @@ import pytest
 from lxml import etree
 
 from canopy.engine.export import trees_xml, write_trees_xml
+from canopy.engine.forest import solve
 from canopy.engine.msccl import msccl_xml
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample
 from tests.test_msccl_export import star_schedule
 

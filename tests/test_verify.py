@@ -7,11 +7,11 @@ import pytest
 
 from canopy.cli import main
 from canopy.engine.errors import ScheduleError
+from canopy.engine.forest import solve
 from canopy.engine.schedule import Tree, TreeEdge
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.solve import solve
 from canopy.engine.topology_io import load_sample
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 
 
 @pytest.fixture(scope="module")

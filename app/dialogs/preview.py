@@ -3,20 +3,19 @@
 :func:`build_preview` generates the topology, checks it, computes the exact optimum
 (canopy.engine.optimality.find_optimum, forestcoll.txt §4.2) when it has fewer than
 :data:`OPTIMUM_LIMIT` nodes, and turns the drawing into a handful of painter paths
-(:class:`Picture`). :class:`PreviewWorker` runs it in a background thread, always on the
-newest request, so typing in the dialog never waits for the engine.
+(:class:`Picture`). :class:`PreviewWorker` runs the engine part as an engine job (a child
+process), always on the newest request, so typing in the dialog never waits for it.
 :class:`PreviewView` paints the picture in the editor's colours, fitted to the view.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QPointF, QRectF, Qt, QThread, Signal
+from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
     QMouseEvent,
@@ -36,10 +35,12 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.canvas import style
+from canopy.app.job_runner import EngineJob
 from canopy.engine.errors import CanopyError
 from canopy.engine.generators import generate
 from canopy.engine.network import Network
 from canopy.engine.optimality import Optimum, find_optimum
+from canopy.engine.progress import Progress, report
 from canopy.engine.topology import COMPUTE, Topology, find_problems
 
 OPTIMUM_LIMIT = 300
@@ -97,11 +98,12 @@ class Preview:
                                      or len(topo.links) > PREVIEW_LINKS)
 
 
-def build_preview(kind: str, texts: Mapping[str, str],
-                  stale: Callable[[], bool] = lambda: False) -> Preview | None:
-    """Generate ``kind`` from ``texts`` and prepare everything the preview shows.
+def build_preview(kind: str, texts: Mapping[str, str], optimum_limit: int = OPTIMUM_LIMIT,
+                  progress: Progress | None = None) -> Preview:
+    """Generate ``kind`` from ``texts``, check it and find its optimum (no drawing).
 
-    ``stale`` is asked between the steps; once it says True the work is dropped (None).
+    Runs as an engine job in a child process (:class:`PreviewWorker`); a newer request
+    cancels it outright, so it needs no checks of its own for staleness.
     """
     preview = Preview(kind, dict(texts))
     try:
@@ -110,19 +112,13 @@ def build_preview(kind: str, texts: Mapping[str, str],
         preview.error = str(exc)
         return preview
     preview.topology = topo
-    if stale():
-        return None
     if len(topo.links) <= CHECK_LINKS:
+        report(progress, "checking", 0.0)
         preview.problems = [p.message for p in find_problems(topo)]
-        if not preview.problems and len(topo.nodes) < OPTIMUM_LIMIT \
+        if not preview.problems and len(topo.nodes) < optimum_limit \
                 and len(topo.links) <= OPTIMUM_LINKS:
-            if stale():
-                return None
+            report(progress, "optimum", 0.0)
             preview.optimum = find_optimum(Network.from_topology(topo))
-    if not preview.too_large:
-        if stale():
-            return None
-        preview.picture = draw(topo)
     return preview
 
 
@@ -190,52 +186,45 @@ def _arrow(x1: float, y1: float, x2: float, y2: float) -> QPolygonF:
     return QPolygonF([tip, back + side, back - side, tip])
 
 
-class PreviewWorker(QThread):
-    """Builds previews in the background, always the newest request, one at a time."""
+class PreviewWorker(QObject):
+    """Builds previews as engine jobs, always the newest request: a new request cancels
+    the job still running. The picture is drawn here, in the GUI thread."""
 
     ready = Signal(int, object)         # request serial, Preview
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self._lock = threading.Lock()
-        self._request: tuple[int, str, dict[str, str]] | None = None
-        self._busy = False
+        self._job: EngineJob | None = None
 
     def request(self, serial: int, kind: str, texts: Mapping[str, str]) -> None:
-        """Queue a preview; an older request not yet started is dropped."""
-        with self._lock:
-            self._request = (serial, kind, dict(texts))
-            if self._busy:
-                return
-            self._busy = True
-        self.wait()                     # a run() that just ran out of work is returning
-        self.start()
+        """Build a preview of ``kind`` with ``texts``; an older one still running stops."""
+        self.stop()
+        job = self._job = EngineJob(build_preview, kind, dict(texts), OPTIMUM_LIMIT,
+                                    parent=self)
+        job.finished.connect(lambda preview: self._done(job, serial, preview))
+        job.failed.connect(lambda message: self._done(job, serial,
+                                                      Preview(kind, dict(texts), error=message)))
+        job.start()
+
+    @property
+    def busy(self) -> bool:
+        return self._job is not None
 
     def stop(self) -> None:
-        """Drop queued work and wait for the preview being built (if any)."""
-        with self._lock:
-            self._request = None
-        self.wait()
+        """Drop the preview being built (if any)."""
+        if self._job is not None:
+            self._job.cancel()
+            self._job.deleteLater()
+            self._job = None
 
-    def run(self) -> None:
-        while True:
-            with self._lock:
-                request, self._request = self._request, None
-                if request is None:
-                    self._busy = False
-                    return
-            serial, kind, texts = request
-            try:
-                preview = build_preview(kind, texts, self._has_newer)
-            except Exception as exc:  # an engine bug must not kill the dialog
-                preview = Preview(kind, texts,
-                                  error=f"internal error: {exc.__class__.__name__}: {exc}")
-            if preview is not None:
-                self.ready.emit(serial, preview)
-
-    def _has_newer(self) -> bool:
-        with self._lock:
-            return self._request is not None
+    def _done(self, job: EngineJob, serial: int, preview: Preview) -> None:
+        if job is not self._job:
+            return
+        self._job = None
+        job.deleteLater()
+        if preview.topology is not None and not preview.too_large:
+            preview.picture = draw(preview.topology)
+        self.ready.emit(serial, preview)
 
 
 class _PictureItem(QGraphicsItem):

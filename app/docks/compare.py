@@ -1,9 +1,9 @@
 """The Compare dock: ForestColl against today's schedules on the drawn topology.
 
-:meth:`CompareDock.start` runs :func:`canopy.engine.compare.compare` (ForestColl, NCCL-style
+:meth:`CompareDock.start` runs :func:`canopy.engine.comparison.compare` (ForestColl, NCCL-style
 rings, Blink, TACOS, contention-free LR rings; one α-β simulator for all) on a snapshot
 of the topology through the window's :class:`canopy.app.compute.ComputeController` (a
-:class:`canopy.app.solve_worker.SolveJob`, one engine job at a time, Compute ▸ Cancel and
+:class:`canopy.app.job_runner.EngineJob`, one engine job at a time, Compute ▸ Cancel and
 window closing handled there), with a progress bar and a Cancel button in the dock.
 Errors are shown by the window in a dialog with the engine's sentence. The result is
 shown as
@@ -22,7 +22,6 @@ Groups count (unlike for a solve): rings and TACOS order GPUs by server.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from fractions import Fraction
 
 import pyqtgraph as pg
@@ -45,9 +44,9 @@ from PySide6.QtWidgets import (
 
 from canopy.app.compute import ComputeController
 from canopy.app.document import Document
-from canopy.cli.compare import size_label
-from canopy.engine.compare import Comparison, ComparisonRow, compare
+from canopy.engine.comparison import Comparison, ComparisonRow, compare
 from canopy.engine.simulate import CUT_THROUGH, REPORT_SIZES
+from canopy.engine.sizes import size_label
 from canopy.engine.topology import Topology
 
 NAMES = {"forestcoll": "ForestColl", "ring": "Ring (NCCL)", "blink": "Blink",
@@ -217,12 +216,9 @@ class CompareDock(QDockWidget):
         where = str(self.doc.path) if self.doc.path else self.doc.display_name
         sizes = tuple(sizes)
 
-        def work(report: Callable[[str, float], None]) -> Comparison:
-            return compare(topology, collective, sizes, switch_mode=switch_mode,
-                           progress=report, where=where)
-
-        if not self.controller.run(f"Comparing algorithms ({collective})", work,
-                                   self._on_finished):
+        if not self.controller.run(f"Comparing algorithms ({collective})", self._on_finished,
+                                   compare, topology, collective, sizes,
+                                   switch_mode=switch_mode, where=where):
             return False
         self._running = True
         self._started = time.perf_counter()

@@ -20,12 +20,12 @@ this suggestion), so every collective runs the allreduce plan.
 from __future__ import annotations
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.forest import map_back
 from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
 from canopy.engine.packing import pack_trees
 from canopy.engine.plan import BaselineResult, bandwidth_bound, trees_plan
-from canopy.engine.solve import map_back
 from canopy.engine.splitting import remove_switches
 from canopy.engine.topology import Topology
 

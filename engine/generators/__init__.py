@@ -90,8 +90,29 @@ GENERATORS: dict[str, Generator] = {g.kind: g for g in (
 def generate(kind: str, values: Mapping[str, Any] | None = None) -> Topology:
     """Build a topology of ``kind`` from parameter ``values`` (missing ones take defaults).
 
-    Raises ParameterError (one sentence naming the parameter) for unknown kinds, unknown
-    parameters and unusable values.
+    Parameters
+    ----------
+    kind : str
+        A key of :data:`GENERATORS` (``canopy generate --list`` describes each).
+    values : mapping, optional
+        Parameter values, as numbers or as the text a user typed.
+
+    Returns
+    -------
+    Topology
+        The network, with ``extra["generator"]`` recording how it was made.
+
+    Raises
+    ------
+    ParameterError
+        One sentence naming the parameter, for unknown kinds or parameters and unusable
+        values.
+
+    Examples
+    --------
+    >>> from canopy.engine import generate
+    >>> len(generate("ring", {"n": 4}).compute_nodes())
+    4
     """
     gen = GENERATORS.get(kind)
     if gen is None:

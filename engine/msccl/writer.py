@@ -176,11 +176,11 @@ def largest_fitting_k(topology: Topology, collective: str, below: int,
                       ) -> int | None:
     """The largest fixed k < ``below`` whose schedule fits the runtime's limits, or None.
 
-    Tries k = below−1, below−2, … 1 with ``solver`` (default :func:`canopy.engine.solve.solve`);
+    Tries k = below−1, below−2, … 1 with ``solver`` (default :func:`canopy.engine.forest.solve`);
     fitting is not monotone in k in general, so the scan does not skip values.
     """
     if solver is None:
-        from canopy.engine.solve import solve
+        from canopy.engine.forest import solve
 
         def solver(topo: Topology, coll: str, k: int) -> Schedule:
             return solve(topo, coll, k=k)

@@ -11,7 +11,7 @@ from bench.clusters import dgx_a100_cluster
 from canopy.app.commands import MoveNodes, edit_links
 from canopy.app.compare_actions import CompareDialog
 from canopy.app.docks.compare import display_name
-from canopy.engine.compare import compare
+from canopy.engine.comparison import compare
 from canopy.engine.topology import Link, Node, Topology
 from canopy.engine.topology_io import load_sample
 

@@ -212,7 +212,7 @@ def test_cancel_while_a_preview_is_being_built(qtbot):
     dlg.timer.timeout.emit()
     dlg.timer.stop()
     dlg.reject()
-    assert not dlg.worker.isRunning()
+    assert not dlg.worker.busy
 
 
 def test_exact_bandwidths_reach_the_topology(qtbot, dialog):

@@ -280,29 +280,6 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
     assert not window.inspector.controller.stale
 
 
-def test_jobs_shorten_the_switch_interval_while_they_run(window, qtbot):
-    import sys
-
-    from canopy.app.compute import JOB_SWITCH_INTERVAL
-    before = sys.getswitchinterval()
-    window.actions["solve_allgather"].trigger()
-    assert abs(sys.getswitchinterval() - JOB_SWITCH_INTERVAL) < 1e-9
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    assert sys.getswitchinterval() == before
-
-
-def test_progress_is_throttled_within_a_phase():
-    from canopy.app.compute import Throttled
-    passed = []
-    report = Throttled(lambda phase, f: passed.append((phase, f)), interval=10.0)
-    for i in range(100):
-        report("tree packing", i / 100)
-    report("mapping back", 0.0)
-    report("mapping back", 0.5)
-    report("mapping back", 1.0)
-    assert passed == [("tree packing", 0.0), ("mapping back", 0.0), ("mapping back", 1.0)]
-
-
 def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
     from canopy.engine.topology_io import load_sample
     solve_in(window, qtbot)

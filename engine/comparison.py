@@ -26,6 +26,7 @@ from canopy.engine.baselines.lr_rings import lr_baseline
 from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
+from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
@@ -43,7 +44,6 @@ from canopy.engine.simulate import (
     algbw_gbps,
     fastest,
 )
-from canopy.engine.solve import solve
 from canopy.engine.topology import Topology
 
 FORMAT = "canopy-comparison"
@@ -179,9 +179,41 @@ def compare(topology: Topology, collective: str = "allgather",
     the baselines. ``switch_mode`` is how the simulator's switches forward
     (:mod:`canopy.engine.simulate`: cut-through, or store-and-forward).
 
-    ``progress(algorithm, fraction)`` is called as rows and sizes complete and at least
-    every TICK_SECONDS or so in between; it may raise :class:`canopy.engine.progress.Cancelled`.
-    Bad topologies raise TopologyError naming ``where``.
+    Parameters
+    ----------
+    topology : Topology
+        The network.
+    collective : {"allgather", "reduce-scatter", "allreduce"}
+        The collective every algorithm runs.
+    sizes : tuple of int
+        Message sizes in bytes (nccl-tests convention).
+    algorithms : tuple of str
+        Baselines to build besides ForestColl (:data:`canopy.engine.plan.ALGORITHMS`).
+    progress : Progress, optional
+        Called as ``progress(algorithm, fraction)`` as rows and sizes complete and at least
+        every TICK_SECONDS in between; it may raise :class:`canopy.engine.progress.Cancelled`.
+    where : str, optional
+        Names the input in error messages.
+
+    Returns
+    -------
+    Comparison
+        One row per algorithm: its bandwidth bound and simulated time and algbw per size.
+
+    Raises
+    ------
+    TopologyError
+        A topology that cannot be solved, named by ``where``.
+    ScheduleError
+        Unknown collective, algorithm or switch mode, or sizes that are not positive.
+
+    Examples
+    --------
+    >>> from canopy.engine import compare, load_sample
+    >>> rows = compare(load_sample("forestcoll-fig2.json"), sizes=(1 << 20,),
+    ...                algorithms=("ring",)).rows
+    >>> [row.algorithm for row in rows]
+    ['forestcoll', 'ring']
     """
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "

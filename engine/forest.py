@@ -1,7 +1,7 @@
 """The whole ForestColl pipeline: optimum, switch removal, tree packing, map back, verify.
 
 forestcoll.txt §4.1 gives the outline. ``solve`` returns a :class:`Schedule` only after
-:func:`canopy.engine.verify.verify` has accepted it.
+:func:`canopy.engine.verification.verify` has accepted it.
 
 Reduce-scatter runs out-trees against their arrows (§4.6). On bidirectional networks the
 allgather trees serve; when some link is one-way, the reduce trees are out-trees of the
@@ -22,7 +22,7 @@ from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.splitting import LogicalTopology, remove_switches
 from canopy.engine.topology import Topology
-from canopy.engine.verify import verify
+from canopy.engine.verification import verify
 
 
 def transpose(net: Network) -> Network:
@@ -100,8 +100,42 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
           progress: Progress | None = None, where: str = "") -> Schedule:
     """The optimal (or best fixed-k) verified schedule of ``topology`` for ``collective``.
 
-    ``progress(phase, fraction)`` is called as work proceeds; it may raise
-    :class:`canopy.engine.progress.Cancelled` to stop. ``where`` names the input in errors.
+    Finds the optimum (forestcoll.txt §4.2), removes switches by edge splitting (§4.3),
+    packs k spanning out-trees per compute node (§4.4), maps their edges back to physical
+    routes and verifies the result (:func:`canopy.engine.verification.verify`) before returning.
+
+    Parameters
+    ----------
+    topology : Topology
+        The network to schedule.
+    collective : {"allgather", "reduce-scatter", "allreduce"}
+        Reduce-scatter runs the trees backwards; allreduce is reduce-scatter then allgather.
+    k : int, optional
+        Trees per compute node; None for the optimal k (Prop. 3).
+    progress : Progress, optional
+        Called as ``progress(phase, fraction)``; it may raise
+        :class:`canopy.engine.progress.Cancelled` to stop the work.
+    where : str, optional
+        Names the input (a file name) in error messages.
+
+    Returns
+    -------
+    Schedule
+        The verified forest; ``schedule.algbw`` is the algbw it achieves (GB/s).
+
+    Raises
+    ------
+    TopologyError
+        The topology cannot be solved (one sentence naming the node or link).
+    ScheduleError
+        An unknown collective, or a fixed k that no schedule can use.
+
+    Examples
+    --------
+    >>> from canopy.engine import load_sample
+    >>> schedule = solve(load_sample("forestcoll-fig2.json"), "allreduce")
+    >>> schedule.algbw == schedule.optimal_algbw
+    True
     """
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "

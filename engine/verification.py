@@ -93,11 +93,37 @@ def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedu
 
 
 def verify(topology: Topology, schedule: Schedule) -> Fraction:
-    """Raise ScheduleError unless ``schedule`` is valid; return the achieved algbw.
+    """Check a schedule independently of how it was built; return the algbw it achieves.
 
     Allgather runs ``trees`` forward; reduce-scatter runs the reduce trees (``reduce_trees``
     or else ``trees``) against their arrows; allreduce runs reduce-scatter then allgather,
     so its time is the sum of both phases'.
+
+    Parameters
+    ----------
+    topology : Topology
+        The physical network the schedule claims to run on.
+    schedule : Schedule
+        Trees with physical routes, k, tree bandwidth y and the claimed algbw.
+
+    Returns
+    -------
+    Fraction
+        The achieved algbw in GB/s, equal to ``schedule.algbw``.
+
+    Raises
+    ------
+    ScheduleError
+        With one sentence naming the first fault: a tree that does not span, an edge
+        before its parent, a route that is not a path of links or that passes a compute
+        node, a link loaded past its bandwidth, a root without k trees, or a false claim.
+
+    Examples
+    --------
+    >>> from canopy.engine import load_sample, solve
+    >>> topo = load_sample("forestcoll-fig2.json")
+    >>> verify(topo, solve(topo)) > 0
+    True
     """
     compute_list = topology.compute_nodes()
     if sorted(schedule.compute_nodes) != sorted(compute_list):

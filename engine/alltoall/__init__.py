@@ -1,0 +1,14 @@
+"""All-to-all as a maximum concurrent multi-commodity flow (issue 20).
+
+alltoall-direct-connect-summary: every ordered pair of compute nodes sends λ at once;
+λ* is found exactly by the link LP (:mod:`.lp`) or, on large networks, by column
+generation (:mod:`.colgen`), decomposed into verified routes (:mod:`.schedule`,
+:mod:`.paths`) and certified by exact upper bounds (:mod:`.bound`).
+"""
+
+from canopy.engine.alltoall.problem import FORWARDING, AllToAllProblem, build_problem
+from canopy.engine.alltoall.schedule import AllToAllSchedule, Route, verify
+from canopy.engine.alltoall.solve import METHODS, AllToAllResult, solve_alltoall
+
+__all__ = ["FORWARDING", "METHODS", "AllToAllProblem", "AllToAllResult", "AllToAllSchedule",
+           "Route", "build_problem", "solve_alltoall", "verify"]

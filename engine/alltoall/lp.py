@@ -1,0 +1,126 @@
+"""The link-based maximum concurrent flow LP, solved with HiGHS (scipy.optimize.linprog).
+
+alltoall-direct-connect-summary, "link-based schedules" (its Fig. 1): flows on links.
+Commodities with the same source are aggregated: ``f_s(e)`` is the flow on arc ``e`` of
+everything that compute node ``s`` sends, with conservation
+
+    in_s(v) - out_s(v) = λ  at every compute node v ≠ s,   0 at every switch,
+
+and ``Σ_s f_s(e) ≤ c(e)`` on every arc. A single-source flow with these demands splits
+into one path flow per destination, so the aggregation loses nothing; it keeps the LP at
+N·|E| variables instead of N²·|E|.
+
+Two phases: the first maximises λ and yields the capacity duals (the length function of
+the dual certificate, :mod:`canopy.engine.alltoall.bound`); the second fixes λ and
+minimises total flow at that λ, so that flows run on short routes and carry no cycles.
+
+HiGHS works in floating point with primal and dual feasibility tolerance
+:data:`TOLERANCE`; the exact optimum is recovered from its answer and certified elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from canopy.engine.alltoall.problem import AllToAllProblem
+from canopy.engine.alltoall.schedule import RATIONAL_DENOMINATOR
+from canopy.engine.errors import ScheduleError
+from canopy.engine.progress import Progress, report
+
+TOLERANCE = 1e-9
+#: HiGHS's interior point method with crossover (a vertex solution) is the fastest here.
+METHOD = "highs-ipm"
+
+
+@dataclass(frozen=True)
+class LinkFlows:
+    """HiGHS's answer in units of ``scale`` GB/s: ``flow[k, a]`` is source ``compute[k]``'s
+    flow on arc ``a``; ``duals[a] ≥ 0`` the capacity duals of phase 1."""
+
+    lam: float
+    flow: np.ndarray
+    duals: np.ndarray
+    scale: float
+
+
+def usable_arcs(problem: AllToAllProblem, source: int) -> np.ndarray:
+    """Indices of the arcs that flows from ``source`` may use."""
+    tails, heads = problem.tails, problem.heads
+    ok = (heads != source) & ((tails == source) | problem.relay[tails])
+    return np.flatnonzero(ok)
+
+
+def _options() -> dict[str, float]:
+    return {"primal_feasibility_tolerance": TOLERANCE, "dual_feasibility_tolerance": TOLERANCE}
+
+
+def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
+    """Solve the aggregated link LP in two phases (module docstring)."""
+    n, m, big_n = problem.n, problem.m, problem.num_compute
+    cap = problem.float_capacity()
+    scale = float(cap.max())
+    cap = cap / scale
+    is_compute = np.zeros(n, dtype=bool)
+    is_compute[list(problem.compute)] = True
+
+    rows, cols, vals = [], [], []
+    var_source, var_arc = [], []
+    offset = 0
+    for k, s in enumerate(problem.compute):
+        arcs = usable_arcs(problem, s)
+        count = len(arcs)
+        var_source.append(np.full(count, k))
+        var_arc.append(arcs)
+        ids = offset + np.arange(count)
+        # conservation rows of source k: node v != s gets row k*(n-1) + (v - (v > s))
+        for ends, sign in ((problem.heads[arcs], 1.0), (problem.tails[arcs], -1.0)):
+            keep = ends != s
+            rows.append(k * (n - 1) + ends[keep] - (ends[keep] > s))
+            cols.append(ids[keep])
+            vals.append(np.full(int(keep.sum()), sign))
+        offset += count
+    num_flow = offset
+    lam_col = num_flow
+    demand_rows = np.array([k * (n - 1) + v - (v > s) for k, s in enumerate(problem.compute)
+                            for v in range(n) if v != s and is_compute[v]])
+    rows.append(demand_rows)
+    cols.append(np.full(len(demand_rows), lam_col))
+    vals.append(np.full(len(demand_rows), -1.0))
+    a_eq = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(big_n * (n - 1), num_flow + 1)).tocsr()
+    src = np.concatenate(var_source)
+    arc = np.concatenate(var_arc)
+    a_ub = coo_matrix((np.ones(num_flow), (arc, np.arange(num_flow))),
+                      shape=(m, num_flow + 1)).tocsr()
+    b_eq = np.zeros(a_eq.shape[0])
+
+    report(progress, "link LP: maximum λ", 0.0)
+    c = np.zeros(num_flow + 1)
+    c[lam_col] = -1.0
+    first = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
+                    method=METHOD, options=_options())
+    if first.status != 0:
+        raise ScheduleError(f"HiGHS could not solve the all-to-all LP ({first.message}).")
+    lam = float(first.x[lam_col])
+    duals = np.maximum(-np.asarray(first.ineqlin.marginals), 0.0)
+
+    report(progress, "link LP: shortest flows", 0.5)
+    c = np.ones(num_flow + 1)
+    c[lam_col] = 0.0
+    bounds = np.zeros((num_flow + 1, 2))
+    bounds[:, 1] = np.inf
+    # λ fixed at the phase-1 value read as a small fraction: the phase-2 vertex then has
+    # small denominators too, which exact_schedule recovers
+    bounds[lam_col] = float(Fraction(lam).limit_denominator(RATIONAL_DENOMINATOR))
+    second = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
+                     method=METHOD, options=_options())
+    x = second.x if second.status == 0 else first.x
+    flow = np.zeros((big_n, m))
+    flow[src, arc] = np.maximum(x[:num_flow], 0.0)
+    report(progress, "link LP: shortest flows", 1.0)
+    return LinkFlows(lam, flow, duals, scale)

@@ -1,0 +1,75 @@
+"""Path decomposition of link flows: one source's aggregated flow into paths per target.
+
+The link LP (:mod:`canopy.engine.alltoall.lp`) gives each source one flow serving every
+other compute node with demand λ. The classical flow decomposition walks back from a
+target along arcs that still carry flow until it reaches the source, removes the
+smallest flow on that path (or the target's remaining demand) and repeats; a walk that
+meets itself cancels the cycle it found. This yields the summary's route-based form: a
+set of paths with rates for every commodity (alltoall-direct-connect-summary, Fig. 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from canopy.engine.alltoall.problem import AllToAllProblem
+from canopy.engine.alltoall.schedule import Route, path_route
+
+#: Flow below this (in units of the largest link bandwidth) is solver noise.
+NOISE = 1e-9
+
+
+def decompose(problem: AllToAllProblem, flow: np.ndarray, lam: float
+              ) -> tuple[list[Route], list[float]]:
+    """Paths and their rates from ``flow[k, a]`` (source ``compute[k]``) at demand ``lam``."""
+    into: list[list[int]] = [[] for _ in range(problem.n)]
+    for a, v in enumerate(problem.heads):
+        into[int(v)].append(a)
+    into_arr = [np.array(arcs, dtype=np.int64) for arcs in into]
+    routes: list[Route] = []
+    rates: list[float] = []
+    for k, s in enumerate(problem.compute):
+        f = flow[k].copy()
+        for t in problem.compute:
+            if t == s:
+                continue
+            need = lam
+            while need > NOISE:
+                path = _walk_back(problem, f, into_arr, s, t)
+                if path is None:
+                    break
+                arcs, nodes = path
+                amount = min(need, float(f[arcs].min()))
+                f[arcs] -= amount
+                need -= amount
+                routes.append(path_route(problem, nodes))
+                rates.append(amount)
+    return routes, rates
+
+
+def _walk_back(problem: AllToAllProblem, f: np.ndarray, into: list[np.ndarray], s: int,
+               t: int) -> tuple[np.ndarray, list[int]] | None:
+    """A path s -> t on arcs with flow above NOISE (cancelling any cycle met on the way)."""
+    while True:
+        nodes = [t]
+        arcs: list[int] = []
+        position = {t: 0}
+        v = t
+        while v != s:
+            cand = into[v]
+            if cand.size == 0:
+                return None
+            a = int(cand[np.argmax(f[cand])])
+            if f[a] <= NOISE:
+                return None
+            u = int(problem.tails[a])
+            arcs.append(a)
+            if u in position:
+                cycle = np.array(arcs[position[u]:], dtype=np.int64)
+                f[cycle] -= f[cycle].min()
+                break
+            position[u] = len(nodes)
+            nodes.append(u)
+            v = u
+        else:
+            return np.array(arcs, dtype=np.int64), list(reversed(nodes))

@@ -1,0 +1,161 @@
+"""All-to-all end to end: optimum, schedule, certificate, bounds (issue 20).
+
+``solve_alltoall`` picks the exact link LP for small and medium networks and the
+column-generation decomposition for large ones (``method="auto"``), turns the solver's
+flows into an exact, verified schedule, and certifies it with the length bound computed
+in exact arithmetic. The result is *exact* when the verified schedule's rate equals the
+certified bound: then it is λ* itself, whatever the solver's tolerance. Otherwise it
+states the gap between the two.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from canopy.engine.alltoall import bound as bounds
+from canopy.engine.alltoall.colgen import solve_column_generation
+from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
+from canopy.engine.alltoall.paths import decompose
+from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
+from canopy.engine.alltoall.schedule import (
+    RATIONAL_DENOMINATOR,
+    AllToAllSchedule,
+    exact_schedule,
+)
+from canopy.engine.errors import ScheduleError
+from canopy.engine.progress import Progress, report
+from canopy.engine.topology import Topology
+
+METHODS = ("auto", "lp", "decomposition")
+#: ``method="auto"`` uses the link LP up to this many flow variables (N·|E|).
+LP_VARIABLES = 150_000
+#: Ball cuts are tried for the cut bound on networks up to this many nodes.
+BALL_CUT_NODES = 256
+
+
+@dataclass
+class AllToAllResult:
+    """λ (GB/s per ordered pair) achieved by a verified schedule, and what bounds it.
+
+    ``bound`` is the certified upper bound on λ* (the length certificate), ``cut_bound``
+    the best cut ratio found (``cut_side`` its source side), ``regular_bound`` Theorem 1's
+    bound where it applies. ``exact`` means ``lam == bound == λ*``."""
+
+    problem: AllToAllProblem
+    schedule: AllToAllSchedule
+    method: str
+    bound: Fraction
+    cut_bound: Fraction
+    cut_side: set[int]
+    regular_bound: Fraction | None
+    bottleneck: list[int]
+    seconds: float
+    tolerance: float = TOLERANCE
+    iterations: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def lam(self) -> Fraction:
+        return self.schedule.lam
+
+    @property
+    def exact(self) -> bool:
+        return self.lam == self.bound
+
+    @property
+    def num_compute(self) -> int:
+        return self.problem.num_compute
+
+    @property
+    def algbw(self) -> Fraction:
+        """All-to-all algbw = N·λ (GB/s): a per-rank buffer of M bytes takes M / algbw."""
+        return self.num_compute * self.lam
+
+    @property
+    def bound_algbw(self) -> Fraction:
+        return self.num_compute * self.bound
+
+    @property
+    def cut_bound_algbw(self) -> Fraction:
+        return self.num_compute * self.cut_bound
+
+    @property
+    def gap(self) -> float:
+        """1 - λ / bound: 0 when exact."""
+        return float(1 - self.lam / self.bound)
+
+    def bottleneck_links(self) -> list[tuple[str, str]]:
+        names = self.problem.names
+        return [(names[int(self.problem.tails[a])], names[int(self.problem.heads[a])])
+                for a in self.bottleneck]
+
+
+def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto",
+                   progress: Progress | None = None, where: str = "",
+                   target_gap: float = 0.01) -> AllToAllResult:
+    """The all-to-all optimum of ``topo`` with a verified schedule (module docstring).
+
+    ``target_gap`` is where the decomposition stops (relative gap to its bound).
+    Raises TopologyError for unusable input and ScheduleError if verification fails."""
+    if method not in METHODS:
+        raise ScheduleError(f"method must be one of {', '.join(METHODS)}, not '{method}'.")
+    start = time.process_time()
+    problem = build_problem(topo, forwarding, where)
+    if method == "auto":
+        usable = problem.num_compute * problem.m
+        method = "lp" if usable <= LP_VARIABLES else "decomposition"
+    unit = max(problem.capacity)
+    iterations = 0
+    if method == "lp":
+        flows = solve_link_lp(problem, progress)
+        routes, rates = decompose(problem, flows.flow, flows.lam)
+        report(progress, "exact schedule", 0.0)
+        schedule = exact_schedule(problem, routes, rates, unit)
+        lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
+                   for y in flows.duals]
+    else:
+        cg = solve_column_generation(problem, progress, target_gap=target_gap)
+        iterations = cg.iterations
+        report(progress, "exact schedule", 0.0)
+        schedule = exact_schedule(problem, cg.routes, cg.rates, unit, rational=False)
+        lengths = [Fraction(int(x)) for x in cg.lengths]
+    report(progress, "certificate", 0.5)
+    certified = _certify(problem, lengths)
+    hops = bounds.length_bound(problem, [Fraction(1)] * problem.m)
+    best = min(x for x in (certified, hops) if x is not None)
+    ints = [int(x * _lcm_den(lengths)) for x in lengths]
+    candidates = bounds.ball_cuts(problem, ints) if problem.n <= BALL_CUT_NODES else []
+    cut, side = bounds.cut_bound(problem, candidates)
+    if schedule.lam > best or schedule.lam > cut:
+        raise ScheduleError("the all-to-all schedule claims more than an upper bound allows, "
+                            "which is a bug in Canopy.")
+    bottleneck = _bottleneck(schedule, best)
+    report(progress, "certificate", 1.0)
+    return AllToAllResult(problem, schedule, method, best, cut, side,
+                          bounds.regular_bound(problem), bottleneck,
+                          time.process_time() - start, iterations=iterations)
+
+
+def _lcm_den(values: list[Fraction]) -> int:
+    den = 1
+    for x in values:
+        den = math.lcm(den, x.denominator)
+    return den
+
+
+def _certify(problem: AllToAllProblem, lengths: list[Fraction]) -> Fraction | None:
+    if not any(lengths):
+        return None
+    return bounds.length_bound(problem, lengths)
+
+
+def _bottleneck(schedule: AllToAllSchedule, bound: Fraction) -> list[int]:
+    """Links the schedule saturates: at their bandwidth when it is exact, else within
+    twice the relative gap to ``bound`` of it."""
+    slack = 2 * (1 - schedule.lam / bound)
+    loads = schedule.arc_loads()
+    return [a for a, (load, c) in enumerate(zip(loads, schedule.problem.capacity, strict=True))
+            if load >= c * (1 - slack)]

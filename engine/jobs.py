@@ -1,0 +1,189 @@
+"""Engine work in a child process: progress over a pipe, a cancel that stops at once.
+
+A long engine call (solve, compare, preview, sweep point, contention analysis) runs as a
+:class:`Job`: a module-level function called in a child process with the arguments given
+and a ``progress`` keyword. The child sends what happens over a pipe as events:
+
+* ``("progress", phase, fraction)``, at most one per phase every ``PROGRESS_INTERVAL``;
+* ``("done", result)``, the function's (picklable) return value;
+* ``("failed", message)``, the one-sentence :class:`~canopy.engine.errors.CanopyError`;
+* ``("crashed", message)``, any other exception: its traceback goes through
+  :mod:`logging` to the log file (:func:`log_file`), and the message names that file.
+
+The parent reads events without blocking (:meth:`Job.events`, or whenever
+:meth:`Job.fileno` is readable), so an editor's event loop never waits for the engine
+and shares no interpreter lock with it. :meth:`Job.cancel` ends the child process, so
+cancelling takes effect at once rather than at the engine's next progress point.
+
+Children come from a fork server (a clean process started once, with the engine's
+modules imported), so a job starts in milliseconds without copying the editor's state.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection
+from multiprocessing.context import ForkServerContext, SpawnContext
+from typing import Any
+
+from canopy.engine.errors import CanopyError
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL = 0.05
+"""Seconds between progress events within one phase."""
+PRELOAD = ["canopy.engine.forest", "canopy.engine.comparison", "canopy.engine.generators"]
+"""Modules the fork server imports once, so that each job starts without importing them."""
+
+CHILD_NICENESS = 5
+"""Engine jobs run at a lower priority than the process that started them (an editor
+stays responsive on a busy machine); only the child's priority changes."""
+
+Event = tuple[Any, ...]
+
+
+def _context() -> ForkServerContext | SpawnContext:
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class _PipeProgress:
+    """The child's ``progress``: sends at most one event per phase and interval."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.phase = ""
+        self.last = 0.0
+
+    def __call__(self, phase: str, fraction: float) -> None:
+        now = time.perf_counter()
+        if phase != self.phase or fraction >= 1.0 or now - self.last >= PROGRESS_INTERVAL:
+            self.phase, self.last = phase, now
+            self.conn.send(("progress", phase, float(fraction)))
+
+
+def _child(conn: Connection, log_path: str, func: Callable[..., Any], args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> None:
+    os.nice(CHILD_NICENESS)
+    try:
+        result = func(*args, progress=_PipeProgress(conn), **kwargs)
+    except CanopyError as exc:
+        conn.send(("failed", str(exc)))
+    except Exception as exc:  # an engine bug: the traceback goes to the log, not the pipe
+        log_internal_error(exc, log_path)
+        conn.send(("crashed", f"internal error ({exc.__class__.__name__}); "
+                              f"the traceback is in {log_path}."))
+    else:
+        conn.send(("done", result))
+    finally:
+        conn.close()
+
+
+def log_internal_error(exc: BaseException, path: str) -> None:
+    """Log ``exc`` with its traceback to the file ``path`` (never to the terminal)."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.error("internal error %s: %s", exc.__class__.__name__, exc, exc_info=exc)
+    finally:
+        log.removeHandler(handler)
+        handler.close()
+
+
+def log_file() -> str:
+    """``$CANOPY_LOG``, or ``canopy.log`` in the user's state folder (created as needed)."""
+    path = os.environ.get("CANOPY_LOG")
+    if not path:
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                 ".local", "state")
+        os.makedirs(os.path.join(base, "canopy"), exist_ok=True)
+        path = os.path.join(base, "canopy", "canopy.log")
+    return path
+
+
+class Job:
+    """One engine call in a child process.
+
+    Examples
+    --------
+    >>> from canopy.engine.forest import solve
+    >>> from canopy.engine.topology_io import load_sample
+    >>> job = Job(solve, load_sample("forestcoll-fig2.json"), "allreduce")
+    >>> job.start()
+    >>> kind, schedule = job.wait()[-1]
+    >>> kind, schedule.collective
+    ('done', 'allreduce')
+    """
+
+    def __init__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.func, self.args, self.kwargs = func, args, kwargs
+        self._conn: Connection | None = None
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self.ended = False
+
+    def start(self) -> None:
+        """Start the child; ``func`` must accept the ``progress`` keyword."""
+        ctx = _context()
+        parent, child = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(target=_child, daemon=True,
+                                    args=(child, log_file(), self.func, self.args, self.kwargs))
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    def fileno(self) -> int:
+        """The pipe's descriptor: readable when an event (or the child's end) is waiting."""
+        assert self._conn is not None
+        return self._conn.fileno()
+
+    def events(self) -> Iterator[Event]:
+        """Every event waiting now, without blocking; the last one ends the job."""
+        while not self.ended and self._conn is not None and self._conn.poll():
+            try:
+                event = self._conn.recv()
+            except (EOFError, OSError):
+                event = ("crashed", f"the engine process ended unexpectedly "
+                                    f"(exit code {self._exit_code()}).")
+            if event[0] != "progress":
+                self._finish()
+            yield event
+
+    def wait(self, timeout: float | None = None) -> list[Event]:
+        """Block until the job ends (or ``timeout`` seconds pass); the events received."""
+        got: list[Event] = []
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.ended and self._conn is not None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._conn.poll(left):
+                break
+            got.extend(self.events())
+        return got
+
+    def cancel(self) -> None:
+        """Stop the child now; no further events arrive."""
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+        self._finish()
+
+    def _exit_code(self) -> int | None:
+        if self._process is None:
+            return None
+        self._process.join(1.0)
+        return self._process.exitcode
+
+    def _finish(self) -> None:
+        self.ended = True
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._process is not None:
+            self._process.join(1.0)

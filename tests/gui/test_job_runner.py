@@ -1,0 +1,52 @@
+"""Engine jobs for the editor: results, errors, crashes and an immediate cancel."""
+
+import sys
+import time
+
+from bench.clusters import dgx_a100_cluster
+from canopy.app.job_runner import EngineJob
+from canopy.engine.forest import solve
+from canopy.engine.topology_io import load_sample
+from tests import job_targets
+
+
+def test_job_delivers_schedule_and_progress(qtbot):
+    job = EngineJob(solve, load_sample("dgx-a100-2x8"))
+    phases = []
+    job.progress.connect(lambda phase, fraction: phases.append(phase))
+    with qtbot.waitSignal(job.finished, timeout=30000) as blocker:
+        job.start()
+    assert blocker.args[0].k == 13
+    assert phases[0] == "optimum" and "tree packing" in phases and phases[-1] == "verification"
+
+
+def test_job_reports_engine_errors_in_one_sentence(qtbot):
+    job = EngineJob(job_targets.unbalanced)
+    with qtbot.waitSignal(job.failed, timeout=30000) as blocker:
+        job.start()
+    assert blocker.args == ["x.json: node 'a' is unbalanced."]
+
+
+def test_engine_bug_goes_to_the_log_not_the_window(qtbot, tmp_path, monkeypatch):
+    log = tmp_path / "canopy.log"
+    monkeypatch.setenv("CANOPY_LOG", str(log))
+    job = EngineJob(job_targets.buggy)
+    with qtbot.waitSignal(job.failed, timeout=30000) as blocker:
+        job.start()
+    assert blocker.args[0] == f"internal error (ZeroDivisionError); the traceback is in {log}."
+    assert "Traceback" in log.read_text() and "ZeroDivisionError" in log.read_text()
+
+
+def test_cancel_stops_a_long_solve_at_once_without_process_wide_tweaks(qtbot):
+    before = sys.getswitchinterval()
+    job = EngineJob(solve, dgx_a100_cluster(16))
+    seen = []
+    job.progress.connect(lambda phase, fraction: seen.append(phase))
+    job.start()
+    qtbot.waitUntil(lambda: "tree packing" in seen, timeout=60000)
+    assert sys.getswitchinterval() == before
+    start = time.perf_counter()
+    with qtbot.waitSignal(job.cancelled, timeout=1000):
+        job.cancel()
+    assert time.perf_counter() - start < 0.5
+    assert not job.is_running()

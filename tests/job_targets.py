@@ -1,0 +1,17 @@
+"""Module-level functions for engine-job tests (a child process imports them by name)."""
+
+from canopy.engine.errors import TopologyError
+
+
+def unbalanced(progress):
+    raise TopologyError("x.json: node 'a' is unbalanced.")
+
+
+def buggy(progress):
+    return 1 / 0
+
+
+def count_to(n, progress):
+    for i in range(n):
+        progress("counting", i / n)
+    return n

@@ -1,0 +1,206 @@
+"""All-to-all as maximum concurrent flow (issue 20): closed forms, cut bounds, an
+independent path LP, verification, decomposition, CLI and bad input."""
+
+import itertools
+import json
+import random
+from fractions import Fraction
+
+import networkx as nx
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from canopy.cli import main
+from canopy.engine.alltoall import build_problem, solve_alltoall, verify
+from canopy.engine.alltoall.bound import cut_ratio, moore_distance_sum
+from canopy.engine.errors import ScheduleError, TopologyError
+from canopy.engine.generators import generate
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import save_topology
+
+
+def star(n, b=Fraction(10)):
+    nodes = [Node(f"g{i}") for i in range(n)] + [Node("sw", "switch")]
+    return Topology("star", nodes, [Link(f"g{i}", "sw", b) for i in range(n)])
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 7, 8])
+def test_bidirectional_ring(n):
+    result = solve_alltoall(generate("ring", {"n": str(n), "bandwidth": "50"}))
+    expected = Fraction(8 * 50, n * n if n % 2 == 0 else n * n - 1)
+    assert result.exact and result.lam == expected
+    assert result.algbw == n * expected
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_one_way_ring(n):
+    result = solve_alltoall(generate("ring", {"n": str(n), "bandwidth": "50",
+                                              "bidirectional": "false"}))
+    assert result.exact and result.lam == Fraction(2 * 50, n * (n - 1))
+
+
+@pytest.mark.parametrize("n", [2, 4, 6])
+def test_complete_graph(n):
+    result = solve_alltoall(generate("fully-connected", {"n": str(n), "bandwidth": "25"}))
+    assert result.exact and result.lam == 25
+    assert result.algbw == 25 * n
+
+
+@pytest.mark.parametrize("forwarding", ["all", "switches"])
+def test_star_through_one_switch(forwarding):
+    result = solve_alltoall(star(5), forwarding=forwarding)
+    assert result.exact and result.lam == Fraction(10, 4)
+    assert len(result.bottleneck_links()) >= 5
+
+
+def test_torus_distance_bound_and_theorem_1():
+    result = solve_alltoall(generate("torus", {"dims": "3x3", "bandwidth": "50"}))
+    # 36 arcs of 50, each source at total hop distance 12: λ = 36·50 / (9·12)
+    assert result.exact and result.lam == Fraction(36 * 50, 9 * 12)
+    assert result.regular_bound == Fraction(4 * 50, moore_distance_sum(9, 4))
+    assert result.regular_bound >= result.lam
+    assert moore_distance_sum(1 + 2 + 4, 2) == 2 * 1 + 4 * 2
+
+
+def random_network(seed, tree=False):
+    rng = random.Random(seed)
+    n = rng.randint(3, 6)
+    g = nx.random_labeled_tree(n, seed=seed) if tree else nx.gnp_random_graph(n, 0.6, seed=seed)
+    if not tree:
+        g = nx.compose(g, nx.path_graph(n))
+    nodes = [Node(f"v{i}", "compute" if i < 2 or rng.random() < 0.7 else "switch")
+             for i in range(n)]
+    links = [Link(f"v{u}", f"v{v}", Fraction(rng.randint(1, 9))) for u, v in g.edges]
+    return Topology(f"random {seed}", nodes, links)
+
+
+def brute_force_cut(problem):
+    ratios = []
+    for size in range(1, problem.n):
+        for side in itertools.combinations(range(problem.n), size):
+            ratio = cut_ratio(problem, set(side))
+            if ratio is not None:
+                ratios.append(ratio)
+    return min(ratios)
+
+
+def path_lp(problem):
+    """An independent formulation: every simple path of every pair, as floats."""
+    g = nx.DiGraph()
+    for u, v in zip(problem.tails, problem.heads, strict=True):
+        g.add_edge(int(u), int(v))
+    index = problem.arc_index()
+    columns = []
+    pairs = [(s, t) for s in problem.compute for t in problem.compute if s != t]
+    for k, (s, t) in enumerate(pairs):
+        for path in nx.all_simple_paths(g, s, t):
+            if all(problem.relay[v] for v in path[1:-1]):
+                columns.append((k, [index[e] for e in zip(path, path[1:], strict=False)]))
+    nvar = len(columns) + 1
+    a_ub = np.zeros((len(pairs) + problem.m, nvar))
+    for j, (k, arcs) in enumerate(columns):
+        a_ub[k, j] = -1
+        for a in arcs:
+            a_ub[len(pairs) + a, j] += 1
+    a_ub[: len(pairs), -1] = 1
+    b_ub = np.concatenate([np.zeros(len(pairs)), [float(c) for c in problem.capacity]])
+    c = np.zeros(nvar)
+    c[-1] = -1
+    return linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=(0, None), method="highs").x[-1]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_networks_against_cuts_and_path_lp(seed):
+    topo = random_network(seed)
+    for forwarding in ("all", "switches"):
+        try:
+            problem = build_problem(topo, forwarding)
+        except TopologyError:
+            continue
+        result = solve_alltoall(topo, forwarding=forwarding)
+        assert result.lam <= brute_force_cut(problem)
+        assert result.lam <= result.bound <= result.cut_bound
+        assert float(result.lam) == pytest.approx(path_lp(problem), rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trees_meet_the_cut_bound(seed):
+    """On a tree every pair has one path, so λ* is the worst single-link cut."""
+    topo = random_network(seed, tree=True)
+    result = solve_alltoall(topo)
+    assert result.exact
+    assert result.lam == brute_force_cut(build_problem(topo))
+
+
+def test_schedule_conserves_and_fits():
+    result = solve_alltoall(generate("torus", {"dims": "3x4", "bandwidth": "50"}))
+    schedule = result.schedule
+    problem = result.problem
+    loads = schedule.arc_loads()
+    assert all(load <= c for load, c in zip(loads, problem.capacity, strict=True))
+    net: dict = {}
+    for s, t, path, rate in schedule.paths():
+        for u, v in zip(path, path[1:], strict=False):
+            net[(s, t, u)] = net.get((s, t, u), 0) - rate
+            net[(s, t, v)] = net.get((s, t, v), 0) + rate
+    for (s, t, v), value in net.items():
+        want = -result.lam if v == s else result.lam if v == t else 0
+        assert value == want
+    schedule.numerators[0] += 1
+    with pytest.raises(ScheduleError):
+        verify(schedule)
+
+
+def test_decomposition_method_is_verified_and_close():
+    topo = generate("torus", {"dims": "4x4", "bandwidth": "50"})
+    exact = solve_alltoall(topo, method="lp")
+    result = solve_alltoall(topo, method="decomposition", target_gap=0.01)
+    assert result.method == "decomposition"
+    assert result.lam <= exact.lam <= result.bound
+    assert result.gap <= 0.01
+    verify(result.schedule)
+
+
+def test_decomposition_through_switches():
+    nodes = [Node(f"g{i}") for i in range(6)] + [Node("s0", "switch"), Node("s1", "switch")]
+    links = [Link(f"g{i}", f"s{i // 3}", Fraction(10)) for i in range(6)]
+    links += [Link("g0", "g1", Fraction(5)), Link("s0", "s1", Fraction(12))]
+    topo = Topology("two switches", nodes, links)
+    exact = solve_alltoall(topo, forwarding="switches", method="lp")
+    result = solve_alltoall(topo, forwarding="switches", method="decomposition")
+    assert result.lam <= exact.lam <= result.bound
+    assert result.gap <= 0.01
+
+
+def test_bad_input_is_one_sentence():
+    with pytest.raises(TopologyError, match="1 compute node"):
+        build_problem(Topology("one", [Node("a"), Node("s", "switch")],
+                               [Link("a", "s", Fraction(1))]))
+    split = Topology("split", [Node("a"), Node("b"), Node("c")], [Link("a", "b", Fraction(1))])
+    with pytest.raises(TopologyError, match="'c' cannot be reached from 'a'"):
+        build_problem(split)
+    ring = generate("ring", {"n": "4"})
+    with pytest.raises(TopologyError, match="through switches"):
+        build_problem(ring, "switches")
+
+
+def test_cli_json_and_errors(tmp_path, capsys):
+    path = tmp_path / "star.json"
+    save_topology(star(4), path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["format"] == "canopy-alltoall" and data["version"] == 1
+    assert data["method"] == "lp" and data["algbw_exact"] == "40/3"
+    assert data["compute_nodes"] == ["g0", "g1", "g2", "g3"]
+    assert len(data["bottleneck_links"]) >= 4
+    assert {(p["source"], p["target"]) for p in data["paths"]} == {
+        (f"g{i}", f"g{j}") for i in range(4) for j in range(4) if i != j}
+    assert "algbw:" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    save_topology(Topology("one", [Node("a"), Node("s", "switch")],
+                           [Link("a", "s", Fraction(1))]), bad)
+    assert main(["solve", str(bad), "--collective", "alltoall"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "1 compute node" in err
