@@ -7,6 +7,7 @@ new features (a Compute menu, Export entries, result docks) add their entries th
 
 from __future__ import annotations
 
+import csv
 from fractions import Fraction
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectM
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
 from canopy.app.commands import MoveNodes, ReplaceTopology, delete
+from canopy.app.dialogs.sweep_results import SweepResultsDialog
 from canopy.app.docks.properties import NumberValidator, PropertiesDock
 from canopy.app.docks.validation import ValidationDock
 from canopy.app.document import Document
@@ -40,6 +42,7 @@ from canopy.app.recovery import Autosaver, Recovered, orphaned
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.errors import CanopyError
 from canopy.engine.layout import auto_layout
+from canopy.engine.sweep.runner import read_rows
 from canopy.engine.topology import COMPUTE, SWITCH, Node, Topology
 from canopy.engine.topology_io import load_sample, load_topology, sample_names
 
@@ -124,6 +127,8 @@ class MainWindow(QMainWindow):
         a("open", "&Open…", self.open_dialog, std.Open, "Open a canopy-topology file")
         a("save", "&Save", self.save, std.Save, "Save the topology")
         a("save_as", "Save &As…", self.save_as, std.SaveAs, "Save under a new name")
+        a("open_sweep", "Open S&weep Results…", self.open_sweep_dialog,
+          tip="Plot a sweep's results (canopy sweep) and open any design in it")
         a("quit", "&Quit", self.close, std.Quit, "Leave Canopy")
 
         undo = self.doc.undo_stack.createUndoAction(self, "&Undo")
@@ -191,6 +196,7 @@ class MainWindow(QMainWindow):
             self.menus["samples"].addAction(name, lambda n=name: self.open_sample(n))
         self.menus["recent"] = file.addMenu("Open &Recent")
         self.menus["recent"].aboutToShow.connect(self._fill_recent_menu)
+        file.addAction(acts["open_sweep"])
         file.addSeparator()
         file.addActions([acts["save"], acts["save_as"]])
         file.addSeparator()
@@ -397,6 +403,33 @@ class MainWindow(QMainWindow):
         self.doc.set_topology(topology, Path(path))
         settings.add_recent_file(Path(path))
         return True
+
+    def open_sweep_dialog(self, path: Path | None = None) -> SweepResultsDialog | None:
+        """Show a sweep's results; a double-clicked point opens in this window."""
+        if path is None:
+            name, _ = QFileDialog.getOpenFileName(self, "Open sweep results", "",
+                                                  "Sweep results (*.csv);;All files (*)")
+            if not name:
+                return None
+            path = Path(name)
+        try:
+            rows = read_rows(path)
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            QMessageBox.critical(self, "Cannot open sweep results",
+                                 f"{path} cannot be read ({exc.__class__.__name__}).")
+            return None
+        if not rows or "generator" not in rows[0]:
+            QMessageBox.critical(self, "Cannot open sweep results",
+                                 f"{path} holds no rows written by canopy sweep.")
+            return None
+
+        def open_topology(topology: Topology) -> None:
+            if self.maybe_save():
+                self.doc.set_topology(topology, None, display_name=topology.name)
+
+        dialog = SweepResultsDialog(rows, path.name, open_topology, self)
+        dialog.show()
+        return dialog
 
     def open_sample(self, name: str) -> bool:
         if not self.maybe_save():

@@ -24,6 +24,7 @@ VERBS = [
     "graphml",
     "compare",
     "export-nccl-graph",
+    "sweep",
 ]
 
 

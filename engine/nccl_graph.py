@@ -197,9 +197,9 @@ def _channels(topology: Topology, servers: list[_Server],
     channels = []
     for a, nic in enumerate(first.nics):
         order = orders[a % len(orders)]
-        reach = [routes.find(nic, gpu, first) for gpu in order]
-        nearest = min(range(len(order)),
-                      key=lambda i: len(reach[i]) if reach[i] else len(topology.nodes))
+        hops = [len(path) if path else len(topology.nodes)
+                for path in (routes.find(nic, gpu, first) for gpu in order)]
+        nearest = hops.index(min(hops))
         turned = order[nearest:] + order[:nearest]
         channels.append(Channel(tuple(position[g] for g in turned), a, a))
     return tuple(channels)
@@ -212,7 +212,8 @@ def _speeds(topology: Topology, rings: list[tuple[list[str], dict[Edge, Path]]],
     caps = topology.capacities()
     inside = set().union(*(set(s.gpus) | s.switches for s in servers))
     group_of = {n.id: n.group for n in topology.nodes}
-    intra, inter = [], []
+    intra: list[Fraction] = []
+    inter: list[Fraction] = []
     for _, hops in rings:
         for (a, b), path in hops.items():
             links = list(zip(path, path[1:], strict=False))

@@ -1,0 +1,156 @@
+"""The sweep spec (TOML) and the points it names.
+
+A spec names generators with fixed parameters and parameter grids, and what to compute
+at every point::
+
+    name = "rails, oversubscription and NIC speed"
+    collectives = ["allgather"]
+    algorithms = ["bound", "forestcoll", "ring"]   # "bound" alone: optimum only
+    sizes = ["16M", "1G"]                           # simulated message sizes
+    time_limit = 120                                # seconds per point
+
+    [[generator]]
+    kind = "cluster"
+    params = { servers = 4, gpus = 8, scale-out = "leaf-spine" }
+    grid = { rails = [1, 2], oversubscription = [1, 2], nic-bw = [25, 50] }
+
+Every combination of a generator's grid values is a point, once per collective. A point
+is keyed by a hash of its topology and what is computed there, so a sweep resumed after
+a crash skips the points whose rows are already written. Every error in a spec is one
+sentence naming the key at fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from canopy.engine.errors import CanopyError
+from canopy.engine.generators import GENERATORS, generate
+from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.plan import ALGORITHMS
+from canopy.engine.sizes import parse_size
+from canopy.engine.topology_io import topology_to_dict
+
+DEFAULT_TIME_LIMIT = 300.0
+ALL_ALGORITHMS = ("bound", *ALGORITHMS)
+
+
+class SpecError(CanopyError):
+    """A sweep spec that cannot be run; the message names the key at fault."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One design and collective to evaluate."""
+
+    kind: str
+    params: dict[str, Any]
+    collective: str
+    key: str = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    collectives: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    sizes: tuple[int, ...]
+    time_limit: float
+    points: tuple[Point, ...]
+
+
+def _flag(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise SpecError(f"{where} must be a list, such as [1, 2].")
+    if not value:
+        raise SpecError(f"{where} is empty; give at least one value.")
+    return value
+
+
+def point_key(kind: str, params: dict[str, Any], collective: str,
+              algorithms: tuple[str, ...], sizes: tuple[int, ...]) -> str:
+    """A stable hash of the topology a point builds and what is computed on it."""
+    topology = topology_to_dict(generate(kind, params))
+    topology.pop("name", None)
+    text = json.dumps({"topology": topology, "collective": collective,
+                       "algorithms": list(algorithms), "sizes": list(sizes)},
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def parse_spec(data: dict[str, Any], source: str = "spec") -> Spec:
+    """Check a spec read from TOML and list its points."""
+    known = {"name", "collectives", "algorithms", "sizes", "time_limit", "generator"}
+    for key in data:
+        if key not in known:
+            raise SpecError(f"{source}: unknown key '{key}'; use {', '.join(sorted(known))}.")
+    collectives = tuple(_list(data.get("collectives", ["allgather"]),
+                              f"{source}: 'collectives'"))
+    for c in collectives:
+        if c not in COLLECTIVES:
+            raise SpecError(f"{source}: 'collectives' has '{c}'; use {', '.join(COLLECTIVES)}.")
+    algorithms = tuple(_list(data.get("algorithms", ["bound", "forestcoll"]),
+                             f"{source}: 'algorithms'"))
+    for a in algorithms:
+        if a not in ALL_ALGORITHMS:
+            raise SpecError(f"{source}: 'algorithms' has '{a}'; use "
+                            f"{', '.join(ALL_ALGORITHMS)}.")
+    try:
+        sizes = tuple(parse_size(str(s)) for s in data.get("sizes", ["1G"]))
+    except CanopyError as exc:
+        raise SpecError(f"{source}: 'sizes': {exc}") from None
+    limit = data.get("time_limit", DEFAULT_TIME_LIMIT)
+    if not isinstance(limit, int | float) or isinstance(limit, bool) or limit <= 0:
+        raise SpecError(f"{source}: 'time_limit' must be a positive number of seconds.")
+    generators = _list(data.get("generator"), f"{source}: '[[generator]]'")
+    points: list[Point] = []
+    for number, gen in enumerate(generators, 1):
+        where = f"{source}: generator {number}"
+        if not isinstance(gen, dict):
+            raise SpecError(f"{where} must be a table with 'kind', 'params' and 'grid'.")
+        kind = gen.get("kind")
+        if kind not in GENERATORS:
+            raise SpecError(f"{where}: kind '{kind}' is not a generator; use one of "
+                            f"{', '.join(GENERATORS)}.")
+        for key in gen:
+            if key not in ("kind", "params", "grid"):
+                raise SpecError(f"{where}: unknown key '{key}'; use kind, params and grid.")
+        fixed = {_flag(k): v for k, v in gen.get("params", {}).items()}
+        grid = {_flag(k): _list(v, f"{where}: grid '{k}'")
+                for k, v in gen.get("grid", {}).items()}
+        names = list(grid)
+        for values in itertools.product(*(grid[n] for n in names)):
+            params = {**fixed, **dict(zip(names, values, strict=True))}
+            try:
+                keys = [point_key(kind, params, c, algorithms, sizes) for c in collectives]
+            except CanopyError as exc:
+                raise SpecError(f"{where}: {exc}") from None
+            points += [Point(kind, params, c, k)
+                       for c, k in zip(collectives, keys, strict=True)]
+    return Spec(str(data.get("name", Path(source).stem)), collectives, algorithms, sizes,
+                float(limit), tuple(points))
+
+
+def load_spec(path: str | os.PathLike[str]) -> Spec:
+    """Read and check a sweep spec file."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{p}: no such file.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p} is not valid TOML ({exc}).") from None
+    return parse_spec(data, str(p))
