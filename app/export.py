@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QRectF, QSize
-from PySide6.QtGui import QAction, QColor, QImage, QPainter
+from PySide6.QtGui import QAction, QColor, QFontDatabase, QImage, QPainter
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import (
+    QApplication,
     QButtonGroup,
     QComboBox,
     QDialog,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QLabel,
     QMessageBox,
+    QPlainTextEdit,
     QRadioButton,
     QSpinBox,
     QVBoxLayout,
@@ -34,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
+from canopy.engine.baselines.ring import servers_of
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.export import write_trees_xml
 from canopy.engine.forest import is_symmetric, solve
@@ -49,6 +52,7 @@ from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.progress import Progress
+from canopy.engine.run_commands import run_command
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
 from canopy.engine.topology import Topology
@@ -77,6 +81,30 @@ class MscclChoice:
     def options(self) -> MscclOptions:
         return MscclOptions(inplace=self.inplace, channels=self.channels,
                             runtime=self.runtime, limits=self.limits)
+
+
+class RunCommandDialog(QDialog):
+    """After an export: what was written, and the command that runs it on the cluster."""
+
+    def __init__(self, path: Path, summary: str, command: str,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Exported: run it on the cluster")
+        layout = QVBoxLayout(self)
+        about = QLabel(f"<b>{path.name}</b>: {summary}.<br>Run it with nccl-tests on the "
+                       "cluster (adjust the path and the binary's folder):")
+        about.setWordWrap(True)
+        layout.addWidget(about)
+        self.command = QPlainTextEdit(command)
+        self.command.setReadOnly(True)
+        self.command.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.command.setMinimumSize(560, 110)
+        layout.addWidget(self.command)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        copy = buttons.addButton("Copy Command", QDialogButtonBox.ButtonRole.ActionRole)
+        copy.clicked.connect(lambda: QApplication.clipboard().setText(command))
+        buttons.rejected.connect(self.close)
+        layout.addWidget(buttons)
 
 
 class MscclExportDialog(QDialog):
@@ -351,6 +379,11 @@ class Exporter:
         def done(summary: str) -> None:
             self.window.statusBar().showMessage(f"Exported MSCCL XML to {target}: {summary}",
                                                 10000)
+            command = run_command(choice.runtime, target, choice.collective,
+                                  len(schedule.compute_nodes),
+                                  len(servers_of(topology)[0]))
+            self.run_dialog = RunCommandDialog(target, summary, command, self.window)
+            self.run_dialog.show()
 
         return self.controller.run("Exporting MSCCL XML", done, export_msccl, topology,
                                    schedule, choice, target)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 
+from canopy.engine.baselines.ring import servers_of
 from canopy.engine.errors import ScheduleError
 from canopy.engine.export import write_trees_xml
 from canopy.engine.msccl import RUNTIMES, MscclLimitError, MscclOptions, explain_limits, msccl_xml
 from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+from canopy.engine.run_commands import run_command
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
@@ -39,6 +41,9 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")
     p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
+    p.add_argument("--print-run", action="store_true",
+                   help="with --msccl: print the environment and nccl-tests command that "
+                   "run the XML on the cluster")
 
 
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
@@ -57,6 +62,10 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
                                 f"bug in Canopy ({exc})") from None
         atomic_write_bytes(args.msccl, data)
         print(f"MSCCL XML:       {args.msccl} ({report.summary()})")
+        if args.print_run:
+            per_server = len(servers_of(topology)[0])
+            print(run_command(args.msccl_runtime, args.msccl, schedule.collective,
+                              len(schedule.compute_nodes), per_server))
     if args.trees_xml:
         write_trees_xml(args.trees_xml, schedule)
         print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")

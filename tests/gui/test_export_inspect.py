@@ -94,6 +94,11 @@ def test_msccl_in_place_and_out_of_place(window, qtbot, dialogs, monkeypatch, tm
         assert report.coll == collective and report.ngpus == 16
         assert report.modes == (["in place"] if inplace else ["out of place"])
         assert "Exported MSCCL XML" in window.statusBar().currentMessage()
+        run = window.inspector.exporter.run_dialog
+        assert run.isVisible() and f"-x MSCCL_XML_FILES={path}" in run.command.toPlainText()
+        binary = "all_gather_perf" if collective == "allgather" else "all_reduce_perf"
+        assert f"{binary} -b 1M -e 1G -f 2 -g 1" in run.command.toPlainText()
+        run.close()
     assert dialogs.calls == []
 
 
