@@ -201,9 +201,6 @@ def run_program(topology: Topology, program: Program,
     sends = program.sends
     n = len(sends)
     conn = [send.connection for send in sends]
-    size = [num(send.size) for send in sends]
-    # A float stream is done when less than this is left (rounding of rate x time).
-    slack = [zero_or(x * 1e-9, exact) for x in size]
     queue: list[list[int]] = [[] for _ in program.connections]
     pending = [0] * n
     dependents: list[list[int]] = [[] for _ in range(n)]
@@ -215,17 +212,26 @@ def run_program(topology: Topology, program: Program,
     head = [0] * len(queue)            # index of the connection's next send
     busy = [False] * len(queue)        # streaming a send
     zero = num(Fraction(0))
-    link_weight = [zero] * len(cap)
-    share = list(cap)                  # bandwidth per unit of weight on each link
-    streaming: list[dict[int, None]] = [{} for _ in cap]   # ordered sets of sends
-    rate = [zero] * n
-    left = [zero] * n
-    since = [zero] * n
+    nlinks = len(cap)
+    # Processor sharing as in GPS: every streaming send moves at w x share of its
+    # bottleneck link (the one with the smallest share on its route). Each link keeps a
+    # virtual clock V (bytes per unit weight delivered so far at its share), so a send
+    # bottlenecked there finishes when V reaches its target; a change of share moves
+    # no send, only the link's next finish time.
+    link_weight = [zero] * nlinks
+    share = list(cap)
+    clock = [zero] * nlinks            # V at time ``mark``
+    mark = [zero] * nlinks
+    members: list[list[tuple]] = [[] for _ in cap]   # heaps (target, seq, send, version)
+    link_version = [0] * nlinks
+    streaming: list[dict[int, None]] = [{} for _ in cap]
+    bottleneck = [-1] * n
+    target = [zero] * n
     version = [0] * n
     heap: list[tuple] = []
     push, pop = heapq.heappush, heapq.heappop
     seq = 0
-    START, FINISH, ARRIVE = 0, 1, 2
+    START, LINK, ARRIVE = 0, 1, 2
 
     def try_start(s: int, now: Fraction | float) -> None:
         nonlocal seq
@@ -235,77 +241,101 @@ def run_program(topology: Topology, program: Program,
             seq += 1
             push(heap, (now, seq, START, s, 0))
 
-    for members in queue:
-        if members:
-            try_start(members[0], zero)
+    def join(s: int, lid: int, left: Fraction | float, now: Fraction | float) -> None:
+        """Make ``lid`` the bottleneck of send ``s`` with ``left`` bytes to go."""
+        nonlocal seq
+        version[s] += 1
+        bottleneck[s] = lid
+        v = clock[lid] + share[lid] * (now - mark[lid])
+        target[s] = v + left / weight[conn[s]]
+        seq += 1
+        push(members[lid], (target[s], seq, s, version[s]))
+
+    def left_of(s: int, now: Fraction | float) -> Fraction | float:
+        lid = bottleneck[s]
+        v = clock[lid] + share[lid] * (now - mark[lid])
+        rest = (target[s] - v) * weight[conn[s]]
+        return rest if rest > 0 else zero
+
+    for members_of in queue:
+        if members_of:
+            try_start(members_of[0], zero)
     delivered = 0
     end = zero
     events = 0
     while heap:
         now = heap[0][0]
         touched: dict[int, None] = {}
+        started: list[int] = []
         done: list[int] = []           # sends whose last byte left now
         arrived: list[int] = []        # sends whose last byte arrived now
         while heap and heap[0][0] == now:
-            _, _, kind, s, ver = pop(heap)
+            _, _, kind, x, ver = pop(heap)
             events += 1
             if check is not None and events % CHECK_EVERY == 0:
                 check()
             if kind == ARRIVE:
-                arrived.append(s)
-                continue
-            c = conn[s]
-            if kind == START:
-                if size[s] <= 0:
-                    done.append(s)
+                arrived.append(x)
+            elif kind == START:
+                if sends[x].size <= 0:
+                    done.append(x)
                     continue
-                left[s] = size[s]
-                since[s] = now
-                rate[s] = zero
+                c = conn[x]
                 for lid in conn_links[c]:
                     link_weight[lid] += weight[c]
-                    streaming[lid][s] = None
+                    streaming[lid][x] = None
                     touched[lid] = None
-                continue
-            if ver != version[s]:
-                continue
-            rest = left[s] - rate[s] * (now - since[s])
-            if rest > slack[s]:
-                # The stream slowed down since this entry was made: not done yet.
-                left[s] = rest
-                since[s] = now
-                seq += 1
-                push(heap, (now + rest / rate[s], seq, FINISH, s, ver))
-                continue
-            for lid in conn_links[c]:
-                link_weight[lid] -= weight[c]
-                del streaming[lid][s]
-                touched[lid] = None
-            done.append(s)
-        # New rates for every message streaming over a link whose sharing changed. A
-        # stream that speeds up gets a new finish entry; one that slows down keeps its
-        # (now early) entry, which is checked when it comes up.
-        again: dict[int, None] = {}
+                started.append(x)
+            elif ver == link_version[x]:
+                group = members[x]
+                while group and (group[0][3] != version[group[0][2]]):
+                    pop(group)
+                if not group:
+                    continue
+                s = pop(group)[2]
+                version[s] += 1
+                c = conn[s]
+                for lid in conn_links[c]:
+                    link_weight[lid] -= weight[c]
+                    del streaming[lid][s]
+                    touched[lid] = None
+                touched[x] = None
+                done.append(s)
+        # New shares on the touched links; sends whose bottleneck moves are re-filed.
+        moved: list[int] = []
         for lid in touched:
+            clock[lid] += share[lid] * (now - mark[lid])
+            mark[lid] = now
+            old = share[lid]
             w = link_weight[lid]
             share[lid] = cap[lid] / w if w else cap[lid]
-            again.update(streaming[lid])
-        for s in again:
-            c = conn[s]
-            new = weight[c] * min(map(share.__getitem__, conn_links[c]))
-            old = rate[s]
-            if new == old:
-                continue
-            if old:
-                left[s] -= old * (now - since[s])
-                if left[s] < 0:
-                    left[s] = zero
-            since[s] = now
-            rate[s] = new
-            if new > old:
-                version[s] += 1
+            if share[lid] < old:
+                moved.extend(s for s in streaming[lid]
+                             if bottleneck[s] >= 0 and share[bottleneck[s]] > share[lid])
+            elif share[lid] > old:
+                moved.extend(s for s in streaming[lid] if bottleneck[s] == lid)
+        for s in dict.fromkeys(moved):
+            links = conn_links[conn[s]]
+            best = min(links, key=share.__getitem__)
+            if share[best] < share[bottleneck[s]]:
+                left = left_of(s, now)
+                touched[bottleneck[s]] = None
+                join(s, best, left, now)
+                touched[best] = None
+        for s in started:
+            best = min(conn_links[conn[s]], key=share.__getitem__)
+            join(s, best, num(sends[s].size), now)
+            touched[best] = None
+        for lid in touched:
+            group = members[lid]
+            while group and (group[0][3] != version[group[0][2]]
+                             or bottleneck[group[0][2]] != lid):
+                pop(group)
+            link_version[lid] += 1
+            if group:
+                at = mark[lid] + (group[0][0] - clock[lid]) / share[lid]
                 seq += 1
-                push(heap, (now + left[s] / new, seq, FINISH, s, version[s]))
+                push(heap, (at if at > now else now, seq, LINK, lid, link_version[lid]))
         for s in done:
             c = conn[s]
             busy[c] = False
@@ -325,11 +355,6 @@ def run_program(topology: Topology, program: Program,
     if delivered != n:
         raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
     return end if exact else Fraction(end)
-
-
-def zero_or(value: float, exact: bool) -> Fraction | float:
-    """``value`` for float runs, 0 for exact ones."""
-    return Fraction(0) if exact else value
 
 
 # ---------------------------------------------------------------------------- plans
