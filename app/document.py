@@ -23,8 +23,8 @@ from canopy.engine.layout import auto_layout
 from canopy.engine.topology import Link, Node, Topology
 from canopy.engine.topology_io import load_topology, save_topology
 
-NODE_ATTRS = ("kind", "label", "group", "x", "y")
-LINK_ATTRS = ("bandwidth", "duplex", "latency")
+NODE_ATTRS = ("kind", "label", "group", "x", "y", "failed")
+LINK_ATTRS = ("bandwidth", "duplex", "latency", "failed")
 
 
 class Document(QObject):

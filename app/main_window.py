@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app import clipboard, compare_actions, library_actions, settings
+from canopy.app import clipboard, compare_actions, fabric_actions, library_actions, settings
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
         self.compare = compare_actions.install(self)
+        self.fabric = fabric_actions.install(self)   # Jobs dock, contention, failures
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)
         self.doc.reset.connect(self._after_reset)

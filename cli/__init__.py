@@ -23,6 +23,7 @@ VERBS = [
     "import-nccl",
     "graphml",
     "compare",
+    "fabric",
     "export-nccl-graph",
     "sweep",
 ]

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import time
+from fractions import Fraction
 
 from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
+from canopy.cli.fabric import add_fail_argument, apply_failures
+from canopy.engine.allreduce_lp import solve_allreduce_lp
+from canopy.engine.fewest import describe_k
 from canopy.engine.forest import solve
+from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
@@ -19,11 +24,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="compute the optimal schedule of a topology")
     p.add_argument("topology", help="canopy-topology JSON file")
     p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather")
-    p.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
+    k = p.add_mutually_exclusive_group()
+    k.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
+    k.add_argument("--tolerance", metavar="P", type=tolerance, default=Fraction(0),
+                   help="take the fewest trees per node within P %% of the optimum "
+                   "(default 0: the fewest that reach it)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    p.add_argument("--allreduce-lp", action="store_true",
+                   help="also solve ForestColl's allreduce LP (App. E) with HiGHS and say "
+                   "whether it beats reduce-scatter + allgather")
+    add_fail_argument(p)
     add_export_arguments(p)
     add_alltoall_arguments(p)
     p.set_defaults(run=run)
+
+
+def tolerance(text: str) -> Fraction:
+    """A percentage in [0, 100)."""
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        value = Fraction(-1)
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a percentage from 0 to below 100")
+    return value
 
 
 def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
@@ -45,11 +69,11 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
         f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
         f"1/x*:            {opt.inverse_x}",
         f"bottleneck cut:  {shown}, exiting bandwidth {format_gbps(opt.cut_bandwidth)} GB/s",
-        f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"Prop. 3 k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"k:               {describe_k(schedule)}",
+        f"schedule k:      {schedule.k} trees per node, y = {schedule.tree_bandwidth} GB/s "
+        "per tree",
     ]
-    if schedule.fixed_k:
-        lines.append(f"fixed k:         {schedule.k} trees per node, y = "
-                     f"{schedule.tree_bandwidth} GB/s, algbw {format_gbps(schedule.algbw)} GB/s")
     heights = [t.height for t in schedule.trees]
     lines += [
         f"trees:           {len(schedule.trees)} distinct ({n * schedule.k} unit trees), "
@@ -65,9 +89,21 @@ def run(args: argparse.Namespace) -> int:
         return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
-    schedule = solve(topo, args.collective, k=args.k, where=args.topology)
+    apply_failures(topo, args.fail)
+    schedule = solve(topo, args.collective, k=args.k, where=args.topology,
+                     tolerance=args.tolerance)
+    lp = None
+    if args.allreduce_lp:
+        lp = solve_allreduce_lp(Network.from_topology(topo, args.topology))
+        schedule.extra["allreduce_lp"] = lp.to_dict()
     if args.json:
         save_schedule(schedule, args.json)
     print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
+    if lp is not None:
+        print(f"allreduce LP:    {lp.summary()}")
+        if lp.beats_rs_ag:
+            print("                 not used: the schedule stays reduce-scatter + allgather, "
+                  "since LP rates that differ per node need per-root tree counts that "
+                  "Canopy's schedules do not express yet")
     write_exports(args, schedule, topo)
     return 0

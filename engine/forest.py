@@ -13,16 +13,32 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.fewest import (
+    SearchStats,
+    balanced_u,
+    fewest_k_candidates,
+    next_breakpoint,
+    target_share,
+)
 from canopy.engine.network import Network
-from canopy.engine.optimality import COLLECTIVES, Optimum, find_fixed_k, find_optimum
+from canopy.engine.optimality import (
+    COLLECTIVES,
+    Optimum,
+    find_fixed_k,
+    find_optimum,
+    floored,
+)
 from canopy.engine.packing import Batch, pack_trees
 from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.splitting import LogicalTopology, remove_switches
 from canopy.engine.topology import Topology
 from canopy.engine.verification import verify
+
+BUILD_PHASES = ("switch removal", "tree packing", "mapping back")
 
 
 def transpose(net: Network) -> Network:
@@ -32,17 +48,6 @@ def transpose(net: Network) -> Network:
 
 def is_symmetric(net: Network) -> bool:
     return all(net.capacity.get((b, a)) == c for (a, b), c in net.capacity.items())
-
-
-def tree_capacities(net: Network, opt: Optimum, k: int | None
-                    ) -> tuple[Fraction, dict[tuple[int, int], int]]:
-    """(y, capacities in trees): b_e / y at the optimum (Prop. 3), or floor(U*·b_e) with
-    y = 1/U* for a fixed k (Thm 13)."""
-    if k is None:
-        y = opt.tree_bandwidth
-        return y, {e: int(c / y) for e, c in net.capacity.items()}
-    fixed = find_fixed_k(net, k, opt)
-    return fixed.tree_bandwidth, fixed.tree_capacities()
 
 
 def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> list[Tree]:
@@ -96,9 +101,86 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     return trees
 
 
+MAX_BREAKPOINTS = 16  # U values tried past the first before jumping to balanced_u
+
+
+def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
+                  inverse_x: Fraction, progress: Progress | None,
+                  timings: dict[str, float]) -> tuple[Fraction, list[Tree]]:
+    """(U, trees): k unit trees per compute node within floor(U·b_e), for the smallest U
+    from ``u`` (at most ``u_max``) at which switch removal succeeds.
+
+    At U* of Thm 14 the floors may leave a switch unbalanced on a one-way network and
+    Steiner out-trees (which branch inside switches, Thm 13) are then not always
+    routable as compute-to-compute paths, which is what a runtime executes. Then the
+    next breakpoints of U are tried, and after MAX_BREAKPOINTS of them
+    :func:`canopy.engine.fewest.balanced_u`, where capacities are proportional to b and
+    Thm 7 guarantees success. Raise ScheduleError only if ``u_max`` stops the search.
+    """
+    last = balanced_u(net, k, inverse_x)
+    tries = 0
+    while True:
+        if u_max is not None and u > u_max:
+            raise ScheduleError(f"no schedule with k = {k} within U = {u_max}.")
+        try:
+            return u, build_forest(net, floored(net, u), k, progress, timings)
+        except ScheduleError:
+            if u >= last:
+                raise
+        tries += 1
+        u = min(next_breakpoint(net, u) if tries <= MAX_BREAKPOINTS else last, last)
+
+
+def _fixed_forests(nets: list[Network], opt: Optimum, k: int, progress: Progress | None,
+                   timings: dict[str, float]) -> list[tuple[Fraction, list[Tree]]]:
+    """(y, trees) per network with k fixed by the user (Thms 13-14)."""
+    out = []
+    for n in nets:
+        u, trees = build_fixed_k(n, k, find_fixed_k(n, k, opt).u_star, None, opt.inverse_x,
+                                 progress, timings)
+        out.append((1 / u, trees))
+    return out
+
+
+def _fewest_forests(nets: list[Network], opt: Optimum, tolerance: Fraction,
+                    progress: Progress | None, timings: dict[str, float]
+                    ) -> tuple[int, list[tuple[Fraction, list[Tree]]], dict[str, Any]]:
+    """The fewest k per node within ``tolerance`` percent of x* that builds on every
+    network of the collective (:mod:`canopy.engine.fewest`). Prop. 3's k always builds:
+    its capacities b_e / y are exact."""
+    stats = SearchStats()
+    limit = opt.inverse_x / target_share(tolerance)   # U/k may not exceed this
+    start = time.perf_counter()
+    built_before = sum(timings.get(phase, 0.0) for phase in BUILD_PHASES)
+    forests = None
+    for k, u in fewest_k_candidates(nets[0], opt, tolerance, progress, stats):
+        us = [u] + [find_fixed_k(n, k, opt).u_star for n in nets[1:]]
+        if any(v > k * limit for v in us):
+            stats.tried.append(k)
+            continue
+        try:
+            forests = []
+            for n, v in zip(nets, us, strict=True):
+                v, trees = build_fixed_k(n, k, v, k * limit, opt.inverse_x, progress, timings)
+                forests.append((1 / v, trees))
+            break
+        except ScheduleError:
+            stats.tried.append(k)
+    assert forests is not None   # the search ends at Prop. 3's k, which always builds
+    building = sum(timings.get(phase, 0.0) for phase in BUILD_PHASES)
+    timings["fewest k"] = time.perf_counter() - start - (building - built_before)
+    info = {"tolerance_percent": str(tolerance), "prop3_k": opt.k,
+            "flow_tests": stats.flow_tests, "cut_rejected": stats.cut_rejected,
+            "cuts": stats.cuts, "unbuildable_k": stats.tried}
+    return k, forests, info
+
+
 def solve(topology: Topology, collective: str = "allgather", k: int | None = None,
-          progress: Progress | None = None, where: str = "") -> Schedule:
-    """The optimal (or best fixed-k) verified schedule of ``topology`` for ``collective``.
+          progress: Progress | None = None, where: str = "",
+          tolerance: Fraction | int | str = 0) -> Schedule:
+    """The verified schedule of ``topology`` for ``collective`` with the fewest trees per
+    node that reaches the optimum (or comes within ``tolerance`` percent of it); with
+    ``k``, the best schedule with exactly k trees per node (§4.5).
 
     Finds the optimum (forestcoll.txt §4.2), removes switches by edge splitting (§4.3),
     packs k spanning out-trees per compute node (§4.4), maps their edges back to physical
@@ -111,12 +193,18 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     collective : {"allgather", "reduce-scatter", "allreduce"}
         Reduce-scatter runs the trees backwards; allreduce is reduce-scatter then allgather.
     k : int, optional
-        Trees per compute node; None for the optimal k (Prop. 3).
+        Trees per compute node. None (the default) takes the fewest trees per node that
+        reach the optimum (:mod:`canopy.engine.fewest`; at most Prop. 3's k, which stays
+        in ``schedule.optimum.k``). Every k >= 1 has a schedule, one-way networks
+        included (:func:`build_fixed_k`).
     progress : Progress, optional
         Called as ``progress(phase, fraction)``; it may raise
         :class:`canopy.engine.progress.Cancelled` to stop the work.
     where : str, optional
         Names the input (a file name) in error messages.
+    tolerance : Fraction, int or str, optional
+        With ``k`` None, the fewest trees per node whose algbw is within this many
+        percent of the optimum (0 <= tolerance < 100).
 
     Returns
     -------
@@ -128,7 +216,7 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     TopologyError
         The topology cannot be solved (one sentence naming the node or link).
     ScheduleError
-        An unknown collective, or a fixed k that no schedule can use.
+        An unknown collective, a k below 1 or a tolerance outside [0, 100).
 
     Examples
     --------
@@ -142,6 +230,12 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
                             f"{', '.join(COLLECTIVES)}.")
     if k is not None and k < 1:
         raise ScheduleError(f"k must be a positive integer, not {k}.")
+    try:
+        tolerance = Fraction(str(tolerance))
+        target_share(tolerance)
+    except (ValueError, ZeroDivisionError):
+        raise ScheduleError(f"the tolerance must be a percentage from 0 to below 100, not "
+                            f"{tolerance}.") from None
     timings: dict[str, float] = {}
     start = time.perf_counter()
     report(progress, "optimum", 0.0)
@@ -152,29 +246,24 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     else:
         nets = {"allgather": [net], "reduce-scatter": [transpose(net)],
                 "allreduce": [transpose(net), net]}[collective]
-    k_used = opt.k if k is None else k
-    budgets = [tree_capacities(n, opt, k) for n in nets]
     timings["optimum"] = time.perf_counter() - start
     report(progress, "optimum", 1.0)
 
-    try:
-        forests = [build_forest(n, caps, k_used, progress, timings)
-                   for n, (_, caps) in zip(nets, budgets, strict=True)]
-    except ScheduleError as exc:
-        if k is None:
-            raise
-        raise ScheduleError(
-            f"with k fixed to {k}, rounding every link down to whole trees unbalances the "
-            f"network: {exc} Try another k; the optimal k is {opt.k}.") from None
-    trees, y = forests[-1], budgets[-1][0]
-    reduce_trees = forests[0] if len(forests) == 2 else None
-    reduce_y = budgets[0][0] if len(forests) == 2 else None
+    extra: dict[str, Any] = {}
+    if k is None:
+        k_used, forests, extra["k_search"] = _fewest_forests(nets, opt, tolerance, progress,
+                                                             timings)
+    else:
+        k_used, forests = k, _fixed_forests(nets, opt, k, progress, timings)
+    y, trees = forests[-1]
+    reduce_trees = forests[0][1] if len(forests) == 2 else None
+    reduce_y = forests[0][0] if len(forests) == 2 else None
 
     summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
                              opt.k, opt.tree_bandwidth)
     schedule = Schedule(collective, list(topology.compute_nodes()), k_used, y, trees, summary,
                         fixed_k=k is not None, reduce_trees=reduce_trees,
-                        reduce_tree_bandwidth=reduce_y, timings=timings)
+                        reduce_tree_bandwidth=reduce_y, timings=timings, extra=extra)
     report(progress, "verification", 0.0)
     start = time.perf_counter()
     verify(topology, schedule)

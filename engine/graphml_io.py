@@ -1,9 +1,10 @@
 """GraphML import and export (through networkx), keeping kinds, exact bandwidths, groups,
-coordinates, latencies and scalar unknown keys.
+coordinates, latencies, failed marks, jobs and scalar unknown keys.
 
 Export writes a directed multigraph: one GraphML edge per canopy link, with ``bandwidth``
 as exact text ("12.5", "1/3"), ``duplex`` as a boolean, ``link_index`` (the link order)
-and the nodes' ``kind``, ``label``, ``group``, ``x`` and ``y``. Import reads these back
+and the nodes' ``kind``, ``label``, ``group``, ``x`` and ``y``; ``failed`` on failed
+nodes and links; the jobs as canopy JSON text in the graph's ``jobs``. Import reads these back
 and also accepts GraphML from other tools: nodes without ``kind`` are compute nodes,
 ``capacity`` stands in for a missing ``bandwidth``, and an undirected graph's edges are
 duplex links.
@@ -15,6 +16,7 @@ limit); networkx only ever sees the re-serialised, entity-free element tree.
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ import networkx as nx
 from lxml import etree
 
 from canopy.engine.errors import TopologyError
+from canopy.engine.fabric.jobs import job_to_dict
 from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
 from canopy.engine.topology import Topology, format_number
 from canopy.engine.topology_io import FORMAT, VERSION, atomic_write_bytes, topology_from_dict
@@ -38,12 +41,16 @@ def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
     """The topology as a networkx MultiDiGraph with canopy's attributes."""
     g = nx.MultiDiGraph(name=topo.name, bandwidth_unit=topo.bandwidth_unit)
     g.graph.update({k: v for k, v in topo.extra.items() if isinstance(v, _SCALARS)})
+    if topo.jobs:
+        g.graph["jobs"] = json.dumps([job_to_dict(job) for job in topo.jobs])
     for n in topo.nodes:
         attrs: dict[str, Any] = {"kind": n.kind, "label": n.label or n.id}
         if n.group is not None:
             attrs["group"] = n.group
         if n.x is not None and n.y is not None:
             attrs["x"], attrs["y"] = float(n.x), float(n.y)
+        if n.failed:
+            attrs["failed"] = True
         attrs.update({k: v for k, v in n.extra.items()
                       if isinstance(v, _SCALARS) and k not in attrs})
         g.add_node(n.id, **attrs)
@@ -52,6 +59,8 @@ def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
                  _ORDER: index}
         if link.latency is not None:
             attrs["latency"] = str(format_number(link.latency))
+        if link.failed:
+            attrs["failed"] = True
         attrs.update({k: v for k, v in link.extra.items()
                       if isinstance(v, _SCALARS) and k not in attrs})
         g.add_edge(link.source, link.target, **attrs)
@@ -113,9 +122,15 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
     unit = graph.pop("bandwidth_unit", "GB/s")
     for key in ("node_default", "edge_default"):
         graph.pop(key, None)
+    jobs = graph.pop("jobs", None)
     data = {"format": FORMAT, "version": VERSION, "name": name, "bandwidth_unit": unit,
             **{k: v for k, v in graph.items() if isinstance(v, _SCALARS)},
             "nodes": nodes, "links": links}
+    if isinstance(jobs, str):
+        try:
+            data["jobs"] = json.loads(jobs)
+        except json.JSONDecodeError:
+            raise TopologyError(f"{source}: the graph's 'jobs' is not JSON.") from None
     return topology_from_dict(data, source)
 
 

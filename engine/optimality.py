@@ -165,10 +165,10 @@ class FixedK:
         return collective_algbw(collective, len(self.network.compute), self.x)
 
     def tree_capacities(self) -> dict[tuple[int, int], int]:
-        return _floored(self.network, self.u_star)
+        return floored(self.network, self.u_star)
 
 
-def _floored(net: Network, u: Fraction) -> dict[tuple[int, int], int]:
+def floored(net: Network, u: Fraction) -> dict[tuple[int, int], int]:
     """Trees each link can carry at U: floor(U·b_e) (Thm 13)."""
     return {e: math.floor(u * b) for e, b in net.capacity.items()}
 
@@ -198,7 +198,7 @@ def find_fixed_k(net: Network, k: int, optimum: Optimum | None = None) -> FixedK
     rounds = 0
     while True:
         rounds += 1
-        flow = source_network(net, _floored(net, u), k)
+        flow = source_network(net, floored(net, u), k)
         value, _, side = weakest_sink(flow, net, stop_below=n * k)
         if value >= n * k:
             return FixedK(net, k, u, rounds)

@@ -164,14 +164,29 @@ class _Splitter:
     # -- removing one switch
     def remove(self, w: int) -> None:
         neighbours = self.arcs.out[w] | self.arcs.inn[w]
-        if len(neighbours) <= 2:
+        ins = sum(self.arcs.get(u, w) for u in self.arcs.inn[w])
+        outs = sum(self.arcs.get(w, t) for t in self.arcs.out[w])
+        if len(neighbours) <= 2 and ins == outs:
             self._remove_small(w, sorted(neighbours))
         else:
             self._remove_general(w)
+        self._drop_dangling(w)
         if self.arcs.out[w] or self.arcs.inn[w]:
             raise ScheduleError(
-                f"edge splitting could not isolate switch '{self.net.names[w]}' because "
-                "the tree capacities of its neighbours are not balanced.")
+                f"edge splitting could not isolate switch '{self.net.names[w]}': it keeps "
+                f"{sum(self.arcs.get(u, w) for u in self.arcs.inn[w])} trees in and "
+                f"{sum(self.arcs.get(w, t) for t in self.arcs.out[w])} out that no split "
+                "can pair without losing connectivity.")
+
+    def _drop_dangling(self, w: int) -> None:
+        """Once w has no out-arcs its in-arcs lead nowhere, and once it has no in-arcs
+        nothing reaches its out-arcs: either way no s-v flow uses them, so they go."""
+        if self.arcs.out[w] and self.arcs.inn[w]:
+            return
+        for a, b in [*((u, w) for u in self.arcs.inn[w]), *((w, t) for t in self.arcs.out[w])]:
+            amount = self.arcs.get(a, b)
+            self.arcs.add(a, b, -amount)
+            self.routes[(a, b)].take(amount)
 
     def _remove_small(self, w: int, nbrs: list[int]) -> None:
         """At most two neighbours: split straight through, the rest as self-loops."""
@@ -208,17 +223,13 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
                     progress: Progress | None = None) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
-    ``caps`` are capacities in trees. Thm 7 assumes every node balanced (Eulerian); a
-    switch must be, or it cannot be isolated. When only compute nodes are unbalanced
-    (floored capacities for a fixed k), splitting is still safe and usually succeeds;
-    if a switch cannot be isolated that is reported.
+    ``caps`` are capacities in trees. Thm 7 guarantees that a balanced switch can be
+    isolated. Floored capacities for a fixed k (Thm 13) may leave a switch unbalanced on
+    one-way networks; γ is exact on any digraph, so splitting never loses connectivity
+    there either, and once one side of the switch is used up the other side carries no
+    flow and is dropped. If a switch keeps arcs on both sides, ScheduleError says so and
+    the caller tries a larger U (:func:`canopy.engine.forest.build_fixed_k`).
     """
-    unbalanced = _unbalanced_switch(net, caps)
-    if unbalanced is not None:
-        name, ins, outs = unbalanced
-        raise ScheduleError(
-            f"switch '{name}' would carry {ins} trees in but {outs} out, so edge "
-            "splitting cannot remove it.")
     splitter = _Splitter(net, caps, k)
     switches = [i for i in range(net.n) if not net.is_compute(i)]
     # Small switches first: their closed form needs no flows and shrinks the rest.
@@ -231,16 +242,3 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
                 if a != splitter.s and net.is_compute(a) and net.is_compute(b)}
     routes = {e: splitter.routes[e] for e in capacity}
     return LogicalTopology(capacity, routes, splitter.splits, splitter.flows)
-
-
-def _unbalanced_switch(net: Network, caps: dict[tuple[int, int], int]
-                       ) -> tuple[str, int, int] | None:
-    ins = [0] * net.n
-    outs = [0] * net.n
-    for (a, b), c in caps.items():
-        outs[a] += c
-        ins[b] += c
-    for i in range(net.n):
-        if ins[i] != outs[i] and not net.is_compute(i):
-            return net.names[i], ins[i], outs[i]
-    return None

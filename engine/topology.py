@@ -13,11 +13,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from canopy.engine.errors import TopologyError
+
+if TYPE_CHECKING:
+    from canopy.engine.fabric.jobs import Job
 
 COMPUTE = "compute"
 SWITCH = "switch"
@@ -35,6 +38,7 @@ class Node:
     x: float | None = None
     y: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False          # a failed switch carries nothing (what-if analysis)
 
     @property
     def is_compute(self) -> bool:
@@ -51,6 +55,7 @@ class Link:
     duplex: bool = True
     latency: Fraction | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False          # a failed link carries nothing (what-if analysis)
 
     def directions(self) -> list[tuple[str, str]]:
         """The directed links this link stands for."""
@@ -65,13 +70,19 @@ class Link:
 
 @dataclass
 class Topology:
-    """A network: nodes, links and any unknown top-level keys (kept for round trips)."""
+    """A network: nodes, links, the jobs sharing it and any unknown top-level keys.
+
+    Links and switches marked ``failed`` stay in the model (they are drawn and saved) but
+    carry nothing: :meth:`capacities` and :meth:`latencies` leave them out, so every
+    computation sees the reduced network (:meth:`reduced`).
+    """
 
     name: str = "untitled"
     nodes: list[Node] = field(default_factory=list)
     links: list[Link] = field(default_factory=list)
     bandwidth_unit: str = "GB/s"
     extra: dict[str, Any] = field(default_factory=dict)
+    jobs: list[Job] = field(default_factory=list)
 
     def node(self, node_id: str) -> Node:
         for n in self.nodes:
@@ -89,10 +100,21 @@ class Topology:
     def switch_nodes(self) -> list[str]:
         return [n.id for n in self.nodes if n.kind == SWITCH]
 
+    def live_links(self) -> list[Link]:
+        """The links that carry traffic: not failed, and neither end a failed switch."""
+        dead = {n.id for n in self.nodes if n.failed}
+        return [link for link in self.links if not link.failed
+                and link.source not in dead and link.target not in dead]
+
+    def reduced(self) -> Topology:
+        """A copy without the failed links and switches (the network a failure leaves)."""
+        return Topology(self.name, [n for n in self.nodes if not n.failed], self.live_links(),
+                        self.bandwidth_unit, dict(self.extra), list(self.jobs))
+
     def capacities(self) -> dict[tuple[str, str], Fraction]:
-        """Directed link bandwidths with parallel links added up."""
+        """Directed link bandwidths of the live links with parallel links added up."""
         caps: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-        for link in self.links:
+        for link in self.live_links():
             for d in link.directions():
                 caps[d] += link.bandwidth
         return dict(caps)
@@ -100,7 +122,7 @@ class Topology:
     def latencies(self) -> dict[tuple[str, str], Fraction]:
         """Per directed link, the largest latency (µs) given on any of its parallel links."""
         lat: dict[tuple[str, str], Fraction] = {}
-        for link in self.links:
+        for link in self.live_links():
             if link.latency is None:
                 continue
             for d in link.directions():
@@ -236,6 +258,9 @@ def find_problems(topo: Topology) -> list[Problem]:
             problems.append(
                 Problem(f"node '{n.id}' has kind '{n.kind}'; use 'compute' or 'switch'.", (n.id,))
             )
+        elif n.failed and n.kind == COMPUTE:
+            problems.append(Problem(f"compute node '{n.id}' is marked failed; only links and "
+                                    "switches can fail (remove the node instead).", (n.id,)))
     for i, link in enumerate(topo.links):
         for end in (link.source, link.target):
             if end not in seen:

@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.errors import TopologyError
+from canopy.engine.fabric.jobs import job_to_dict, jobs_from_list
 from canopy.engine.topology import Link, Node, Topology, format_number, parse_bandwidth
 
 FORMAT = "canopy-topology"
 VERSION = 1
 DEFAULT_SAMPLE = "dgx-a100-2x8.json"
 
-_NODE_KEYS = {"id", "kind", "label", "group", "x", "y"}
-_LINK_KEYS = {"source", "target", "bandwidth", "duplex", "latency"}
-_TOP_KEYS = {"format", "version", "name", "bandwidth_unit", "nodes", "links"}
+_NODE_KEYS = {"id", "kind", "label", "group", "x", "y", "failed"}
+_LINK_KEYS = {"source", "target", "bandwidth", "duplex", "latency", "failed"}
+_TOP_KEYS = {"format", "version", "name", "bandwidth_unit", "nodes", "links", "jobs"}
 
 
 def _plain(value: Any) -> Any:
@@ -46,6 +47,13 @@ def _coord(value: Any, where: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise TopologyError(f"{where} has coordinate {value!r}, which is not a number.")
     return float(value)
+
+
+def _failed(raw: dict[str, Any], where: str) -> bool:
+    failed = raw.get("failed", False)
+    if not isinstance(failed, bool):
+        raise TopologyError(f"{where} has 'failed' {_plain(failed)!r}; use true or false.")
+    return failed
 
 
 def topology_from_dict(data: Any, source: str = "topology") -> Topology:
@@ -74,7 +82,8 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             label=str(rn.get("label") or ""),
             group=None if group is None else str(group),
             x=_coord(rn.get("x"), where), y=_coord(rn.get("y"), where),
-            extra={k: _plain(v) for k, v in rn.items() if k not in _NODE_KEYS}))
+            extra={k: _plain(v) for k, v in rn.items() if k not in _NODE_KEYS},
+            failed=_failed(rn, where)))
     links = []
     for i, rl in enumerate(raw_links):
         if not isinstance(rl, dict):
@@ -102,11 +111,13 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             raise TopologyError(f"{source}: link {i} ({ends}) has 'duplex' {duplex!r}; "
                                 "use true or false.")
         links.append(Link(rl["source"], rl["target"], bandwidth, duplex, latency,
-                          {k: _plain(v) for k, v in rl.items() if k not in _LINK_KEYS}))
+                          {k: _plain(v) for k, v in rl.items() if k not in _LINK_KEYS},
+                          _failed(rl, f"{source}: link {i} ({ends})")))
     return Topology(
         name=str(data.get("name") or "untitled"), nodes=nodes, links=links,
         bandwidth_unit=str(data.get("bandwidth_unit") or "GB/s"),
-        extra={k: _plain(v) for k, v in data.items() if k not in _TOP_KEYS})
+        extra={k: _plain(v) for k, v in data.items() if k not in _TOP_KEYS},
+        jobs=jobs_from_list(data["jobs"], source) if "jobs" in data else [])
 
 
 def topology_to_dict(topo: Topology) -> dict[str, Any]:
@@ -117,6 +128,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
                              "group": n.group}
         if n.x is not None and n.y is not None:
             d["x"], d["y"] = round(n.x, 3), round(n.y, 3)
+        if n.failed:
+            d["failed"] = True
         d.update(n.extra)
         nodes.append(d)
     links = []
@@ -125,6 +138,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
              "bandwidth": format_number(link.bandwidth), "duplex": link.duplex}
         if link.latency is not None:
             d["latency"] = format_number(link.latency)
+        if link.failed:
+            d["failed"] = True
         d.update(link.extra)
         links.append(d)
     out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "name": topo.name,
@@ -132,6 +147,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
     out.update(topo.extra)
     out["nodes"] = nodes
     out["links"] = links
+    if topo.jobs:
+        out["jobs"] = [job_to_dict(job) for job in topo.jobs]
     return out
 
 

@@ -25,6 +25,7 @@ EXPECTED = {
     "dgx-a100-4x8": (Fraction(3, 25), 1),
     "dgx-h100-2x8": (Fraction(3, 100), 2),
     "forestcoll-fig2": (Fraction(1), 1),
+    "leaf-spine-jobs": (Fraction(14, 25), 1),
     "hypercube-3d": (Fraction(7, 150), 3),
     "mesh-2d-3x3": (Fraction(2, 25), 1),
     "mi250-2x16": (Fraction(15, 166), 83),          # forestcoll.txt §4.5: 354.13 GB/s, k=83
@@ -36,6 +37,7 @@ EXPECTED = {
     "tpu-v4-4x4x4-torus": (Fraction(21, 100), 2),
 }
 SERVERS = {"aws-p4d-2x8", "dgx-a100-2x8", "dgx-a100-4x8", "dgx-h100-2x8", "mi250-2x16",
+           "leaf-spine-jobs",
            "mi250-8plus8", "rail-leaf-spine-4x8", "tacos-2d-switch-8x4", "tacos-3d-rfs-2x4x8",
            "tacos-dragonfly-4x5"}
 NAMES = [n.removesuffix(".json") for n in sample_names()]
@@ -58,7 +60,7 @@ def test_sample_loads_validates_and_has_its_optimum(name):
 def test_sample_solves_to_a_verified_optimal_schedule(name):
     schedule = solve(load_sample(name))          # solve() verifies before returning
     inverse_x, k = EXPECTED[name]
-    assert schedule.k == k
+    assert schedule.optimum.k == k and schedule.k <= k   # the fewest trees at the optimum
     assert schedule.algbw == len(schedule.compute_nodes) / inverse_x
 
 
@@ -74,8 +76,10 @@ def test_sample_is_laid_out_and_grouped(name):
 
 
 def _without_name(topo: Topology) -> dict:
+    """The topology's JSON without its name and jobs (neither is part of a recipe)."""
     data = topology_to_dict(topo)
     data.pop("name")
+    data.pop("jobs", None)
     return data
 
 

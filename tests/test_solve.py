@@ -5,9 +5,9 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
-from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.network import Network
+from canopy.engine.optimality import COLLECTIVES, find_fixed_k
 from canopy.engine.schedule_io import schedule_from_dict, schedule_to_dict
 from canopy.engine.topology_io import load_sample
 from canopy.engine.verification import verify
@@ -79,21 +79,23 @@ def test_random_topologies_reach_optimum(topo):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topologies(max_compute=4, max_switch=3))
 def test_random_topologies_fixed_k(topo):
+    """Every k has a verified schedule, one-way networks included (§4.5, issue 15)."""
     for k in (1, 2):
         for collective in ("allgather", "allreduce"):
-            try:
-                schedule = solve(topo, collective, k=k)
-            except ScheduleError as exc:  # only the documented unbalanced-floor case
-                assert "rounding every link down to whole trees unbalances" in str(exc), exc
-                continue
+            schedule = solve(topo, collective, k=k)
             assert verify(topo, schedule) == schedule.algbw
             assert schedule.algbw <= schedule.optimal_algbw
 
 
-def test_fixed_k_unbalanced_floors_are_explained(capsys):
+def test_fixed_k_on_a_one_way_network_with_unbalanced_floors(capsys):
+    """floor(U*·b_e) leaves switch w0 unbalanced here; the schedule still exists and
+    reaches Thm 14's U*, a lower bound for every schedule with k trees per node."""
     from canopy.cli import main
-    assert main(["solve", "tests/data/fixed-k-unbalanced.json", "--k", "1"]) == 2
-    err = capsys.readouterr().err
-    assert "with k fixed to 1, rounding every link down" in err
-    assert "switch 'w0' would carry" in err and "the optimal k is" in err
-    assert main(["solve", "tests/data/fixed-k-unbalanced.json"]) == 0
+    from canopy.engine.topology_io import load_topology
+    topo = load_topology("tests/data/fixed-k-unbalanced.json")
+    net = Network.from_topology(topo)
+    for k in (1, 2, 3):
+        schedule = solve(topo, k=k)
+        assert schedule.x == k / find_fixed_k(net, k).u_star
+    assert main(["solve", "tests/data/fixed-k-unbalanced.json", "--k", "1"]) == 0
+    assert "k fixed to 1 reaches" in capsys.readouterr().out

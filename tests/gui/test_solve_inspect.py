@@ -43,7 +43,8 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     assert results.text("allgather").startswith("<b>346.67 GB/s")
     assert results.text("allreduce").startswith("173.33 GB/s")
     assert results.text("inverse_x").startswith("3/65")
-    assert results.text("k").startswith("13 trees per node")
+    assert results.text("k") == "k = 13 reaches the optimum; Prop. 3 gives 13"
+    assert "<td align='right'>7</td><td align='right'>346.39</td>" in results.text("tradeoff")
     assert results.text("y").startswith("5/3 GB/s")
     assert results.text("n") == "16 compute nodes"
     assert results.text("trees").startswith("24 distinct (208 unit trees)")
@@ -172,7 +173,8 @@ def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
     results = window.inspector.results
     assert results.text("collective") == "allgather, k fixed to 2"
     assert results.text("achieved").startswith("342.86 GB/s with k = 2")
-    assert results.text("k").startswith("2 trees per node (fixed); optimal k = 13")
+    assert results.text("k") == ("k fixed to 2 reaches 98.90 % of the optimum; "
+                                 "Prop. 3 gives 13")
 
 
 def test_cancelled_fixed_k_dialog_starts_nothing(window, monkeypatch):

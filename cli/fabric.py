@@ -1,0 +1,89 @@
+"""``canopy fabric TOPO``: jobs sharing a fabric under ECMP, source routing or vClos."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from canopy.engine.errors import TopologyError
+from canopy.engine.fabric.analysis import DEFAULT_SEEDS, ROUTINGS, FabricResult, analyze
+from canopy.engine.fabric.jobs import load_jobs
+from canopy.engine.topology import Topology
+from canopy.engine.topology_io import atomic_write_text, load_topology
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fabric", help="slowdown of jobs sharing a fabric (ECMP, source "
+                                      "routing, vClos)")
+    p.add_argument("topology", help="canopy-topology JSON file")
+    p.add_argument("--jobs", metavar="JOBS", help="canopy-jobs JSON file (default: the "
+                                                  "topology's own 'jobs')")
+    p.add_argument("--routing", choices=ROUTINGS, default="ecmp")
+    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+                   help=f"ECMP hash seeds (default {DEFAULT_SEEDS})")
+    add_fail_argument(p)
+    p.add_argument("--json", metavar="OUT", help="write the canopy-fabric JSON here")
+    p.set_defaults(run=run)
+
+
+def add_fail_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fail", nargs="+", metavar="LINK", default=[],
+                   help="fail a switch (its id) or a link (SOURCE-TARGET) for this run")
+
+
+def apply_failures(topo: Topology, names: list[str]) -> None:
+    """Mark each named switch, or every link between a named pair, failed."""
+    kinds = {n.id: n for n in topo.nodes}
+    for name in names:
+        if name in kinds:
+            if kinds[name].is_compute:
+                raise TopologyError(f"--fail {name}: '{name}' is a compute node; only "
+                                    "switches and links can fail.")
+            kinds[name].failed = True
+            continue
+        hit = False
+        for cut in (i for i, ch in enumerate(name) if ch == "-"):
+            a, b = name[:cut], name[cut + 1:]
+            for link in topo.links:
+                if {link.source, link.target} == {a, b}:
+                    link.failed = hit = True
+        if not hit:
+            raise TopologyError(f"--fail {name}: there is no switch or link of that name "
+                                "(give a switch id or SOURCE-TARGET of a link).")
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary(result: FabricResult) -> str:
+    seeds = f", {result.seeds} seeds" if result.routing == "ecmp" else ""
+    lines = [f"routing: {result.routing}{seeds}",
+             f"{'job':<12} {'nodes':>5} {'collective':<15} {'alone µs':>10} "
+             f"{'slowdown':>9} {'p99':>6} {'time µs':>10}"]
+    for j in result.jobs:
+        if j.refused is not None:
+            lines.append(f"{j.name:<12} {len(j.nodes):>5} refused: {j.refused}")
+            continue
+        lines.append(f"{j.name:<12} {len(j.nodes):>5} {j.collective:<15} "
+                     f"{_fmt(j.alone_us, 1):>10} {_fmt(j.mean):>9} {_fmt(j.p99):>6} "
+                     f"{_fmt(j.time_us(j.mean), 1):>10}")
+    hot = sorted(result.links, key=lambda k: -max(k.loads))[:5]
+    if hot:
+        lines.append("hottest links (offered load / capacity, mean and max over seeds):")
+        for k in hot:
+            lines.append(f"  {k.source} -> {k.target}: {sum(k.loads) / len(k.loads):.2f}, "
+                         f"max {max(k.loads):.2f} ({max(k.flows)} flows)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    topo = load_topology(args.topology)
+    apply_failures(topo, args.fail)
+    jobs = load_jobs(args.jobs) if args.jobs else None
+    result = analyze(topo, jobs, args.routing, args.seeds, where=args.topology,
+                     jobs_where=args.jobs or args.topology)
+    if args.json:
+        atomic_write_text(args.json, json.dumps(result.to_json(), indent=1) + "\n")
+    print(summary(result))
+    return 0

@@ -1,0 +1,71 @@
+"""Fewest trees per node at the optimum or within a tolerance (engine/fewest.py)."""
+
+from fractions import Fraction
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from canopy.cli import main
+from canopy.engine.forest import solve
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_fixed_k, find_optimum
+from canopy.engine.progress import Cancelled
+from canopy.engine.schedule_io import schedule_to_dict
+from canopy.engine.topology_io import load_sample
+from canopy.engine.verification import verify
+from tests.strategies import topologies
+
+
+def test_k1_reaches_the_optimum_where_prop3_needs_1625():
+    topo = load_sample("aws-p4d-2x8")
+    schedule = solve(topo)
+    assert schedule.k == 1 and schedule.optimum.k == 1625
+    assert schedule.algbw == schedule.optimal_algbw == verify(topo, schedule)
+    data = schedule_to_dict(schedule)
+    assert data["k"] == 1 and data["optimality"]["k"] == 1625 and not data["fixed_k"]
+    assert data["k_search"]["prop3_k"] == 1625
+
+
+def test_dgx_needs_13_and_tolerance_trades_trees_for_bandwidth():
+    topo = load_sample("dgx-a100-2x8")
+    assert solve(topo).k == 13
+    near = solve(topo, tolerance=1)
+    assert (near.k, near.algbw) == (7, Fraction(33600, 97))   # 346.39 GB/s
+    assert verify(topo, near) == near.algbw
+    loose = solve(topo, tolerance="1.5")
+    assert (loose.k, loose.algbw) == (1, Fraction(2400, 7))   # 342.86 GB/s
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topologies(max_compute=4, max_switch=2))
+def test_fewest_k_matches_brute_force(topo):
+    """The search returns the smallest k whose best fixed-k rate is x* (Thm 14)."""
+    net = Network.from_topology(topo)
+    opt = find_optimum(net)
+    schedule = solve(topo)
+    assert schedule.algbw == schedule.optimal_algbw
+    for k in range(1, schedule.k):
+        assert find_fixed_k(net, k, opt).x < opt.x
+    for tolerance in (5, 20):
+        near = solve(topo, tolerance=tolerance)
+        assert near.algbw >= schedule.optimal_algbw * (100 - tolerance) / 100
+        for k in range(1, near.k):
+            assert find_fixed_k(net, k, opt).x < opt.x * (100 - tolerance) / 100
+
+
+def test_search_can_be_cancelled():
+    def progress(phase: str, fraction: float) -> None:
+        if phase == "fewest k":
+            raise Cancelled
+    with pytest.raises(Cancelled):
+        solve(load_sample("dgx-a100-2x8"), progress=progress)
+
+
+def test_cli_prints_both_k_and_takes_a_tolerance(capsys):
+    assert main(["solve", "samples/aws-p4d-2x8.json"]) == 0
+    assert "k = 1 reaches the optimum; Prop. 3 gives 1625" in capsys.readouterr().out
+    assert main(["solve", "samples/dgx-a100-2x8.json", "--tolerance", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "k = 7 is the fewest within 1 % of the optimum" in out and "346.39" in out
+    with pytest.raises(SystemExit):
+        main(["solve", "samples/dgx-a100-2x8.json", "--tolerance", "100"])
