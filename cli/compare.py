@@ -96,13 +96,15 @@ def run(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     comp = compare(topo, args.collective, where=args.topology, **options)
     print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
-          "congestion, times from the α-β simulator "
+          "congestion, times from the execution model "
           f"({float(comp.default_latency):g} µs per link unless the topology says; switches "
           f"{comp.switch_mode})")
     for line in format_table(comp):
         print(line)
     print("FC x: how many times ForestColl's bound is the row's. algbw = size / time, "
           "GB/s = 1e9 B/s; 1M = 2^20 B.")
+    for note in comp.notes():
+        print(f"  {note}")
     if args.json:
         atomic_write_text(args.json, json.dumps(comp.to_json(), indent=1) + "\n")
         print(f"wrote {args.json}")

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, FlowTree, path_links
+from canopy.engine.plan import CollectivePlan, FlowTree, bandwidth_bound, path_links
 from canopy.engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
@@ -404,82 +404,92 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     """
     _check_mode(switch_mode)
     size = Fraction(size)
-    smallest = min(t.share for t in plan.trees)
+    trees = list(plan.trees)
+    smallest = min(t.share for t in trees)
+    nphase = len(plan.reduce_trees)
     program = Program()
     conns: dict[Hashable, int] = {}
-    # (order key, tree index, edge index, piece) for every tree edge and piece.
-    entries: list[tuple[tuple, int, int, int]] = []
-    trees = list(plan.trees)
-    levels = [_tree_levels(t) for t in trees]
-    nphase = len(plan.reduce_trees)
+    hop_cache: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    # Per tree edge (in one flat list): its connections (one per hop) and order key.
+    edge_conns: list[list[int]] = []
+    edge_of: dict[tuple[int, int], int] = {}
+    keys: list[tuple] = []
     for ti, tree in enumerate(trees):
         phase = 0 if ti < nphase else 1
+        levels = _tree_levels(tree)
+        weight = tree.share / smallest
         for ei, e in enumerate(tree.edges):
-            for p in range(pieces):
-                if plan.ordered_links:
-                    key = (phase, e.priority, p, ti)
+            if e.path not in hop_cache:
+                hop_cache[e.path] = _hops(e.path, switches, switch_mode)
+            ids = []
+            for hop in hop_cache[e.path]:
+                if e.channel is not None:
+                    ckey: Hashable = ("channel", e.channel, hop)
+                elif plan.ordered_links:
+                    ckey = ("route", phase, hop)
                 else:
-                    key = (p, phase, levels[ti][ei], e.priority, ti)
-                entries.append((key, ti, ei, p))
-    entries.sort()
+                    ckey = ("edge", ti, ei, hop)
+                if ckey not in conns:
+                    own = e.channel is None and not plan.ordered_links
+                    conns[ckey] = program.connect(hop, weight if own else Fraction(1))
+                ids.append(conns[ckey])
+            edge_of[(ti, ei)] = len(edge_conns)
+            edge_conns.append(ids)
+            keys.append((phase, e.priority, ti) if plan.ordered_links
+                        else (phase, levels[ei], e.priority, ti))
+    count = len(edge_conns)
+    order = sorted(range(count), key=keys.__getitem__)
+    if plan.ordered_links:
+        # (phase, priority, piece, tree): every piece of a hop before the next hop.
+        sequence = [(p, x) for x in order for p in range(pieces)]
+    else:
+        sequence = [(p, x) for p in range(pieces) for x in order]
+    # Sends of (piece, edge): first and last hop; the last one delivers.
+    first = [[0] * count for _ in range(pieces)]
+    last = [[0] * count for _ in range(pieces)]
+    conn_of: list[int] = []
+    size_of: list[Fraction] = []
+    after: list[list[int]] = []
+    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
     piece_size = [t.share * size / pieces for t in trees]
-    tree_weight = [t.share / smallest for t in trees]
-    # The sends of (tree, edge, piece): the hops of its path, the last delivers.
-    last: dict[tuple[int, int, int], int] = {}
-    first: dict[tuple[int, int, int], list[int]] = {}
-    for _, ti, ei, p in entries:
-        tree = trees[ti]
-        e = tree.edges[ei]
-        ids = []
-        prev: list[int] = []
-        for hop in _hops(e.path, switches, switch_mode):
-            if e.channel is not None:
-                ckey: Hashable = ("channel", e.channel, hop)
-                w = Fraction(1)
-            elif plan.ordered_links:
-                ckey = ("route", ti < nphase, hop)
-                w = Fraction(1)
-            else:
-                ckey = ("edge", ti, ei, hop)
-                w = tree_weight[ti]
-            if ckey not in conns:
-                conns[ckey] = program.connect(hop, w)
-            sid = program.send(conns[ckey], piece_size[ti], prev)
-            ids.append(sid)
-            prev = [sid]
-        first[(ti, ei, p)] = ids
-        last[(ti, ei, p)] = ids[-1]
-    # Dependencies between tree edges, filled in now that every send exists.
-    deps: dict[int, list[int]] = {}
+    for p, x in sequence:
+        amount = piece_size[edge_tree[x]]
+        first[p][x] = len(conn_of)
+        for i, c in enumerate(edge_conns[x]):
+            conn_of.append(c)
+            size_of.append(amount)
+            after.append([len(conn_of) - 2] if i else [])
+        last[p][x] = len(conn_of) - 1
+    # Dependencies between tree edges.
     root_done: dict[tuple[Hashable, int], list[int]] = {}
     for ti, tree in enumerate(trees):
-        into = {e.child: ei for ei, e in enumerate(tree.edges)}
+        into = {e.child: edge_of[(ti, ei)] for ei, e in enumerate(tree.edges)}
         children: dict[str, list[int]] = {}
         for ei, e in enumerate(tree.edges):
-            children.setdefault(e.parent, []).append(ei)
-        for p in range(pieces):
-            for ei, e in enumerate(tree.edges):
-                head = first[(ti, ei, p)][0]
-                if tree.reduce:
-                    # Child -> parent: waits for everything from the child's children.
-                    deps.setdefault(head, []).extend(
-                        last[(ti, c, p)] for c in children.get(e.child, []))
+            children.setdefault(e.parent, []).append(edge_of[(ti, ei)])
+        for ei, e in enumerate(tree.edges):
+            x = edge_of[(ti, ei)]
+            if tree.reduce:
+                # Child -> parent: waits for everything from the child's children.
+                below = children.get(e.child, [])
+                for p in range(pieces):
+                    after[first[p][x]].extend(last[p][c] for c in below)
                     if e.parent == tree.root:
-                        root_done.setdefault((tree.key, p), []).append(last[(ti, ei, p)])
-                elif e.parent != tree.root:
-                    deps.setdefault(head, []).append(last[(ti, into[e.parent], p)])
+                        root_done.setdefault((tree.key, p), []).append(last[p][x])
+            elif e.parent != tree.root:
+                above = into[e.parent]
+                for p in range(pieces):
+                    after[first[p][x]].append(last[p][above])
     for ti, tree in enumerate(trees):
         if tree.reduce:
             continue
-        for p in range(pieces):
-            wait = root_done.get((tree.key, p), [])
-            if wait:
-                for ei, e in enumerate(tree.edges):
-                    if e.parent == tree.root:
-                        deps.setdefault(first[(ti, ei, p)][0], []).extend(wait)
-    for sid, more in deps.items():
-        s = program.sends[sid]
-        program.sends[sid] = Send(s.connection, s.size, s.after + tuple(more))
+        for ei, e in enumerate(tree.edges):
+            if e.parent == tree.root:
+                x = edge_of[(ti, ei)]
+                for p in range(pieces):
+                    after[first[p][x]].extend(root_done.get((tree.key, p), []))
+    program.sends = [Send(c, n, tuple(a)) for c, n, a in zip(conn_of, size_of, after,
+                                                              strict=True)]
     return program
 
 
@@ -532,6 +542,13 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     return SimulationResult(time, Fraction(message_size), pieces, len(program.sends))
 
 
+def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
+                    ) -> Fraction:
+    """No depth runs faster than the busiest link's bytes at its bandwidth (µs)."""
+    algbw, _ = bandwidth_bound(plan, topology.capacities())
+    return Fraction(message_size) / (algbw * BYTES_PER_US_PER_GBPS)
+
+
 def max_pieces(plan: CollectivePlan, size: Fraction | int,
                min_slice: int = MIN_SLICE_BYTES) -> int:
     """The most loop iterations worth running: the largest tree's message stays at least
@@ -549,8 +566,9 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
     (:func:`max_pieces`, MAX_PIECES, and at most MAX_MESSAGES sends). The search starts at
     ``PIECES_PER_STAGE · pipeline_stages`` within that range (or ``start`` if deeper) and
-    doubles while that gains more than MIN_GAIN. In this model a deeper pipeline is never
-    much slower (α is latency), so the search only decides when deeper stops paying.
+    doubles while that gains more than MIN_GAIN and the time is more than MIN_GAIN above
+    :func:`bandwidth_floor`. In this model a deeper pipeline is never much slower (α is
+    latency), so the search only decides when deeper stops paying.
     """
     switches = frozenset(topology.switch_nodes())
     per_piece = sum(len(_hops(e.path, switches, switch_mode))
@@ -561,7 +579,8 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     target = PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode)
     pieces = min(max(lowest, start, target), limit)
     best = simulate(topology, plan, message_size, pieces, default_latency, switch_mode, check)
-    while 2 * pieces <= limit:
+    floor = bandwidth_floor(topology, plan, message_size)
+    while 2 * pieces <= limit and best.time_us * (1 - MIN_GAIN) > floor:
         pieces *= 2
         result = simulate(topology, plan, message_size, pieces, default_latency,
                           switch_mode, check)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import add_path_load
 from canopy.engine.schedule import Schedule, Tree
 from canopy.engine.topology import Topology, format_gbps
 
@@ -76,9 +77,8 @@ def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedu
         _check_tree(tree, compute, switches, caps, reverse)
         totals[tree.root] += tree.multiplicity
         for e in tree.edges:
-            for a, b in zip(e.path, e.path[1:], strict=False):
-                hop = (b, a) if reverse else (a, b)
-                loads[hop] = loads.get(hop, 0) + tree.multiplicity
+            add_path_load(loads, tuple(reversed(e.path)) if reverse else e.path,
+                          tree.multiplicity)
     for root, total in totals.items():
         if total != schedule.k:
             _fail(f"root '{root}' has {total} unit trees, but k = {schedule.k}.")

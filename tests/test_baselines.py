@@ -29,13 +29,8 @@ from canopy.engine.baselines.tacos import (
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
 from canopy.engine.packing import pack_trees
-from canopy.engine.plan import (
-    Router,
-    bandwidth_bound,
-    check_coverage,
-    path_links,
-    ring_plan,
-)
+from canopy.engine.plan import bandwidth_bound, check_coverage, path_links, ring_plan
+from canopy.engine.routing import Router
 from canopy.engine.simulate import simulate
 from canopy.engine.splitting import remove_switches
 from canopy.engine.topology import Link, Node, Topology
