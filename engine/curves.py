@@ -22,7 +22,7 @@ from canopy.engine.simulate import fastest
 from canopy.engine.topology import Topology
 
 GB = 10**9
-EXECUTED_SIZES = tuple(2**e for e in (10, 13, 16, 18, 20, 22, 24, 26, 28, 30))
+EXECUTED_SIZES = tuple(2**e for e in (10, 16, 20, 24, 28, 30))
 
 
 def fixed_k_curve(topology: Topology, max_k: int = 10, collective: str = "allgather",

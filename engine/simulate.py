@@ -566,9 +566,10 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
     (:func:`max_pieces`, MAX_PIECES, and at most MAX_MESSAGES sends). The search starts at
     ``PIECES_PER_STAGE · pipeline_stages`` within that range (or ``start`` if deeper) and
-    doubles while that gains more than MIN_GAIN and the time is more than MIN_GAIN above
-    :func:`bandwidth_floor`. In this model a deeper pipeline is never much slower (α is
-    latency), so the search only decides when deeper stops paying.
+    doubles, the last step stopping at the most, while that gains more than MIN_GAIN and
+    the time is more than MIN_GAIN above :func:`bandwidth_floor`. In this model a deeper
+    pipeline is never much slower (α is latency), so the search only decides when deeper
+    stops paying.
     """
     switches = frozenset(topology.switch_nodes())
     per_piece = sum(len(_hops(e.path, switches, switch_mode))
@@ -580,8 +581,8 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     pieces = min(max(lowest, start, target), limit)
     best = simulate(topology, plan, message_size, pieces, default_latency, switch_mode, check)
     floor = bandwidth_floor(topology, plan, message_size)
-    while 2 * pieces <= limit and best.time_us * (1 - MIN_GAIN) > floor:
-        pieces *= 2
+    while pieces < limit and best.time_us * (1 - MIN_GAIN) > floor:
+        pieces = min(2 * pieces, limit)
         result = simulate(topology, plan, message_size, pieces, default_latency,
                           switch_mode, check)
         gain = 1 - result.time_us / best.time_us
