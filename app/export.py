@@ -49,13 +49,14 @@ from canopy.engine.msccl import (
     msccl_xml,
 )
 from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+from canopy.engine.nccl_graph import NcclGraph, export_nccl_graph
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.progress import Progress
 from canopy.engine.run_commands import run_command
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.topology import Topology
+from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import atomic_write_bytes
 
 if TYPE_CHECKING:
@@ -269,7 +270,11 @@ class Exporter:
                 ("export_json", "&Schedule JSON…", self.export_json,
                  "Write the schedule as canopy-schedule JSON"),
                 ("export_image", "Canvas &Image (PNG or SVG)…", self.export_image,
-                 "Write the drawing, with the shown overlays, as PNG or SVG")]:
+                 "Write the drawing, with the shown overlays, as PNG or SVG"),
+                ("export_nccl_graph", "&NCCL Graph File (rings for plain NCCL)…",
+                 self.export_nccl_graph,
+                 "Write Canopy's best ring set as an NCCL_GRAPH_FILE and show the command "
+                 "that runs it")]:
             action = QAction(text, window)
             action.setStatusTip(tip)
             action.triggered.connect(lambda _=False, s=slot: s())
@@ -281,6 +286,7 @@ class Exporter:
         fresh = self.controller.fresh
         for name in ("export_msccl", "export_trees", "export_json"):
             self.actions[name].setEnabled(fresh and not self.controller.busy)
+        self.actions["export_nccl_graph"].setEnabled(not self.controller.busy)
 
     # ------------------------------------------------------------ helpers
 
@@ -337,6 +343,29 @@ class Exporter:
                                       "XML (*.xml);;All files (*)")
         return path is not None and self._write("trees listing", path,
                                                 lambda: write_trees_xml(path, schedule))
+
+    def export_nccl_graph(self, path: Path | None = None) -> bool:
+        """Build, write and check the NCCL graph of the drawing in the background, then
+        show the command that runs it."""
+        topology = self.window.doc.snapshot()
+        path = path or self._ask_path("Export NCCL graph file", f"{self._stem()}.nccl-graph.xml",
+                                      "NCCL graph XML (*.xml);;All files (*)")
+        if path is None:
+            return False
+        target = path
+
+        def done(graph: NcclGraph) -> None:
+            summary = (f"{len(graph.channels)} ring channels, allgather bound "
+                       f"{format_gbps(graph.algbw)} GB/s")
+            self.window.statusBar().showMessage(f"Exported the NCCL graph to {target}: "
+                                                f"{summary}", 10000)
+            command = run_command("nccl-graph", target, "allgather",
+                                  len(topology.compute_nodes()), len(servers_of(topology)[0]))
+            self.run_dialog = RunCommandDialog(target, summary, command, self.window)
+            self.run_dialog.show()
+
+        return self.controller.run("Exporting the NCCL graph", done, export_nccl_graph,
+                                   topology, target)
 
     def export_image(self, path: Path | None = None) -> bool:
         path = path or self._ask_path("Export canvas image", f"{self._stem()}.png",

@@ -46,6 +46,7 @@ from lxml import etree
 from canopy.engine.baselines.ring import find_rings, servers_of
 from canopy.engine.errors import CanopyError
 from canopy.engine.plan import Edge, Path, add_path_load, bandwidth_bound, ring_plan
+from canopy.engine.progress import Progress, report
 from canopy.engine.routing import Router
 from canopy.engine.safe_xml import parse_xml_bytes
 from canopy.engine.topology import Topology
@@ -305,3 +306,20 @@ def read_nccl_graph(data: bytes, source: str = "NCCL graph file") -> NcclGraph:
                          float(elem.get("speedinter", "0")), elem.get("typeintra", ""),
                          elem.get("typeinter", ""))
     raise NcclGraphError(f"{source} holds no ring graph (<graph id=\"0\">).")
+
+
+def export_nccl_graph(topology: Topology, path: str | os.PathLike[str],
+                      progress: Progress | None = None) -> NcclGraph:
+    """Write ``topology``'s NCCL graph to ``path``, read it back and check that it makes
+    NCCL run the same rings; returns the graph written."""
+    report(progress, "NCCL rings", 0.0)
+    graph = nccl_graph(topology)
+    write_nccl_graph(path, graph)
+    report(progress, "reading back", 0.9)
+    with open(path, "rb") as f:
+        back = read_nccl_graph(f.read(), str(path))
+    if [order for order, _ in graph_rings(topology, back)] != \
+            [order for order, _ in graph_rings(topology, graph)]:
+        raise NcclGraphError(f"{path} does not describe the rings it was written from "
+                             "(a bug in Canopy).")
+    return graph

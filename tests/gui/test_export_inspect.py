@@ -178,3 +178,18 @@ def test_schedule_exports_refuse_stale_results(window, qtbot, dialogs, tmp_path)
     assert not window.actions["export_json"].isEnabled()
     assert not window.actions["export_msccl"].isEnabled()
     assert window.actions["export_image"].isEnabled()
+
+
+def test_nccl_graph_export_writes_checks_and_shows_the_run_command(window, qtbot, dialogs,
+                                                                   tmp_path):
+    dialogs.save_path = str(tmp_path / "rings.xml")
+    assert window.actions["export_nccl_graph"].isEnabled()      # no solve needed
+    window.actions["export_nccl_graph"].trigger()
+    wait_idle(window, qtbot)
+    assert (tmp_path / "rings.xml").read_bytes().startswith(b"<graphs")
+    run = window.inspector.exporter.run_dialog
+    text = run.command.toPlainText()
+    assert f"-x NCCL_GRAPH_FILE={tmp_path / 'rings.xml'}" in text and "-np 16 -N 8" in text
+    assert "8 ring channels" in window.statusBar().currentMessage()
+    run.close()
+    assert dialogs.calls == []

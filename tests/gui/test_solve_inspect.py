@@ -201,9 +201,9 @@ def test_menus_hold_the_compute_and_export_entries(window):
     export = window.menus["export"]
     assert export.menuAction() in file_items
     assert file_items.index(export.menuAction()) < file_items.index(window.actions["quit"])
-    assert [a.text() for a in export.actions() if not a.isSeparator()][-4:] == [
+    assert [a.text() for a in export.actions() if not a.isSeparator()][-5:] == [
         "&MSCCL XML…", "&Trees Listing (XML)…", "&Schedule JSON…",
-        "Canvas &Image (PNG or SVG)…"]
+        "Canvas &Image (PNG or SVG)…", "&NCCL Graph File (rings for plain NCCL)…"]
     bar = window.menuBar().actions()
     assert bar.index(window.menus["compute"].menuAction()) < bar.index(
         window.menus["help"].menuAction())
