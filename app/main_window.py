@@ -42,6 +42,7 @@ from canopy.app.recovery import Autosaver, Recovered, orphaned
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.errors import CanopyError
 from canopy.engine.layout import auto_layout
+from canopy.engine.maxflow import default_backend
 from canopy.engine.sweep.runner import read_rows
 from canopy.engine.topology import COMPUTE, SWITCH, Node, Topology
 from canopy.engine.topology_io import load_sample, load_topology, sample_names
@@ -543,5 +544,5 @@ class MainWindow(QMainWindow):
         versions = {"Qt": qVersion(), "PySide6": PySide6.__version__}
         versions.update((k, v) for k, v in library_versions().items()
                         if k != "PySide6-Essentials")
-        versions["maxflow backend"] = "OR-Tools SimpleMaxFlow"
+        versions["maxflow backend"] = default_backend()
         return versions

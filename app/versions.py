@@ -28,5 +28,7 @@ def library_versions() -> dict[str, str]:
 def version_report() -> str:
     lines = [f"canopy {canopy_version()}"]
     lines += [f"  {name} {ver}" for name, ver in library_versions().items()]
-    lines.append("  maxflow backend: OR-Tools SimpleMaxFlow (int64, exact)")
+    from canopy.engine.maxflow import default_backend
+
+    lines.append(f"  maxflow backend: {default_backend()} (exact; see canopy.engine.maxflow)")
     return "\n".join(lines)

@@ -29,19 +29,22 @@ VERBS = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``canopy`` parser; with ``only``, just that verb's module is imported (start-up
+    of one command does not pay for every other command's imports)."""
     parser = argparse.ArgumentParser(
         prog="canopy",
         description="Design cluster networks and get optimal collective schedules (ForestColl).")
     parser.add_argument("--version", action="store_true", help="print versions and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for verb in VERBS:
+    for verb in [only] if only in VERBS else VERBS:
         importlib.import_module(f"canopy.cli.{verb.replace('-', '_')}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if args.version:
         from canopy.app.versions import version_report

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from canopy.engine.baselines.ring import servers_of
 from canopy.engine.errors import ScheduleError
-from canopy.engine.export import write_trees_xml
 from canopy.engine.msccl import RUNTIMES, MscclLimitError, MscclOptions, explain_limits, msccl_xml
-from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
-from canopy.engine.run_commands import run_command
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
@@ -49,6 +45,8 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
+        from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
                                runtime=args.msccl_runtime)
         try:
@@ -63,9 +61,14 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         atomic_write_bytes(args.msccl, data)
         print(f"MSCCL XML:       {args.msccl} ({report.summary()})")
         if args.print_run:
+            from canopy.engine.baselines.ring import servers_of
+            from canopy.engine.run_commands import run_command
+
             per_server = len(servers_of(topology)[0])
             print(run_command(args.msccl_runtime, args.msccl, schedule.collective,
                               len(schedule.compute_nodes), per_server))
     if args.trees_xml:
+        from canopy.engine.export import write_trees_xml
+
         write_trees_xml(args.trees_xml, schedule)
         print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")

@@ -10,10 +10,11 @@ from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.allreduce_lp import solve_allreduce_lp
+from canopy.engine.errors import CanopyError
 from canopy.engine.fewest import describe_k
 from canopy.engine.forest import solve
 from canopy.engine.network import Network
-from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
 from canopy.engine.topology import format_gbps
@@ -30,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="take the fewest trees per node within P %% of the optimum "
                    "(default 0: the fewest that reach it)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    p.add_argument("--bound-only", action="store_true",
+                   help="print the optimum, bottleneck cut and k only (no trees; fast on "
+                   "large topologies)")
     p.add_argument("--allreduce-lp", action="store_true",
                    help="also solve ForestColl's allreduce LP (App. E) with HiGHS and say "
                    "whether it beats reduce-scatter + allgather")
@@ -84,12 +88,36 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
     return "\n".join(lines)
 
 
+def bound_summary(opt: Optimum, collective: str, all_nodes: list[str], seconds: float) -> str:
+    """``canopy solve --bound-only``: the optimum without trees."""
+    n = len(opt.network.compute)
+    return "\n".join([
+        f"collective:      {collective}",
+        f"compute nodes:   N = {n}",
+        f"optimal algbw:   {format_gbps(opt.algbw(collective))} GB/s",
+        f"1/x*:            {opt.inverse_x}",
+        f"bottleneck cut:  {describe_cut(opt.cut_names(), all_nodes)}, exiting bandwidth "
+        f"{format_gbps(opt.cut_bandwidth)} GB/s",
+        f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"time:            {seconds:.3f} s (bound only: no trees built)",
+    ])
+
+
 def run(args: argparse.Namespace) -> int:
     if args.collective == "alltoall":
         return run_alltoall(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)
     apply_failures(topo, args.fail)
+    if args.bound_only:
+        if args.json or args.msccl or args.trees_xml or args.k is not None \
+                or args.allreduce_lp:
+            raise CanopyError("--bound-only builds no trees, so it cannot be combined with "
+                              "--k, --json, --msccl, --trees-xml or --allreduce-lp.")
+        opt = optimum(topo, where=args.topology)
+        print(bound_summary(opt, args.collective, topo.node_ids(),
+                            time.perf_counter() - start))
+        return 0
     schedule = solve(topo, args.collective, k=args.k, where=args.topology,
                      tolerance=args.tolerance)
     lp = None

@@ -51,32 +51,49 @@ def is_symmetric(net: Network) -> bool:
 
 
 def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> list[Tree]:
-    """Give every unit tree physical paths; a batch splits where its units' paths differ."""
+    """Give every unit tree physical paths; a batch splits where its units' paths differ.
+
+    Equal (edge, path) pairs are one shared :class:`TreeEdge`, so memory grows with the
+    distinct routes, not with N·k·(N-1) tree edges.
+    """
     names = net.names
+    shared: dict[tuple[int, int, tuple[int, ...]], TreeEdge] = {}
+
+    def tree_edge(x: int, y: int, path: tuple[int, ...]) -> TreeEdge:
+        edge = shared.get((x, y, path))
+        if edge is None:
+            edge = TreeEdge(names[x], names[y], tuple(names[p] for p in path))
+            shared[(x, y, path)] = edge
+        return edge
+
     trees: list[Tree] = []
     per_root: dict[int, int] = {}
-    for batch in sorted(batches, key=lambda b: net.compute.index(b.root)):
-        parts: list[tuple[int, list[tuple[int, ...]]]] = [(batch.m, [])]
-        for edge in batch.edges:
-            pieces = logical.routes[edge].take(batch.m)
-            refined: list[tuple[int, list[tuple[int, ...]]]] = []
+    order = {c: i for i, c in enumerate(net.compute)}
+    for batch in sorted(batches, key=lambda b: order[b.root]):
+        parts: list[tuple[int, list[TreeEdge]]] = [(batch.m, [])]
+        for x, y in batch.edges:
+            pieces = logical.routes[(x, y)].take(batch.m)
+            if len(pieces) == 1:
+                edge = tree_edge(x, y, pieces[0][0])
+                for _, edges in parts:
+                    edges.append(edge)
+                continue
+            refined: list[tuple[int, list[TreeEdge]]] = []
             pi, left = 0, pieces[0][1]
-            for count, paths in parts:
+            for count, edges in parts:
                 while count:
                     used = min(count, left)
-                    refined.append((used, [*paths, pieces[pi][0]]))
+                    refined.append((used, [*edges, tree_edge(x, y, pieces[pi][0])]))
                     count -= used
                     left -= used
                     if left == 0 and pi + 1 < len(pieces):
                         pi += 1
                         left = pieces[pi][1]
             parts = refined
-        for count, paths in parts:
+        for count, edges in parts:
             index = per_root.get(batch.root, 0)
             per_root[batch.root] = index + 1
-            edges = tuple(TreeEdge(names[x], names[y], tuple(names[p] for p in path))
-                          for (x, y), path in zip(batch.edges, paths, strict=True))
-            trees.append(Tree(names[batch.root], index, count, edges))
+            trees.append(Tree(names[batch.root], index, count, tuple(edges)))
     return trees
 
 

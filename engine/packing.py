@@ -10,10 +10,11 @@ where D̄ adds, for every other batch R_i, a node s_i, an arc x -> s_i of capaci
 m(R_i) and arcs s_i -> R_i of infinite capacity. When μ < m(R) the batch splits in two.
 The work depends on the number of distinct batches, not on k.
 
-Two exact reductions keep D̄ small: a batch containing y sends its m(R_i) straight to y
-through s_i, so it adds m(R_i) to F and to the sum alike and is left out; and batches
+Exact reductions keep D̄ small and cheap: a batch containing y sends its m(R_i) straight
+to y through s_i, so it adds m(R_i) to F and to the sum alike and is left out; batches
 with equal vertex sets share one s_i (a single vertex needs no s_i at all: its arc goes
-straight to that vertex).
+straight to that vertex); and when g(x, y) alone covers every batch that must still
+enter y, μ is settled without a flow (see :meth:`_Packer.mu`).
 
 Edges are tried shallowest tail first, so trees come out low (their height matters for
 latency at small message sizes, App. C.3's closing remark).
@@ -27,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from canopy.engine.arcs import ArcTable
 from canopy.engine.errors import ScheduleError
+from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.progress import Progress
 
 
@@ -52,37 +53,59 @@ class Batch:
         return Batch(self.root, m, set(self.vertices), dict(self.depth), list(self.edges),
                      list(self.frontier))
 
-    def grow(self, x: int, y: int, g: ArcTable) -> None:
+    def grow(self, x: int, y: int, g: _Capacities) -> None:
         self.edges.append((x, y))
         self.vertices.add(y)
         self.depth[y] = self.depth[x] + 1
         self.reach_from(y, g)
 
-    def reach_from(self, x: int, g: ArcTable) -> None:
+    def reach_from(self, x: int, g: _Capacities) -> None:
+        depth, cap, vertices, frontier = self.depth[x], g.cap, self.vertices, self.frontier
         for y in g.out[x]:
-            if y not in self.vertices:
-                heapq.heappush(self.frontier, (self.depth[x], -g.get(x, y), x, y))
+            c = cap[(x, y)]
+            if c and y not in vertices:
+                heapq.heappush(frontier, (depth, -c, x, y))
+
+
+class _Capacities:
+    """g on D*: capacities in a dict of Python integers, with out-neighbour lists."""
+
+    def __init__(self, capacity: dict[tuple[int, int], int]) -> None:
+        self.cap = {e: c for e, c in capacity.items() if c}
+        self.out: dict[int, list[int]] = defaultdict(list)
+        for a, b in self.cap:
+            self.out[a].append(b)
+
+    def get(self, a: int, b: int) -> int:
+        return self.cap.get((a, b), 0)
 
 
 @dataclass
 class Packing:
     batches: list[Batch]
     mu_flows: int
+    certified: int      # μ settled by the capacity bound, without a flow
 
 
 class _OtherBatches:
     """m(R_i) summed by vertex set over every batch but the one being grown.
 
-    Single-vertex sets (trees not started yet) are kept apart in numpy arrays: in D̄
-    each is just an arc x -> r of capacity m.
+    Single-vertex sets (trees not started yet) are kept apart in ``single``: in D̄ each is
+    an arc of capacity m into its root. ``done`` counts trees already spanning every
+    compute node (they contain any y, so they cancel out of Thm 12).
     """
 
     def __init__(self, num_nodes: int) -> None:
-        self.single = np.zeros(num_nodes, dtype=np.int64)
+        self.single = [0] * num_nodes
         self.sets: dict[frozenset[int], int] = defaultdict(int)
+        self.total = 0
+        self.done = 0
 
-    def add(self, batch: Batch, sign: int = 1) -> None:
-        if len(batch.vertices) == 1:
+    def add(self, batch: Batch, sign: int = 1, complete: bool = False) -> None:
+        self.total += sign * batch.m
+        if complete:
+            self.done += sign * batch.m
+        elif len(batch.vertices) == 1:
             self.single[batch.root] += sign * batch.m
         else:
             key = frozenset(batch.vertices)
@@ -90,63 +113,108 @@ class _OtherBatches:
             if not self.sets[key]:
                 del self.sets[key]
 
+    def missing(self, y: int) -> int:
+        """Σ m(R_i) over the batches that do not contain y (they must still enter y)."""
+        inside = self.done + self.single[y] + sum(m for v, m in self.sets.items() if y in v)
+        return self.total - inside
+
 
 class _Packer:
-    def __init__(self, num_nodes: int, capacity: dict[tuple[int, int], int],
-                 total_trees: int) -> None:
+    """D̄ of Thm 12 kept as one flow network between μ questions.
+
+    The network holds the capacities g and an extra source node σ with an arc σ -> v of
+    capacity ``single[v]`` for every compute node. F(x, y; D̄) is F(σ, y) with the arc σ -> x
+    raised to ∞ (σ merges into x, so the arcs x -> r of D̄ are the arcs σ -> r). The
+    network is only updated, never rebuilt, unless other batches with several vertices
+    exist (then each gets its node s_i for that question).
+    """
+
+    def __init__(self, num_nodes: int, compute: list[int],
+                 capacity: dict[tuple[int, int], int], total_trees: int) -> None:
         self.num_nodes = num_nodes
-        self.g = ArcTable(num_nodes)
-        for (a, b), c in capacity.items():
-            self.g.add(a, b, c)
-        self.inf = self.g.total() + total_trees + 1
+        self.g = _Capacities(capacity)
+        self.inf = sum(self.g.cap.values()) + total_trees + 1
         self.flows = 0
+        self.certified = 0
         self.others = _OtherBatches(num_nodes)
+        self.sigma = num_nodes
+        edges = list(self.g.cap)
+        self.flow = FlowNetwork(num_nodes + 1)
+        for a, b in edges:
+            self.flow.add_arc(a, b, self.g.cap[(a, b)])
+        for v in compute:
+            self.flow.add_arc(self.sigma, v, 0)
+        self.arc_of = {edge: i for i, edge in enumerate(edges)}
+        self.sigma_arc = {v: len(edges) + i for i, v in enumerate(compute)}
+        self.stale: set[tuple[int, int]] = set()   # arcs whose g the network lacks
+
+    def use(self, x: int, y: int, amount: int) -> None:
+        """Take ``amount`` of g(x, y) for a batch."""
+        self.g.cap[(x, y)] -= amount
+        self.stale.add((x, y))
+
+    def sync_singles(self, *roots: int) -> None:
+        for r in roots:
+            self.flow.set_capacity(self.sigma_arc[r], self.others.single[r])
 
     def mu(self, batch: Batch, x: int, y: int) -> int:
-        """Thm 12 with the reductions of the module docstring."""
-        bound = min(self.g.get(x, y), batch.m)
-        single = self.others.single
-        roots = np.flatnonzero(single)
-        roots = roots[roots != y]
-        excluded = int(single[roots].sum())
-        roots = roots[roots != x]
-        extra_t = [np.full(len(roots), x, dtype=np.int32)]
-        extra_h = [roots.astype(np.int32)]
-        extra_c = [single[roots]]
-        aux = self.num_nodes
-        for verts, m in self.others.sets.items():
-            if y in verts:
-                continue
-            excluded += m
-            members = np.fromiter(verts, dtype=np.int32, count=len(verts))
-            extra_t += [np.array([x], dtype=np.int32), np.full(len(members), aux, np.int32)]
-            extra_h += [np.array([aux], dtype=np.int32), members]
-            extra_c += [np.array([m], dtype=np.int64), np.full(len(members), self.inf)]
-            aux += 1
-        if not excluded:
+        """Thm 12: min{g(x,y), m(R), F(x,y; D̄) - Σ_{i≠R} m(R_i)}, with a flow only when
+        g(x, y) alone cannot show that every other batch still fits."""
+        g = self.g.cap[(x, y)]
+        bound = min(g, batch.m)
+        if g >= self.others.missing(y) + bound:
+            # Every cut X ∋ y, ∌ x keeps the arc (x, y), so ρ(X) - μ still covers the
+            # batches that must enter X: μ = bound needs no flow.
+            self.certified += 1
             return bound
-        network = self.g.network_with(np.concatenate(extra_t), np.concatenate(extra_h),
-                                      np.concatenate(extra_c), num_nodes=aux)
         self.flows += 1
-        return max(0, min(bound, network.max_flow(x, y) - excluded))
+        for edge in self.stale:
+            self.flow.set_capacity(self.arc_of[edge], self.g.cap[edge])
+        self.stale.clear()
+        sets = [(v, m) for v, m in self.others.sets.items() if y not in v]
+        if not sets:
+            arc = self.sigma_arc[x]
+            self.flow.set_capacity(arc, self.inf)
+            value = self.flow.max_flow(self.sigma, y)
+            self.flow.set_capacity(arc, self.others.single[x])
+        else:
+            value = self._with_sets(x, y, sets)
+        value -= self.others.total - self.others.done - sum(
+            m for v, m in self.others.sets.items() if y in v)
+        return max(0, min(bound, value))
+
+    def _with_sets(self, x: int, y: int, sets: list[tuple[frozenset[int], int]]) -> int:
+        """F(σ, y) with a node s_i per other batch R_i of several vertices (σ -> s_i of
+        capacity m(R_i), s_i -> R_i of ∞), on a copy of the network."""
+        tails, heads, caps = self.flow.arrays()
+        caps = caps.copy()
+        caps[self.sigma_arc[x]] = self.inf
+        extra_t, extra_h, extra_c = [tails], [heads], [caps]
+        aux = self.num_nodes + 1
+        for verts, m in sets:
+            members = np.fromiter(verts, dtype=np.int32, count=len(verts))
+            extra_t += [np.array([self.sigma], np.int32), np.full(len(members), aux, np.int32)]
+            extra_h += [np.array([aux], np.int32), members]
+            extra_c += [np.array([m], caps.dtype), np.full(len(members), self.inf, caps.dtype)]
+            aux += 1
+        network = FlowNetwork.from_arrays(aux, np.concatenate(extra_t), np.concatenate(extra_h),
+                                          np.concatenate(extra_c), self.flow.backend)
+        return network.max_flow(self.sigma, y)
 
     def extend(self, batch: Batch) -> tuple[int, int, int]:
-        """The first frontier edge (x, y) with μ > 0, and μ."""
-        tried = []
-        try:
-            while batch.frontier:
-                entry = heapq.heappop(batch.frontier)
-                _, _, x, y = entry
-                if y in batch.vertices or not self.g.get(x, y):
-                    continue
-                tried.append(entry)
-                mu = self.mu(batch, x, y)
-                if mu:
-                    tried.pop()
-                    return x, y, mu
-        finally:
-            for entry in tried:
-                heapq.heappush(batch.frontier, entry)
+        """The first frontier edge (x, y) with μ > 0, and μ.
+
+        An edge with μ = 0 is dropped for good: F(x, y; D̄) - Σ m(R_i) never grows while
+        capacities only shrink, other batches only grow and R only gains vertices, so it
+        stays 0 for this batch and for any batch later split off it.
+        """
+        while batch.frontier:
+            _, _, x, y = heapq.heappop(batch.frontier)
+            if y in batch.vertices or not self.g.cap[(x, y)]:
+                continue
+            mu = self.mu(batch, x, y)
+            if mu:
+                return x, y, mu
         raise ScheduleError(
             "internal error: no edge can extend the out-tree rooted at node "
             f"{batch.root}; the capacities do not admit the requested trees.")
@@ -160,15 +228,17 @@ def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int
     ``capacity`` maps logical edges between compute nodes (indices < num_nodes) to
     integer capacities in trees.
     """
-    packer = _Packer(num_nodes, capacity, sum(demands.values()))
+    packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))
     pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
     for batch in pending:
         packer.others.add(batch)
+    packer.sync_singles(*demands)
     done: list[Batch] = []
     target = len(compute)
     while pending:
         batch = pending.pop(0)
         packer.others.add(batch, -1)
+        packer.sync_singles(batch.root)
         if not batch.edges:
             batch.reach_from(batch.root, packer.g)
         while len(batch.vertices) < target:
@@ -178,11 +248,12 @@ def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int
                 copy = batch.copy(batch.m - mu)
                 pending.insert(0, copy)
                 packer.others.add(copy)
+                packer.sync_singles(copy.root)
                 batch.m = mu
             batch.grow(x, y, packer.g)
-            packer.g.add(x, y, -mu)
+            packer.use(x, y, mu)
         done.append(batch)
-        packer.others.add(batch)
+        packer.others.add(batch, complete=True)
         if progress:
             progress("tree packing", len(done) / (len(done) + len(pending)))
-    return Packing(done, packer.flows)
+    return Packing(done, packer.flows, packer.certified)

@@ -2,6 +2,12 @@
 
 Exact values (1/x*, y) are written as "p/q" strings next to float algbw figures for
 people; reading takes the exact strings.
+
+A tree edge is written either in full, ``{"src", "dst", "path"}``, or, in the compact
+form used for large schedules, as an index into a top-level ``"routes"`` table of
+distinct paths (``src`` and ``dst`` are the path's ends). Each distinct path is then
+written once however many trees use it, so a 1024-GPU schedule is megabytes, not
+hundreds of megabytes. Readers accept both forms, in any mix.
 """
 
 from __future__ import annotations
@@ -18,14 +24,24 @@ from canopy.engine.topology_io import atomic_write_text
 
 FORMAT = "canopy-schedule"
 VERSION = 1
+COMPACT_FROM_EDGES = 20_000   # tree edges from which the routes table is used
 
 
 def _exact(value: Fraction) -> str:
     return str(value)
 
 
-def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
+def schedule_to_dict(schedule: Schedule, compact: bool | None = None) -> dict[str, Any]:
+    """The JSON object of ``schedule``; ``compact`` (default: for large schedules) writes
+    tree edges as indices into a ``routes`` table."""
     opt = schedule.optimum
+    every = [*schedule.trees, *(schedule.reduce_trees or [])]
+    if compact is None:
+        compact = sum(len(t.edges) for t in every) >= COMPACT_FROM_EDGES
+    routes: dict[tuple[str, ...], int] | None = {} if compact else None
+    trees = _trees_to_list(schedule.trees, routes)
+    reduce_trees = _trees_to_list(schedule.reduce_trees, routes) if schedule.reduce_trees \
+        else None
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -46,27 +62,48 @@ def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
         "algbw": round(float(schedule.algbw), 6),
         "algbw_exact": _exact(schedule.algbw),
         "timings_s": {k: round(v, 6) for k, v in schedule.timings.items()},
-        "trees": _trees_to_list(schedule.trees),
-        **({"reduce_trees": _trees_to_list(schedule.reduce_trees)}
-           if schedule.reduce_trees else {}),
+        **({"routes": [list(path) for path in routes]} if routes is not None else {}),
+        "trees": trees,
+        **({"reduce_trees": reduce_trees} if reduce_trees else {}),
         **({"reduce_tree_bandwidth": _exact(schedule.reduce_tree_bandwidth)}
            if schedule.reduce_tree_bandwidth is not None else {}),
         **schedule.extra,
     }
 
 
-def _trees_to_list(trees: list[Tree]) -> list[dict[str, Any]]:
-    return [{"root": t.root, "index": t.index, "multiplicity": t.multiplicity,
-             "height": t.height,
-             "edges": [{"src": e.src, "dst": e.dst, "path": list(e.path)} for e in t.edges]}
-            for t in trees]
+def _trees_to_list(trees: list[Tree], routes: dict[tuple[str, ...], int] | None
+                   ) -> list[dict[str, Any]]:
+    """Trees as JSON; with ``routes``, edges become indices into that growing table."""
+    out = []
+    for t in trees:
+        if routes is None:
+            edges: list[Any] = [{"src": e.src, "dst": e.dst, "path": list(e.path)}
+                                for e in t.edges]
+        else:
+            edges = [routes.setdefault(e.path, len(routes)) for e in t.edges]
+        out.append({"root": t.root, "index": t.index, "multiplicity": t.multiplicity,
+                    "height": t.height, "edges": edges})
+    return out
 
 
-def _trees_from_list(items: list[Any]) -> list[Tree]:
+def _trees_from_list(items: list[Any], routes: list[Any]) -> list[Tree]:
+    shared: dict[int, TreeEdge] = {}
+
+    def edge(e: Any) -> TreeEdge:
+        if isinstance(e, dict):
+            return TreeEdge(str(e["src"]), str(e["dst"]), tuple(map(str, e["path"])))
+        if not isinstance(e, int) or not 0 <= e < len(routes):
+            raise ValueError(f"tree edge {e!r} is not an index into the routes table")
+        if e not in shared:
+            path = tuple(map(str, routes[e]))
+            if len(path) < 2:
+                raise ValueError(f"route {e} has fewer than two nodes")
+            shared[e] = TreeEdge(path[0], path[-1], path)
+        return shared[e]
+
     trees = []
     for i, t in enumerate(items):
-        edges = tuple(TreeEdge(str(e["src"]), str(e["dst"]), tuple(map(str, e["path"])))
-                      for e in t["edges"])
+        edges = tuple(edge(e) for e in t["edges"])
         trees.append(Tree(str(t["root"]), int(t.get("index", i)), int(t["multiplicity"]),
                           edges))
     return trees
@@ -86,12 +123,15 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
         raise ScheduleError(f"{source}: version {data.get('version')!r} is not supported.")
     try:
         opt = data["optimality"]
-        trees = _trees_from_list(data["trees"])
-        reduce_trees = _trees_from_list(data["reduce_trees"]) if "reduce_trees" in data \
-            else None
+        routes = data.get("routes", [])
+        if not isinstance(routes, list):
+            raise ValueError("routes is not a list")
+        trees = _trees_from_list(data["trees"], routes)
+        reduce_trees = _trees_from_list(data["reduce_trees"], routes) \
+            if "reduce_trees" in data else None
         known = {"format", "version", "collective", "compute_nodes", "optimality", "k",
                  "fixed_k", "tree_bandwidth", "algbw", "algbw_exact", "timings_s", "trees",
-                 "reduce_trees", "reduce_tree_bandwidth"}
+                 "reduce_trees", "reduce_tree_bandwidth", "routes"}
         schedule = Schedule(
             collective=str(data["collective"]),
             compute_nodes=[str(c) for c in data["compute_nodes"]],
@@ -121,7 +161,8 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     return schedule
 
 
-def save_schedule(schedule: Schedule, path: str | os.PathLike[str]) -> None:
+def save_schedule(schedule: Schedule, path: str | os.PathLike[str],
+                  compact: bool | None = None) -> None:
     """Write a schedule as canopy-schedule JSON, atomically.
 
     Parameters
@@ -130,6 +171,9 @@ def save_schedule(schedule: Schedule, path: str | os.PathLike[str]) -> None:
         A schedule from :func:`canopy.engine.solve`.
     path : str or os.PathLike
         Where to write it.
+    compact : bool, optional
+        Write tree edges as indices into a ``routes`` table, without indentation.
+        By default large schedules (from ``COMPACT_FROM_EDGES`` tree edges) are compact.
 
     Examples
     --------
@@ -140,7 +184,10 @@ def save_schedule(schedule: Schedule, path: str | os.PathLike[str]) -> None:
     >>> load_schedule(target).collective
     'allgather'
     """
-    atomic_write_text(path, json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+    data = schedule_to_dict(schedule, compact)
+    text = json.dumps(data, indent=None if "routes" in data else 1,
+                      separators=(",", ":") if "routes" in data else None)
+    atomic_write_text(path, text + "\n")
 
 
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from canopy.engine.arcs import ArcTable
 from canopy.engine.errors import ScheduleError
+from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.network import Network
 from canopy.engine.progress import Progress
 
@@ -102,8 +103,13 @@ def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
 
 
 class _Splitter:
-    def __init__(self, net: Network, caps: dict[tuple[int, int], int], k: int) -> None:
+    """Alg. 4's state. ``trusting`` takes γ = g₀ for every pair without a flow; the
+    result must then be certified by :meth:`certify`."""
+
+    def __init__(self, net: Network, caps: dict[tuple[int, int], int], k: int,
+                 trusting: bool = False) -> None:
         self.net = net
+        self.trusting = trusting
         self.k = k
         self.need = len(net.compute) * k
         self.s = net.source
@@ -142,6 +148,8 @@ class _Splitter:
     # -- γ of Thm 8
     def gamma(self, u: int, w: int, t: int) -> int:
         g0 = min(self.arcs.get(u, w), self.arcs.get(w, t))
+        if self.trusting:
+            return g0
         self._shift(u, w, t, -g0)  # tentative split of g0 (capacities only)
         try:
             s, inf = self.s, self.inf
@@ -160,6 +168,17 @@ class _Splitter:
             return max(gamma, 0)
         finally:
             self._shift(u, w, t, g0)
+
+    def certify(self) -> bool:
+        """Thm 5 on the current capacities: F(s, v) >= N·k for every compute node v."""
+        flow = FlowNetwork(self.net.n + 1)
+        for (a, b), c in self.arcs.items():
+            flow.add_arc(a, b, c)
+        for v in self.net.compute:
+            self.flows += 1
+            if flow.max_flow(self.s, v) < self.need:
+                return False
+        return True
 
     # -- removing one switch
     def remove(self, w: int) -> None:
@@ -220,7 +239,7 @@ class _Splitter:
 
 
 def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
-                    progress: Progress | None = None) -> LogicalTopology:
+                    progress: Progress | None = None, bulk: bool = True) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
     ``caps`` are capacities in trees. Thm 7 guarantees that a balanced switch can be
@@ -229,16 +248,41 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     there either, and once one side of the switch is used up the other side carries no
     flow and is dropped. If a switch keeps arcs on both sides, ScheduleError says so and
     the caller tries a larger U (:func:`canopy.engine.forest.build_fixed_k`).
+    With ``bulk`` every switch is first split in one certified pass (:func:`_bulk`),
+    pair by pair only when that fails.
     """
-    splitter = _Splitter(net, caps, k)
     switches = [i for i in range(net.n) if not net.is_compute(i)]
     # Small switches first: their closed form needs no flows and shrinks the rest.
-    switches.sort(key=lambda w: (len(splitter.arcs.out[w] | splitter.arcs.inn[w]), w))
-    for done, w in enumerate(switches):
-        if progress:
-            progress("switch removal", done / max(len(switches), 1))
-        splitter.remove(w)
+    degree = {w: len({a for a, b in caps if b == w} | {b for a, b in caps if a == w})
+              for w in switches}
+    switches.sort(key=lambda w: (degree[w], w))
+    splitter = _bulk(net, caps, k, switches) if bulk else None
+    if splitter is None:
+        splitter = _Splitter(net, caps, k)
+        for done, w in enumerate(switches):
+            if progress:
+                progress("switch removal", done / max(len(switches), 1))
+            splitter.remove(w)
     capacity = {(a, b): c for (a, b), c in splitter.arcs.items()
                 if a != splitter.s and net.is_compute(a) and net.is_compute(b)}
     routes = {e: splitter.routes[e] for e in capacity}
     return LogicalTopology(capacity, routes, splitter.splits, splitter.flows)
+
+
+def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
+          switches: list[int]) -> _Splitter | None:
+    """Every switch split in one pass with γ = g₀ (the pairs Alg. 4 would try, each
+    split as far as it goes), certified at the end by one flow per compute node.
+
+    Thm 5 asks only that F(s, v) >= N·k hold for the final D*, not how it was reached, so
+    a certified bulk split is as good as a pair-by-pair one. None when it fails (a switch
+    left with unpaired capacity, or a compute node below N·k): the caller then splits
+    pair by pair with γ of Thm 8.
+    """
+    splitter = _Splitter(net, caps, k, trusting=True)
+    try:
+        for w in switches:
+            splitter.remove(w)
+    except ScheduleError:
+        return None
+    return splitter if splitter.certify() else None

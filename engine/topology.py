@@ -15,11 +15,11 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-
 from canopy.engine.errors import TopologyError
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from canopy.engine.fabric.jobs import Job
 
 COMPUTE = "compute"
@@ -131,6 +131,8 @@ class Topology:
 
     def digraph(self) -> nx.DiGraph:
         """A networkx DiGraph with ``capacity`` (Fraction) on each directed link."""
+        import networkx as nx
+
         g = nx.DiGraph()
         for n in self.nodes:
             g.add_node(n.id, kind=n.kind)
@@ -292,23 +294,39 @@ def find_problems(topo: Topology) -> list[Problem]:
 
 def _reachability_problems(topo: Topology, compute: list[str]) -> list[Problem]:
     """A compute node cut off from the rest makes some cut S have B+(S) = 0 (§3.1)."""
-    g = topo.digraph()
+    out: dict[str, list[str]] = defaultdict(list)
+    inn: dict[str, list[str]] = defaultdict(list)
+    for u, v in topo.capacities():
+        out[u].append(v)
+        inn[v].append(u)
     first = compute[0]
-    reach_from = nx.descendants(g, first) | {first}
+    reach_from = _reach(out, first)
     missing = [c for c in compute if c not in reach_from]
     if missing:
         cut = sorted(reach_from)
         return [Problem(
             f"compute node '{missing[0]}' cannot be reached from '{first}': the cut "
             f"{_short_set(cut)} has zero bandwidth leaving it.", (missing[0], *cut))]
-    reach_to = nx.ancestors(g, first) | {first}
+    reach_to = _reach(inn, first)
     missing = [c for c in compute if c not in reach_to]
     if missing:
-        cut = sorted(n for n in g.nodes if n not in reach_to)
+        cut = sorted(n for n in topo.node_ids() if n not in reach_to)
         return [Problem(
             f"compute node '{missing[0]}' cannot reach '{first}': the cut "
             f"{_short_set(cut)} has zero bandwidth leaving it.", (missing[0], *cut))]
     return []
+
+
+def _reach(adjacent: dict[str, list[str]], first: str) -> set[str]:
+    """Nodes reachable from ``first`` along ``adjacent`` (first included)."""
+    seen = {first}
+    stack = [first]
+    while stack:
+        for b in adjacent.get(stack.pop(), ()):
+            if b not in seen:
+                seen.add(b)
+                stack.append(b)
+    return seen
 
 
 def _balance_problems(topo: Topology) -> list[Problem]:

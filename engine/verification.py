@@ -20,7 +20,7 @@ from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import add_path_load
-from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.schedule import Schedule, Tree, TreeEdge
 from canopy.engine.topology import Topology, format_gbps
 
 
@@ -28,9 +28,30 @@ def _fail(message: str) -> None:
     raise ScheduleError(message)
 
 
-def _check_tree(tree: Tree, compute: set[str], switches: set[str],
-                caps: dict[tuple[str, str], Fraction], reverse: bool) -> None:
-    label = f"tree {tree.index} of root '{tree.root}'"
+def _check_path(label: str, e: TreeEdge, switches: set[str],
+                caps: dict[tuple[str, str], Fraction], reverse: bool) -> list[tuple[str, str]]:
+    """The directed links edge ``e`` loads, after checking its path."""
+    path = e.path
+    if len(path) < 2 or path[0] != e.src or path[-1] != e.dst:
+        _fail(f"{label}: the path of edge {e.src} -> {e.dst} does not run from "
+              f"'{e.src}' to '{e.dst}'.")
+    for mid in path[1:-1]:
+        if mid not in switches:
+            _fail(f"{label}: the path of edge {e.src} -> {e.dst} passes through "
+                  f"'{mid}', which is not a switch.")
+    hops = []
+    for a, b in zip(path, path[1:], strict=False):
+        hop = (b, a) if reverse else (a, b)
+        if hop not in caps:
+            _fail(f"{label}: the path of edge {e.src} -> {e.dst} needs link "
+                  f"{hop[0]} -> {hop[1]}, which is not in the topology.")
+        hops.append(hop)
+    return hops
+
+
+def _check_tree(tree: Tree, compute: set[str], label: str) -> None:
+    """Tree shape: an out-arborescence from its root over the compute nodes, parents
+    first, spanning them all (paths are checked once per distinct edge)."""
     if tree.root not in compute:
         _fail(f"{label}: root is not a compute node of the topology.")
     if tree.multiplicity < 1:
@@ -46,21 +67,8 @@ def _check_tree(tree: Tree, compute: set[str], switches: set[str],
             _fail(f"{label}: edge {e.src} -> {e.dst} ends at a node that is not a compute "
                   "node.")
         reached.add(e.dst)
-        path = e.path
-        if len(path) < 2 or path[0] != e.src or path[-1] != e.dst:
-            _fail(f"{label}: the path of edge {e.src} -> {e.dst} does not run from "
-                  f"'{e.src}' to '{e.dst}'.")
-        for mid in path[1:-1]:
-            if mid not in switches:
-                _fail(f"{label}: the path of edge {e.src} -> {e.dst} passes through "
-                      f"'{mid}', which is not a switch.")
-        for a, b in zip(path, path[1:], strict=False):
-            hop = (b, a) if reverse else (a, b)
-            if hop not in caps:
-                _fail(f"{label}: the path of edge {e.src} -> {e.dst} needs link "
-                      f"{hop[0]} -> {hop[1]}, which is not in the topology.")
-    missing = compute - reached
-    if missing:
+    if len(reached) != len(compute):
+        missing = compute - reached
         _fail(f"{label} does not reach {len(missing)} compute node(s), "
               f"e.g. '{sorted(missing)[0]}'.")
 
@@ -72,16 +80,23 @@ def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedu
     compute = set(compute_list)
     switches = set(topology.switch_nodes())
     totals = dict.fromkeys(compute_list, 0)
-    loads: dict[tuple[str, str], int] = {}
+    uses: dict[TreeEdge, int] = {}
     for tree in trees:
-        _check_tree(tree, compute, switches, caps, reverse)
+        label = f"tree {tree.index} of root '{tree.root}'"
+        _check_tree(tree, compute, label)
         totals[tree.root] += tree.multiplicity
         for e in tree.edges:
-            add_path_load(loads, tuple(reversed(e.path)) if reverse else e.path,
-                          tree.multiplicity)
+            if e in uses:
+                uses[e] += tree.multiplicity
+            else:
+                _check_path(label, e, switches, caps, reverse)
+                uses[e] = tree.multiplicity
     for root, total in totals.items():
         if total != schedule.k:
             _fail(f"root '{root}' has {total} unit trees, but k = {schedule.k}.")
+    loads: dict[tuple[str, str], int] = {}
+    for e, count in uses.items():
+        add_path_load(loads, tuple(reversed(e.path)) if reverse else e.path, count)
     worst = Fraction(0)
     for link, load in sorted(loads.items()):
         if load * y > caps[link]:

@@ -1,10 +1,20 @@
-"""The maxflow interface: exact results, min cuts, and big-integer capacities."""
+"""The maxflow interface: every backend on the same cases (exact values, min cuts, updates,
+big-integer capacities), against a brute-force min cut on random small networks."""
 
-from canopy.engine.maxflow import INT64_SAFE, FlowNetwork
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from canopy.engine.errors import CanopyError
+from canopy.engine.maxflow import INT64_SAFE, FlowNetwork, available_backends, default_backend
+
+BACKENDS = available_backends()
 
 
-def diamond(big=1):
-    f = FlowNetwork(4)
+def diamond(backend, big=1):
+    f = FlowNetwork(4, backend)
     f.add_arc(0, 1, 3 * big)
     f.add_arc(0, 2, 2 * big)
     f.add_arc(1, 3, 2 * big)
@@ -13,22 +23,79 @@ def diamond(big=1):
     return f
 
 
-def test_value_and_cut():
-    f = diamond()
+def cut_value(arcs, side):
+    return sum(c for a, b, c in arcs if a in side and b not in side)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_and_cut(backend):
+    f = diamond(backend)
     assert f.max_flow(0, 3) == 5
     value, side = f.min_cut(0, 3)
     assert value == 5 and 0 in side and 3 not in side
 
 
-def test_capacity_update():
-    f = diamond()
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_capacity_update_after_a_solve(backend):
+    f = diamond(backend)
+    assert f.max_flow(0, 3) == 5
     f.set_capacity(1, 10)
+    assert f.capacity(1) == 10
     assert f.max_flow(0, 3) == 7
+    f.add_arc(0, 3, 4)
+    assert f.max_flow(0, 3) == 11
 
 
-def test_capacities_beyond_int64_stay_exact():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_capacities_beyond_int64_stay_exact(backend):
     big = INT64_SAFE * 3 + 7
-    f = diamond(big)
+    f = diamond(backend, big)
     assert f.max_flow(0, 3) == 5 * big
     value, side = f.min_cut(0, 3)
     assert value == 5 * big and 3 not in side
+    f = diamond(backend)
+    f.max_flow(0, 3)
+    f.set_capacity(3, big)       # one update past int64 moves the network to big integers
+    assert f.max_flow(0, 3) == 5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_isolated_sink_and_parallel_arcs(backend):
+    f = FlowNetwork(5, backend)
+    f.add_arc(0, 1, 2)
+    f.add_arc(0, 1, 3)
+    f.add_arc(1, 2, 9)
+    assert f.max_flow(0, 2) == 5
+    assert f.max_flow(0, 4) == 0
+
+
+def test_scipy_scales_by_the_gcd_beyond_int32():
+    f = diamond("scipy", 2**40)
+    assert f.max_flow(0, 3) == 5 * 2**40
+
+
+def test_unknown_backend_is_one_sentence(monkeypatch):
+    with pytest.raises(CanopyError, match="unknown maxflow backend"):
+        FlowNetwork(2, "simplex")
+    monkeypatch.setenv("CANOPY_MAXFLOW", "networkx")
+    assert default_backend() == "networkx"
+    assert FlowNetwork(2).backend == "networkx"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 6).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
+                                   st.integers(0, 9)), max_size=14))))
+def test_backends_agree_with_brute_force(case):
+    n, arcs = case
+    arcs = [(a, b, c) for a, b, c in arcs if a != b]
+    others = range(1, n - 1)
+    best = min(cut_value(arcs, {0, *chosen}) for r in range(n - 1)
+               for chosen in itertools.combinations(others, r))
+    for backend in BACKENDS:
+        f = FlowNetwork(n, backend)
+        for a, b, c in arcs:
+            f.add_arc(a, b, c)
+        value, side = f.min_cut(0, n - 1)
+        assert value == best, backend
+        assert 0 in side and n - 1 not in side and cut_value(arcs, set(side)) == best, backend
