@@ -60,10 +60,6 @@ class ArcTable:
             if c:
                 yield (a, b), c
 
-    def edges(self) -> list[tuple[int, int]]:
-        """Every arc ever created, in the order of the arrays :meth:`network` builds."""
-        return sorted(self._index, key=self._index.__getitem__)
-
     def total(self) -> int:
         return int(self._caps[: self._count].sum())
 
