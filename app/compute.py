@@ -27,7 +27,7 @@ class ComputeController(QObject):
     started = Signal(str)             # what is being computed, for the status bar
     progress = Signal(str, float)     # phase, fraction within the phase
     busy_changed = Signal(bool)
-    solution_changed = Signal(object)  # the new Solution
+    solution_changed = Signal(object)  # the new Solution, or None when forgotten
     stale_changed = Signal(bool)
     failed = Signal(str, str)         # (what failed, one-sentence message)
     cancelled = Signal()
@@ -111,6 +111,15 @@ class ComputeController(QObject):
     def fresh(self) -> bool:
         """There are results and they belong to the topology as it is now."""
         return self.solution is not None and not self.stale
+
+    def forget(self) -> None:
+        """Drop the results (another topology was opened: they do not describe it)."""
+        if self.solution is None:
+            return
+        self.solution = None
+        self.stale = False
+        self.solution_changed.emit(None)
+        self.stale_changed.emit(False)
 
     def check_now(self) -> None:
         """Compare the document with the solved topology (normally run after each edit)."""

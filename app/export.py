@@ -207,21 +207,28 @@ def render_image(scene: TopologyScene, path: Path) -> None:
     if rect.isEmpty():
         raise CanopyError("the drawing is empty, so there is no image to export.")
     selected_nodes, selected_links = scene.selected_node_ids(), scene.selected_link_keys()
-    overview = scene.overview_on
+    overview, zoom = scene.overview_on, scene.zoom
+    svg = path.suffix.lower() == ".svg"
     scene.blockSignals(True)
     scene.clearSelection()
     scene.set_overview(False)
+    scene.set_zoom(1.0 if svg else _png_scale(rect))  # names and bandwidths for that size
     try:
-        data = _svg(scene, rect) if path.suffix.lower() == ".svg" else _png(scene, rect)
+        data = _svg(scene, rect) if svg else _png(scene, rect)
     finally:
+        scene.set_zoom(zoom)
         scene.set_overview(overview)
         scene.blockSignals(False)
         scene.select(selected_nodes, selected_links)
     atomic_write_bytes(path, data)
 
 
+def _png_scale(rect: QRectF) -> float:
+    return min(IMAGE_SCALE, MAX_IMAGE_SIDE / max(rect.width(), rect.height()))
+
+
 def _png(scene: TopologyScene, rect: QRectF) -> bytes:
-    scale = min(IMAGE_SCALE, MAX_IMAGE_SIDE / max(rect.width(), rect.height()))
+    scale = _png_scale(rect)
     image = QImage(max(1, int(rect.width() * scale)), max(1, int(rect.height() * scale)),
                    QImage.Format.Format_ARGB32)
     image.fill(QColor("white"))

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QLabel,
     QMenu,
     QMessageBox,
     QProgressBar,
@@ -29,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app.canvas.legend import LoadLegend
+from canopy.app.canvas.legend import CutLegend, LoadLegend
 from canopy.app.canvas.overlays import Overlays
 from canopy.app.compute import ComputeController
 from canopy.app.docks.plots import PlotsDock
@@ -37,8 +38,10 @@ from canopy.app.docks.results import ResultsDock
 from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
 from canopy.app.job_runner import PHASES
-from canopy.app.solution import Hop, Solution, hop_orders
+from canopy.app.solution import Hop, Solution, hop_orders, signature
+from canopy.engine.cut_words import describe_cut
 from canopy.engine.optimality import COLLECTIVES
+from canopy.engine.topology import format_gbps
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
 HOP_CACHE = 256
 """Trees whose hop lists are kept (selecting a tree again is then only recolouring)."""
 CLOSE_WAIT_MS = 10000
-TREES_WIDTH = 330
+RIGHT_WIDTH = 380
 PLOTS_HEIGHT = 230
 SOLVE_ACTIONS = {"allgather": ("solve_allgather", "Solve &Allgather", "F5"),
                  "reduce-scatter": ("solve_reduce_scatter", "Solve &Reduce-Scatter",
@@ -97,6 +100,8 @@ class Inspector(QObject):
         self.overlays = Overlays(window.scene)
         self.legend = LoadLegend(window.view.viewport())
         self.legend.hide()
+        self.cut_legend = CutLegend(window.view.viewport())
+        self.cut_legend.hide()
         self.errors: list[str] | None = None
         """When a list, failures are collected here instead of shown (scripted runs)."""
         self._hops: OrderedDict[int, dict[Hop, list[int]]] = OrderedDict()
@@ -123,13 +128,19 @@ class Inspector(QObject):
         c.cancelled.connect(lambda: window.statusBar().showMessage("Cancelled.", 5000))
         self.trees.tree_selected.connect(self._tree_selected)
         self.actions["show_cut"].toggled.connect(self.overlays.set_cut_visible)
+        self.actions["show_cut"].toggled.connect(self._update_legend)
         self.actions["show_load"].toggled.connect(self._show_load)
         window.doc.reset.connect(self._after_reset)
         window.installEventFilter(self)
 
     def _after_reset(self) -> None:
         """A new or reloaded topology: the canvas items were all replaced. Results that
-        still fit it (the same file opened again) are drawn on the new items."""
+        still fit it (the same file opened again) are drawn on the new items; results of
+        another topology are dropped, since nothing was edited."""
+        solution = self.controller.solution
+        if solution is not None and solution.signature != signature(self.window.doc.topology):
+            self.controller.forget()
+            return
         self.controller.check_now()
         if self.controller.fresh:
             self.overlays.redraw()
@@ -190,7 +201,10 @@ class Inspector(QObject):
         w = self.window
         w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.results)
         w.tabifyDockWidget(w.properties, self.results)
-        w.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, self.trees)
+        # the trees share the right column with the undo history, so the canvas keeps
+        # its width after a solve
+        w.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.trees)
+        w.tabifyDockWidget(w.history, self.trees)
         w.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.plots)
         w.tabifyDockWidget(w.validation, self.plots)
         w.properties.raise_()
@@ -249,6 +263,8 @@ class Inspector(QObject):
         self.cancel_button = QToolButton()
         self.cancel_button.setDefaultAction(self.actions["cancel"])
         bar = self.window.statusBar()
+        self.solved_label = QLabel()
+        bar.addPermanentWidget(self.solved_label)
         bar.addPermanentWidget(self.progress)
         bar.addPermanentWidget(self.cancel_button)
         self.progress.hide()
@@ -308,28 +324,61 @@ class Inspector(QObject):
         else:
             QMessageBox.critical(self.window, f"{what} failed", message)
 
-    def _solution_changed(self, solution: Solution) -> None:
+    def _solution_changed(self, solution: Solution | None) -> None:
         stale = self.controller.stale
         self._hops.clear()
+        if solution is None:
+            self._forgotten()
+            return
         self.overlays.set_solution(solution)
         self.results.set_solution(solution, stale)
         self.trees.set_solution(solution, stale)
         self.exporter.update()
         self._update_legend()
         self.trees.show()
+        self.trees.raise_()
         self.results.raise_()
         self.plots.raise_()
         if not self._sized_docks:
             self._sized_docks = True
-            self.window.resizeDocks([self.trees], [TREES_WIDTH], Qt.Orientation.Horizontal)
+            self.window.resizeDocks([self.results], [RIGHT_WIDTH], Qt.Orientation.Horizontal)
+            self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
+            # the docks took room from the canvas: show the whole drawing again
+            QTimer.singleShot(0, lambda: self.window.view.zoom_to_fit())
         # the rest in later turns of the event loop, so none of them holds it up for long
         self._first_pending = solution
         QTimer.singleShot(0, lambda: self._show_rest(solution))
         schedule = solution.schedule
-        self.window.statusBar().showMessage(
-            f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
-            f"in {solution.seconds:.2f} s.", 8000)
+        text = (f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
+                f"in {solution.seconds:.2f} s.")
+        self.window.statusBar().showMessage(text, 8000)
+        self._show_solved(stale)
+
+    def _show_solved(self, stale: bool) -> None:
+        """The lasting summary in the status bar (temporary messages come and go)."""
+        solution = self.controller.solution
+        if solution is None:
+            self.solved_label.clear()
+            return
+        schedule = solution.schedule
+        self.solved_label.setText(
+            f"{schedule.collective} {format_gbps(schedule.algbw)} GB/s · k = {schedule.k} · "
+            f"{len(schedule.trees)} trees" + (" (stale)" if stale else ""))
+        self.solved_label.setToolTip(
+            f"Last solve: {schedule.collective}, {len(schedule.trees)} distinct trees, "
+            f"k = {schedule.k}, {solution.seconds:.2f} s")
+
+    def _forgotten(self) -> None:
+        """Empty every result dock and take the overlays off (results were dropped)."""
+        self._first_pending = None
+        self.overlays.set_solution(None)
+        for dock in (self.results, self.trees, self.plots):
+            dock.set_solution(None, False)
+        self.trees.hide()
+        self.exporter.update()
+        self._update_legend()
+        self.solved_label.clear()
 
     def _show_rest(self, solution: Solution) -> None:
         """Plots and the first tree of a new solution (unless another one came since)."""
@@ -356,6 +405,7 @@ class Inspector(QObject):
         self.overlays.set_active(not stale)
         for dock in (self.results, self.trees, self.plots):
             dock.set_stale(stale)
+        self._show_solved(stale)
         self.exporter.update()
         self._update_legend()
         if stale:
@@ -384,4 +434,14 @@ class Inspector(QObject):
         self._update_legend()
 
     def _update_legend(self) -> None:
-        self.legend.setVisible(self.actions["show_load"].isChecked() and self.controller.fresh)
+        fresh = self.controller.fresh
+        self.legend.setVisible(self.actions["show_load"].isChecked() and fresh)
+        solution = self.controller.solution
+        if solution is not None and fresh and self.actions["show_cut"].isChecked():
+            opt = solution.schedule.optimum
+            _nodes, side = self.overlays.shaded_side()
+            self.cut_legend.set_cut(
+                describe_cut(solution.topology, opt.bottleneck_cut, opt.cut_bandwidth), side)
+            self.cut_legend.show()
+        else:
+            self.cut_legend.hide()

@@ -30,6 +30,7 @@ from canopy.app.dialogs.nccl_import_dialog import (
 )
 from canopy.engine.errors import CanopyError
 from canopy.engine.graphml_io import load_graphml, save_graphml
+from canopy.engine.nccl_import import summarise_warnings
 from canopy.engine.topology import Topology
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ class LibraryActions(QObject):
         self.warnings_dialog = ImportWarningsDialog(
             "NCCL import warnings",
             f"{summary}. These parts of the file were skipped or completed with the stated "
-            "value:", result.warnings, self.window)
+            "value:", summarise_warnings(result.warnings), self.window)
         self.warnings_dialog.show()
 
     # ------------------------------------------------------------ GraphML

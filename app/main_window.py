@@ -37,7 +37,9 @@ from canopy.app.dialogs.sweep_results import SweepResultsDialog
 from canopy.app.docks.properties import NumberValidator, PropertiesDock
 from canopy.app.docks.validation import ValidationDock
 from canopy.app.document import Document
+from canopy.app.find import FindBar
 from canopy.app.inspector import Inspector
+from canopy.app.quick_start import QuickStart
 from canopy.app.recovery import Autosaver, Recovered, orphaned
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.errors import CanopyError
@@ -81,6 +83,7 @@ class MainWindow(QMainWindow):
         self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
         self.compare = compare_actions.install(self)
         self.fabric = fabric_actions.install(self)   # Jobs dock, contention, failures
+        self._short_toolbar_texts()
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)
         self.doc.reset.connect(self._after_reset)
@@ -155,6 +158,7 @@ class MainWindow(QMainWindow):
           [QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence("Backspace")],
           "Delete the selection (nodes take their links with them)")
         a("select_all", "Select &All", self.select_all, std.SelectAll)
+        a("find", "&Find…", self.find, std.Find, "Find a node or link by name (Ctrl+F)")
 
         a("zoom_in", "Zoom &In", self.view.zoom_in, std.ZoomIn)
         a("zoom_out", "Zoom &Out", self.view.zoom_out, std.ZoomOut)
@@ -183,6 +187,8 @@ class MainWindow(QMainWindow):
 
         a("auto_layout", "&Auto Layout", self.auto_layout, "Ctrl+L",
           "Arrange servers as blocks with scale-out switches above (undoable)")
+        a("quick_start", "&Quick Start", self.quick_start, std.HelpContents,
+          "A first solve and export, step by step (F1)")
         a("about", "&About Canopy", self.about)
         a("about_qt", "About &Qt", QApplication.aboutQt)
 
@@ -213,7 +219,7 @@ class MainWindow(QMainWindow):
         edit.addActions([acts["cut"], acts["copy"], acts["paste"], acts["duplicate"],
                          acts["delete"]])
         edit.addSeparator()
-        edit.addAction(acts["select_all"])
+        edit.addActions([acts["select_all"], acts["find"]])
 
         view = self.menus["view"] = bar.addMenu("&View")
         view.addActions([acts["zoom_in"], acts["zoom_out"], acts["zoom_fit"],
@@ -232,6 +238,8 @@ class MainWindow(QMainWindow):
         arrange.addAction(acts["auto_layout"])
 
         help_ = self.menus["help"] = bar.addMenu("&Help")
+        help_.addAction(acts["quick_start"])
+        help_.addSeparator()
         help_.addActions([acts["about"], acts["about_qt"]])
 
     def _build_toolbars(self) -> None:
@@ -248,7 +256,7 @@ class MainWindow(QMainWindow):
         tools.addActions([acts[n] for n in ("tool_select", "tool_compute", "tool_switch",
                                             "tool_link", "tool_delete")])
         tools.addSeparator()
-        tools.addWidget(QLabel(" New links: "))
+        tools.addWidget(QLabel(" Links: "))
         self.new_link_bandwidth = QLineEdit(str(self.scene.new_link_bandwidth))
         self.new_link_bandwidth.setValidator(NumberValidator(parent=self))
         self.new_link_bandwidth.setMaximumWidth(70)
@@ -258,6 +266,21 @@ class MainWindow(QMainWindow):
         tools.addWidget(QLabel(" GB/s "))
         tools.addSeparator()
         tools.addActions([acts["zoom_fit"], acts["auto_layout"]])
+        self.find_bar = FindBar(self)
+        self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, self.find_bar)
+
+    def _short_toolbar_texts(self) -> None:
+        """Tool-bar captions short enough that every button fits at 1280 pixels (the
+        menus keep the full names; tooltips give them too)."""
+        for name, text in [("new_from_generator", "Generate"), ("tool_select", "Select"),
+                           ("tool_compute", "+ GPU"), ("tool_switch", "+ Switch"),
+                           ("tool_link", "+ Link"), ("tool_delete", "Delete"),
+                           ("zoom_fit", "Fit"), ("auto_layout", "Layout")]:
+            action = self.actions.get(name)
+            if action is not None:
+                action.setIconText(text)
+                if not action.toolTip() or action.toolTip() == text:
+                    action.setToolTip(action.text().replace("&", ""))
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -528,6 +551,12 @@ class MainWindow(QMainWindow):
             ReplaceTopology(self.doc, recovered.topology, "Restore unsaved changes"))
 
     # ------------------------------------------------------------ help
+
+    def find(self) -> None:
+        self.find_bar.open_bar()
+
+    def quick_start(self) -> None:
+        QuickStart(self).exec()
 
     def about(self) -> None:
         rows = "".join(f"<tr><td>{name}</td><td>{version}</td></tr>"

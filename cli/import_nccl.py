@@ -9,7 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from canopy.engine.nccl_import import NETS, NcclImportOptions, import_nccl_file
+from canopy.engine.nccl_import import (
+    NETS,
+    NcclImportOptions,
+    import_nccl_file,
+    summarise_warnings,
+)
 from canopy.engine.topology import find_problems, parse_bandwidth
 from canopy.engine.topology_io import save_topology
 
@@ -45,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     options = NcclImportOptions(hosts=args.hosts, net=args.net, nvlink_bw=args.nvlink_bw,
                                 nvswitch_bw=args.nvswitch_bw, nic_bw=args.nic_bw)
     result = import_nccl_file(args.file, options)
-    for warning in result.warnings:
+    for warning in summarise_warnings(result.warnings):
         print(f"canopy: warning: {warning}", file=sys.stderr)
     topo = result.topology
     if args.name:

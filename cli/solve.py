@@ -10,6 +10,7 @@ from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.allreduce_lp import solve_allreduce_lp
+from canopy.engine.cut_words import describe_cut
 from canopy.engine.errors import CanopyError
 from canopy.engine.fewest import describe_k
 from canopy.engine.forest import solve
@@ -17,7 +18,7 @@ from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
-from canopy.engine.topology import format_gbps
+from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
 
 
@@ -54,25 +55,17 @@ def tolerance(text: str) -> Fraction:
     return value
 
 
-def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
-    """A cut as a short set, or as "all but {...}" when that is shorter."""
-    rest = [n for n in all_nodes if n not in set(cut)]
-    names, prefix = (rest, "all nodes but ") if len(rest) < len(cut) else (cut, "")
-    shown = ", ".join(names[:8]) + (f", … ({len(names)} nodes)" if len(names) > 8 else "")
-    return prefix + "{" + shown + "}"
-
-
-def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
+def summary(schedule: Schedule, topology: Topology, seconds: float) -> str:
     """The short human summary printed by ``canopy solve``."""
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
-    shown = describe_cut(list(opt.bottleneck_cut), all_nodes)
+    cut = describe_cut(topology, opt.bottleneck_cut, opt.cut_bandwidth)
     lines = [
         f"collective:      {schedule.collective}",
         f"compute nodes:   N = {n}",
         f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
         f"1/x*:            {opt.inverse_x}",
-        f"bottleneck cut:  {shown}, exiting bandwidth {format_gbps(opt.cut_bandwidth)} GB/s",
+        f"bottleneck cut:  {cut}",
         f"Prop. 3 k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
         f"k:               {describe_k(schedule)}",
         f"schedule k:      {schedule.k} trees per node, y = {schedule.tree_bandwidth} GB/s "
@@ -88,7 +81,7 @@ def summary(schedule: Schedule, all_nodes: list[str], seconds: float) -> str:
     return "\n".join(lines)
 
 
-def bound_summary(opt: Optimum, collective: str, all_nodes: list[str], seconds: float) -> str:
+def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: float) -> str:
     """``canopy solve --bound-only``: the optimum without trees."""
     n = len(opt.network.compute)
     return "\n".join([
@@ -96,8 +89,7 @@ def bound_summary(opt: Optimum, collective: str, all_nodes: list[str], seconds: 
         f"compute nodes:   N = {n}",
         f"optimal algbw:   {format_gbps(opt.algbw(collective))} GB/s",
         f"1/x*:            {opt.inverse_x}",
-        f"bottleneck cut:  {describe_cut(opt.cut_names(), all_nodes)}, exiting bandwidth "
-        f"{format_gbps(opt.cut_bandwidth)} GB/s",
+        f"bottleneck cut:  {describe_cut(topology, opt.cut_names(), opt.cut_bandwidth)}",
         f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
         f"time:            {seconds:.3f} s (bound only: no trees built)",
     ])
@@ -115,8 +107,7 @@ def run(args: argparse.Namespace) -> int:
             raise CanopyError("--bound-only builds no trees, so it cannot be combined with "
                               "--k, --json, --msccl, --trees-xml or --allreduce-lp.")
         opt = optimum(topo, where=args.topology)
-        print(bound_summary(opt, args.collective, topo.node_ids(),
-                            time.perf_counter() - start))
+        print(bound_summary(opt, args.collective, topo, time.perf_counter() - start))
         return 0
     schedule = solve(topo, args.collective, k=args.k, where=args.topology,
                      tolerance=args.tolerance)
@@ -126,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         schedule.extra["allreduce_lp"] = lp.to_dict()
     if args.json:
         save_schedule(schedule, args.json)
-    print(summary(schedule, topo.node_ids(), time.perf_counter() - start))
+    print(summary(schedule, topo, time.perf_counter() - start))
     if lp is not None:
         print(f"allreduce LP:    {lp.summary()}")
         if lp.beats_rs_ag:

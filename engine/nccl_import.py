@@ -539,3 +539,43 @@ def import_nccl_file(path: str | os.PathLike[str],
                      options: NcclImportOptions = NcclImportOptions()) -> NcclImport:
     """Read an NCCL topology file safely (size limit, no entities, no network)."""
     return import_nccl(parse_xml_file(path), str(path), options)
+
+
+_LOCATED = re.compile(r"^(?P<file>.*), line (?P<line>\d+): <(?P<tag>[\w-]+)[^>]*> (?P<rest>.*)$")
+_PLURAL = {"gives ": "give ", "has ": "have ", "is ": "are ", "names ": "name ",
+           "points ": "point ", "lists ": "list "}
+
+
+def summarise_warnings(warnings: list[str]) -> list[str]:
+    """The same warnings with repeats folded: elements of one tag with the same complaint
+    become one line naming all their lines ("8 <pci> elements (lines 5, 7, …) give no
+    <net speed>; …"), so a file with eight speedless NICs prints one warning, not eight."""
+    groups: dict[tuple[str, str, str], list[re.Match[str]]] = {}
+    order: list[tuple[str, str, str] | str] = []
+    for warning in warnings:
+        found = _LOCATED.match(warning)
+        if found is None:
+            order.append(warning)
+            continue
+        key = (found["file"], found["tag"], found["rest"])
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(found)
+    lines = []
+    for entry in order:
+        if isinstance(entry, str):
+            lines.append(entry)
+            continue
+        found = groups[entry]
+        if len(found) == 1:
+            lines.append(found[0].string)
+            continue
+        file, tag, rest = entry
+        for singular, plural in _PLURAL.items():
+            if rest.startswith(singular):
+                rest = plural + rest[len(singular):]
+                break
+        numbers = ", ".join(m["line"] for m in found[:6]) + (", …" if len(found) > 6 else "")
+        lines.append(f"{file}, lines {numbers}: {len(found)} <{tag}> elements {rest}")
+    return lines

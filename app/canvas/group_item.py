@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QPainter, QPen
+from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 from PySide6.QtWidgets import (
     QGraphicsItem,
     QGraphicsSceneMouseEvent,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.canvas import style
+from canopy.app.canvas.labels import BLOCK_FONT, ScreenLabel
 
 if TYPE_CHECKING:
     from canopy.app.canvas.scene import TopologyScene
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 MARGIN = 14.0
 TITLE_FONT = style.label_font(9.0, bold=True)
 TITLE = 20.0
+COLLAPSED_FILL = QColor("#e2e7ef")
+COLLAPSED_Z = 11.0
+"""A collapsed server is drawn over its members (nodes are at 10)."""
 
 
 class GroupItem(QGraphicsItem):
@@ -37,13 +41,33 @@ class GroupItem(QGraphicsItem):
         self._rect = QRectF()
         self._press: QPointF | None = None
         self._start: dict[str, QPointF] = {}
+        self.collapsed = False
+        self.summary = name
+        self.details = ""
+        """What a collapsed block holds, in full (its label may show less)."""
+        self.block_label = ScreenLabel(self, BLOCK_FONT, color=style.GROUP_TEXT)
         self.setZValue(-10)
-        self.setToolTip(f"group {name}: drag its title bar to move it, click the title "
-                        "to select its nodes")
+        self._tip = (f"group {name}: drag its title bar to move it, click the title "
+                     "to select its nodes")
+        self.setToolTip(self._tip)
+
+    def set_collapsed(self, collapsed: bool, summary: str) -> None:
+        """Far out: one labelled block over the members (``summary``: what it holds and
+        the bandwidth leaving it, as much as fits); near: the box behind the nodes."""
+        self.summary = summary
+        self.setToolTip(self._tip if not collapsed else f"{self.name}: {self.details}\n"
+                        f"{self._tip}")
+        if collapsed != self.collapsed:
+            self.collapsed = collapsed
+            self.setZValue(COLLAPSED_Z if collapsed else -10)
+            self.update()
+        self.block_label.set_text(summary if collapsed else "")
+        self.block_label.setPos(self._rect.center())
 
     def set_rect(self, members: QRectF) -> None:
         self.prepareGeometryChange()
         self._rect = members.adjusted(-MARGIN, -MARGIN - TITLE, MARGIN, MARGIN)
+        self.block_label.setPos(self._rect.center())
 
     def box(self) -> QRectF:
         return QRectF(self._rect)
@@ -54,8 +78,10 @@ class GroupItem(QGraphicsItem):
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
               widget: QWidget | None = None) -> None:
         painter.setPen(QPen(style.GROUP_BORDER, 1.2))
-        painter.setBrush(QBrush(style.GROUP_FILL))
+        painter.setBrush(QBrush(COLLAPSED_FILL if self.collapsed else style.GROUP_FILL))
         painter.drawRoundedRect(self._rect, 12, 12)
+        if self.collapsed:
+            return
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         if lod * 9 >= 3:
             painter.setFont(TITLE_FONT)
@@ -69,8 +95,8 @@ class GroupItem(QGraphicsItem):
         return self.scene()  # type: ignore[return-value]
 
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
-        if event.button() != Qt.MouseButton.LeftButton \
-                or event.pos().y() > self._rect.top() + TITLE + MARGIN / 2:
+        if event.button() != Qt.MouseButton.LeftButton or (
+                not self.collapsed and event.pos().y() > self._rect.top() + TITLE + MARGIN / 2):
             event.ignore()  # below the title bar: rubber-band selection as usual
             return
         scene = self._scene()

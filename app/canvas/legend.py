@@ -1,10 +1,11 @@
-"""The link-load legend: a colour bar floating in the canvas's top-left corner."""
+"""Legends floating over the canvas: the link-load colour bar (top left) and the
+bottleneck cut in words (bottom left)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QEvent, QObject, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPen
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QLabel, QWidget
 
 from canopy.app.canvas import style
 from canopy.app.canvas.overlays import CUT_LINK, TREE_LINK, UNUSED, load_gradient
@@ -53,3 +54,37 @@ class LoadLegend(QWidget):
             p.setPen(style.LINK_TEXT)
             p.drawText(QRectF(42, y, WIDTH - 50, 14), Qt.AlignmentFlag.AlignVCenter, text)
         p.end()
+
+
+class CutLegend(QLabel):
+    """The bottleneck cut in words, and which side is shaded, in the bottom-left corner
+    of ``viewport``. It is a child of the viewport's scroll area, not of the viewport,
+    which moves its children when the canvas scrolls."""
+
+    MARGIN = 10
+
+    def __init__(self, viewport: QWidget):
+        super().__init__(viewport.parentWidget())
+        self.viewport = viewport
+        self.setWordWrap(True)
+        self.setMaximumWidth(460)
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self.setStyleSheet("QLabel { background: rgba(255, 255, 255, 235); color: #2d3440; "
+                           "border: 1px solid #e08a00; border-radius: 6px; padding: 5px 8px; }")
+        viewport.installEventFilter(self)
+
+    def set_cut(self, sentence: str, shaded: str) -> None:
+        self.setText(f"<b>Bottleneck cut.</b> {sentence}<br><span style='color:#8a5a00'>"
+                     f"Shaded: {shaded}; dark arrows: the links leaving S*.</span>")
+        self.setFixedWidth(min(460, max(260, self.viewport.width() - 2 * self.MARGIN)))
+        self.adjustSize()
+        self._place()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.Resize:
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        area = self.viewport.geometry()
+        self.move(area.left() + self.MARGIN, area.bottom() - self.height() - self.MARGIN)

@@ -24,16 +24,21 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
+from canopy.app.canvas.labels import BANDWIDTH_FONT, ScreenLabel
 from canopy.engine.topology import Link, format_gbps
 
 ARROW = 11.0
-LABEL_FONT = style.label_font(8.0)
 NAME_HALF_WIDTH = 30.0
-"""About half the width of a node's name under it (labels near a node keep clear of it)."""
+"""About half the width of a node's name under it, in pixels (labels near a node keep
+clear of it)."""
 NAME_HEIGHT = 14.0
+LINK_LABEL_MIN_ZOOM = 0.2
+"""Below this zoom no bandwidths are drawn on links."""
+SPOTS = (0.5, 0.38, 0.62, 0.28, 0.72, 0.2, 0.8)
+"""Other places along a link (from its source) its bandwidth may go when the preferred
+one is taken by a name or another label."""
 STAGGER = 0.18
 """How far apart (as a fraction of the link) labels of parallel links are moved."""
-LABEL_BACKGROUND = QBrush(QColor(255, 255, 255, 225))
 NODE_RADIUS = 17.0
 BOW_FROM = 80.0
 """Row/column links 1.5 to 10 times this long bow out of the row (server-internal links)."""
@@ -70,6 +75,9 @@ class LinkItem(QGraphicsItem):
         self._mid = QPointF()
         self._text_rect = QRectF()
         self._straight: QLineF | None = None
+        self._zoom = 1.0
+        self._length = 0.0
+        self.bandwidth_label = ScreenLabel(self, BANDWIDTH_FONT, boxed=True)
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
                       | QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)
         self.setZValue(5)
@@ -85,9 +93,8 @@ class LinkItem(QGraphicsItem):
         latency = "" if link.latency is None else f", latency {format_gbps(link.latency)} µs"
         self.setToolTip(f"{link.source} {arrow} {link.target}: {self.text} GB/s"
                         f"{' each way' if link.duplex else ' one-way'}{latency}")
-        metrics = QFontMetricsF(LABEL_FONT)
-        w = metrics.horizontalAdvance(self.text) + 6
-        h = metrics.height() + 1
+        label = self.bandwidth_label
+        w, h = label.width_of(self.text), label.height_of(self.text)
         self._text_rect = QRectF(-w / 2, -h / 2, w, h)
         self._rebuild()
 
@@ -138,8 +145,10 @@ class LinkItem(QGraphicsItem):
         length = line.length()
         path = QPainterPath()
         self._straight = None
+        self._length = length
         if length < 1e-6:
             self._path, self._mid = path, QPointF(p1)
+            self._place_label()
             return
         ux, uy = (p2.x() - p1.x()) / length, (p2.y() - p1.y()) / length
         # offsets are measured on the canonical direction so u->v and v->u bow apart
@@ -166,8 +175,47 @@ class LinkItem(QGraphicsItem):
         self._path = path
         pad = self.pen_width() / 2 + ARROW + 2 + (MARK_PAD if self.marks else 0) \
             + (OUTLINE if self.outline is not None else 0)
-        self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad).united(
-            self._text_rect.translated(self._mid))
+        self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad)
+        self._place_label()
+
+    def set_zoom(self, zoom: float) -> None:
+        """Show the bandwidth where it fits at ``zoom`` (the scene calls this after zooms)."""
+        if zoom != self._zoom:
+            self._zoom = zoom
+            if not self._path.isEmpty():
+                self._mid = self._path.pointAtPercent(self._label_fraction(self._length))
+            self._place_label()
+
+    def label_fits(self) -> bool:
+        """Whether the link is long enough on screen for its bandwidth."""
+        free = (self._length - 2 * NODE_RADIUS) * self._zoom
+        wide = max(self._text_rect.width(), self._text_rect.height())
+        return self._zoom >= LINK_LABEL_MIN_ZOOM and free >= wide + 4
+
+    def label_spots(self) -> list[QPointF]:
+        """Where the bandwidth may go, best first: its preferred spot, then along the line."""
+        if self._path.isEmpty():
+            return []
+        return [QPointF(self._mid)] + [self._path.pointAtPercent(t) for t in SPOTS]
+
+    def label_rect(self, at: QPointF) -> QRectF:
+        """The bandwidth's box centred at ``at``, in scene units at the current zoom."""
+        scale = 1.0 / self._zoom
+        w, h = self._text_rect.width() * scale, self._text_rect.height() * scale
+        return QRectF(at.x() - w / 2, at.y() - h / 2, w, h)
+
+    def show_label_at(self, at: QPointF | None) -> None:
+        """Show the bandwidth centred at ``at``, or hide it (the tooltip still has it)."""
+        self.bandwidth_label.set_text(self.text if at is not None else "")
+        if at is not None:
+            self.bandwidth_label.setPos(at)
+
+    def _place_label(self) -> None:
+        """The preferred spot, while the scene has not placed the labels (after a move)."""
+        self.show_label_at(self._mid if self.label_fits() else None)
+        color = self.highlight[0] if self.highlight else style.LINK
+        self.bandwidth_label.border = color.darker(115)
+        self.bandwidth_label.update()
 
     def _label_fraction(self, length: float) -> float:
         """Where along the link (0 = source) its bandwidth label goes.
@@ -179,9 +227,11 @@ class LinkItem(QGraphicsItem):
         near, far = ((self._p1, self._p2) if self.label_near == self.source
                      else (self._p2, self._p1))
         ux, uy = (far.x() - near.x()) / length, (far.y() - near.y()) / length
-        half_w = NAME_HALF_WIDTH + self._text_rect.width() / 2 + 3
-        below = style.NODE_H / 2 + NAME_HEIGHT + self._text_rect.height() / 2 + 3
-        above = style.NODE_H / 2 + self._text_rect.height() / 2 + 3
+        px = 1.0 / max(self._zoom, 1e-3)  # scene units per pixel: text keeps its pixel size
+        half_w = max(style.NODE_W / 2, NAME_HALF_WIDTH * px) + self._text_rect.width() / 2 * px \
+            + 3 * px
+        below = style.NODE_H / 2 + (NAME_HEIGHT + self._text_rect.height() / 2 + 3) * px
+        above = style.NODE_H / 2 + (self._text_rect.height() / 2 + 3) * px
         exits = [half_w / abs(ux) if abs(ux) > 1e-6 else float("inf"),
                  (below if uy > 0 else above) / abs(uy) if abs(uy) > 1e-6 else float("inf")]
         t = min(0.5, min(exits) / length) + abs(STAGGER * self.rank)
@@ -229,14 +279,6 @@ class LinkItem(QGraphicsItem):
             self._paint_arrow(painter, color)
         for towards, text in self.marks:
             self._paint_mark(painter, color, towards, text, lod)
-        rect = self._text_rect.translated(self._mid)
-        if lod >= style.LINK_LABEL_LOD and exposed.intersects(rect):
-            painter.setPen(QPen(color.darker(115), 0.8))
-            painter.setBrush(LABEL_BACKGROUND)
-            painter.drawRoundedRect(rect, 3, 3)
-            painter.setPen(style.LINK_TEXT)
-            painter.setFont(LABEL_FONT)
-            painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, self.text)
 
     def _draw_line(self, painter: QPainter) -> None:
         if self._straight is not None:

@@ -9,14 +9,15 @@ from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen, QPolygonF
 from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
+from canopy.app.canvas.labels import NAME_FONT, ScreenLabel
 from canopy.engine.topology import COMPUTE, Node
 
 if TYPE_CHECKING:
     from canopy.app.canvas.scene import TopologyScene
 
-LABEL_H = 14.0
 BADGE_FONT = style.label_font(7.0, bold=True)
-LABEL_FONT = style.label_font(8.0)
+NAME_MIN_ZOOM = 0.22
+"""Below this zoom no node names are drawn (rows of nodes are too close for them)."""
 
 
 class NodeItem(QGraphicsItem):
@@ -28,6 +29,9 @@ class NodeItem(QGraphicsItem):
         self.kind = node.kind
         self.label = node.label or node.id
         self.syncing = False
+        self.names: tuple[str, ...] = ()
+        self.name_label = ScreenLabel(self, NAME_FONT, anchor="top")
+        self.name_label.setPos(0, style.NODE_H / 2 + 1)
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsMovable
                       | QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
                       | QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges)
@@ -42,10 +46,20 @@ class NodeItem(QGraphicsItem):
         self.node_id = node.id
         self.kind = node.kind
         self.label = node.label or node.id
+        self.names = short_names(node)
         kind = "compute node" if node.kind == COMPUTE else "switch"
         group = f", group {node.group}" if node.group else ""
-        self.setToolTip(f"{node.id} ({kind}{group})")
+        label = f" “{node.label}”" if node.label and node.label != node.id else ""
+        self.setToolTip(f"{node.id}{label} ({kind}{group})")
+        if self.name_label.text:
+            self.name_label.set_text(self.names[0])
         self.update()
+
+    def name_rect(self, text: str, zoom: float) -> QRectF:
+        """Where ``text`` would sit under the node, in scene units at ``zoom``."""
+        w = self.name_label.width_of(text) / zoom
+        h = self.name_label.height_of(text) / zoom
+        return QRectF(self.pos().x() - w / 2, self.pos().y() + style.NODE_H / 2 + 1, w, h)
 
     def sync_position(self, node: Node) -> None:
         """Move to the model's coordinates without snapping or reporting a user move."""
@@ -59,8 +73,7 @@ class NodeItem(QGraphicsItem):
         return QRectF(-style.NODE_W / 2, -style.NODE_H / 2, style.NODE_W, style.NODE_H)
 
     def boundingRect(self) -> QRectF:
-        width = max(style.NODE_W, 7.0 * len(self.label)) + 6
-        return QRectF(-width / 2, -style.NODE_H / 2 - 3, width, style.NODE_H + LABEL_H + 8)
+        return self.body().adjusted(-3, -3, 3, 3)
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -102,11 +115,6 @@ class NodeItem(QGraphicsItem):
         painter.setFont(BADGE_FONT)
         painter.setPen(Qt.GlobalColor.white)
         painter.drawText(self.body(), Qt.AlignmentFlag.AlignCenter, "GPU" if compute else "SW")
-        painter.setFont(LABEL_FONT)
-        painter.setPen(style.LINK_TEXT)
-        rect = self.boundingRect()
-        painter.drawText(QRectF(rect.left(), style.NODE_H / 2 + 2, rect.width(), LABEL_H),
-                         Qt.AlignmentFlag.AlignCenter, self.label)
 
     # ------------------------------------------------------------ moves
 
@@ -120,3 +128,20 @@ class NodeItem(QGraphicsItem):
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged and scene is not None:
             scene.node_item_moved(self)
         return super().itemChange(change, value)
+
+
+def short_names(node: Node) -> tuple[str, ...]:
+    """Names to show, longest first: the label, then without the server's prefix (the
+    group box names the server), e.g. ``n0.gpu3`` then ``gpu3``."""
+    names = [node.label or node.id]
+    if node.group:
+        for text in (node.label or "", node.id):
+            for sep in (".", " ", "-", "_", "/", ":"):
+                if text.startswith(node.group + sep) and len(text) > len(node.group) + 1:
+                    names.append(text[len(node.group) + 1:])
+    names.append(node.id)
+    unique = []
+    for name in names:
+        if name not in unique:
+            unique.append(name)
+    return tuple(sorted(unique, key=len, reverse=True)) if len(unique) > 1 else tuple(unique)

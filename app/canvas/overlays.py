@@ -3,8 +3,10 @@
 Three layers recolour link items through :meth:`LinkItem.set_highlight`; when several
 apply to a link, a selected tree wins over link load, and link load over the cut.
 
-* **Cut** (forestcoll.txt §3.1 eq. (1)): the nodes of S* get a shaded halo and every
-  link leaving S* (the links of B+(S*)) is drawn red and wide with an arrow pointing out.
+* **Cut** (forestcoll.txt §3.1 eq. (1)): the nodes of the smaller side of the cut (S*,
+  or everything outside it) get a shaded halo (a legend names the side), and every
+  link leaving S* (the links of B+(S*)) is drawn dark and wide with an arrow pointing out;
+  no other link changes.
 * **Tree**: every physical hop of the selected tree, through the switches, in the
   tree colour with an arrow in the direction data runs and the hop number beside it
   (:func:`canopy.app.solution.hop_orders`).
@@ -195,6 +197,14 @@ class Overlays:
         """Keys of the link items drawn as leaving the bottleneck cut."""
         return set(self._cut_keys) if self._drawing() and self.cut_on else set()
 
+    def shaded_side(self) -> tuple[set[str], str]:
+        """The smaller side of the cut (the one drawn shaded) and its name."""
+        present = set(self.scene.doc.node_ids())
+        rest = present - self._cut
+        if len(self._cut) <= len(rest):
+            return set(self._cut), "the smaller side, S* itself"
+        return rest, "the smaller side, the nodes outside S*"
+
     def halo_nodes(self) -> set[str]:
         """Nodes shaded as members of the bottleneck cut."""
         if self._shade is None or not shiboken6.isValid(self._shade):
@@ -213,7 +223,8 @@ class Overlays:
         if not self._drawing():
             return
         if self.cut_on:
-            self._shade = CutShade(self.scene, self._cut)
+            shaded, _side = self.shaded_side()
+            self._shade = CutShade(self.scene, shaded)
             self.scene.addItem(self._shade)
         self._tree_keys = self._keys_of(self.tree_hops)
         keys = set(self._tree_keys)

@@ -21,8 +21,9 @@ from canopy.engine.topology import COMPUTE
 if TYPE_CHECKING:
     from canopy.app.canvas.scene import TopologyScene
 
-OVERVIEW_ZOOM = 0.5
-"""Zoom factor below which the scene is drawn by the overview item."""
+OVERVIEW_ZOOM = 0.12
+"""Zoom factor below which the scene is drawn by the overview item (above it, names,
+bandwidths and collapsed servers are drawn item by item where they fit)."""
 LARGE_OVERVIEW_ZOOM = 0.8
 """The same for drawings of more than :data:`LARGE` nodes (names are hidden sooner)."""
 LARGE = 1000

@@ -8,6 +8,7 @@ Other parts of the editor (overlays, results) reach items by id through
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
 from fractions import Fraction
@@ -20,16 +21,27 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouse
 from canopy.app.canvas import style
 from canopy.app.canvas.group_item import GroupItem
 from canopy.app.canvas.interactions import Interaction, SelectMove
+from canopy.app.canvas.labels import fitting
 from canopy.app.canvas.link_item import LinkItem
-from canopy.app.canvas.node_item import NodeItem
+from canopy.app.canvas.lod import place_labels
+from canopy.app.canvas.node_item import NAME_MIN_ZOOM, NodeItem
 from canopy.app.canvas.overview import OverviewItem
 from canopy.app.commands import MoveNodes
 from canopy.app.document import Document
+from canopy.engine.topology import COMPUTE, format_gbps
 
 PARALLEL_GAP = 16.0
 NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
 MARGIN = 1500.0
 """Free scene space around the drawing, so there is room to pan and to add nodes."""
+COLLAPSE_BELOW = 0.45
+"""A server whose members show no names at a zoom below this collapses into a block."""
+ROOM_CAP = 400.0
+LARGE_LOD = 1000
+"""Above this many nodes the level-of-detail pass only handles the visible part (and
+runs again when the view scrolls)."""
+ROW_BAND = 25.0
+"""Nodes whose y differ by less than this share a row (their names compete for width)."""
 
 
 class TopologyScene(QGraphicsScene):
@@ -57,6 +69,16 @@ class TopologyScene(QGraphicsScene):
         self.interaction: Interaction = SelectMove(self)
         self.overview = OverviewItem(self)
         self.overview_on = False
+        self.zoom = 1.0
+        self.label_area: QRectF | None = None
+        self._rooms: dict[str, float] | None = None
+        self._summaries: dict[str, str] = {}
+        self._lod_timer = QTimer(self)
+        self._lod_timer.setSingleShot(True)
+        self._lod_timer.setInterval(60)
+        self._lod_timer.timeout.connect(self.apply_zoom)
+        doc.edited.connect(self._layout_changed)
+        doc.node_moved.connect(self._layout_changed)
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         doc.reset.connect(self.rebuild)
         doc.edited.connect(self._overview_changed)
@@ -76,6 +98,9 @@ class TopologyScene(QGraphicsScene):
 
     def node_item(self, node_id: str) -> NodeItem:
         return self._nodes[node_id]
+
+    def has_node_item(self, node_id: str) -> bool:
+        return node_id in self._nodes
 
     def link_item(self, key: int) -> LinkItem:
         return self._links[key]
@@ -154,6 +179,8 @@ class TopologyScene(QGraphicsScene):
             self._dirty_groups.add(group)
         self._update_dirty_groups()
         self.setSceneRect(self.drawing_rect().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN))
+        self._layout_changed()
+        self.apply_zoom()
 
     def drawing_rect(self) -> QRectF:
         """The part of the scene the topology occupies (groups, nodes and links)."""
@@ -244,6 +271,103 @@ class TopologyScene(QGraphicsScene):
         self.overview.setVisible(on)
         self.overview.invalidate()
         self.update()
+
+    # ------------------------------------------------------------ level of detail
+
+    def set_zoom(self, zoom: float, area: QRectF | None = None) -> None:
+        """The view's zoom changed: choose which names and bandwidths fit (in ``area``,
+        the part of the scene on screen, for large drawings)."""
+        self.zoom = zoom
+        if area is not None:
+            self.label_area = QRectF(area)
+        self.apply_zoom()
+
+    def set_label_area(self, area: QRectF) -> None:
+        """The view scrolled: large drawings label the part now on screen."""
+        self.label_area = QRectF(area)
+        if len(self._nodes) > LARGE_LOD:
+            self._lod_timer.start()
+
+    def _layout_changed(self) -> None:
+        self._rooms = None
+        self._summaries = {}
+        self._lod_timer.start()
+
+    def apply_zoom(self) -> None:
+        """Names where they fit, bandwidths on links long enough on screen, and servers
+        whose members show no name collapsed into labelled blocks."""
+        self._lod_timer.stop()
+        zoom = self.zoom
+        if self._rooms is None:
+            self._rooms = self._free_rooms()
+        collapsed = self._collapsed_groups(zoom)
+        hidden = {node.id: node.group for node in self.doc.topology.nodes
+                  if node.group in collapsed}
+        nodes, links = list(self._nodes.values()), list(self._links.values())
+        area = self.label_area
+        if len(nodes) > LARGE_LOD and area is not None:
+            nodes = [n for n in nodes if area.contains(n.pos())]
+            links = [k for k in links if area.intersects(k.boundingRect())]
+        place_labels(nodes, links, zoom, self._rooms, ROOM_CAP, hidden,
+                     [self._groups[g].box() for g in collapsed if g in self._groups])
+        for name, box in self._groups.items():
+            text = name
+            if name in collapsed:
+                summary = self.group_summary(name)
+                box.details = summary.split(" · ", 1)[-1].replace("\n", ", ")
+                text = fitting(box.block_label, (summary, name), box.box().width() * zoom - 8)
+            box.set_collapsed(name in collapsed, text)
+
+    def _collapsed_groups(self, zoom: float) -> set[str]:
+        """Groups of two or more nodes none of whose compute nodes has room for a name."""
+        if zoom >= COLLAPSE_BELOW or not self._groups:
+            return set()
+        rooms = self._rooms or {}
+        named: dict[str, bool] = defaultdict(bool)
+        members: dict[str, int] = defaultdict(int)
+        for node in self.doc.topology.nodes:
+            if not node.group:
+                continue
+            members[node.group] += 1
+            if node.kind == COMPUTE and zoom >= NAME_MIN_ZOOM and not named[node.group]:
+                item = self._nodes[node.id]
+                shortest = min(item.name_label.width_of(t) for t in item.names)
+                named[node.group] = shortest <= rooms.get(node.id, ROOM_CAP) * zoom - 4
+        return {g for g, count in members.items() if count > 1 and not named[g]}
+
+    def group_summary(self, group: str) -> str:
+        """``n0 · 8 GPUs`` and the bandwidth leaving the group, for its collapsed block."""
+        text = self._summaries.get(group)
+        if text is None:
+            members = set(self.doc.group_members(group))
+            gpus = sum(1 for n in members if self.doc.node(n).kind == COMPUTE)
+            out = sum((link.bandwidth for link in self.doc.topology.links
+                       if (link.source in members) != (link.target in members)
+                       and (link.duplex or link.source in members)), start=Fraction(0))
+            what = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else \
+                f"{len(members)} switches"
+            text = f"{group} · {what}\n{format_gbps(out)} GB/s out"
+            self._summaries[group] = text
+        return text
+
+    def _free_rooms(self) -> dict[str, float]:
+        """For each node, the distance to the nearest node beside it in its row (the width
+        its name may take), at most ROOM_CAP."""
+        rows: dict[int, list[tuple[float, str]]] = defaultdict(list)
+        for node_id, item in self._nodes.items():
+            rows[round(item.pos().y() / ROW_BAND)].append((item.pos().x(), node_id))
+        for row in rows.values():
+            row.sort()
+        rooms: dict[str, float] = {}
+        for band, row in rows.items():
+            near = sorted(row + rows.get(band - 1, []) + rows.get(band + 1, []))
+            xs = [x for x, _ in near]
+            for x, node_id in row:
+                i = bisect_left(xs, x)
+                gaps = [abs(xs[j] - x) for j in range(max(0, i - 2), min(len(near), i + 3))
+                        if near[j][1] != node_id]
+                rooms[node_id] = min([ROOM_CAP, *gaps])
+        return rooms
 
     # ------------------------------------------------------------ document signals
 

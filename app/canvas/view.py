@@ -5,7 +5,7 @@ Pan with the middle mouse button, or hold Space and drag with the left button.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QRectF, Qt, Signal
+from PySide6.QtCore import QPoint, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
@@ -39,10 +39,25 @@ class TopologyView(QGraphicsView):
         self._space = False
         self._rubber_band = True
         self.zoom_changed.connect(self._choose_overview)
+        self._area_timer = QTimer(self)
+        self._area_timer.setSingleShot(True)
+        self._area_timer.setInterval(80)
+        self._area_timer.timeout.connect(
+            lambda: self.topology_scene().set_label_area(self.label_area()))
+        for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
+            bar.valueChanged.connect(lambda _value: self._area_timer.start())
 
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()
         scene.set_overview(zoom < overview_zoom(len(scene.node_items())))
+        scene.set_zoom(zoom, self.label_area())
+
+    def label_area(self) -> QRectF:
+        """The part of the scene on screen and a margin around it (labels of large
+        drawings are placed there only)."""
+        rect = self.mapToScene(self.viewport().rect()).boundingRect()
+        dx, dy = rect.width() * 0.3, rect.height() * 0.3
+        return rect.adjusted(-dx, -dy, dx, dy)
 
     def topology_scene(self) -> TopologyScene:
         return self.scene()  # type: ignore[return-value]
@@ -83,7 +98,7 @@ class TopologyView(QGraphicsView):
             rect = scene.drawing_rect()
         if rect.isEmpty():
             return
-        self.fitInView(rect.adjusted(-30, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
+        self.fitInView(rect.adjusted(-60, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
         if self.zoom() > 1.5:
             self.set_zoom(1.5 / self.zoom())
         self.centerOn(rect.center())

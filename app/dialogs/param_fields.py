@@ -64,6 +64,9 @@ class ParamField(QObject):
             spin = QSpinBox(parent)
             spin.setRange(spec.minimum if spec.minimum is not None else -SPIN_LIMIT,
                           spec.maximum if spec.maximum is not None else SPIN_LIMIT)
+            zero = re.search(r"\b0 = ([^;.,]+)", spec.help)
+            if zero and spin.minimum() == 0:
+                spin.setSpecialValueText(zero.group(1).strip())  # "Rails: one per NIC"
             spin.valueChanged.connect(self.changed)
             return spin
         if spec.type == CHOICE:

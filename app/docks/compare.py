@@ -21,6 +21,7 @@ Groups count (unlike for a solve): rings and TACOS order GPUs by server.
 
 from __future__ import annotations
 
+import re
 import time
 from fractions import Fraction
 
@@ -62,6 +63,12 @@ STALE_OPACITY = 0.35
 
 def display_name(algorithm: str) -> str:
     return NAMES.get(algorithm, algorithm)
+
+
+def short_reason(reason: str) -> str:
+    """A reason without its parenthesised details, so it fits the table (the tooltip
+    keeps them): "the network is not a tree, so contention-free rings do not apply."."""
+    return re.sub(r" \([^()]*\)", "", reason)
 
 
 def network_signature(topology: Topology) -> tuple:
@@ -197,6 +204,7 @@ class CompareDock(QDockWidget):
         for signal in (doc.node_added, doc.node_removed, doc.node_changed, doc.node_renamed,
                        doc.link_added, doc.link_removed, doc.link_changed, doc.reset):
             signal.connect(self._stale_timer.start)
+        doc.reset.connect(self._after_reset)
         controller.progress.connect(self._on_progress)
         controller.failed.connect(self._on_failed)
         controller.cancelled.connect(self._on_cancelled)
@@ -283,6 +291,25 @@ class CompareDock(QDockWidget):
 
     # ------------------------------------------------------------ staleness
 
+    def _after_reset(self) -> None:
+        """Another topology was opened: a comparison of a different network is dropped
+        (it was not edited into this one, so "stale" would mislead)."""
+        if self.comparison is not None and not self._running \
+                and network_signature(self.doc.topology) != self._signature:
+            self.clear()
+
+    def clear(self) -> None:
+        """Back to the placeholder, with no comparison."""
+        self._stale_timer.stop()
+        self.comparison = None
+        self.stale = False
+        self.stale_label.hide()
+        self._fade(False)
+        self.setWindowTitle("Compare")
+        self.summary.clear()
+        self.model.clear()
+        self.pages.setCurrentIndex(0)
+
     def check_stale(self) -> None:
         """Compare the document's network with the compared one; show or hide the mark."""
         self._stale_timer.stop()
@@ -318,7 +345,7 @@ class CompareDock(QDockWidget):
         model = self.model
         model.clear()
         self.table.clearSpans()
-        headers = ["Algorithm", "Bound GB/s", "ForestColl ×"]
+        headers = ["Algorithm", "Bound GB/s", "ForestColl speed-up"]
         for s in comp.sizes:
             headers += [f"{size_label(s)} µs", f"{size_label(s)} GB/s"]
         model.setHorizontalHeaderLabels(headers)
@@ -352,7 +379,7 @@ class CompareDock(QDockWidget):
             font.setBold(True)
             name.setFont(font)
         if row.reason is not None:
-            cell = QStandardItem(f"n/a: {row.reason}")
+            cell = QStandardItem(f"n/a: {short_reason(row.reason)}")
             cell.setToolTip(row.reason)
             name.setToolTip(row.reason)
             cell.setForeground(NOT_APPLICABLE)

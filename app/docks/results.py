@@ -22,12 +22,12 @@ from PySide6.QtWidgets import (
 
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Solution
+from canopy.engine.cut_words import describe_cut as cut_in_words
 from canopy.engine.fewest import describe_k
 from canopy.engine.optimality import COLLECTIVES, collective_algbw
 from canopy.engine.topology import format_gbps
 
 TITLE = "Results"
-CUT_NAMES_SHOWN = 12
 
 
 def _value_label() -> QLabel:
@@ -35,17 +35,6 @@ def _value_label() -> QLabel:
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     label.setWordWrap(True)
     return label
-
-
-def describe_cut(cut: list[str], all_nodes: list[str]) -> str:
-    """S* as a short set, or as "all nodes but {…}" when that is shorter."""
-    cut_set = set(cut)
-    rest = [n for n in all_nodes if n not in cut_set]
-    names, prefix = (rest, "all nodes but ") if len(rest) < len(cut) else (cut, "")
-    shown = ", ".join(names[:CUT_NAMES_SHOWN])
-    if len(names) > CUT_NAMES_SHOWN:
-        shown += f", … ({len(names)} nodes)"
-    return prefix + "{" + shown + "}"
 
 
 def tradeoff_table(curve: list[tuple[int, Fraction]], optimum: Fraction,
@@ -158,8 +147,8 @@ class ResultsDock(SolutionDock):
         cut = list(opt.bottleneck_cut)
         compute = set(schedule.compute_nodes)
         inside = sum(1 for name in cut if name in compute)
-        v["cut"].setText("S* = " + describe_cut(cut, topo.node_ids()))
-        v["cut"].setToolTip(", ".join(cut))
+        v["cut"].setText(cut_in_words(topo, cut, opt.cut_bandwidth))
+        v["cut"].setToolTip("S* = {" + ", ".join(cut) + "}")
         v["ratio"].setText(f"|S* ∩ V_c| / B+(S*) = {inside} / {format_gbps(opt.cut_bandwidth)}"
                            f" GB/s = {opt.inverse_x} = 1/x*: {inside} compute nodes inside, "
                            f"{format_gbps(opt.cut_bandwidth)} GB/s leaving.")

@@ -42,9 +42,9 @@ from canopy.engine.topology import format_gbps
 
 TITLE = "Trees"
 ALL_ROOTS = "All roots"
-COLUMNS = ["Root", "#", "Mult.", "GB/s", "Height", "Phase"]
+COLUMNS = ["Root", "Tree", "Mult.", "GB/s", "Height", "Phase"]
 COLUMN_TIPS = ["The compute node whose shard the tree carries",
-               "Index of the tree among its root's trees",
+               "Which of its root's distinct trees this is (i of n)",
                "Multiplicity m: identical unit trees this row stands for",
                "Bandwidth of the row: m · y",
                "Longest root-to-leaf chain of logical edges",
@@ -59,10 +59,15 @@ class TreeTableModel(QAbstractTableModel):
     def __init__(self, parent: Any = None):
         super().__init__(parent)
         self.trees: list[ShownTree] = []
+        self.per_root: dict[tuple[str, str], int] = {}
 
     def set_trees(self, trees: list[ShownTree]) -> None:
         self.beginResetModel()
         self.trees = trees
+        self.per_root = {}
+        for shown in trees:
+            key = (shown.tree.root, shown.phase)
+            self.per_root[key] = self.per_root.get(key, 0) + 1
         self.endResetModel()
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
@@ -91,6 +96,9 @@ class TreeTableModel(QAbstractTableModel):
                   shown.bandwidth, shown.height, shown.phase]
         if role == Qt.ItemDataRole.DisplayRole:
             value = values[column]
+            if column == 1:
+                count = self.per_root.get((shown.tree.root, shown.phase), 1)
+                return f"{shown.tree.index + 1} of {count}"
             return format_gbps(value) if column == 3 else str(value)
         if role == SORT_ROLE:
             return float(values[column]) if column == 3 else values[column]
@@ -188,7 +196,7 @@ class TreesDock(SolutionDock):
         roots = self.solution.schedule.compute_nodes if self.solution else []
         widest = max((metrics.horizontalAdvance(r) for r in roots), default=0)
         for column, name in enumerate(COLUMNS):
-            sample = {"Root": "", "#": "888", "Mult.": "8888", "GB/s": "888.88",
+            sample = {"Root": "", "Tree": "88 of 88", "Mult.": "8888", "GB/s": "888.88",
                       "Height": "888", "Phase": "both phases"}[name]
             width = max(header.horizontalAdvance(name), metrics.horizontalAdvance(sample),
                         widest if name == "Root" else 0)

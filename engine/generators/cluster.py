@@ -42,6 +42,11 @@ _NIC_Y = -1.2 * SPACING       # NIC row above the GPUs
 _PCIE_Y = -0.6 * SPACING
 _NET_Y = -3.2 * SPACING       # scale-out switches
 _SPINE_Y = -5.0 * SPACING
+_ROW_PITCH = 4.0 * SPACING    # between rows of servers in a grid
+_GRID_FROM = 5
+"""Clusters of this many servers or more (single switch or rails) are drawn as a grid of
+servers under their switches rather than one long row."""
+_ASPECT = 1.6
 
 
 def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu: Fraction,
@@ -73,7 +78,49 @@ def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu
         else:
             _leaf_spine(b, nic_ids, nic_bw, width, leaf, rails or nics, servers_per_leaf,
                         spines, oversubscription)
+    if servers >= _GRID_FROM:
+        per_unit = servers_per_leaf if scale_out == LEAF_SPINE else 1
+        _grid(b.topology, -(-servers // per_unit), per_unit * (width + _GAP),
+              _ROW_PITCH + (-_NET_Y if scale_out == LEAF_SPINE else 0.0), per_unit)
     return b.topology
+
+
+def _grid(topology: Topology, units: int, cell: float, pitch: float, per_unit: int) -> None:
+    """Rearrange a cluster built in one row into a grid of units (servers, or pods with
+    their leaves) whose shape is closest to a 16:10 screen, under the switches shared by
+    all units (single switch, rails, spines), which are spread over the grid's width."""
+
+    def extent(columns: int) -> float:
+        rows = -(-units // columns)
+        return max(columns * cell / _ASPECT, rows * pitch - _SPINE_Y)
+
+    columns = min(range(1, units + 1), key=extent)
+    shared = []
+    for node in topology.nodes:
+        unit = _unit_of(node.id, node.group, per_unit)
+        if unit is None:
+            shared.append(node)
+            continue
+        row, column = divmod(unit, columns)
+        node.x = round(float(node.x or 0.0) - (unit - column) * cell, 3)
+        node.y = round(float(node.y or 0.0) + row * pitch, 3)
+    width = columns * cell - _GAP
+    tiers: dict[float, list] = {}
+    for node in shared:
+        tiers.setdefault(float(node.y or 0.0), []).append(node)
+    for tier in tiers.values():
+        tier.sort(key=lambda n: float(n.x or 0.0))
+        for i, node in enumerate(tier):
+            node.x = round(width * (i + 0.5) / len(tier), 3)
+
+
+def _unit_of(node_id: str, group: str | None, per_unit: int) -> int | None:
+    """The grid unit of a node: its server's (or pod's) index; None for shared switches."""
+    if group:
+        return int(group[1:]) // per_unit
+    if node_id.startswith("leaf"):
+        return int(node_id[4:].split(".")[0])
+    return None
 
 
 def _nic_count(gpus: int, nics_per_gpu: Fraction, servers: int) -> int:

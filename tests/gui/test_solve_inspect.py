@@ -51,8 +51,11 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     cut = set(solution.schedule.optimum.bottleneck_cut)
     inside = len(cut & set(solution.schedule.compute_nodes))
     assert f"= {inside} / 325 GB/s = 3/65 = 1/x*" in results.text("ratio")
+    assert results.text("cut").startswith(f"S* holds {inside} of 16 GPUs")
+    assert "325 GB/s leave it over" in results.text("cut")
     overlays = window.inspector.overlays
-    assert overlays.halo_nodes() == cut
+    rest = set(window.doc.node_ids()) - cut
+    assert overlays.halo_nodes() == (cut if len(cut) <= len(rest) else rest)  # smaller side
     assert overlays.cut_link_keys() == cut_keys(window.doc, cut)
     tree_keys = overlays.tree_link_keys()
     for key in cut_keys(window.doc, cut) - tree_keys:
@@ -263,8 +266,8 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
     from PySide6.QtGui import QColor, QImage, QPainter
 
     from canopy.app.canvas.overlays import CUT_HALO_BORDER
-    solution = solve_in(window, qtbot)
-    node = next(iter(solution.schedule.optimum.bottleneck_cut))
+    solve_in(window, qtbot)
+    node = next(iter(window.inspector.overlays.halo_nodes()))  # the shaded (smaller) side
     old = window.doc.node(node)
     far = (old.x + 900.0, old.y + 900.0)
     window.doc.undo_stack.push(MoveNodes(window.doc, {node: (old.x, old.y)}, {node: far}))
@@ -294,5 +297,10 @@ def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
     assert all(window.scene.link_item(k).highlight is not None
                for k in overlays.tree_link_keys())
     window.doc.set_topology(load_sample("forestcoll-fig2"))
-    assert window.inspector.controller.stale
+    # another topology: its results are dropped (not shown as "stale", nothing was edited)
+    controller = window.inspector.controller
+    assert controller.solution is None and not controller.stale
     assert overlays.tree_link_keys() == set() and overlays.halo_nodes() == set()
+    assert window.inspector.results.banner.state == "empty"
+    assert "stale" not in window.inspector.results.windowTitle()
+    assert window.inspector.solved_label.text() == ""

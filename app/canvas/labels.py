@@ -1,0 +1,92 @@
+"""Level of detail: text that stays readable at any zoom, shown only where it fits.
+
+Names and bandwidths are :class:`ScreenLabel` children of their items that ignore the
+view's scale (so they are always drawn at a readable pixel size). After every zoom the
+scene calls :func:`choose_texts`: each label shows the longest of its candidate texts
+that fits the room its item has on screen (a node's full label, then its short name
+without the server prefix), or nothing; a hidden label is still in the item's tooltip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF, QPainter, QPen
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+
+from canopy.app.canvas import style
+
+NAME_FONT = style.label_font(8.0)
+BANDWIDTH_FONT = style.label_font(8.0)
+BLOCK_FONT = style.label_font(9.0, bold=True)
+BACKGROUND = QColor(255, 255, 255, 225)
+
+
+class ScreenLabel(QGraphicsItem):
+    """A short text centred on its position, drawn at a fixed pixel size.
+
+    ``anchor`` is where the text hangs from: ``"top"`` puts its top edge at the position
+    (a name under a node), ``"centre"`` centres it (a bandwidth on a link), ``"right"``
+    ends it there (a caption left of a node).
+    """
+
+    def __init__(self, parent: QGraphicsItem, font: QFont, anchor: str = "centre",
+                 boxed: bool = False, color: QColor = style.LINK_TEXT):
+        super().__init__(parent)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)
+        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.setAcceptHoverEvents(False)
+        self.font = font
+        self.metrics = QFontMetricsF(font)
+        self.anchor = anchor
+        self.boxed = boxed
+        self.color = QColor(color)
+        self.border: QColor | None = None
+        self.text = ""
+        self._rect = QRectF()
+
+    def width_of(self, text: str) -> float:
+        """Pixel width ``text`` would take (with the box padding)."""
+        lines = text.split("\n")
+        return max(self.metrics.horizontalAdvance(line) for line in lines) \
+            + (6 if self.boxed else 2)
+
+    def height_of(self, text: str) -> float:
+        return self.metrics.height() * (text.count("\n") + 1) + 2
+
+    def set_text(self, text: str) -> None:
+        if text == self.text:
+            return
+        self.prepareGeometryChange()
+        self.text = text
+        if not text:
+            self._rect = QRectF()
+            return
+        w, h = self.width_of(text), self.height_of(text)
+        top = 0.0 if self.anchor == "top" else -h / 2
+        left = -w if self.anchor == "right" else -w / 2
+        self._rect = QRectF(left, top, w, h)
+
+    def boundingRect(self) -> QRectF:
+        return self._rect.adjusted(-1, -1, 1, 1)
+
+    def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
+              widget: QWidget | None = None) -> None:
+        if not self.text:
+            return
+        if self.boxed:
+            painter.setPen(QPen(self.border or QColor("#a9b4c6"), 0.8))
+            painter.setBrush(QBrush(BACKGROUND))
+            painter.drawRoundedRect(self._rect, 3, 3)
+        painter.setFont(self.font)
+        painter.setPen(self.color)
+        painter.drawText(self._rect, Qt.AlignmentFlag.AlignCenter, self.text)
+
+
+def fitting(label: ScreenLabel, candidates: Sequence[str], room_px: float) -> str:
+    """The first candidate whose pixel width fits in ``room_px``, or ``""``."""
+    for text in candidates:
+        if text and label.width_of(text) <= room_px:
+            return text
+    return ""

@@ -1,0 +1,100 @@
+"""Reading the drawing: names and bandwidths where they fit (never overlapping), servers
+collapsing into labelled blocks far out, Find, Quick Start, and the cut legend."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QRectF
+
+from canopy.app.quick_start import QuickStart
+from canopy.engine.generators.cluster import cluster
+from canopy.engine.topology_io import load_sample
+
+
+def _label_rects(scene, zoom):
+    rects = []
+    for node in scene.node_items():
+        if node.name_label.text:
+            rects.append(node.name_rect(node.name_label.text, zoom))
+    for link in scene.link_items():
+        if link.bandwidth_label.text:
+            rects.append(link.label_rect(link.bandwidth_label.pos()))
+    return rects
+
+
+def test_labels_never_overlap_and_shrink_to_short_names(window):
+    scene, view = window.scene, window.view
+    view.set_zoom(0.7 / view.zoom())
+    names = {n.node_id: n.name_label.text for n in scene.node_items()}
+    assert names["n0.gpu3"] in ("n0.gpu3", "gpu3") and names["ib0"] == "ib0"
+    rects = _label_rects(scene, view.zoom())
+    assert len(rects) > 40
+    for i, a in enumerate(rects):
+        assert not any(a.intersects(b) for b in rects[i + 1:])
+    view.set_zoom(0.5 / view.zoom())
+    assert {n.name_label.text for n in scene.node_items() if "gpu" in n.node_id} <= {
+        "", *(f"gpu{i}" for i in range(8))}
+    assert "n0.gpu0" in scene.node_item("n0.gpu0").toolTip()  # hover still names it
+
+
+def test_far_out_servers_collapse_into_blocks_with_their_bandwidth(window):
+    scene, view = window.scene, window.view
+    view.set_zoom(0.2 / view.zoom())
+    box = scene.group_item("n0")
+    assert box.collapsed and box.block_label.text.startswith("n0 · 8 GPUs")
+    assert "200 GB/s out" in box.block_label.text and "200 GB/s out" in box.toolTip()
+    assert all(not scene.node_item(f"n0.gpu{i}").name_label.text for i in range(8))
+    view.set_zoom(1.0 / view.zoom())
+    assert not box.collapsed and scene.node_item("n0.gpu0").name_label.text
+
+
+def test_a_128_gpu_cluster_is_a_grid_that_reads_at_fit(window):
+    topo = cluster(16, 8, "nvswitch", 300, 1, 25, 32, "rail", 0, "rail", 2, 2, 1)
+    window.doc.set_topology(topo, None, display_name="128")
+    window.view.zoom_to_fit()
+    rows = {round(n.y) for n in topo.nodes if n.id.endswith(".gpu0")}
+    assert len(rows) == 4  # 16 servers in a 4 x 4 grid under the rail switches
+    rail_y = max(n.y for n in topo.nodes if n.id.startswith("rail"))
+    assert all(n.y > rail_y for n in topo.nodes if n.group)
+    boxes = window.scene.group_items()
+    assert all(b.collapsed or any(window.scene.node_item(m).name_label.text
+                                  for m in window.doc.group_members(b.name)) for b in boxes)
+    assert all(b.block_label.text for b in boxes if b.collapsed)
+
+
+def test_find_selects_and_centres_nodes_and_links(window):
+    bar = window.find_bar
+    window.actions["find"].trigger()
+    assert bar.isVisible()
+    assert bar.search("n1.gpu5") == 1
+    assert window.scene.selected_node_ids() == ["n1.gpu5"]
+    centre = window.view.mapToScene(window.view.viewport().rect().center())
+    target = window.scene.node_item("n1.gpu5").pos()
+    assert abs(centre.x() - target.x()) < 5 and abs(centre.y() - target.y()) < 5
+    assert bar.search("n0.gpu2 nvswitch") == 1
+    (key,) = window.scene.selected_link_keys()
+    link = window.doc.link(key)
+    assert {link.source, link.target} == {"n0.gpu2", "n0.nvswitch"}
+    assert bar.search("nic") == 16 and bar.count.text() == "1 of 16"
+    bar.step(1)
+    assert bar.count.text() == "2 of 16" and window.scene.selected_node_ids() == ["n0.nic1"]
+    assert bar.search("no such thing") == 0 and bar.count.text() == "no match"
+
+
+def test_quick_start_walks_a_first_solve_and_export(window):
+    assert window.actions["quick_start"] in window.menus["help"].actions()
+    page = QuickStart(window).browser.toPlainText()
+    for step in ("F5", "bottleneck cut", "Export", "MSCCL", "Find"):
+        assert step in page
+
+
+def test_opening_another_file_keeps_the_status_summary_honest(window, qtbot):
+    window.inspector.solve_and_wait()
+    label = window.inspector.solved_label
+    assert label.text().startswith("allgather 346.67 GB/s · k = 13")
+    window.statusBar().showMessage("something else")
+    assert label.text().startswith("allgather")  # clicking around does not drop it
+    legend = window.inspector.cut_legend
+    assert legend.isVisible() and "S* holds 15 of 16 GPUs" in legend.text()
+    window.doc.set_topology(load_sample("forestcoll-fig2"), None, display_name="fig2")
+    assert label.text() == "" and legend.isHidden()
+    assert QRectF(window.view.viewport().rect()).width() > 600
