@@ -28,7 +28,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app import clipboard, compare_actions, fabric_actions, library_actions, settings
+from canopy.app import (
+    alltoall_view,
+    clipboard,
+    compare_actions,
+    fabric_actions,
+    library_actions,
+    settings,
+)
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
@@ -83,6 +90,7 @@ class MainWindow(QMainWindow):
         self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
         self.compare = compare_actions.install(self)
         self.fabric = fabric_actions.install(self)   # Jobs dock, contention, failures
+        self.alltoall = alltoall_view.install(self)  # Compute ▸ Solve All-to-All
         self._short_toolbar_texts()
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)

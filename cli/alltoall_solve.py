@@ -4,12 +4,18 @@ verified routes (``--json``) and MSCCL XML (``--msccl``)."""
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from fractions import Fraction
 
+from canopy.cli.fabric import apply_failures
 from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.io import save_result
+from canopy.engine.alltoall.msccl import alltoall_xml
+from canopy.engine.alltoall.timesteps import time_steps
 from canopy.engine.errors import CanopyError
 from canopy.engine.topology import format_gbps
-from canopy.engine.topology_io import load_topology
+from canopy.engine.topology_io import atomic_write_bytes, load_topology
 
 
 def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,7 +23,7 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--forwarding", choices=FORWARDING, default="all",
                        help="which nodes may relay others' data (default: all)")
     group.add_argument("--method", choices=METHODS, default="auto",
-                       help="exact link LP, decomposition (column generation) for large "
+                       help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
 
 
@@ -43,6 +49,10 @@ def summary(result: AllToAllResult) -> str:
     if result.regular_bound is not None:
         lines.append(f"Theorem 1 bound: "
                      f"{format_gbps(result.num_compute * result.regular_bound)} GB/s")
+    if result.method == "lp":
+        stepped = time_steps(result.schedule)
+        lines.append(f"store-and-fwd:   {format_gbps(stepped.algbw)} GB/s in "
+                     f"{len(stepped.steps)} time steps (relays store whole messages)")
     lines += [
         f"bottleneck:      {shown or 'none saturated'}",
         f"routes:          {len(result.schedule.routes)} (verified)",
@@ -55,6 +65,7 @@ def run_alltoall(args: argparse.Namespace) -> int:
     if args.k is not None:
         raise CanopyError("--k applies to tree collectives, not to alltoall.")
     topo = load_topology(args.topology)
+    apply_failures(topo, getattr(args, "fail", []) or [])
     result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
                             where=args.topology)
     if args.json:
@@ -62,6 +73,43 @@ def run_alltoall(args: argparse.Namespace) -> int:
     if args.json != "-":
         print(summary(result))
     if args.msccl:
-        from canopy.cli.alltoall_msccl import write_alltoall_msccl
-        write_alltoall_msccl(args, result)
+        xml = alltoall_xml(result.schedule)
+        atomic_write_bytes(args.msccl, xml.data)
+        split = "exact shares" if xml.share_error == 0 else \
+            f"route shares within {xml.share_error:.1%}"
+        print(f"MSCCL XML:       {args.msccl} (out of place, {xml.chunks_per_pair} chunk(s) "
+              f"per pair, {split}; {xml.report.summary()})", file=sys.stderr
+              if args.json == "-" else sys.stdout)
+    return 0
+
+
+def run_compare(args: argparse.Namespace, *sizes: int) -> int:
+    """``canopy compare TOPO --collective alltoall``: MCF against direct and ring."""
+    from canopy.engine.alltoall.compare import compare_alltoall
+    from canopy.engine.sizes import size_label
+    topo = load_topology(args.topology)
+    comp = compare_alltoall(topo, sizes=tuple(sizes), default_latency=Fraction(args.latency),
+                            where=args.topology)
+    result = comp.result
+    print(f"{topo.name}: alltoall, N = {result.num_compute}; MCF optimum "
+          f"{format_gbps(result.algbw)} GB/s ({result.method}), bound "
+          f"{format_gbps(result.bound_algbw)} GB/s; times from the α-β simulator")
+    head = ["algorithm", "bound GB/s"] + [f"{size_label(s)} GB/s" for s in comp.sizes]
+    lines = [head] + [[row.algorithm, f"{float(row.bound_algbw):.2f}"]
+                      + [f"{float(row.algbw(s)):.2f}" for s in comp.sizes]
+                      for row in comp.rows]
+    widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
+    for r in lines:
+        print("  ".join(c.rjust(w) if i else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+    print("algbw = per-rank buffer size / time (GB/s = 1e9 B/s; 1M = 2^20 B); direct: one "
+          "fewest-hop path per pair; ring: blocks around the ring of ranks.")
+    if args.json:
+        data = {"format": "canopy-alltoall-comparison", "version": 1,
+                "sizes": list(comp.sizes),
+                "rows": [{"algorithm": row.algorithm, "bound_algbw": float(row.bound_algbw),
+                          "algbw": [float(row.algbw(s)) for s in comp.sizes],
+                          "time_us": [float(row.times_us[s]) for s in comp.sizes]}
+                         for row in comp.rows]}
+        atomic_write_bytes(args.json, (json.dumps(data, indent=1) + "\n").encode())
     return 0

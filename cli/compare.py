@@ -25,7 +25,8 @@ from canopy.engine.topology_io import atomic_write_text, load_topology
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="compare ForestColl with rings, Blink, TACOS, LR rings")
     p.add_argument("topology", help="canopy-topology JSON file")
-    p.add_argument("--collective", choices=COLLECTIVES, default="allgather")
+    p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather",
+                   help="alltoall compares the MCF schedule with direct and ring all-to-all")
     p.add_argument("--sizes", default=",".join(size_label(s) for s in REPORT_SIZES),
                    help="comma-separated message sizes (default 1M,16M,128M,1G)")
     p.add_argument("--algorithms", default=",".join(a for a in ALGORITHMS if a != "forestcoll"),
@@ -91,6 +92,9 @@ def format_table(comp: Comparison) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.collective == "alltoall":
+        from canopy.cli.alltoall_solve import run_compare
+        return run_compare(args, *_options(args)["sizes"])
     options = _options(args)
     start = time.perf_counter()
     topo = load_topology(args.topology)

@@ -39,7 +39,7 @@ def parse_size(text: str) -> tuple[int, int]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gui", help="open the topology editor (the default command)")
     p.add_argument("file", nargs="?", help="canopy-topology JSON file to open")
-    p.add_argument("--solve", nargs="?", const="allgather", choices=COLLECTIVES,
+    p.add_argument("--solve", nargs="?", const="allgather", choices=(*COLLECTIVES, "alltoall"),
                    metavar="COLLECTIVE", help="solve on opening (allgather unless one of "
                    f"{', '.join(COLLECTIVES[1:])} is named)")
     p.add_argument("--screenshot", metavar="OUT.png",
@@ -94,7 +94,12 @@ def run(args: argparse.Namespace) -> int:
         if solve:
             window.resize(*args.size)
             window.show()
-            failure = window.inspector.solve_and_wait(solve)
+            if solve == "alltoall":
+                window.alltoall.solve()
+                window.alltoall.wait()
+                app.processEvents()
+            else:
+                failure = window.inspector.solve_and_wait(solve)
         if not failure:
             write_screenshot(window, Path(args.screenshot), args.size)
             print(f"wrote {args.screenshot}")
@@ -105,7 +110,9 @@ def run(args: argparse.Namespace) -> int:
         if error:
             QMessageBox.critical(window, "Cannot open file", error)
         window.offer_recovery()
-        if solve:
+        if solve == "alltoall":
+            window.alltoall.solve()
+        elif solve:
             window.inspector.controller.solve(solve)
         code = app.exec()
     name = window.doc.display_name

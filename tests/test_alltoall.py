@@ -204,3 +204,71 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert main(["solve", str(bad), "--collective", "alltoall"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "1 compute node" in err
+
+
+@pytest.mark.parametrize("topo", [
+    generate("ring", {"n": "5"}),
+    generate("torus", {"dims": "3x3"}),
+    star(4),
+], ids=["ring", "torus", "star"])
+def test_msccl_xml_runs_correctly(topo):
+    from canopy.engine.alltoall.msccl import alltoall_xml
+    from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+    xml = alltoall_xml(solve_alltoall(topo).schedule)
+    assert b'coll="alltoall"' in xml.data and b'outofplace="1"' in xml.data
+    assert "the result is correct" in simulate_bytes(xml.data).summary()
+    # a receive landing in the wrong output block is caught
+    broken = xml.data.replace(b'type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="0"',
+                              b'type="r" srcbuf="i" srcoff="1" dstbuf="o" dstoff="1"', 1)
+    if broken != xml.data:
+        with pytest.raises(MscclXmlError):
+            simulate_bytes(broken)
+
+
+def test_cli_msccl(tmp_path):
+    path = tmp_path / "ring.json"
+    save_topology(generate("ring", {"n": "4"}), path)
+    out = tmp_path / "a2a.xml"
+    assert main(["solve", str(path), "--collective", "alltoall", "--msccl", str(out)]) == 0
+    assert main(["check-xml", str(out)]) == 0
+
+
+def test_compare_mcf_beats_direct_and_ring(tmp_path, capsys):
+    from canopy.engine.alltoall.compare import compare_alltoall
+    topo = generate("torus", {"dims": "3x3", "bandwidth": "50"})
+    comp = compare_alltoall(topo, sizes=(1 << 20, 1 << 27))
+    rows = {row.algorithm: row for row in comp.rows}
+    assert rows["mcf"].bound_algbw == comp.result.algbw == 150
+    assert rows["direct"].bound_algbw < rows["mcf"].bound_algbw
+    for size in comp.sizes:
+        assert rows["mcf"].algbw(size) <= rows["mcf"].bound_algbw
+        assert rows["mcf"].algbw(size) > rows["direct"].algbw(size) > rows["ring"].algbw(size)
+    path = tmp_path / "t.json"
+    save_topology(topo, path)
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(path), "--collective", "alltoall", "--sizes", "1M",
+                 "--json", str(out)]) == 0
+    assert [r["algorithm"] for r in json.loads(out.read_text())["rows"]] == ["mcf", "direct",
+                                                                              "ring"]
+
+
+def test_time_steps_store_and_forward():
+    from canopy.engine.alltoall.timesteps import time_steps
+    full = solve_alltoall(generate("fully-connected", {"n": "4", "bandwidth": "50"}))
+    stepped = time_steps(full.schedule)
+    assert len(stepped.steps) == 1 and stepped.algbw == full.algbw
+    ring = solve_alltoall(generate("ring", {"n": "6", "bandwidth": "50"}))
+    stepped = time_steps(ring.schedule)
+    assert len(stepped.steps) == 3
+    assert stepped.algbw < ring.algbw
+    # every step's loads fit the links, and all the data moves
+    first = stepped.steps[0].loads
+    assert sum(first.values()) == Fraction(5, 6) * 6       # every pair's first hop
+
+
+def test_punctured_torus_is_seeded_and_slower():
+    a = generate("punctured-torus", {"dims": "3x3", "removed": "2", "seed": "4"})
+    b = generate("punctured-torus", {"dims": "3x3", "removed": "2", "seed": "4"})
+    assert a.links == b.links and len(a.links) == 18 - 2
+    whole = solve_alltoall(generate("torus", {"dims": "3x3"}))
+    assert solve_alltoall(a).lam < whole.lam

@@ -15,13 +15,26 @@ HEIGHT = 104
 
 
 class LoadLegend(QWidget):
-    """Utilisation scale (0 … 100 %), the unused colour, and the tree and cut colours."""
+    """Utilisation scale (0 … 100 %), the unused colour, and the tree and cut colours, in
+    the top-left corner of ``viewport`` (a child of its scroll area, so scrolling the
+    canvas does not carry it away)."""
 
-    def __init__(self, parent: QWidget):
-        super().__init__(parent)
+    def __init__(self, viewport: QWidget):
+        super().__init__(viewport.parentWidget())
+        self.viewport = viewport
         self.setFixedSize(WIDTH, HEIGHT)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self.move(10, 10)
+        viewport.installEventFilter(self)
+        self._place()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        area = self.viewport.geometry()
+        self.move(area.left() + 10, area.top() + 10)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         p = QPainter(self)

@@ -1,9 +1,11 @@
 """All-to-all as a maximum concurrent multi-commodity flow (issue 20).
 
 alltoall-direct-connect-summary: every ordered pair of compute nodes sends λ at once;
-λ* is found exactly by the link LP (:mod:`.lp`) or, on large networks, by column
-generation (:mod:`.colgen`), decomposed into verified routes (:mod:`.schedule`,
-:mod:`.paths`) and certified by exact upper bounds (:mod:`.bound`).
+λ* is found exactly by the link LP (:mod:`.lp`) or, on large networks, by per-source
+trees under multiplicative lengths (:mod:`.decomposition`), turned into verified routes
+(:mod:`.schedule`, :mod:`.paths`) and certified by exact upper bounds (:mod:`.bound`);
+:mod:`.msccl` lowers them to MSCCL XML, :mod:`.compare` runs them against direct and
+ring all-to-all, :mod:`.timesteps` gives the store-and-forward form.
 """
 
 from canopy.engine.alltoall.problem import FORWARDING, AllToAllProblem, build_problem

@@ -95,16 +95,27 @@ def length_bound(problem: AllToAllProblem, lengths: list[Fraction]) -> Fraction 
     return budget / total
 
 
-def cut_ratio(problem: AllToAllProblem, side: set[int]) -> Fraction | None:
+def _integer_capacities(problem: AllToAllProblem) -> tuple[np.ndarray, int]:
+    den = 1
+    for c in problem.capacity:
+        den = math.lcm(den, c.denominator)
+    ints = [int(c * den) for c in problem.capacity]
+    dtype = np.int64 if sum(ints) < 1 << 62 else object
+    return np.array(ints, dtype=dtype), den
+
+
+def cut_ratio(problem: AllToAllProblem, side: set[int],
+              caps: tuple[np.ndarray, int] | None = None) -> Fraction | None:
     """c⁺(S) / (a·b) for S = ``side``, or None when S or its complement has no compute."""
     inside = sum(1 for c in problem.compute if c in side)
     outside = problem.num_compute - inside
     if inside == 0 or outside == 0:
         return None
-    leaving = sum((c for u, v, c in zip(problem.tails, problem.heads, problem.capacity,
-                                        strict=True) if int(u) in side and int(v) not in side),
-                  Fraction(0))
-    return leaving / (inside * outside)
+    ints, den = caps or _integer_capacities(problem)
+    member = np.zeros(problem.n, dtype=bool)
+    member[list(side)] = True
+    leaving = ints[member[problem.tails] & ~member[problem.heads]].sum()
+    return Fraction(int(leaving), den * inside * outside)
 
 
 def cut_bound(problem: AllToAllProblem, candidates: list[set[int]] | None = None
@@ -117,9 +128,10 @@ def cut_bound(problem: AllToAllProblem, candidates: list[set[int]] | None = None
         sides += [{c}, everything - {c}]
     for side in candidates or []:
         sides += [set(side), everything - set(side)]
+    caps = _integer_capacities(problem)
     best: tuple[Fraction, set[int]] | None = None
     for side in sides:
-        ratio = cut_ratio(problem, side)
+        ratio = cut_ratio(problem, side, caps)
         if ratio is not None and (best is None or ratio < best[0]):
             best = (ratio, side)
     assert best is not None

@@ -57,12 +57,6 @@ class AllToAllProblem:
     def float_capacity(self) -> np.ndarray:
         return np.array([float(c) for c in self.capacity])
 
-    def may_use(self, source: int, arc: int) -> bool:
-        """Whether commodities of ``source`` may use ``arc`` (its tail relays or is
-        ``source``, and its head is not ``source``)."""
-        u, v = int(self.tails[arc]), int(self.heads[arc])
-        return v != source and (u == source or bool(self.relay[u]))
-
 
 def build_problem(topo: Topology, forwarding: str = "all", where: str = "") -> AllToAllProblem:
     """Index ``topo`` for all-to-all, raising :class:`TopologyError` (one sentence) when it

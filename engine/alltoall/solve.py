@@ -1,7 +1,7 @@
 """All-to-all end to end: optimum, schedule, certificate, bounds (issue 20).
 
 ``solve_alltoall`` picks the exact link LP for small and medium networks and the
-column-generation decomposition for large ones (``method="auto"``), turns the solver's
+decomposition (:mod:`.decomposition`) for large ones (``method="auto"``), turns the solver's
 flows into an exact, verified schedule, and certifies it with the length bound computed
 in exact arithmetic. The result is *exact* when the verified schedule's rate equals the
 certified bound: then it is λ* itself, whatever the solver's tolerance. Otherwise it
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from canopy.engine.alltoall import bound as bounds
-from canopy.engine.alltoall.colgen import solve_column_generation
+from canopy.engine.alltoall.decomposition import solve_decomposition
 from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
 from canopy.engine.alltoall.paths import decompose
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
@@ -55,7 +55,6 @@ class AllToAllResult:
     seconds: float
     tolerance: float = TOLERANCE
     iterations: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def lam(self) -> Fraction:
@@ -117,7 +116,7 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
         lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
                    for y in flows.duals]
     else:
-        cg = solve_column_generation(problem, progress, target_gap=target_gap)
+        cg = solve_decomposition(problem, progress, target_gap=target_gap)
         iterations = cg.iterations
         report(progress, "exact schedule", 0.0)
         schedule = exact_schedule(problem, cg.routes, cg.rates, unit, rational=False)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from canopy.engine.generators import cluster, direct, multidim
+from canopy.engine.generators import cluster, direct, multidim, punctured
 from canopy.engine.generators.params import ParameterError, ParamSpec
 from canopy.engine.topology import Topology
 
@@ -67,6 +67,9 @@ GENERATORS: dict[str, Generator] = {g.kind: g for g in (
               cluster.cluster, cluster.CLUSTER_PARAMS),
     Generator("torus", "Torus", "a torus of any dimension (e.g. TPU-v4-like 4x4x4)",
               direct.torus, direct.TORUS_PARAMS),
+    Generator("punctured-torus", "Punctured torus",
+              "a torus with k random links removed (seeded), as in failure studies",
+              punctured.punctured_torus, punctured.PUNCTURED_TORUS_PARAMS),
     Generator("mesh", "Mesh", "a mesh of any dimension (a torus without wrap-around links)",
               direct.mesh, direct.MESH_PARAMS),
     Generator("ring", "Ring", "N compute nodes in a ring, bidirectional or one-way",

@@ -34,11 +34,13 @@ Semantics (those of the MSCCL interpreter, microsoft/msccl and RCCL):
 * **Buffers.** allgather: ``i`` has c = nchunksperloop/ngpus chunks, ``o`` all of them;
   in place, ``i`` is ``o`` from r·c. reduce_scatter (also spelled ``reducescatter``):
   ``i`` has all chunks, ``o`` c of them; in place, ``o`` is ``i`` from r·c. allreduce:
-  ``i`` and ``o`` have all chunks; in place, ``o`` is ``i``. Out of place, the input
-  must stay unchanged. ``s`` has ``s_chunks``.
+  ``i`` and ``o`` have all chunks; in place, ``o`` is ``i``. alltoall: ``i`` and ``o``
+  have all chunks (block j of ``i`` goes to rank j). Out of place, the input must stay
+  unchanged. ``s`` has ``s_chunks``.
 * **Result.** allgather: every rank's ``o`` holds chunk x of rank x // c. reduce_scatter:
   rank r's result holds chunks r·c … r·c+c−1 summed over all ranks. allreduce: every
-  rank's result holds every chunk summed over all ranks. An XML that declares both
+  rank's result holds every chunk summed over all ranks. alltoall: chunk j·c+q of rank
+  r's ``o`` is chunk r·c+q of rank j's input. An XML that declares both
   ``inplace`` and ``outofplace`` is run both ways.
 
 Before the run, each connection must carry as many sends as receives (messages match in
@@ -61,7 +63,8 @@ from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.safe_xml import parse_xml_file
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reduce_scatter",
-               "reducescatter": "reduce_scatter", "allreduce": "allreduce"}
+               "reducescatter": "reduce_scatter", "allreduce": "allreduce",
+               "alltoall": "alltoall"}
 PROTOCOLS = ("Simple", "LL128", "LL")
 # step type -> (receives, sends, reads src, reads dst, writes dst)
 STEP_TYPES = {
@@ -170,8 +173,8 @@ def parse_msccl(root: etree._Element, source: str = "MSCCL XML") -> XmlAlgo:
         raise MscclXmlError(f"{source}: the top element is <{root.tag}>, not <algo>.")
     coll = _str(root, "coll", source)
     if coll not in COLLECTIVES:
-        raise MscclXmlError(f"{source}: coll '{coll}' is not allgather, reduce_scatter or "
-                            "allreduce.")
+        raise MscclXmlError(f"{source}: coll '{coll}' is not allgather, reduce_scatter, "
+                            "allreduce or alltoall.")
     algo = XmlAlgo(_str(root, "name", source), _str(root, "proto", source),
                    _int(root, "nchannels", source), _int(root, "nchunksperloop", source),
                    _int(root, "ngpus", source), COLLECTIVES[coll],
@@ -473,7 +476,7 @@ class _Run:
         a, r = self.algo, gpu.id
         n, c = a.nchunksperloop, a.chunks_per_rank
         size = {"allgather": {"i": c, "o": n}, "reduce_scatter": {"i": n, "o": c},
-                "allreduce": {"i": n, "o": n}}[a.coll]
+                "allreduce": {"i": n, "o": n}, "alltoall": {"i": n, "o": n}}[a.coll]
         size["s"] = gpu.s_chunks
         phys = {name: _Memory(s) for name, s in size.items()}
         alias = {name: (name, 0, s) for name, s in size.items()}
@@ -725,7 +728,10 @@ class _Run:
         for gpu in a.gpus:
             r = gpu.id
             bufs = self.buffers[r]
-            if gathered is not None:
+            if a.coll == "alltoall":
+                # block j of rank r's output is block r of rank j's input
+                expect = [(r * c + q, 1 << j) for j in range(a.ngpus) for q in range(c)]
+            elif gathered is not None:
                 expect = gathered
             elif a.coll == "reduce_scatter":
                 expect = reduced[r * c:(r + 1) * c]

@@ -98,3 +98,31 @@ def test_opening_another_file_keeps_the_status_summary_honest(window, qtbot):
     window.doc.set_topology(load_sample("forestcoll-fig2"), None, display_name="fig2")
     assert label.text() == "" and legend.isHidden()
     assert QRectF(window.view.viewport().rect()).width() > 600
+
+
+def test_legends_stay_in_the_canvas_corner_when_it_scrolls(window, qtbot):
+    window.inspector.solve_and_wait()
+    window.actions["show_load"].setChecked(True)
+    legends = (window.inspector.legend, window.inspector.cut_legend)
+    before = [legend.pos() for legend in legends]
+    window.view.set_zoom(3.0 / window.view.zoom())
+    window.view.pan_by(400, 300)
+    assert [legend.pos() for legend in legends] == before
+    area = window.view.viewport().geometry()
+    assert all(area.contains(legend.geometry()) for legend in legends)
+
+
+def test_large_drawings_label_the_part_on_screen(window):
+    topo = cluster(160, 8, "nvswitch", 300, 1, 25, 32, "rail", 0, "rail", 2, 2, 1)
+    window.doc.set_topology(topo, None, display_name="1280")
+    view, scene = window.view, window.scene
+    view.set_zoom(1.0 / view.zoom())
+    view.centerOn(scene.node_item("n0.gpu0").pos())
+    scene.set_zoom(view.zoom(), view.label_area())
+    assert scene.node_item("n0.gpu0").name_label.text
+    far = scene.node_item("n159.gpu7")
+    assert not view.label_area().contains(far.pos()) and not far.name_label.text
+    view.centerOn(far.pos())
+    scene.set_label_area(view.label_area())
+    scene.apply_zoom()  # what the scroll timer does
+    assert far.name_label.text

@@ -1,0 +1,204 @@
+"""Compute ▸ Solve All-to-All: the MCF optimum in the editor (issue 20).
+
+:func:`install` adds the action to the Compute menu, an "All-to-All" dock (tabbed with
+the Results dock) with algbw, the certified bound, the cut bound and the method, and
+File ▸ Export ▸ All-to-All MSCCL XML…. The solve runs in a background thread on a
+snapshot of the topology. The canvas shows each link's utilisation by the schedule
+(the same colour scale as Show Link Load) with the bottleneck (saturated) links drawn
+wider; any edit clears the drawing, as the result no longer fits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMessageBox, QScrollArea
+
+from canopy.app.canvas.overlays import CUT_LINK, utilisation_color
+from canopy.engine.alltoall import AllToAllResult, solve_alltoall
+from canopy.engine.alltoall.msccl import alltoall_xml
+from canopy.engine.errors import CanopyError
+from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.topology_io import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from canopy.app.main_window import MainWindow
+
+
+class _Solver(QThread):
+    done = Signal(object)
+    failed = Signal(str)
+
+    def __init__(self, topo: Topology, parent: QObject):
+        super().__init__(parent)
+        self.topo = topo
+
+    def run(self) -> None:
+        try:
+            self.done.emit(solve_alltoall(self.topo))
+        except CanopyError as exc:
+            self.failed.emit(str(exc))
+
+
+def describe(result: AllToAllResult) -> str:
+    """The dock's text (rich text)."""
+    exact = "exact" if result.exact else f"gap {result.gap:.3%} to the bound"
+    links = ", ".join(f"{u}→{v}" for u, v in result.bottleneck_links()[:12])
+    more = len(result.bottleneck) - 12
+    rows = [
+        ("algbw", f"<b>{format_gbps(result.algbw)} GB/s</b> ({exact})"),
+        ("per pair λ", f"{format_gbps(result.lam)} GB/s"),
+        ("bound", f"{format_gbps(result.bound_algbw)} GB/s (length certificate)"),
+        ("cut bound", f"{format_gbps(result.cut_bound_algbw)} GB/s"),
+        ("method", "link LP (HiGHS)" if result.method == "lp" else "decomposition"),
+        ("N", str(result.num_compute)),
+        ("bottleneck", links + (f", … ({len(result.bottleneck)} links)" if more > 0 else "")),
+    ]
+    body = "".join(f"<tr><td><i>{k}</i>&nbsp;</td><td>{v}</td></tr>" for k, v in rows)
+    return (f"<p><b>All-to-all</b> (max concurrent flow)</p><table>{body}</table>"
+            "<p>Time for a per-rank buffer of M bytes: M / algbw.</p>")
+
+
+class AllToAllView(QObject):
+    """The action, the dock and the canvas drawing of one window."""
+
+    def __init__(self, window: MainWindow):
+        super().__init__(window)
+        self.window = window
+        self.result: AllToAllResult | None = None
+        self._worker: _Solver | None = None
+        self._styled: list[int] = []
+        self.label = QLabel("Compute ▸ Solve All-to-All to see the all-to-all optimum.")
+        self.label.setWordWrap(True)
+        self.label.setAlignment(Qt.AlignmentFlag.AlignTop)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.label)
+        self.dock = QDockWidget("All-to-All", window)
+        self.dock.setObjectName("AllToAllDock")
+        self.dock.setWidget(scroll)
+        window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
+        results = getattr(window.inspector, "results", None)
+        if results is not None:
+            window.tabifyDockWidget(results, self.dock)
+        self.dock.hide()
+        self.solve_action = QAction("Solve All-to-&All", window)
+        self.solve_action.setStatusTip("Maximum concurrent flow: the all-to-all optimum, "
+                                       "its bound and bottleneck links")
+        self.solve_action.triggered.connect(self.solve)
+        self.export_action = QAction("All-to-All MSCCL XML…", window)
+        self.export_action.setEnabled(False)
+        self.export_action.triggered.connect(self.export)
+        window.actions["solve_alltoall"] = self.solve_action
+        window.actions["export_alltoall_msccl"] = self.export_action
+        compute = window.menus.get("compute")
+        if compute is not None:      # after the tree collectives' solve entries
+            actions = compute.actions()
+            before = actions[4] if len(actions) > 4 else None
+            compute.insertAction(before, self.solve_action)
+        export = window.menus["export"]   # before the schedule exports (MSCCL XML, ...)
+        firsts = [a for a in export.actions() if a.text() == "&MSCCL XML…"]
+        export.insertAction(firsts[0] if firsts else None, self.export_action)
+        window.menus["view"].addAction(self.dock.toggleViewAction())
+        window.doc.edited.connect(self.clear)
+        window.doc.reset.connect(self.clear)
+
+    # ------------------------------------------------------------ solve
+
+    def solve(self) -> bool:
+        if self._worker is not None:
+            return False
+        self.clear()
+        self.window.statusBar().showMessage("Solving all-to-all…")
+        self._worker = _Solver(self.window.doc.snapshot(), self)
+        self._worker.done.connect(self._done)
+        self._worker.failed.connect(self._failed)
+        self._worker.finished.connect(self._finished)
+        self._worker.start()
+        return True
+
+    def wait(self, ms: int = 120000) -> bool:
+        """Wait for a running solve (scripts and tests)."""
+        return self._worker is None or self._worker.wait(ms)
+
+    def _finished(self) -> None:
+        self._worker = None
+
+    def _failed(self, message: str) -> None:
+        self.window.statusBar().showMessage("All-to-all failed.", 8000)
+        QMessageBox.critical(self.window, "All-to-all failed", message)
+
+    def _done(self, result: AllToAllResult) -> None:
+        self.result = result
+        self.label.setText(describe(result))
+        self.dock.show()
+        self.dock.raise_()
+        self.export_action.setEnabled(True)
+        self._draw()
+        self.window.statusBar().showMessage(
+            f"All-to-all: {format_gbps(result.algbw)} GB/s in {result.seconds:.2f} s.", 8000)
+
+    # ------------------------------------------------------------ canvas
+
+    def _draw(self) -> None:
+        """Colour each link by its utilisation; saturated links wider."""
+        assert self.result is not None
+        problem = self.result.problem
+        names = problem.names
+        loads = self.result.schedule.arc_loads()
+        util = {(names[int(u)], names[int(v)]): load / c for u, v, load, c in
+                zip(problem.tails, problem.heads, loads, problem.capacity, strict=True)}
+        tight = set(self.result.bottleneck_links())
+        scene = self.window.scene
+        for item in scene.link_items():
+            hops = [(item.source, item.target)] + ([(item.target, item.source)]
+                                                  if item.duplex else [])
+            used = [util[h] for h in hops if h in util]
+            if not used:
+                continue
+            width = max(3.0, item.width) + (2.0 if any(h in tight for h in hops) else 0.0)
+            outline = CUT_LINK if any(h in tight for h in hops) else None
+            item.set_highlight(utilisation_color(float(max(used))), width, (), outline)
+            self._styled.append(item.key)
+
+    def clear(self) -> None:
+        scene = self.window.scene
+        for key in self._styled:
+            try:
+                scene.link_item(key).set_highlight(None)
+            except KeyError:
+                continue
+        self._styled = []
+        if self.result is not None:
+            self.result = None
+            self.export_action.setEnabled(False)
+            self.label.setText("The topology changed: solve all-to-all again.")
+
+    # ------------------------------------------------------------ export
+
+    def export(self) -> None:
+        if self.result is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self.window, "Export All-to-All MSCCL XML",
+                                              "alltoall.xml", "MSCCL XML (*.xml)")
+        if path:
+            self.write_xml(path)
+
+    def write_xml(self, path: str) -> str | None:
+        """Write the checked XML; returns the error sentence, or None."""
+        assert self.result is not None
+        try:
+            xml = alltoall_xml(self.result.schedule)
+            atomic_write_bytes(path, xml.data)
+        except (CanopyError, OSError) as exc:
+            QMessageBox.critical(self.window, "Export failed", str(exc))
+            return str(exc)
+        self.window.statusBar().showMessage(f"Wrote {path} ({xml.report.summary()}).", 8000)
+        return None
+
+
+def install(window: MainWindow) -> AllToAllView:
+    return AllToAllView(window)

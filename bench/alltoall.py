@@ -1,0 +1,92 @@
+"""All-to-all solve times and quality; print JSON (issue 20).
+
+Usage: python -m bench.alltoall [--large N] [--skip-large] [--gap G]
+                                [--fig5 DIMS] [--removed 0,1,2,3,4,5,6] [--seeds S]
+
+Cases: the 4x4x4 torus (64 nodes) by the exact link LP (target ≤ 10 s CPU), and a
+large generalised Kautz graph and torus by the decomposition (target ≤ 5 min CPU on
+2 cores, within 5 % of the certified bound it reports).
+
+``--fig5`` reproduces the shape of the summary's Fig. 5: exact all-to-all algbw of a
+punctured torus against the number of links removed (min / mean / max over seeds;
+seeds that disconnect the torus are skipped). CPU seconds come from
+``time.process_time()`` (HiGHS and scipy run on this process's threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from canopy.engine.alltoall import solve_alltoall
+from canopy.engine.generators import ParameterError, generate
+
+
+def run(name: str, kind: str, params: dict, method: str, gap: float) -> dict:
+    topo = generate(kind, params)
+    start, wall = time.process_time(), time.perf_counter()
+    result = solve_alltoall(topo, method=method, target_gap=gap)
+    row = {"case": name, "nodes": result.num_compute, "links": result.problem.m,
+           "method": result.method, "exact": result.exact,
+           "algbw_gbps": round(float(result.algbw), 4),
+           "bound_algbw_gbps": round(float(result.bound_algbw), 4),
+           "gap": round(result.gap, 6),
+           "cut_bound_algbw_gbps": round(float(result.cut_bound_algbw), 4),
+           "routes": len(result.schedule.routes), "rounds": result.iterations,
+           "cpu_s": round(time.process_time() - start, 2),
+           "wall_s": round(time.perf_counter() - wall, 2)}
+    if result.regular_bound is not None:
+        row["theorem1_algbw_gbps"] = round(float(result.num_compute * result.regular_bound), 4)
+    return row
+
+
+def fig5(dims: str, removed: list[int], seeds: int) -> list[dict]:
+    """algbw of the punctured torus for each number of removed links."""
+    rows = []
+    for k in removed:
+        values = []
+        for seed in range(seeds if k else 1):
+            try:
+                topo = generate("punctured-torus", {"dims": dims, "removed": str(k),
+                                                    "seed": str(seed)})
+            except ParameterError:
+                continue
+            values.append(float(solve_alltoall(topo, method="lp").algbw))
+        rows.append({"removed": k, "instances": len(values), "min": round(min(values), 4),
+                     "mean": round(sum(values) / len(values), 4),
+                     "max": round(max(values), 4)})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--large", type=int, default=1024, help="nodes of the large cases")
+    parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--gap", type=float, default=0.04,
+                        help="target gap of the decomposition (default 0.04)")
+    parser.add_argument("--fig5", metavar="DIMS", help="punctured torus sweep, e.g. 4x4x2")
+    parser.add_argument("--removed", default="0,1,2,3,4,5,6")
+    parser.add_argument("--seeds", type=int, default=5)
+    args = parser.parse_args()
+    if args.fig5:
+        removed = [int(x) for x in args.removed.split(",")]
+        print(json.dumps({"benchmark": "alltoall-fig5", "torus": args.fig5,
+                          "algbw_gbps_by_removed_links": fig5(args.fig5, removed, args.seeds)},
+                         indent=1))
+        return
+    rows = [run("torus 4x4x4", "torus", {"dims": "4x4x4"}, "lp", args.gap)]
+    if not args.skip_large:
+        n = args.large
+        rows.append(run(f"GenKautz d=4 n={n}", "kautz", {"degree": "4", "n": str(n)},
+                        "decomposition", args.gap))
+        side = round(n ** (1 / 3))
+        while n % (side * side):
+            side -= 1
+        dims = f"{side}x{side}x{n // (side * side)}"
+        rows.append(run(f"torus {dims}", "torus", {"dims": dims}, "decomposition", args.gap))
+    print(json.dumps({"benchmark": "alltoall", "cases": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Lowering an all-to-all schedule to MSCCL XML (``coll="alltoall"``, out of place).
+
+alltoall-direct-connect-summary lowers its link- and route-based schedules to the MSCCL
+runtime (its Fig. 3-4). Here each ordered pair (s, t) sends ``c`` chunks: block t of
+rank s's input goes to block s of rank t's output. The pair's routes share the c chunks
+in proportion to their rates (exactly when c makes every share whole, else the closest
+split with c ≤ :data:`MAX_CHUNKS`, reported as ``share_error``).
+
+Switches are transparent to MSCCL: a route's compute nodes are its hops, and a compute
+node in the middle of a route relays: it receives into its scratch buffer and a
+dependent step sends the chunks on. Every GPU has one sending thread block per peer it
+sends to and one receiving thread block per peer it hears from; a connection's messages
+are ordered by hop number then pair on both ends, so receivers always drain and the
+program cannot deadlock. Connections are spread over channels so that no GPU has more
+than the runtime's thread blocks per channel. The program is run through Canopy's MSCCL
+simulator before it is returned.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+
+from lxml import etree
+
+from canopy.engine.alltoall.schedule import AllToAllSchedule
+from canopy.engine.errors import ScheduleError
+from canopy.engine.msccl.simulator import MscclXmlError, SimulationReport, simulate_bytes
+from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
+
+MAX_CHUNKS = 8
+
+
+@dataclass(frozen=True)
+class _Message:
+    hop: int
+    pair: int
+    sender: int
+    receiver: int
+    src: tuple[str, int]
+    dst: tuple[str, int]
+    cnt: int
+    after: tuple[int, int] | None      # (rank, message id) received before sending
+
+
+@dataclass(frozen=True)
+class AllToAllXml:
+    data: bytes
+    chunks_per_pair: int
+    share_error: float
+    report: SimulationReport
+
+
+def _apportion(shares: list[Fraction], c: int) -> list[int]:
+    """Largest-remainder split of ``c`` chunks by ``shares`` (which sum to 1)."""
+    raw = [s * c for s in shares]
+    counts = [int(x) for x in raw]
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - counts[i], reverse=True)
+    for i in order[: c - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def _routes_by_pair(schedule: AllToAllSchedule) -> dict[tuple[int, int], list]:
+    problem = schedule.problem
+    rank = {c: r for r, c in enumerate(problem.compute)}
+    is_compute = set(problem.compute)
+    pairs: dict[tuple[int, int], list] = defaultdict(list)
+    for s, t, path, rate in schedule.paths():
+        hops = [rank[v] for v in path if v in is_compute]
+        pairs[(rank[s], rank[t])].append((rate, hops))
+    return pairs
+
+
+def chunking(schedule: AllToAllSchedule, max_chunks: int = MAX_CHUNKS
+             ) -> tuple[int, dict[tuple[int, int], list[tuple[int, list[int]]]], float]:
+    """(c, per pair the (chunks, rank hops) of each route, largest share error)."""
+    pairs = _routes_by_pair(schedule)
+    best = None
+    for c in range(1, max_chunks + 1):
+        error = 0.0
+        split = {}
+        for pair, routes in pairs.items():
+            total = sum(rate for rate, _ in routes)
+            shares = [rate / total for rate, _ in routes]
+            counts = _apportion(shares, c)
+            error = max(error, max(abs(float(Fraction(k, c) - s))
+                                   for k, s in zip(counts, shares, strict=True)))
+            split[pair] = [(k, hops) for k, (_, hops) in zip(counts, routes, strict=True) if k]
+        if best is None or error < best[2] - 1e-12:
+            best = (c, split, error)
+        if error == 0:
+            break
+    assert best is not None
+    return best
+
+
+def _messages(ngpus: int, c: int, split: dict, limits: MscclLimits
+              ) -> tuple[list[_Message], list[int]]:
+    messages: list[_Message] = []
+    scratch = [0] * ngpus
+    for index, ((s, t), routes) in enumerate(sorted(split.items())):
+        offset = 0
+        for count, hops in routes:
+            for start in range(0, count, limits.max_count):
+                cnt = min(limits.max_count, count - start)
+                q = offset + start
+                src: tuple[str, int] = ("i", t * c + q)
+                after = None
+                for j, (u, v) in enumerate(zip(hops, hops[1:], strict=False)):
+                    if v == t:
+                        dst: tuple[str, int] = ("o", s * c + q)
+                    else:
+                        dst = ("s", scratch[v])
+                        scratch[v] += cnt
+                    messages.append(_Message(j, index, u, v, src, dst, cnt, after))
+                    after = (v, len(messages) - 1)
+                    src = dst
+            offset += count
+    return messages, scratch
+
+
+def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits
+              ) -> dict[tuple[int, int], int]:
+    """A channel per connection such that no GPU has more than the allowed thread blocks
+    on one channel (one sending block per out-peer, one receiving block per in-peer)."""
+    per: list[defaultdict[int, int]] = [defaultdict(int) for _ in range(ngpus)]
+    channel: dict[tuple[int, int], int] = {}
+    for m in messages:
+        key = (m.sender, m.receiver)
+        if key in channel:
+            continue
+        ch = 0
+        while per[m.sender][ch] >= limits.max_tbs_per_channel or \
+                per[m.receiver][ch] >= limits.max_tbs_per_channel:
+            ch += 1
+        if ch >= limits.max_channels:
+            raise MscclLimitError(f"all-to-all needs more than {limits.max_channels} channels "
+                                  f"of {limits.max_tbs_per_channel} thread blocks at rank "
+                                  f"{m.sender}.")
+        channel[key] = ch
+        per[m.sender][ch] += 1
+        per[m.receiver][ch] += 1
+    return channel
+
+
+def alltoall_xml(schedule: AllToAllSchedule, name: str | None = None,
+                 limits: MscclLimits | None = None, max_chunks: int = MAX_CHUNKS
+                 ) -> AllToAllXml:
+    """The MSCCL XML of ``schedule``, checked by Canopy's simulator. Raises
+    :class:`MscclLimitError` when the runtime's limits cannot be met."""
+    limits = limits or MscclLimits()
+    ngpus = schedule.problem.num_compute
+    c, split, error = chunking(schedule, max_chunks)
+    messages, scratch = _messages(ngpus, c, split, limits)
+    channel = _channels(messages, ngpus, limits)
+    order = sorted(range(len(messages)), key=lambda i: (messages[i].hop, messages[i].pair, i))
+    # thread blocks: (rank, "send"/"recv", peer) -> list of (message id, is send)
+    tbs: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+    for i in order:
+        m = messages[i]
+        tbs[(m.sender, "send", m.receiver)].append(i)
+        tbs[(m.receiver, "recv", m.sender)].append(i)
+    ids: dict[tuple[int, str, int], int] = {}
+    per_rank: list[list[tuple[int, str, int]]] = [[] for _ in range(ngpus)]
+    for key in sorted(tbs):
+        ids[key] = len(per_rank[key[0]])
+        per_rank[key[0]].append(key)
+    recv_pos = {}
+    for key, items in tbs.items():
+        if key[1] == "recv":
+            first = 1 if ids[key] == 0 else 0        # tb 0 starts with the own-block copy
+            for pos, i in enumerate(items):
+                recv_pos[i] = (ids[key], first + pos)
+    depended = {m.after[1] for m in messages if m.after is not None}
+
+    algo = etree.Element("algo")
+    for attr, value in [("name", name or f"canopy-alltoall-{ngpus}gpus-c{c}"),
+                        ("proto", "Simple"),
+                        ("nchannels", max(channel.values(), default=0) + 1),
+                        ("nchunksperloop", ngpus * c), ("ngpus", ngpus), ("coll", "alltoall"),
+                        ("inplace", 0), ("outofplace", 1), ("minBytes", 0),
+                        ("maxBytes", 2**63 - 1)]:
+        algo.set(attr, str(value))
+    for rank in range(ngpus):
+        gpu = etree.SubElement(algo, "gpu")
+        for attr, value in [("id", rank), ("i_chunks", ngpus * c), ("o_chunks", ngpus * c),
+                            ("s_chunks", scratch[rank])]:
+            gpu.set(attr, str(value))
+        keys = per_rank[rank] or [(rank, "copy", -1)]
+        for tb_id, key in enumerate(keys):
+            _, kind, peer = key
+            tb = etree.SubElement(gpu, "tb")
+            ch = channel.get((rank, peer) if kind == "send" else (peer, rank), 0)
+            for attr, value in [("id", tb_id), ("send", peer if kind == "send" else -1),
+                                ("recv", peer if kind == "recv" else -1), ("chan", ch)]:
+                tb.set(attr, str(value))
+            steps: list[tuple[str, tuple[str, int], tuple[str, int], int,
+                              tuple[int, int] | None, bool]] = []
+            if tb_id == 0:
+                steps.append(("cpy", ("i", rank * c), ("o", rank * c), c, None, False))
+            for i in tbs.get(key, []):
+                m = messages[i]
+                if kind == "send":
+                    dep = recv_pos[m.after[1]] if m.after else None
+                    steps.append(("s", m.src, m.dst, m.cnt, dep, False))
+                else:
+                    steps.append(("r", m.src, m.dst, m.cnt, None, i in depended))
+            if len(steps) > limits.max_steps_per_tb:
+                raise MscclLimitError(f"rank {rank}'s thread block to/from rank {peer} needs "
+                                      f"{len(steps)} steps; MSCCL allows "
+                                      f"{limits.max_steps_per_tb}.")
+            for s, (kind_, src, dst, cnt, dep, hasdep) in enumerate(steps):
+                step = etree.SubElement(tb, "step")
+                for attr, value in [("s", s), ("type", kind_), ("srcbuf", src[0]),
+                                    ("srcoff", src[1]), ("dstbuf", dst[0]), ("dstoff", dst[1]),
+                                    ("cnt", cnt), ("depid", dep[0] if dep else -1),
+                                    ("deps", dep[1] if dep else -1),
+                                    ("hasdep", int(hasdep))]:
+                    step.set(attr, str(value))
+    data = etree.tostring(algo, pretty_print=True, encoding="utf-8")
+    try:
+        report = simulate_bytes(data, limits=limits, source="all-to-all MSCCL XML")
+    except MscclXmlError as exc:
+        raise ScheduleError(f"the all-to-all MSCCL XML failed Canopy's simulator, which is a "
+                            f"bug in Canopy ({exc})") from None
+    return AllToAllXml(data, c, error, report)

@@ -1,0 +1,28 @@
+"""Compute ▸ Solve All-to-All: dock text, canvas drawing, XML export, cleared on edit."""
+
+from fractions import Fraction
+
+from canopy.app.commands import edit_links
+from canopy.engine.msccl.simulator import simulate_bytes
+
+
+def test_solve_alltoall_draws_and_exports(window, qtbot, tmp_path):
+    view = window.alltoall
+    assert window.actions["solve_alltoall"] in window.menus["compute"].actions()
+    assert not window.actions["export_alltoall_msccl"].isEnabled()
+    window.actions["solve_alltoall"].trigger()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=120000)
+    result = view.result
+    # 2 x DGX A100: 64 pairs cross each way over 8 NICs of 25 GB/s: λ = 200/64
+    assert result.exact and result.algbw == 16 * Fraction(200, 64) == 50
+    assert "algbw" in view.label.text() and "link LP" in view.label.text()
+    styled = [window.scene.link_item(k) for k in view._styled]
+    assert styled and all(item.highlight is not None for item in styled)
+    out = tmp_path / "a2a.xml"
+    assert window.actions["export_alltoall_msccl"].isEnabled()
+    assert view.write_xml(str(out)) is None
+    assert "the result is correct" in simulate_bytes(out.read_bytes()).summary()
+    key = window.doc.link_keys()[0]
+    edit_links(window.doc, [key], "bandwidth", Fraction(7))
+    assert view.result is None and view._styled == []
+    assert not window.actions["export_alltoall_msccl"].isEnabled()
