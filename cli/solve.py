@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
     if lp is not None:
         print(f"allreduce LP:    {lp.summary()}")
         if lp.beats_rs_ag:
-            print("                 not used: the schedule stays reduce-scatter + allgather, "
-                  "since LP rates that differ per node need per-root tree counts that "
-                  "Canopy's schedules do not express yet")
+            print("                 not used: the schedule stays reduce-scatter + allgather; "
+                  "the LP runs reduction and broadcast at once on split link budgets, "
+                  "which Canopy's schedules do not express yet")
     write_exports(args, schedule, topo)
     return 0

@@ -24,9 +24,14 @@ min B+(S) over cuts S splitting the compute nodes (summing the two phases' cut
 constraints gives b(δ+(S)) >= Σ x_v; information-theoretically, M must leave S).
 Both hold up to the stated solver tolerance.
 
-Turning an LP solution with unequal x_v into a verified schedule would need trees in
-numbers that differ per root, which Canopy's schedule model (k per root) does not
-express yet; the LP value is reported, not used.
+Where the LP wins on the bundled samples (mesh-2d-3x3, mi250-8plus8) it wins by the same
+amount with all x_v equal (``equal_rates``): the gain comes from App. E's perspective
+(ii), running reduction and broadcast at the same time on split link budgets, so that
+low-degree nodes (mesh corners) are leaves of both phases. Canopy's schedules, verifier,
+simulator and MSCCL lowering run allreduce as reduce-scatter then allgather, one phase
+after the other on the whole bandwidth, where no such gain exists (each phase alone is
+bounded by x*). Using the LP therefore needs a concurrent-phase allreduce in those
+places; until then the LP value is reported, not used as a schedule.
 """
 
 from __future__ import annotations
@@ -106,8 +111,11 @@ def lp_size(net: Network) -> int:
     return n_c + 2 * m + 2 * n_c * (m + n_c)
 
 
-def solve_allreduce_lp(net: Network) -> AllreduceLP:
-    """Solve LP (6) on ``net`` (switch-balanced phase budgets, see the module doc)."""
+def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
+    """Solve LP (6) on ``net`` (switch-balanced phase budgets, see the module doc).
+
+    ``equal_rates`` adds x_v = x_u for all compute nodes: only App. E's perspective (ii),
+    the split of each link between the phases, is then free."""
     compute = list(net.compute)
     n_c, n_v = len(compute), net.n
     edges = list(net.capacity)
@@ -159,6 +167,11 @@ def solve_allreduce_lp(net: Network) -> AllreduceLP:
             entries = [(cap0 + j, 1.0) for j, (_, bb) in enumerate(edges) if bb == w]
             entries += [(cap0 + j, -1.0) for j, (a, _) in enumerate(edges) if a == w]
             eq_rows.extend((n_eq, col, val) for col, val in entries)
+            n_eq += 1
+
+    if equal_rates:
+        for j in range(1, n_c):
+            eq_rows.extend([(n_eq, x0, 1.0), (n_eq, x0 + j, -1.0)])
             n_eq += 1
 
     def matrix(rows: list[tuple[int, int, float]], count: int) -> coo_matrix:

@@ -38,6 +38,18 @@ def test_bidirectional_ring_equals_rs_ag(n):
     lp = solve_allreduce_lp(Network.from_topology(_ring(n, Fraction(1))))
     assert lp.rs_ag == Fraction(n, n - 1) and lp.cut_bound == 2
     assert lp.value == pytest.approx(n / (n - 1), rel=1e-7) and not lp.beats_rs_ag
+    equal = solve_allreduce_lp(Network.from_topology(_ring(n, Fraction(1))), equal_rates=True)
+    assert equal.value == pytest.approx(n / (n - 1), rel=1e-7)
+
+
+def test_mesh_gains_with_equal_rates_too():
+    """On the 3x3 mesh the gain over RS + AG (56.25 GB/s) needs no unequal rates: it
+    comes from running both phases at once on split link budgets (App. E (ii))."""
+    net = Network.from_topology(load_sample("mesh-2d-3x3"))
+    free, equal = solve_allreduce_lp(net), solve_allreduce_lp(net, equal_rates=True)
+    assert free.rs_ag == Fraction(225, 4) and free.cut_bound == 100
+    assert free.value == pytest.approx(75, rel=1e-7) == equal.value
+    assert equal.beats_rs_ag
 
 
 def test_switch_star_equals_rs_ag():
@@ -58,3 +70,4 @@ def test_sample_and_cli(capsys):
     assert "allreduce LP (App. E, HiGHS, feasibility tolerance 1e-09): 128.0000 GB/s, " \
            "beats reduce-scatter + allgather by 23.08 %" in out
     assert "not used: the schedule stays reduce-scatter + allgather" in out
+    assert "split link budgets" in out

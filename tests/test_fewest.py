@@ -69,3 +69,17 @@ def test_cli_prints_both_k_and_takes_a_tolerance(capsys):
     assert "k = 7 is the fewest within 1 % of the optimum" in out and "346.39" in out
     with pytest.raises(SystemExit):
         main(["solve", "samples/dgx-a100-2x8.json", "--tolerance", "100"])
+
+
+def test_ndv4_import_k1_reaches_the_optimum():
+    """4 x Azure NDv4 from NCCL's own topology file: Prop. 3 needs 1625 trees per node,
+    one reaches the same 266.67 GB/s."""
+    from pathlib import Path
+
+    from canopy.engine.nccl_import import NcclImportOptions, import_nccl_file
+    shared = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
+    options = NcclImportOptions(hosts=4, nvswitch_bw=Fraction(300))
+    topo = import_nccl_file(shared / "azure-ndv4-topo.xml", options).topology
+    schedule = solve(topo)
+    assert (schedule.k, schedule.optimum.k) == (1, 1625)
+    assert schedule.algbw == schedule.optimal_algbw == Fraction(800, 3)

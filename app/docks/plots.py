@@ -97,7 +97,7 @@ class PlotsDock(SolutionDock):
                   f"(k = {schedule.optimum.k})",
             labelOpts={"position": 0.3, "color": OPTIMUM, "anchors": [(0.5, 1), (0.5, 1)]})
         plot.addItem(line)
-        if schedule.fixed_k and schedule.k <= len(ks):
+        if schedule.k <= len(ks):
             plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
                       symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "
                       f"{schedule.k})")
