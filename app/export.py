@@ -48,7 +48,7 @@ from canopy.engine.msccl import (
     largest_fitting_k,
     msccl_xml,
 )
-from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 from canopy.engine.nccl_graph import NcclGraph, export_nccl_graph
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES

@@ -1,8 +1,10 @@
-"""Export every sample's optimal schedule as MSCCL XML and simulate it; print JSON.
+"""Export every sample's default schedule as MSCCL XML and check it; print JSON.
 
-For each sample, collective and buffer mode: seconds to export and to simulate, the size
-of the program (steps, thread blocks, channels, bytes) and the share of fused steps.
-Run: ``python bench/msccl_export.py [--channels C]``.
+For each sample, collective and buffer mode: CPU seconds to export and to check (the rules
+of :mod:`canopy.engine.msccl.checks` and the symbolic run of
+:mod:`canopy.engine.msccl.executor`), the size of the program (steps, thread blocks,
+channels, bytes) and the share of fused steps.
+Run: ``python bench/msccl_export.py [--channels C] [--sample NAME] [--collective C]``.
 """
 
 import argparse
@@ -11,7 +13,7 @@ import time
 
 from canopy.engine.forest import solve
 from canopy.engine.msccl import MscclOptions, build_layout, msccl_xml
-from canopy.engine.msccl.simulator import simulate_bytes
+from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.topology_io import load_sample, sample_names
 
@@ -19,27 +21,32 @@ from canopy.engine.topology_io import load_sample, sample_names
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--channels", type=int, default=MscclOptions.channels)
+    parser.add_argument("--sample", action="append", help="only this sample (repeatable)")
+    parser.add_argument("--collective", action="append", choices=COLLECTIVES,
+                        help="only this collective (repeatable)")
     args = parser.parse_args()
     rows = []
     for name in sample_names():
+        if args.sample and name.removesuffix(".json") not in args.sample:
+            continue
         topo = load_sample(name)
-        for collective in COLLECTIVES:
+        for collective in args.collective or COLLECTIVES:
             schedule = solve(topo, collective)
             for inplace in (True, False):
                 options = MscclOptions(inplace=inplace, channels=args.channels)
-                start = time.perf_counter()
+                start = time.process_time()
                 data = msccl_xml(schedule, options=options)
-                exported = time.perf_counter()
+                exported = time.process_time()
                 report = simulate_bytes(data)
-                simulated = time.perf_counter()
+                simulated = time.process_time()
                 layout = build_layout(schedule, options=options)
                 steps = [s for tbs in layout.tbs for tb in tbs for s in tb.steps]
                 fused = sum(1 for s in steps if s.recv_peer >= 0 and s.send_peer >= 0)
                 rows.append({
                     "sample": name.removesuffix(".json"), "collective": collective,
                     "inplace": inplace, "ngpus": report.ngpus, "k": schedule.k,
-                    "export_s": round(exported - start, 4),
-                    "simulate_s": round(simulated - exported, 4),
+                    "export_cpu_s": round(exported - start, 4),
+                    "check_cpu_s": round(simulated - exported, 4),
                     "steps": report.steps, "fused_steps": fused,
                     "threadblocks_max_per_gpu": report.max_threadblocks,
                     "channels": report.channels, "messages": report.messages,

@@ -2,7 +2,7 @@
 
 Exit code 0 with a one-line summary when the file is accepted and computes its
 collective; exit code 2 with one sentence naming the rank, thread block and step at
-fault otherwise (see :mod:`canopy.engine.msccl.simulator`).
+fault otherwise (see :mod:`canopy.engine.msccl.executor`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.exports import positive_int
-from canopy.engine.msccl.simulator import simulate_file
+from canopy.engine.msccl.executor import simulate_file
 
 
 def register(sub: argparse._SubParsersAction) -> None:

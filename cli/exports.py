@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl import RUNTIMES, MscclLimitError, MscclOptions, explain_limits, msccl_xml
+from canopy.engine.msccl import (
+    LAYOUTS,
+    RUNTIMES,
+    MscclLimitError,
+    MscclOptions,
+    explain_limits,
+    msccl_xml,
+)
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
@@ -33,6 +40,11 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--msccl-channels", type=positive_int, default=MscclOptions.channels,
                    metavar="C", help="channels the MSCCL program may spread relays over: more "
                    "thread blocks work in parallel (default %(default)s)")
+    p.add_argument("--msccl-layout", choices=LAYOUTS, default=MscclOptions.layout,
+                   help="pipelined: every unit tree edge streams on a connection of its own, "
+                   "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
+                   "while channels last; compact: fewest channels and thread blocks; auto: the "
+                   "first of these that fits (default %(default)s)")
     p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")
@@ -45,10 +57,10 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
-        from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+        from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
-                               runtime=args.msccl_runtime)
+                               runtime=args.msccl_runtime, layout=args.msccl_layout)
         try:
             data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:

@@ -213,7 +213,7 @@ def test_cli_json_and_errors(tmp_path, capsys):
 ], ids=["ring", "torus", "star"])
 def test_msccl_xml_runs_correctly(topo):
     from canopy.engine.alltoall.msccl import alltoall_xml
-    from canopy.engine.msccl.simulator import MscclXmlError, simulate_bytes
+    from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
     xml = alltoall_xml(solve_alltoall(topo).schedule)
     assert b'coll="alltoall"' in xml.data and b'outofplace="1"' in xml.data
     assert "the result is correct" in simulate_bytes(xml.data).summary()

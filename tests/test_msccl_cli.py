@@ -9,7 +9,7 @@ import pytest
 
 from canopy.cli import exports, main
 from canopy.engine.msccl import MscclLimits, MscclOptions
-from canopy.engine.msccl.simulator import simulate_file
+from canopy.engine.msccl.executor import simulate_file
 from canopy.engine.safe_xml import parse_xml_file
 
 SAMPLE = str(resources.files("canopy.samples").joinpath("dgx-a100-2x8.json"))
@@ -32,7 +32,8 @@ def test_solve_writes_checked_msccl_and_trees(tmp_path, capsys, mode, flag):
 
 def test_solve_msccl_channels(tmp_path, capsys):
     out = tmp_path / "ag.xml"
-    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "1"]) == 0
+    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "1",
+                 "--msccl-layout", "compact"]) == 0
     assert parse_xml_file(out).get("nchannels") == "1"
     with pytest.raises(SystemExit):
         main(["solve", SAMPLE, "--msccl", str(out), "--msccl-channels", "0"])
@@ -135,3 +136,12 @@ def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeyp
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err
     assert not (tmp_path / "x.xml").exists()
+
+
+@pytest.mark.parametrize("layout", ["pipelined", "compact"])
+def test_solve_msccl_layout(tmp_path, layout):
+    out = tmp_path / "ag.xml"
+    fig2 = str(resources.files("canopy.samples").joinpath("forestcoll-fig2.json"))
+    assert main(["solve", fig2, "--msccl", str(out), "--msccl-layout", layout]) == 0
+    steps = [len(tb.findall("step")) for tb in parse_xml_file(out).iter("tb")]
+    assert (max(steps) == 1) == (layout == "pipelined")

@@ -17,7 +17,7 @@ from canopy.engine.msccl import (
     largest_fitting_k,
     msccl_xml,
 )
-from canopy.engine.msccl.simulator import simulate_bytes
+from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, find_optimum
 from canopy.engine.safe_xml import parse_xml_bytes
@@ -93,7 +93,7 @@ def test_random_topologies_export_and_simulate(topo):
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
     schedule = solved("dgx-a100-2x8", collective, None)
-    options = MscclOptions(fuse=fuse, channels=channels)
+    options = MscclOptions(fuse=fuse, channels=channels, layout="compact")
     layout = build_layout(schedule, options=options)
     kinds = {step.kind for tbs in layout.tbs for tb in tbs for step in tb.steps}
     assert kinds.isdisjoint({"rcs", "rrs", "rrcs"}) != fuse
@@ -104,7 +104,8 @@ def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
 
 def test_more_channels_means_more_thread_blocks_and_fewer_splits(solved):
     schedule = solved("mi250-2x16", "allreduce", None)
-    layouts = [build_layout(schedule, options=MscclOptions(channels=c)) for c in (1, 8)]
+    layouts = [build_layout(schedule, options=MscclOptions(channels=c, layout="compact"))
+               for c in (1, 8)]
     tbs = [max(len(r) for r in lay.tbs) for lay in layouts]
     steps = [sum(len(tb.steps) for r in lay.tbs for tb in r) for lay in layouts]
     assert tbs[0] < tbs[1] and steps[0] > steps[1]
@@ -198,8 +199,8 @@ def elements_per_gpu(layout):
 def test_tight_limits_name_the_largest_k_that_fits():
     topo = load_sample("dgx-a100-2x8")
     schedule = solve(topo, "allgather")
-    need = elements_per_gpu(build_layout(schedule))
-    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1))
+    need = elements_per_gpu(build_layout(schedule, options=MscclOptions(layout="compact")))
+    options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1), layout="compact")
     with pytest.raises(MscclLimitError, match="does not fit the runtime's limits: rank "
                        rf"\d+ needs {need} XML elements, more than the {need - 1}") as info:
         msccl_xml(schedule, options=options)
@@ -259,7 +260,8 @@ def test_hand_made_schedules(collective, inplace):
 def test_allreduce_with_different_reduce_trees_refines_chunks(inplace):
     schedule = star_schedule("allreduce", k=3, reduce_differently=True)
     data = check_export(schedule, inplace)
-    cnts = {int(s.get("cnt")) for s in etree.fromstring(data).iter("step")}
+    cnts = {int(s.get("cnt")) for s in etree.fromstring(data).iter("step")
+            if s.get("type") != "cpy"}      # out of place, inputs are copied in longer runs
     assert cnts == {1}          # cuts at 1 (broadcast) and 2 (reduce) refine 3 chunks to 1s
 
 
@@ -306,3 +308,81 @@ def test_export_as_another_collective():
     data = msccl_xml(schedule, "allreduce")
     assert etree.fromstring(data).get("coll") == "allreduce"
     assert simulate_bytes(data).coll == "allreduce"
+
+
+# ---------------------------------------------------------------- the msccl-tools convention
+
+SLOT = ("srcbuf", "srcoff", "dstbuf", "dstoff", "cnt")
+SENDS = {"s", "rcs", "rrs", "rrcs"}
+RECEIVES = {"r", "rcs", "rrs", "rrc", "rrcs"}
+
+
+def transfers(algo):
+    """{(sender, receiver, channel): ([sending steps], [receiving steps])}, in order."""
+    out = {}
+    for gpu in algo.iter("gpu"):
+        rank = int(gpu.get("id"))
+        for tb in gpu.iter("tb"):
+            chan = int(tb.get("chan"))
+            for step in tb.iter("step"):
+                if step.get("type") in SENDS:
+                    out.setdefault((rank, int(tb.get("send")), chan), ([], []))[0].append(step)
+                if step.get("type") in RECEIVES:
+                    out.setdefault((int(tb.get("recv")), rank, chan), ([], []))[1].append(step)
+    return out
+
+
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "outofplace"])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_transfer_names_one_slot_pair_at_both_ends(solved, name, collective, inplace):
+    """msccl-tools writes a transfer's (src, dst) slots on the sending and the receiving
+    step alike, and rcs steps with src = dst; MSCCL XML verifiers check both."""
+    data = msccl_xml(solved(name, collective, 1), options=MscclOptions(inplace=inplace))
+    algo = etree.fromstring(data)
+    for conn, (sent, received) in transfers(algo).items():
+        assert len(sent) == len(received), conn
+        for out, into in zip(sent, received, strict=True):
+            assert [out.get(a) for a in SLOT] == [into.get(a) for a in SLOT], conn
+    for step in algo.iter("step"):
+        if step.get("type") == "rcs":
+            assert (step.get("srcbuf"), step.get("srcoff")) == \
+                (step.get("dstbuf"), step.get("dstoff"))
+
+
+# ---------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_pipelined_layout_gives_each_connection_one_unit_tree(collective, inplace):
+    """Every thread block with a peer runs one step per loop iteration, moving one chunk:
+    each unit tree edge streams on a connection of its own, as the execution model has it."""
+    data = check_export(star_schedule(collective), inplace)     # layout "auto" fits here
+    for gpu in etree.fromstring(data).iter("gpu"):
+        for tb in gpu.iter("tb"):
+            steps = tb.findall("step")
+            if tb.get("send") == "-1" and tb.get("recv") == "-1":
+                assert {s.get("type") for s in steps} == {"cpy"}
+                continue
+            assert len(steps) == 1 and steps[0].get("cnt") == "1"
+
+
+def test_auto_layout_falls_back_as_the_limits_require():
+    """Here pipelined (unit trees) needs 10 channels, per-tree 6; with fewer, trees share."""
+    schedule = star_schedule("allgather", k=3)
+
+    def xml(limit, layout="auto"):
+        return msccl_xml(schedule, options=MscclOptions(limits=MscclLimits(
+            max_channels=limit), layout=layout))
+
+    assert xml(10) == xml(10, "pipelined")
+    with pytest.raises(MscclLimitError):
+        xml(9, "pipelined")
+    assert xml(9) == xml(9, "per-tree")
+    with pytest.raises(MscclLimitError):
+        xml(5, "per-tree")
+    assert xml(5) == xml(5, "mixed") != xml(5, "compact")
+    assert max(int(s.get("cnt")) for s in etree.fromstring(xml(5)).iter("step")) == 2
+    with pytest.raises(ScheduleError, match="unknown MSCCL layout 'wide'"):
+        msccl_xml(schedule, options=MscclOptions(layout="wide"))

@@ -6,7 +6,7 @@ import pytest
 from lxml import etree
 
 from canopy.engine.msccl import MscclLimits, MscclOptions, msccl_xml
-from canopy.engine.msccl.simulator import MscclXmlError, describe, simulate_bytes
+from canopy.engine.msccl.executor import MscclXmlError, describe, simulate_bytes
 from tests.test_msccl_export import star_schedule
 
 STEP = ("type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
@@ -32,17 +32,18 @@ def algo_xml(coll, nchunks, gpus, inplace=1, outofplace=0, nchannels=1, ngpus=No
 
 
 def two_gpu_allreduce(fused=False, out_of_place=False, **kw):
-    """Each rank reduces its own chunk and sends the result back (msccl-tools style)."""
+    """Each rank reduces its own chunk and sends the result back (msccl-tools style: both
+    ends of a transfer name its source and destination slots)."""
     gpus = []
     for r in (0, 1):
         other = 1 - r
         res = "o" if out_of_place else "i"
         if fused:
-            steps = [("s", "i", other, "i", other), ("rrcs", "i", r, res, r),
+            steps = [("s", "i", other, res, other), ("rrcs", "i", r, res, r),
                      ("r", "i", other, res, other)]
         else:
-            steps = [("s", "i", other, "i", other), ("rrc", "i", r, res, r),
-                     ("s", res, r, res, r), ("r", "i", other, res, other)]
+            steps = [("s", "i", other, res, other), ("rrc", "i", r, res, r),
+                     ("s", res, r, res, r), ("r", res, other, res, other)]
         gpus.append((2, 2, 0, [(other, other, 0, steps)]))
     return algo_xml("allreduce", 2, gpus, **kw)
 
@@ -52,7 +53,7 @@ def two_gpu_allgather(copy=True, **kw):
     for r in (0, 1):
         other = 1 - r
         steps = [("cpy", "i", 0, "o", r)] if copy else []
-        steps += [("s", "i", 0, "o", r), ("r", "o", other, "o", other)]
+        steps += [("s", "i", 0, "o", r), ("r", "i", 0, "o", other)]
         gpus.append((1, 2, 0, [(other, other, 0, steps)]))
     return algo_xml("allgather", 2, gpus, **kw)
 
@@ -93,7 +94,7 @@ def test_hand_written_reduce_scatter(spelling):
     gpus = []
     for r in (0, 1):
         other = 1 - r
-        steps = [("s", "i", other, "i", other), ("rrc", "i", r, "o", 0)]
+        steps = [("s", "i", other, "o", 0), ("rrc", "i", r, "o", 0)]
         gpus.append((2, 1, 0, [(other, other, 0, steps)]))
     report = simulate_bytes(algo_xml(spelling, 2, gpus, inplace=1, outofplace=1))
     assert report.coll == "reduce_scatter" and len(report.modes) == 2
@@ -125,7 +126,7 @@ def test_describe_values():
 
 def exported(collective, inplace=True):
     return etree.fromstring(msccl_xml(star_schedule(collective),
-                                      options=MscclOptions(inplace=inplace)))
+                                      options=MscclOptions(inplace=inplace, layout="compact")))
 
 
 def steps_of(root):
@@ -138,7 +139,7 @@ def steps_of(root):
 
 def connection_steps(root, sender, receiver, chan, sending):
     """The steps on one side of a connection, in order, as (tb id, step)."""
-    from canopy.engine.msccl.simulator import STEP_TYPES
+    from canopy.engine.msccl.model import STEP_TYPES
     out = []
     rank = sender if sending else receiver
     peer, key = (receiver, "send") if sending else (sender, "recv")
@@ -148,7 +149,7 @@ def connection_steps(root, sender, receiver, chan, sending):
         for tb in gpu.iter("tb"):
             if int(tb.get(key)) == peer and int(tb.get("chan")) == chan:
                 out += [(tb.get("id"), st) for st in tb.iter("step")
-                        if STEP_TYPES[st.get("type")][1 if sending else 0]]
+                        if getattr(STEP_TYPES[st.get("type")], "sends" if sending else "receives")]
     return out
 
 
@@ -184,7 +185,12 @@ def test_a_wrong_offset_inside_the_buffer_gives_a_wrong_result():
                           if st.get("type") == "s" and st.get("depid") == "-1"
                           and st.get("cnt") == "1" and int(st.get("srcoff")) % 3 == 0)
     x = int(step.get("srcoff"))
-    step.set("srcoff", str(x + 1))
+    receiver, chan = int(tb.get("send")), int(tb.get("chan"))
+    sends = connection_steps(root, rank, receiver, chan, sending=True)
+    n = next(i for i, (_, st) in enumerate(sends) if st is step)
+    _, received = connection_steps(root, rank, receiver, chan, sending=False)[n]
+    for end in (step, received):            # both ends name the slot (msccl-tools)
+        end.set("srcoff", str(x + 1))
     text = error(etree.tostring(root))
     assert re.fullmatch(
         rf"MSCCL XML: after the allgather \(in place\), rank \d+'s o\[{x}\] holds chunk "
@@ -238,7 +244,7 @@ def test_steps_in_the_wrong_order_deadlock():
     gpus = []
     for r in (0, 1):
         other = 1 - r
-        gpus.append((1, 2, 0, [(other, other, 0, [("r", "o", other, "o", other),
+        gpus.append((1, 2, 0, [(other, other, 0, [("r", "i", 0, "o", other),
                                                   ("s", "i", 0, "o", r)])]))
     assert error(algo_xml("allgather", 2, gpus)) == (
         "MSCCL XML: deadlock (in place): rank 0 tb 0 step 0 waits for rank 1 tb 0 step 0 "
@@ -263,9 +269,9 @@ def test_chunks_of_different_indexes_are_not_added():
     gpus = []
     for r in (0, 1):
         other = 1 - r
-        steps = [("s", "i", other, "i", other), ("rrc", "i", other, "i", r)]
-        gpus.append((2, 1, 0, [(other, other, 0, steps)]))
-    assert "rank 1 tb 0 step 1 (rrc, in place) adds chunk 0 to chunk 1; reductions must " \
+        steps = [("s", "i", other, "s", 0), ("r", "i", r, "s", 0), ("re", "s", 0, "i", other)]
+        gpus.append((2, 1, 1, [(other, other, 0, steps)]))
+    assert "rank 1 tb 0 step 2 (re, in place) adds chunk 1 to chunk 0; reductions must " \
            "combine the same chunk" in \
         error(algo_xml("reduce_scatter", 2, gpus))
 
@@ -282,7 +288,7 @@ def test_reading_a_slot_nothing_writes():
     for r in (0, 1):
         other = 1 - r
         gpus.append((1, 2, 0, [(other, other, 0, [("s", "o", other, "o", r),
-                                                  ("r", "o", other, "o", other)])]))
+                                                  ("r", "o", r, "o", other)])]))
     assert error(algo_xml("allgather", 2, gpus)) == (
         "MSCCL XML: rank 0 tb 0 step 0 (s, in place) reads o[1] before anything is written "
         "there; no other step writes it (an offset is wrong or a step is missing).")
@@ -292,8 +298,8 @@ def test_a_receive_of_the_wrong_size():
     gpus = []
     for r in (0, 1):
         other = 1 - r
-        gpus.append((1, 2, 0, [(other, other, 0, [("s", "i", 0, "o", r, 1),
-                                                  ("r", "o", 0, "o", 0, 2)])]))
+        gpus.append((1, 2, 0, [(other, other, 0, [("s", "i", 0, "o", 0, 1),
+                                                  ("r", "i", 0, "o", 0, 2)])]))
     assert "rank 1 tb 0 step 1 (r, in place) receives 2 chunk(s) but rank 0 tb 0 step 0 " \
            "sent 1" in \
         error(algo_xml("allgather", 2, gpus))
@@ -366,3 +372,25 @@ def test_the_runtime_limits_are_enforced():
     many = algo_xml("allgather", 2, [(1, 2, 0, [(-1, -1, 0, long_tb[:1])] * 3)] * 2)
     assert "more than 2 thread blocks on channel 0" in \
         error(many, limits=MscclLimits(max_tbs_per_channel=2))
+
+
+# ---------------------------------------------------------------- the msccl-tools convention
+
+
+def test_both_ends_of_a_transfer_name_the_same_slots():
+    data = mutate(two_gpu_allgather(copy=False), "//gpu[2]//step[2]", srcbuf="o")
+    assert error(data) == (
+        "MSCCL XML: message 1 from rank 0 to rank 1 on channel 0 is sent by rank 0 tb 0 step 0 "
+        "(s) as src i[0] dst o[0] but received by rank 1 tb 0 step 1 (r) as src o[0] dst "
+        "o[0]; both ends of a transfer must name the same slots.")
+
+
+def test_an_rcs_step_names_one_slot():
+    """Out of place, relaying a root's chunk straight from its input, as Canopy once did."""
+    chain = [[(1, -1, 0, [("s", "i", 0, "o", 0)])],
+             [(2, 0, 0, [("rcs", "i", 0, "o", 0)])],
+             [(-1, 1, 0, [("r", "i", 0, "o", 0)])]]
+    data = algo_xml("allgather", 3, [(1, 3, 0, tbs) for tbs in chain], inplace=0, outofplace=1)
+    assert error(data) == (
+        "MSCCL XML: rank 1 tb 0 step 0 (rcs) names src i[0] and dst o[0]; an rcs step "
+        "receives and forwards one slot, so src and dst must be the same buffer and offset.")

@@ -26,7 +26,7 @@ from lxml import etree
 
 from canopy.engine.alltoall.schedule import AllToAllSchedule
 from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl.simulator import MscclXmlError, SimulationReport, simulate_bytes
+from canopy.engine.msccl.executor import MscclXmlError, SimulationReport, simulate_bytes
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 
 MAX_CHUNKS = 8

@@ -6,12 +6,22 @@ multiplicity m rooted at r carries m consecutive chunks of r's range (trees of a
 ``index`` order); each send or receive moves those m chunks at once (``cnt`` = m, split
 when m exceeds the runtime's ``cnt`` limit). Pipelining is left to the runtime.
 
+Slots follow the msccl-tools convention: a piece lives in the same slot on every rank, and
+both steps of a transfer name it as their (src, dst) pair (the receiving step's src and the
+sending step's dst are the peer's side, unused by the runtime). Allgather works in
+``o[chunk]``; reductions accumulate in a *work slot* (:meth:`Plan.work`): ``s[chunk]`` for
+reduce-scatter (the input stays untouched outside the rank's result), the result slot for
+allreduce. Where the work slot is not the input slot, every rank first copies its input
+into it with ``cpy`` steps (one per run of pieces, at most ``cnt`` chunks), and a piece's
+first step depends on its copy. Out-of-place allgather likewise copies the root's chunks
+from ``i`` to ``o`` and sends them from ``o``, so ``rcs`` steps name one slot.
+
 * Allgather (forestcoll.txt §3.2): each out-tree broadcasts its chunks from the root.
   A node with children receives and forwards to its first child in one ``rcs`` step and
   sends to the others with ``s`` steps that depend on it; a leaf receives with ``r``.
 * Reduce-scatter (§4.6): the reduce trees run against their arrows. A leaf sends its
-  input; a node with children accumulates every child but the last with ``rrc`` (its own
-  input is the first operand) and forwards the last with ``rrs`` (receive, reduce, send);
+  work slot; a node with children accumulates every child but the last with ``rrc`` into
+  its work slot and forwards the last with ``rrs`` (receive, reduce, send);
   the root ends with ``rrc`` into its result. Children are taken shallow first, so the
   deepest branch, whose data comes last, is the one fused with the send.
 * Allreduce: reduce-scatter then allgather in one program. The root's last reduction is
@@ -26,7 +36,7 @@ chains, which is what makes the exported program deadlock-free.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from canopy.engine.errors import ScheduleError
@@ -100,33 +110,39 @@ class Plan:
             return ("i", chunk) if self.inplace else ("o", chunk - root * self.k)
         return (self.out, chunk)
 
-    def work(self, v: int, chunk: int, cnt: int) -> Loc:
-        """Where a non-root node keeps partial sums: scratch for reduce-scatter (the input
-        stays untouched outside the rank's own result), the result slot otherwise."""
+    def work(self, chunk: int) -> Loc:
+        """Where every rank keeps the partial sums of ``chunk`` (the same slot on every rank,
+        as the msccl-tools convention needs): scratch for reduce-scatter (the input stays
+        untouched outside the rank's own result), the result slot for allreduce."""
         if self.collective == "reduce-scatter":
-            loc = ("s", self.scratch[v])
-            self.scratch[v] += cnt
-            return loc
+            return ("s", chunk)
         return (self.out, chunk)
 
+    @property
+    def copies_input(self) -> bool:
+        """Whether reductions start by copying each rank's input into its work slots."""
+        return self.collective != "allgather" and self.work(0) != ("i", 0)
+
     def split(self, step: Step) -> tuple[Step, Step]:
-        """A fused step as a receive that keeps the data and a send that depends on it."""
-        if step.kind == "rcs":
-            keep = step.dst
-            recv = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer, src=step.src,
-                        dst=keep, dep=step.dep)
-        else:
-            assert step.kind in ("rrs", "rrcs") and step.src is not None
-            if step.kind == "rrcs":
-                keep = step.dst
-            else:                  # rrs: its operand is the input or a partial sum
-                keep = step.src if step.src[0] != "i" else \
-                    self.work(step.rank, step.src[1], step.cnt)
-            recv = Step(step.rank, "rrc", step.cnt, recv_peer=step.recv_peer, src=step.src,
-                        dst=keep, dep=step.dep)
+        """A fused step as a receive that keeps the data and a send that depends on it.
+        The data stays in the step's work slot (``rcs`` and ``rrcs``: dst, ``rrs``: src), so
+        the receive's transfer is labelled (slot, slot) and the send keeps the fused step's
+        label; :func:`relabel` fixes the steps that feed the receive."""
+        assert step.kind in ("rcs", "rrs", "rrcs") and step.src is not None
+        keep = step.src if step.kind == "rrs" else step.dst
+        recv = Step(step.rank, "r" if step.kind == "rcs" else "rrc", step.cnt,
+                    recv_peer=step.recv_peer, src=step.src, dst=keep, dep=step.dep)
         send = Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep, dst=step.dst,
                     dep=recv)
         return recv, send
+
+
+def relabel(steps: list[Step], dst: Loc | None) -> None:
+    """Give the transfers of a chain the destination slot of the step that ends it: the
+    ``dst`` of ``s`` and ``rrs`` steps names the receiver's side (msccl-tools convention)."""
+    for step in steps:
+        if step.kind in ("s", "rrs"):
+            step.dst = dst
 
 
 @dataclass
@@ -206,16 +222,21 @@ def _refine(a: list[tuple[int, int, Tree]], b: list[tuple[int, int, Tree]], max_
 class _Builder:
     """Emits the steps of one collective, chain by chain."""
 
-    def __init__(self, schedule: Schedule, inplace: bool, max_count: int) -> None:
+    def __init__(self, schedule: Schedule, inplace: bool, max_count: int, piece: int,
+                 fuse_fanout: bool) -> None:
         self.n = len(schedule.compute_nodes)
         self.k = schedule.k
         self.inplace = inplace
         self.max_count = max_count
+        self.piece = min(piece, max_count)
+        self.fuse_fanout = fuse_fanout
         self.collective = schedule.collective
         self.rank = {name: r for r, name in enumerate(schedule.compute_nodes)}
         if len(self.rank) != self.n:
             raise ScheduleError("the schedule lists a compute node twice.")
         self.plan = Plan(self.collective, self.n, self.k, inplace, [], [0] * self.n)
+        if self.collective == "reduce-scatter":
+            self.plan.scratch = [self.n * self.k] * self.n
         self.chains = self.plan.chains
         self.out = self.plan.out
         self.result = self.plan.result
@@ -256,21 +277,28 @@ class _Builder:
             if not kids:
                 chain.add(Step(v, "r", cnt, recv_peer=parent, src=parent_loc, dst=loc))
                 continue
-            first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
-                                   src=parent_loc, dst=loc))
+            if len(kids) > 1 and not self.fuse_fanout:
+                first = chain.add(Step(v, "r", cnt, recv_peer=parent, src=parent_loc,
+                                       dst=loc))
+                kids.insert(0, -1)          # every child gets a send of its own
+            else:
+                first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
+                                       src=parent_loc, dst=loc))
             for child in kids[1:]:
                 branch = self.new_chain((1, shape.depth[v], *base))
                 branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first))
                 work.append((branch, child, v, loc))
-            work.append((chain, kids[0], v, loc))
+            if kids[0] >= 0:
+                work.append((chain, kids[0], v, loc))
 
-    def reduce(self, shape: _Shape, chunk: int, cnt: int, then: _Shape | None = None
-               ) -> tuple[Step | None, Chain | None]:
-        """Reduce one piece up ``shape`` into its root. With ``then`` (allreduce), the
-        root's last reduction also sends to the first child of the broadcast tree.
-        Returns the root's final step and, when fused, its chain."""
+    def reduce(self, shape: _Shape, chunk: int, cnt: int, then: _Shape | None = None,
+               copies: list[Step] | None = None) -> tuple[Step | None, Chain | None]:
+        """Reduce one piece up ``shape`` into its root, accumulating in the work slot on
+        every rank (after that rank's ``copies[rank]`` of its input, when given). With
+        ``then`` (allreduce), the root's last reduction also sends to the first child of
+        the broadcast tree. Returns the root's final step and, when fused, its chain."""
         root = shape.root
-        own: Loc = ("i", chunk)
+        work = self.work(chunk)
         final = self.result(root, chunk)
         up: dict[int, Chain] = {}
 
@@ -280,84 +308,128 @@ class _Builder:
 
         for v in shape.bottom_up():
             kids = shape.by_height(v, deepest_first=False)
-            if v == root:
-                target: Loc | None = final
-            else:
-                target = self.work(v, chunk, cnt) if len(kids) > 1 else None
-            acc, prev = own, None
+            prev = copies[v] if copies else None
             for child in kids[:-1]:
-                prev = add(up.pop(child), Step(v, "rrc", cnt, recv_peer=child, src=acc,
-                                               dst=target, dep=prev))
-                acc = target
+                prev = add(up.pop(child), Step(v, "rrc", cnt, recv_peer=child, src=work,
+                                               dst=work, dep=prev))
             if v == root:
                 if not kids:
-                    return (None if final == own else self._local_copy(root, own, final,
-                                                                       cnt)), None
+                    return (prev if final == work else
+                            self._local_copy(root, work, final, cnt, prev)), None
                 chain = up.pop(kids[-1])
-                if then is not None:
-                    first = then.by_height(root, deepest_first=True)[0]
+                relabel(chain.steps, final)
+                fanout = then.by_height(root, deepest_first=True) if then is not None else []
+                if len(fanout) == 1 or (fanout and self.fuse_fanout):
+                    first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
-                                src=acc, dst=final, dep=prev)
+                                src=work, dst=final, dep=prev)
                     return add(chain, step), chain
-                return add(chain, Step(v, "rrc", cnt, recv_peer=kids[-1], src=acc,
+                return add(chain, Step(v, "rrc", cnt, recv_peer=kids[-1], src=work,
                                        dst=final, dep=prev)), None
             parent = shape.parent[v]
             if kids:
                 chain = up.pop(kids[-1])
                 add(chain, Step(v, "rrs", cnt, recv_peer=kids[-1], send_peer=parent,
-                                src=acc, dst=own, dep=prev))
+                                src=work, dst=work, dep=prev))
             else:
                 chain = self.new_chain()
-                add(chain, Step(v, "s", cnt, send_peer=parent, src=own, dst=own))
+                add(chain, Step(v, "s", cnt, send_peer=parent, src=work, dst=work, dep=prev))
             up[v] = chain
         raise AssertionError("the bottom-up order ends at the root")
 
-    def _local_copy(self, rank: int, src: Loc, dst: Loc, cnt: int) -> Step:
+    def _local_copy(self, rank: int, src: Loc, dst: Loc, cnt: int,
+                    dep: Step | None = None) -> Step:
         chain = self.new_chain((-1, rank))
-        return chain.add(Step(rank, "cpy", cnt, src=src, dst=dst))
+        return chain.add(Step(rank, "cpy", cnt, src=src, dst=dst, dep=dep))
+
+    def copy_runs(self, rank: int, pieces: list[tuple[int, int]], src_base: int,
+                  dst: Callable[[int], Loc]) -> dict[int, Step]:
+        """Copy ``rank``'s input into place for ``pieces`` ((chunk, count), in chunk order):
+        consecutive pieces share one ``cpy`` of at most ``max_count`` chunks. Returns the
+        copy of each piece's first chunk."""
+        runs: list[list[tuple[int, int]]] = []
+        for chunk, cnt in pieces:
+            run = runs[-1] if runs else None
+            if run and run[-1][0] + run[-1][1] == chunk and \
+                    sum(c for _, c in run) + cnt <= self.max_count:
+                run.append((chunk, cnt))
+            else:
+                runs.append([(chunk, cnt)])
+        out: dict[int, Step] = {}
+        for run in runs:
+            start, total = run[0][0], sum(c for _, c in run)
+            step = self._local_copy(rank, ("i", start - src_base), dst(start), total)
+            out.update((chunk, step) for chunk, _ in run)
+        return out
 
     # ------------------------------------------------------------------ collectives
     def build(self, schedule: Schedule) -> Plan:
-        trees = schedule.trees
-        reduce_trees = schedule.reduce_trees or schedule.trees
+        if self.collective == "allgather":
+            self.build_allgather(schedule.trees)
+        else:
+            self.build_reduction(schedule.trees, schedule.reduce_trees or schedule.trees)
+        return self.plan
+
+    def build_allgather(self, trees: list[Tree]) -> None:
+        """Broadcast every piece from ``o[chunk]`` (out of place, after copying it there)."""
+        for root_name, r in self.rank.items():
+            base = r * self.k
+            pieces = []
+            for off, m, tree in _pieces([t for t in trees if t.root == root_name], self.k,
+                                        f"root '{root_name}'"):
+                for start in range(off, off + m, self.piece):
+                    pieces.append((base + start, min(self.piece, off + m - start), tree))
+            copies = {} if self.inplace else self.copy_runs(
+                r, [(c, n) for c, n, _ in pieces], base, lambda c: ("o", c))
+            for chunk, cnt, tree in pieces:
+                self.broadcast(self.shape(tree), chunk, cnt, (self.out, chunk),
+                               ready=copies.get(chunk))
+
+    def build_reduction(self, trees: list[Tree], reduce_trees: list[Tree]) -> None:
+        """Reduce every piece into its root; allreduce then broadcasts it, cut into the
+        common refinement of the reduce and broadcast pieces."""
+        pieces: list[tuple[int, int, Tree, Tree | None]] = []
         for root_name, r in self.rank.items():
             where = f"root '{root_name}'"
             base = r * self.k
-            if self.collective == "allgather":
-                for off, m, tree in _pieces([t for t in trees if t.root == root_name],
-                                            self.k, where):
-                    for start in range(off, off + m, self.max_count):
-                        cnt = min(self.max_count, off + m - start)
-                        chunk = base + start
-                        source = (self.out, chunk) if self.inplace else ("i", start)
-                        self.broadcast(self.shape(tree), chunk, cnt, source)
-                if not self.inplace:
-                    for start in range(0, self.k, self.max_count):
-                        cnt = min(self.max_count, self.k - start)
-                        self._local_copy(r, ("i", start), ("o", base + start), cnt)
-                continue
             reducing = _pieces([t for t in reduce_trees if t.root == root_name], self.k,
                                f"{where} (reduce trees)")
             if self.collective == "reduce-scatter":
                 for off, m, tree in reducing:
-                    for start in range(off, off + m, self.max_count):
-                        self.reduce(self.shape(tree), base + start,
-                                    min(self.max_count, off + m - start))
+                    for start in range(off, off + m, self.piece):
+                        pieces.append((base + start, min(self.piece, off + m - start),
+                                       tree, None))
                 continue
             gathering = _pieces([t for t in trees if t.root == root_name], self.k, where)
-            for start, cnt, rtree, gtree in _refine(reducing, gathering, self.max_count):
-                chunk = base + start
-                gshape = self.shape(gtree)
-                final, fused = self.reduce(self.shape(rtree), chunk, cnt, then=gshape)
-                self.broadcast(gshape, chunk, cnt, self.result(r, chunk), ready=final,
-                               fused=fused)
-        return self.plan
+            for start, cnt, rtree, gtree in _refine(reducing, gathering, self.piece):
+                pieces.append((base + start, cnt, rtree, gtree))
+        copies: list[dict[int, Step]] = []
+        if self.plan.copies_input:
+            copies = [self.copy_runs(v, [(c, n) for c, n, _, _ in pieces], 0, self.work)
+                      for v in range(self.n)]
+        for chunk, cnt, reducing_tree, gathering_tree in pieces:
+            first = [copies[v][chunk] for v in range(self.n)] if copies else None
+            rshape = self.shape(reducing_tree)
+            if gathering_tree is None:
+                self.reduce(rshape, chunk, cnt, copies=first)
+                continue
+            gshape = self.shape(gathering_tree)
+            final, fused = self.reduce(rshape, chunk, cnt, then=gshape, copies=first)
+            root = gshape.root
+            self.broadcast(gshape, chunk, cnt, self.result(root, chunk), ready=final,
+                           fused=fused)
 
 
-def plan_steps(schedule: Schedule, inplace: bool = True, max_count: int = 71) -> Plan:
-    """All MSCCL steps of ``schedule``'s collective, grouped into chains."""
+def plan_steps(schedule: Schedule, inplace: bool = True, max_count: int = 71,
+               piece: int | None = None, fuse_fanout: bool = True) -> Plan:
+    """All MSCCL steps of ``schedule``'s collective, grouped into chains. A tree of
+    multiplicity m moves its m chunks in steps of at most ``piece`` chunks (default
+    ``max_count``): ``piece=1`` gives every unit tree chains of its own. Without
+    ``fuse_fanout``, a node that forwards to several children receives first and then
+    sends to each child in a step of its own (no child waits for another's send)."""
     if schedule.collective not in XML_COLLECTIVE:
         raise ScheduleError(f"cannot export collective '{schedule.collective}' to MSCCL.")
     if schedule.k < 1:
         raise ScheduleError(f"the schedule's k must be positive, not {schedule.k}.")
-    return _Builder(schedule, inplace, max_count).build(schedule)
+    return _Builder(schedule, inplace, max_count, piece or max_count,
+                    fuse_fanout).build(schedule)

@@ -17,11 +17,13 @@ order; a tb has at most one send peer and one receive peer, and the messages of 
   must form a matching. A chain takes the first of the ``spread`` preferred channels that
   holds all of it, else the one that holds the longest part; there the chain is cut: the
   fused step becomes a receive and a dependent send, and the rest is placed as a chain of
-  its own at the same place in π (so the argument above still holds). More channels are
+  its own at the same place in π (so the argument above still holds); the transfers
+  feeding the cut are relabelled with its slot. More channels are
   opened only when the step and thread block limits require them.
 * **Thread blocks.** On each (GPU, channel), every fused pair is a tb; the remaining
   receive-only and send-only peers are paired into shared tbs while they fit, to spare
-  thread blocks (each occupies an SM). Local copies join the GPU's smallest tb.
+  thread blocks (each occupies an SM). Local copies go first in the GPU's smallest tbs, as
+  many as fit, then in tbs of their own.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl.lowering import Chain, Plan, Step
+from canopy.engine.msccl.lowering import Chain, Plan, Step, relabel
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,9 @@ def order_chains(chains: list[Chain]) -> list[Chain]:
     waits_on: dict[Chain, set[Chain]] = {c: set() for c in chains}
     for chain in chains:
         for step in chain.steps:
-            if step.dep is not None and step.dep.chain is not chain:
-                waits_on[chain].add(step.dep.chain)
+            other = step.dep.chain if step.dep is not None else None
+            if other is not None and other is not chain:
+                waits_on[chain].add(other)
     unlocks: dict[Chain, list[Chain]] = defaultdict(list)
     for chain, deps in waits_on.items():
         for dep in deps:
@@ -104,9 +107,12 @@ def order_chains(chains: list[Chain]) -> list[Chain]:
 
 
 class _Channel:
-    """Bookkeeping of one (rank, channel): fused pairs and step counts per peer."""
+    """Bookkeeping of one (rank, channel): fused pairs and step counts per peer. An
+    ``unpaired`` channel gives receive-only and send-only peers thread blocks of their own
+    (no chain waits behind another's steps in a shared thread block)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unpaired: bool = False) -> None:
+        self.unpaired = unpaired
         self.pair_of_recv: dict[int, int] = {}
         self.pair_of_send: dict[int, int] = {}
         self.recv_steps: dict[int, int] = defaultdict(int)
@@ -125,7 +131,10 @@ class _Channel:
         if any(n > limit for s, n in self.send_steps.items() if s not in self.pair_of_send):
             return False
         pairs = len(self.pair_of_recv)
-        alone = max(len(self.recv_steps), len(self.send_steps)) - pairs
+        if self.unpaired:
+            alone = len(self.recv_steps) + len(self.send_steps) - 2 * pairs
+        else:
+            alone = max(len(self.recv_steps), len(self.send_steps)) - pairs
         return pairs + alone <= limits.max_tbs_per_channel
 
     def snapshot(self) -> tuple:
@@ -138,9 +147,12 @@ class _Channel:
         self.send_steps = defaultdict(int, snap[3])
         self.fused_steps = defaultdict(int, snap[4])
 
-    def add(self, step: Step) -> bool:
-        """Record ``step``; False when its fused pair clashes with an existing one."""
+    def add(self, step: Step, exclusive: bool = False) -> bool:
+        """Record ``step``; False when its fused pair clashes with an existing one, or, if
+        ``exclusive``, when another chain already uses one of its connections."""
         p, s = step.recv_peer, step.send_peer
+        if exclusive and (self.recv_steps.get(p) or self.send_steps.get(s)):
+            return False
         if p >= 0 and s >= 0:
             if self.pair_of_recv.get(p, s) != s or self.pair_of_send.get(s, p) != p:
                 return False
@@ -165,9 +177,12 @@ def _is_fused(step: Step) -> bool:
 class _Channels:
     """Channel bookkeeping of all ranks, with trial placements that can be undone."""
 
-    def __init__(self, limits: MscclLimits) -> None:
+    def __init__(self, limits: MscclLimits, connections: str) -> None:
         self.limits = limits
-        self.state: dict[tuple[int, int], _Channel] = defaultdict(_Channel)
+        self.connections = connections
+        self.exclusive = connections != "shared"
+        self.state: dict[tuple[int, int], _Channel] = defaultdict(
+            lambda: _Channel(unpaired=connections != "shared"))
 
     def reach(self, steps: list[Step], ch: int, fuse: bool) -> int | None:
         """How much of ``steps`` channel ``ch`` takes: ``len(steps)`` for all of it, j ≥ 1
@@ -193,7 +208,7 @@ class _Channels:
     def _add(self, step: Step, ch: int) -> bool:
         state = self.state[(step.rank, ch)]
         snap = state.snapshot()
-        if state.add(step) and state.fits(self.limits):
+        if state.add(step, self.exclusive) and state.fits(self.limits):
             return True
         state.restore(snap)
         return False
@@ -205,7 +220,18 @@ class _Channels:
 
     def choose(self, steps: list[Step], fuse: bool, spread: int) -> tuple[int, int] | None:
         """(channel, reach): the first of the ``spread`` preferred channels that takes all of
-        ``steps``, else the one that takes most; beyond them, the first that takes any."""
+        ``steps``, else the one that takes most; beyond them, the first that takes any.
+        With connections ``"prefer-own"``, first the first channel where ``steps`` have
+        their connections to themselves, else as ``"shared"``."""
+        if self.connections == "prefer-own":
+            self.exclusive = True
+            found = self._choose(steps, fuse, self.limits.max_channels)
+            self.exclusive = found is not None and found[1] == len(steps)
+            if self.exclusive:
+                return found
+        return self._choose(steps, fuse, spread)
+
+    def _choose(self, steps: list[Step], fuse: bool, spread: int) -> tuple[int, int] | None:
         best: tuple[int, int] | None = None
         for ch in range(min(spread, self.limits.max_channels)):
             reach = self.reach(steps, ch, fuse)
@@ -223,13 +249,13 @@ class _Channels:
 
 
 def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: bool,
-                     spread: int
+                     spread: int, connections: str
                      ) -> tuple[list[Chain], dict[Chain, int], dict[tuple[int, int], _Channel]]:
     """Channels for the chains in order. Where a fused step's (receive, send) pair cannot
     join the chain's channel, the step is split into a receive and a dependent send and the
     rest of the chain goes on as a chain of its own; without ``fuse`` every fused step is
     split. The pieces keep the chain's place in the order."""
-    channels = _Channels(limits)
+    channels = _Channels(limits, connections)
     waiting: dict[Step, list[Step]] = defaultdict(list)
     for chain in order:
         for step in chain.steps:
@@ -257,6 +283,7 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: 
                 for step in waiting.pop(fused, []):
                     step.dep = receive
                     waiting[receive].append(step)
+                relabel(steps[:reach], receive.dst)
                 head, steps = [*steps[:reach], receive], [send, *steps[reach + 1:]]
             piece = Chain(priority=chain.priority)
             for step in head:
@@ -286,7 +313,7 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
         for n, p in recv_only:
             tb = ThreadBlock(-1, p, ch)
             for i, (m, s) in enumerate(send_only):
-                if n + m <= limits.max_steps_per_tb:
+                if n + m <= limits.max_steps_per_tb and not state.unpaired:
                     tb.send = s
                     by_send[(s, ch)] = tb
                     del send_only[i]
@@ -299,6 +326,7 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
             by_send[(s, ch)] = tb
     copies = []
     for step in steps:
+        assert step.chain is not None, "every placed step belongs to a chain"
         ch = channel_of[step.chain]
         if step.recv_peer >= 0:
             by_recv[(step.recv_peer, ch)].steps.append(step)
@@ -306,26 +334,33 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
             by_send[(step.send_peer, ch)].steps.append(step)
         else:
             copies.append(step)
-    if copies:
-        smallest = min(tbs, key=lambda t: len(t.steps), default=None)
-        if smallest is None or len(smallest.steps) + len(copies) > limits.max_steps_per_tb:
-            smallest = ThreadBlock(-1, -1, 0)
-            tbs.append(smallest)
-        smallest.steps[:0] = copies
+    unpaired = any(state.unpaired for state in channels.values())
+    for tb in sorted(tbs, key=lambda t: len(t.steps)) if not unpaired else []:
+        room = limits.max_steps_per_tb - len(tb.steps)
+        if copies and room > 0:
+            tb.steps[:0], copies = copies[:room], copies[room:]
+    while copies:
+        tb = ThreadBlock(-1, -1, 0, copies[:limits.max_steps_per_tb])
+        copies = copies[limits.max_steps_per_tb:]
+        tbs.append(tb)
     tbs.sort(key=lambda t: (t.send, t.recv, t.channel))
     return tbs
 
 
 def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
-                        spread: int = 1) -> Layout:
+                        spread: int = 1, connections: str = "shared") -> Layout:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
     Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread
     blocks and channels, but no receive-and-forward pipelining within a step.
+    ``connections``: ``"shared"`` lets chains share connections and thread blocks;
+    ``"own"`` gives every chain connections (peer, direction, channel) and thread blocks of
+    its own, so no chain waits behind another's steps; ``"prefer-own"`` does so while
+    channels last and shares beyond.
 
     Raises :class:`MscclLimitError` when the runtime's limits cannot be met.
     """
     order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
-                                                spread)
+                                                spread, connections)
     per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
     for chain in order:
         for step in chain.steps:

@@ -53,16 +53,27 @@ from canopy.engine.topology_io import atomic_write_bytes
 
 PROTOCOLS = ("Simple", "LL128", "LL")
 RUNTIMES = ("msccl", "rccl")
+LAYOUTS = ("auto", "pipelined", "per-tree", "mixed", "compact")
 
 
 @dataclass(frozen=True)
 class MscclOptions:
     """How to write the program (the GUI's export dialog maps onto these).
 
+    ``layout`` is how transfers share connections. ``"pipelined"``: every unit tree moves
+    its chunk in chains of its own, and every connection (peer, channel) and thread block
+    carries one chain, so successive loop iterations of a tree pipeline as in Canopy's
+    execution model (:mod:`canopy.engine.simulate`: every tree edge its own connection, a
+    tree of multiplicity m on m of them); it needs about k channels per pair of GPUs.
+    ``"per-tree"``: the same with a tree's m chunks in one step, one connection per tree
+    edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
+    not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
+    chains share thread blocks, fewest channels and thread blocks, but a thread block's
+    steps wait on each other. ``"auto"`` (default): the first of pipelined, per-tree,
+    mixed and compact that fits the runtime's limits.
     ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
-    ``rrcs``); ``channels`` is how many channels such chains may spread over before one is
-    cut into a receive and a dependent send. More channels mean more thread blocks running
-    in parallel (and more connection buffers); one channel gives the fewest thread blocks.
+    ``rrcs``); ``channels`` is how many channels compact chains may spread over before one
+    is cut into a receive and a dependent send.
     """
 
     inplace: bool = True
@@ -73,6 +84,7 @@ class MscclOptions:
     runtime: str = "msccl"       # "rccl" names reduce-scatter as RCCL's parser does
     fuse: bool = True            # receive-and-forward in one step where channels allow
     channels: int = 4            # channels fused chains may spread over before splitting
+    layout: str = "auto"         # "pipelined", "compact" or "auto" (see above)
     limits: MscclLimits = field(default_factory=MscclLimits)
 
 
@@ -88,8 +100,28 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     if options.runtime not in RUNTIMES:
         raise ScheduleError(f"unknown MSCCL runtime '{options.runtime}'; use one of "
                             f"{', '.join(RUNTIMES)}.")
+    if options.layout not in LAYOUTS:
+        raise ScheduleError(f"unknown MSCCL layout '{options.layout}'; use one of "
+                            f"{', '.join(LAYOUTS)}.")
     if collective is not None and collective != schedule.collective:
         schedule = replace(schedule, collective=collective)
+    tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
+                                                                 (options.layout,))
+    for layout in tries[:-1]:
+        try:
+            return _layout(schedule, options, layout)
+        except MscclLimitError:
+            continue
+    return _layout(schedule, options, tries[-1])
+
+
+def _layout(schedule: Schedule, options: MscclOptions, layout: str) -> Layout:
+    """Steps and thread blocks of one layout (see :class:`MscclOptions`)."""
+    if layout != "compact":
+        plan = plan_steps(schedule, options.inplace, options.limits.max_count,
+                          piece=1 if layout == "pipelined" else None, fuse_fanout=False)
+        return assign_threadblocks(plan, options.limits, options.fuse, options.channels,
+                                   "prefer-own" if layout == "mixed" else "own")
     plan = plan_steps(schedule, options.inplace, options.limits.max_count)
     return assign_threadblocks(plan, options.limits, options.fuse, options.channels)
 

@@ -3,7 +3,7 @@
 from fractions import Fraction
 
 from canopy.app.commands import edit_links
-from canopy.engine.msccl.simulator import simulate_bytes
+from canopy.engine.msccl.executor import simulate_bytes
 
 
 def test_solve_alltoall_draws_and_exports(window, qtbot, tmp_path):

@@ -9,7 +9,7 @@ import canopy.app.export
 from canopy.app.commands import edit_links
 from canopy.app.export import MscclChoice, MscclExportDialog
 from canopy.engine.msccl import MscclLimits
-from canopy.engine.msccl.simulator import simulate_bytes
+from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.safe_xml import parse_xml_file
 from canopy.engine.schedule_io import load_schedule
 from canopy.engine.topology import Link, Node, Topology

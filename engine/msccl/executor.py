@@ -1,36 +1,27 @@
-"""Canopy's own MSCCL XML simulator: execute an algorithm and check its result.
+"""Executing an MSCCL XML algorithm symbolically to prove the collective's postcondition.
 
-The simulator reads an MSCCL XML file (through :mod:`canopy.engine.safe_xml`), checks what the
-runtime's parser checks plus the runtime's limits, then runs every thread block's steps
-with symbolic data and checks the collective's postcondition. Every problem is reported
-as one sentence naming the rank, thread block and step (:class:`MscclXmlError`).
-
-Semantics (those of the MSCCL interpreter, microsoft/msccl and RCCL):
+After :func:`~canopy.engine.msccl.checks.check_structure`, every thread block's steps run
+with symbolic data (step semantics in :mod:`~canopy.engine.msccl.model`); every problem is
+one sentence naming the rank, thread block and step (:class:`MscclXmlError`).
 
 * **Data.** Each buffer slot (one chunk) holds ``(chunk, ranks)``: the chunk index and the
   set of ranks whose contribution it sums, or nothing. Initially rank r's input holds its
   own chunks. Reducing joins two sets of the same chunk; reducing different chunks or the
-  same rank twice is an error, as is reading a slot that holds nothing.
-* **Steps.** ``s`` sends ``src``; ``r`` receives into ``dst``; ``rcs`` receives into
-  ``dst`` and sends it on; ``rrs`` receives, adds ``src`` and sends the sum; ``rrc``
-  receives and writes the sum with ``src`` to ``dst``; ``rrcs`` does both; ``cpy`` copies
-  ``src`` to ``dst``; ``re`` adds ``src`` into ``dst``; ``nop`` only waits. The ``dst`` of
-  a send and the ``src`` of a receive name the peer's side and are not used. ``cnt``
+  same rank twice is an error, as is reading a slot that holds nothing. ``cnt``
   consecutive chunks move at once.
 * **Connections.** A thread block sends to its ``send`` peer and receives from its
   ``recv`` peer on its channel. Messages of a (sender, receiver, channel) connection match
   in order and the connection buffers at most ``capacity`` messages (default 1, the
   strictest); a send waits for room. A step that receives and sends takes its message
   first and then waits for room, as the runtime's pipelined primitives let the receive
-  lead the send (so rings of such steps do not lock up). Counts of matched messages must
-  agree.
+  lead the send (so rings of such steps do not lock up).
 * **Dependencies.** A step with ``depid``/``deps`` waits until thread block ``depid`` of
   the same GPU has published a step index ≥ ``deps``; a thread block publishes the index
   of each finished non-``nop`` step that has ``hasdep="1"`` (the runtime's flags).
 * **Races.** Program order, messages and dependencies define happens-before (vector
   clocks; a send that merely waits for room orders nothing). Two accesses to one slot, at
   least one a write, from different thread blocks must be ordered, or the result would
-  depend on timing: the simulator reports the missing dependency.
+  depend on timing: the executor reports the missing dependency.
 * **Buffers.** allgather: ``i`` has c = nchunksperloop/ngpus chunks, ``o`` all of them;
   in place, ``i`` is ``o`` from r·c. reduce_scatter (also spelled ``reducescatter``):
   ``i`` has all chunks, ``o`` c of them; in place, ``o`` is ``i`` from r·c. allreduce:
@@ -43,323 +34,31 @@ Semantics (those of the MSCCL interpreter, microsoft/msccl and RCCL):
   r's ``o`` is chunk r·c+q of rank j's input. An XML that declares both
   ``inplace`` and ``outofplace`` is run both ways.
 
-Before the run, each connection must carry as many sends as receives (messages match in
-order, so the first step past the other side's count is unmatched). A run that cannot go
-on reports the cycle of waiting thread blocks, or the dependency never signalled.
+A run that cannot go on reports the cycle of waiting thread blocks, or the dependency
+never signalled.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
-from lxml import etree
 
-from canopy.engine.errors import CanopyError
+from canopy.engine.msccl.checks import check_structure
+from canopy.engine.msccl.model import (
+    BUFFER_NAMES,
+    MscclXmlError,
+    XmlAlgo,
+    XmlGpu,
+    XmlStep,
+    XmlThreadBlock,
+    where,
+)
+from canopy.engine.msccl.reader import read_msccl, read_msccl_bytes
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.safe_xml import parse_xml_file
-
-COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reduce_scatter",
-               "reducescatter": "reduce_scatter", "allreduce": "allreduce",
-               "alltoall": "alltoall"}
-PROTOCOLS = ("Simple", "LL128", "LL")
-# step type -> (receives, sends, reads src, reads dst, writes dst)
-STEP_TYPES = {
-    "s": (False, True, True, False, False),
-    "r": (True, False, False, False, True),
-    "rcs": (True, True, False, False, True),
-    "rrs": (True, True, True, False, False),
-    "rrc": (True, False, True, False, True),
-    "rrcs": (True, True, True, False, True),
-    "cpy": (False, False, True, False, True),
-    "re": (False, False, True, True, True),
-    "nop": (False, False, False, False, False),
-}
-BUFFER_NAMES = {"i": "input", "o": "output", "s": "scratch"}
-
-
-class MscclXmlError(CanopyError):
-    """An MSCCL XML algorithm that the runtime rejects or that computes a wrong result."""
-
-
-# ---------------------------------------------------------------------- the program
-
-
-@dataclass(frozen=True)
-class XmlStep:
-    s: int
-    type: str
-    srcbuf: str
-    srcoff: int
-    dstbuf: str
-    dstoff: int
-    cnt: int
-    depid: int
-    deps: int
-    hasdep: bool
-
-
-@dataclass
-class XmlThreadBlock:
-    id: int
-    send: int
-    recv: int
-    chan: int
-    steps: list[XmlStep] = field(default_factory=list)
-
-
-@dataclass
-class XmlGpu:
-    id: int
-    i_chunks: int
-    o_chunks: int
-    s_chunks: int
-    tbs: list[XmlThreadBlock] = field(default_factory=list)
-
-
-@dataclass
-class XmlAlgo:
-    name: str
-    proto: str
-    nchannels: int
-    nchunksperloop: int
-    ngpus: int
-    coll: str                    # canonical: allgather, reduce_scatter or allreduce
-    inplace: bool
-    outofplace: bool
-    gpus: list[XmlGpu]
-
-    @property
-    def chunks_per_rank(self) -> int:
-        return self.nchunksperloop // self.ngpus
-
-    def modes(self) -> list[bool]:
-        """The in-place flags to run: True for in place, False for out of place."""
-        return [m for m, on in ((True, self.inplace), (False, self.outofplace)) if on]
-
-
-def _where(gpu: int, tb: int | None = None, step: int | None = None) -> str:
-    text = f"rank {gpu}"
-    if tb is not None:
-        text += f" tb {tb}"
-    if step is not None:
-        text += f" step {step}"
-    return text
-
-
-def _int(elem: etree._Element, key: str, where: str) -> int:
-    value = elem.get(key)
-    if value is None:
-        raise MscclXmlError(f"{where}: <{elem.tag}> has no '{key}' attribute.")
-    try:
-        return int(value)
-    except ValueError:
-        raise MscclXmlError(f"{where}: '{key}' is '{value}', not an integer.") from None
-
-
-def _str(elem: etree._Element, key: str, where: str) -> str:
-    value = elem.get(key)
-    if value is None:
-        raise MscclXmlError(f"{where}: <{elem.tag}> has no '{key}' attribute.")
-    return value
-
-
-def parse_msccl(root: etree._Element, source: str = "MSCCL XML") -> XmlAlgo:
-    """The algorithm of an ``<algo>`` element (attributes as the runtime reads them)."""
-    if root.tag != "algo":
-        raise MscclXmlError(f"{source}: the top element is <{root.tag}>, not <algo>.")
-    coll = _str(root, "coll", source)
-    if coll not in COLLECTIVES:
-        raise MscclXmlError(f"{source}: coll '{coll}' is not allgather, reduce_scatter, "
-                            "allreduce or alltoall.")
-    algo = XmlAlgo(_str(root, "name", source), _str(root, "proto", source),
-                   _int(root, "nchannels", source), _int(root, "nchunksperloop", source),
-                   _int(root, "ngpus", source), COLLECTIVES[coll],
-                   bool(_int(root, "inplace", source)), bool(_int(root, "outofplace", source)),
-                   [])
-    for key in ("minBytes", "maxBytes"):
-        _int(root, key, source)
-    for gpu_elem in root.iter("gpu"):
-        gid = _int(gpu_elem, "id", source)
-        where = f"{source}: {_where(gid)}"
-        gpu = XmlGpu(gid, _int(gpu_elem, "i_chunks", where), _int(gpu_elem, "o_chunks", where),
-                     _int(gpu_elem, "s_chunks", where))
-        for tb_elem in gpu_elem.iter("tb"):
-            tid = _int(tb_elem, "id", where)
-            tb_where = f"{source}: {_where(gid, tid)}"
-            tb = XmlThreadBlock(tid, _int(tb_elem, "send", tb_where),
-                                _int(tb_elem, "recv", tb_where), _int(tb_elem, "chan", tb_where))
-            for pos, st in enumerate(tb_elem.iter("step")):
-                w = f"{source}: {_where(gid, tid, pos)}"
-                tb.steps.append(XmlStep(
-                    _int(st, "s", w), _str(st, "type", w), _str(st, "srcbuf", w),
-                    _int(st, "srcoff", w), _str(st, "dstbuf", w), _int(st, "dstoff", w),
-                    _int(st, "cnt", w), _int(st, "depid", w), _int(st, "deps", w),
-                    _int(st, "hasdep", w) == 1))
-                if _int(st, "hasdep", w) not in (0, 1):
-                    raise MscclXmlError(f"{w}: hasdep must be 0 or 1.")
-            gpu.tbs.append(tb)
-        algo.gpus.append(gpu)
-    return algo
-
-
-def read_msccl(path: str | os.PathLike[str]) -> XmlAlgo:
-    """Parse an MSCCL XML file safely (no entities, no DTD, size limit)."""
-    return parse_msccl(parse_xml_file(path), str(path))
-
-
-# ---------------------------------------------------------------------- static checks
-
-
-def _used(step: XmlStep) -> list[tuple[str, str, int]]:
-    """(role, buffer, offset) of the buffer ranges a step really touches."""
-    _, _, reads_src, _, writes_dst = STEP_TYPES[step.type]
-    out = []
-    if reads_src:
-        out.append(("src", step.srcbuf, step.srcoff))
-    if writes_dst:
-        out.append(("dst", step.dstbuf, step.dstoff))
-    return out
-
-
-def check_structure(algo: XmlAlgo, limits: MscclLimits | None = None,
-                    source: str = "MSCCL XML") -> None:
-    """What the runtime's parser rejects, and its limits (:class:`MscclLimits`)."""
-    limits = limits or MscclLimits()
-
-    def fail(text: str) -> None:
-        raise MscclXmlError(f"{source}: {text}")
-
-    if algo.proto not in PROTOCOLS:
-        fail(f"proto '{algo.proto}' is not one of {', '.join(PROTOCOLS)}.")
-    if algo.ngpus < 1 or algo.nchunksperloop < 1:
-        fail("ngpus and nchunksperloop must be positive.")
-    if algo.coll != "allreduce" and algo.nchunksperloop % algo.ngpus:
-        fail(f"nchunksperloop {algo.nchunksperloop} is not a multiple of ngpus {algo.ngpus}.")
-    if not algo.modes():
-        fail("neither inplace nor outofplace is 1.")
-    if not 1 <= algo.nchannels <= limits.max_channels:
-        fail(f"nchannels is {algo.nchannels}; MSCCL allows 1 to {limits.max_channels}.")
-    ids = sorted(g.id for g in algo.gpus)
-    if ids != list(range(algo.ngpus)):
-        fail(f"the <gpu> ids are {ids[:8]}{'…' if len(ids) > 8 else ''}, not 0 to "
-             f"{algo.ngpus - 1} once each.")
-    algo.gpus.sort(key=lambda g: g.id)
-    for gpu in algo.gpus:
-        _check_gpu(gpu, algo, limits, fail)
-    _check_connections(algo, fail)
-
-
-def _check_connections(algo: XmlAlgo, fail: Callable[[str], None]) -> None:
-    """Every (sender, receiver, channel) connection carries as many sends as receives;
-    messages match in order, so the first step beyond the other side's count is unmatched."""
-    sends: dict[tuple[int, int, int], list[tuple[int, XmlStep]]] = defaultdict(list)
-    recvs: dict[tuple[int, int, int], list[tuple[int, XmlStep]]] = defaultdict(list)
-    for gpu in algo.gpus:
-        for tb in gpu.tbs:
-            for step in tb.steps:
-                receives, sending, _, _, _ = STEP_TYPES[step.type]
-                if sending:
-                    sends[(gpu.id, tb.send, tb.chan)].append((tb.id, step))
-                if receives:
-                    recvs[(tb.recv, gpu.id, tb.chan)].append((tb.id, step))
-    for conn in sorted(set(sends) | set(recvs)):
-        u, v, ch = conn
-        out, into = sends[conn], recvs[conn]
-        if len(out) == len(into):
-            continue
-        if len(into) > len(out):
-            tb, step = into[len(out)]
-            fail(f"{_where(v, tb, step.s)} ({step.type}) receives message {len(out) + 1} from "
-                 f"rank {u} on channel {ch}, but rank {u} sends only {len(out)} on that "
-                 "connection, so it is unmatched.")
-        tb, step = out[len(into)]
-        fail(f"{_where(u, tb, step.s)} ({step.type}) sends message {len(into) + 1} to rank {v} "
-             f"on channel {ch}, but rank {v} receives only {len(into)} on that connection, so "
-             "it is unmatched.")
-
-
-def _check_gpu(gpu: XmlGpu, algo: XmlAlgo, limits: MscclLimits,
-               fail: Callable[[str], None]) -> None:
-    sizes = {"i": gpu.i_chunks, "o": gpu.o_chunks, "s": gpu.s_chunks}
-    if min(sizes.values()) < 0:
-        fail(f"{_where(gpu.id)} declares a negative buffer size.")
-    tids = sorted(tb.id for tb in gpu.tbs)
-    if tids != list(range(len(tids))):
-        fail(f"{_where(gpu.id)}: thread block ids are {tids[:8]}, not 0, 1, 2, … once each.")
-    gpu.tbs.sort(key=lambda tb: tb.id)
-    elements = 2 + len(gpu.tbs) + sum(len(tb.steps) for tb in gpu.tbs)
-    if elements > limits.max_elements_per_gpu:
-        fail(f"{_where(gpu.id)} has {elements} XML elements; RCCL's parser holds "
-             f"{limits.max_elements_per_gpu} per GPU.")
-    per_channel: dict[int, int] = defaultdict(int)
-    seen: dict[tuple[int, str, int], int] = {}
-    for tb in gpu.tbs:
-        w = _where(gpu.id, tb.id)
-        for peer, direction in ((tb.send, "send"), (tb.recv, "recv")):
-            if peer == gpu.id or not -1 <= peer < algo.ngpus:
-                fail(f"{w}: {direction} peer {peer} is not another rank or -1.")
-            if peer >= 0:
-                key = (peer, direction, tb.chan)
-                if key in seen:
-                    fail(f"{w} and tb {seen[key]} both {direction} "
-                         f"{'to' if direction == 'send' else 'from'} rank {peer} on channel "
-                         f"{tb.chan}; a connection belongs to one thread block.")
-                seen[key] = tb.id
-        if not 0 <= tb.chan < algo.nchannels:
-            fail(f"{w}: channel {tb.chan} is outside 0 to nchannels-1 = {algo.nchannels - 1}.")
-        per_channel[tb.chan] += 1
-        if per_channel[tb.chan] > limits.max_tbs_per_channel:
-            fail(f"{_where(gpu.id)} has more than {limits.max_tbs_per_channel} thread blocks "
-                 f"on channel {tb.chan}.")
-        if len(tb.steps) > limits.max_steps_per_tb:
-            fail(f"{w} has {len(tb.steps)} steps; MSCCL allows {limits.max_steps_per_tb}.")
-        pending_nop_dep = False
-        for pos, step in enumerate(tb.steps):
-            ws = _where(gpu.id, tb.id, pos)
-            if step.s != pos:
-                fail(f"{ws} is numbered s={step.s}; steps must be numbered 0, 1, 2, … in "
-                     "order.")
-            if step.type not in STEP_TYPES:
-                fail(f"{ws}: step type '{step.type}' is not one of "
-                     f"{', '.join(STEP_TYPES)}.")
-            receives, sends, _, _, _ = STEP_TYPES[step.type]
-            if sends and tb.send < 0:
-                fail(f"{ws} ({step.type}) sends, but its thread block has no send peer.")
-            if receives and tb.recv < 0:
-                fail(f"{ws} ({step.type}) receives, but its thread block has no recv peer.")
-            for buf in (step.srcbuf, step.dstbuf):
-                if buf not in BUFFER_NAMES:
-                    fail(f"{ws}: buffer '{buf}' is not i, o or s.")
-            if step.type != "nop":
-                if not 1 <= step.cnt <= limits.max_count:
-                    fail(f"{ws}: cnt is {step.cnt}; MSCCL allows 1 to {limits.max_count}.")
-                for role, buf, off in _used(step):
-                    if off < 0 or off + step.cnt > sizes[buf]:
-                        fail(f"{ws} ({step.type}) {role} {buf}[{off}:{off + step.cnt}] is out "
-                             f"of range of the {sizes[buf]} chunks {buf}_chunks declares.")
-            if step.depid >= 0:
-                if step.depid >= len(gpu.tbs):
-                    fail(f"{ws} depends on tb {step.depid}, which rank {gpu.id} does not "
-                         "have.")
-                if not 0 <= step.deps < len(gpu.tbs[step.depid].steps):
-                    fail(f"{ws} depends on step {step.deps} of tb {step.depid}, which has no "
-                         "such step.")
-            elif step.depid != -1:
-                fail(f"{ws}: depid {step.depid} is neither -1 nor a thread block id.")
-            if step.type == "nop":
-                pending_nop_dep = pending_nop_dep or step.depid >= 0
-            else:
-                if pending_nop_dep and step.depid < 0:
-                    fail(f"{ws} follows nop steps with dependencies but has none itself, "
-                         "which the runtime rejects.")
-                pending_nop_dep = False
-
-
-# ---------------------------------------------------------------------- execution
 
 Value = tuple[int, int] | None          # (chunk, bitmask of contributing ranks)
 
@@ -498,10 +197,10 @@ class _Run:
         return _Buffers(phys, alias)
 
     # -------------------------------------------------------------- helpers
-    def fail(self, g: int, text: str) -> None:
+    def fail(self, g: int, text: str) -> NoReturn:
         gpu, tb = self.tbs[g]
         step = tb.steps[self.pc[g]]
-        raise MscclXmlError(f"{_where(gpu.id, tb.id, step.s)} ({step.type}, {self.mode}) "
+        raise MscclXmlError(f"{where(gpu.id, tb.id, step.s)} ({step.type}, {self.mode}) "
                             f"{text}")
 
     def slots(self, g: int, buf: str, off: int, cnt: int, role: str
@@ -521,10 +220,10 @@ class _Run:
 
     def _describe_tb(self, g: int, step: int | None = None) -> str:
         gpu, tb = self.tbs[g]
-        return _where(gpu.id, tb.id, step)
+        return where(gpu.id, tb.id, step)
 
-    def read(self, g: int, buf: str, off: int, cnt: int, epoch: int) -> list[tuple[int, int]]:
-        out = []
+    def read(self, g: int, buf: str, off: int, cnt: int, epoch: int) -> list[Value]:
+        out: list[Value] = []
         step = self.pc[g]
         memory, where_range = self.slots(g, buf, off, cnt, "reads")
         for i, x in enumerate(where_range):
@@ -553,11 +252,11 @@ class _Run:
         for tb in gpu.tbs:
             h = self.gid[(gpu.id, tb.id)]
             for step in tb.steps[self.pc[h]:]:
-                if h == g or not STEP_TYPES[step.type][4]:
+                if h == g or not step.kind.writes_dst:
                     continue
                 if any(bufs.resolve(step.dstbuf, step.dstoff + j, 1) == target
                        for j in range(step.cnt)):
-                    return (f"{_where(gpu.id, tb.id, step.s)} writes it later with no "
+                    return (f"{where(gpu.id, tb.id, step.s)} writes it later with no "
                             "dependency ordering the two (a dependency is missing or an "
                             "offset is wrong).")
         return "no other step writes it (an offset is wrong or a step is missing)."
@@ -602,7 +301,8 @@ class _Run:
             target = self.gid[(gpu.id, step.depid)]
             if self.flag[target] < step.deps:
                 return ("flag", target)
-        receives, sends, _, _, _ = STEP_TYPES[step.type]
+        kind = step.kind
+        receives, sends = kind.receives, kind.sends
         room = sends and len(self.queues[(gpu.id, tb.send, tb.chan)]) < self.capacity
         if g in self.pending:
             return None if room else ("room", (gpu.id, tb.send, tb.chan))
@@ -617,13 +317,15 @@ class _Run:
         return the conditions it may have changed."""
         gpu, tb = self.tbs[g]
         step = tb.steps[self.pc[g]]
-        receives, sends, reads_src, reads_dst, writes_dst = STEP_TYPES[step.type]
+        kind = step.kind
+        receives, sends = kind.receives, kind.sends
         woke: list[tuple] = []
         if g in self.pending:
             return self.finish(g, step, self.pending.pop(g))
         if step.depid >= 0:
             target = self.gid[(gpu.id, step.depid)]
             first = self.signal_of[(target, step.deps)]
+            assert first is not None, "a step ran before its dependency was signalled"
             key = (target, first)
             np.maximum(self.clock[g], self.snaps[key], out=self.clock[g])
             self.snap_refs[key] -= 1
@@ -642,25 +344,28 @@ class _Run:
         self.clock[g, g] += 1
         epoch = int(self.clock[g, g])
         data: list[Value] | None = incoming[0] if incoming else None
-        if reads_src:
+        if kind.reads_src:
             src = self.read(g, step.srcbuf, step.srcoff, step.cnt, epoch)
             data = src if data is None else self.reduce(g, data, src)
-        if reads_dst:
+        if kind.reads_dst:
             assert data is not None
             data = self.reduce(g, self.read(g, step.dstbuf, step.dstoff, step.cnt, epoch), data)
-        if writes_dst:
+        if kind.writes_dst:
             assert data is not None
             self.write(g, step.dstbuf, step.dstoff, data, epoch)
-        if sends and len(self.queues[(gpu.id, tb.send, tb.chan)]) >= self.capacity:
+        if not sends:
+            return woke + self.finish(g, step, None)
+        assert data is not None, "every sending step reads or receives its data"
+        if len(self.queues[(gpu.id, tb.send, tb.chan)]) >= self.capacity:
             self.pending[g] = (data, self.clock[g].copy())
             return woke
-        return woke + self.finish(g, step, (data, self.clock[g]) if sends else None)
+        return woke + self.finish(g, step, (data, self.clock[g]))
 
     def finish(self, g: int, step: XmlStep,
                outgoing: tuple[list[Value], np.ndarray] | None) -> list[tuple]:
         """Send what the step sends, publish its completion and move on."""
         gpu, tb = self.tbs[g]
-        woke = []
+        woke: list[tuple] = []
         if outgoing is not None:
             conn = (gpu.id, tb.send, tb.chan)
             self.queues[conn].append((outgoing[0], outgoing[1].copy(), (g, self.pc[g])))
@@ -778,6 +483,4 @@ def simulate_file(path: str | os.PathLike[str], capacity: int = 1,
 def simulate_bytes(data: bytes, capacity: int = 1, limits: MscclLimits | None = None,
                    source: str = "MSCCL XML") -> SimulationReport:
     """Parse (safely) and run an MSCCL XML document held in memory."""
-    from canopy.engine.safe_xml import parse_xml_bytes
-    return simulate(parse_msccl(parse_xml_bytes(data, source), source), capacity, limits,
-                    source)
+    return simulate(read_msccl_bytes(data, source), capacity, limits, source)
