@@ -115,13 +115,15 @@ def run(args: argparse.Namespace) -> int:
         unit = args.bandwidth_unit or topo.bandwidth_unit
         comp = compare(topo, args.collective, where=args.topology, **options)
         print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
-              "congestion, times from the α-β simulator "
+              "congestion, times from the execution model "
               f"({float(comp.default_latency):g} µs per link unless the topology says; "
               f"switches {comp.switch_mode})")
         for line in format_table(comp, unit):
             print(line)
         print("FC x: how many times ForestColl's bound is the row's. algbw = size / time, "
               f"{UNIT_TEXT[unit]}; 1M = 2^20 B.")
+        for note in comp.notes():
+            print(f"  {note}")
         text = json.dumps(comp.to_json(), indent=1) + "\n"
         if args.json == "-":
             out.write(text)

@@ -26,10 +26,10 @@ from canopy.engine.plan import (
     FlowEdge,
     FlowTree,
     Path,
-    Router,
     add_path_load,
     schedule_plan,
 )
+from canopy.engine.routing import Router
 from canopy.engine.topology import Link, Node, Topology
 
 
