@@ -88,6 +88,7 @@ class MainWindow(QMainWindow):
         self.compare = CompareController(self)
         self.fabric = FabricController(self)
         self.alltoall = AllToAllController(self)
+        self.properties.raise_()        # the controllers tabified their docks over it
         for owner in (self.library, self.solver, self.solver.exporter, self.compare,
                       self.fabric, self.alltoall):
             self.actions.register(owner.actions)
