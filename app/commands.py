@@ -156,6 +156,22 @@ class RenameTopology(QUndoCommand):
         self.doc.set_name(self.old)
 
 
+class SetBandwidthUnit(QUndoCommand):
+    """Change the unit bandwidths are shown and saved in (the bandwidths stay the same)."""
+
+    def __init__(self, doc: Document, new: str):
+        super().__init__(f"Show bandwidths in {new}")
+        self.doc = doc
+        self.old = doc.topology.bandwidth_unit
+        self.new = new
+
+    def redo(self) -> None:
+        self.doc.set_bandwidth_unit(self.new)
+
+    def undo(self) -> None:
+        self.doc.set_bandwidth_unit(self.old)
+
+
 class ReplaceTopology(QUndoCommand):
     """Swap in a whole topology (restoring unsaved changes after a crash)."""
 

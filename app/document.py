@@ -243,3 +243,8 @@ class Document(QObject):
         self.topology.name = name
         self.name_changed.emit(name)
         self.edited.emit()
+
+    def set_bandwidth_unit(self, unit: str) -> None:
+        """The unit the file is saved in and bandwidths are shown in (values stay the same)."""
+        self.topology.bandwidth_unit = unit
+        self.edited.emit()

@@ -1,8 +1,8 @@
-"""The editor window: canvas in the middle, docks around it, menus and a tool bar.
+"""The editor window: canvas in the middle, docks around it, menus and tool bars.
 
-Actions live in :attr:`MainWindow.actions` (by name) and menus in
-:attr:`MainWindow.menus`; all menus are built in :meth:`MainWindow._build_menus`, so
-new features (a Compute menu, Export entries, result docks) add their entries there.
+The window makes its docks and controllers (library, solve, export, compare, fabric),
+registers every action by name in :attr:`MainWindow.actions`, and lays out the menus and
+tool bars from the one declaration in :mod:`canopy.app.shell`.
 """
 
 from __future__ import annotations
@@ -18,36 +18,34 @@ from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QFileDialog,
+    QHBoxLayout,
     QLabel,
     QLineEdit,
     QMainWindow,
     QMenu,
     QMessageBox,
-    QToolBar,
     QUndoView,
     QWidget,
 )
 
-from canopy.app import (
-    alltoall_view,
-    clipboard,
-    compare_actions,
-    fabric_actions,
-    library_actions,
-    settings,
-)
+from canopy.app import clipboard, settings, shell
+from canopy.app.alltoall_controller import AllToAllController
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
 from canopy.app.commands import MoveNodes, ReplaceTopology, delete
+from canopy.app.compare_controller import CompareController
 from canopy.app.dialogs.sweep_results import SweepResultsDialog
 from canopy.app.docks.properties import NumberValidator, PropertiesDock
 from canopy.app.docks.validation import ValidationDock
 from canopy.app.document import Document
+from canopy.app.fabric_controller import FabricController
 from canopy.app.find import FindBar
-from canopy.app.inspector import Inspector
+from canopy.app.library_controller import LibraryController
 from canopy.app.quick_start import QuickStart
 from canopy.app.recovery import Autosaver, Recovered, orphaned
+from canopy.app.shell import ActionRegistry
+from canopy.app.solve_controller import SolveController
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.errors import CanopyError
 from canopy.engine.layout import auto_layout
@@ -80,17 +78,33 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.validation)
         self.autosaver = Autosaver(self.doc, parent=self)
         self.autosaver.failed.connect(lambda text: self.statusBar().showMessage(text, 10000))
-        self.actions: dict[str, QAction] = {}
-        self.menus: dict[str, QMenu] = {}
-        self._create_actions()
-        self._build_menus()
-        self._build_toolbars()
-        self.library = library_actions.install(self)
+        self.actions = ActionRegistry()
+        self.actions.register(self._create_actions())
         self._build_status_bar()
-        self.inspector = Inspector(self)  # Compute menu, File ▸ Export, result docks
-        self.compare = compare_actions.install(self)
-        self.fabric = fabric_actions.install(self)   # Jobs dock, contention, failures
-        self.alltoall = alltoall_view.install(self)  # Compute ▸ Solve All-to-All
+        # Controllers, each owning its actions and docks; the compare and fabric ones run
+        # their engine jobs through the solve controller's ComputeController.
+        self.library = LibraryController(self)
+        self.solver = SolveController(self)
+        self.compare = CompareController(self)
+        self.fabric = FabricController(self)
+        self.alltoall = AllToAllController(self)
+        self.properties.raise_()        # the controllers tabified their docks over it
+        for owner in (self.library, self.solver, self.solver.exporter, self.compare,
+                      self.fabric, self.alltoall):
+            self.actions.register(owner.actions)
+        self.actions.register({f"dock_{name}": dock.toggleViewAction() for name, dock in [
+            ("properties", self.properties), ("validation", self.validation),
+            ("history", self.history), ("results", self.solver.results),
+            ("trees", self.solver.trees), ("plots", self.solver.plots),
+            ("compare", self.compare.dock), ("jobs", self.fabric.dock),
+            ("alltoall", self.alltoall.dock)]})
+        self.menus, self.toolbars = shell.build(
+            self, self.actions,
+            fillers={"samples": self._fill_samples_menu, "recent": self._fill_recent_menu},
+            widgets={"new_link_bandwidth": self._new_link_bandwidth_field(),
+                     "solve_button": self.solver.solve_button})
+        self.find_bar = FindBar(self)
+        self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, self.find_bar)
         self._short_toolbar_texts()
         self.doc.undo_stack.cleanChanged.connect(self._update_title)
         self.doc.path_changed.connect(self._update_title)
@@ -130,10 +144,12 @@ class MainWindow(QMainWindow):
         action.setCheckable(checkable)
         if slot is not None:
             action.triggered.connect(slot)
-        self.actions[name] = action
+        self._own[name] = action
         return action
 
-    def _create_actions(self) -> None:
+    def _create_actions(self) -> dict[str, QAction]:
+        """The window's own actions (files, editing, view, tools, help), by name."""
+        self._own: dict[str, QAction] = {}
         std = QKeySequence.StandardKey
         a = self._action
         a("new", "&New", self.new_document, std.New, "Start an empty topology")
@@ -148,7 +164,7 @@ class MainWindow(QMainWindow):
         undo.setShortcuts(std.Undo)
         redo = self.doc.undo_stack.createRedoAction(self, "&Redo")
         redo.setShortcuts(std.Redo)
-        self.actions["undo"], self.actions["redo"] = undo, redo
+        self._own["undo"], self._own["redo"] = undo, redo
         # tool-bar twins with a fixed caption (the menu entries name the command)
         stack = self.doc.undo_stack
         undo_button = a("undo_button", "Undo", stack.undo, tip="Undo the last change")
@@ -184,14 +200,13 @@ class MainWindow(QMainWindow):
         ]:
             action = a(name, text, None, key, tip, checkable=True)
             tools.addAction(action)
-        self.actions["tool_select"].setChecked(True)
-        self.actions["tool_select"].triggered.connect(lambda: self.set_tool(SelectMove))
-        self.actions["tool_compute"].triggered.connect(
-            lambda: self.set_tool(lambda s: AddNode(s, COMPUTE)))
-        self.actions["tool_switch"].triggered.connect(
-            lambda: self.set_tool(lambda s: AddNode(s, SWITCH)))
-        self.actions["tool_link"].triggered.connect(lambda: self.set_tool(AddLink))
-        self.actions["tool_delete"].triggered.connect(lambda: self.set_tool(DeleteTool))
+        own = self._own
+        own["tool_select"].setChecked(True)
+        own["tool_select"].triggered.connect(lambda: self.set_tool(SelectMove))
+        own["tool_compute"].triggered.connect(lambda: self.set_tool(lambda s: AddNode(s, COMPUTE)))
+        own["tool_switch"].triggered.connect(lambda: self.set_tool(lambda s: AddNode(s, SWITCH)))
+        own["tool_link"].triggered.connect(lambda: self.set_tool(AddLink))
+        own["tool_delete"].triggered.connect(lambda: self.set_tool(DeleteTool))
 
         a("auto_layout", "&Auto Layout", self.auto_layout, "Ctrl+L",
           "Arrange servers as blocks with scale-out switches above (undoable)")
@@ -199,83 +214,27 @@ class MainWindow(QMainWindow):
           "A first solve and export, step by step (F1)")
         a("about", "&About Canopy", self.about)
         a("about_qt", "About &Qt", QApplication.aboutQt)
+        return self._own
 
-    def _build_menus(self) -> None:
-        """Every menu of the window, in one place."""
-        bar = self.menuBar()
-        acts = self.actions
-
-        file = self.menus["file"] = bar.addMenu("&File")
-        file.addActions([acts["new"], acts["open"]])
-        self.menus["samples"] = file.addMenu("Open &Sample")
-        for name in sample_names():
-            self.menus["samples"].addAction(name, lambda n=name: self.open_sample(n))
-        self.menus["recent"] = file.addMenu("Open &Recent")
-        self.menus["recent"].aboutToShow.connect(self._fill_recent_menu)
-        file.addAction(acts["open_sweep"])
-        file.addSeparator()
-        file.addActions([acts["save"], acts["save_as"]])
-        file.addSeparator()
-        self.menus["import"] = file.addMenu("&Import")
-        self.menus["export"] = file.addMenu("&Export")
-        file.addSeparator()
-        file.addAction(acts["quit"])
-
-        edit = self.menus["edit"] = bar.addMenu("&Edit")
-        edit.addActions([acts["undo"], acts["redo"]])
-        edit.addSeparator()
-        edit.addActions([acts["cut"], acts["copy"], acts["paste"], acts["duplicate"],
-                         acts["delete"]])
-        edit.addSeparator()
-        edit.addActions([acts["select_all"], acts["find"]])
-
-        view = self.menus["view"] = bar.addMenu("&View")
-        view.addActions([acts["zoom_in"], acts["zoom_out"], acts["zoom_fit"],
-                         acts["zoom_reset"]])
-        view.addSeparator()
-        view.addAction(acts["snap"])
-        view.addSeparator()
-        for dock in (self.properties, self.validation, self.history):
-            view.addAction(dock.toggleViewAction())
-
-        tools = self.menus["tools"] = bar.addMenu("&Tools")
-        tools.addActions([acts[n] for n in ("tool_select", "tool_compute", "tool_switch",
-                                            "tool_link", "tool_delete")])
-
-        arrange = self.menus["arrange"] = bar.addMenu("&Arrange")
-        arrange.addAction(acts["auto_layout"])
-
-        help_ = self.menus["help"] = bar.addMenu("&Help")
-        help_.addAction(acts["quick_start"])
-        help_.addSeparator()
-        help_.addActions([acts["about"], acts["about_qt"]])
-
-    def _build_toolbars(self) -> None:
-        acts = self.actions
-        files = self.addToolBar("File")
-        files.setObjectName("FileToolBar")
-        files.addActions([acts["new"], acts["open"], acts["save"]])
-        files.addSeparator()
-        files.addActions([acts["undo_button"], acts["redo_button"]])
-        tools = QToolBar("Tools", self)
-        tools.setObjectName("ToolsToolBar")
-        self.addToolBar(tools)
-        self.toolbars = {"file": files, "tools": tools}
-        tools.addActions([acts[n] for n in ("tool_select", "tool_compute", "tool_switch",
-                                            "tool_link", "tool_delete")])
-        tools.addSeparator()
-        tools.addWidget(QLabel(" Links: "))
+    def _new_link_bandwidth_field(self) -> QWidget:
+        """The tool bar's "Links: [25] GB/s" field for the bandwidth of drawn links."""
+        box = QWidget()
+        row = QHBoxLayout(box)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(QLabel(" Links: "))
         self.new_link_bandwidth = QLineEdit(str(self.scene.new_link_bandwidth))
         self.new_link_bandwidth.setValidator(NumberValidator(parent=self))
         self.new_link_bandwidth.setMaximumWidth(70)
         self.new_link_bandwidth.setToolTip("Bandwidth in GB/s given to links you draw")
         self.new_link_bandwidth.editingFinished.connect(self._set_new_link_bandwidth)
-        tools.addWidget(self.new_link_bandwidth)
-        tools.addWidget(QLabel(" GB/s "))
-        tools.addSeparator()
-        tools.addActions([acts["zoom_fit"], acts["auto_layout"]])
-        self.find_bar = FindBar(self)
-        self.addToolBar(Qt.ToolBarArea.BottomToolBarArea, self.find_bar)
+        row.addWidget(self.new_link_bandwidth)
+        row.addWidget(QLabel(" GB/s "))
+        return box
+
+    def _fill_samples_menu(self, menu: QMenu) -> None:
+        menu.clear()
+        for name in sample_names():
+            menu.addAction(name, lambda n=name: self.open_sample(n))
 
     def _short_toolbar_texts(self) -> None:
         """Tool-bar captions short enough that every button fits at 1280 pixels (the
@@ -475,8 +434,7 @@ class MainWindow(QMainWindow):
         self.doc.set_topology(topology, None, display_name=name)
         return True
 
-    def _fill_recent_menu(self) -> None:
-        menu = self.menus["recent"]
+    def _fill_recent_menu(self, menu: QMenu) -> None:
         menu.clear()
         files = settings.recent_files()
         for path in files:

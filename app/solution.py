@@ -3,18 +3,19 @@
 :func:`compute_solution` runs in the background job: the verified schedule
 (:func:`canopy.engine.forest.solve`), the load of every physical link
 (:func:`canopy.engine.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
-§4.5, Thms 13-15) and the modelled collective time from 1 KiB to 4 GiB
-(:mod:`canopy.engine.curves`). The GUI thread then only draws. No Qt here.
+§4.5, Thms 13-15), the modelled collective time from 1 KiB to 4 GiB
+(:mod:`canopy.engine.curves`) and the schedule's executed time in the execution model
+(:func:`canopy.engine.curves.executed_times`). The GUI thread then only draws. No Qt here.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.curves import GB, collective_time_us, message_sizes
+from canopy.engine.curves import GB, collective_time_us, executed_times, message_sizes
 from canopy.engine.forest import solve
 from canopy.engine.link_load import LinkLoad, link_loads
 from canopy.engine.network import Network
@@ -109,6 +110,7 @@ class Solution:
     bandwidth_us: list[Fraction]          # size / algbw
     latency_us: Fraction | None           # added by the deepest route, when latencies exist
     seconds: float                        # wall time of the whole background job
+    executed_us: list[tuple[int, Fraction]] = field(default_factory=list)  # simulated
 
     @property
     def collective(self) -> str:
@@ -148,5 +150,10 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
     sizes = message_sizes()
     bandwidth_us = [Fraction(size) * 10**6 / (schedule.algbw * GB) for size in sizes]
     latency_us = collective_time_us(schedule, topology, 0) if topology.latencies() else None
+    if progress is not None:
+        progress("executed time", 0.0)
+    executed = executed_times(schedule, topology, check=None if progress is None
+                              else lambda: progress("executed time", 0.5))
     return Solution(topology, signature(topology), schedule, shown_trees(schedule), loads,
-                    curve, sizes, bandwidth_us, latency_us, time.perf_counter() - start)
+                    curve, sizes, bandwidth_us, latency_us, time.perf_counter() - start,
+                    executed)

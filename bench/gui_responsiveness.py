@@ -87,7 +87,7 @@ def main_window(servers: int) -> dict:
     phases: set[str] = set()
 
     def run(done: Callable[[], None]) -> None:
-        inspector = window.inspector
+        inspector = window.solver
         inspector.controller.solution_changed.connect(lambda s: s and (
             result.update(k=s.schedule.k, trees=len(s.schedule.trees)), done()))
         inspector.controller.progress.connect(lambda phase, f: phases.add(phase))

@@ -43,7 +43,7 @@ def main(servers: int = 64) -> None:
     window.resize(1600, 1000)
     window.show()
     app.processEvents()
-    inspector = window.inspector
+    inspector = window.solver
     start = time.perf_counter()
     error = inspector.solve_and_wait("allgather", k=1)
     if error:

@@ -1,7 +1,8 @@
 """The ``canopy`` command: one module per verb, each with ``register(subparsers)``.
 
 Errors in the user's input reach stderr as one sentence and exit code 2, never a
-traceback.
+traceback; an internal error (a bug) exits 70 with one sentence pointing to the log file
+that holds its traceback (:mod:`canopy.engine.logs`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,17 @@ import importlib
 import sys
 
 from canopy.engine.errors import CanopyError
+from canopy.engine.logs import report_internal_error
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 70, 130
+EPILOG = f"""exit codes:
+  {EXIT_OK}    success
+  {EXIT_BAD_INPUT}    bad input (a file, option or value Canopy cannot use; one sentence on stderr)
+  {EXIT_INTERNAL}   internal error (a bug in Canopy; the traceback goes to the log file,
+       $CANOPY_LOG or ~/.local/state/canopy/canopy.log)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+
+--json - writes the JSON to standard output (the summary then goes to standard error)."""
 
 # Verb modules under canopy.cli; each defines register(subparsers) and sets args.run.
 VERBS = [
@@ -25,6 +37,7 @@ VERBS = [
     "compare",
     "fabric",
     "export-nccl-graph",
+    "export-nccl-topo",
     "sweep",
 ]
 
@@ -34,7 +47,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     of one command does not pay for every other command's imports)."""
     parser = argparse.ArgumentParser(
         prog="canopy",
-        description="Design cluster networks and get optimal collective schedules (ForestColl).")
+        description="Design cluster networks and get optimal collective schedules (ForestColl).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help="print versions and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for verb in [only] if only in VERBS else VERBS:
@@ -56,13 +70,23 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except CanopyError as exc:
         print(f"canopy: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("canopy: interrupted.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK  # the reader (| head) has what it wanted
     except OSError as exc:
-        print(f"canopy: {exc.strerror or exc} ({exc.filename or ''}).", file=sys.stderr)
-        return 2
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"canopy: {exc.strerror or exc}{where}.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # a bug: one sentence here, the traceback in the log
+        return _internal(args, exc)
+
+
+def _internal(args: argparse.Namespace, exc: BaseException) -> int:
+    print(f"canopy: {report_internal_error(f'canopy {args.command}', exc)}", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def gui_main() -> int:

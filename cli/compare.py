@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 
+from canopy.cli.solve import add_bandwidth_unit_argument
 from canopy.engine.comparison import Comparison, compare
 from canopy.engine.errors import CanopyError
 from canopy.engine.optimality import COLLECTIVES
@@ -20,6 +23,7 @@ from canopy.engine.plan import ALGORITHMS
 from canopy.engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
 from canopy.engine.sizes import parse_size, size_label
 from canopy.engine.topology_io import atomic_write_text, load_topology
+from canopy.engine.units import UNIT_FACTORS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="µs per link when the topology gives none (default 1)")
     p.add_argument("--switch-mode", choices=SWITCH_MODES, default=CUT_THROUGH,
                    help="how simulated switches forward (default cut-through)")
-    p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON here")
+    p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON (GB/s) here; "
+                   "'-' for standard output")
+    add_bandwidth_unit_argument(p)
     p.set_defaults(run=run)
 
 
@@ -67,11 +73,13 @@ def _options(args: argparse.Namespace) -> dict:
             "default_latency": latency, "switch_mode": args.switch_mode}
 
 
-def format_table(comp: Comparison) -> list[str]:
-    """The comparison as aligned text lines (header, one row per algorithm)."""
-    head = ["algorithm", "bound GB/s", "FC x"]
+def format_table(comp: Comparison, unit: str = "GB/s") -> list[str]:
+    """The comparison as aligned text lines (header, one row per algorithm), bandwidths
+    in ``unit``."""
+    scale = float(1 / UNIT_FACTORS[unit])
+    head = ["algorithm", f"bound {unit}", "FC x"]
     for s in comp.sizes:
-        head += [f"{size_label(s)} µs", f"{size_label(s)} GB/s"]
+        head += [f"{size_label(s)} µs", f"{size_label(s)} {unit}"]
     lines = [head]
     notes = []
     for row in comp.rows:
@@ -80,15 +88,19 @@ def format_table(comp: Comparison) -> list[str]:
             notes.append(f"  {row.algorithm}: does not apply: {row.reason}")
             continue
         ratio = comp.ratio(row)
-        cells = [row.algorithm, f"{float(row.algbw):.2f}",
+        cells = [row.algorithm, f"{float(row.algbw) * scale:.2f}",
                  "" if ratio is None else f"{float(ratio):.2f}"]
         for s in comp.sizes:
-            cells += [f"{float(row.times_us[s]):.1f}", f"{float(row.algbw_at(s)):.2f}"]
+            cells += [f"{float(row.times_us[s]):.1f}", f"{float(row.algbw_at(s)) * scale:.2f}"]
         lines.append(cells)
     widths = [max(len(r[i]) for r in lines) for i in range(len(head))]
     out = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
                      enumerate(zip(r, widths, strict=True))).rstrip() for r in lines]
     return out + notes
+
+
+UNIT_TEXT = {"GB/s": "GB/s = 1e9 B/s", "GiB/s": "GiB/s = 2^30 B/s", "Gb/s": "Gb/s = 1e9 bit/s",
+             "Gib/s": "Gib/s = 2^30 bit/s"}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,18 +109,27 @@ def run(args: argparse.Namespace) -> int:
         return run_compare(args, *_options(args)["sizes"])
     options = _options(args)
     start = time.perf_counter()
-    topo = load_topology(args.topology)
-    comp = compare(topo, args.collective, where=args.topology, **options)
-    print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
-          "congestion, times from the α-β simulator "
-          f"({float(comp.default_latency):g} µs per link unless the topology says; switches "
-          f"{comp.switch_mode})")
-    for line in format_table(comp):
-        print(line)
-    print("FC x: how many times ForestColl's bound is the row's. algbw = size / time, "
-          "GB/s = 1e9 B/s; 1M = 2^20 B.")
-    if args.json:
-        atomic_write_text(args.json, json.dumps(comp.to_json(), indent=1) + "\n")
-        print(f"wrote {args.json}")
-    print(f"time {time.perf_counter() - start:.2f} s")
+    out = sys.stdout
+    with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
+        topo = load_topology(args.topology)
+        unit = args.bandwidth_unit or topo.bandwidth_unit
+        comp = compare(topo, args.collective, where=args.topology, **options)
+        print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
+              "congestion, times from the execution model "
+              f"({float(comp.default_latency):g} µs per link unless the topology says; "
+              f"switches {comp.switch_mode})")
+        for line in format_table(comp, unit):
+            print(line)
+        print("FC x: how many times ForestColl's bound is the row's. algbw = size / time, "
+              f"{UNIT_TEXT[unit]}; 1M = 2^20 B.")
+        for note in comp.notes():
+            print(f"  {note}")
+        text = json.dumps(comp.to_json(), indent=1) + "\n"
+        if args.json == "-":
+            out.write(text)
+            out.flush()
+        elif args.json:
+            atomic_write_text(args.json, text)
+            print(f"wrote {args.json}")
+        print(f"time {time.perf_counter() - start:.2f} s")
     return 0

@@ -12,6 +12,7 @@ import sys
 from canopy.engine.generators import GENERATORS, Generator, generate
 from canopy.engine.topology import find_problems
 from canopy.engine.topology_io import save_topology
+from canopy.engine.units import GBPS, UNITS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,6 +36,9 @@ def kind_parser(gen: Generator) -> argparse.ArgumentParser:
     parser.add_argument("-o", "--output", metavar="OUT.json", required=True,
                         help="where to write the canopy-topology JSON")
     parser.add_argument("--name", help="name of the topology (default: describes it)")
+    parser.add_argument("--bandwidth-unit", choices=UNITS, default=GBPS, metavar="UNIT",
+                        help=f"unit of the bandwidth options and of the file, one of "
+                        f"{', '.join(UNITS)} (default {GBPS})")
     for spec in gen.params:
         extra = f" (one of {', '.join(spec.choices)})" if spec.choices else ""
         parser.add_argument(spec.flag, dest=spec.name, metavar=spec.type.upper(),
@@ -65,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     opts = kind_parser(gen).parse_args(args.params)
     values = {spec.name: getattr(opts, spec.name) for spec in gen.params
               if getattr(opts, spec.name) is not None}
-    topo = generate(gen.kind, values)
+    topo = generate(gen.kind, values, unit=opts.bandwidth_unit)
     if opts.name:
         topo.name = opts.name
     problems = find_problems(topo)

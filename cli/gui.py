@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
     from canopy.app import settings
+    from canopy.app.error_hook import install_error_hook
     from canopy.app.main_window import MainWindow
     from canopy.app.resources import icon_path
 
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     app.setApplicationDisplayName("Canopy")
     app.setWindowIcon(QIcon(str(icon_path())))
     window = MainWindow()
+    install_error_hook(window)
     if topology is not None:
         window.doc.set_topology(topology, Path(args.file))
         if not args.screenshot:
@@ -99,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
                 window.alltoall.wait()
                 app.processEvents()
             else:
-                failure = window.inspector.solve_and_wait(solve)
+                failure = window.solver.solve_and_wait(solve)
         if not failure:
             write_screenshot(window, Path(args.screenshot), args.size)
             print(f"wrote {args.screenshot}")
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         if solve == "alltoall":
             window.alltoall.solve()
         elif solve:
-            window.inspector.controller.solve(solve)
+            window.solver.controller.solve(solve)
         code = app.exec()
     name = window.doc.display_name
     # tear the window down while Qt is still alive (avoids crashes at interpreter exit)

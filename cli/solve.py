@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 import time
+from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 
 from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
@@ -17,9 +20,10 @@ from canopy.engine.forest import solve
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
 from canopy.engine.schedule import Schedule
-from canopy.engine.schedule_io import save_schedule
+from canopy.engine.schedule_io import save_schedule, schedule_to_dict
 from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
+from canopy.engine.units import UNITS, from_gbps
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     k.add_argument("--tolerance", metavar="P", type=tolerance, default=Fraction(0),
                    help="take the fewest trees per node within P %% of the optimum "
                    "(default 0: the fewest that reach it)")
-    p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON here")
+    p.add_argument("--json", metavar="OUT", help="write the canopy-schedule JSON (GB/s) here; "
+                   "'-' for standard output")
+    add_bandwidth_unit_argument(p)
     p.add_argument("--bound-only", action="store_true",
                    help="print the optimum, bottleneck cut and k only (no trees; fast on "
                    "large topologies)")
@@ -55,27 +61,41 @@ def tolerance(text: str) -> Fraction:
     return value
 
 
-def summary(schedule: Schedule, topology: Topology, seconds: float) -> str:
-    """The short human summary printed by ``canopy solve``."""
+def add_bandwidth_unit_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bandwidth-unit", choices=UNITS, metavar="UNIT",
+                   help=f"unit of the printed bandwidths, one of {', '.join(UNITS)} "
+                   "(default: the topology's bandwidth_unit)")
+
+
+def summary(schedule: Schedule, topology: Topology, seconds: float,
+            unit: str = "GB/s") -> str:
+    """The short human summary printed by ``canopy solve``, bandwidths in ``unit``."""
+
+    def bw(value: Fraction) -> str:
+        return f"{format_gbps(from_gbps(value, unit))} {unit}"
+
+    def exact(value: Fraction) -> str:
+        return f"{from_gbps(value, unit)} {unit}"
+
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
     cut = describe_cut(topology, opt.bottleneck_cut, opt.cut_bandwidth)
     lines = [
         f"collective:      {schedule.collective}",
         f"compute nodes:   N = {n}",
-        f"optimal algbw:   {format_gbps(schedule.optimal_algbw)} GB/s",
+        f"optimal algbw:   {bw(schedule.optimal_algbw)}",
         f"1/x*:            {opt.inverse_x}",
         f"bottleneck cut:  {cut}",
-        f"Prop. 3 k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"Prop. 3 k:       {opt.k} trees per node, y = {exact(opt.tree_bandwidth)} per tree",
         f"k:               {describe_k(schedule)}",
-        f"schedule k:      {schedule.k} trees per node, y = {schedule.tree_bandwidth} GB/s "
+        f"schedule k:      {schedule.k} trees per node, y = {exact(schedule.tree_bandwidth)} "
         "per tree",
     ]
     heights = [t.height for t in schedule.trees]
     lines += [
         f"trees:           {len(schedule.trees)} distinct ({n * schedule.k} unit trees), "
         f"height {min(heights)}-{max(heights)}",
-        f"schedule algbw:  {format_gbps(schedule.algbw)} GB/s (verified)",
+        f"schedule algbw:  {bw(schedule.algbw)} (verified)",
         f"time:            {seconds:.3f} s",
     ]
     return "\n".join(lines)
@@ -99,30 +119,36 @@ def run(args: argparse.Namespace) -> int:
     if args.collective == "alltoall":
         return run_alltoall(args)
     start = time.perf_counter()
-    topo = load_topology(args.topology)
-    apply_failures(topo, args.fail)
-    if args.bound_only:
-        if args.json or args.msccl or args.trees_xml or args.k is not None \
-                or args.allreduce_lp:
-            raise CanopyError("--bound-only builds no trees, so it cannot be combined with "
-                              "--k, --json, --msccl, --trees-xml or --allreduce-lp.")
-        opt = optimum(topo, where=args.topology)
-        print(bound_summary(opt, args.collective, topo, time.perf_counter() - start))
-        return 0
-    schedule = solve(topo, args.collective, k=args.k, where=args.topology,
-                     tolerance=args.tolerance)
-    lp = None
-    if args.allreduce_lp:
-        lp = solve_allreduce_lp(Network.from_topology(topo, args.topology))
-        schedule.extra["allreduce_lp"] = lp.to_dict()
-    if args.json:
-        save_schedule(schedule, args.json)
-    print(summary(schedule, topo, time.perf_counter() - start))
-    if lp is not None:
-        print(f"allreduce LP:    {lp.summary()}")
-        if lp.beats_rs_ag:
-            print("                 not used: the schedule stays reduce-scatter + allgather; "
-                  "the LP runs reduction and broadcast at once on split link budgets, "
-                  "which Canopy's schedules do not express yet")
-    write_exports(args, schedule, topo)
+    out = sys.stdout
+    with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
+        topo = load_topology(args.topology)
+        apply_failures(topo, args.fail)
+        if args.bound_only:
+            if args.json or args.msccl or args.trees_xml or args.k is not None \
+                    or args.allreduce_lp:
+                raise CanopyError("--bound-only builds no trees, so it cannot be combined "
+                                  "with --k, --json, --msccl, --trees-xml or --allreduce-lp.")
+            opt = optimum(topo, where=args.topology)
+            print(bound_summary(opt, args.collective, topo, time.perf_counter() - start))
+            return 0
+        schedule = solve(topo, args.collective, k=args.k, where=args.topology,
+                         tolerance=args.tolerance)
+        lp = None
+        if args.allreduce_lp:
+            lp = solve_allreduce_lp(Network.from_topology(topo, args.topology))
+            schedule.extra["allreduce_lp"] = lp.to_dict()
+        if args.json == "-":
+            out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+            out.flush()
+        elif args.json:
+            save_schedule(schedule, args.json)
+        unit = args.bandwidth_unit or topo.bandwidth_unit
+        print(summary(schedule, topo, time.perf_counter() - start, unit))
+        if lp is not None:
+            print(f"allreduce LP:    {lp.summary()}")
+            if lp.beats_rs_ag:
+                print("                 not used: the schedule stays reduce-scatter + "
+                      "allgather; the LP runs reduction and broadcast at once on split "
+                      "link budgets, which Canopy's schedules do not express yet")
+        write_exports(args, schedule, topo)
     return 0

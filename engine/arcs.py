@@ -3,6 +3,10 @@
 Edge splitting and tree packing change capacities one arc at a time and ask many maxflow
 questions in between. Keeping arcs in growing numpy arrays makes each question's flow
 network one vectorised call instead of a Python loop over every arc.
+
+Capacities are int64 while they fit; the first value past int64 turns the capacity
+array into Python integers (``dtype=object``), so any bandwidth range stays exact and
+:class:`~canopy.engine.maxflow.FlowNetwork` answers with its big-integer backend.
 """
 
 from __future__ import annotations
@@ -12,6 +16,16 @@ from collections.abc import Iterable
 import numpy as np
 
 from canopy.engine.maxflow import FlowNetwork
+
+INT64_MAX = 2**63 - 1
+
+
+def cap_array(values: Iterable[int]) -> np.ndarray:
+    """Capacities as an int64 array, or an array of Python ints when one exceeds int64."""
+    values = [int(v) for v in values]
+    if values and max(values) > INT64_MAX:
+        return np.array(values, dtype=object)
+    return np.array(values, dtype=np.int64)
 
 
 class ArcTable:
@@ -39,13 +53,15 @@ class ArcTable:
                 grow = len(self._caps)
                 self._tails = np.concatenate([self._tails, np.zeros(grow, dtype=np.int32)])
                 self._heads = np.concatenate([self._heads, np.zeros(grow, dtype=np.int32)])
-                self._caps = np.concatenate([self._caps, np.zeros(grow, dtype=np.int64)])
+                self._caps = np.concatenate([self._caps, np.zeros(grow, dtype=self._caps.dtype)])
             pos = self._count
             self._count += 1
             self._index[(a, b)] = pos
             self._tails[pos], self._heads[pos] = a, b
         value = int(self._caps[pos]) + delta
         assert value >= 0, (a, b, value)
+        if value > INT64_MAX and self._caps.dtype != object:
+            self._caps = self._caps.astype(object)
         self._caps[pos] = value
         if value:
             self.out[a].add(b)
@@ -72,7 +88,7 @@ class ArcTable:
                                      np.zeros(0, np.int64), num_nodes)
         et, eh, ec = zip(*extra, strict=True)
         return self.network_with(np.asarray(et, dtype=np.int32), np.asarray(eh, dtype=np.int32),
-                                 np.asarray(ec, dtype=np.int64), num_nodes)
+                                 cap_array(ec), num_nodes)
 
     def network_with(self, tails: np.ndarray, heads: np.ndarray, caps: np.ndarray,
                      num_nodes: int | None = None) -> FlowNetwork:

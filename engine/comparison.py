@@ -43,6 +43,7 @@ from canopy.engine.simulate import (
     SWITCH_MODES,
     algbw_gbps,
     fastest,
+    pipeline_stages,
 )
 from canopy.engine.topology import Topology
 
@@ -84,6 +85,7 @@ class ComparisonRow:
     algbw: Fraction | None
     times_us: dict[int, Fraction] = field(default_factory=dict)
     pieces: dict[int, int] = field(default_factory=dict)
+    stages: dict[int, int] = field(default_factory=dict)   # sends a piece goes through
     reason: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -117,6 +119,33 @@ class Comparison:
             return None if fc.algbw is None or row.algbw is None else fc.algbw / row.algbw
         return row.times_us[size] / fc.times_us[size]
 
+    def notes(self) -> list[str]:
+        """One line per baseline that runs faster than ForestColl at some size, saying why."""
+        fc = self.row("forestcoll")
+        if fc is None or fc.reason is not None:
+            return []
+        lines = []
+        for row in self.rows:
+            if row is fc or row.reason is not None:
+                continue
+            faster = [s for s in self.sizes if s in row.times_us and s in fc.times_us
+                      and row.times_us[s] < fc.times_us[s]]
+            if not faster:
+                continue
+            s = faster[0]
+            where = ", ".join(_size_text(x) for x in faster)
+            if row.stages.get(s, 0) < fc.stages.get(s, 0):
+                why = (f"latency: its data crosses {row.stages[s]} hops in a row there, "
+                       f"ForestColl's deepest tree {fc.stages[s]}")
+            elif row.pieces.get(s, 1) < fc.pieces.get(s, 1):
+                why = (f"fewer, larger messages ({row.pieces[s]} pieces against "
+                       f"ForestColl's {fc.pieces[s]})")
+            else:
+                why = (f"ForestColl's pipeline reaches only "
+                       f"{float(fc.algbw_at(s) / fc.algbw):.0%} of its bound there")
+            lines.append(f"{row.algorithm} is faster than ForestColl at {where}: {why}.")
+        return lines
+
     def to_json(self) -> dict[str, Any]:
         """The canopy-comparison v1 document."""
         rows = []
@@ -128,6 +157,7 @@ class Comparison:
                 "time_us": {str(s): round(float(t), 6) for s, t in r.times_us.items()},
                 "algbw_at": {str(s): round(float(r.algbw_at(s)), 6) for s in r.times_us},
                 "pipeline_chunks": {str(s): p for s, p in r.pieces.items()},
+                "pipeline_stages": {str(s): p for s, p in r.stages.items()},
                 "ratio_to_forestcoll": None if self.ratio(r) is None
                 else round(float(self.ratio(r)), 6),
                 "ratio_to_forestcoll_at": {} if self.ratio(r) is None else
@@ -142,7 +172,15 @@ class Comparison:
                 "switch_mode": self.switch_mode,
                 "units": {"algbw": "GB/s (1e9 bytes/s), nccl-tests algbw = size / time",
                           "time_us": "microseconds", "sizes": "bytes"},
+                "notes": self.notes(),
                 "rows": rows}
+
+
+def _size_text(size: int) -> str:
+    for shift, unit in ((30, "G"), (20, "M"), (10, "K")):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return f"{size} B"
 
 
 def _plain(value: Any) -> Any:
@@ -249,11 +287,13 @@ def compare(topology: Topology, collective: str = "allgather",
             depth = 1
             for step, size in enumerate(sorted(sizes)):
                 report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
-                sim = fastest(topology, result.plan_at(Fraction(size)), size, default_latency,
-                              depth, switch_mode, report.tick)
+                plan = result.plan_at(Fraction(size))
+                sim = fastest(topology, plan, size, default_latency, depth, switch_mode,
+                              report.tick)
                 depth = sim.pieces
                 row.times_us[size] = sim.time_us
                 row.pieces[size] = sim.pieces
+                row.stages[size] = pipeline_stages(topology, plan, switch_mode)
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)

@@ -5,18 +5,24 @@
 * ``collective_time_us`` is the bandwidth bound M / algbw (§3.1 eq. (1)) plus, where
   links carry latencies, the latency of the deepest root-to-leaf route of any tree
   (twice for allreduce, whose reduce and broadcast phases run one after the other).
+* ``executed_times`` is what the schedule takes when run the way the MSCCL runtime
+  runs it (:mod:`canopy.engine.simulate`, best pipeline depth per size).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 from canopy.engine.network import Network
 from canopy.engine.optimality import Optimum, find_fixed_k, find_optimum
+from canopy.engine.plan import schedule_plan
 from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.simulate import fastest
 from canopy.engine.topology import Topology
 
 GB = 10**9
+EXECUTED_SIZES = tuple(2**e for e in (10, 16, 20, 24, 28, 30))
 
 
 def fixed_k_curve(topology: Topology, max_k: int = 10, collective: str = "allgather",
@@ -61,3 +67,19 @@ def message_sizes(smallest: int = 1024, largest: int = 4 * 1024**3) -> list[int]
         sizes.append(size)
         size *= 2
     return sizes
+
+
+def executed_times(schedule: Schedule, topology: Topology,
+                   sizes: tuple[int, ...] = EXECUTED_SIZES,
+                   check: Callable[[], None] | None = None) -> list[tuple[int, Fraction]]:
+    """[(size in bytes, simulated time in µs)] of the schedule at ``sizes`` (ascending;
+    each size's depth search starts from the previous size's best depth). ``check`` is
+    passed to the simulator and may raise to stop."""
+    plan = schedule_plan(schedule)
+    depth = 1
+    times = []
+    for size in sorted(sizes):
+        sim = fastest(topology, plan, size, start=depth, check=check)
+        depth = sim.pieces
+        times.append((size, sim.time_us))
+    return times

@@ -11,7 +11,9 @@ each k must pass a necessary test on every cut S met so far (S* first):
 Σ_{e ∈ δ+(S)} floor(U·b_e) >= k·|S ∩ V_c|. At the optimum (x_t = x*) on S* this says
 exactly that k·b_e/x* is an integer on every link leaving S*, since Σ b_e/x* = |S*∩V_c|.
 Every cut a failed flow test returns joins the list, so each cut rules out all later k it
-can. The search ends at the latest at Prop. 3's k, where floor(U·b_e) = b_e/y exactly.
+can. The search ends at the latest at Prop. 3's k, where floor(U·b_e) = b_e/y exactly;
+with awkward bandwidths that k can be astronomically large, so past SEARCH_LIMIT
+candidates it goes straight to Prop. 3's k.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from canopy.engine.network import Network, source_network, weakest_sink
 from canopy.engine.optimality import Optimum, find_fixed_k, rational_gcd
 from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import Schedule
+
+SEARCH_LIMIT = 10_000
+"""Candidates k tried one by one before the search settles for Prop. 3's k."""
 
 
 @dataclass
@@ -94,7 +99,7 @@ def fewest_k_candidates(net: Network, opt: Optimum, tolerance: Fraction = Fracti
     cuts = [_cut(net, set(opt.bottleneck_cut), unit)]
     stats.cuts = 1
     k_max = opt.k
-    for k in range(1, k_max + 1):
+    for k in range(1, min(k_max, SEARCH_LIMIT) + 1):
         report(progress, "fewest k", (k - 1) / k_max)
         if not all(cut.admits(k) for cut in cuts):
             stats.cut_rejected += 1
@@ -110,6 +115,8 @@ def fewest_k_candidates(net: Network, opt: Optimum, tolerance: Fraction = Fracti
         if share != 1:
             u = find_fixed_k(net, k, opt).u_star   # the best U for this k, at most k·unit
         yield k, u
+    if k_max > SEARCH_LIMIT:
+        yield k_max, k_max * opt.inverse_x      # Prop. 3: capacities b_e / y, exact
 
 
 def describe_k(schedule: Schedule) -> str:

@@ -30,6 +30,7 @@ from canopy.engine.fabric.jobs import job_to_dict
 from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
 from canopy.engine.topology import Topology, format_number
 from canopy.engine.topology_io import FORMAT, VERSION, atomic_write_bytes, topology_from_dict
+from canopy.engine.units import from_gbps
 
 _SCALARS = (str, int, float, bool)
 _NODE_KEYS = ("kind", "label", "group", "x", "y")
@@ -55,8 +56,8 @@ def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
                       if isinstance(v, _SCALARS) and k not in attrs})
         g.add_node(n.id, **attrs)
     for index, link in enumerate(topo.links):
-        attrs = {"bandwidth": str(format_number(link.bandwidth)), "duplex": link.duplex,
-                 _ORDER: index}
+        attrs = {"bandwidth": str(format_number(from_gbps(link.bandwidth, topo.bandwidth_unit))),
+                 "duplex": link.duplex, _ORDER: index}
         if link.latency is not None:
             attrs["latency"] = str(format_number(link.latency))
         if link.failed:
@@ -81,6 +82,13 @@ def save_graphml(topo: Topology, path: str | os.PathLike[str]) -> None:
 def _graph_from_tree(root: etree._Element, source: str) -> nx.Graph:
     if any(True for _ in root.iter(etree.Entity)):
         raise TopologyError(f"{source} refers to XML entities, which Canopy does not accept.")
+    seen: set[str] = set()
+    for node in root.iter("{*}node"):
+        node_id = node.get("id")
+        if node_id in seen:
+            raise TopologyError(f"{source}, line {node.sourceline}: node id '{node_id}' is "
+                                "used more than once.")
+        seen.add(node_id or "")
     text = etree.tostring(root, encoding="unicode")
     try:
         return nx.parse_graphml(text)

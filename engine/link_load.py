@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from canopy.engine.plan import add_path_load, path_links
 from canopy.engine.schedule import Schedule, Tree
 from canopy.engine.topology import Topology
 
@@ -31,17 +32,18 @@ class LinkLoad:
 
 def _phase_loads(trees: list[Tree], y: Fraction, reverse: bool,
                  caps: dict[tuple[str, str], Fraction]) -> dict[tuple[str, str], LinkLoad]:
-    loads: dict[tuple[str, str], LinkLoad] = {}
+    units: dict[tuple[str, str], int] = {}
+    users: dict[tuple[str, str], list[int]] = {}
     for pos, tree in enumerate(trees):
         for e in tree.edges:
-            for a, b in zip(e.path, e.path[1:], strict=False):
-                hop = (b, a) if reverse else (a, b)
-                load = loads.setdefault(hop, LinkLoad(caps[hop]))
-                load.unit_trees += tree.multiplicity
-                load.used += tree.multiplicity * y
-                if not load.trees or load.trees[-1] != pos:
-                    load.trees.append(pos)
-    return loads
+            path = tuple(reversed(e.path)) if reverse else e.path
+            add_path_load(units, path, tree.multiplicity)
+            for hop in path_links(path):
+                used_by = users.setdefault(hop, [])
+                if not used_by or used_by[-1] != pos:
+                    used_by.append(pos)
+    return {hop: LinkLoad(caps[hop], count, count * y, users[hop])
+            for hop, count in units.items()}
 
 
 def link_loads(schedule: Schedule, topology: Topology) -> dict[tuple[str, str], LinkLoad]:

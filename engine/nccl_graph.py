@@ -45,8 +45,9 @@ from lxml import etree
 
 from canopy.engine.baselines.ring import find_rings, servers_of
 from canopy.engine.errors import CanopyError
-from canopy.engine.plan import Edge, Path, Router, add_path_load, bandwidth_bound, ring_plan
+from canopy.engine.plan import Edge, Path, add_path_load, bandwidth_bound, ring_plan
 from canopy.engine.progress import Progress, report
+from canopy.engine.routing import Router
 from canopy.engine.safe_xml import parse_xml_bytes
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
@@ -121,7 +122,7 @@ def _servers(topology: Topology) -> list[_Server]:
 
 
 class _Routes:
-    """Ring hops routed as :class:`~canopy.engine.plan.Router` does for the ring baseline:
+    """Ring hops routed as :class:`~canopy.engine.routing.Router` does for the ring baseline:
     shortest, least congested given the hops routed so far; inside a server, when no
     switch leads there, relaying through its GPUs (NCCL's PXN: a GPU reaches a peer's
     NIC over NVLink)."""

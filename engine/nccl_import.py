@@ -1,23 +1,49 @@
 """Import an NCCL topology file (``NCCL_TOPO_FILE`` / ``NCCL_TOPO_DUMP_FILE`` XML).
 
-What is read, per host:
+Every attribute is read the way NCCL itself reads it (src/graph/topo.cc and xml.h of
+NVIDIA/nccl), so Canopy sees the machine NCCL sees. The rules, each with the NCCL
+behaviour it mirrors:
 
-- the PCIe tree: ``<cpu>`` sockets, ``<pci>`` bridges (class 0x0604..) as PCIe switch
-  nodes, GPUs (class 0x03.. or a ``<gpu>`` child) as compute nodes and NICs (class 0x02..
-  or a ``<nic>`` child) as switch nodes. The link to a device's parent has the device's
-  ``link_speed`` (GT/s per lane) x ``link_width`` (lanes) x encoding / 8 bits: 8b/10b up to
-  5 GT/s, 128b/130b from 8 GT/s on. A NIC's scale-out bandwidth is the sum of its
-  ``<net speed>`` values (Mb/s). Sockets are joined pairwise by their inter-socket link.
-- ``<nvlink target count tclass>`` under each ``<gpu>``: ``count`` links of the GPU
-  generation's per-link bandwidth (``sm`` attribute); a tclass 0x068000 target is an
-  NVSwitch and becomes a switch node.
+- **PCI links** (``<pci link_speed link_width>``, the link from a device to its parent):
+  NCCL's bandwidth is ``width x lane_speed / 80`` GB/s, where ``lane_speed`` (units of
+  100 Mb/s per lane) comes from its generation table matched on the text's prefix:
+  2.5 GT/s 15, 5 GT/s 30, 8 GT/s 60, 16 GT/s 120, 32 GT/s 240, 64 GT/s 480; text it does
+  not know (an empty ``link_speed`` in VM dumps) falls back to 60 (Gen3). **A width of
+  0 means 16 lanes** (ncclTopoAddPci: "Manage cases where speed was not indicated in
+  /sys"), so a Gen5 x16 device is 48 GB/s and an unknown-speed device 12 GB/s. A missing
+  width is treated like 0 with a warning (NCCL would refuse the file); a negative width
+  is an error.
+- **Device classes** (``class``, prefix match as NCCL's kvDictPciClass): 0x060400 and
+  0x080100 are PCI switches, 0x068000 an NVSwitch, 0x068001 a CPU, 0x03 a GPU, 0x02 a
+  NIC; any other class is a plain PCI node for NCCL (kept only when it leads to a GPU or
+  NIC, with a warning). A ``<pci>`` holding a ``<gpu>`` or ``<nic>`` is that device.
+- **GPUs**: ``rank`` (optional in static files: NCCL fills it at run time) must be unique,
+  and so must every GPU's bus id (lower-cased, as busIdToInt64 reads hex); duplicates are
+  errors. ``sm`` selects NCCL's per-link NVLink bandwidth (ncclTopoNVLinkBw): sm >= 100
+  40.1, >= 90 20.6, 86 12, >= 80 20, >= 70 20, >= 60 18, else 20 GB/s.
+- **NVLink** (``<nvlink target count tclass>`` under a GPU): ``count x per-link`` GB/s
+  from this GPU towards the target (ncclTopoAddNvLinks); each end lists its own
+  direction, so two ends that disagree give two one-way links. ``count`` must be a whole
+  number >= 0 (negative or non-numeric counts are errors; 0 adds nothing). ``tclass`` 0x03
+  is a GPU (found by bus id); 0x068001 the GPU's own CPU (both directions); any other
+  class is the one NVSwitch node NCCL keeps per system (both directions), whatever the
+  target bus id. A link to the GPU's own bus id or to a GPU not in the file is skipped.
+- **NICs**: each ``<net>`` is one port: ``speed`` is Mb/s and NCCL's ``bw = speed / 8000``
+  GB/s, with a missing or non-positive speed read as 10000 Mb/s ("Some NICs define speed
+  = -1"); a ``<net>`` without ``dev`` is not a network device for NCCL and is skipped. A
+  NIC's scale-out bandwidth is the sum over its ports. A NIC with no ``<net>`` (static
+  files: NCCL's network plugin reports it at run time) gets ``--nic-bw``. A ``<nic>``
+  directly under ``<cpu>`` hangs off the CPU at NCCL's LOC_BW (5000 GB/s).
+- **CPU sockets** are joined pairwise at NCCL's inter-CPU bandwidth
+  (ncclTopoGetInterCpuBw): ppc64 32, arm64 6; x86 Intel by family 6 model: >= 0xCF 40,
+  >= 0x8F 22, >= 0x55 10, else 6; AMD 16; Zhaoxin 6 (family 7 model 0x5B: 9); else
+  LOC_BW.
 
 Where the file has no NVLink (most static files: NCCL finds it at run time) the options
 supply the GPU fabric: one NVSwitch per host or a direct all-to-all NVLink mesh. N hosts
-are copies of the file joined through rail switches or one switch. Anything odd (a link
-to the GPU's own bus id, an unknown class, a missing speed...) gives a warning naming the
-element and its line and is skipped or given a stated default; only a file with nothing
-usable (not XML, unsafe XML, no GPU) raises NcclImportError.
+are copies of the file joined through rail switches or one switch. Anything odd gives a
+warning naming the element and its line; what NCCL itself would refuse and Canopy cannot
+guess (duplicate GPUs, bad NVLink counts, a file with no GPU) raises NcclImportError.
 """
 
 from __future__ import annotations
@@ -50,30 +76,82 @@ MAX_HOSTS = 4096
 RAIL, SINGLE = "rail", "single"
 NETS = (RAIL, SINGLE)
 
-# Per-link NVLink bandwidth per direction (GB/s) by compute capability, from NVIDIA's
-# datasheets: P100 NVLink1 20; V100 NVLink2 25 (6 links, 150 GB/s); Turing NVLink2 25;
-# A100 NVLink3 25 (12 links, 300 GB/s); GA10x NVLink3 bridges 14.0625 (A40: 4 links,
-# 112.5 GB/s both ways); H100 NVLink4 25 (18 links, 450 GB/s); B200 NVLink5 50 (18 links).
-NVLINK_BW_BY_SM = {60: Fraction(20), 70: Fraction(25), 75: Fraction(25), 80: Fraction(25),
-                   86: Fraction("14.0625"), 90: Fraction(25), 100: Fraction(50)}
-DEFAULT_NVLINK_BW = Fraction(25)
-# Inter-socket bandwidth (GB/s) by CPU vendor: NCCL's own estimates (SKL QPI, AMD, other).
-CPU_BW_BY_VENDOR = {"GenuineIntel": Fraction(10), "AuthenticAMD": Fraction(16)}
-DEFAULT_CPU_BW = Fraction(6)
-NVSWITCH_CLASS = "0x068000"
+LOC_BW = Fraction(5000)
+# kvDictPciGen: link_speed prefix -> per-lane speed in 100 Mb/s; 60 (Gen3) for anything else.
+PCI_GEN = [("2.5 GT/s", 15), ("5 GT/s", 30), ("8 GT/s", 60), ("16 GT/s", 120),
+           ("32 GT/s", 240), ("2.5 GT/s PCIe", 15), ("5.0 GT/s PCIe", 30),
+           ("8.0 GT/s PCIe", 60), ("16.0 GT/s PCIe", 120), ("32.0 GT/s PCIe", 240),
+           ("64.0 GT/s PCIe", 480)]
+PCI_GEN_FALLBACK = 60
+# kvDictPciClass, in NCCL's order (prefix match).
+PCI_BRIDGE, NVSWITCH_CLASS, CPU_CLASS = "0x060400", "0x068000", "0x068001"
+PCI, NVS, CPU, GPU, NIC = "pci", "nvswitch", "cpu", "gpu", "nic"
+PCI_CLASSES = [(PCI_BRIDGE, PCI), ("0x080100", PCI), (NVSWITCH_CLASS, NVS),
+               (CPU_CLASS, CPU), ("0x03", GPU), ("0x02", NIC)]
+NIC_SPEED_FALLBACK_MBPS = 10000
+
+
+def nccl_pci_bandwidth(link_speed: str, width: int) -> Fraction:
+    """NCCL's PCI link bandwidth (GB/s): ``width`` lanes (0 means 16) at the per-lane speed
+    of ``link_speed`` from kvDictPciGen (Gen3 when unknown), divided by 80."""
+    return Fraction((width or 16) * pci_lane_speed(link_speed), 80)
+
+
+def pci_lane_speed(link_speed: str) -> int:
+    """kvConvertToInt over kvDictPciGen: the first key that prefixes ``link_speed``."""
+    for key, value in PCI_GEN:
+        if link_speed.startswith(key):
+            return value
+    return PCI_GEN_FALLBACK
+
+
+def pci_class(cls: str) -> str:
+    """kvConvertToInt over kvDictPciClass: the device type; PCI when nothing matches."""
+    for key, kind in PCI_CLASSES:
+        if cls.startswith(key):
+            return kind
+    return PCI
+
+
+def nvlink_bandwidth(sm: int) -> Fraction:
+    """ncclTopoNVLinkBw: NCCL's per-link NVLink bandwidth (GB/s) by compute capability."""
+    if sm >= 100:
+        return Fraction("40.1")
+    if sm >= 90:
+        return Fraction("20.6")
+    if sm == 86:
+        return Fraction(12)
+    if sm >= 70:
+        return Fraction(20)
+    if sm >= 60:
+        return Fraction(18)
+    return Fraction(20)
+
+
+def inter_cpu_bandwidth(arch: str, vendor: str, family: int | None, model: int | None
+                        ) -> Fraction:
+    """ncclTopoGetInterCpuBw: the bandwidth NCCL gives the link between two sockets."""
+    if arch.startswith("ppc64"):
+        return Fraction(32)
+    if arch.startswith("arm64"):
+        return Fraction(6)
+    if not arch.startswith("x86_64"):
+        return LOC_BW
+    if vendor.startswith("GenuineIntel"):
+        if family == 6 and model is not None:
+            for least, bw in ((0xCF, 40), (0x8F, 22), (0x55, 10)):
+                if model >= least:
+                    return Fraction(bw)
+        return Fraction(6)
+    if vendor.startswith("AuthenticAMD"):
+        return Fraction(16)
+    if vendor.startswith(("CentaurHauls", "  Shanghai  ")):
+        return Fraction(9) if (family, model) == (7, 0x5B) else Fraction(6)
+    return LOC_BW
 
 
 class NcclImportError(CanopyError):
     """An NCCL topology file that holds nothing Canopy can use."""
-
-
-def pcie_bandwidth(gt_per_s: Fraction, lanes: int) -> Fraction:
-    """GB/s of a PCIe link: 8b/10b encoding up to 5 GT/s, 128b/130b from 8 GT/s on."""
-    efficiency = Fraction(8, 10) if gt_per_s <= 5 else Fraction(128, 130)
-    return gt_per_s * lanes * efficiency / 8
-
-
-DEFAULT_PCIE_BW = pcie_bandwidth(Fraction(16), 16)     # Gen4 x16, 31.5 GB/s
 
 
 @dataclass(frozen=True)
@@ -82,7 +160,7 @@ class NcclImportOptions:
 
     ``nvswitch_bw``: when the file has no NVLink, join each host's GPUs through one
     NVSwitch with this per-GPU bandwidth; ``nvlink_bw``: instead, link every GPU pair
-    directly with this bandwidth. ``nic_bw`` is used for NICs without a ``<net speed>``.
+    directly with this bandwidth. ``nic_bw`` is used for NICs without any ``<net>``.
     """
 
     hosts: int = 1
@@ -129,6 +207,7 @@ class _Host:
 
     devices: dict[str, _Device] = field(default_factory=dict)
     links: list[tuple[str, str, Fraction]] = field(default_factory=list)  # duplex extras
+    oneway: list[tuple[str, str, Fraction]] = field(default_factory=list)  # one-way NVLink
     nic_bw: dict[str, Fraction] = field(default_factory=dict)              # scale-out speed
     counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
@@ -143,6 +222,11 @@ class _Host:
     def of_role(self, role: str) -> list[_Device]:
         return [d for k, d in self.devices.items() if re.fullmatch(rf"{role}\d+", k)]
 
+    def cpu_of(self, dev: _Device) -> _Device:
+        while dev.parent is not None:
+            dev = self.devices[dev.parent]
+        return dev
+
 
 class _Reader:
     """Walks the XML once, collecting devices, links and warnings."""
@@ -153,12 +237,17 @@ class _Reader:
         self.warnings: list[str] = []
         self.host = _Host()
         self.gpu_by_busid: dict[str, _Device] = {}
+        self.gpu_by_rank: dict[int, etree._Element] = {}
         self.nvlinks: list[tuple[_Device, int | None, etree._Element]] = []
         self.cpu_bw: dict[str, Fraction] = {}
 
     def warn(self, elem: etree._Element, message: str) -> None:
         self.warnings.append(f"{self.source}, line {elem.sourceline}: {_describe(elem)} "
                              f"{message}")
+
+    def fail(self, elem: etree._Element, message: str) -> NcclImportError:
+        return NcclImportError(f"{self.source}, line {elem.sourceline}: {_describe(elem)} "
+                               f"{message}")
 
     # -------------------------------------------------------------- tree walk
 
@@ -180,7 +269,9 @@ class _Reader:
     def _cpu(self, elem: etree._Element) -> None:
         numa = elem.get("numaid", str(self.host.counts["cpu"]))
         cpu = self.host.add("cpu", SWITCH, f"CPU {numa}", None, None, None, 0)
-        self.cpu_bw[cpu.key] = CPU_BW_BY_VENDOR.get(elem.get("vendor", ""), DEFAULT_CPU_BW)
+        self.cpu_bw[cpu.key] = inter_cpu_bandwidth(
+            elem.get("arch", ""), elem.get("vendor", ""), _strtol(elem.get("familyid")),
+            _strtol(elem.get("modelid")))
         self._children(elem, cpu)
 
     def _children(self, elem: etree._Element, parent: _Device) -> None:
@@ -190,7 +281,8 @@ class _Reader:
             if child.tag == "pci":
                 self._pci(child, parent)
             elif child.tag == "nic":
-                self._nic(child, parent, up_bw=None)
+                self._nic(child, parent, LOC_BW if parent.kind == SWITCH and
+                          parent.key.startswith("cpu") else None)
             else:
                 self.warn(child, f"is not expected inside <{elem.tag}> and was skipped.")
 
@@ -200,38 +292,40 @@ class _Reader:
             self.warn(elem, "has no busid and was skipped.")
             return
         cls = (elem.get("class") or "").lower()
+        kind = pci_class(cls) if cls else None
         gpu_elem = elem.find("gpu")
         nic_elem = elem.find("nic")
-        if cls.startswith("0x03") or gpu_elem is not None:
+        if gpu_elem is not None or kind == GPU:
             self._gpu(elem, busid, parent, gpu_elem)
-        elif cls.startswith("0x02") or nic_elem is not None:
+        elif nic_elem is not None or kind == NIC:
             for child in elem:
                 if isinstance(child.tag, str) and child.tag != "nic":
                     self.warn(child, "is not expected inside a NIC's <pci> and was skipped.")
-            up = self._link_bw(elem, parent)
-            if nic_elem is None:
-                self._nic(elem, parent, up, busid=busid)
-            else:
-                self._nic(nic_elem, parent, up, busid=busid)
-        elif cls.startswith("0x0604") or (not cls and elem.find("pci") is not None):
-            if not cls:
-                self.warn(elem, "has no class but holds PCI devices; read as a PCIe switch.")
-            up = self._link_bw(elem, parent)
+            up = self._link_bw(elem)
+            self._nic(elem if nic_elem is None else nic_elem, parent, up, busid=busid)
+        elif kind == NVS or kind == CPU:
+            return                  # NVSwitches come in through <nvlink>
+        elif kind is None and elem.find("pci") is None:
+            self.warn(elem, "has no class, so it is neither a GPU, a NIC nor a PCI switch; "
+                            "skipped.")
+        else:
+            if kind is None:
+                self.warn(elem, "has no class but holds PCI devices; read as a PCI switch.")
+            elif not cls.startswith(PCI_BRIDGE) and elem.find("pci") is None:
+                self.warn(elem, f"has class {cls}, which holds no GPU or NIC (NCCL reads it "
+                                "as a plain PCI device); skipped.")
+                return
+            up = self._link_bw(elem)
             bridge = self.host.add("pcie", SWITCH, f"PCIe switch {busid}", parent.key, up,
                                    busid, parent.depth + 1)
             self._children(elem, bridge)
-        elif cls.startswith("0x0680"):
-            return                  # an NVSwitch in the tree: it comes in through <nvlink>
-        elif not cls:
-            self.warn(elem, "has no class, so it is neither a GPU, a NIC nor a PCIe switch; "
-                            "skipped.")
-        else:
-            self.warn(elem, f"has class {cls}, which is not a GPU (0x03..), NIC (0x02..) or "
-                            "PCIe switch (0x0604..); skipped.")
 
     def _gpu(self, elem: etree._Element, busid: str, parent: _Device,
              gpu_elem: etree._Element | None) -> None:
-        up = self._link_bw(elem, parent)
+        if busid in self.gpu_by_busid:
+            raise self.fail(elem, f"repeats the bus id of another GPU ({busid}); NCCL "
+                                  "identifies GPUs by bus id.")
+        up = self._link_bw(elem)
         dev_no = gpu_elem.get("dev") if gpu_elem is not None else None
         index = self.host.counts["gpu"]
         label = f"GPU {dev_no if dev_no is not None else index} ({busid})"
@@ -239,7 +333,17 @@ class _Reader:
         self.gpu_by_busid[busid] = gpu
         if gpu_elem is None:
             return
-        sm = _int(gpu_elem.get("sm"))
+        rank_text = gpu_elem.get("rank")
+        if rank_text is not None:
+            rank = _strtol(rank_text)
+            if rank is None or rank < 0:
+                raise self.fail(gpu_elem, f"has rank '{rank_text}', which is not a rank.")
+            if rank in self.gpu_by_rank:
+                other = self.gpu_by_rank[rank].sourceline
+                raise self.fail(gpu_elem, f"has rank {rank}, like the GPU on line {other}; "
+                                          "each rank is one GPU.")
+            self.gpu_by_rank[rank] = gpu_elem
+        sm = _strtol(gpu_elem.get("sm"))
         for child in gpu_elem:
             if not isinstance(child.tag, str):
                 continue
@@ -255,35 +359,45 @@ class _Reader:
              busid: str | None = None) -> None:
         speed = Fraction(0)
         nets = [n for n in elem if isinstance(n.tag, str) and n.tag == "net"]
+        ports = []
         for net in nets:
-            value = _number(net.get("speed"))
-            if value is None or value <= 0:
-                self.warn(net, "has no usable speed; it adds nothing to the NIC.")
-            else:
-                speed += value / 8000          # Mb/s -> GB/s
-        if speed == 0:
+            if net.get("dev") is None:
+                self.warn(net, "has no dev, so NCCL does not use it as a network device; "
+                               "skipped.")
+                continue
+            ports.append(net)
+            mbps = _strtol(net.get("speed"))
+            if mbps is None or mbps <= 0:
+                self.warn(net, f"has speed '{net.get('speed', '')}'; NCCL reads it as "
+                               f"{NIC_SPEED_FALLBACK_MBPS} Mb/s.")
+                mbps = NIC_SPEED_FALLBACK_MBPS
+            speed += Fraction(mbps, 8000)          # Mb/s -> GB/s, NCCL's mbps / 8000
+        if not ports:
             speed = self.options.nic_bw
-            self.warn(elem, f"gives no <net speed>; assuming {format_gbps(speed)} GB/s "
+            self.warn(elem, f"gives no <net> port; assuming {format_gbps(speed)} GB/s "
                             "(set it with --nic-bw).")
-        names = [n.get("name") for n in nets if n.get("name")]
+        names = [n.get("name") for n in ports if n.get("name")]
         detail = " ".join(x for x in [busid, *names] if x)
         label = f"NIC {self.host.counts['nic']}" + (f" ({detail})" if detail else "")
         nic = self.host.add("nic", SWITCH, label, parent.key, up_bw if up_bw else speed,
                             busid, parent.depth + 1)
         self.host.nic_bw[nic.key] = speed
 
-    def _link_bw(self, elem: etree._Element, parent: _Device) -> Fraction:
+    def _link_bw(self, elem: etree._Element) -> Fraction:
+        """NCCL's PCI bandwidth of ``elem``'s link to its parent (see the module docstring)."""
         speed_text = elem.get("link_speed") or ""
-        width = _int(elem.get("link_width"))
-        match = re.match(r"\s*(\d+(?:\.\d+)?)", speed_text)
-        if match and width and width > 0:
-            return pcie_bandwidth(Fraction(match.group(1)), width)
-        fallback = parent.up_bw if parent.up_bw is not None else DEFAULT_PCIE_BW
-        origin = "its parent's" if parent.up_bw is not None else "PCIe Gen4 x16"
-        self.warn(elem, f"has no usable link_speed/link_width ('{speed_text}', "
-                        f"'{elem.get('link_width', '')}'); assuming {origin} "
-                        f"{format_gbps(fallback)} GB/s.")
-        return fallback
+        width_text = elem.get("link_width")
+        width = _strtol(width_text)
+        if width_text is None or width is None:
+            self.warn(elem, f"has link_width '{width_text or ''}'; assuming 16 lanes as NCCL "
+                            "does for 0.")
+            width = 0
+        if width < 0:
+            raise self.fail(elem, f"has link_width {width}, a negative number of lanes.")
+        if not any(speed_text.startswith(key) for key, _ in PCI_GEN):
+            self.warn(elem, f"has link_speed '{speed_text}', which NCCL does not know; "
+                            "reading it as 8 GT/s (PCIe Gen3) as NCCL does.")
+        return nccl_pci_bandwidth(speed_text, width)
 
     # -------------------------------------------------------------- links
 
@@ -294,68 +408,83 @@ class _Reader:
                 bw = min(self.cpu_bw[a.key], self.cpu_bw[b.key])
                 self.host.links.append((a.key, b.key, bw))
 
+    def _nvlink_count(self, elem: etree._Element) -> int:
+        text = elem.get("count")
+        count = _strtol(text) if text is not None and re.fullmatch(r"\s*[+-]?\d+\s*", text) \
+            else None
+        if count is None or count < 0:
+            shown = (text or "")[:20] + ("…" if len(text or "") > 20 else "")
+            raise self.fail(elem, f"has count '{shown}'; an NVLink count is a whole "
+                                  "number of links.")
+        return count
+
     def _nvlinks(self) -> None:
-        """GPU-GPU and GPU-NVSwitch NVLink; each GPU lists its own end of every link."""
-        pair_bw: dict[tuple[str, str], dict[str, Fraction]] = defaultdict(dict)
-        switch_bw: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
-        switches: dict[str, _Device] = {}
+        """GPU-GPU, GPU-CPU and GPU-NVSwitch NVLink (ncclTopoAddNvLinks)."""
+        directed: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+        duplex: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+        switch: _Device | None = None
         warned_sm: set[str] = set()
         for gpu, sm, elem in self.nvlinks:
             target = _busid(elem.get("target"))
             tclass = (elem.get("tclass") or "").lower()
-            count = _int(elem.get("count"))
+            count = self._nvlink_count(elem)
             if not target:
                 self.warn(elem, "has no target and was skipped.")
                 continue
-            if target == gpu.busid:
-                self.warn(elem, f"links GPU {gpu.busid} to its own bus id; skipped.")
+            if count == 0:
+                self.warn(elem, "has count 0 and adds no link.")
                 continue
-            if count is None or count < 1:
-                self.warn(elem, f"has count '{elem.get('count', '')}'; assuming 1 link.")
-                count = 1
-            per_link = NVLINK_BW_BY_SM.get(sm) if sm is not None else None
-            if per_link is None:
-                per_link = DEFAULT_NVLINK_BW
+            if sm is None:
+                sm = 0
                 if gpu.key not in warned_sm:
                     warned_sm.add(gpu.key)
-                    self.warn(elem.getparent(), f"has sm '{elem.getparent().get('sm', '')}', "
-                              "an unknown GPU generation; assuming "
-                              f"{format_gbps(per_link)} GB/s per NVLink.")
-            bw = per_link * count
-            if tclass.startswith("0x0680"):
-                if target not in switches:
-                    switches[target] = self.host.add(
-                        "nvswitch", SWITCH, f"NVSwitch {target}", None, None, target, 0)
-                switch_bw[(gpu.key, switches[target].key)] += bw
-            elif target in self.gpu_by_busid and (not tclass or tclass.startswith("0x03")):
-                peer = self.gpu_by_busid[target]
-                key = tuple(sorted((gpu.key, peer.key)))
-                pair_bw[key][gpu.key] = pair_bw[key].get(gpu.key, Fraction(0)) + bw
-            elif tclass.startswith("0x03") or not tclass:
-                self.warn(elem, f"targets {target}, which is not a GPU in this file; skipped.")
+                    self.warn(elem.getparent(), "has no sm; using NCCL's default of 20 GB/s "
+                                                "per NVLink.")
+            bw = nvlink_bandwidth(sm) * count
+            kind = pci_class(tclass) if tclass else (GPU if target in self.gpu_by_busid
+                                                     else None)
+            if kind == GPU:
+                if target == gpu.busid:
+                    self.warn(elem, f"links GPU {gpu.busid} to its own bus id; skipped.")
+                elif target in self.gpu_by_busid:
+                    directed[(gpu.key, self.gpu_by_busid[target].key)] += bw
+                else:
+                    self.warn(elem, f"targets {target}, which is not a GPU in this file; "
+                                    "skipped.")
+            elif kind == CPU:
+                duplex[(gpu.key, self.host.cpu_of(gpu).key)] += bw
+            elif kind is None:
+                self.warn(elem, f"has no tclass and targets {target}, which is not a GPU in "
+                                "this file; skipped.")
             else:
-                self.warn(elem, f"targets class {tclass}, which is neither a GPU nor an "
-                                "NVSwitch; skipped.")
-        for (a, b), ends in pair_bw.items():
-            values = set(ends.values())
-            bw = min(values)
-            if len(ends) == 2 and len(values) == 2:
+                if kind != NVS:
+                    self.warn(elem, f"targets class {tclass}; NCCL links it to the NVSwitch "
+                                    "as it does every class but GPU and CPU.")
+                if switch is None:
+                    switch = self.host.add("nvswitch", SWITCH, "NVSwitch", None, None, target, 0)
+                duplex[(gpu.key, switch.key)] += bw
+        for (a, b), bw in directed.items():
+            back = directed.get((b, a))
+            if back == bw:
+                if a < b:
+                    self.host.links.append((a, b, bw))
+                continue
+            if back is not None and a < b:
                 self.warnings.append(
-                    f"{self.source}: the NVLink between {self.host.devices[a].label} and "
-                    f"{self.host.devices[b].label} is listed as {format_gbps(ends[a])} and "
-                    f"{format_gbps(ends[b])} GB/s from its two ends; using "
-                    f"{format_gbps(bw)} GB/s both ways.")
-            self.host.links.append((a, b, bw))
-        for (g, s), bw in switch_bw.items():
-            self.host.links.append((g, s, bw))
+                    f"{self.source}: {self.host.devices[a].label} lists {format_gbps(bw)} GB/s "
+                    f"of NVLink to {self.host.devices[b].label}, which lists "
+                    f"{format_gbps(back)} GB/s back; each direction keeps its own, as in NCCL.")
+            self.host.oneway.append((a, b, bw))
+        for (g, t), bw in duplex.items():
+            self.host.links.append((g, t, bw))
 
     def supply_fabric(self) -> None:
         """Apply --nvswitch-bw / --nvlink-bw where the file describes no NVLink."""
         opts = self.options
         gpus = self.host.of_role("gpu")
-        has_nvlink = any(a.startswith("gpu") and (b.startswith("gpu") or
-                                                  b.startswith("nvswitch"))
-                         for a, b, _ in self.host.links)
+        has_nvlink = bool(self.host.oneway) or any(
+            a.startswith("gpu") and (b.startswith("gpu") or b.startswith("nvswitch"))
+            for a, b, _ in self.host.links)
         if has_nvlink:
             for flag, value in (("--nvlink-bw", opts.nvlink_bw),
                                 ("--nvswitch-bw", opts.nvswitch_bw)):
@@ -386,16 +515,14 @@ def _busid(text: str | None) -> str:
     return (text or "").strip().lower()
 
 
-def _int(text: str | None) -> int | None:
-    if text is None or not re.fullmatch(r"\s*\d+\s*", text):
-        return None
-    return int(text)
-
-
-def _number(text: str | None) -> Fraction | None:
-    if text is None or not re.fullmatch(r"\s*\d+(\.\d+)?\s*", text):
-        return None
-    return Fraction(text.strip())
+def _strtol(text: str | None) -> int | None:
+    """An integer as C's strtol(text, NULL, 0) reads it (decimal, 0x hex), or None when
+    the text holds no number at all."""
+    match = re.match(r"\s*([+-]?)(0x[0-9a-f]+|\d+)", (text or "").lower())
+    if match is None or len(match.group(2)) > 18:
+        return None                      # no number, or past what a C long holds
+    value = int(match.group(2), 0) if match.group(2).startswith("0x") else int(match.group(2))
+    return -value if match.group(1) == "-" else value
 
 
 # ------------------------------------------------------------------ building
@@ -409,7 +536,7 @@ def _prune(host: _Host) -> None:
             if d.parent is not None:
                 degree[d.key].add(d.parent)
                 degree[d.parent].add(d.key)
-        for a, b, _ in host.links:
+        for a, b, _ in host.links + host.oneway:
             degree[a].add(b)
             degree[b].add(a)
         dead = [k for k, d in host.devices.items()
@@ -422,6 +549,8 @@ def _prune(host: _Host) -> None:
             if d.parent in dead:
                 d.parent, d.up_bw = None, None
         host.links = [(a, b, bw) for a, b, bw in host.links if a not in dead and b not in dead]
+        host.oneway = [(a, b, bw) for a, b, bw in host.oneway
+                       if a not in dead and b not in dead]
 
 
 def _layout(host: _Host) -> tuple[dict[str, tuple[float, float]], float]:
@@ -486,6 +615,8 @@ def _build(host: _Host, reader: _Reader, source: str) -> Topology:
                 topo.links.append(Link(prefix + key, prefix + dev.parent, dev.up_bw))
         for a, b, bw in host.links:
             topo.links.append(Link(prefix + a, prefix + b, bw))
+        for a, b, bw in host.oneway:
+            topo.links.append(Link(prefix + a, prefix + b, bw, duplex=False))
     if opts.hosts > 1:
         total = opts.hosts * width + (opts.hosts - 1) * gap
         if opts.net == SINGLE:

@@ -1,4 +1,4 @@
-"""What every baseline shares: the plan it would run, its bound, and physical routing.
+"""The plan model: what every schedule runs, whatever algorithm made it, and its bound.
 
 A collective schedule, whatever algorithm made it, is a set of **flow trees** over the
 compute nodes (:class:`FlowTree`): a ring's allgather is N chains (one per origin), a
@@ -15,22 +15,25 @@ is then ``algbw = 1 / max_e(load_e / b_e)`` (nccl-tests algbw: message size over
 in GB/s), with the exact :class:`fractions.Fraction` capacities of
 :meth:`canopy.engine.topology.Topology.capacities`. This is the congestion argument of
 forestcoll.txt §5.3 ("computed based on the congestion of links in the schedule").
+
+Used by the execution model (:mod:`canopy.engine.simulate`), the baselines, the link-load
+overlay (:mod:`canopy.engine.link_load`) and verification, which all sum link loads with
+:func:`add_path_load`. Physical routing lives in :mod:`canopy.engine.routing`.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.schedule import Schedule, Tree
-from canopy.engine.topology import Topology
 
 Edge = tuple[str, str]
 Path = tuple[str, ...]
+Load = TypeVar("Load", int, Fraction)
 
 ALGORITHMS = ("forestcoll", "ring", "blink", "tacos", "lr1", "lr3")
 
@@ -45,14 +48,18 @@ class FlowEdge:
     """One tree edge; ``path`` runs from the sender to the receiver of its data.
 
     For a broadcast tree the sender is ``parent``; for a reduce tree it is ``child``.
-    ``priority`` orders messages that are ready on the same link at the same time (and,
-    for plans with ``ordered_links``, fixes the order in which a link sends them).
+    ``priority`` orders the sends of a shared connection within one step (and, for plans
+    with ``ordered_links``, fixes the order in which a connection sends them). Edges
+    with the same ``channel`` and route share one connection (a ring hop carries every
+    chain of its ring); edges without one get a connection each
+    (:func:`canopy.engine.simulate.plan_program`).
     """
 
     parent: str
     child: str
     path: Path
     priority: Fraction = Fraction(0)
+    channel: Hashable | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,21 @@ class CollectivePlan:
         return self.reduce_trees + self.broadcast_trees
 
 
+def add_path_load(loads: dict[Edge, Load], path: Path, weight: Load) -> None:
+    """Add ``weight`` to every directed link of ``path`` in ``loads``: the one place link
+    loads are summed (plans, the link-load overlay, verification, routing searches)."""
+    for e in path_links(path):
+        loads[e] = loads.get(e, 0) + weight
+
+
+def path_loads(items: Iterable[tuple[Path, Load]]) -> dict[Edge, Load]:
+    """Summed weight per directed link over (path, weight) pairs (see :func:`add_path_load`)."""
+    loads: dict[Edge, Load] = {}
+    for path, weight in items:
+        add_path_load(loads, path, weight)
+    return loads
+
+
 def link_loads(plan: CollectivePlan) -> dict[Edge, Fraction]:
     """Bytes each directed physical link carries per byte of message, all phases added.
 
@@ -92,12 +114,7 @@ def link_loads(plan: CollectivePlan) -> dict[Edge, Fraction]:
     broadcast), so their loads add on every link, as in the allreduce model of
     forestcoll.txt App. E.
     """
-    loads: dict[Edge, Fraction] = {}
-    for tree in plan.trees:
-        for e in tree.edges:
-            for link in path_links(e.path):
-                loads[link] = loads.get(link, Fraction(0)) + tree.share
-    return loads
+    return path_loads((e.path, tree.share) for tree in plan.trees for e in tree.edges)
 
 
 def bandwidth_bound(plan: CollectivePlan, capacities: Mapping[Edge, Fraction]
@@ -167,11 +184,11 @@ def chain_trees(order: list[str], hops: Mapping[Edge, Path], share: Fraction,
             # chunk j: j+1 -> j+2 -> ... -> j; as a tree rooted at j, parents first.
             for i in range(n - 1):
                 parent, child = order[(j - i) % n], order[(j - i - 1) % n]
-                edges.append(FlowEdge(parent, child, hops[(child, parent)]))
+                edges.append(FlowEdge(parent, child, hops[(child, parent)], channel=key))
         else:
             for i in range(n - 1):
                 parent, child = order[(j + i) % n], order[(j + i + 1) % n]
-                edges.append(FlowEdge(parent, child, hops[(parent, child)]))
+                edges.append(FlowEdge(parent, child, hops[(parent, child)], channel=key))
         trees.append(FlowTree((key, order[j]), order[j], tuple(edges), share, reduce))
     return trees
 
@@ -221,111 +238,6 @@ class BaselineResult:
     @classmethod
     def not_applicable(cls, algorithm: str, collective: str, reason: str) -> BaselineResult:
         return cls(algorithm, collective, not_applicable_reason=reason)
-
-
-# ------------------------------------------------------------------ physical routing
-
-
-class Router:
-    """Shortest physical routes between compute nodes, interior nodes switches only.
-
-    Routes are shortest in hops. Among equal routes, :meth:`route` takes the one that
-    keeps the most congested link lowest given current loads (so a GPU's ring hop leaves
-    through its own NIC when loads are even), then the smallest sum of congestion, then
-    the first in node order: deterministic. When no switch-only route exists (a
-    direct-connect mesh between non-neighbours), compute nodes may relay.
-    """
-
-    MAX_ROUTES = 32
-
-    def __init__(self, topology: Topology) -> None:
-        self.capacity = topology.capacities()
-        self.order = {n: i for i, n in enumerate(topology.node_ids())}
-        self.switches = frozenset(topology.switch_nodes())
-        self.compute = tuple(topology.compute_nodes())
-        self.out: dict[str, list[str]] = {n: [] for n in topology.node_ids()}
-        for u, v in sorted(self.capacity, key=lambda e: (self.order[e[0]], self.order[e[1]])):
-            self.out[u].append(v)
-        self._bfs_cache: dict[tuple[str, frozenset[str] | None, bool], dict[str, list[str]]] = {}
-        self._paths_cache: dict[tuple[str, str, frozenset[str] | None], list[Path]] = {}
-
-    def _bfs(self, src: str, through: frozenset[str] | None, relay: bool) -> dict[str, list[str]]:
-        """Predecessors on shortest paths from ``src``; only allowed nodes are expanded."""
-        key = (src, through, relay)
-        if key in self._bfs_cache:
-            return self._bfs_cache[key]
-        allowed = self.switches if through is None else through
-        dist = {src: 0}
-        preds: dict[str, list[str]] = {src: []}
-        queue = deque([src])
-        while queue:
-            u = queue.popleft()
-            if u != src and u not in allowed and not (relay and u not in self.switches):
-                continue  # a compute node (or a switch outside ``through``) ends a route
-            for v in self.out[u]:
-                if v not in dist:
-                    dist[v] = dist[u] + 1
-                    preds[v] = [u]
-                    queue.append(v)
-                elif dist[v] == dist[u] + 1:
-                    preds[v].append(u)
-        self._bfs_cache[key] = preds
-        return preds
-
-    def paths(self, src: str, dst: str, through: frozenset[str] | None = None) -> list[Path]:
-        """Shortest routes src -> dst (at most MAX_ROUTES), switch interiors first.
-
-        ``through`` restricts the interior to those switches. With no switch-only route
-        and no restriction, routes relaying through compute nodes are returned.
-        """
-        key = (src, dst, through)
-        if key in self._paths_cache:
-            return self._paths_cache[key]
-        found = self._enumerate(self._bfs(src, through, False), src, dst)
-        if not found and through is None:
-            found = self._enumerate(self._bfs(src, None, True), src, dst)
-        self._paths_cache[key] = found
-        return found
-
-    def _enumerate(self, preds: dict[str, list[str]], src: str, dst: str) -> list[Path]:
-        if dst not in preds or dst == src:
-            return []
-        out: list[Path] = []
-
-        def walk(node: str, suffix: list[str]) -> None:
-            if len(out) >= self.MAX_ROUTES:
-                return
-            if node == src:
-                out.append(tuple(reversed(suffix + [src])))
-                return
-            for p in sorted(preds[node], key=self.order.__getitem__):
-                walk(p, suffix + [node])
-
-        walk(dst, [])
-        return out
-
-    def congestion(self, path: Path, loads: Mapping[Edge, Fraction], weight: Fraction
-                   ) -> tuple[Fraction, Fraction]:
-        """(largest, summed) load/capacity along ``path`` once ``weight`` is added."""
-        ratios = [(loads.get(e, Fraction(0)) + weight) / self.capacity[e]
-                  for e in path_links(path)]
-        return max(ratios), sum(ratios, Fraction(0))
-
-    def route(self, src: str, dst: str, loads: Mapping[Edge, Fraction],
-              weight: Fraction = Fraction(1), through: frozenset[str] | None = None
-              ) -> Path | None:
-        """The least congested shortest route, or None when dst cannot be reached."""
-        best: tuple[tuple[Fraction, Fraction], Path] | None = None
-        for path in self.paths(src, dst, through):
-            score = self.congestion(path, loads, weight)
-            if best is None or score < best[0]:
-                best = (score, path)
-        return None if best is None else best[1]
-
-
-def add_path_load(loads: dict[Edge, Fraction], path: Path, weight: Fraction) -> None:
-    for e in path_links(path):
-        loads[e] = loads.get(e, Fraction(0)) + weight
 
 
 # ------------------------------------------------------------------ tree schedules

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.limits import MAX_FILE_BYTES, check_integer_text
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.topology_io import atomic_write_text
 
@@ -190,6 +191,12 @@ def save_schedule(schedule: Schedule, path: str | os.PathLike[str],
     atomic_write_text(path, text + "\n")
 
 
+def _short_integer(text: str) -> int:
+    """JSON integers within the documented digit limit (:mod:`canopy.engine.limits`)."""
+    check_integer_text(text)
+    return int(text)
+
+
 def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """Read a canopy-schedule JSON file (``canopy solve --json``).
 
@@ -217,9 +224,17 @@ def load_schedule(path: str | os.PathLike[str]) -> Schedule:
     """
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise ScheduleError(f"{p} is larger than the {MAX_FILE_BYTES // 2**20} MiB "
+                                "Canopy reads.")
+        data = json.loads(p.read_text(encoding="utf-8"), parse_int=_short_integer)
     except FileNotFoundError:
         raise ScheduleError(f"{p}: no such file.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ScheduleError(f"{p} is not a readable JSON schedule ({exc}).") from None
+    except RecursionError:
+        raise ScheduleError(f"{p} nests arrays or objects too deeply for Canopy to "
+                            "read.") from None
+    except ValueError as exc:
+        raise ScheduleError(f"{p} has a number that {exc}.") from None
     return schedule_from_dict(data, str(p))

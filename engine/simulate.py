@@ -1,58 +1,65 @@
-"""An α-β event simulator for collective plans on the physical network.
+"""The execution model: how long a schedule takes when run the way MSCCL runs an XML.
 
-The link model (the α-β model of the TACOS paper, tacos.txt §IV-F and §V-C):
+**What is simulated.** A :class:`Program`: sends over *connections*. A
+:class:`Connection` is one (sender, receiver, channel) stream of the runtime, with the
+physical ``route`` its data takes (sender, switches, receiver; a route through a compute
+node is two connections) and a ``weight`` (how many identical channels it stands for,
+default 1). A :class:`Send` moves ``size`` bytes over one connection once every send in
+``after`` has been delivered. This is what an MSCCL XML is once its steps are unrolled
+over the loop iterations: a step that receives and then sends becomes a send ``after``
+the send that delivers to it; thread-block order and ``depid``/``deps`` become ``after``
+edges too. :func:`run_program` executes a program; :func:`plan_program` builds the
+program of a :class:`~canopy.engine.plan.CollectivePlan` (ForestColl, rings, Blink,
+TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
 
-* Every directed physical link has a bandwidth B (GB/s = 10^9 bytes/s, the topology's
-  unit) and a latency α in µs (the link's ``latency``, default 1 µs).
-* A message of n bytes holds a link for at least ``α + n/B``: α is a per-message cost
-  (start-up, synchronisation), not only wire delay, as in TACOS's cost model, which its
-  synthesizer schedules with. A link sends one message at a time, in the order messages
-  become ready there (first come, first served; ties go by the plan's priority). Plans
-  with ``ordered_links`` (a TACOS timetable) issue the messages of each connection (same
-  route) strictly in the plan's order, as a compiled schedule's sender would.
-* A tree's data is split into ``pieces`` equal pipeline chunks; one message is one piece
-  crossing one tree edge, over that edge's physical path. **Compute nodes store and
-  forward**: a GPU forwards a piece only after receiving it whole (broadcast), or after
-  receiving it from all its children (reduce). In allreduce a broadcast piece leaves the
-  root once its reduction has arrived there.
-* **Switches forward cut-through** (``switch_mode="cut-through"``, the default, as
-  NVSwitch and InfiniBand switches do). On a path ``GPU -l1-> s1 -l2-> ... -> GPU``
-  through switches, with link k holding the piece during ``[start_k, end_k]``::
+**The runtime (MSCCL's interpreter, msccl.h/prims of microsoft/msccl).**
 
-      start_1 = max(ready, free_1)
-      start_k = max(start_{k-1} + α_{k-1}, free_k)      the header has crossed link k-1
-      end_k   = max(start_k + α_k + n/B_k,              link k's own α + n/B
-                    end_{k-1} + α_k)                     the tail arrives, then crosses
+* *Loop iterations.* The buffer is processed in loop iterations; each moves at most the
+  protocol's chunk size per XML chunk (Simple: ``stepSize · MSCCL_CHUNKSTEPS`` = 512 KiB
+  · 4 = :data:`CHUNK_BYTES`). A plan whose trees carry more than that per piece is cut
+  into more pieces (:func:`min_pieces`); more pieces than that are a tuning choice
+  (:func:`fastest`).
+* *Thread blocks run iterations back to back*, so iteration i+1's first sends go out
+  while iteration i is still travelling down the trees: pieces pipeline. In a program
+  this is nothing but the ``after`` edges: piece i+1 of a tree edge waits only for piece
+  i+1 arriving at its sender (and, on its connection, for piece i to have gone).
+* *Each connection delivers in order, one message at a time.* A send starts streaming
+  once its ``after`` sends have been delivered and its connection has finished streaming
+  the send before it. It is delivered α = Σ α_link over its route after its last byte
+  left: α per message and per link, as latency (synchronisation with the peer, the
+  links' start-up, tacos.txt §IV-F), which the connection hides behind its next message
+  as the runtime's buffer slots (NCCL_STEPS) let it.
+* *A link shared by several connections at once is shared among them* (processor
+  sharing, not first-come-first-served whole messages): a streaming message of weight w
+  gets ``w / W_l`` of every link l on its route, W_l being the summed weight of the
+  messages streaming over l, and moves at the smallest of these rates (cut-through over
+  switches: one stream holds its whole route). A message alone on an idle route so takes
+  ``Σα + n / min B``; over one link exactly ``α + n/B``. Bandwidth a message cannot use
+  because it is held back elsewhere on its route is not handed to the others (so the
+  model is never optimistic about sharing; measured against max-min fair sharing on 2 x
+  DGX A100 at 13 pieces the times agree to four digits).
+* Compute nodes store and forward (a GPU forwards a piece once it has it whole, or
+  once all its children's pieces have arrived, for reductions). ``switch_mode=
+  "store-and-forward"`` makes switches do the same: every link becomes its own
+  connection, each hop ``after`` the previous one.
 
-  and ``free_k`` becomes ``end_k``: the link is held until the piece's tail has passed,
-  so one message at a time and first come, first served still hold on every link. When
-  the next link is busy the switch buffers the piece (virtual cut-through), so upstream
-  links are never blocked by downstream ones. Over idle links a path costs
-  ``Σα + n/min(B)`` instead of store-and-forward's ``Σ(α + n/B)``; over one link both
-  are exactly ``α + n/B``.
-* ``switch_mode="store-and-forward"`` makes switches behave like GPUs:
-  ``start_k = max(end_{k-1}, free_k)`` and ``end_k = start_k + α_k + n/B_k``.
+Why it fits: NCCL/MSCCL connections are FIFO buffers between fixed peers, and the GPU's
+copy engines and NVLink/PCIe/IB arbitration interleave the streams of concurrent thread
+blocks at fine grain (flits, packets), which in the limit is processor sharing; pipelining
+across loop iterations is how the runtime overlaps the hops of a tree. A simpler
+first-come-first-served whole-message model (this module's previous version) lets a
+late tree take a shared link for a whole message and starves the others; on
+ForestColl's forests, which load links to capacity, that cost 17 % on 2 x DGX A100.
+Grouping all trees between two GPUs on one connection (one channel per peer) is what
+an unpipelined XML would do; its head-of-line blocking costs 40 % there, so every tree
+edge gets its own connection.
 
-Pipeline depth (:func:`fastest`): a tuned library picks the chunk count per message
-size; we try 1, 2, 4, ... pieces and keep the fastest. Pipeline fill and drain cost about
-``(pieces + stages - 1) / pieces`` of the bandwidth time, ``stages`` being the longest
-chain of store-and-forward steps a piece takes (:func:`pipeline_stages`: tree edges from
-root to leaf, reduce then broadcast for allreduce; every link for store-and-forward
-switches). So the search always includes ``pieces = PIECES_PER_STAGE * stages`` (and
-deeper while it helps) whenever the message cap MAX_MESSAGES and MAX_PIECES allow it,
-even when a shallower depth looked best on the way. Since every message pays α on
-every link, deeper is not always faster; depths whose busiest link alone would need
-longer than the best time found (:func:`busiest_link_floor`) are skipped.
-
-Known limit: first come, first served lets one tree's later pieces take a shared link
-ahead of another tree's earlier ones. Schedules that load every link to capacity (as
-ForestColl's optimal forests do) then lose time to links that idle while the data they
-need waits elsewhere, more so for reductions, which wait for all children; runtimes
-whose per-connection buffers keep trees in step lose less.
-
-Time is exact: every duration is a :class:`fractions.Fraction` of a µs, and the event
-loop runs on integers in a common unit (the lcm of the denominators), so a single
-message over a single link takes exactly ``α + n/B``.
+**Numbers.** Sizes are bytes, bandwidths GB/s (10^3 bytes per µs), times µs. With
+``exact=True`` the event loop runs on :class:`fractions.Fraction` and times are exact
+(used by the tests); by default it runs on floats, because under processor sharing every
+rate change multiplies the denominators of all remaining byte counts, so exact runs of
+thousands of messages become slow. Float times agree with exact ones to about 1e-12
+relative; the result is returned as a Fraction of the float.
 
 algbw follows nccl-tests: message size over collective time (GB/s = 10^9 bytes/s).
 """
@@ -61,34 +68,77 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, FlowTree, path_links
+from canopy.engine.plan import CollectivePlan, FlowTree, bandwidth_bound, path_links
 from canopy.engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
 BYTES_PER_US_PER_GBPS = 1000          # 1 GB/s = 10^9 B/s = 10^3 B/µs
-MAX_PIECES = 128                      # deepest pipeline tried
-MAX_MESSAGES = 250_000                # bound on link-messages per simulation
-PIECES_PER_STAGE = 4                  # the depth search reaches pieces >= 4 x stages
+CHUNK_BYTES = 2 << 20                 # MSCCL Simple: 4 MiB buffer / 8 steps x 4 chunk steps
+MIN_SLICE_BYTES = 64 << 10           # smallest message worth pipelining
+MAX_PIECES = 256                      # deepest pipeline tried
+MAX_MESSAGES = 30_000                 # bound on sends per simulation in the depth search
+PIECES_PER_STAGE = 2                  # the depth search starts at 2 x stages pieces
+MIN_GAIN = Fraction(1, 200)           # a deeper pipeline must gain 0.5 % to be kept
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
-CHECK_EVERY = 1 << 13                 # events between calls of a simulation's ``check``
+CHECK_EVERY = 1 << 12                 # events between calls of a simulation's ``check``
 CUT_THROUGH = "cut-through"
 STORE_AND_FORWARD = "store-and-forward"
 SWITCH_MODES = (CUT_THROUGH, STORE_AND_FORWARD)
 
 
+# ---------------------------------------------------------------------------- programs
+
+
+@dataclass(frozen=True)
+class Connection:
+    """One in-order stream from ``route[0]`` to ``route[-1]`` over the links of ``route``.
+
+    ``weight`` is how many identical parallel channels it stands for: it gets that many
+    shares of every link it crosses.
+    """
+
+    route: tuple[str, ...]
+    weight: Fraction = Fraction(1)
+
+
+@dataclass(frozen=True)
+class Send:
+    """``size`` bytes over connection ``connection`` once the sends ``after`` arrived."""
+
+    connection: int
+    size: Fraction
+    after: tuple[int, ...] = ()
+
+
+@dataclass
+class Program:
+    """Connections and sends; a connection's sends are delivered in list order."""
+
+    connections: list[Connection] = field(default_factory=list)
+    sends: list[Send] = field(default_factory=list)
+
+    def connect(self, route: tuple[str, ...], weight: Fraction = Fraction(1)) -> int:
+        self.connections.append(Connection(tuple(route), Fraction(weight)))
+        return len(self.connections) - 1
+
+    def send(self, connection: int, size: Fraction, after: Sequence[int] = ()) -> int:
+        self.sends.append(Send(connection, size, tuple(after)))
+        return len(self.sends) - 1
+
+
 @dataclass(frozen=True)
 class SimulationResult:
-    """Collective time (µs, exact) of a plan at ``message_size`` bytes."""
+    """Collective time (µs) of a plan at ``message_size`` bytes."""
 
     time_us: Fraction
     message_size: Fraction
     pieces: int
-    messages: int          # link-messages sent (one per link crossed per chunk)
+    messages: int          # sends executed (one per connection crossed per piece)
 
     @property
     def algbw(self) -> Fraction:
@@ -97,7 +147,7 @@ class SimulationResult:
 
 
 def algbw_gbps(size_bytes: Fraction | int, time_us: Fraction) -> Fraction:
-    return Fraction(size_bytes) / (time_us * BYTES_PER_US_PER_GBPS)
+    return Fraction(size_bytes) / (Fraction(time_us) * BYTES_PER_US_PER_GBPS)
 
 
 def link_time(size_bytes: Fraction, bandwidth: Fraction, latency: Fraction) -> Fraction:
@@ -111,321 +161,433 @@ def _check_mode(switch_mode: str) -> None:
                             f"{' or '.join(SWITCH_MODES)}.")
 
 
-def _cut_through_at(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
-                    ) -> list[bool]:
-    """For each link of ``path``: may it start on the previous link's header (it leaves a
-    switch that forwards cut-through) rather than on its tail?"""
-    cut = switch_mode == CUT_THROUGH
-    return [h > 0 and cut and path[h] in switches for h in range(len(path) - 1)]
+# ---------------------------------------------------------------------------- execution
 
 
-def _tree_depth(tree: FlowTree, steps: dict[tuple[str, ...], int]) -> int:
-    """Store-and-forward steps from the root to the deepest node (``steps`` per path)."""
-    depth = {tree.root: 0}
-    for e in tree.edges:
-        depth[e.child] = depth[e.parent] + steps[e.path]
-    return max(depth.values())
+def run_program(topology: Topology, program: Program,
+                default_latency: Fraction = DEFAULT_LATENCY_US, exact: bool = False,
+                check: Callable[[], None] | None = None) -> Fraction:
+    """The time (µs) at which the last send of ``program`` is delivered.
+
+    See the module docstring for the rules. ``check`` is called every CHECK_EVERY events
+    and may raise (say :class:`canopy.engine.progress.Cancelled`) to stop. Raises
+    ScheduleError when a route uses a link the topology lacks or the sends wait on each
+    other forever.
+    """
+    num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
+    caps = topology.capacities()
+    lats = topology.latencies()
+    link_id: dict[tuple[str, str], int] = {}
+    cap: list = []
+    conn_links: list[list[int]] = []
+    conn_alpha: list = []
+    for c in program.connections:
+        ids = []
+        alpha = Fraction(0)
+        for link in path_links(c.route):
+            if link not in caps:
+                raise ScheduleError(f"the schedule uses link {link[0]} -> {link[1]}, which "
+                                    "is not in the topology.")
+            if link not in link_id:
+                link_id[link] = len(cap)
+                cap.append(num(caps[link] * BYTES_PER_US_PER_GBPS))
+            ids.append(link_id[link])
+            alpha += lats.get(link, default_latency)
+        if not ids:
+            raise ScheduleError(f"a connection from {c.route[0]} has no link to cross.")
+        conn_links.append(ids)
+        conn_alpha.append(num(alpha))
+    weight = [num(c.weight) for c in program.connections]
+    sends = program.sends
+    n = len(sends)
+    conn = [send.connection for send in sends]
+    queue: list[list[int]] = [[] for _ in program.connections]
+    pending = [0] * n
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for s, send in enumerate(sends):
+        queue[send.connection].append(s)
+        pending[s] = len(send.after)
+        for d in send.after:
+            dependents[d].append(s)
+    head = [0] * len(queue)            # index of the connection's next send
+    busy = [False] * len(queue)        # streaming a send
+    zero = num(Fraction(0))
+    nlinks = len(cap)
+    # Processor sharing as in GPS: every streaming send moves at w x share of its
+    # bottleneck link (the one with the smallest share on its route). Each link keeps a
+    # virtual clock V (bytes per unit weight delivered so far at its share), so a send
+    # bottlenecked there finishes when V reaches its target; a change of share moves
+    # no send, only the link's next finish time.
+    link_weight = [zero] * nlinks
+    share = list(cap)
+    clock = [zero] * nlinks            # V at time ``mark``
+    mark = [zero] * nlinks
+    members: list[list[tuple]] = [[] for _ in cap]   # heaps (target, seq, send, version)
+    link_version = [0] * nlinks
+    streaming: list[dict[int, None]] = [{} for _ in cap]
+    bottleneck = [-1] * n
+    target = [zero] * n
+    version = [0] * n
+    heap: list[tuple] = []
+    push, pop = heapq.heappush, heapq.heappop
+    seq = 0
+    START, LINK, ARRIVE = 0, 1, 2
+
+    def try_start(s: int, now: Fraction | float) -> None:
+        nonlocal seq
+        c = conn[s]
+        if pending[s] == 0 and queue[c][head[c]] == s and not busy[c]:
+            busy[c] = True
+            seq += 1
+            push(heap, (now, seq, START, s, 0))
+
+    def join(s: int, lid: int, left: Fraction | float, now: Fraction | float) -> None:
+        """Make ``lid`` the bottleneck of send ``s`` with ``left`` bytes to go."""
+        nonlocal seq
+        version[s] += 1
+        bottleneck[s] = lid
+        v = clock[lid] + share[lid] * (now - mark[lid])
+        target[s] = v + left / weight[conn[s]]
+        seq += 1
+        push(members[lid], (target[s], seq, s, version[s]))
+
+    def left_of(s: int, now: Fraction | float) -> Fraction | float:
+        lid = bottleneck[s]
+        v = clock[lid] + share[lid] * (now - mark[lid])
+        rest = (target[s] - v) * weight[conn[s]]
+        return rest if rest > 0 else zero
+
+    for members_of in queue:
+        if members_of:
+            try_start(members_of[0], zero)
+    delivered = 0
+    end = zero
+    events = 0
+    while heap:
+        now = heap[0][0]
+        touched: dict[int, None] = {}
+        started: list[int] = []
+        done: list[int] = []           # sends whose last byte left now
+        arrived: list[int] = []        # sends whose last byte arrived now
+        while heap and heap[0][0] == now:
+            _, _, kind, x, ver = pop(heap)
+            events += 1
+            if check is not None and events % CHECK_EVERY == 0:
+                check()
+            if kind == ARRIVE:
+                arrived.append(x)
+            elif kind == START:
+                if sends[x].size <= 0:
+                    done.append(x)
+                    continue
+                c = conn[x]
+                for lid in conn_links[c]:
+                    link_weight[lid] += weight[c]
+                    streaming[lid][x] = None
+                    touched[lid] = None
+                started.append(x)
+            elif ver == link_version[x]:
+                group = members[x]
+                while group and (group[0][3] != version[group[0][2]]):
+                    pop(group)
+                if not group:
+                    continue
+                s = pop(group)[2]
+                version[s] += 1
+                c = conn[s]
+                for lid in conn_links[c]:
+                    link_weight[lid] -= weight[c]
+                    del streaming[lid][s]
+                    touched[lid] = None
+                touched[x] = None
+                done.append(s)
+        # New shares on the touched links; sends whose bottleneck moves are re-filed.
+        moved: list[int] = []
+        for lid in touched:
+            clock[lid] += share[lid] * (now - mark[lid])
+            mark[lid] = now
+            old = share[lid]
+            w = link_weight[lid]
+            share[lid] = cap[lid] / w if w else cap[lid]
+            if share[lid] < old:
+                moved.extend(s for s in streaming[lid]
+                             if bottleneck[s] >= 0 and share[bottleneck[s]] > share[lid])
+            elif share[lid] > old:
+                moved.extend(s for s in streaming[lid] if bottleneck[s] == lid)
+        for s in dict.fromkeys(moved):
+            links = conn_links[conn[s]]
+            best = min(links, key=share.__getitem__)
+            if share[best] < share[bottleneck[s]]:
+                left = left_of(s, now)
+                touched[bottleneck[s]] = None
+                join(s, best, left, now)
+                touched[best] = None
+        for s in started:
+            best = min(conn_links[conn[s]], key=share.__getitem__)
+            join(s, best, num(sends[s].size), now)
+            touched[best] = None
+        for lid in touched:
+            group = members[lid]
+            while group and (group[0][3] != version[group[0][2]]
+                             or bottleneck[group[0][2]] != lid):
+                pop(group)
+            link_version[lid] += 1
+            if group:
+                at = mark[lid] + (group[0][0] - clock[lid]) / share[lid]
+                seq += 1
+                push(heap, (at if at > now else now, seq, LINK, lid, link_version[lid]))
+        for s in done:
+            c = conn[s]
+            busy[c] = False
+            head[c] += 1
+            if head[c] < len(queue[c]):
+                try_start(queue[c][head[c]], now)
+            seq += 1
+            push(heap, (now + conn_alpha[c], seq, ARRIVE, s, 0))
+        for s in arrived:
+            delivered += 1
+            if now > end:
+                end = now
+            for t in dependents[s]:
+                pending[t] -= 1
+                if pending[t] == 0:
+                    try_start(t, now)
+    if delivered != n:
+        raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
+    return end if exact else Fraction(end)
+
+
+# ---------------------------------------------------------------------------- plans
+
+
+def _tree_levels(tree: FlowTree) -> list[int]:
+    """Per edge, the step at which its data moves within one piece: the parent's depth
+    (broadcast) or the height of the child's subtree (reduce, data flows up)."""
+    if not tree.reduce:
+        depth = {tree.root: 0}
+        for e in tree.edges:
+            depth[e.child] = depth[e.parent] + 1
+        return [depth[e.parent] for e in tree.edges]
+    height: dict[str, int] = {}
+    for e in reversed(tree.edges):
+        height.setdefault(e.child, 0)
+        height[e.parent] = max(height.get(e.parent, 0), height[e.child] + 1)
+    return [height[e.child] for e in tree.edges]
+
+
+def _hops(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
+          ) -> list[tuple[str, ...]]:
+    """The routes one tree edge's data takes, one connection each: the path cut at every
+    compute node in between (GPUs store and forward) and, under store-and-forward
+    switches, at every switch."""
+    cut = [i for i in range(1, len(path) - 1)
+           if path[i] not in switches or switch_mode == STORE_AND_FORWARD]
+    bounds = [0] + cut + [len(path) - 1]
+    return [path[a:b + 1] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
+                 switches: frozenset[str] = frozenset(),
+                 switch_mode: str = CUT_THROUGH) -> Program:
+    """The program that runs ``plan`` on a message of ``size`` bytes in ``pieces``
+    loop iterations.
+
+    Connections: a tree edge whose :class:`~canopy.engine.plan.FlowEdge` names a
+    ``channel`` uses that channel's connection (a ring hop carries every chain of its
+    ring, in order); otherwise every tree edge has a connection of its own, weighted by
+    the tree's share (a ForestColl tree of multiplicity m streams on m channels). Sends
+    on a shared connection go in the order (piece, phase, step within the piece, plan
+    priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
+    piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge
+    (broadcast) or all edges into the sender (reduce); allreduce's broadcast of a key
+    waits for that key's reduction into its root.
+    """
+    _check_mode(switch_mode)
+    size = Fraction(size)
+    trees = list(plan.trees)
+    smallest = min(t.share for t in trees)
+    nphase = len(plan.reduce_trees)
+    program = Program()
+    conns: dict[Hashable, int] = {}
+    hop_cache: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    # Per tree edge (in one flat list): its connections (one per hop) and order key.
+    edge_conns: list[list[int]] = []
+    edge_of: dict[tuple[int, int], int] = {}
+    keys: list[tuple] = []
+    for ti, tree in enumerate(trees):
+        phase = 0 if ti < nphase else 1
+        levels = _tree_levels(tree)
+        weight = tree.share / smallest
+        for ei, e in enumerate(tree.edges):
+            if e.path not in hop_cache:
+                hop_cache[e.path] = _hops(e.path, switches, switch_mode)
+            ids = []
+            for hop in hop_cache[e.path]:
+                if e.channel is not None:
+                    ckey: Hashable = ("channel", e.channel, hop)
+                elif plan.ordered_links:
+                    ckey = ("route", phase, hop)
+                else:
+                    ckey = ("edge", ti, ei, hop)
+                if ckey not in conns:
+                    own = e.channel is None and not plan.ordered_links
+                    conns[ckey] = program.connect(hop, weight if own else Fraction(1))
+                ids.append(conns[ckey])
+            edge_of[(ti, ei)] = len(edge_conns)
+            edge_conns.append(ids)
+            keys.append((phase, e.priority, ti) if plan.ordered_links
+                        else (phase, levels[ei], e.priority, ti))
+    count = len(edge_conns)
+    order = sorted(range(count), key=keys.__getitem__)
+    if plan.ordered_links:
+        # (phase, priority, piece, tree): every piece of a hop before the next hop.
+        sequence = [(p, x) for x in order for p in range(pieces)]
+    else:
+        sequence = [(p, x) for p in range(pieces) for x in order]
+    # Sends of (piece, edge): first and last hop; the last one delivers.
+    first = [[0] * count for _ in range(pieces)]
+    last = [[0] * count for _ in range(pieces)]
+    conn_of: list[int] = []
+    size_of: list[Fraction] = []
+    after: list[list[int]] = []
+    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
+    piece_size = [t.share * size / pieces for t in trees]
+    for p, x in sequence:
+        amount = piece_size[edge_tree[x]]
+        first[p][x] = len(conn_of)
+        for i, c in enumerate(edge_conns[x]):
+            conn_of.append(c)
+            size_of.append(amount)
+            after.append([len(conn_of) - 2] if i else [])
+        last[p][x] = len(conn_of) - 1
+    # Dependencies between tree edges.
+    root_done: dict[tuple[Hashable, int], list[int]] = {}
+    for ti, tree in enumerate(trees):
+        into = {e.child: edge_of[(ti, ei)] for ei, e in enumerate(tree.edges)}
+        children: dict[str, list[int]] = {}
+        for ei, e in enumerate(tree.edges):
+            children.setdefault(e.parent, []).append(edge_of[(ti, ei)])
+        for ei, e in enumerate(tree.edges):
+            x = edge_of[(ti, ei)]
+            if tree.reduce:
+                # Child -> parent: waits for everything from the child's children.
+                below = children.get(e.child, [])
+                for p in range(pieces):
+                    after[first[p][x]].extend(last[p][c] for c in below)
+                    if e.parent == tree.root:
+                        root_done.setdefault((tree.key, p), []).append(last[p][x])
+            elif e.parent != tree.root:
+                above = into[e.parent]
+                for p in range(pieces):
+                    after[first[p][x]].append(last[p][above])
+    for ti, tree in enumerate(trees):
+        if tree.reduce:
+            continue
+        for ei, e in enumerate(tree.edges):
+            if e.parent == tree.root:
+                x = edge_of[(ti, ei)]
+                for p in range(pieces):
+                    after[first[p][x]].extend(root_done.get((tree.key, p), []))
+    program.sends = [Send(c, n, tuple(a)) for c, n, a in zip(conn_of, size_of, after,
+                                                              strict=True)]
+    return program
+
+
+def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | None = CHUNK_BYTES
+               ) -> int:
+    """The fewest loop iterations the protocol allows: no unit channel moves more than
+    ``chunk_bytes`` per iteration (a tree of share s on its own channels carries
+    ``smallest share · size`` per channel; a ring chain ``s · size``)."""
+    if chunk_bytes is None:
+        return 1
+    smallest = min(t.share for t in plan.trees)
+    per_channel = max((t.share if e.channel is not None or plan.ordered_links else smallest)
+                      for t in plan.trees for e in t.edges)
+    return max(1, math.ceil(per_channel * Fraction(size) / chunk_bytes))
 
 
 def pipeline_stages(topology: Topology, plan: CollectivePlan,
                     switch_mode: str = CUT_THROUGH) -> int:
-    """The longest chain of store-and-forward steps a pipeline piece goes through.
-
-    A tree edge is one step, or one per link of its path when switches store and
-    forward. Allreduce chains its deepest reduce tree and its deepest broadcast tree.
-    """
+    """The longest chain of sends one piece goes through: tree edges from root to leaf
+    (reduce then broadcast for allreduce); every link under store-and-forward switches."""
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
-    steps: dict[tuple[str, ...], int] = {}
-    for tree in plan.trees:
-        for e in tree.edges:
-            if e.path not in steps:
-                # Links that wait for the previous link's tail start a new step.
-                steps[e.path] = _cut_through_at(e.path, switches, switch_mode).count(False)
-    return sum(max((_tree_depth(t, steps) for t in phase), default=0)
-               for phase in (plan.reduce_trees, plan.broadcast_trees))
-
-
-@dataclass
-class _Transfers:
-    """The transfers of a plan at one size: one per tree edge and pipeline piece."""
-
-    hops: list[list[int]]           # link ids along each transfer's path
-    cut: list[list[bool]]           # per link: starts on the previous link's header
-    size_class: list[int]           # index into ``sizes``
-    sizes: list[Fraction]
-    rank: list[int]                 # ties on a link go to the smaller rank
-    deps: list[int]
-    enables: list[list[int]]
-
-
-def _build(plan: CollectivePlan, size: Fraction, pieces: int,
-           link_id: dict[tuple[str, str], int], switches: frozenset[str],
-           switch_mode: str) -> _Transfers:
-    """Build the transfers; dependencies follow the trees (see the module docstring)."""
-    prios = sorted({e.priority for tree in plan.trees for e in tree.edges})
-    prio_rank = {p: i for i, p in enumerate(prios)}
-    ntrees = len(plan.trees) + 1
-    out = _Transfers([], [], [], [], [], [], [])
-    root_done: dict[tuple, list[int]] = {}   # (key, piece) -> reduce transfers into root
-    routes: dict[tuple[str, ...], tuple[list[int], list[bool]]] = {}
-
-    def route(path: tuple[str, ...]) -> tuple[list[int], list[bool]]:
-        if path not in routes:
-            ids = []
-            for link in path_links(path):
-                if link not in link_id:
-                    link_id[link] = len(link_id)
-                ids.append(link_id[link])
-            routes[path] = (ids, _cut_through_at(path, switches, switch_mode))
-        return routes[path]
-
-    classes: dict[Fraction, int] = {}
-    order = 0
-    for phase_index, phase in enumerate((plan.reduce_trees, plan.broadcast_trees)):
+    total = 0
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        deepest = 0
         for tree in phase:
-            order += 1
-            cls = classes.setdefault(tree.share, len(classes))
-            if cls == len(out.sizes):
-                out.sizes.append(tree.share * size / pieces)
-            count = len(tree.edges)
-            edge_hops = [route(e.path)[0] for e in tree.edges]
-            edge_cut = [route(e.path)[1] for e in tree.edges]
-            edge_prio = [prio_rank[e.priority] for e in tree.edges]
-            # Dependencies inside one piece, the same for every piece: local[k] lists
-            # the edges edge k enables (broadcast: its child's outgoing edges) or waits
-            # for (reduce: the edges into its sender).
-            position = {e.child: i for i, e in enumerate(tree.edges)}
-            local: list[list[int]] = [[] for _ in range(count)]
-            at_root: list[int] = []
-            for i, e in enumerate(tree.edges):
-                if tree.reduce:
-                    if e.parent == tree.root:
-                        at_root.append(i)
-                    else:
-                        local[position[e.parent]].append(i)   # parent's edge waits for i
-                elif e.parent == tree.root:
-                    at_root.append(i)
-                else:
-                    local[position[e.parent]].append(i)       # i waits for parent's edge
-            for p in range(pieces):
-                base = len(out.hops)
-                out.hops.extend(edge_hops)
-                out.cut.extend(edge_cut)
-                out.size_class.extend([cls] * count)
-                if plan.ordered_links:
-                    # A compiled schedule: its order first, the pieces of a chunk together.
-                    out.rank.extend(((phase_index * len(prios) + q) * pieces + p) * ntrees
-                                    + order for q in edge_prio)
-                else:
-                    # Ties: earlier pieces first (pipelining), then the plan's order.
-                    out.rank.extend(((phase_index * pieces + p) * len(prios) + q) * ntrees
-                                    + order for q in edge_prio)
-                out.deps.extend([0] * count)
-                out.enables.extend([] for _ in range(count))
-                for i, related in enumerate(local):
-                    for j in related:
-                        first, then = (j, i) if tree.reduce else (i, j)
-                        out.enables[base + first].append(base + then)
-                        out.deps[base + then] += 1
-                if tree.reduce:
-                    root_done.setdefault((tree.key, p), []).extend(base + i for i in at_root)
-                else:
-                    for i in at_root:
-                        _depend(out, base + i, root_done.get((tree.key, p), []))
-    return out
-
-
-def _depend(out: _Transfers, tid: int, on: list[int]) -> None:
-    out.deps[tid] += len(on)
-    for d in on:
-        out.enables[d].append(tid)
+            depth = {tree.root: 0}
+            for e in tree.edges:
+                depth[e.child] = depth[e.parent] + len(_hops(e.path, switches, switch_mode))
+            deepest = max(deepest, max(depth.values()))
+        total += deepest
+    return total
 
 
 def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
              pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US,
-             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None
-             ) -> SimulationResult:
-    """Run ``plan`` for a message of ``message_size`` bytes; return the collective time.
+             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
+             exact: bool = False) -> SimulationResult:
+    """Run ``plan`` for a message of ``message_size`` bytes in ``pieces`` loop iterations.
 
-    ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"`` (see the
-    module docstring); compute nodes always store and forward. ``check`` is called every
-    CHECK_EVERY events; it may raise (say :class:`canopy.engine.progress.Cancelled`) to stop.
+    ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"``; ``check``
+    and ``exact`` as in :func:`run_program`. The protocol's chunk bound is not applied
+    here (see :func:`min_pieces` and :func:`fastest`).
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
-    _check_mode(switch_mode)
-    size = Fraction(message_size)
-    caps = topology.capacities()
-    lats = topology.latencies()
-    link_id: dict[tuple[str, str], int] = {}
-    tr = _build(plan, size, pieces, link_id, frozenset(topology.switch_nodes()), switch_mode)
-    links = [None] * len(link_id)
-    for link, lid in link_id.items():
-        if link not in caps:
-            raise ScheduleError(f"the plan uses link {link[0]} -> {link[1]}, which is not in "
-                                "the topology.")
-        links[lid] = link
-    # Exact durations α + n/B and latencies α on a common integer time unit.
-    used = {(lid, cls) for hops, cls in zip(tr.hops, tr.size_class, strict=True)
-            for lid in hops}
-    alphas = [lats.get(link, default_latency) for link in links]
-    durations = {(lid, cls): link_time(tr.sizes[cls], caps[links[lid]], alphas[lid])
-                 for lid, cls in used}
-    unit = math.lcm(*(d.denominator for d in (*durations.values(), *alphas))) if used else 1
-    ticks = {k: int(d * unit) for k, d in durations.items()}
-    alpha_ticks = [int(a * unit) for a in alphas]
-    costs = [[ticks[(lid, cls)] for lid in hops]
-             for hops, cls in zip(tr.hops, tr.size_class, strict=True)]
-    connections = None
-    if plan.ordered_links:
-        # The sender issues each connection's messages in the plan's order.
-        by_path: dict[tuple[int, ...], list[int]] = {}
-        for t, hops in enumerate(tr.hops):
-            by_path.setdefault(tuple(hops), []).append(t)
-        connections = [sorted(ts, key=tr.rank.__getitem__) for ts in by_path.values()]
-    end = _run(tr, costs, alpha_ticks, len(link_id), connections, check)
-    return SimulationResult(Fraction(end, unit), size, pieces, sum(len(h) for h in tr.hops))
+    program = plan_program(plan, message_size, pieces, frozenset(topology.switch_nodes()),
+                           switch_mode)
+    time = run_program(topology, program, default_latency, exact, check)
+    return SimulationResult(time, Fraction(message_size), pieces, len(program.sends))
 
 
-def _run(tr: _Transfers, costs: list[list[int]], alpha: list[int], links: int,
-         connections: list[list[int]] | None, check: Callable[[], None] | None) -> int:
-    """The event loop: links serve ready messages first come, first served (ties by
-    rank). With ``connections``, a transfer also waits until the transfers before it on
-    its connection (same route) have started. Times in integer ticks."""
-    hops, cut, rank, deps, enables = tr.hops, tr.cut, tr.rank, tr.deps, tr.enables
-    free = [0] * links
-    ready = [0] * len(hops)
-    tail = [0] * len(hops)         # when the transfer's piece left its previous link
-    turn: list[int] = []           # for each transfer, its place in its connection
-    conn_of: list[int] = []
-    head: list[int] = []
-    if connections is not None:
-        turn = [0] * len(hops)
-        conn_of = [0] * len(hops)
-        head = [0] * len(connections)
-        for c, members in enumerate(connections):
-            for place, t in enumerate(members):
-                turn[t] = place
-                conn_of[t] = c
-    waiting = [False] * len(hops)  # dependencies met, waiting for its turn
-    heap: list[tuple[int, int, int, int]] = []
-
-    def release(t: int, now: int) -> None:
-        if connections is None or turn[t] == head[conn_of[t]]:
-            heapq.heappush(heap, (max(ready[t], now), rank[t], t, 0))
-        else:
-            waiting[t] = True
-
-    for t in range(len(hops)):
-        if deps[t] == 0:
-            release(t, 0)
-    pop, push = heapq.heappop, heapq.heappush
-    finished = 0
-    end = 0
-    events = 0
-    while heap:
-        events += 1
-        if check is not None and events % CHECK_EVERY == 0:
-            check()
-        now, r, t, h = pop(heap)
-        lid = hops[t][h]
-        begin = now if now > free[lid] else free[lid]
-        done = begin + costs[t][h]
-        if cut[t][h]:
-            # Cut-through: the tail reaches this link at ``tail`` and crosses it in α.
-            behind = tail[t] + alpha[lid]
-            if behind > done:
-                done = behind
-        free[lid] = done
-        if h == 0 and connections is not None:
-            c = conn_of[t]
-            head[c] += 1
-            if head[c] < len(connections[c]):
-                nxt = connections[c][head[c]]
-                if waiting[nxt]:
-                    waiting[nxt] = False
-                    push(heap, (max(ready[nxt], begin), rank[nxt], nxt, 0))
-        if h + 1 < len(hops[t]):
-            tail[t] = done
-            # The next link may start once the header is across this one (cut-through).
-            push(heap, (begin + alpha[lid] if cut[t][h + 1] else done, r, t, h + 1))
-            continue
-        finished += 1
-        if done > end:
-            end = done
-        for nxt in enables[t]:
-            deps[nxt] -= 1
-            if done > ready[nxt]:
-                ready[nxt] = done
-            if deps[nxt] == 0:
-                release(nxt, done)
-    if finished != len(hops):
-        raise ScheduleError("the plan deadlocks: some transfers wait on each other.")
-    return end
+def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
+                    ) -> Fraction:
+    """No depth runs faster than the busiest link's bytes at its bandwidth (µs)."""
+    algbw, _ = bandwidth_bound(plan, topology.capacities())
+    return Fraction(message_size) / (algbw * BYTES_PER_US_PER_GBPS)
 
 
-def busiest_link_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
-                       pieces: int, default_latency: Fraction = DEFAULT_LATENCY_US) -> Fraction:
-    """A lower bound on the collective time at ``pieces``: the link whose messages need
-    the longest in total, ``Σ (α + n/B)`` over everything it carries, one at a time."""
-    caps = topology.capacities()
-    lats = topology.latencies()
-    count: dict[tuple[str, str], int] = {}
-    load: dict[tuple[str, str], Fraction] = {}
-    for tree in plan.trees:
-        for e in tree.edges:
-            for link in path_links(e.path):
-                count[link] = count.get(link, 0) + 1
-                load[link] = load.get(link, Fraction(0)) + tree.share
-    size = Fraction(message_size)
-    return max((pieces * count[link] * lats.get(link, default_latency)
-                + load[link] * size / (caps[link] * BYTES_PER_US_PER_GBPS)
-                for link in count if link in caps), default=Fraction(0))
+def max_pieces(plan: CollectivePlan, size: Fraction | int,
+               min_slice: int = MIN_SLICE_BYTES) -> int:
+    """The most loop iterations worth running: the largest tree's message stays at least
+    ``min_slice`` bytes (smaller messages are the LL protocols' domain, not modelled)."""
+    largest = max(t.share for t in plan.trees)
+    return max(1, int(largest * Fraction(size) / min_slice))
 
 
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
-            switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None
-            ) -> SimulationResult:
-    """The best time over pipeline depths (as a tuned library would pick).
+            switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
+            chunk_bytes: int | None = CHUNK_BYTES) -> SimulationResult:
+    """The best time over pipeline depths (as a tuned runtime would pick).
 
-    A climb from ``start`` (the best depth of a smaller size, say) through 2x, 4x, ...
-    while it helps; then, if not tried yet, the depth reaching ``PIECES_PER_STAGE *
-    pipeline_stages`` and deeper ones while they help, so that pipeline fill and drain
-    are small wherever α allows. Depths whose message count would exceed MAX_MESSAGES,
-    deeper than MAX_PIECES, or whose :func:`busiest_link_floor` is already no faster than
-    the best time found are not simulated. ``check`` is passed to :func:`simulate`.
+    Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
+    (:func:`max_pieces`, MAX_PIECES, and at most MAX_MESSAGES sends). The search starts at
+    ``PIECES_PER_STAGE · pipeline_stages`` within that range (or ``start`` if deeper) and
+    doubles, the last step stopping at the most, while that gains more than MIN_GAIN and
+    the time is more than MIN_GAIN above :func:`bandwidth_floor`. In this model a deeper
+    pipeline is never much slower (α is latency), so the search only decides when deeper
+    stops paying.
     """
-    per_piece = sum(len(e.path) - 1 for tree in plan.trees for e in tree.edges)
-    limit = min(MAX_PIECES, max(1, MAX_MESSAGES // max(per_piece, 1)))
-    tried: dict[int, SimulationResult] = {}
-
-    def hopeless(pieces: int, best: SimulationResult) -> bool:
-        return busiest_link_floor(topology, plan, message_size, pieces,
-                                  default_latency) >= best.time_us
-
-    def run(pieces: int) -> SimulationResult:
-        if pieces not in tried:
-            tried[pieces] = simulate(topology, plan, message_size, pieces, default_latency,
-                                     switch_mode, check)
-        return tried[pieces]
-
-    def deeper(best: SimulationResult, pieces: int) -> SimulationResult:
-        # The floor grows with depth: once it reaches the best time, deeper cannot help.
-        while pieces <= limit and not hopeless(pieces, best):
-            result = run(pieces)
-            if result.time_us >= best.time_us:
-                break
+    switches = frozenset(topology.switch_nodes())
+    per_piece = sum(len(_hops(e.path, switches, switch_mode))
+                    for tree in plan.trees for e in tree.edges)
+    lowest = min_pieces(plan, message_size, chunk_bytes)
+    limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size),
+                            MAX_MESSAGES // max(per_piece, 1)))
+    target = PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode)
+    pieces = min(max(lowest, start, target), limit)
+    best = simulate(topology, plan, message_size, pieces, default_latency, switch_mode, check)
+    floor = bandwidth_floor(topology, plan, message_size)
+    while pieces < limit and best.time_us * (1 - MIN_GAIN) > floor:
+        pieces = min(2 * pieces, limit)
+        result = simulate(topology, plan, message_size, pieces, default_latency,
+                          switch_mode, check)
+        gain = 1 - result.time_us / best.time_us
+        if gain > 0:
             best = result
-            pieces *= 2
-        return best
-
-    pieces = min(max(1, start), limit)
-    best = deeper(run(pieces), 2 * pieces)
-    target = min(limit, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
-    if target > best.pieces and target not in tried and not hopeless(target, best):
-        result = run(target)
-        if result.time_us < best.time_us:
-            best = deeper(result, 2 * target)
+        if gain <= MIN_GAIN:
+            break
     return best

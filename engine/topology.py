@@ -8,7 +8,6 @@ App. C) needs every node balanced: total ingress bandwidth equals total egress b
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -16,6 +15,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from canopy.engine.errors import TopologyError
+from canopy.engine.limits import MAX_EXPONENT, check_decimal, check_integer_text
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -147,7 +147,9 @@ class Topology:
 def parse_bandwidth(value: object) -> Fraction:
     """Parse a bandwidth from JSON (int, decimal, decimal string or "p/q") exactly.
 
-    Raises ValueError with a short reason when the value is not a positive finite number.
+    Raises ValueError with a short reason when the value is not a positive finite number
+    or lies outside the documented range of :mod:`canopy.engine.limits` (checked before
+    the exact value is built, so ``1e999999999`` is refused at once).
     """
     if isinstance(value, bool) or value is None:
         raise ValueError("is not a number")
@@ -156,28 +158,42 @@ def parse_bandwidth(value: object) -> Fraction:
     elif isinstance(value, int):
         result = Fraction(value)
     elif isinstance(value, (float, Decimal)):
-        if not math.isfinite(float(value)):
+        dec = Decimal(str(value)) if isinstance(value, float) else value
+        if not dec.is_finite():
             raise ValueError("is not finite")
-        result = Fraction(str(value))
+        check_decimal(dec)
+        result = Fraction(dec)
     elif isinstance(value, str):
-        text = value.strip()
-        try:
-            if "/" in text:
-                result = Fraction(text)
-            else:
-                dec = Decimal(text)
-                if not dec.is_finite():
-                    raise ValueError("is not finite")
-                result = Fraction(dec)
-        except (InvalidOperation, ZeroDivisionError) as exc:
-            raise ValueError("is not a number") from exc
-        except ValueError as exc:
-            raise ValueError(str(exc) if "finite" in str(exc) else "is not a number") from exc
+        result = _parse_text(value.strip())
     else:
         raise ValueError("is not a number")
     if result <= 0:
         raise ValueError("must be positive")
+    if not _SMALLEST <= result <= _LARGEST:
+        raise ValueError(f"is outside the range 1e-{MAX_EXPONENT} to 1e{MAX_EXPONENT}")
     return result
+
+
+_SMALLEST = Fraction(1, 10**MAX_EXPONENT)
+_LARGEST = Fraction(10**MAX_EXPONENT)
+
+
+def _parse_text(text: str) -> Fraction:
+    """A decimal or "p/q" string as an exact Fraction (digits and range checked first)."""
+    try:
+        if "/" in text:
+            for part in text.split("/", 1):
+                check_integer_text(part.strip())
+            return Fraction(text)
+        dec = Decimal(text)
+    except (InvalidOperation, ZeroDivisionError) as exc:
+        raise ValueError("is not a number") from exc
+    except ValueError as exc:
+        raise ValueError(str(exc) if "digits" in str(exc) else "is not a number") from exc
+    if not dec.is_finite():
+        raise ValueError("is not finite")
+    check_decimal(dec)
+    return Fraction(dec)
 
 
 def format_number(value: Fraction) -> int | str:
@@ -202,9 +218,12 @@ def format_number(value: Fraction) -> int | str:
 def format_gbps(value: Fraction) -> str:
     """Human form of a bandwidth: exact when short, else rounded to 2 decimals."""
     formatted = format_number(value)
-    if isinstance(formatted, int) or "/" not in formatted and len(formatted) <= 8:
+    if isinstance(formatted, int) and value < 10**15 or \
+            isinstance(formatted, str) and "/" not in formatted and len(formatted) <= 8:
         return str(formatted)
-    return f"{float(value):.2f}"
+    if Fraction(1, 100) <= abs(value) < 10**15:
+        return f"{float(value):.2f}"
+    return f"{Decimal(value.numerator) / Decimal(value.denominator):.4g}"
 
 
 # ---------------------------------------------------------------- validation

@@ -8,6 +8,7 @@ float. Unknown keys at the top level, on nodes and on links are kept and written
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from decimal import Decimal
@@ -18,7 +19,15 @@ from typing import Any
 
 from canopy.engine.errors import TopologyError
 from canopy.engine.fabric.jobs import job_to_dict, jobs_from_list
+from canopy.engine.limits import (
+    MAX_DIGITS,
+    MAX_FILE_BYTES,
+    MAX_LINKS,
+    MAX_NODES,
+    check_decimal,
+)
 from canopy.engine.topology import Link, Node, Topology, format_number, parse_bandwidth
+from canopy.engine.units import check_unit, from_gbps, to_gbps
 
 FORMAT = "canopy-topology"
 VERSION = 1
@@ -29,16 +38,28 @@ _LINK_KEYS = {"source", "target", "bandwidth", "duplex", "latency", "failed"}
 _TOP_KEYS = {"format", "version", "name", "bandwidth_unit", "nodes", "links", "jobs"}
 
 
-def _plain(value: Any) -> Any:
-    """Turn Decimals from the exact parser back into ints/floats for unknown keys."""
+def _plain(value: Any, where: str) -> Any:
+    """Turn Decimals from the exact parser back into ints/floats for unknown keys;
+    numbers outside the documented range are refused with a sentence naming ``where``."""
     if isinstance(value, Decimal):
+        try:
+            check_decimal(value)
+        except ValueError as exc:
+            raise TopologyError(f"{where} has a number that {exc}.") from None
         return int(value) if value == value.to_integral_value() and "." not in str(value) \
             else float(value)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, where) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [_plain(v, where) for v in value]
     return value
+
+
+def _check_id(value: Any, what: str, source: str) -> None:
+    """Node ids are non-empty strings without control characters (NUL, newline...)."""
+    if isinstance(value, str) and any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise TopologyError(f"{source}: {what} {value!r} contains a control character, "
+                            "which Canopy does not accept in node ids.")
 
 
 def _coord(value: Any, where: str) -> float | None:
@@ -46,13 +67,17 @@ def _coord(value: Any, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise TopologyError(f"{where} has coordinate {value!r}, which is not a number.")
-    return float(value)
+    result = float(value)
+    if not math.isfinite(result) or abs(result) > 1e12:
+        raise TopologyError(f"{where} has coordinate {_shown(value)}, outside "
+                            "-1e12 to 1e12.")
+    return result
 
 
 def _failed(raw: dict[str, Any], where: str) -> bool:
     failed = raw.get("failed", False)
     if not isinstance(failed, bool):
-        raise TopologyError(f"{where} has 'failed' {_plain(failed)!r}; use true or false.")
+        raise TopologyError(f"{where} has 'failed' {_shown(failed)}; use true or false.")
     return failed
 
 
@@ -65,16 +90,25 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             f"{source}: format is {data.get('format')!r}, expected '{FORMAT}'.")
     if data.get("version") != VERSION:
         raise TopologyError(
-            f"{source}: version {_plain(data.get('version'))!r} is not supported "
+            f"{source}: version {_shown(data.get('version'))} is not supported "
             f"(this Canopy reads version {VERSION}).")
     raw_nodes = data.get("nodes", [])
     raw_links = data.get("links", [])
     if not isinstance(raw_nodes, list) or not isinstance(raw_links, list):
         raise TopologyError(f"{source}: 'nodes' and 'links' must be lists.")
+    if len(raw_nodes) > MAX_NODES or len(raw_links) > MAX_LINKS:
+        raise TopologyError(
+            f"{source} has {len(raw_nodes)} nodes and {len(raw_links)} links; Canopy reads "
+            f"at most {MAX_NODES} nodes and {MAX_LINKS} links.")
+    try:
+        unit = check_unit(data.get("bandwidth_unit") or "GB/s")
+    except ValueError as exc:
+        raise TopologyError(f"{source}: {exc}.") from None
     nodes = []
     for i, rn in enumerate(raw_nodes):
         if not isinstance(rn, dict) or not isinstance(rn.get("id"), str) or not rn["id"]:
             raise TopologyError(f"{source}: node {i} has no string 'id'.")
+        _check_id(rn["id"], "node id", source)
         where = f"{source}: node '{rn['id']}'"
         group = rn.get("group")
         nodes.append(Node(
@@ -82,42 +116,47 @@ def topology_from_dict(data: Any, source: str = "topology") -> Topology:
             label=str(rn.get("label") or ""),
             group=None if group is None else str(group),
             x=_coord(rn.get("x"), where), y=_coord(rn.get("y"), where),
-            extra={k: _plain(v) for k, v in rn.items() if k not in _NODE_KEYS},
+            extra={k: _plain(v, where) for k, v in rn.items() if k not in _NODE_KEYS},
             failed=_failed(rn, where)))
     links = []
     for i, rl in enumerate(raw_links):
         if not isinstance(rl, dict):
             raise TopologyError(f"{source}: link {i} is not a JSON object.")
         ends = f"{rl.get('source')} - {rl.get('target')}"
+        where = f"{source}: link {i} ({ends})"
         for key in ("source", "target"):
             if not isinstance(rl.get(key), str):
-                raise TopologyError(f"{source}: link {i} ({ends}) has no string '{key}'.")
+                raise TopologyError(f"{where} has no string '{key}'.")
+            _check_id(rl[key], f"link {i}'s {key}", source)
         try:
-            bandwidth = parse_bandwidth(rl.get("bandwidth"))
+            bandwidth = to_gbps(parse_bandwidth(rl.get("bandwidth")), unit)
         except ValueError as exc:
             raise TopologyError(
-                f"{source}: link {i} ({ends}) has bandwidth {_plain(rl.get('bandwidth'))!r}, "
-                f"which {exc}.") from None
+                f"{where} has bandwidth {_shown(rl.get('bandwidth'))}, which {exc}.") from None
         latency = None
         if rl.get("latency") is not None:
             try:
                 latency = parse_bandwidth(rl["latency"]) if rl["latency"] != 0 else Fraction(0)
             except ValueError as exc:
                 raise TopologyError(
-                    f"{source}: link {i} ({ends}) has latency {_plain(rl['latency'])!r}, "
-                    f"which {exc}.") from None
+                    f"{where} has latency {_shown(rl['latency'])}, which {exc}.") from None
         duplex = rl.get("duplex", True)
         if not isinstance(duplex, bool):
-            raise TopologyError(f"{source}: link {i} ({ends}) has 'duplex' {duplex!r}; "
-                                "use true or false.")
+            raise TopologyError(f"{where} has 'duplex' {duplex!r}; use true or false.")
         links.append(Link(rl["source"], rl["target"], bandwidth, duplex, latency,
-                          {k: _plain(v) for k, v in rl.items() if k not in _LINK_KEYS},
-                          _failed(rl, f"{source}: link {i} ({ends})")))
+                          {k: _plain(v, where) for k, v in rl.items() if k not in _LINK_KEYS},
+                          _failed(rl, where)))
     return Topology(
         name=str(data.get("name") or "untitled"), nodes=nodes, links=links,
-        bandwidth_unit=str(data.get("bandwidth_unit") or "GB/s"),
-        extra={k: _plain(v) for k, v in data.items() if k not in _TOP_KEYS},
+        bandwidth_unit=unit,
+        extra={k: _plain(v, source) for k, v in data.items() if k not in _TOP_KEYS},
         jobs=jobs_from_list(data["jobs"], source) if "jobs" in data else [])
+
+
+def _shown(value: Any) -> str:
+    """A number from the file as it was written, shortened when very long."""
+    text = str(value) if isinstance(value, Decimal) else repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…{text[-8:]} ({len(text)} characters)"
 
 
 def topology_to_dict(topo: Topology) -> dict[str, Any]:
@@ -135,7 +174,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
     links = []
     for link in topo.links:
         d = {"source": link.source, "target": link.target,
-             "bandwidth": format_number(link.bandwidth), "duplex": link.duplex}
+             "bandwidth": format_number(from_gbps(link.bandwidth, topo.bandwidth_unit)),
+             "duplex": link.duplex}
         if link.latency is not None:
             d["latency"] = format_number(link.latency)
         if link.failed:
@@ -180,14 +220,31 @@ def loads_topology(text: str, source: str = "topology") -> Topology:
     >>> topo.links[0].bandwidth
     Fraction(1, 10)
     """
+    if len(text) > MAX_FILE_BYTES:
+        raise TopologyError(f"{source} is {_mib(len(text))}; Canopy reads topology files of "
+                            f"at most {_mib(MAX_FILE_BYTES)}.")
     try:
-        data = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+        data = json.loads(text, parse_float=Decimal, parse_int=_integer,
+                          parse_constant=_reject_constant)
+        return topology_from_dict(data, source)
     except json.JSONDecodeError as exc:
         raise TopologyError(f"{source} is not valid JSON (line {exc.lineno}, "
                             f"column {exc.colno}: {exc.msg}).") from None
+    except RecursionError:
+        raise TopologyError(f"{source} nests arrays or objects too deeply for Canopy to "
+                            "read (a topology needs three levels).") from None
     except ValueError as exc:
         raise TopologyError(f"{source}: {exc}.") from None
-    return topology_from_dict(data, source)
+
+
+def _integer(text: str) -> int | Decimal:
+    """JSON integers: Python ints up to the digit limit; longer ones stay Decimal so that
+    the bandwidth parser (or :func:`_plain`) refuses them with a sentence."""
+    return int(text) if len(text) <= MAX_DIGITS else Decimal(text)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def _reject_constant(name: str) -> Any:
@@ -222,6 +279,10 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
     """
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise TopologyError(f"{p} is {_mib(size)}; Canopy reads topology files of at most "
+                                f"{_mib(MAX_FILE_BYTES)}.")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TopologyError(f"{p}: no such file.") from None
@@ -240,12 +301,18 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``.
+    """Write to a temporary file beside ``path``, fsync it, then rename it over ``path``
+    (a device or pipe such as ``/dev/null`` is written through instead).
 
     The new file keeps the permissions of the file it replaces (or the umask's default
     for a new file), not mkstemp's private 0600.
     """
     p = Path(path)
+    if p.exists() and not p.is_file():
+        # A device or pipe (/dev/null, /dev/stdout, a FIFO): write through, never replace it.
+        with open(p, "wb") as fh:
+            fh.write(data)
+        return
     try:
         mode = p.stat().st_mode & 0o7777
     except FileNotFoundError:

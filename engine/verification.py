@@ -19,6 +19,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import add_path_load
 from canopy.engine.schedule import Schedule, Tree, TreeEdge
 from canopy.engine.topology import Topology, format_gbps
 
@@ -95,9 +96,7 @@ def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedu
             _fail(f"root '{root}' has {total} unit trees, but k = {schedule.k}.")
     loads: dict[tuple[str, str], int] = {}
     for e, count in uses.items():
-        for a, b in zip(e.path, e.path[1:], strict=False):
-            hop = (b, a) if reverse else (a, b)
-            loads[hop] = loads.get(hop, 0) + count
+        add_path_load(loads, tuple(reversed(e.path)) if reverse else e.path, count)
     worst = Fraction(0)
     for link, load in sorted(loads.items()):
         if load * y > caps[link]:

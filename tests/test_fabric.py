@@ -9,7 +9,7 @@ import pytest
 
 from canopy.cli import main
 from canopy.engine.errors import TopologyError
-from canopy.engine.fabric.analysis import analyze
+from canopy.engine.fabric.analysis import analyze, ecmp_plan
 from canopy.engine.fabric.contention import fair_rates
 from canopy.engine.fabric.ecmp import EcmpRouter, five_tuple_hash
 from canopy.engine.fabric.jobs import Job
@@ -79,22 +79,39 @@ def test_motivating_result_ecmp_collisions_slow_jobs():
     assert single.jobs[0].mean > 1.2
 
 
+def _together(topo, jobs, plans):
+    """The execution model running several jobs' plans at once (sizes in the shares)."""
+    trees: dict[bool, list[FlowTree]] = {True: [], False: []}
+    for job, plan in zip(jobs, plans, strict=True):
+        for t in plan.trees:
+            trees[t.reduce].append(FlowTree((job.name, t.key), t.root, t.edges,
+                                            t.share * job.size, t.reduce))
+    merged = CollectivePlan("allreduce", tuple(n for j in jobs for n in j.nodes),
+                            tuple(trees[True]), tuple(trees[False]))
+    return float(simulate(topo, merged, 1, jobs[0].pieces).time_us)
+
+
 def test_flow_model_matches_execution_model():
     """Two jobs whose source routes collide: the flow model's completion time agrees with
     the execution model running both plans at once."""
     topo = load_sample(SAMPLE)
     result = analyze(topo, topo.jobs[:2], "source")
     assert [j.mean for j in result.jobs] == [2.0, 2.0]
-    trees: dict[bool, list[FlowTree]] = {True: [], False: []}
-    for job in result.jobs:
-        for t in job.plan.trees:
-            trees[t.reduce].append(FlowTree((job.name, t.key), t.root, t.edges,
-                                            t.share * job.size, t.reduce))
-    merged = CollectivePlan("allreduce", tuple(n for j in result.jobs for n in j.nodes),
-                            tuple(trees[True]), tuple(trees[False]))
-    together = simulate(topo, merged, 1, result.jobs[0].pieces)
     predicted = max(j.time_us(j.mean) for j in result.jobs)
-    assert float(together.time_us) == pytest.approx(predicted, rel=0.03)
+    together = _together(topo, result.jobs, [j.plan for j in result.jobs])
+    assert together == pytest.approx(predicted, rel=0.03)
+
+
+def test_flow_model_matches_execution_model_under_ecmp():
+    """Each seed's uneven collisions: the latest job's completion time in the flow model
+    agrees with the execution model running all four jobs on their hashed routes."""
+    topo = load_sample(SAMPLE)
+    result = analyze(topo, routing="ecmp", seeds=3)
+    router = EcmpRouter(topo)
+    for seed in range(3):
+        plans = [ecmp_plan(router, j.name, j.plan, seed) for j in result.jobs]
+        predicted = max(j.time_us(j.slowdowns[seed]) for j in result.jobs)
+        assert _together(topo, result.jobs, plans) == pytest.approx(predicted, rel=0.03)
 
 
 def test_vclos_accepts_with_slowdown_one_and_isolates():

@@ -12,12 +12,13 @@ from canopy.cli import main
 from canopy.engine.errors import CanopyError
 from canopy.engine.forest import solve
 from canopy.engine.nccl_import import (
-    DEFAULT_PCIE_BW,
     NcclImportError,
     NcclImportOptions,
     import_nccl_bytes,
     import_nccl_file,
-    pcie_bandwidth,
+    inter_cpu_bandwidth,
+    nccl_pci_bandwidth,
+    nvlink_bandwidth,
 )
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
@@ -27,9 +28,9 @@ from canopy.engine.topology_io import load_topology
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
 REAL_FILES = sorted(SHARED.glob("*.xml")) if SHARED.is_dir() else []
-GEN3_X16 = Fraction(1024, 65)          # 8 GT/s x 16 lanes x 128/130 / 8 = 15.75 GB/s
-GEN4_X16 = Fraction(2048, 65)
-GEN5_X16 = Fraction(4096, 65)
+GEN3_X16 = Fraction(12)      # NCCL: 16 lanes x 60 (100 Mb/s per lane at 8 GT/s) / 80
+GEN4_X16 = Fraction(24)
+GEN5_X16 = Fraction(48)
 
 
 def links_between(topo, a, b):
@@ -41,14 +42,34 @@ def kinds(topo, role):
 
 
 @pytest.mark.parametrize("speed, lanes, expected", [
-    (Fraction("2.5"), 1, Fraction(1, 4)),          # Gen1: 8b/10b
-    (Fraction(5), 16, Fraction(8)),                # Gen2: 8b/10b
-    (Fraction(8), 16, GEN3_X16),                   # Gen3: 128b/130b
-    (Fraction(16), 16, GEN4_X16),
-    (Fraction(32), 8, GEN4_X16),
+    ("2.5 GT/s", 1, Fraction(15, 80)),             # NCCL's kvDictPciGen, x100 Mb/s per lane
+    ("5 GT/s", 16, Fraction(6)),
+    ("8 GT/s", 16, GEN3_X16),
+    ("16.0 GT/s PCIe", 16, GEN4_X16),
+    ("32.0 GT/s PCIe", 8, GEN4_X16),
+    ("32.0 GT/s PCIe", 0, GEN5_X16),               # width 0 is 16 lanes
+    ("64.0 GT/s PCIe", 16, Fraction(96)),
+    ("", 0, GEN3_X16),                             # unknown speed: Gen3
+    ("Unknown", 4, Fraction(3)),
 ])
-def test_pcie_bandwidth_encoding(speed, lanes, expected):
-    assert pcie_bandwidth(speed, lanes) == expected
+def test_nccl_pci_bandwidth(speed, lanes, expected):
+    assert nccl_pci_bandwidth(speed, lanes) == expected
+
+
+@pytest.mark.parametrize("sm, per_link", [(60, 18), (70, 20), (80, 20), (86, 12),
+                                          (90, Fraction("20.6")), (100, Fraction("40.1")),
+                                          (999, Fraction("40.1")), (35, 20)])
+def test_nvlink_bandwidth_by_sm(sm, per_link):
+    assert nvlink_bandwidth(sm) == per_link
+
+
+@pytest.mark.parametrize("arch, vendor, family, model, bw", [
+    ("x86_64", "GenuineIntel", 6, 0x4F, 6), ("x86_64", "GenuineIntel", 6, 85, 10),
+    ("x86_64", "GenuineIntel", 6, 0x8F, 22), ("x86_64", "GenuineIntel", 6, 0xCF, 40),
+    ("x86_64", "AuthenticAMD", 25, 1, 16), ("arm64", "", None, None, 6),
+    ("ppc64", "", None, None, 32), ("x86_64", "CentaurHauls", 7, 0x5B, 9)])
+def test_inter_cpu_bandwidth(arch, vendor, family, model, bw):
+    assert inter_cpu_bandwidth(arch, vendor, family, model) == bw
 
 
 # ------------------------------------------------------------------ the provider files
@@ -98,7 +119,7 @@ def test_p4d_pcie_tree_and_nic_defaults():
     assert links_between(topo, "h0.pcie0", "h0.cpu0") == [GEN3_X16]
     assert links_between(topo, "h0.cpu0", "h0.cpu1") == [Fraction(10)]     # Intel sockets
     assert len(result.warnings) == 4
-    assert all("no <net speed>" in w and "12.5 GB/s" in w for w in result.warnings)
+    assert all("no <net> port" in w and "12.5 GB/s" in w for w in result.warnings)
     assert "line 20" in result.warnings[0] and "0000:10:1b.0" in result.warnings[0]
     # Without NVLink the GPUs only meet over PCIe, and one GPU's Gen3 link is the bottleneck
     # (7/15.75 beats the 4 GPUs behind each 10 GB/s socket link, 4/10).
@@ -112,8 +133,9 @@ def test_p4d_two_hosts_on_rails():
         "rail0", "rail1", "rail2", "rail3"]
     assert links_between(topo, "h1.nic2", "rail2") == [Fraction("12.5")]
     assert links_between(topo, "h0.gpu5", "h0.nvswitch0") == [Fraction(300)]
-    # One host's 4 NICs of 12.5 GB/s feed its 8 GPUs: 1/x* = 8/50.
-    assert find_optimum(Network.from_topology(topo)).inverse_x == Fraction(8, 50)
+    # One host's 4 NICs sit on PCIe Gen3 x16 links, 12 GB/s for NCCL, below their 12.5 GB/s:
+    # 8 GPUs behind 48 GB/s, 1/x* = 8/48.
+    assert find_optimum(Network.from_topology(topo)).inverse_x == Fraction(8, 48)
     assert topo.extra["imported_from"]["hosts"] == 2
 
 
@@ -138,11 +160,13 @@ def test_ncv4_self_nvlink_missing_speed_and_cpu_nic():
     result = import_nccl_file(_real("azure-ncv4-topo.xml"))
     topo = result.topology
     self_links = [w for w in result.warnings if "its own bus id" in w]
-    missing = [w for w in result.warnings if "no usable link_speed" in w]
+    missing = [w for w in result.warnings if "link_speed ''" in w and "Gen3" in w]
     assert len(self_links) == 4 and len(missing) == 4 and len(result.warnings) == 8
     assert "<nvlink target=\"0001:00:00.0\">" in self_links[0]
-    assert links_between(topo, "h0.gpu0", "h0.cpu0") == [DEFAULT_PCIE_BW]
-    assert links_between(topo, "h0.nic0", "h0.cpu0") == [Fraction("12.5")]  # 100000 Mb/s
+    # link_width="0" is 16 lanes and an empty link_speed is Gen3 for NCCL: 12 GB/s.
+    assert links_between(topo, "h0.gpu0", "h0.cpu0") == [GEN3_X16]
+    assert links_between(topo, "h0.nic0", "h0.cpu0") == [Fraction(5000)]   # NCCL's LOC_BW
+    assert topo.extra is not None and result.topology.links
     assert "eth0" in topo.node("h0.nic0").label
     assert links_between(topo, "h0.cpu0", "h0.cpu3") == [Fraction(16)]      # AMD sockets
 
@@ -155,16 +179,16 @@ def test_dump_with_nvswitches():
     topo = result.topology
     assert result.warnings == []
     assert len(topo.compute_nodes()) == 16
+    # NCCL keeps one NVSwitch node per system, whatever the targets' bus ids.
     switches = [n for n in topo.node_ids() if ".nvswitch" in n]
-    assert len(switches) == 12
-    assert topo.node("h0.nvswitch0").extra["busid"] == "0000:c4:00.0"
-    for s in range(6):
-        assert links_between(topo, "h0.gpu3", f"h0.nvswitch{s}") == [Fraction(50)]  # 2 x 25
+    assert switches == ["h0.nvswitch0", "h1.nvswitch0"]
+    # 6 targets x 2 links of NCCL's 20 GB/s for sm 80.
+    assert links_between(topo, "h0.gpu3", "h0.nvswitch0") == [Fraction(240)]
     assert links_between(topo, "h1.nic7", "rail7") == [Fraction(25)]            # 200 Gb/s
     assert links_between(topo, "h0.nic0", "h0.pcie0") == [GEN4_X16]
     opt = find_optimum(Network.from_topology(topo))
-    # A GPU's ingress (6 x 50 NVLink + its PCIe Gen4 x16 link) is the bottleneck.
-    assert opt.inverse_x == 15 / (300 + GEN4_X16)
+    # A GPU's ingress (240 NVLink + its PCIe Gen4 x16 link) is the bottleneck.
+    assert opt.inverse_x == 15 / (240 + GEN4_X16)
 
 
 def test_dump_with_direct_nvlinks_and_a_classless_gpu():
@@ -177,19 +201,20 @@ def test_dump_with_direct_nvlinks_and_a_classless_gpu():
         if ".gpu" in link.source and ".gpu" in link.target:
             nvlink[link.source] += link.bandwidth
             nvlink[link.target] += link.bandwidth
-    assert set(nvlink.values()) == {Fraction(150)}           # 6 NVLink2 links of 25 GB/s
-    assert links_between(topo, "h0.gpu0", "h0.gpu3") == [Fraction(50)]
-    assert links_between(topo, "h0.gpu0", "h0.gpu1") == [Fraction(25)]
+    assert set(nvlink.values()) == {Fraction(120)}           # 6 links of NCCL's 20 GB/s
+    assert links_between(topo, "h0.gpu0", "h0.gpu3") == [Fraction(40)]
+    assert links_between(topo, "h0.gpu0", "h0.gpu1") == [Fraction(20)]
     opts = NcclImportOptions(hosts=2, nvswitch_bw=Fraction(300))
     two = import_nccl_file(DATA / "nccl-dgx1-v100-dump.xml", opts)
     assert any("describes NVLink itself" in w for w in two.warnings)
     assert not any(".nvswitch" in n for n in two.topology.node_ids())
-    # Two hosts: each host's 4 EDR NICs (12.5 GB/s) feed its 8 GPUs.
-    assert find_optimum(Network.from_topology(two.topology)).inverse_x == Fraction(8, 50)
+    # Two hosts: each host's 4 EDR NICs feed its 8 GPUs through PCIe Gen3 x16 links of
+    # NCCL's 12 GB/s, below the NICs' 12.5 GB/s.
+    assert find_optimum(Network.from_topology(two.topology)).inverse_x == Fraction(8, 48)
 
 
 @pytest.mark.parametrize("dump", ["nccl-dgx-a100-dump.xml", "nccl-dgx1-v100-dump.xml",
-                                  "nccl-odd-dump.xml"])
+                                  "nccl-h100-vm-dump.xml"])
 @pytest.mark.parametrize("hosts", [1, 2])
 def test_imported_dumps_solve(dump, hosts):
     topo = import_nccl_file(DATA / dump, NcclImportOptions(hosts=hosts)).topology
@@ -200,18 +225,16 @@ def test_imported_dumps_solve(dump, hosts):
 ODD_WARNINGS = [
     ("line 8", "own bus id"),
     ("line 10", "not a GPU in this file"),
-    ("line 11", "neither a GPU nor an NVSwitch"),
-    ("line 12", "count 'abc'"),
-    ("line 15", "no usable link_speed"),
+    ("line 11", "links it to the NVSwitch"),
+    ("line 12", "count 0"),
+    ("line 15", "link_speed ''"),
     ("line 20", "class 0x010802"),
     ("line 21", "no busid"),
-    ("line 23", "no <net speed>"),
-    ("line 24", "no usable speed"),
+    ("line 24", "10000 Mb/s"),
     ("line 27", "has no class"),
-    ("line 30", "sm '999'"),
     ("line 34", "<widget"),
     ("line 36", "<interconnect>"),
-    ("nccl-odd-dump.xml:", "listed as 100 and 50 GB/s"),
+    ("nccl-odd-dump.xml:", "lists 80 GB/s of NVLink to GPU 1"),
 ]
 
 
@@ -221,11 +244,44 @@ def test_odd_elements_each_give_one_warning_and_the_rest_imports():
     for where, what in ODD_WARNINGS:
         assert sum(1 for w in result.warnings if where in w and what in w) == 1, (where, what)
     topo = result.topology
-    assert find_problems(topo) == []
     assert len(topo.compute_nodes()) == 3
-    assert links_between(topo, "h0.gpu0", "h0.gpu1") == [Fraction(50)]   # smaller end wins
-    assert links_between(topo, "h0.gpu0", "h0.gpu2") == [Fraction(25)]
-    assert links_between(topo, "h0.gpu1", "h0.pcie0") == [GEN4_X16]       # parent's speed
+    # Each end's own count is its direction, as in NCCL: 4 x 20 one way, 2 x 20 back, and
+    # GPU 2 (sm 999: NCCL's 40.1 per link) lists a link GPU 0 does not list back.
+    oneway = {(link.source, link.target): link.bandwidth for link in topo.links
+              if not link.duplex}
+    assert oneway == {("h0.gpu0", "h0.gpu1"): 80, ("h0.gpu1", "h0.gpu0"): 40,
+                      ("h0.gpu2", "h0.gpu0"): Fraction("40.1")}
+    assert "unbalanced" in find_problems(topo)[0].message
+    assert links_between(topo, "h0.gpu1", "h0.pcie0") == [GEN3_X16]       # unknown speed
+    assert links_between(topo, "h0.gpu0", "h0.nvswitch0") == [Fraction(20)]
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ('count="0"', 'count="-2"', "count '-2'"),
+    ('count="0"', 'count="NaN"', "count 'NaN'"),
+    ('count="0"', 'count="1.5"', "count '1.5'"),
+    ('count="0"', 'count="' + "9" * 5000 + '"', "count '99999999999999999999…'"),
+    ('<gpu dev="1" sm="80" rank="1">', '<gpu dev="1" sm="80" rank="0">', "rank 0, like"),
+    ('busid="0000:04:00.0" class="0x030200"', 'busid="0000:02:00.0" class="0x030200"',
+     "repeats the bus id"),
+    ('link_speed="16 GT/s" link_width="16">\n      <gpu dev="2"',
+     'link_speed="16 GT/s" link_width="-16">\n      <gpu dev="2"', "negative number of lanes"),
+])
+def test_what_nccl_cannot_use_is_an_error(old, new, words):
+    text = (DATA / "nccl-odd-dump.xml").read_text()
+    assert old in text
+    with pytest.raises(NcclImportError, match=words):
+        import_nccl_bytes(text.replace(old, new, 1).encode(), "odd.xml")
+
+
+def test_h100_vm_dump_with_zero_link_widths_is_nic_limited():
+    """link_width="0" on every GPU and NIC is 16 lanes for NCCL (48 GB/s at Gen5), not the
+    hypervisor bridge's 2.5 GT/s x1: two hosts reach the NIC-limited 400 GB/s."""
+    options = NcclImportOptions(hosts=2, nvswitch_bw=Fraction(450))
+    topo = import_nccl_file(DATA / "nccl-h100-vm-dump.xml", options).topology
+    assert links_between(topo, "h0.gpu0", "h0.pcie0") == [GEN5_X16]
+    assert links_between(topo, "h0.pcie0", "h0.cpu0") == [Fraction(15, 80)]
+    assert find_optimum(Network.from_topology(topo)).algbw() == 400
 
 
 @pytest.mark.parametrize("xml, words", [
@@ -317,7 +373,8 @@ def test_cli_import_nccl_warns_on_stderr_and_writes(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0
     lines = [line for line in captured.err.splitlines() if line]
-    assert len(lines) == len(ODD_WARNINGS)
+    assert sum("nccl-odd-dump.xml" in line for line in lines) == len(ODD_WARNINGS)
+    assert sum("unbalanced" in line for line in lines) == 3     # NCCL's one-way NVLink
     assert all(line.startswith("canopy: warning: ") for line in lines)
     assert load_topology(out).name == "odd"
     assert f"{len(ODD_WARNINGS)} warnings" in captured.out

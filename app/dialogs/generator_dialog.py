@@ -17,9 +17,11 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import (
     QApplication,
+    QComboBox,
     QDialog,
     QDialogButtonBox,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
@@ -44,6 +46,7 @@ from canopy.engine.errors import CanopyError
 from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.generators.params import DIMS, INT
 from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.units import GBPS, UNITS
 
 DEBOUNCE_MS = 200
 ERROR_STYLE = "color: #8a1c12;"
@@ -110,6 +113,14 @@ class GeneratorDialog(QDialog):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
         scroll.setMinimumWidth(330)
+        self.unit = QComboBox()
+        self.unit.setObjectName("generator_unit")
+        self.unit.addItems(list(UNITS))
+        self.unit.setCurrentText(str((recipe or {}).get("unit", GBPS)))
+        self.unit.setToolTip("The unit of the bandwidth parameters; the new topology keeps it")
+        unit_row = QHBoxLayout()
+        unit_row.addWidget(QLabel("Bandwidth unit:"))
+        unit_row.addWidget(self.unit, 1)
         self.error = QLabel()
         self.error.setObjectName("generator_error")
         self.error.setWordWrap(True)
@@ -145,6 +156,7 @@ class GeneratorDialog(QDialog):
         middle = QVBoxLayout()
         middle.addWidget(self.summary)
         middle.addWidget(scroll, 1)
+        middle.addLayout(unit_row)
         middle.addWidget(self.help)
         middle.addWidget(self.error)
         right = QVBoxLayout()
@@ -285,13 +297,14 @@ class GeneratorDialog(QDialog):
         """Use the previewed topology if it is current, else generate it now."""
         kind, texts = self.kind(), self.current_form().texts()
         preview = self.preview
+        unit = self.unit.currentText()
         if preview is not None and preview.topology is not None and preview.kind == kind \
-                and preview.texts == texts:
+                and preview.texts == texts and unit == GBPS:
             self._result = preview.topology
         else:
             QApplication.setOverrideCursor(QCursor(Qt.CursorShape.WaitCursor))
             try:
-                self._result = generate(kind, texts)
+                self._result = generate(kind, texts, unit=unit)
             except CanopyError as exc:
                 self._set_error(self.current_form().in_words(str(exc)))
                 return

@@ -274,7 +274,7 @@ class CompareDock(QDockWidget):
         self.compared.emit(comparison, time.perf_counter() - self._started)
 
     def _on_failed(self, what: str, message: str) -> None:
-        # The window shows the engine's sentence in a dialog (canopy.app.inspector).
+        # The window shows the engine's sentence in a dialog (canopy.app.solve_controller).
         if self._running:
             self._done()
             self.summary.setText(f"The comparison failed: {message}")

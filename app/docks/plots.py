@@ -4,7 +4,9 @@ modelled collective time from 1 KiB to 4 GiB.
 The first plot is forestcoll.txt §4.5 (Thms 13-15): with k trees per node the best
 algbw is N·k/U*, approaching the optimum N·x* as k grows. The second is the bandwidth
 bound M / algbw (§3.1) plus, where links carry latencies, the latency of the deepest
-route of any tree (:func:`canopy.engine.curves.collective_time_us`).
+route of any tree (:func:`canopy.engine.curves.collective_time_us`), beside the time
+the schedule takes in the execution model (:mod:`canopy.engine.simulate`) and, once
+compared, the baselines' executed times, so the gap can be read at every size.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Solution
+from canopy.engine.comparison import Comparison
 from canopy.engine.topology import format_gbps
 
 TITLE = "Plots"
 CURVE = "#2c7bb6"
 OPTIMUM = "#d62728"
 LATENCY = "#7b2cbf"
+EXECUTED = "#1a9850"
+BASELINE_COLOURS = ["#fdae61", "#8c6d31", "#636363", "#e377c2", "#17becf"]
 SIZE_TICKS = [(2**10, "1 KiB"), (2**15, "32 KiB"), (2**20, "1 MiB"), (2**25, "32 MiB"),
               (2**30, "1 GiB"), (2**32, "4 GiB")]
 
@@ -47,6 +52,7 @@ class PlotsDock(SolutionDock):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(TITLE, "PlotsDock", parent)
         self.solution: Solution | None = None
+        self.comparison: Comparison | None = None
         row = QHBoxLayout(self.body)
         row.setContentsMargins(0, 0, 0, 0)
         self.k_plot = _plot_widget("algbw with k fixed", "algbw (GB/s)", "k (trees per node)")
@@ -68,6 +74,13 @@ class PlotsDock(SolutionDock):
             self._plot_k(solution)
             self._plot_time(solution)
         self.set_stale(stale)
+
+    def set_comparison(self, comparison: Comparison | None) -> None:
+        """Draw the compared algorithms' executed times too (same collective only)."""
+        self.comparison = comparison
+        if self.solution is not None:
+            self.time_plot.clear()
+            self._plot_time(self.solution)
 
     def _plot_k(self, solution: Solution) -> None:
         plot = self.k_plot
@@ -109,3 +122,21 @@ class PlotsDock(SolutionDock):
             plot.plot(sizes, [float(t * ratio) for t in solution.bandwidth_us],
                       pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine),
                       name="optimum (bandwidth bound)")
+        if solution.executed_us:
+            plot.plot([s for s, _ in solution.executed_us],
+                      [float(t) for _, t in solution.executed_us],
+                      pen=pg.mkPen(EXECUTED, width=2), symbol="o", symbolSize=6,
+                      symbolBrush=EXECUTED, symbolPen="w", name="executed (simulated)")
+        self._plot_baselines(solution)
+
+    def _plot_baselines(self, solution: Solution) -> None:
+        comp = self.comparison
+        if comp is None or comp.collective != solution.collective:
+            return
+        rows = [r for r in comp.rows if r.algorithm != "forestcoll" and r.times_us]
+        for colour, row in zip(BASELINE_COLOURS, rows, strict=False):
+            sizes = sorted(row.times_us)
+            self.time_plot.plot(sizes, [float(row.times_us[s]) for s in sizes],
+                                pen=pg.mkPen(colour, width=1.5, style=Qt.PenStyle.DashLine),
+                                symbol="t", symbolSize=7, symbolBrush=colour, symbolPen="w",
+                                name=f"{row.algorithm} (executed)")

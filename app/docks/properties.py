@@ -24,9 +24,16 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.canvas.scene import TopologyScene
-from canopy.app.commands import RenameNode, RenameTopology, edit_links, edit_nodes
+from canopy.app.commands import (
+    RenameNode,
+    RenameTopology,
+    SetBandwidthUnit,
+    edit_links,
+    edit_nodes,
+)
 from canopy.app.document import Document
 from canopy.engine.topology import NODE_KINDS, format_gbps, parse_bandwidth
+from canopy.engine.units import UNITS, from_gbps, to_gbps
 
 _PARTIAL_NUMBER = re.compile(r"^\s*(\d*\.?\d*|\d+\s*/\s*\d*)\s*$")
 INVALID_STYLE = "QLineEdit { background: #ffd9d6; }"
@@ -95,7 +102,13 @@ class PropertiesDock(QDockWidget):
         self.name_edit = QLineEdit()
         self.summary = QLabel()
         self.summary.setWordWrap(True)
+        self.unit_combo = QComboBox()
+        self.unit_combo.setObjectName("bandwidth_unit")
+        self.unit_combo.addItems(list(UNITS))
+        self.unit_combo.setToolTip("The unit bandwidths are typed, shown and saved in; "
+                                   "changing it keeps every bandwidth's value (exact)")
         form.addRow("Name", self.name_edit)
+        form.addRow("Bandwidth unit", self.unit_combo)
         form.addRow("Contents", self.summary)
 
         self.node_box = QGroupBox("Node")
@@ -120,7 +133,8 @@ class PropertiesDock(QDockWidget):
         self.ends = QLabel()
         self.bandwidth_edit = QLineEdit()
         self.bandwidth_edit.setValidator(NumberValidator(parent=self))
-        self.bandwidth_edit.setToolTip("GB/s in each direction; decimals like 12.5 are exact")
+        self.bandwidth_edit.setToolTip("in each direction, in the topology's bandwidth unit; "
+                                       "decimals like 12.5 are exact")
         self.direction_combo = QComboBox()
         self.direction_combo.addItems(["duplex", "one-way"])
         self.direction_combo.setToolTip("duplex: the bandwidth in each direction; "
@@ -144,6 +158,7 @@ class PropertiesDock(QDockWidget):
         self.setWidget(body)
 
         self.name_edit.editingFinished.connect(self._commit_name)
+        self.unit_combo.activated.connect(self._commit_unit)
         self.id_edit.editingFinished.connect(self._commit_id)
         self.label_edit.editingFinished.connect(self._commit_label)
         self.kind_combo.activated.connect(self._commit_kind)
@@ -172,6 +187,10 @@ class PropertiesDock(QDockWidget):
         self.link_box.setVisible(bool(self._links))
         topo = self.doc.topology
         self._set_text(self.name_edit, topo.name)
+        self.unit_combo.setCurrentText(topo.bandwidth_unit)
+        label = self.link_box.layout().labelForField(self.bandwidth_edit)
+        if label is not None:
+            label.setText(f"Bandwidth ({topo.bandwidth_unit})")
         self.summary.setText(f"{len(topo.compute_nodes())} compute, "
                              f"{len(topo.switch_nodes())} switch nodes, {len(topo.links)} links")
         if self._nodes:
@@ -218,8 +237,9 @@ class PropertiesDock(QDockWidget):
         self.ends.setText(f"{first.source} {arrow} {first.target}" if single
                           else f"{len(links)} links")
         bandwidth = _common([link.bandwidth for link in links])
-        self._set_text(self.bandwidth_edit,
-                       bandwidth if bandwidth == VARIOUS else format_gbps(bandwidth))
+        unit = self.doc.topology.bandwidth_unit
+        self._set_text(self.bandwidth_edit, bandwidth if bandwidth == VARIOUS
+                       else format_gbps(from_gbps(bandwidth, unit)))
         duplex = _common([link.duplex for link in links])
         self.direction_combo.setCurrentIndex(-1 if duplex == VARIOUS else (0 if duplex else 1))
         latency = _common([link.latency for link in links])
@@ -244,6 +264,11 @@ class PropertiesDock(QDockWidget):
         name = self.name_edit.text().strip()
         if name and name != self.doc.topology.name:
             self.doc.undo_stack.push(RenameTopology(self.doc, name))
+
+    def _commit_unit(self, index: int) -> None:
+        unit = self.unit_combo.itemText(index)
+        if unit != self.doc.topology.bandwidth_unit:
+            self.doc.undo_stack.push(SetBandwidthUnit(self.doc, unit))
 
     def _commit_id(self) -> None:
         if len(self._nodes) != 1 or not self.id_edit.isModified():
@@ -284,6 +309,8 @@ class PropertiesDock(QDockWidget):
         if self._links and self.bandwidth_edit.isModified():
             self.bandwidth_edit.setModified(False)
             value = self.bandwidth_edit.validator().parse(self.bandwidth_edit.text())
+            if value is not None:
+                value = to_gbps(value, self.doc.topology.bandwidth_unit)
             edit_links(self.doc, self._links, "bandwidth", value)
 
     def _commit_latency(self) -> None:

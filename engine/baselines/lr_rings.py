@@ -27,15 +27,8 @@ from dataclasses import dataclass
 import networkx as nx
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import (
-    BaselineResult,
-    Edge,
-    Path,
-    Router,
-    bandwidth_bound,
-    path_links,
-    ring_plan,
-)
+from canopy.engine.plan import BaselineResult, Edge, Path, bandwidth_bound, path_links, ring_plan
+from canopy.engine.routing import Router
 from canopy.engine.topology import Topology
 
 INF = 10**9

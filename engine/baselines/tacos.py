@@ -47,10 +47,10 @@ from canopy.engine.plan import (
     FlowEdge,
     FlowTree,
     Path,
-    Router,
     add_path_load,
     path_links,
 )
+from canopy.engine.routing import Router
 from canopy.engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
 from canopy.engine.topology import Topology
 

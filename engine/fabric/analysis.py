@@ -32,9 +32,9 @@ import numpy as np
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.fabric.contention import alone_rates, fair_rates
-from canopy.engine.fabric.ecmp import EcmpRouter, five_tuple_hash, source_port
+from canopy.engine.fabric.ecmp import EcmpRouter
 from canopy.engine.fabric.jobs import Job, check_jobs
-from canopy.engine.fabric.plans import Flow, job_plan, job_topology, plan_flows
+from canopy.engine.fabric.plans import Flow, channel_of, job_plan, job_topology, plan_flows
 from canopy.engine.fabric.vclos import (
     Allocation,
     Placer,
@@ -335,10 +335,8 @@ def _contend(topology: Topology, jobs: list[Job], live: dict[int, _Prepared], ro
             units = float(flow.volume / largest[i])
             alone_use.add(i, flow.path, units)     # alone: its own source routes
             if router is not None and router.has_choice(flow.src, flow.dst):
-                port = source_port(jobs[i].name, flow.channel, flow.src, flow.dst)
-                moving.append((i, flow, five_tuple_hash(router.index[flow.src] + 1,
-                                                        router.index[flow.dst] + 1, port),
-                               units))
+                moving.append((i, flow, router.flow_hash(jobs[i].name, flow.channel,
+                                                         flow.src, flow.dst), units))
             else:
                 fixed.add(i, flow.path, units)
     link_stats: dict[tuple[str, str], LinkResult] = {}
@@ -380,6 +378,25 @@ def _contend(topology: Topology, jobs: list[Job], live: dict[int, _Prepared], ro
         stats.loads += [0.0] * (rounds - len(stats.loads))
         stats.flows += [0] * (rounds - len(stats.flows))
     return list(link_stats.values())
+
+
+def ecmp_plan(router: EcmpRouter, job: str, plan: CollectivePlan, seed: int
+              ) -> CollectivePlan:
+    """``plan`` with every connection on the path ECMP hashes it to under ``seed``: the
+    routes the analysis assumes for job ``job`` (to run in the execution model)."""
+    def tree(t: FlowTree) -> FlowTree:
+        channel = channel_of(t)
+        edges = []
+        for e in t.edges:
+            src, dst, path = e.path[0], e.path[-1], e.path
+            if router.has_choice(src, dst):
+                path = router.path(src, dst, router.flow_hash(job, channel, src, dst), seed)
+            edges.append(FlowEdge(e.parent, e.child, path, e.priority))
+        return FlowTree(t.key, t.root, tuple(edges), t.share, t.reduce)
+
+    return CollectivePlan(plan.collective, plan.compute_nodes,
+                          tuple(tree(t) for t in plan.reduce_trees),
+                          tuple(tree(t) for t in plan.broadcast_trees), plan.ordered_links)
 
 
 def _check_isolation(prepared: list[_Prepared], caps: dict[tuple[str, str], Fraction]

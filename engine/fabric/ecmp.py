@@ -4,7 +4,7 @@ vclos.txt §3.1: switches spread flows over equal-cost paths by hashing the 5-tu
 (source IP, destination IP, source port, destination port, protocol); flows that hash
 onto the same uplink collide. We model it per hop, as switches do: at every node on the
 way, the next hops are the neighbours one hop closer to the destination (shortest paths
-with switch interiors, as :class:`~canopy.engine.plan.Router` routes), and the switch
+with switch interiors, as :class:`~canopy.engine.routing.Router` routes), and the switch
 picks ``hash(5-tuple, seed, switch) mod (number of next hops)``.
 
 The hash is a deterministic 64-bit mixer (the splitmix64 finaliser) of the 5-tuple, the
@@ -12,6 +12,11 @@ seed and the switch's index, so a seed stands for one hash configuration of the 
 fabric (per-switch salts avoid hash polarisation) and runs are reproducible. A flow's
 5-tuple: IPs are node indices, the source port is derived from its job and channel (a
 RoCE queue pair's UDP source port), destination port 4791 (RoCE v2), protocol 17 (UDP).
+
+Limit: a next hop is a neighbour, so parallel links (or one link standing for a bundle
+of ports) between two switches are one next hop whose bandwidth the flows share; real
+switches hash onto each port, which collides more. Model such fabrics with one spine
+per port (as samples/leaf-spine-jobs.json does) to see port-level collisions.
 """
 
 from __future__ import annotations
@@ -108,6 +113,11 @@ class EcmpRouter:
                 return True
             node = options[0]
         return False
+
+    def flow_hash(self, job: str, channel: str, src: str, dst: str) -> int:
+        """The 5-tuple hash of a job's connection src -> dst on ``channel``."""
+        return five_tuple_hash(self.index[src] + 1, self.index[dst] + 1,
+                               source_port(job, channel, src, dst))
 
     def path(self, src: str, dst: str, flow_hash: int, seed: int) -> Path:
         """The route a flow with 5-tuple hash ``flow_hash`` takes under ``seed``."""

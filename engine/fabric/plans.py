@@ -26,10 +26,10 @@ from canopy.engine.plan import (
     FlowEdge,
     FlowTree,
     Path,
-    Router,
     add_path_load,
     schedule_plan,
 )
+from canopy.engine.routing import Router
 from canopy.engine.topology import Link, Node, Topology
 
 
@@ -113,7 +113,8 @@ def job_plan(network: Topology, job: Job) -> CollectivePlan:
     return result.plan_at(Fraction(job.size))
 
 
-def _channel(tree: FlowTree) -> str:
+def channel_of(tree: FlowTree) -> str:
+    """The runtime channel a tree's connections belong to (see the module docstring)."""
     key = tree.key
     if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], int):
         return f"ring{key[0]}"          # ring_plan's (ring index, origin)
@@ -124,7 +125,7 @@ def plan_flows(plan: CollectivePlan) -> list[Flow]:
     """The connections of ``plan`` with their volumes, in first-use order."""
     volume: dict[tuple[str, str, str, Path], Fraction] = {}
     for tree in plan.trees:
-        channel = _channel(tree)
+        channel = channel_of(tree)
         for edge in tree.edges:
             key = (edge.path[0], edge.path[-1], channel, edge.path)
             volume[key] = volume.get(key, Fraction(0)) + tree.share

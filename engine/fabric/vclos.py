@@ -16,7 +16,9 @@ first out, each by the paper's stages:
   idle servers. We solve that ILP exactly with HiGHS (scipy.optimize.milp) and break
   ties by file order.
 
-A job no stage can place is **refused** with the reason: not enough idle GPUs, or a
+Jobs are placed anew: a job's listed nodes only give its size (the paper's scheduler
+picks the GPUs); the result names the nodes, stage, leaves and spines chosen. A job no
+stage can place is **refused** with the reason: not enough idle GPUs, or a
 fragmented fabric (enough idle GPUs but no leaves and spines with the free ports a vClos
 needs). OCS-vClos (§7, rewiring through optical switches) is not modelled.
 

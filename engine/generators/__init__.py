@@ -22,6 +22,7 @@ from typing import Any
 from canopy.engine.generators import cluster, direct, multidim, punctured
 from canopy.engine.generators.params import ParameterError, ParamSpec
 from canopy.engine.topology import Topology
+from canopy.engine.units import GBPS, check_unit, to_gbps
 
 __all__ = ["GENERATORS", "Generator", "ParamSpec", "ParameterError", "generate"]
 
@@ -90,7 +91,8 @@ GENERATORS: dict[str, Generator] = {g.kind: g for g in (
 )}
 
 
-def generate(kind: str, values: Mapping[str, Any] | None = None) -> Topology:
+def generate(kind: str, values: Mapping[str, Any] | None = None,
+             unit: str = GBPS) -> Topology:
     """Build a topology of ``kind`` from parameter ``values`` (missing ones take defaults).
 
     Parameters
@@ -99,6 +101,9 @@ def generate(kind: str, values: Mapping[str, Any] | None = None) -> Topology:
         A key of :data:`GENERATORS` (``canopy generate --list`` describes each).
     values : mapping, optional
         Parameter values, as numbers or as the text a user typed.
+    unit : {"GB/s", "GiB/s", "Gb/s", "Gib/s"}, optional
+        The unit of the bandwidth parameters; the topology keeps it as its
+        ``bandwidth_unit`` (:mod:`canopy.engine.units`).
 
     Returns
     -------
@@ -121,9 +126,18 @@ def generate(kind: str, values: Mapping[str, Any] | None = None) -> Topology:
     if gen is None:
         raise ParameterError(f"there is no generator '{kind}'; choose one of "
                              f"{', '.join(GENERATORS)}.")
+    try:
+        check_unit(unit)
+    except ValueError as exc:
+        raise ParameterError(f"{exc}.") from None
     resolved = gen.resolve(values or {})
     topo = gen.build(**resolved)
+    for link in topo.links:
+        link.bandwidth = to_gbps(link.bandwidth, unit)
+    topo.bandwidth_unit = unit
     topo.extra["generator"] = {"kind": kind,
                                "params": {p.name: p.format(resolved[p.name])
                                           for p in gen.params}}
+    if unit != GBPS:
+        topo.extra["generator"]["unit"] = unit
     return topo

@@ -105,6 +105,12 @@ def build_layout(schedule: Schedule, collective: str | None = None,
                             f"{', '.join(LAYOUTS)}.")
     if collective is not None and collective != schedule.collective:
         schedule = replace(schedule, collective=collective)
+    most = _most_pieces(options.limits)
+    if schedule.k > most:
+        raise MscclLimitError(
+            f"the MSCCL program does not fit the runtime's limits: k = {schedule.k} pieces "
+            f"per rank need more than the {options.limits.max_elements_per_gpu} XML elements "
+            "RCCL's parser holds per GPU.")
     tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))
     for layout in tries[:-1]:
@@ -124,6 +130,12 @@ def _layout(schedule: Schedule, options: MscclOptions, layout: str) -> Layout:
                                    "prefer-own" if layout == "mixed" else "own")
     plan = plan_steps(schedule, options.inplace, options.limits.max_count)
     return assign_threadblocks(plan, options.limits, options.fuse, options.channels)
+
+
+def _most_pieces(limits: MscclLimits) -> int:
+    """The largest k any layout can hold: a root sends each piece of at most
+    ``max_count`` chunks in a step of its own, one XML element each."""
+    return limits.max_count * limits.max_elements_per_gpu
 
 
 def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str) -> None:
@@ -230,6 +242,10 @@ def explain_limits(error: MscclLimitError, topology: Topology, schedule: Schedul
                    ) -> ScheduleError:
     """``error`` completed with the largest fixed k that fits, as one sentence."""
     collective = collective or schedule.collective
+    most = _most_pieces((options or MscclOptions()).limits)
+    if schedule.k > most:
+        return MscclLimitError(f"{str(error).rstrip('.')}; a fixed k of at most {most} may fit "
+                               "(canopy solve --k K).")
     k = largest_fitting_k(topology, collective, schedule.k, options)
     text = str(error).rstrip(".")
     if k is None:

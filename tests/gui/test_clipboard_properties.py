@@ -137,3 +137,25 @@ def test_nothing_selected_shows_topology_name(window, qtbot):
     qtbot.keyClick(dock.name_edit, Qt.Key.Key_Return)
     assert window.doc.topology.name == "lab cluster"
     assert not find_problems(window.doc.topology)
+
+
+def test_bandwidth_unit_is_chosen_shown_and_undone(window, qtbot):
+    """Issue 15, item 3: the editor shows and takes bandwidths in the document's unit."""
+    doc, dock = window.doc, window.properties
+    key = doc.link_keys()[0]
+    window.scene.select()
+    dock.refresh()
+    dock.unit_combo.activated.emit(dock.unit_combo.findText("Gb/s"))
+    assert doc.topology.bandwidth_unit == "Gb/s" and doc.link(key).bandwidth == 300
+    window.scene.select(link_keys=[key])
+    dock.refresh()
+    assert dock.bandwidth_edit.text() == "2400"
+    label = dock.link_box.layout().labelForField(dock.bandwidth_edit)
+    assert label.text() == "Bandwidth (Gb/s)"
+    dock.bandwidth_edit.selectAll()
+    qtbot.keyClicks(dock.bandwidth_edit, "100")
+    qtbot.keyClick(dock.bandwidth_edit, Qt.Key.Key_Return)
+    assert doc.link(key).bandwidth == Fraction(25, 2)
+    doc.undo_stack.undo()
+    doc.undo_stack.undo()
+    assert doc.topology.bandwidth_unit == "GB/s" and doc.link(key).bandwidth == 300

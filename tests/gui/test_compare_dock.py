@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from bench.clusters import dgx_a100_cluster
 from canopy.app.commands import MoveNodes, edit_links
-from canopy.app.compare_actions import CompareDialog
+from canopy.app.compare_controller import CompareDialog
 from canopy.app.docks.compare import display_name, short_reason
 from canopy.engine.comparison import compare
 from canopy.engine.topology import Link, Node, Topology
@@ -132,7 +132,7 @@ def test_network_edits_mark_the_comparison_stale_and_undo_clears_it(fig2, qtbot)
 def test_cancel_stops_the_comparison_promptly(window, qtbot):
     window.doc.set_topology(dgx_a100_cluster(16), None, display_name="16 DGX")
     dock = window.compare.dock
-    controller = window.inspector.controller
+    controller = window.solver.controller
     seen = []
     controller.progress.connect(lambda phase, fraction: seen.append(phase))
     window.compare.start(collective="allgather", sizes=SIZES)

@@ -88,12 +88,12 @@ def test_quick_start_walks_a_first_solve_and_export(window):
 
 
 def test_opening_another_file_keeps_the_status_summary_honest(window, qtbot):
-    window.inspector.solve_and_wait()
-    label = window.inspector.solved_label
+    window.solver.solve_and_wait()
+    label = window.solver.solved_label
     assert label.text().startswith("allgather 346.67 GB/s · k = 13")
     window.statusBar().showMessage("something else")
     assert label.text().startswith("allgather")  # clicking around does not drop it
-    legend = window.inspector.cut_legend
+    legend = window.solver.cut_legend
     assert legend.isVisible() and "S* holds 15 of 16 GPUs" in legend.text()
     window.doc.set_topology(load_sample("forestcoll-fig2"), None, display_name="fig2")
     assert label.text() == "" and legend.isHidden()
@@ -101,9 +101,9 @@ def test_opening_another_file_keeps_the_status_summary_honest(window, qtbot):
 
 
 def test_legends_stay_in_the_canvas_corner_when_it_scrolls(window, qtbot):
-    window.inspector.solve_and_wait()
+    window.solver.solve_and_wait()
     window.actions["show_load"].setChecked(True)
-    legends = (window.inspector.legend, window.inspector.cut_legend)
+    legends = (window.solver.legend, window.solver.cut_legend)
     before = [legend.pos() for legend in legends]
     window.view.set_zoom(3.0 / window.view.zoom())
     window.view.pan_by(400, 300)

@@ -17,13 +17,13 @@ from canopy.engine.topology import Link, Node, Topology
 
 def solve_in(window, qtbot, action="solve_allgather"):
     window.actions[action].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
-    window.inspector.settle()
-    return window.inspector.controller.solution
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=60000)
+    window.solver.settle()
+    return window.solver.controller.solution
 
 
 def wait_idle(window, qtbot):
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=60000)
 
 
 def no_temporary_files(folder):
@@ -88,13 +88,13 @@ def test_msccl_in_place_and_out_of_place(window, qtbot, dialogs, monkeypatch, tm
         path = tmp_path / f"{collective}.xml"
         dialogs.save_path = str(path)
         window.actions["export_msccl"].trigger()
-        assert window.inspector.controller.busy  # runs in the background
+        assert window.solver.controller.busy  # runs in the background
         wait_idle(window, qtbot)
         report = simulate_bytes(path.read_bytes())
         assert report.coll == collective and report.ngpus == 16
         assert report.modes == (["in place"] if inplace else ["out of place"])
         assert "Exported MSCCL XML" in window.statusBar().currentMessage()
-        run = window.inspector.exporter.run_dialog
+        run = window.solver.exporter.run_dialog
         assert run.isVisible() and f"-x MSCCL_XML_FILES={path}" in run.command.toPlainText()
         binary = "all_gather_perf" if collective == "allgather" else "all_reduce_perf"
         assert f"{binary} -b 1M -e 1G -f 2 -g 1" in run.command.toPlainText()
@@ -104,7 +104,7 @@ def test_msccl_in_place_and_out_of_place(window, qtbot, dialogs, monkeypatch, tm
 
 def test_msccl_dialog_offers_only_the_solved_collective_on_one_way_networks(window, qtbot):
     solve_in(window, qtbot)
-    assert window.inspector.exporter.msccl_collectives() == [
+    assert window.solver.exporter.msccl_collectives() == [
         "allgather", "reduce-scatter", "allreduce"]
     ring = Topology("one-way ring", [Node("a"), Node("b"), Node("c")],
                     [Link("a", "b", Fraction(10), duplex=False),
@@ -112,9 +112,9 @@ def test_msccl_dialog_offers_only_the_solved_collective_on_one_way_networks(wind
                      Link("c", "a", Fraction(10), duplex=False)])
     window.doc.set_topology(ring)
     solve_in(window, qtbot, "solve_reduce_scatter")
-    exporter = window.inspector.exporter
+    exporter = window.solver.exporter
     assert exporter.msccl_collectives() == ["reduce-scatter"]
-    dialog = MscclExportDialog(window.inspector.controller.solution.schedule,
+    dialog = MscclExportDialog(window.solver.controller.solution.schedule,
                                exporter.msccl_collectives(), window)
     assert dialog.collective.count() == 1
     assert dialog.choice() == MscclChoice("reduce-scatter", True, 4, "msccl")
@@ -164,7 +164,7 @@ def test_cancelled_dialogs_write_nothing(window, qtbot, dialogs, monkeypatch, tm
         window.actions[action].trigger()
     monkeypatch.setattr(MscclExportDialog, "ask", staticmethod(lambda *a: None))
     window.actions["export_msccl"].trigger()
-    assert not window.inspector.controller.busy
+    assert not window.solver.controller.busy
     assert not [p for p in tmp_path.iterdir() if p.suffix in (".json", ".xml", ".png")]
 
 
@@ -172,7 +172,7 @@ def test_schedule_exports_refuse_stale_results(window, qtbot, dialogs, tmp_path)
     solve_in(window, qtbot)
     edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(50))
     # even before the deferred check ran, an export never writes the old schedule
-    assert window.inspector.exporter.export_json(tmp_path / "s.json") is False
+    assert window.solver.exporter.export_json(tmp_path / "s.json") is False
     assert dialogs.calls[-1][1] == "No current results"
     assert not (tmp_path / "s.json").exists()
     assert not window.actions["export_json"].isEnabled()
@@ -187,7 +187,7 @@ def test_nccl_graph_export_writes_checks_and_shows_the_run_command(window, qtbot
     window.actions["export_nccl_graph"].trigger()
     wait_idle(window, qtbot)
     assert (tmp_path / "rings.xml").read_bytes().startswith(b"<graphs")
-    run = window.inspector.exporter.run_dialog
+    run = window.solver.exporter.run_dialog
     text = run.command.toPlainText()
     assert f"-x NCCL_GRAPH_FILE={tmp_path / 'rings.xml'}" in text and "-np 16 -N 8" in text
     assert "8 ring channels" in window.statusBar().currentMessage()

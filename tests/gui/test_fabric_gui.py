@@ -33,7 +33,7 @@ def test_analyze_contention_fills_the_table_and_heat_map(window, qtbot):
     fabric.dock.seeds.setValue(10)
     assert window.actions["analyze_contention"].isEnabled()
     window.actions["analyze_contention"].trigger()
-    assert window.inspector.controller.wait(120000)
+    assert window.solver.controller.wait(120000)
     assert set(fabric.dock.results) == {"ecmp", "source", "vclos"}
     table = fabric.dock.table
     assert table.rowCount() == 4
@@ -51,7 +51,7 @@ def test_analyze_contention_can_be_cancelled(window):
     _open(window)
     fabric = window.fabric
     fabric.dock.seeds.setValue(5000)
-    controller = window.inspector.controller
+    controller = window.solver.controller
     controller.progress.connect(lambda phase, fraction: controller.cancel())
     assert fabric.analyze()
     assert controller.wait(120000)

@@ -226,3 +226,12 @@ def test_kind_list_shows_titles_with_summaries(dialog):
     gen = next(iter(GENERATORS.values()))
     assert item.text() == gen.title and item.toolTip().startswith(gen.summary[0].upper())
     assert item.data(Qt.ItemDataRole.UserRole) == gen.kind
+
+
+def test_the_chosen_unit_reaches_the_topology(qtbot, dialog):
+    set_params(qtbot, dialog, "ring", n="3", bandwidth="100")
+    dialog.unit.setCurrentText("Gb/s")
+    dialog.ok.click()
+    topo = dialog.topology()
+    assert topo.bandwidth_unit == "Gb/s"
+    assert {link.bandwidth for link in topo.links} == {Fraction(25, 2)}

@@ -129,7 +129,7 @@ def test_graphml_export_to_an_unwritable_place_says_so(window, dialogs, tmp_path
     assert "x.graphml cannot be written" in dialogs.calls[0][2]
 
 
-def test_menus_hold_the_library_actions(window):
+def test_menus_hold_the_library_controller(window):
     menus, acts = window.menus, window.actions
     assert acts["import_nccl"] in menus["import"].actions()
     assert acts["import_graphml"] in menus["import"].actions()

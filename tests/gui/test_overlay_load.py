@@ -5,16 +5,16 @@ from fractions import Fraction
 
 from canopy.app.canvas.overlays import LOAD_STOPS, TREE_LINK, UNUSED, utilisation_color
 from canopy.app.commands import edit_links
-from canopy.app.inspector import FixedKDialog
+from canopy.app.solve_controller import FixedKDialog
 from canopy.engine.link_load import link_loads
 
 
 def solve_fixed_k(window, qtbot, monkeypatch, k):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", k)))
     window.actions["solve_fixed_k"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    return window.inspector.controller.solution
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    return window.solver.controller.solution
 
 
 def utilisation_of(doc, loads, key):
@@ -35,8 +35,8 @@ def test_overlay_colours_follow_the_loads(window, qtbot, monkeypatch):
     # with k fixed to 1 the 2 x DGX A100 schedule leaves some bandwidth unused
     solution = solve_fixed_k(window, qtbot, monkeypatch, 1)
     window.actions["show_cut"].setChecked(False)
-    window.inspector.trees.table.selectionModel().clearSelection()
-    window.inspector.trees.table.selectionModel().clearCurrentIndex()
+    window.solver.trees.table.selectionModel().clearSelection()
+    window.solver.trees.table.selectionModel().clearCurrentIndex()
     assert all(item.highlight is None for item in window.scene.link_items())
     window.actions["show_load"].setChecked(True)
     loads = link_loads(solution.schedule, solution.topology)
@@ -47,16 +47,16 @@ def test_overlay_colours_follow_the_loads(window, qtbot, monkeypatch):
         assert item.highlight[0] == expected
         seen.add(expected.name())
     assert len(seen) >= 2
-    assert window.inspector.results.show_load.isChecked()
+    assert window.solver.results.show_load.isChecked()
     window.actions["show_load"].setChecked(False)
     assert all(item.highlight is None for item in window.scene.link_items())
 
 
 def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
     window.actions["solve_allgather"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    solution = window.inspector.controller.solution
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    solution = window.solver.controller.solution
     key = next(k for k in window.doc.link_keys()
                if {window.doc.link(k).source, window.doc.link(k).target}
                == {"n0.gpu3", "n0.nvswitch"})
@@ -78,10 +78,10 @@ def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
 
 def test_selected_tree_is_drawn_over_the_load(window, qtbot):
     window.actions["solve_allgather"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
     window.actions["show_load"].setChecked(True)
-    tree_keys = window.inspector.overlays.tree_link_keys()
+    tree_keys = window.solver.overlays.tree_link_keys()
     assert tree_keys
     for item in window.scene.link_items():
         if item.key in tree_keys:
@@ -91,19 +91,19 @@ def test_selected_tree_is_drawn_over_the_load(window, qtbot):
 
 
 def test_legend_shows_with_fresh_results_only(window, qtbot):
-    legend = window.inspector.legend
+    legend = window.solver.legend
     window.actions["show_load"].setChecked(True)
     assert not legend.isVisible()  # nothing solved yet
     window.actions["solve_allgather"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
     assert legend.isVisible()
     edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(100))
-    qtbot.waitUntil(lambda: window.inspector.controller.stale, timeout=2000)
+    qtbot.waitUntil(lambda: window.solver.controller.stale, timeout=2000)
     assert not legend.isVisible()
     assert all(item.highlight is None for item in window.scene.link_items())
     window.doc.undo_stack.undo()
-    qtbot.waitUntil(lambda: not window.inspector.controller.stale, timeout=2000)
+    qtbot.waitUntil(lambda: not window.solver.controller.stale, timeout=2000)
     assert legend.isVisible()
     window.actions["show_load"].setChecked(False)
     assert not legend.isVisible()

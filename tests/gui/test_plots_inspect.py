@@ -1,5 +1,6 @@
 """The Plots dock and the data behind it: algbw for fixed k = 1…10 against the optimum,
-and collective time from 1 KiB to 4 GiB (bandwidth bound plus latency)."""
+and collective time from 1 KiB to 4 GiB (bandwidth bound plus latency) beside the executed
+time of the schedule and, once compared, of the baselines."""
 
 import math
 from fractions import Fraction
@@ -8,7 +9,14 @@ import pyqtgraph as pg
 
 from canopy.app.commands import edit_links
 from canopy.app.solution import compute_solution
-from canopy.engine.curves import collective_time_us, fixed_k_curve, message_sizes
+from canopy.engine.comparison import compare
+from canopy.engine.curves import (
+    EXECUTED_SIZES,
+    collective_time_us,
+    executed_times,
+    fixed_k_curve,
+    message_sizes,
+)
 from canopy.engine.topology_io import load_sample
 
 
@@ -22,7 +30,7 @@ def test_solution_matches_the_engine_curves():
         link.latency = Fraction(1, 2) if "ib" in (link.source + link.target) else Fraction(1, 10)
     seen = []
     solution = compute_solution(topo, "allreduce", progress=lambda p, f: seen.append(p))
-    assert "fixed-k curve" in seen and "link load" in seen
+    assert "fixed-k curve" in seen and "link load" in seen and "executed time" in seen
     assert solution.curve == fixed_k_curve(topo, 10, "allreduce")
     assert solution.sizes == message_sizes() and solution.sizes[0] == 1024
     assert solution.sizes[-1] == 4 * 1024**3
@@ -33,47 +41,66 @@ def test_solution_matches_the_engine_curves():
     plain = compute_solution(load_sample("dgx-a100-2x8"))
     assert plain.latency_us is None
     assert plain.times_us() == plain.bandwidth_us
+    assert plain.executed_us == executed_times(plain.schedule, plain.topology)
+    assert [s for s, _ in plain.executed_us] == list(EXECUTED_SIZES)
+    # Executed never beats the bandwidth bound, and comes within 5 % of it at 1 GiB.
+    bound = dict(zip(plain.sizes, plain.bandwidth_us, strict=True))
+    for size, t in plain.executed_us:
+        assert t >= bound[size]
+    assert plain.executed_us[-1][1] <= bound[1 << 30] / Fraction(95, 100)
 
 
 def test_plots_show_the_curves(window, qtbot):
     window.actions["solve_allgather"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    solution = window.inspector.controller.solution
-    plots = window.inspector.plots
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    solution = window.solver.controller.solution
+    plots = window.solver.plots
     assert plots.windowTitle() == "Plots" and plots.body.isEnabled()
     (k_curve,) = curves_of(plots.k_plot)
     assert list(k_curve.xData) == list(range(1, 11))
     assert list(k_curve.yData) == [float(v) for _, v in solution.curve]
     lines = [i for i in plots.k_plot.getPlotItem().items if isinstance(i, pg.InfiniteLine)]
     assert [round(line.value(), 3) for line in lines] == [346.667]
-    (time_curve,) = curves_of(plots.time_plot)  # no latencies in this sample
+    time_curve, executed = curves_of(plots.time_plot)  # no latencies in this sample
     assert list(time_curve.xData) == solution.sizes
     assert time_curve.yData[-1] == float(solution.bandwidth_us[-1])
+    assert executed.name() == "executed (simulated)"
+    assert list(executed.yData) == [float(t) for _, t in solution.executed_us]
+    # A comparison of the same collective adds the baselines' executed times.
+    comp = compare(solution.topology, "allgather", sizes=(1 << 20, 1 << 24),
+                   algorithms=("ring",))
+    plots.set_comparison(comp)
+    names = [item.name() for item in curves_of(plots.time_plot)]
+    assert names[-1] == "ring (executed)"
+    ring = curves_of(plots.time_plot)[-1]
+    assert list(ring.yData) == [float(comp.row("ring").times_us[s]) for s in (1 << 20, 1 << 24)]
+    plots.set_comparison(None)
     assert plots.time_plot.getPlotItem().ctrl.logXCheck.isChecked()
     ticks = plots.time_plot.getAxis("bottom")._tickLevels[0]
     assert (math.log10(1024), "1 KiB") in ticks and (math.log10(4 * 1024**3), "4 GiB") in ticks
 
 
 def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
-    from canopy.app.inspector import FixedKDialog
+    from canopy.app.solve_controller import FixedKDialog
     keys = window.doc.link_keys()
     edit_links(window.doc, keys, "latency", Fraction(2))
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
     window.actions["solve_fixed_k"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    plots = window.inspector.plots
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    plots = window.solver.plots
     names = [item.name() for item in curves_of(plots.k_plot)]
     assert names == ["best allgather algbw", "this schedule (k = 2)"]
     names = [item.name() for item in curves_of(plots.time_plot)]
     assert names[0].startswith("bandwidth bound (342.86 GB/s)")
     assert names[1].startswith("with latency (+")
     assert names[2] == "optimum (bandwidth bound)"
-    solution = window.inspector.controller.solution
+    assert names[3] == "executed (simulated)"
+    solution = window.solver.controller.solution
     with_latency = curves_of(plots.time_plot)[1]
     assert with_latency.yData[0] == float(solution.times_us()[0])
     edit_links(window.doc, keys[:1], "latency", Fraction(3))
-    qtbot.waitUntil(lambda: window.inspector.controller.stale, timeout=2000)
+    qtbot.waitUntil(lambda: window.solver.controller.stale, timeout=2000)
     assert not plots.body.isEnabled()
     assert plots.windowTitle() == "Plots — stale (topology edited)"

@@ -7,12 +7,12 @@ from fractions import Fraction
 from bench.clusters import dgx_a100_cluster
 from canopy.app.canvas.overlays import CUT_LINK
 from canopy.app.commands import MoveNodes, edit_links
-from canopy.app.inspector import FixedKDialog
+from canopy.app.solve_controller import FixedKDialog
 from canopy.engine.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
-    inspector = window.inspector
+    inspector = window.solver
     window.actions[action].trigger()
     assert inspector.controller.busy
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
@@ -32,13 +32,13 @@ def cut_keys(doc, cut):
 
 def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     phases = []
-    window.inspector.controller.progress.connect(lambda phase, f: phases.append(phase))
+    window.solver.controller.progress.connect(lambda phase, f: phases.append(phase))
     solution = solve_in(window, qtbot)
     assert solution is not None
     for phase in ("optimum", "switch removal", "tree packing", "mapping back",
                   "verification"):
         assert phase in phases
-    results = window.inspector.results
+    results = window.solver.results
     assert results.windowTitle() == "Results"
     assert results.text("allgather").startswith("<b>346.67 GB/s")
     assert results.text("allreduce").startswith("173.33 GB/s")
@@ -53,7 +53,7 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     assert f"= {inside} / 325 GB/s = 3/65 = 1/x*" in results.text("ratio")
     assert results.text("cut").startswith(f"S* holds {inside} of 16 GPUs")
     assert "325 GB/s leave it over" in results.text("cut")
-    overlays = window.inspector.overlays
+    overlays = window.solver.overlays
     rest = set(window.doc.node_ids()) - cut
     assert overlays.halo_nodes() == (cut if len(cut) <= len(rest) else rest)  # smaller side
     assert overlays.cut_link_keys() == cut_keys(window.doc, cut)
@@ -65,27 +65,27 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     for key in cut_keys(window.doc, cut) & tree_keys:
         assert window.scene.link_item(key).outline == CUT_LINK
     assert "Solved allgather" in window.statusBar().currentMessage()
-    assert not window.inspector.progress.isVisible()
+    assert not window.solver.progress.isVisible()
 
 
 def test_the_cut_toggle_hides_and_shows_the_cut(window, qtbot):
     solve_in(window, qtbot)
-    overlays = window.inspector.overlays
+    overlays = window.solver.overlays
     cut = overlays.cut_link_keys()
     assert cut and overlays.halo_nodes()
-    window.inspector.results.show_cut.setChecked(False)
+    window.solver.results.show_cut.setChecked(False)
     assert not window.actions["show_cut"].isChecked()
     assert overlays.halo_nodes() == set() and overlays.cut_link_keys() == set()
     for key in cut - overlays.tree_link_keys():
         assert window.scene.link_item(key).highlight is None
     window.actions["show_cut"].setChecked(True)
-    assert window.inspector.results.show_cut.isChecked()
+    assert window.solver.results.show_cut.isChecked()
     assert overlays.cut_link_keys() == cut
 
 
 def test_editing_marks_results_stale_and_undo_makes_them_fresh(window, qtbot):
     solve_in(window, qtbot)
-    inspector = window.inspector
+    inspector = window.solver
     overlays = inspector.overlays
     styled = overlays.tree_link_keys() | overlays.cut_link_keys()
     # moving a node is not a change of the network
@@ -118,7 +118,7 @@ def test_editing_marks_results_stale_and_undo_makes_them_fresh(window, qtbot):
 
 
 def test_editing_during_a_solve_gives_stale_results(window, qtbot):
-    inspector = window.inspector
+    inspector = window.solver
     window.actions["solve_allgather"].trigger()
     edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(400))
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
@@ -129,7 +129,7 @@ def test_editing_during_a_solve_gives_stale_results(window, qtbot):
 
 def test_cancel_in_the_middle_of_a_long_solve(window, qtbot):
     window.doc.set_topology(dgx_a100_cluster(16))
-    inspector = window.inspector
+    inspector = window.solver
     seen = {}
 
     def cancel_while_packing(phase, fraction):
@@ -160,7 +160,7 @@ def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
                                       Link("s", "b", Fraction(10), duplex=False),
                                       Link("b", "a", Fraction(5), duplex=False)]))
     solve_in(window, qtbot)
-    assert window.inspector.controller.solution is None
+    assert window.solver.controller.solution is None
     kind, title, text = dialogs.calls[-1]
     assert (kind, title) == ("critical", "Solving allgather failed")
     assert "unbalanced" in text and text.count(".") >= 1 and "\n" not in text
@@ -169,11 +169,11 @@ def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
 def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
     window.actions["solve_fixed_k"].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=30000)
-    window.inspector.settle()
-    solution = window.inspector.controller.solution
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    solution = window.solver.controller.solution
     assert solution.schedule.fixed_k and solution.schedule.k == 2
-    results = window.inspector.results
+    results = window.solver.results
     assert results.text("collective") == "allgather, k fixed to 2"
     assert results.text("achieved").startswith("342.86 GB/s with k = 2")
     assert results.text("k") == ("k fixed to 2 reaches 98.90 % of the optimum; "
@@ -183,16 +183,16 @@ def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
 def test_cancelled_fixed_k_dialog_starts_nothing(window, monkeypatch):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: None))
     window.actions["solve_fixed_k"].trigger()
-    assert not window.inspector.controller.busy
+    assert not window.solver.controller.busy
 
 
 def test_reduce_scatter_and_allreduce_from_the_menu(window, qtbot):
     solution = solve_in(window, qtbot, "solve_reduce_scatter")
     assert solution.collective == "reduce-scatter"
-    assert window.inspector.results.text("reduce-scatter").startswith("<b>346.67")
+    assert window.solver.results.text("reduce-scatter").startswith("<b>346.67")
     solution = solve_in(window, qtbot, "solve_allreduce")
     assert solution.collective == "allreduce"
-    assert window.inspector.results.text("allreduce").startswith("<b>173.33")
+    assert window.solver.results.text("allreduce").startswith("<b>173.33")
 
 
 def test_menus_hold_the_compute_and_export_entries(window):
@@ -218,9 +218,9 @@ def test_closing_the_window_during_a_solve_stops_it(qtbot):
     qtbot.addWidget(win)
     win.show()
     win.actions["solve_allgather"].trigger()
-    assert win.inspector.controller.busy
+    assert win.solver.controller.busy
     win.close()
-    assert not win.inspector.controller.busy
+    assert not win.solver.controller.busy
 
 
 
@@ -254,7 +254,7 @@ def test_gui_solve_screenshot_failure_is_one_sentence(tmp_path, capsys):
 
 def test_first_tree_and_plots_follow_by_themselves(window, qtbot):
     window.actions["solve_allgather"].trigger()
-    inspector = window.inspector
+    inspector = window.solver
     qtbot.waitUntil(lambda: inspector.trees.current_position() == 0
                     and inspector.plots.solution is inspector.controller.solution,
                     timeout=30000)
@@ -267,7 +267,7 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
 
     from canopy.app.canvas.overlays import CUT_HALO_BORDER
     solve_in(window, qtbot)
-    node = next(iter(window.inspector.overlays.halo_nodes()))  # the shaded (smaller) side
+    node = next(iter(window.solver.overlays.halo_nodes()))  # the shaded (smaller) side
     old = window.doc.node(node)
     far = (old.x + 900.0, old.y + 900.0)
     window.doc.undo_stack.push(MoveNodes(window.doc, {node: (old.x, old.y)}, {node: far}))
@@ -282,25 +282,25 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
                    if image.pixelColor(i, j).name() == CUT_HALO_BORDER.name())
 
     assert border_pixels(*far) > 20
-    assert not window.inspector.controller.stale
+    assert not window.solver.controller.stale
 
 
 def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
     from canopy.engine.topology_io import load_sample
     solve_in(window, qtbot)
-    overlays = window.inspector.overlays
+    overlays = window.solver.overlays
     tree_links = len(overlays.tree_link_keys())
     window.doc.set_topology(load_sample("dgx-a100-2x8"))
-    assert not window.inspector.controller.stale
+    assert not window.solver.controller.stale
     assert len(overlays.tree_link_keys()) == tree_links
     assert overlays.halo_nodes()
     assert all(window.scene.link_item(k).highlight is not None
                for k in overlays.tree_link_keys())
     window.doc.set_topology(load_sample("forestcoll-fig2"))
     # another topology: its results are dropped (not shown as "stale", nothing was edited)
-    controller = window.inspector.controller
+    controller = window.solver.controller
     assert controller.solution is None and not controller.stale
     assert overlays.tree_link_keys() == set() and overlays.halo_nodes() == set()
-    assert window.inspector.results.banner.state == "empty"
-    assert "stale" not in window.inspector.results.windowTitle()
-    assert window.inspector.solved_label.text() == ""
+    assert window.solver.results.banner.state == "empty"
+    assert "stale" not in window.solver.results.windowTitle()
+    assert window.solver.solved_label.text() == ""

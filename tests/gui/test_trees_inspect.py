@@ -14,9 +14,9 @@ from canopy.engine.topology import Link, Node, Topology
 
 def solve_in(window, qtbot, action="solve_allgather"):
     window.actions[action].trigger()
-    qtbot.waitUntil(lambda: not window.inspector.controller.busy, timeout=60000)
-    window.inspector.settle()
-    return window.inspector.controller.solution
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=60000)
+    window.solver.settle()
+    return window.solver.controller.solution
 
 
 def expected_keys(doc, tree):
@@ -33,7 +33,7 @@ def expected_keys(doc, tree):
 
 def test_the_list_shows_every_tree(window, qtbot):
     solution = solve_in(window, qtbot)
-    dock = window.inspector.trees
+    dock = window.solver.trees
     assert dock.proxy.rowCount() == len(solution.schedule.trees) == 24
     assert dock.count.text() == "24 trees"
     model = dock.model
@@ -49,8 +49,8 @@ def test_the_list_shows_every_tree(window, qtbot):
 def test_selecting_a_tree_highlights_exactly_its_links(window, qtbot):
     solution = solve_in(window, qtbot)
     window.actions["show_cut"].setChecked(False)
-    dock = window.inspector.trees
-    overlays = window.inspector.overlays
+    dock = window.solver.trees
+    overlays = window.solver.overlays
     for position in (0, 5, 17, 23):
         assert dock.select_position(position)
         tree = solution.schedule.trees[position]
@@ -76,18 +76,18 @@ def test_selecting_a_tree_highlights_exactly_its_links(window, qtbot):
 def test_deselecting_takes_the_tree_off_the_canvas(window, qtbot):
     solve_in(window, qtbot)
     window.actions["show_cut"].setChecked(False)
-    dock = window.inspector.trees
+    dock = window.solver.trees
     dock.table.selectionModel().clearSelection()
     dock.table.selectionModel().setCurrentIndex(dock.proxy.index(-1, -1),
                                                 dock.table.selectionModel().SelectionFlag.Clear)
-    assert window.inspector.overlays.tree_link_keys() == set()
+    assert window.solver.overlays.tree_link_keys() == set()
     assert all(item.highlight is None for item in window.scene.link_items())
     assert dock.diagram.drawing is None
 
 
 def test_filter_by_root(window, qtbot):
     solution = solve_in(window, qtbot)
-    dock = window.inspector.trees
+    dock = window.solver.trees
     dock.root_filter.setCurrentText("n1.gpu3")
     assert dock.proxy.rowCount() == len(solution.schedule.trees_of("n1.gpu3"))
     assert all(dock.proxy.index(r, 0).data() == "n1.gpu3" for r in range(dock.proxy.rowCount()))
@@ -100,8 +100,8 @@ def test_filter_by_root(window, qtbot):
 
 def test_stepping_through_trees_with_the_keyboard(window, qtbot):
     solve_in(window, qtbot)
-    dock = window.inspector.trees
-    overlays = window.inspector.overlays
+    dock = window.solver.trees
+    overlays = window.solver.overlays
     assert dock.current_position() == 0
     window.actions["next_tree"].trigger()
     assert dock.current_position() == 1
@@ -123,7 +123,7 @@ def test_stepping_through_trees_with_the_keyboard(window, qtbot):
 
 def test_tree_view_draws_root_on_top_with_switch_hops(window, qtbot):
     solution = solve_in(window, qtbot)
-    dock = window.inspector.trees
+    dock = window.solver.trees
     dock.select_position(8)
     tree = solution.schedule.trees[8]
     drawing = dock.diagram.drawing
@@ -166,7 +166,7 @@ def test_reduce_scatter_trees_run_towards_the_root(window, qtbot):
     arriving = [numbers for (a, b), numbers in hops.items() if b == tree.root]
     assert max(n for numbers in arriving for n in numbers) == max(
         n for numbers in hops.values() for n in numbers)
-    assert window.inspector.trees.diagram.drawing.shown.reverse
+    assert window.solver.trees.diagram.drawing.shown.reverse
 
 
 def test_one_way_allreduce_lists_both_phases(window, qtbot):
@@ -178,20 +178,20 @@ def test_one_way_allreduce_lists_both_phases(window, qtbot):
     solution = solve_in(window, qtbot, "solve_allreduce")
     assert solution.schedule.reduce_trees is not None
     assert [t.phase for t in solution.trees] == ["reduce"] * 3 + ["broadcast"] * 3
-    dock = window.inspector.trees
+    dock = window.solver.trees
     assert not dock.table.isColumnHidden(5)
     # the reduce phase runs every one-way link forwards, like the broadcast phase
     for position, shown in enumerate(solution.trees):
         hops = hop_orders(shown)
         assert set(hops) <= {("a", "b"), ("b", "c"), ("c", "a")}
         assert dock.select_position(position)
-        assert window.inspector.overlays.tree_link_keys() == {
+        assert window.solver.overlays.tree_link_keys() == {
             window.doc.link_keys()[["a", "b", "c"].index(a)] for a, _b in hops}
 
 
 def test_outline_follows_the_selection_while_open(window, qtbot):
     solution = solve_in(window, qtbot)
-    dock = window.inspector.trees
+    dock = window.solver.trees
     dock.tabs.setCurrentWidget(dock.outline)
     dock.select_position(4)
     assert dock.outline.topLevelItem(0).text(0) == solution.schedule.trees[4].root
@@ -203,7 +203,7 @@ def test_outline_follows_the_selection_while_open(window, qtbot):
 
 def test_a_tree_chosen_right_after_the_solve_stays_selected(window, qtbot):
     window.actions["solve_allgather"].trigger()
-    inspector = window.inspector
+    inspector = window.solver
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=30000)
     inspector.trees.select_position(5)
     qtbot.waitUntil(lambda: inspector.plots.solution is inspector.controller.solution,

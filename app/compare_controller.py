@@ -1,7 +1,7 @@
 """Compute ▸ Compare Algorithms…: the options dialog and the Compare dock, for one window.
 
 :func:`install` adds the action to the window's Compute menu (built by
-:class:`canopy.app.inspector.Inspector`, whose controller runs the comparison in the
+:class:`canopy.app.solve_controller.SolveController`, whose controller runs the comparison in the
 background), the dock (tabbed with Validation at the bottom) and its toggle to the View
 menu. The action is disabled while the controller is busy. The dialog picks the
 collective, the message sizes (nccl-tests style: 1M = 2^20 bytes) and how the simulated
@@ -101,13 +101,13 @@ class CompareDialog(QDialog):
             super().accept()
 
 
-class CompareActions(QObject):
+class CompareController(QObject):
     """The Compare Algorithms action, its dialog and the dock."""
 
     def __init__(self, window: MainWindow):
         super().__init__(window)
         self.window = window
-        controller = window.inspector.controller
+        controller = window.solver.controller
         self.dock = CompareDock(window.doc, controller, window)
         self.dialog: CompareDialog | None = None
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)
@@ -120,10 +120,11 @@ class CompareActions(QObject):
         action.setToolTip(tip)
         action.triggered.connect(self.open_dialog)
         controller.busy_changed.connect(lambda busy: action.setEnabled(not busy))
-        window.actions["compare"] = action
+        self.actions = {"compare": action}
         self.dock.compared.connect(self._compared)
 
     def _compared(self, comparison: Comparison, seconds: float) -> None:
+        self.window.solver.plots.set_comparison(comparison)
         self.window.statusBar().showMessage(
             f"Compared {len(comparison.rows)} algorithms for {comparison.collective} in "
             f"{seconds:.1f} s.", 8000)
@@ -145,13 +146,3 @@ class CompareActions(QObject):
         if self.dock.start(**options):
             self.window.resizeDocks([self.dock], [DOCK_HEIGHT], Qt.Orientation.Vertical)
 
-
-def install(window: MainWindow) -> CompareActions:
-    """Add Compute ▸ Compare Algorithms…, the Compare dock and its View menu toggle
-    (after :class:`canopy.app.inspector.Inspector` has built the Compute menu)."""
-    actions = CompareActions(window)
-    compute = window.menus["compute"]
-    compute.addSeparator()
-    compute.addAction(window.actions["compare"])
-    window.menus["view"].addAction(actions.dock.toggleViewAction())
-    return actions

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 GRAPHML_FILTER = "GraphML (*.graphml *.xml);;All files (*)"
 
 
-class LibraryActions(QObject):
+class LibraryController(QObject):
     """The actions and the dialogs they open, for one window."""
 
     def __init__(self, window: MainWindow):
@@ -48,6 +48,7 @@ class LibraryActions(QObject):
         self.generator_dialog: GeneratorDialog | None = None
         self.nccl_dialog: NcclImportDialog | None = None
         self.warnings_dialog: ImportWarningsDialog | None = None
+        self.actions: dict[str, QAction] = {}
         a = self._action
         a("new_from_generator", "New from &Generator…", self.new_from_generator,
           "Ctrl+Shift+N", "Generate a cluster, torus, ring, dragonfly… with a live preview")
@@ -70,11 +71,11 @@ class LibraryActions(QObject):
         action.setStatusTip(tip)
         action.setToolTip(tip)
         action.triggered.connect(slot)
-        self.window.actions[name] = action
+        self.actions[name] = action
         return action
 
     def _update_edit_generator(self) -> None:
-        self.window.actions["edit_generator"].setEnabled(
+        self.actions["edit_generator"].setEnabled(
             recipe_of(self.window.doc.topology) is not None)
 
     def _start(self) -> str:
@@ -194,14 +195,3 @@ class LibraryActions(QObject):
         self.window.statusBar().showMessage(f"Exported {target}", 4000)
         return True
 
-
-def install(window: MainWindow) -> LibraryActions:
-    """Add the actions to the window's File menu, its Import/Export submenus and tool bar."""
-    lib = LibraryActions(window)
-    acts = window.actions
-    file = window.menus["file"]
-    file.insertActions(acts["open"], [acts["new_from_generator"], acts["edit_generator"]])
-    window.menus["import"].addActions([acts["import_nccl"], acts["import_graphml"]])
-    window.menus["export"].addAction(acts["export_graphml"])
-    window.toolbars["file"].insertAction(acts["open"], acts["new_from_generator"])
-    return lib

@@ -1,18 +1,19 @@
 """Compute ▸ Solve All-to-All: the MCF optimum in the editor (issue 20).
 
-:func:`install` adds the action to the Compute menu, an "All-to-All" dock (tabbed with
-the Results dock) with algbw, the certified bound, the cut bound and the method, and
-File ▸ Export ▸ All-to-All MSCCL XML…. The solve runs in a background thread on a
-snapshot of the topology. The canvas shows each link's utilisation by the schedule
-(the same colour scale as Show Link Load) with the bottleneck (saturated) links drawn
-wider; any edit clears the drawing, as the result no longer fits.
+:class:`AllToAllController` owns the Solve All-to-All action (placed in the Compute menu by
+:mod:`canopy.app.shell`), an "All-to-All" dock (tabbed with the Results dock) with algbw,
+the certified bound, the cut bound and the method, and File ▸ Export ▸ All-to-All MSCCL
+XML…. The solve runs as an engine job (a child process, through the solve controller's one-
+job-at-a-time ComputeController) on a snapshot of the topology. The canvas shows each link's
+utilisation by the schedule (the same colour scale as Show Link Load) with the bottleneck
+(saturated) links drawn wider; any edit clears the drawing, as the result no longer fits.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal
+from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMessageBox, QScrollArea
 
@@ -20,26 +21,11 @@ from canopy.app.canvas.overlays import CUT_LINK, utilisation_color
 from canopy.engine.alltoall import AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.msccl import alltoall_xml
 from canopy.engine.errors import CanopyError
-from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.topology import format_gbps
 from canopy.engine.topology_io import atomic_write_bytes
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
-
-
-class _Solver(QThread):
-    done = Signal(object)
-    failed = Signal(str)
-
-    def __init__(self, topo: Topology, parent: QObject):
-        super().__init__(parent)
-        self.topo = topo
-
-    def run(self) -> None:
-        try:
-            self.done.emit(solve_alltoall(self.topo))
-        except CanopyError as exc:
-            self.failed.emit(str(exc))
 
 
 def describe(result: AllToAllResult) -> str:
@@ -61,14 +47,13 @@ def describe(result: AllToAllResult) -> str:
             "<p>Time for a per-rank buffer of M bytes: M / algbw.</p>")
 
 
-class AllToAllView(QObject):
+class AllToAllController(QObject):
     """The action, the dock and the canvas drawing of one window."""
 
     def __init__(self, window: MainWindow):
         super().__init__(window)
         self.window = window
         self.result: AllToAllResult | None = None
-        self._worker: _Solver | None = None
         self._styled: list[int] = []
         self.label = QLabel("Compute ▸ Solve All-to-All to see the all-to-all optimum.")
         self.label.setWordWrap(True)
@@ -81,9 +66,7 @@ class AllToAllView(QObject):
         self.dock.setObjectName("AllToAllDock")
         self.dock.setWidget(scroll)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
-        results = getattr(window.inspector, "results", None)
-        if results is not None:
-            window.tabifyDockWidget(results, self.dock)
+        window.tabifyDockWidget(window.solver.results, self.dock)
         self.dock.hide()
         self.solve_action = QAction("Solve All-to-&All", window)
         self.solve_action.setStatusTip("Maximum concurrent flow: the all-to-all optimum, "
@@ -92,44 +75,25 @@ class AllToAllView(QObject):
         self.export_action = QAction("All-to-All MSCCL XML…", window)
         self.export_action.setEnabled(False)
         self.export_action.triggered.connect(self.export)
-        window.actions["solve_alltoall"] = self.solve_action
-        window.actions["export_alltoall_msccl"] = self.export_action
-        compute = window.menus.get("compute")
-        if compute is not None:      # after the tree collectives' solve entries
-            actions = compute.actions()
-            before = actions[4] if len(actions) > 4 else None
-            compute.insertAction(before, self.solve_action)
-        export = window.menus["export"]   # before the schedule exports (MSCCL XML, ...)
-        firsts = [a for a in export.actions() if a.text() == "&MSCCL XML…"]
-        export.insertAction(firsts[0] if firsts else None, self.export_action)
-        window.menus["view"].addAction(self.dock.toggleViewAction())
+        self.actions = {"solve_alltoall": self.solve_action,
+                        "export_alltoall_msccl": self.export_action}
         window.doc.edited.connect(self.clear)
         window.doc.reset.connect(self.clear)
 
     # ------------------------------------------------------------ solve
 
     def solve(self) -> bool:
-        if self._worker is not None:
+        """Solve a snapshot as an engine job; False while another job runs."""
+        controller = self.window.solver.controller
+        if controller.busy:
             return False
         self.clear()
-        self.window.statusBar().showMessage("Solving all-to-all…")
-        self._worker = _Solver(self.window.doc.snapshot(), self)
-        self._worker.done.connect(self._done)
-        self._worker.failed.connect(self._failed)
-        self._worker.finished.connect(self._finished)
-        self._worker.start()
-        return True
+        return controller.run("Solving all-to-all", self._done, solve_alltoall,
+                              self.window.doc.snapshot())
 
     def wait(self, ms: int = 120000) -> bool:
         """Wait for a running solve (scripts and tests)."""
-        return self._worker is None or self._worker.wait(ms)
-
-    def _finished(self) -> None:
-        self._worker = None
-
-    def _failed(self, message: str) -> None:
-        self.window.statusBar().showMessage("All-to-all failed.", 8000)
-        QMessageBox.critical(self.window, "All-to-all failed", message)
+        return self.window.solver.controller.wait(ms)
 
     def _done(self, result: AllToAllResult) -> None:
         self.result = result
@@ -199,6 +163,3 @@ class AllToAllView(QObject):
         self.window.statusBar().showMessage(f"Wrote {path} ({xml.report.summary()}).", 8000)
         return None
 
-
-def install(window: MainWindow) -> AllToAllView:
-    return AllToAllView(window)

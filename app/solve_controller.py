@@ -1,10 +1,11 @@
-"""Solving and inspecting in the editor: the Compute menu, File ▸ Export, the result docks,
-the canvas overlays and the progress bar, wired to one :class:`MainWindow`.
+"""Solving and inspecting in the editor: the solve actions, the result docks, the canvas
+overlays, the progress bar and File ▸ Export's schedule formats, for one window.
 
-The window creates one :class:`Inspector`; everything else about results lives here and
-in the modules it wires together (:mod:`canopy.app.compute`, :mod:`canopy.app.canvas.overlays`,
-:mod:`canopy.app.docks.results`, :mod:`canopy.app.docks.trees`, :mod:`canopy.app.docks.plots`,
-:mod:`canopy.app.export`).
+The window creates one :class:`SolveController` and places its actions through
+:mod:`canopy.app.shell`; everything else about results lives here and in the modules it
+wires together (:mod:`canopy.app.compute`, :mod:`canopy.app.canvas.overlays`,
+:mod:`canopy.app.docks.results`, :mod:`canopy.app.docks.trees`,
+:mod:`canopy.app.docks.plots`, :mod:`canopy.app.export`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QSpinBox,
-    QToolBar,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -90,7 +90,7 @@ class FixedKDialog(QDialog):
         return dialog.collective.currentText(), dialog.k.value()
 
 
-class Inspector(QObject):
+class SolveController(QObject):
     """Owns the compute controller, the overlays and the result docks of one window."""
 
     def __init__(self, window: MainWindow):
@@ -112,11 +112,8 @@ class Inspector(QObject):
         self.trees = TreesDock(window)
         self.plots = PlotsDock(window)
         self.exporter = Exporter(window, self.controller)
-        window.actions.update(self.actions)
-        window.actions.update(self.exporter.actions)
         self._place_docks()
-        self._build_menus()
-        self._build_toolbar()
+        self._make_solve_button()
         self._build_progress()
         c = self.controller
         c.busy_changed.connect(self._busy_changed)
@@ -211,37 +208,9 @@ class Inspector(QObject):
         w.validation.raise_()
         self.trees.hide()
 
-    def _build_menus(self) -> None:
-        w = self.window
-        acts = self.actions
-        compute = w.menus["compute"] = QMenu("&Compute", w)
-        w.menuBar().insertMenu(w.menus["help"].menuAction(), compute)
-        compute.addActions([acts[SOLVE_ACTIONS[c][0]] for c in COLLECTIVES])
-        compute.addAction(acts["solve_fixed_k"])
-        compute.addSeparator()
-        compute.addAction(acts["cancel"])
-        compute.addSeparator()
-        compute.addActions([acts["show_cut"], acts["show_load"]])
-        compute.addSeparator()
-        compute.addActions([acts["next_tree"], acts["previous_tree"]])
-
-        export = w.menus["export"]  # File ▸ Export: the topology formats come first
-        if not export.isEmpty():
-            export.addSeparator()
-        export.addActions(list(self.exporter.actions.values()))
-
-        view = w.menus["view"]
-        view.addSeparator()
-        for dock in (self.results, self.trees, self.plots):
-            view.addAction(dock.toggleViewAction())
-
-    def _build_toolbar(self) -> None:
-        w = self.window
-        bar = QToolBar("Compute", w)
-        bar.setObjectName("ComputeToolBar")
-        w.addToolBar(bar)
-        w.toolbars["compute"] = bar
-        solve = QToolButton(bar)
+    def _make_solve_button(self) -> None:
+        """The tool bar's Solve button: allgather, with the other solves in its menu."""
+        solve = QToolButton()
         solve.setDefaultAction(self.actions["solve_allgather"])
         solve.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
         menu = QMenu("Solve", solve)
@@ -249,10 +218,6 @@ class Inspector(QObject):
         menu.addAction(self.actions["solve_fixed_k"])
         solve.setMenu(menu)
         self.solve_button = solve
-        bar.addWidget(solve)
-        bar.addAction(self.actions["cancel"])
-        bar.addSeparator()
-        bar.addActions([self.actions["show_cut"], self.actions["show_load"]])
 
     def _build_progress(self) -> None:
         self.progress = QProgressBar()

@@ -2,9 +2,9 @@
 toggle in Properties, and the canvas marks (job colours, failures, link-load heat map).
 
 :func:`install` wires them into one :class:`~canopy.app.main_window.MainWindow` after
-the :class:`~canopy.app.inspector.Inspector` has built the Compute menu. The analysis
+the :class:`~canopy.app.solve_controller.SolveController` has built the Compute menu. The analysis
 runs :func:`canopy.engine.fabric.analysis.analyze` for ECMP, source routing and vClos
-in the background on a snapshot, with the inspector's progress bar and Cancel.
+in the background on a snapshot, with the solve controller's progress bar and Cancel.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ def analyze_all(topology: Topology, seeds: int, progress: Progress | None = None
     return results
 
 
-class FabricActions(QObject):
+class FabricController(QObject):
     """The Jobs dock, the Analyze Contention action, the Failed toggle and the marks."""
 
     def __init__(self, window: MainWindow):
         super().__init__(window)
         self.window = window
-        self.controller = window.inspector.controller
+        self.controller = window.solver.controller
         self.dock = JobsDock(window.doc, window.scene, window)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
         window.tabifyDockWidget(window.properties, self.dock)
@@ -66,7 +66,7 @@ class FabricActions(QObject):
         action.setToolTip(tip)
         action.triggered.connect(self.analyze)
         self.controller.busy_changed.connect(lambda busy: action.setEnabled(not busy))
-        window.actions["analyze_contention"] = action
+        self.actions = {"analyze_contention": action}
         self.dock.analyze_requested.connect(self.analyze)
         self.dock.heat_toggled.connect(self._show_heat)
         window.doc.reset.connect(lambda: self._show_heat(False))
@@ -105,7 +105,7 @@ class FabricActions(QObject):
         if not on or result is None:
             if self.marks.heat_on:
                 self.marks.set_heat(None)
-                self.window.inspector.overlays.refresh()   # the solution's colours return
+                self.window.solver.overlays.refresh()   # the solution's colours return
             return
         self.marks.set_heat({(k.source, k.target): sum(k.loads) / len(k.loads)
                              for k in result.links})
@@ -165,13 +165,3 @@ def _show_state(box: QCheckBox, values: list[bool]) -> None:
         box.setCheckState(Qt.CheckState.Unchecked)
     box.blockSignals(False)
 
-
-def install(window: MainWindow) -> FabricActions:
-    """Add Compute ▸ Analyze Contention, the Jobs dock (tabbed with Properties), the
-    Failed toggles and the canvas marks to ``window``."""
-    actions = FabricActions(window)
-    compute = window.menus["compute"]
-    compute.addSeparator()
-    compute.addAction(window.actions["analyze_contention"])
-    window.menus["view"].addAction(actions.dock.toggleViewAction())
-    return actions

@@ -1,0 +1,36 @@
+"""Unexpected exceptions in the editor: a dialog with one sentence, the traceback in the log.
+
+Qt calls Python slots from its event loop; an exception escaping one would otherwise be
+printed as a traceback on the terminal and the edit silently lost. The hook writes it to
+Canopy's log file (:mod:`canopy.engine.logs`) and tells the user where, once per burst.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import TracebackType
+
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from canopy.engine.logs import report_internal_error
+
+
+def install_error_hook(window: QWidget) -> None:
+    """Route uncaught exceptions to the log file and a dialog over ``window``."""
+    showing = [False]
+
+    def hook(kind: type[BaseException], error: BaseException,
+             tb: TracebackType | None) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            sys.__excepthook__(kind, error, tb)
+            return
+        message = report_internal_error("the editor", error.with_traceback(tb))
+        if showing[0]:
+            return
+        showing[0] = True
+        try:
+            QMessageBox.critical(window, "Canopy: internal error", message)
+        finally:
+            showing[0] = False
+
+    sys.excepthook = hook
