@@ -57,6 +57,12 @@ SIMULATED_RANGE = (Fraction(1, 10**100), Fraction(10**100))
 1e-999 GB/s, which the exact solver handles, would take zero or infinite time there."""
 
 
+def simulable(topology: Topology) -> bool:
+    """Whether every bandwidth of ``topology`` lies in :data:`SIMULATED_RANGE`."""
+    low, high = SIMULATED_RANGE
+    return all(low <= link.bandwidth <= high for link in topology.links)
+
+
 def check_simulable(topology: Topology, where: str = "") -> None:
     """Raise TopologyError naming a link whose bandwidth is outside :data:`SIMULATED_RANGE`."""
     from canopy.engine.topology import format_gbps  # topology imports this module
