@@ -17,6 +17,7 @@ from typing import Any
 
 from canopy.engine.curves import GB, collective_time_us, executed_times, message_sizes
 from canopy.engine.forest import solve
+from canopy.engine.limits import simulable
 from canopy.engine.link_load import LinkLoad, link_loads
 from canopy.engine.network import Network
 from canopy.engine.optimality import Optimum, find_fixed_k
@@ -153,7 +154,8 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
     if progress is not None:
         progress("executed time", 0.0)
     executed = executed_times(schedule, topology, check=None if progress is None
-                              else lambda: progress("executed time", 0.5))
+                              else lambda: progress("executed time", 0.5)) \
+        if simulable(topology) else []   # the simulator works in floating point
     return Solution(topology, signature(topology), schedule, shown_trees(schedule), loads,
                     curve, sizes, bandwidth_us, latency_us, time.perf_counter() - start,
                     executed)

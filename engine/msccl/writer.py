@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from lxml import etree
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.limits import number_text
 from canopy.engine.msccl.lowering import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
 from canopy.engine.msccl.threadblocks import (
     Layout,
@@ -108,8 +109,9 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     most = _most_pieces(options.limits)
     if schedule.k > most:
         raise MscclLimitError(
-            f"the MSCCL program does not fit the runtime's limits: k = {schedule.k} pieces "
-            f"per rank need more than the {options.limits.max_elements_per_gpu} XML elements "
+            f"the MSCCL program does not fit the runtime's limits: k = "
+            f"{number_text(schedule.k)} pieces per rank need more than the "
+            f"{options.limits.max_elements_per_gpu} XML elements "
             "RCCL's parser holds per GPU.")
     tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))

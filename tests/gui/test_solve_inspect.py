@@ -304,3 +304,19 @@ def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
     assert window.solver.results.banner.state == "empty"
     assert "stale" not in window.solver.results.windowTitle()
     assert window.solver.solved_label.text() == ""
+
+
+def test_a_k_too_long_to_print_shows_short(window, qtbot, dialogs):
+    """Issue 15: Prop. 3's k of 4995 digits shows as an approximation, not a crash."""
+    from canopy.engine.limits import digit_count
+    from canopy.engine.topology_io import loads_topology
+    from tests.test_guards import big_k_text
+
+    window.doc.set_topology(loads_topology(big_k_text()))
+    solution = solve_in(window, qtbot)
+    assert solution is not None, dialogs.calls
+    assert digit_count(solution.schedule.k) == 4995
+    assert "k = about 1.33333e+4994 (an integer of 4995 digits)" in \
+        window.solver.solved_label.text()
+    assert "about 2.50000e+999" in window.solver.results.values["inverse_x"].text()
+    assert "floating point" in window.solver.plots.time_plot.plotItem.titleLabel.text
