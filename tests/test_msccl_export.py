@@ -163,6 +163,18 @@ def test_layout_respects_the_runtime_limits(solved):
             for step in tb.steps:
                 assert step.send_peer in (-1, tb.send) and step.recv_peer in (-1, tb.recv)
         assert max(per_channel.values()) <= limits.max_tbs_per_channel
+        assert len(rank_tbs) <= limits.max_tbs_per_gpu
+
+
+def test_layouts_stay_within_the_gpus_sms():
+    """A layout that would need more thread blocks than the GPU has SMs gives way to one
+    that shares thread blocks (and a limit no layout meets is refused)."""
+    schedule = star_schedule("allgather", k=3)
+    wide = max(len(r) for r in build_layout(schedule).tbs)
+    options = MscclOptions(limits=MscclLimits(max_tbs_per_gpu=wide - 1))
+    assert max(len(r) for r in build_layout(schedule, options=options).tbs) < wide
+    with pytest.raises(MscclLimitError, match="thread blocks, more than the GPU's 1 SMs"):
+        build_layout(schedule, options=MscclOptions(limits=MscclLimits(max_tbs_per_gpu=1)))
 
 
 def test_multiplicity_beyond_cnt_limit_is_split(solved):

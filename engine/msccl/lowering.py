@@ -62,6 +62,7 @@ class Step:
     dst: Loc | None = None
     dep: Step | None = None
     chain: Chain | None = None
+    route: tuple[str, ...] = ()           # physical route of what the step sends
 
 
 @dataclass(eq=False)
@@ -133,7 +134,7 @@ class Plan:
         recv = Step(step.rank, "r" if step.kind == "rcs" else "rrc", step.cnt,
                     recv_peer=step.recv_peer, src=step.src, dst=keep, dep=step.dep)
         send = Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep, dst=step.dst,
-                    dep=recv)
+                    dep=recv, route=step.route)
         return recv, send
 
 
@@ -155,6 +156,16 @@ class _Shape:
     children: dict[int, list[int]]
     depth: dict[int, int]
     height: dict[int, int]
+    path_to: dict[int, tuple[str, ...]]    # physical route of the edge parent -> child
+
+    def down(self, child: int) -> tuple[str, ...]:
+        """The route data takes from ``child``'s parent to ``child``."""
+        return self.path_to[child]
+
+    def up(self, child: int) -> tuple[str, ...]:
+        """The route data takes from ``child`` to its parent (reductions run against the
+        arrows, over the reversed route, as :func:`canopy.engine.plan.trees_plan` does)."""
+        return tuple(reversed(self.path_to[child]))
 
     def by_height(self, v: int, deepest_first: bool) -> list[int]:
         return sorted(self.children.get(v, []), key=lambda c: (self.height[c], c),
@@ -171,6 +182,7 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     root = rank[tree.root]
     parent: dict[int, int] = {}
     children: dict[int, list[int]] = {}
+    path_to: dict[int, tuple[str, ...]] = {}
     depth = {root: 0}
     for e in tree.edges:
         if e.src not in rank or e.dst not in rank:
@@ -181,6 +193,7 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
             raise ScheduleError(f"{label}: edge {e.src} -> {e.dst} does not grow an out-tree "
                                 "from the root (parents must come before children).")
         parent[v] = u
+        path_to[v] = tuple(e.path) or (e.src, e.dst)
         children.setdefault(u, []).append(v)
         depth[v] = depth[u] + 1
     if len(depth) != n:
@@ -189,7 +202,7 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     for v in sorted(depth, key=lambda x: -depth[x]):
         if v in parent:
             height[parent[v]] = max(height[parent[v]], height[v] + 1)
-    return _Shape(root, tree.index, parent, children, depth, height)
+    return _Shape(root, tree.index, parent, children, depth, height, path_to)
 
 
 def _pieces(trees: list[Tree], k: int, where: str) -> list[tuple[int, int, Tree]]:
@@ -269,7 +282,7 @@ class _Builder:
             else:
                 chain = self.new_chain((1, 0, *base))
                 chain.add(Step(root, "s", cnt, send_peer=child, src=source, dst=loc,
-                               dep=ready))
+                               dep=ready, route=shape.down(child)))
             work.append((chain, child, root, source))
         while work:
             chain, v, parent, parent_loc = work.pop()
@@ -283,10 +296,11 @@ class _Builder:
                 kids.insert(0, -1)          # every child gets a send of its own
             else:
                 first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
-                                       src=parent_loc, dst=loc))
+                                       src=parent_loc, dst=loc, route=shape.down(kids[0])))
             for child in kids[1:]:
                 branch = self.new_chain((1, shape.depth[v], *base))
-                branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first))
+                branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first,
+                                route=shape.down(child)))
                 work.append((branch, child, v, loc))
             if kids[0] >= 0:
                 work.append((chain, kids[0], v, loc))
@@ -322,7 +336,7 @@ class _Builder:
                 if len(fanout) == 1 or (fanout and self.fuse_fanout):
                     first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
-                                src=work, dst=final, dep=prev)
+                                src=work, dst=final, dep=prev, route=then.down(first))
                     return add(chain, step), chain
                 return add(chain, Step(v, "rrc", cnt, recv_peer=kids[-1], src=work,
                                        dst=final, dep=prev)), None
@@ -330,10 +344,11 @@ class _Builder:
             if kids:
                 chain = up.pop(kids[-1])
                 add(chain, Step(v, "rrs", cnt, recv_peer=kids[-1], send_peer=parent,
-                                src=work, dst=work, dep=prev))
+                                src=work, dst=work, dep=prev, route=shape.up(v)))
             else:
                 chain = self.new_chain()
-                add(chain, Step(v, "s", cnt, send_peer=parent, src=work, dst=work, dep=prev))
+                add(chain, Step(v, "s", cnt, send_peer=parent, src=work, dst=work, dep=prev,
+                                route=shape.up(v)))
             up[v] = chain
         raise AssertionError("the bottom-up order ends at the root")
 

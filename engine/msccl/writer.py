@@ -15,6 +15,13 @@ GPU has finished step ``deps``; that step carries ``hasdep="1"`` so the runtime 
 its completion. Steps in the same thread block are ordered by position and carry no
 dependency. Every step waits on at most one other, so no ``nop`` steps are needed.
 
+Routes: a thread block that sends over switches carries ``via="sw1,sw2"``, the nodes
+between the two GPUs on the physical route the schedule gives that connection (the route
+of its tree edges in the plan), so that ``canopy check-xml --topology`` times the XML over
+exactly the routes ``canopy compare`` assumed. The runtime's parser reads attributes by
+name and ignores this one (msccl-tools' readers too); the fabric, not the XML, decides
+the real route, so ``via`` documents the routing the schedule's optimum needs.
+
 Buffer conventions follow msccl-tools and the runtime's pointers:
 
 * allgather: ``i`` holds the rank's k chunks, ``o`` all N·k. In place, ``i`` is ``o`` at
@@ -65,6 +72,8 @@ class MscclOptions:
     carries one chain, so successive loop iterations of a tree pipeline as in Canopy's
     execution model (:mod:`canopy.engine.simulate`: every tree edge its own connection, a
     tree of multiplicity m on m of them); it needs about k channels per pair of GPUs.
+    Where that does not fit, chains move q chunks per step for the smallest q of
+    :func:`pipeline_pieces` that fits (a tree then has about m/q connections).
     ``"per-tree"``: the same with a tree's m chunks in one step, one connection per tree
     edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
     not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
@@ -121,11 +130,37 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     return _layout(schedule, options, tries[-1])
 
 
+def pipeline_pieces(schedule: Schedule, limits: MscclLimits) -> list[int]:
+    """Chunks per step the pipelined layout tries, fewest first: 1 (every unit tree on
+    connections of its own), then the smallest multiplicity q and its doublings (a tree of
+    multiplicity m then streams on about m/q connections, so trees still share a link in
+    proportion to the data they carry, as the execution model's plan gives a tree edge
+    the weight of its share)."""
+    largest = max((t.multiplicity for t in schedule.trees), default=1)
+    q = max(2, min((t.multiplicity for t in schedule.trees), default=1))
+    out = [1]
+    while q < largest and q <= limits.max_count:
+        out.append(q)
+        q *= 2
+    return out
+
+
 def _layout(schedule: Schedule, options: MscclOptions, layout: str) -> Layout:
     """Steps and thread blocks of one layout (see :class:`MscclOptions`)."""
+    if layout == "pipelined":
+        pieces = pipeline_pieces(schedule, options.limits)
+        for piece in pieces:
+            plan = plan_steps(schedule, options.inplace, options.limits.max_count, piece=piece,
+                              fuse_fanout=False)
+            try:
+                return assign_threadblocks(plan, options.limits, options.fuse,
+                                           options.channels, "own")
+            except MscclLimitError:
+                if piece == pieces[-1]:
+                    raise
     if layout != "compact":
         plan = plan_steps(schedule, options.inplace, options.limits.max_count,
-                          piece=1 if layout == "pipelined" else None, fuse_fanout=False)
+                          fuse_fanout=False)
         return assign_threadblocks(plan, options.limits, options.fuse, options.channels,
                                    "prefer-own" if layout == "mixed" else "own")
     plan = plan_steps(schedule, options.inplace, options.limits.max_count)
@@ -136,6 +171,19 @@ def _most_pieces(limits: MscclLimits) -> int:
     """The largest k any layout can hold: a root sends each piece of at most
     ``max_count`` chunks in a step of its own, one XML element each."""
     return limits.max_count * limits.max_elements_per_gpu
+
+
+VIA_MAX_CHARS = 255     # the runtime's parser holds attribute values of up to 255 chars
+
+
+def via_text(route: tuple[str, ...]) -> str | None:
+    """The ``via`` attribute of a thread block whose send connection takes ``route``: the
+    nodes between the two GPUs, comma-separated; None for a direct link, or when the text
+    would not fit the runtime parser's attribute buffer (then readers route it themselves)."""
+    if len(route) <= 2:
+        return None
+    text = ",".join(route[1:-1])
+    return text if len(text) <= VIA_MAX_CHARS and '"' not in text else None
 
 
 def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str) -> None:
@@ -179,6 +227,9 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
             for key, value in [("id", tb_id), ("send", tb.send), ("recv", tb.recv),
                                ("chan", tb.channel)]:
                 tb_elem.set(key, str(value))
+            via = via_text(tb.route)
+            if via is not None:
+                tb_elem.set("via", via)
             for s, step in enumerate(tb.steps):
                 elem = etree.SubElement(tb_elem, "step")
                 elem.set("s", str(s))
