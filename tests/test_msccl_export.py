@@ -398,3 +398,20 @@ def test_auto_layout_falls_back_as_the_limits_require():
     assert max(int(s.get("cnt")) for s in etree.fromstring(xml(5)).iter("step")) == 2
     with pytest.raises(ScheduleError, match="unknown MSCCL layout 'wide'"):
         msccl_xml(schedule, options=MscclOptions(layout="wide"))
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_any_plan_lowers_to_xml_that_computes_the_collective(collective):
+    """The lowering reads the one schedule model (:class:`CollectivePlan`), so a ring
+    plan exports as well as a forest: one chunk per root and ring here."""
+    from canopy.engine.baselines.ring import ring_baseline
+    from canopy.engine.msccl import plan_xml
+    from canopy.engine.msccl.lowering import chunks_per_root
+
+    topo = load_sample("forestcoll-fig2.json")
+    plan = ring_baseline(topo, collective).plan_at(Fraction(1 << 20))
+    rings = len({t.key[0] for t in plan.trees})
+    assert chunks_per_root(plan) == rings
+    report = simulate_bytes(plan_xml(plan))
+    assert report.summary().startswith(collective.replace("-", "_"))
+    assert report.summary().endswith("the result is correct")
