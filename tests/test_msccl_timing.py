@@ -83,3 +83,14 @@ def test_connections_take_the_plans_routes():
     tb.via = ("nowhere",)
     with pytest.raises(ScheduleError, match="via route uses link"):
         time_xml(broken, topo, SIZE, 1)
+
+
+def test_long_loops_are_extrapolated_from_their_period():
+    """Past the message budget, runs of h and 2h iterations give the period; the
+    extrapolated time agrees with the full run."""
+    topo = load_sample("mesh-2d-3x3.json")
+    algo = read_msccl_bytes(msccl_xml(solve(topo, "allgather")))
+    full = time_xml(algo, topo, SIZE, 64, budget=None)
+    short = time_xml(algo, topo, SIZE, 64, budget=1)
+    assert full.unrolled == 0 and short.unrolled == 16 and short.messages < full.messages
+    assert abs(short.time_us / full.time_us - 1) < Fraction(1, 100)

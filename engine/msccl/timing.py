@@ -56,6 +56,7 @@ from canopy.engine.simulate import (
 )
 from canopy.engine.topology import Topology
 
+MIN_UNROLL = 8        # fewest iterations unrolled when a long loop is extrapolated
 StepKey = tuple[int, int, int, int]            # (rank, tb, iteration, step position)
 
 
@@ -68,6 +69,7 @@ class XmlTiming:
     iterations: int
     connections: int
     messages: int
+    unrolled: int = 0      # iterations simulated when the rest were extrapolated, else 0
 
     @property
     def algbw(self) -> Fraction:
@@ -245,18 +247,40 @@ class _Builder:
 
 def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
              iterations: int | None = None,
-             default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
-    """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``."""
+             default_latency: Fraction = DEFAULT_LATENCY_US,
+             budget: int | None = MAX_MESSAGES) -> XmlTiming:
+    """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``.
+
+    A loop of more than ``budget`` messages (``None``: no limit) is not unrolled in full:
+    its iterations are identical, so once the pipeline is full each adds the same time
+    (the period), as :func:`canopy.engine.simulate.simulate` extrapolates a plan's.
+    Runs of h and 2h iterations of the same slices (3h iterations' messages within
+    ``budget``, h at least MIN_UNROLL) give the period (T(2h) - T(h)) / h, and
+    T(L) = T(2h) + (L - 2h) · period.
+    """
     size = Fraction(size)
     if size <= 0:
         raise ScheduleError("the message size must be positive.")
     if iterations is not None and iterations < 1:
         raise ScheduleError(f"iterations must be at least 1, not {iterations}.")
     slices = _slices(algo, size, iterations)
-    builder = _Builder(algo, topology, slices)
-    program = builder.build()
-    time = run_program(topology, program, default_latency)
-    return XmlTiming(time, size, len(slices), len(program.connections), len(program.sends))
+    count = len(slices)
+    per_iteration = sum(1 for g in algo.gpus for tb in g.tbs for st in tb.steps
+                        if st.kind.sends)
+    unroll = max(MIN_UNROLL, (budget or 0) // max(3 * per_iteration, 1))
+    if budget is None or count * per_iteration <= budget or count <= 2 * unroll \
+            or len(set(slices)) != 1:
+        program = _Builder(algo, topology, slices).build()
+        time = run_program(topology, program, default_latency)
+        return XmlTiming(time, size, count, len(program.connections), len(program.sends))
+    runs = []
+    for h in (unroll, 2 * unroll):
+        program = _Builder(algo, topology, slices[:h]).build()
+        runs.append(run_program(topology, program, default_latency))
+    period = (runs[1] - runs[0]) / unroll
+    time = runs[1] + (count - 2 * unroll) * period
+    return XmlTiming(time, size, count, len(program.connections),
+                     3 * unroll * per_iteration, 2 * unroll)
 
 
 def runtime_iterations(algo: XmlAlgo, size: Fraction | int) -> int:
@@ -292,22 +316,27 @@ def fastest_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
     """The best time over loop iteration counts, as :func:`canopy.engine.simulate.fastest`
     picks a plan's pipeline depth, so both time the same pipelining: from
     ``PIECES_PER_STAGE · stages`` (at least the runtime's own count), doubling while that
-    gains more than MIN_GAIN, up to MAX_PIECES iterations, slices of MIN_SLICE_BYTES and
-    MAX_MESSAGES messages."""
+    gains more than MIN_GAIN, up to MAX_PIECES iterations and slices of MIN_SLICE_BYTES
+    (long loops are extrapolated, :func:`time_xml`); where doubling does not pay, halving
+    while that does (thread blocks that run several trees' steps in order pay latency
+    per iteration, so fewer can be faster)."""
     size = Fraction(size)
     lowest = runtime_iterations(algo, size)
-    sends = sum(1 for g in algo.gpus for tb in g.tbs for st in tb.steps if st.kind.sends)
     largest = max((st.cnt for g in algo.gpus for tb in g.tbs for st in tb.steps), default=1)
     slice_limit = int(largest * size / algo.nchunksperloop / MIN_SLICE_BYTES)
-    limit = max(lowest, min(MAX_PIECES, slice_limit, MAX_MESSAGES // max(sends, 1)))
+    limit = max(lowest, min(MAX_PIECES, slice_limit))
     iterations = min(max(lowest, PIECES_PER_STAGE * stages(algo, topology)), limit)
     best = time_xml(algo, topology, size, iterations, default_latency)
-    while iterations < limit:
-        iterations = min(2 * iterations, limit)
-        result = time_xml(algo, topology, size, iterations, default_latency)
-        gain = 1 - result.time_us / best.time_us
-        if gain > 0:
-            best = result
-        if gain <= MIN_GAIN:
+    for step in (2, -2):            # deeper while that pays, else shallower
+        count = iterations
+        while (count > lowest) if step < 0 else (count < limit):
+            count = min(count * 2, limit) if step > 0 else max(count // 2, lowest)
+            result = time_xml(algo, topology, size, count, default_latency)
+            gain = 1 - result.time_us / best.time_us
+            if gain > 0:
+                best = result
+            if gain <= MIN_GAIN:
+                break
+        if best.iterations != iterations:
             break
     return best
