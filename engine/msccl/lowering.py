@@ -379,7 +379,7 @@ class _Builder:
                 chain = up.pop(kids[-1])
                 relabel(chain.steps, final)
                 fanout = then.by_height(root, deepest_first=True) if then is not None else []
-                if len(fanout) == 1 or (fanout and self.fuse_fanout):
+                if then is not None and (len(fanout) == 1 or (fanout and self.fuse_fanout)):
                     first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
                                 src=work, dst=final, dep=prev, route=then.down(first))
