@@ -12,9 +12,10 @@ from canopy.cli.fabric import apply_failures
 from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.io import save_result
 from canopy.engine.alltoall.msccl import alltoall_xml
+from canopy.engine.alltoall.nic import NIC_FORWARDING
 from canopy.engine.alltoall.timesteps import time_steps
 from canopy.engine.errors import CanopyError
-from canopy.engine.topology import format_gbps
+from canopy.engine.topology import format_gbps, parse_bandwidth
 from canopy.engine.topology_io import atomic_write_bytes, load_topology
 
 
@@ -25,6 +26,12 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--method", choices=METHODS, default="auto",
                        help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
+    group.add_argument("--nic-bandwidth", metavar="GBPS",
+                       help="model the host-to-NIC bottleneck: every compute node reaches its "
+                            "links through a NIC joined to it by GBPS each way")
+    group.add_argument("--nic-forwarding", choices=NIC_FORWARDING, default="nic",
+                       help="with --nic-bandwidth: relays turn around in the NIC (default) or "
+                            "go up to the host and back")
 
 
 def summary(result: AllToAllResult) -> str:
@@ -66,8 +73,15 @@ def run_alltoall(args: argparse.Namespace) -> int:
         raise CanopyError("--k applies to tree collectives, not to alltoall.")
     topo = load_topology(args.topology)
     apply_failures(topo, getattr(args, "fail", []) or [])
+    nic = None
+    if args.nic_bandwidth is not None:
+        try:
+            nic = parse_bandwidth(args.nic_bandwidth)
+        except ValueError as exc:
+            raise CanopyError(f"--nic-bandwidth {args.nic_bandwidth} {exc}.") from None
     result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
-                            where=args.topology)
+                            where=args.topology, nic_bandwidth=nic,
+                            nic_forwarding=args.nic_forwarding)
     if args.json:
         save_result(result, args.json)
     if args.json != "-":

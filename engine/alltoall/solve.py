@@ -18,6 +18,7 @@ from fractions import Fraction
 from canopy.engine.alltoall import bound as bounds
 from canopy.engine.alltoall.decomposition import solve_decomposition
 from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
+from canopy.engine.alltoall.nic import augment_host_nic
 from canopy.engine.alltoall.paths import decompose
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
 from canopy.engine.alltoall.schedule import (
@@ -94,14 +95,20 @@ class AllToAllResult:
 
 def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto",
                    progress: Progress | None = None, where: str = "",
-                   target_gap: float = 0.01) -> AllToAllResult:
+                   target_gap: float = 0.01, nic_bandwidth: Fraction | None = None,
+                   nic_forwarding: str = "nic") -> AllToAllResult:
     """The all-to-all optimum of ``topo`` with a verified schedule (module docstring).
 
-    ``target_gap`` is where the decomposition stops (relative gap to its bound).
-    Raises TopologyError for unusable input and ScheduleError if verification fails."""
+    ``target_gap`` is where the decomposition stops (relative gap to its bound). With
+    ``nic_bandwidth`` (GB/s) every compute node reaches its links through a NIC with that
+    host-NIC bandwidth, forwarding in the NIC or the host (:mod:`.nic`, the summary's
+    Fig. 2). Failed links and switches carry nothing. Raises TopologyError for unusable
+    input and ScheduleError if verification fails."""
     if method not in METHODS:
         raise ScheduleError(f"method must be one of {', '.join(METHODS)}, not '{method}'.")
     start = time.process_time()
+    if nic_bandwidth is not None:
+        topo = augment_host_nic(topo, nic_bandwidth, nic_forwarding)
     problem = build_problem(topo, forwarding, where)
     if method == "auto":
         usable = problem.num_compute * problem.m
