@@ -272,3 +272,79 @@ def test_punctured_torus_is_seeded_and_slower():
     assert a.links == b.links and len(a.links) == 18 - 2
     whole = solve_alltoall(generate("torus", {"dims": "3x3"}))
     assert solve_alltoall(a).lam < whole.lam
+
+
+@pytest.mark.parametrize("forwarding, algbw", [("nic", Fraction(160, 3)), ("host", 40)])
+def test_host_to_nic_bottleneck(forwarding, algbw):
+    """Ring of 4 (50 GB/s links), host-NIC 40 GB/s: each host sends 3λ through its NIC,
+    so λ = 40/3 with NIC forwarding; with host forwarding each host also relays one
+    opposite pair's λ (4λ ≤ 40, λ = 10). Without NICs the ring allows λ = 25."""
+    ring = generate("ring", {"n": "4", "bandwidth": "50"})
+    assert solve_alltoall(ring).algbw == 100
+    result = solve_alltoall(ring, nic_bandwidth=Fraction(40), nic_forwarding=forwarding)
+    assert result.exact and result.algbw == algbw
+    assert result.num_compute == 4
+    assert all("/nic" in u + v for u, v in result.bottleneck_links())
+    # a wide NIC changes nothing
+    wide = solve_alltoall(ring, nic_bandwidth=Fraction(1000), nic_forwarding=forwarding)
+    assert wide.algbw == 100
+
+
+def test_cli_nic_bandwidth(tmp_path, capsys):
+    path = tmp_path / "ring.json"
+    save_topology(generate("ring", {"n": "4", "bandwidth": "50"}), path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--nic-bandwidth", "40",
+                 "--nic-forwarding", "host", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["algbw_exact"] == "40"
+    capsys.readouterr()
+    assert main(["solve", str(path), "--collective", "alltoall", "--nic-bandwidth", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--nic-bandwidth" in err
+
+
+def test_exact_on_degenerate_tori():
+    """Tori make HiGHS's vertex messy (many equal shortest paths); the exact support solve
+    recovers λ* = (links · b) / Σ hop distances exactly."""
+    result = solve_alltoall(generate("torus", {"dims": "4x4x2", "bandwidth": "50"}))
+    assert result.exact and result.lam == result.bound
+    assert result.algbw == 100
+    hurt = solve_alltoall(generate("punctured-torus", {"dims": "4x4x2", "removed": "4",
+                                                       "seed": "1"}))
+    assert hurt.exact and hurt.algbw < 100
+
+
+def test_exact_support_solve_refuses_a_wrong_rate():
+    from canopy.engine.alltoall.exact import exact_flows
+    from canopy.engine.alltoall.lp import solve_link_lp
+    problem = build_problem(generate("torus", {"dims": "3x3", "bandwidth": "50"}))
+    flows = solve_link_lp(problem)
+    unit = max(problem.capacity)
+    lam = Fraction(36 * 50, 9 * 12)
+    exact, den = exact_flows(problem, flows.flow, unit, lam)
+    assert all(sum(exact[:, a]) <= problem.capacity[a] * den for a in range(problem.m))
+    assert exact_flows(problem, flows.flow, unit, lam * Fraction(1001, 1000)) is None
+
+
+def test_punctured_kautz_is_seeded_and_slower():
+    a = generate("punctured-kautz", {"degree": "3", "n": "16", "removed": "3", "seed": "2"})
+    b = generate("punctured-kautz", {"degree": "3", "n": "16", "removed": "3", "seed": "2"})
+    whole = generate("kautz", {"degree": "3", "n": "16"})
+    assert a.links == b.links and len(a.links) == len(whole.links) - 3
+    assert solve_alltoall(a).lam < solve_alltoall(whole).lam
+
+
+def test_failed_links_carry_nothing(tmp_path, capsys):
+    ring = generate("ring", {"n": "4", "bandwidth": "50"})
+    path = tmp_path / "ring.json"
+    save_topology(ring, path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--fail", "n0-n1",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    # a path of 4: the middle link carries 2·2 pairs each way, λ = 50/4
+    assert data["algbw_exact"] == "50"
+    assert all({p["route"][i], p["route"][i + 1]} != {"n0", "n1"}
+               for p in data["paths"] for i in range(len(p["route"]) - 1))
+    ring.links[0].failed = True
+    assert solve_alltoall(ring).algbw == 50

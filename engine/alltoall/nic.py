@@ -37,7 +37,6 @@ def augment_host_nic(topo: Topology, bandwidth: Fraction, forwarding: str = "nic
     if bandwidth <= 0:
         raise TopologyError(f"the host-to-NIC bandwidth must be positive, not {bandwidth}.")
     live = topo.reduced()
-    hosts = set(live.compute_nodes())
     ids = set(live.node_ids())
     nodes = list(live.nodes)
     links: list[Link] = []

@@ -15,8 +15,11 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from canopy.engine.alltoall import bound as bounds
 from canopy.engine.alltoall.decomposition import solve_decomposition
+from canopy.engine.alltoall.exact import exact_flows
 from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
 from canopy.engine.alltoall.nic import augment_host_nic
 from canopy.engine.alltoall.paths import decompose
@@ -25,6 +28,7 @@ from canopy.engine.alltoall.schedule import (
     RATIONAL_DENOMINATOR,
     AllToAllSchedule,
     exact_schedule,
+    verify,
 )
 from canopy.engine.errors import ScheduleError
 from canopy.engine.progress import Progress, report
@@ -117,11 +121,13 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     iterations = 0
     if method == "lp":
         flows = solve_link_lp(problem, progress)
-        routes, rates = decompose(problem, flows.flow, flows.lam)
-        report(progress, "exact schedule", 0.0)
-        schedule = exact_schedule(problem, routes, rates, unit)
         lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
                    for y in flows.duals]
+        report(progress, "exact schedule", 0.0)
+        schedule = _exact_lp_schedule(problem, flows.flow, unit, _certify(problem, lengths))
+        if schedule is None:
+            routes, rates = decompose(problem, flows.flow, flows.lam)
+            schedule = exact_schedule(problem, routes, rates, unit)
     else:
         cg = solve_decomposition(problem, progress, target_gap=target_gap)
         iterations = cg.iterations
@@ -143,6 +149,22 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     return AllToAllResult(problem, schedule, method, best, cut, side,
                           bounds.regular_bound(problem), bottleneck,
                           time.process_time() - start, iterations=iterations)
+
+
+def _exact_lp_schedule(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction,
+                       bound: Fraction | None) -> AllToAllSchedule | None:
+    """The schedule of the exact flows on HiGHS's support at rate ``bound`` (:mod:`.exact`),
+    or None when there are none."""
+    if bound is None:
+        return None
+    got = exact_flows(problem, flow, unit, bound)
+    if got is None:
+        return None
+    exact, den = got
+    routes, rates = decompose(problem, exact, int(bound * den))
+    schedule = AllToAllSchedule(problem, routes, [int(r) for r in rates], den)
+    verify(schedule)
+    return schedule
 
 
 def _lcm_den(values: list[Fraction]) -> int:
