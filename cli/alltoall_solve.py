@@ -13,6 +13,7 @@ from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_al
 from canopy.engine.alltoall.io import save_result
 from canopy.engine.alltoall.msccl import alltoall_xml
 from canopy.engine.alltoall.nic import NIC_FORWARDING
+from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
 from canopy.engine.alltoall.timesteps import time_steps
 from canopy.engine.errors import CanopyError
 from canopy.engine.topology import format_gbps, parse_bandwidth
@@ -26,6 +27,9 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--method", choices=METHODS, default="auto",
                        help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
+    group.add_argument("--time-steps", type=int, metavar="T",
+                       help="also solve the time-stepped LP: T store-and-forward steps "
+                            "(relays forward only what they held at the end of a step)")
     group.add_argument("--nic-bandwidth", metavar="GBPS",
                        help="model the host-to-NIC bottleneck: every compute node reaches its "
                             "links through a NIC joined to it by GBPS each way")
@@ -82,10 +86,18 @@ def run_alltoall(args: argparse.Namespace) -> int:
     result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
                             where=args.topology, nic_bandwidth=nic,
                             nic_forwarding=args.nic_forwarding)
+    stepped = None
+    if args.time_steps is not None:
+        stepped = solve_time_steps(result.problem, args.time_steps)
+        check_against_fluid(stepped, result.algbw)
     if args.json:
-        save_result(result, args.json)
+        save_result(result, args.json, stepped)
     if args.json != "-":
         print(summary(result))
+        if stepped is not None:
+            print(f"time-stepped LP: {stepped.algbw:.4g} GB/s in {stepped.steps} "
+                  f"store-and-forward steps ({stepped.pair_data:.6g} GB per pair per "
+                  f"1 s step; HiGHS, tolerance {stepped.tolerance:g})")
     if args.msccl:
         xml = alltoall_xml(result.schedule)
         atomic_write_bytes(args.msccl, xml.data)

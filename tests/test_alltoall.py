@@ -348,3 +348,57 @@ def test_failed_links_carry_nothing(tmp_path, capsys):
                for p in data["paths"] for i in range(len(p["route"]) - 1))
     ring.links[0].failed = True
     assert solve_alltoall(ring).algbw == 50
+
+
+def test_time_stepped_lp():
+    """Triangle a-b 10, a-c 10, b-c 1 (GB/s). One step allows only direct sends, so b-c
+    limits every pair to 1 GB: algbw 3·1/1. Two steps let b and c relay through a: by
+    hand D = 11 GB per pair (b->c: 1 per step direct plus 9 relayed), algbw 3·11/2 = 16.5,
+    the fluid optimum λ* = 5.5."""
+    from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
+    tri = Topology("tri", [Node("a"), Node("b"), Node("c")],
+                   [Link("a", "b", Fraction(10)), Link("a", "c", Fraction(10)),
+                    Link("b", "c", Fraction(1))])
+    problem = build_problem(tri)
+    fluid = solve_alltoall(tri)
+    assert fluid.exact and fluid.algbw == Fraction(33, 2)
+    one = solve_time_steps(problem, 1)
+    assert one.algbw == pytest.approx(3, rel=1e-7)
+    two = solve_time_steps(problem, 2)
+    assert two.pair_data == pytest.approx(11, rel=1e-7)
+    assert two.algbw == pytest.approx(16.5, rel=1e-7)
+    # relayed data leaves a only in step 2, after it arrived in step 1
+    assert two.step_loads[0].get(("a", "c"), 0) <= 10 + 1e-6
+    for loads in two.step_loads:
+        for (u, v), x in loads.items():
+            assert x <= float(problem.capacity[problem.arc_index()[
+                (problem.names.index(u), problem.names.index(v))]]) * (1 + 1e-7)
+    check_against_fluid(two, fluid.algbw)
+    ring = build_problem(generate("ring", {"n": "4", "bandwidth": "50"}))
+    with pytest.raises(ScheduleError, match="1 store-and-forward step cannot reach"):
+        solve_time_steps(ring, 1)
+    assert solve_time_steps(ring, 2).algbw == pytest.approx(100, rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", [0, 12])
+def test_time_stepped_lp_never_beats_the_fluid_optimum(seed):
+    from canopy.engine.alltoall.timestep_lp import solve_time_steps
+    topo = random_network(seed)
+    fluid = solve_alltoall(topo)
+    problem = build_problem(topo)
+    values = [solve_time_steps(problem, t).algbw for t in (3, 5)]
+    assert all(v <= float(fluid.algbw) * (1 + 1e-7) for v in values)
+    assert values[-1] == pytest.approx(float(fluid.algbw), rel=0.2)
+
+
+def test_cli_time_steps(tmp_path, capsys):
+    path = tmp_path / "ring.json"
+    save_topology(generate("ring", {"n": "4", "bandwidth": "50"}), path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--time-steps", "2",
+                 "--json", str(out)]) == 0
+    stepped = json.loads(out.read_text())["time_stepped"]
+    assert stepped["steps"] == 2 and stepped["algbw"] == pytest.approx(100)
+    assert "time-stepped LP" in capsys.readouterr().out
+    assert main(["solve", str(path), "--collective", "alltoall", "--time-steps", "1"]) == 2
+    assert "allow more steps" in capsys.readouterr().err

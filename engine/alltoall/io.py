@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 from canopy.engine.alltoall.solve import AllToAllResult
+from canopy.engine.alltoall.timestep_lp import TimeSteppedResult
 from canopy.engine.topology_io import atomic_write_bytes
 
 FORMAT = "canopy-alltoall"
@@ -22,7 +23,8 @@ def _text(value: Fraction) -> str:
     return str(value.numerator) if value.denominator == 1 else str(value)
 
 
-def result_to_json(result: AllToAllResult) -> dict[str, Any]:
+def result_to_json(result: AllToAllResult, stepped: TimeSteppedResult | None = None
+                   ) -> dict[str, Any]:
     problem = result.problem
     names = problem.names
     data: dict[str, Any] = {
@@ -50,12 +52,19 @@ def result_to_json(result: AllToAllResult) -> dict[str, Any]:
     })
     if result.regular_bound is not None:
         data["regular_bound_algbw"] = float(problem.num_compute * result.regular_bound)
+    if stepped is not None:
+        data["time_stepped"] = {
+            "steps": stepped.steps, "algbw": stepped.algbw, "pair_data_gb": stepped.pair_data,
+            "solver_tolerance": stepped.tolerance,
+            "step_loads": [[[u, v, x] for (u, v), x in sorted(loads.items())]
+                           for loads in stepped.step_loads]}
     return data
 
 
-def save_result(result: AllToAllResult, path: str) -> None:
+def save_result(result: AllToAllResult, path: str,
+                stepped: TimeSteppedResult | None = None) -> None:
     """Write the JSON to ``path`` (``-`` is standard output)."""
-    text = json.dumps(result_to_json(result), indent=1) + "\n"
+    text = json.dumps(result_to_json(result, stepped), indent=1) + "\n"
     if path == "-":
         print(text, end="")
     else:
