@@ -5,7 +5,8 @@ Usage: python -m bench.alltoall [--large N] [--skip-large] [--gap G] [--skip-fig
 
 Cases: the 4x4x4 torus (64 nodes) by the exact link LP (target ≤ 10 s CPU), and a
 large generalised Kautz graph and torus by the decomposition (target ≤ 5 min CPU on
-2 cores, within 5 % of the certified bound it reports).
+2 cores, within 5 % of the certified bound it reports). For the torus and the GenKautz
+case the JSON's size is measured too (paths, MB, MB gzipped, CPU s to write it).
 
 The ``fig5`` part reproduces the shape of the summary's Fig. 5: exact all-to-all algbw
 of a punctured 4x4x2 torus and a punctured GenKautz GK(3, 32) against the number of
@@ -17,14 +18,27 @@ counts the instances solved exactly). CPU seconds come from ``time.process_time(
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import time
 
 from canopy.engine.alltoall import solve_alltoall
+from canopy.engine.alltoall.io import result_to_text
 from canopy.engine.generators import ParameterError, generate
 
 
-def run(name: str, kind: str, params: dict, method: str, gap: float) -> dict:
+def json_size(result: object) -> dict:
+    """Size of the canopy-alltoall JSON (compact, one path per line) and gzipped."""
+    start = time.process_time()
+    text, paths = result_to_text(result)
+    data = text.encode()
+    return {"json_paths": paths, "json_mb": round(len(data) / 1e6, 1),
+            "json_gz_mb": round(len(gzip.compress(data, compresslevel=6)) / 1e6, 1),
+            "json_cpu_s": round(time.process_time() - start, 1)}
+
+
+def run(name: str, kind: str, params: dict, method: str, gap: float,
+        with_json: bool = False) -> dict:
     topo = generate(kind, params)
     start, wall = time.process_time(), time.perf_counter()
     result = solve_alltoall(topo, method=method, target_gap=gap)
@@ -39,6 +53,10 @@ def run(name: str, kind: str, params: dict, method: str, gap: float) -> dict:
            "wall_s": round(time.perf_counter() - wall, 2)}
     if result.regular_bound is not None:
         row["theorem1_algbw_gbps"] = round(float(result.num_compute * result.regular_bound), 4)
+    if result.exact:
+        row["algbw_exact"] = str(result.algbw)
+    if with_json:
+        row.update(json_size(result))
     return row
 
 
@@ -76,11 +94,11 @@ def main() -> None:
     parser.add_argument("--removed", default="0,1,2,3,4,5,6")
     parser.add_argument("--seeds", type=int, default=5)
     args = parser.parse_args()
-    rows = [run("torus 4x4x4", "torus", {"dims": "4x4x4"}, "lp", args.gap)]
+    rows = [run("torus 4x4x4", "torus", {"dims": "4x4x4"}, "lp", args.gap, with_json=True)]
     if not args.skip_large:
         n = args.large
         rows.append(run(f"GenKautz d=4 n={n}", "kautz", {"degree": "4", "n": str(n)},
-                        "decomposition", args.gap))
+                        "decomposition", args.gap, with_json=True))
         side = round(n ** (1 / 3))
         while n % (side * side):
             side -= 1

@@ -47,7 +47,9 @@ def summary(result: AllToAllResult) -> str:
     exact = "exact" if result.exact else f"within {result.gap:.2e} of the bound"
     lines = [
         "collective:      alltoall",
-        f"compute nodes:   N = {result.num_compute} (forwarding: {result.problem.forwarding})",
+        f"compute nodes:   N = {result.num_compute} (forwarding: {result.problem.forwarding}"
+        + (f"; host-NIC {format_gbps(result.nic[0])} GB/s, {result.nic[1]} forwarding"
+           if result.nic else "") + ")",
         f"method:          {'link LP (HiGHS)' if result.method == 'lp' else 'decomposition'}"
         f" ({'exact' if result.exact else 'gap ' + format(result.gap, '.3%')}; "
         f"solver tolerance {result.tolerance:g})"
@@ -90,10 +92,14 @@ def run_alltoall(args: argparse.Namespace) -> int:
     if args.time_steps is not None:
         stepped = solve_time_steps(result.problem, args.time_steps)
         check_against_fluid(stepped, result.algbw)
+    written = None
     if args.json:
-        save_result(result, args.json, stepped)
+        written = save_result(result, args.json, stepped)
     if args.json != "-":
         print(summary(result))
+        if written is not None:
+            print(f"JSON:            {args.json} ({written[1]} paths, "
+                  f"{written[0] / 1e6:.3g} MB)")
         if stepped is not None:
             print(f"time-stepped LP: {stepped.algbw:.4g} GB/s in {stepped.steps} "
                   f"store-and-forward steps ({stepped.pair_data:.6g} GB per pair per "

@@ -402,3 +402,19 @@ def test_cli_time_steps(tmp_path, capsys):
     assert "time-stepped LP" in capsys.readouterr().out
     assert main(["solve", str(path), "--collective", "alltoall", "--time-steps", "1"]) == 2
     assert "allow more steps" in capsys.readouterr().err
+
+
+def test_json_is_compact_and_may_be_gzipped(tmp_path):
+    import gzip
+
+    from canopy.engine.alltoall.io import result_to_json, save_result
+    result = solve_alltoall(generate("torus", {"dims": "3x3", "bandwidth": "50"}))
+    plain, packed = tmp_path / "a.json", tmp_path / "a.json.gz"
+    size, paths = save_result(result, str(plain))
+    assert size == plain.stat().st_size and paths == len(result_to_json(result)["paths"])
+    text = plain.read_text()
+    assert json.loads(text) == result_to_json(result)
+    assert text.count("\n") == len(json.loads(text)) + paths + 3   # a line per key and path
+    gz_size, _ = save_result(result, str(packed))
+    assert gz_size == packed.stat().st_size < size
+    assert json.loads(gzip.decompress(packed.read_bytes())) == result_to_json(result)

@@ -61,7 +61,8 @@ def _is_prime(n: int) -> bool:
 
 
 def _primes() -> list[int]:
-    out, p = [], _START
+    out: list[int] = []
+    p = _START
     while len(out) < MAX_PRIMES:
         if _is_prime(p):
             out.append(p)
@@ -191,11 +192,11 @@ def exact_flows(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction, lam:
     guess: list[float] = []
     cotree: list[tuple[int, int]] = []
     for k, s in enumerate(problem.compute):
-        support = np.flatnonzero(flow[k] > SUPPORT)
+        support = [int(a) for a in np.flatnonzero(flow[k] > SUPPORT)]
         touching: dict[int, list[int]] = {}
         for a in support:
-            touching.setdefault(int(tails[a]), []).append(int(a))
-            touching.setdefault(int(heads[a]), []).append(int(a))
+            touching.setdefault(int(tails[a]), []).append(a)
+            touching.setdefault(int(heads[a]), []).append(a)
         parent_arc = {s: -1}
         depth = {s: 0}
         order = [s]
@@ -222,7 +223,6 @@ def exact_flows(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction, lam:
             const[(k, a)] = sign * lam * count[v]
             terms[(k, a)] = {}
         for a in support:
-            a = int(a)
             if a in tree or int(tails[a]) not in parent_arc:
                 continue
             var = len(cotree)

@@ -60,6 +60,8 @@ class AllToAllResult:
     seconds: float
     tolerance: float = TOLERANCE
     iterations: int = 0
+    #: the host-NIC bandwidth and forwarding style when the topology was augmented
+    nic: tuple[Fraction, str] | None = None
 
     @property
     def lam(self) -> Fraction:
@@ -146,9 +148,10 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
                             "which is a bug in Canopy.")
     bottleneck = _bottleneck(schedule, best)
     report(progress, "certificate", 1.0)
+    nic = None if nic_bandwidth is None else (nic_bandwidth, nic_forwarding)
     return AllToAllResult(problem, schedule, method, best, cut, side,
                           bounds.regular_bound(problem), bottleneck,
-                          time.process_time() - start, iterations=iterations)
+                          time.process_time() - start, iterations=iterations, nic=nic)
 
 
 def _exact_lp_schedule(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction,
