@@ -143,7 +143,7 @@ class Watch:
 def _run(steps: Callable[[Watch, Callable[[], None]], None]) -> dict[str, dict]:
     """Run ``steps(watch, done)`` in the event loop with a watch on; ends SETTLE_MS after
     done()."""
-    app = QApplication.instance() or QApplication([])
+    app = QApplication.instance()
     watch = Watch()
 
     def done() -> None:
@@ -238,6 +238,7 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=2, help="CPU-bound processes alongside")
     parser.add_argument("--cases", default="bare,editor,large")
     args = parser.parse_args()
+    _app = QApplication.instance() or QApplication([])
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
         b.start()
