@@ -368,11 +368,12 @@ class SolveController(QObject):
             self._steps.appendleft(self.window.view.zoom_to_fit)
 
     def _plot(self, solution: Solution) -> None:
-        """The plots, now if their dock is visible, else when it is first shown."""
-        if self.plots.isVisible() and not self.plots.visibleRegion().isEmpty():
-            self.plots.set_solution(solution, self.controller.stale)
-        else:
+        """The plots, now unless their dock is hidden in a shown window (then when the
+        dock is next shown)."""
+        if self.window.isVisible() and not self.plots.isVisible():
             self.plots.set_solution_later(solution, self.controller.stale)
+        else:
+            self.plots.set_solution(solution, self.controller.stale)
 
     def _bound_changed(self, bound: Bound | None) -> None:
         """The optimum of a large solve arrived before its schedule: show it at once

@@ -121,8 +121,9 @@ class ResultsDock(SolutionDock):
                            bound.optimum, fixed_k=None)
         v = self.values
         v["achieved"].setText("<i>building the schedule…</i>")
-        v["k"].setText(f"{bound.optimum.k} trees per node (Prop. 3); the schedule may "
-                       "need fewer")
+        k = bound.optimum.k
+        v["k"].setText(f"{k} tree{'s' if k != 1 else ''} per node (Prop. 3); the schedule "
+                       "may need fewer")
         v["k"].setToolTip("")
         v["tradeoff"].setText("—")
         v["trees"].setText("<i>building…</i>")
