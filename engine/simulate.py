@@ -78,6 +78,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import CollectivePlan, FlowTree, bandwidth_bound, path_links
@@ -195,10 +196,10 @@ def run_program(topology: Topology, program: Program,
     cap: list = []
     conn_links: list[list[int]] = []
     conn_alpha: list = []
-    for c in program.connections:
+    for connection in program.connections:
         ids = []
         alpha = Fraction(0)
-        for link in path_links(c.route):
+        for link in path_links(connection.route):
             if link not in caps:
                 raise ScheduleError(f"the schedule uses link {link[0]} -> {link[1]}, which "
                                     "is not in the topology.")
@@ -208,10 +209,11 @@ def run_program(topology: Topology, program: Program,
             ids.append(link_id[link])
             alpha += lats.get(link, default_latency)
         if not ids:
-            raise ScheduleError(f"a connection from {c.route[0]} has no link to cross.")
+            raise ScheduleError(f"a connection from {connection.route[0]} has no link to "
+                                "cross.")
         conn_links.append(ids)
         conn_alpha.append(num(alpha))
-    weight = [num(c.weight) for c in program.connections]
+    weight = [num(connection.weight) for connection in program.connections]
     sends = program.sends
     n = len(sends)
     conn = [send.connection for send in sends]
@@ -373,7 +375,7 @@ def run_program(topology: Topology, program: Program,
                     try_start(t, now)
     if delivered != n:
         raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
-    return end if exact else Fraction(end)
+    return Fraction(end)
 
 
 # ---------------------------------------------------------------------------- plans
@@ -586,9 +588,10 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     program = plan_program(plan, size * count / pieces, count, switches, switch_mode)
     arrivals: list[Fraction | float] = []
     end = run_program(topology, program, default_latency, exact, check, arrivals)
-    done: list[Fraction | float] = [0] * count
+    done: list[Any] = [0] * count
     for i, t in zip(program.iteration, arrivals, strict=True):
-        done[i] = max(done[i], t)
+        if t > done[i]:
+            done[i] = t
     a, m, b = count // 4, count // 2, 3 * count // 4
     first, second = (done[m] - done[a]) / (m - a), (done[b] - done[m]) / (b - m)
     floor = bandwidth_floor(topology, plan, size) if exact else _floor_us(topology, plan, size)
