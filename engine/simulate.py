@@ -639,10 +639,11 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     (:func:`max_pieces`, MAX_PIECES; loops of more than MAX_MESSAGES sends are extrapolated
     from their period, :func:`simulate`). The search starts at
     ``PIECES_PER_STAGE · pipeline_stages`` within that range (or ``start`` if deeper) and
-    doubles, the last step stopping at the most, while that gains more than MIN_GAIN and
-    the time is more than MIN_GAIN above :func:`bandwidth_floor`. In this model a deeper
-    pipeline is never much slower (α is latency), so the search only decides when deeper
-    stops paying.
+    doubles, the last step stopping at the most, while that gains more than MIN_GAIN (or
+    the depth was extrapolated, whose estimate of the period is not monotone in the
+    depth) and the time is more than MIN_GAIN above :func:`bandwidth_floor`. In this
+    model a deeper pipeline is never much slower (α is latency), so the search only
+    decides when deeper stops paying.
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
     limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
@@ -657,6 +658,6 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
         gain = 1 - result.time_us / best.time_us
         if gain > 0:
             best = result
-        if gain <= MIN_GAIN:
+        if gain <= MIN_GAIN and not result.unrolled:
             break
     return best
