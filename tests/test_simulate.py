@@ -7,7 +7,13 @@ import pytest
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, schedule_plan
+from canopy.engine.plan import (
+    CollectivePlan,
+    FlowEdge,
+    FlowTree,
+    bandwidth_bound,
+    schedule_plan,
+)
 from canopy.engine.progress import Cancelled
 from canopy.engine.simulate import (
     CHECK_EVERY,
@@ -332,3 +338,11 @@ def test_check_is_called_during_long_simulations_and_may_stop_them():
         raise Cancelled("stopped")
     with pytest.raises(Cancelled):
         fastest(topo, plan, 10**10, check=stop)     # >= 4769 pieces, 3 events each
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce-scatter", "allreduce"])
+def test_forestcoll_runs_at_95_percent_of_its_bound_on_two_dgx_a100_at_1_gib(collective):
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topo, collective))
+    bound, _ = bandwidth_bound(plan, topo.capacities())
+    assert fastest(topo, plan, 1 << 30).algbw >= Fraction(95, 100) * bound
