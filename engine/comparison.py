@@ -32,6 +32,7 @@ from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
     ALGORITHMS,
     BaselineResult,
+    CollectivePlan,
     bandwidth_bound,
     schedule_plan,
 )
@@ -294,6 +295,8 @@ def compare(topology: Topology, collective: str = "allgather",
                             details=result.details)
         if result.applicable and result.plan_at is not None:
             depth = 1
+            staged: CollectivePlan | None = None
+            stages = 0
             for step, size in enumerate(sorted(sizes)):
                 report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
                 plan = result.plan_at(Fraction(size))
@@ -302,7 +305,9 @@ def compare(topology: Topology, collective: str = "allgather",
                 depth = sim.pieces
                 row.times_us[size] = sim.time_us
                 row.pieces[size] = sim.pieces
-                row.stages[size] = pipeline_stages(topology, plan, switch_mode)
+                if plan is not staged:
+                    staged, stages = plan, pipeline_stages(topology, plan, switch_mode)
+                row.stages[size] = stages
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)
