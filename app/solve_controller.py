@@ -322,8 +322,8 @@ class SolveController(QObject):
             return
         schedule = solution.schedule
         self.window.statusBar().showMessage(
-            f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
-            f"in {solution.seconds:.2f} s.", 8000)
+            f"Solved {schedule.collective}: {len(schedule.trees)} trees, "
+            f"k = {number_text(schedule.k)}, in {solution.seconds:.2f} s.", 8000)
         self._show_solved(self.controller.stale)
         self.exporter.update()
         self._first_pending = solution
@@ -366,18 +366,6 @@ class SolveController(QObject):
             self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
             # the docks took room from the canvas: show the whole drawing again
-<<<<<<< HEAD
-            QTimer.singleShot(0, lambda: self.window.view.zoom_to_fit())
-        # the rest in later turns of the event loop, so none of them holds it up for long
-        self._first_pending = solution
-        QTimer.singleShot(0, lambda: self._show_rest(solution))
-        schedule = solution.schedule
-        text = (f"Solved {schedule.collective}: {len(schedule.trees)} trees, "
-                f"k = {number_text(schedule.k)}, "
-                f"in {solution.seconds:.2f} s.")
-        self.window.statusBar().showMessage(text, 8000)
-        self._show_solved(stale)
-=======
             self._steps.appendleft(self.window.view.zoom_to_fit)
 
     def _plot(self, solution: Solution) -> None:
@@ -403,7 +391,6 @@ class SolveController(QObject):
         self._show_solved(self.controller.stale)
         self.window.statusBar().showMessage(
             f"Optimum found in {bound.seconds:.2f} s; building the schedule…", 8000)
->>>>>>> main
 
     def _show_solved(self, stale: bool) -> None:
         """The lasting summary in the status bar (temporary messages come and go)."""

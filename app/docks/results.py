@@ -171,27 +171,23 @@ class ResultsDock(SolutionDock):
         switches, links = len(topo.switch_nodes()), len(topo.links)
         v["topology"].setText(f"{topo.name} ({switches} switch{'es' if switches != 1 else ''}"
                               f", {links} link{'s' if links != 1 else ''})")
-<<<<<<< HEAD
-        k = number_text(schedule.k)
-        v["collective"].setText(schedule.collective
-                                + (f", k fixed to {k}" if schedule.fixed_k else ""))
-=======
-        v["collective"].setText(solved + (f", k fixed to {fixed_k}" if fixed_k else ""))
->>>>>>> main
+        fixed = f", k fixed to {number_text(fixed_k)}" if fixed_k else ""
+        v["collective"].setText(solved + fixed)
         v["n"].setText(f"{n} compute nodes")
         for collective in COLLECTIVES:
             algbw = format_gbps(collective_algbw(collective, n, opt.x))
             text = f"{algbw} GB/s  {collective}"
             v[collective].setText(f"<b>{text}</b>" if collective == solved else text)
-        v["inverse_x"].setText(f"{opt.inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
-        v["y"].setText(f"{opt.tree_bandwidth} GB/s per tree (Prop. 3)")
+        inverse_x = number_text(opt.inverse_x)
+        v["inverse_x"].setText(f"{inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
+        v["y"].setText(f"{number_text(opt.tree_bandwidth)} GB/s per tree (Prop. 3)")
         cut = list(opt.bottleneck_cut)
         compute = set(topo.compute_nodes())
         inside = sum(1 for name in cut if name in compute)
         v["cut"].setText(cut_in_words(topo, cut, opt.cut_bandwidth))
         v["cut"].setToolTip("S* = {" + ", ".join(cut) + "}")
         v["ratio"].setText(f"|S* ∩ V_c| / B+(S*) = {inside} / {format_gbps(opt.cut_bandwidth)}"
-                           f" GB/s = {opt.inverse_x} = 1/x*: {inside} compute nodes inside, "
+                           f" GB/s = {inverse_x} = 1/x*: {inside} compute nodes inside, "
                            f"{format_gbps(opt.cut_bandwidth)} GB/s leaving.")
 
     def _fill(self, solution: Solution) -> None:
@@ -202,13 +198,9 @@ class ResultsDock(SolutionDock):
                            opt, schedule.k if schedule.fixed_k else None)
         share = schedule.algbw / schedule.optimal_algbw
         verdict = "optimal" if share == 1 else f"{float(share) * 100:.2f} % of the optimum"
+        k = number_text(schedule.k)
         v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {k}: "
                               f"{verdict}, verified")
-<<<<<<< HEAD
-        inverse_x = number_text(opt.inverse_x)
-        v["inverse_x"].setText(f"{inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
-=======
->>>>>>> main
         v["k"].setText(describe_k(schedule))
         v["y"].setText(f"{number_text(schedule.tree_bandwidth)} GB/s per tree (Prop. 3: "
                        f"{number_text(opt.tree_bandwidth)})")
@@ -223,17 +215,6 @@ class ResultsDock(SolutionDock):
         v["time"].setText(f"{solution.seconds:.2f} s")
         v["time"].setToolTip("\n".join(f"{phase}: {seconds:.3f} s"
                                        for phase, seconds in schedule.timings.items()))
-<<<<<<< HEAD
-        cut = list(opt.bottleneck_cut)
-        compute = set(schedule.compute_nodes)
-        inside = sum(1 for name in cut if name in compute)
-        v["cut"].setText(cut_in_words(topo, cut, opt.cut_bandwidth))
-        v["cut"].setToolTip("S* = {" + ", ".join(cut) + "}")
-        v["ratio"].setText(f"|S* ∩ V_c| / B+(S*) = {inside} / {format_gbps(opt.cut_bandwidth)}"
-                           f" GB/s = {inverse_x} = 1/x*: {inside} compute nodes inside, "
-                           f"{format_gbps(opt.cut_bandwidth)} GB/s leaving.")
-=======
->>>>>>> main
 
 
 def _bind(box: QCheckBox, action: QAction) -> None:
