@@ -26,8 +26,6 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from canopy.engine.errors import ScheduleError
 from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.progress import Progress
@@ -187,19 +185,18 @@ class _Packer:
         """F(σ, y) with a node s_i per other batch R_i of several vertices (σ -> s_i of
         capacity m(R_i), s_i -> R_i of ∞), on a copy of the network."""
         tails, heads, caps = self.flow.arrays()
-        caps = caps.copy()
+        tails, heads, caps = list(tails), list(heads), list(caps)
         caps[self.sigma_arc[x]] = self.inf
-        extra_t, extra_h, extra_c = [tails], [heads], [caps]
         aux = self.num_nodes + 1
         for verts, m in sets:
-            members = np.fromiter(verts, dtype=np.int32, count=len(verts))
-            extra_t += [np.array([self.sigma], np.int32), np.full(len(members), aux, np.int32)]
-            extra_h += [np.array([aux], np.int32), members]
-            extra_c += [np.array([m], caps.dtype), np.full(len(members), self.inf, caps.dtype)]
+            tails.append(self.sigma)
+            heads.append(aux)
+            caps.append(m)
+            tails += [aux] * len(verts)
+            heads += verts
+            caps += [self.inf] * len(verts)
             aux += 1
-        network = FlowNetwork.from_arrays(aux, np.concatenate(extra_t), np.concatenate(extra_h),
-                                          np.concatenate(extra_c), self.flow.backend)
-        return network.max_flow(self.sigma, y)
+        return self.flow.sibling(aux, tails, heads, caps).max_flow(self.sigma, y)
 
     def extend(self, batch: Batch) -> tuple[int, int, int]:
         """The first frontier edge (x, y) with μ > 0, and μ.
