@@ -66,6 +66,13 @@ def child(name: str) -> None:
     row.update(cpu_s=round(time.process_time() - cpu, 3),
                wall_s=round(time.perf_counter() - wall, 3),
                peak_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
+    if mode != "bound":
+        from canopy.engine.schedule_io import schedule_to_dict
+        data = schedule_to_dict(schedule)   # as `canopy solve --json` writes it
+        text = json.dumps(data, indent=None if "routes" in data else 1,
+                          separators=(",", ":") if "routes" in data else None)
+        row.update(json_mb=round(len(text) / 1e6, 2), tree_edges=sum(
+            len(t.edges) for t in schedule.trees), distinct_paths=len(data.get("routes", [])))
     print(json.dumps(row))
 
 
