@@ -16,10 +16,12 @@ value of a maximum s-t flow, and the source side of a minimum s-t cut.
     capacities only, so capacities are divided by their gcd first; when they still do
     not fit, the question goes to ``networkx``.
 ``python``
-    Dinic's algorithm in plain Python on Python integers: exact at any size, and on
-    small networks cheaper than loading numpy and OR-Tools, so a network of at most
-    ``SMALL_ARCS`` arcs uses it unless a backend was named (issue 16: a whole
-    ``canopy solve`` on a 16-GPU file starts and finishes in about 0.1 s).
+    Dinic's algorithm in plain Python on Python integers: exact at any size. Loading
+    numpy and OR-Tools costs about 0.1 s, more than a small solve, so without a named
+    backend a network of at most ``SMALL_ARCS`` arcs uses it until the process has
+    spent ``PYTHON_BUDGET`` arcs on such answers (about the loading time); then the
+    fastest backend takes over (issue 16: a whole ``canopy solve`` on a 16-GPU file
+    takes about 0.12 s, and sweeps of many small solves stay fast).
 ``networkx``
     networkx's preflow-push on Python integers: exact at any size, slow.
 
@@ -45,7 +47,9 @@ from canopy.engine.errors import CanopyError
 BACKENDS = ("ortools", "scipy", "python", "networkx")
 INT64_SAFE = 2**62
 INT32_SAFE = 2**31 - 1
-SMALL_ARCS = 600    # up to this many arcs the python backend beats loading numpy/OR-Tools
+SMALL_ARCS = 600        # networks the python backend may answer without a named backend
+PYTHON_BUDGET = 60_000  # arcs scanned by those answers per process (about 80 ms of CPU)
+_python_spent = 0
 _log = logging.getLogger(__name__)
 
 
@@ -79,7 +83,7 @@ class FlowNetwork:
     Arcs live in Python lists (exact at any size). The backend's own graph is kept
     between questions; capacity changes are passed on to it when it can take them
     (OR-Tools), otherwise it is rebuilt lazily. Without a named backend (argument or
-    ``CANOPY_MAXFLOW``), networks of at most ``SMALL_ARCS`` arcs use the python backend.
+    ``CANOPY_MAXFLOW``), small networks may use the python backend (module docstring).
     """
 
     def __init__(self, num_nodes: int, backend: str | None = None) -> None:
@@ -155,8 +159,10 @@ class FlowNetwork:
         """Maxflow value and the source side of a minimum cut (it contains ``source``)."""
         if source == sink:
             raise CanopyError("internal error: maxflow from a node to itself.")
+        global _python_spent
         backend = self.backend
-        if self._auto and len(self._caps) <= SMALL_ARCS:
+        if self._auto and len(self._caps) <= SMALL_ARCS and _python_spent < PYTHON_BUDGET:
+            _python_spent += len(self._caps)
             backend = "python"
         if self._sum >= INT64_SAFE and backend in ("ortools", "scipy"):
             _log.debug("capacities exceed int64 sums; using the python backend")

@@ -113,8 +113,11 @@ class _OtherBatches:
 
     def missing(self, y: int) -> int:
         """Σ m(R_i) over the batches that do not contain y (they must still enter y)."""
-        inside = self.done + self.single[y] + sum(m for v, m in self.sets.items() if y in v)
-        return self.total - inside
+        return self.total - self.done - self.single[y] - self.inside_sets(y)
+
+    def inside_sets(self, y: int) -> int:
+        """Σ m(R_i) over the other batches of several vertices that contain y."""
+        return sum(m for v, m in self.sets.items() if y in v) if self.sets else 0
 
 
 class _Packer:
@@ -159,26 +162,29 @@ class _Packer:
         """Thm 12: min{g(x,y), m(R), F(x,y; D̄) - Σ_{i≠R} m(R_i)}, with a flow only when
         g(x, y) alone cannot show that every other batch still fits."""
         g = self.g.cap[(x, y)]
-        bound = min(g, batch.m)
-        if g >= self.others.missing(y) + bound:
+        bound = g if g < batch.m else batch.m
+        others = self.others
+        inside = others.inside_sets(y)
+        missing = others.total - others.done - others.single[y] - inside
+        if g >= missing + bound:
             # Every cut X ∋ y, ∌ x keeps the arc (x, y), so ρ(X) - μ still covers the
             # batches that must enter X: μ = bound needs no flow.
             self.certified += 1
             return bound
         self.flows += 1
+        flow, cap, arc_of = self.flow, self.g.cap, self.arc_of
         for edge in self.stale:
-            self.flow.set_capacity(self.arc_of[edge], self.g.cap[edge])
+            flow.set_capacity(arc_of[edge], cap[edge])
         self.stale.clear()
-        sets = [(v, m) for v, m in self.others.sets.items() if y not in v]
+        sets = [(v, m) for v, m in others.sets.items() if y not in v] if others.sets else []
         if not sets:
             arc = self.sigma_arc[x]
-            self.flow.set_capacity(arc, self.inf)
-            value = self.flow.max_flow(self.sigma, y)
-            self.flow.set_capacity(arc, self.others.single[x])
+            flow.set_capacity(arc, self.inf)
+            value = flow.max_flow(self.sigma, y)
+            flow.set_capacity(arc, others.single[x])
         else:
             value = self._with_sets(x, y, sets)
-        value -= self.others.total - self.others.done - sum(
-            m for v, m in self.others.sets.items() if y in v)
+        value -= others.total - others.done - inside
         return max(0, min(bound, value))
 
     def _with_sets(self, x: int, y: int, sets: list[tuple[frozenset[int], int]]) -> int:
@@ -205,9 +211,10 @@ class _Packer:
         capacities only shrink, other batches only grow and R only gains vertices, so it
         stays 0 for this batch and for any batch later split off it.
         """
-        while batch.frontier:
-            _, _, x, y = heapq.heappop(batch.frontier)
-            if y in batch.vertices or not self.g.cap[(x, y)]:
+        frontier, vertices, cap, pop = batch.frontier, batch.vertices, self.g.cap, heapq.heappop
+        while frontier:
+            _, _, x, y = pop(frontier)
+            if y in vertices or not cap[(x, y)]:
                 continue
             mu = self.mu(batch, x, y)
             if mu:
