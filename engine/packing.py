@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from canopy.engine.errors import ScheduleError
@@ -224,14 +225,69 @@ class _Packer:
             f"{batch.root}; the capacities do not admit the requested trees.")
 
 
+def _greedy(compute: list[int], capacity: dict[tuple[int, int], int], demands: dict[int, int],
+            groups: Sequence[str | None]) -> Packing | None:
+    """Grow every batch without μ flows, entering each group (server) of compute nodes
+    once and spreading inside it; None as soon as a batch cannot grow.
+
+    Thm 12's flows only guarantee that growth never gets stuck; a packing that completes
+    within the capacities is a packing however it was found. On clusters of identical
+    servers whose only tight cuts are unions of servers this completes; elsewhere it
+    gives up and Alg. 5 runs.
+    """
+    g = _Capacities(capacity)
+    target = len(compute)
+    pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
+    done: list[Batch] = []
+    cap = g.cap
+    while pending:
+        batch = pending.pop(0)
+        if not batch.edges:
+            batch.reach_from(batch.root, g)
+        present = {groups[v] for v in batch.vertices}
+        deferred: list[tuple[int, int, int, int]] = []     # cross edges into entered groups
+        frontier, vertices = batch.frontier, batch.vertices
+        while len(vertices) < target:
+            forced = not frontier
+            if forced and not deferred:
+                return None
+            entry = heapq.heappop(deferred if forced else frontier)
+            x, y = entry[2], entry[3]
+            c = cap[(x, y)]
+            if y in vertices or not c:
+                continue
+            gy = groups[y]
+            if not forced and gy is not None and gy in present and groups[x] != gy:
+                heapq.heappush(deferred, entry)     # spread inside the group first
+                continue
+            if c < batch.m:
+                copy = batch.copy(batch.m - c)
+                copy.frontier = [*frontier, *deferred]
+                heapq.heapify(copy.frontier)
+                pending.insert(0, copy)
+                batch.m = c
+            cap[(x, y)] = c - batch.m
+            present.add(gy)
+            batch.grow(x, y, g)
+        batch.frontier = []
+        done.append(batch)
+    return Packing(done, 0, 0)
+
+
 def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int], int],
-               demands: dict[int, int], progress: Progress | None = None) -> Packing:
+               demands: dict[int, int], progress: Progress | None = None,
+               groups: Sequence[str | None] | None = None) -> Packing:
     """Alg. 5: ``demands[r]`` out-trees rooted at each r, spanning ``compute``, within
     ``capacity`` (ForestColl asks k per compute node; Blink asks K at one root).
 
     ``capacity`` maps logical edges between compute nodes (indices < num_nodes) to
-    integer capacities in trees.
+    integer capacities in trees. With ``groups`` (a group name or None per node) a
+    flow-free greedy packing (:func:`_greedy`) is tried first.
     """
+    if groups is not None and any(groups[c] is not None for c in compute):
+        quick = _greedy(compute, capacity, demands, groups)
+        if quick is not None:
+            return quick
     packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))
     pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
     for batch in pending:
