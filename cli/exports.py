@@ -13,7 +13,7 @@ from canopy.engine.topology_io import atomic_write_bytes
 
 # MSCCL's defaults, spelled here so that building the parser does not import the MSCCL
 # lowering (tests/test_msccl_cli.py checks they equal MscclOptions' own).
-CHANNELS, LAYOUT, RUNTIME = 4, "auto", "msccl"
+CHANNELS, LAYOUT, RUNTIME, SMS = 4, "auto", "msccl", 108
 
 
 def positive_int(text: str) -> int:
@@ -43,6 +43,10 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                    "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
                    "while channels last; compact: fewest channels and thread blocks; auto: the "
                    "first of these that fits (default %(default)s)")
+    p.add_argument("--msccl-sms", type=positive_int, default=SMS,
+                   metavar="N", help="SMs (compute units) per GPU: the most thread blocks the "
+                   "MSCCL program may use on one GPU, as all must be resident at once "
+                   "(default %(default)s, an A100; 132 for H100, 104 for an MI250 GCD)")
     p.add_argument("--msccl-runtime", choices=LazyChoices("canopy.engine.msccl", "RUNTIMES"),
                    default=RUNTIME,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
@@ -56,17 +60,25 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
-        from canopy.engine.msccl import MscclLimitError, MscclOptions, explain_limits, msccl_xml
+        from canopy.engine.msccl import (
+            MscclLimitError,
+            MscclLimits,
+            MscclOptions,
+            explain_limits,
+            msccl_xml,
+        )
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 
+        limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
-                               runtime=args.msccl_runtime, layout=args.msccl_layout)
+                               runtime=args.msccl_runtime, layout=args.msccl_layout,
+                               limits=limits)
         try:
             data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:
             raise explain_limits(exc, topology, schedule, options=options) from None
         try:
-            report = simulate_bytes(data, source=args.msccl)
+            report = simulate_bytes(data, limits=limits, source=args.msccl)
         except MscclXmlError as exc:
             raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
                                 f"bug in Canopy ({exc})") from None

@@ -118,10 +118,10 @@ def test_check_xml_runs_as_a_command(tmp_path):
 
 def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, monkeypatch):
     @dataclasses.dataclass(frozen=True)
-    class Tight(MscclOptions):                    # 30 elements: what k = 1 needs on the A100s
-        limits: MscclLimits = MscclLimits(max_elements_per_gpu=30)
+    class Tight(MscclLimits):                     # 30 elements: what k = 1 needs on the A100s
+        max_elements_per_gpu: int = 30
 
-    monkeypatch.setattr("canopy.engine.msccl.MscclOptions", Tight)  # read at export time
+    monkeypatch.setattr("canopy.engine.msccl.MscclLimits", Tight)  # read at export time
     out = tmp_path / "ag.xml"
     assert main(["solve", SAMPLE, "--msccl", str(out)]) == 2
     err = capsys.readouterr().err
@@ -149,5 +149,18 @@ def test_solve_msccl_layout(tmp_path, layout):
 
 def test_export_option_defaults_match_the_engine():
     """cli/exports.py spells MSCCL's defaults so the parser need not import the lowering."""
-    assert (exports.CHANNELS, exports.LAYOUT, exports.RUNTIME) == (
-        MscclOptions.channels, MscclOptions.layout, MscclOptions.runtime)
+    assert (exports.CHANNELS, exports.LAYOUT, exports.RUNTIME, exports.SMS) == (
+        MscclOptions.channels, MscclOptions.layout, MscclOptions.runtime,
+        MscclLimits.max_tbs_per_gpu)
+
+
+def test_sms_bound_the_thread_blocks_of_export_and_check(tmp_path, capsys):
+    """--msccl-sms keeps the export within the GPU's SMs; check-xml --sms rejects more."""
+    out = tmp_path / "ag.xml"
+    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-sms", "40"]) == 0
+    most = max(len(gpu.findall("tb")) for gpu in parse_xml_file(out).iter("gpu"))
+    assert most <= 40
+    capsys.readouterr()
+    assert main(["check-xml", str(out), "--sms", str(most - 1)]) == 2
+    assert f"thread blocks; they must all be resident at once, and the GPU has {most - 1} " \
+        "SMs" in capsys.readouterr().err
