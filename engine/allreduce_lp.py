@@ -37,7 +37,7 @@ places; until then the LP value is reported, not used as a schedule.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -65,6 +65,9 @@ class AllreduceLP:
     constraints: int
     tolerance: float = FEASIBILITY_TOLERANCE
     margin: float = RELATIVE_MARGIN
+    # c^RE and c^BC per directed link (node indices of the Network), GB/s, from HiGHS
+    reduce_budget: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+    broadcast_budget: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
 
     @property
     def gain(self) -> float:
@@ -194,7 +197,11 @@ def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
     opt = find_optimum(net)
     lp = AllreduceLP(value=-float(result.fun) * scale, rates=rates,
                      rs_ag=collective_algbw("allreduce", n_c, opt.x), cut_bound=cut_bound(net),
-                     variables=n_vars, constraints=len(ub_rhs) + n_eq)
+                     variables=n_vars, constraints=len(ub_rhs) + n_eq,
+                     reduce_budget={e: float(result.x[re0 + j]) * scale
+                                    for j, e in enumerate(edges)},
+                     broadcast_budget={e: float(result.x[bc0 + j]) * scale
+                                       for j, e in enumerate(edges)})
     low, high = float(lp.rs_ag), float(lp.cut_bound)
     if not (low * (1 - RELATIVE_MARGIN) <= lp.value <= high * (1 + RELATIVE_MARGIN)):
         raise CanopyError(f"the allreduce LP value {lp.value:.6f} GB/s is outside its exact "
