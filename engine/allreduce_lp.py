@@ -27,11 +27,9 @@ Both hold up to the stated solver tolerance.
 Where the LP wins on the bundled samples (mesh-2d-3x3, mi250-8plus8) it wins by the same
 amount with all x_v equal (``equal_rates``): the gain comes from App. E's perspective
 (ii), running reduction and broadcast at the same time on split link budgets, so that
-low-degree nodes (mesh corners) are leaves of both phases. Canopy's schedules, verifier,
-simulator and MSCCL lowering run allreduce as reduce-scatter then allgather, one phase
-after the other on the whole bandwidth, where no such gain exists (each phase alone is
-bounded by x*). Using the LP therefore needs a concurrent-phase allreduce in those
-places; until then the LP value is reported, not used as a schedule.
+low-degree nodes (mesh corners) are leaves of both phases.
+:mod:`canopy.engine.allreduce_schedule` turns the equal-rates solution into an exact,
+verified schedule and uses it where it beats RS + AG.
 """
 
 from __future__ import annotations
@@ -85,6 +83,7 @@ class AllreduceLP:
                 "gain_percent": round(self.gain * 100, 4),
                 "solver": "HiGHS (scipy.optimize.linprog)",
                 "feasibility_tolerance": self.tolerance, "used": False,
+                "variables": self.variables, "constraints": self.constraints,
                 "rates": {v: round(r, 6) for v, r in self.rates.items()}}
 
     def summary(self) -> str:
@@ -114,11 +113,13 @@ def lp_size(net: Network) -> int:
     return n_c + 2 * m + 2 * n_c * (m + n_c)
 
 
-def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
+def solve_allreduce_lp(net: Network, equal_rates: bool = False,
+                       time_limit: float | None = None) -> AllreduceLP:
     """Solve LP (6) on ``net`` (switch-balanced phase budgets, see the module doc).
 
     ``equal_rates`` adds x_v = x_u for all compute nodes: only App. E's perspective (ii),
-    the split of each link between the phases, is then free."""
+    the split of each link between the phases, is then free. ``time_limit`` (seconds) is
+    passed to HiGHS; CanopyError says so when it is reached."""
     compute = list(net.compute)
     n_c, n_v = len(compute), net.n
     edges = list(net.capacity)
@@ -186,10 +187,10 @@ def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
     result = linprog(cost, A_ub=matrix(ub_rows, len(ub_rhs)), b_ub=np.array(ub_rhs),
                      A_eq=matrix(eq_rows, n_eq) if n_eq else None,
                      b_eq=np.zeros(n_eq) if n_eq else None, bounds=(0, None),
-                     method="highs-ipm", options={"primal_feasibility_tolerance":
-                                              FEASIBILITY_TOLERANCE,
-                                              "dual_feasibility_tolerance":
-                                              FEASIBILITY_TOLERANCE})
+                     method="highs-ipm", options={
+                         "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                         "dual_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                         **({"time_limit": time_limit} if time_limit is not None else {})})
     if result.status != 0:
         raise CanopyError(f"HiGHS could not solve the allreduce LP: {result.message}")
     scale = float(top)

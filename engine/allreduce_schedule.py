@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from canopy.engine.allreduce_lp import AllreduceLP, solve_allreduce_lp
-from canopy.engine.errors import ScheduleError
+from canopy.engine.allreduce_lp import AllreduceLP, cut_bound, lp_size, solve_allreduce_lp
+from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.forest import build_forest
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_fixed_k, find_optimum, floored, rational_gcd
@@ -44,6 +44,9 @@ from canopy.engine.verification import verify
 
 DENOMINATOR_LIMIT = 10**6   # budgets / largest bandwidth are rationalized to this
 FEWEST_K_LIMIT = 64         # k tried one by one before the exact k = x / gcd
+AUTO_MAX_VARIABLES = 20_000  # "auto" skips larger LPs (seconds to minutes of HiGHS)
+AUTO_TIME_LIMIT_S = 60.0    # and gives HiGHS this long
+LP_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,9 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
     if bound < algbw:
         raise ScheduleError(f"internal error: the allreduce LP schedule's plan reaches "
                             f"{float(bound):.4f} GB/s, below its verified {float(algbw):.4f}.")
+    if abs(float(algbw) - lp.value) > lp.margin * lp.value:
+        raise ScheduleError(f"the rounded allreduce LP budgets reach {float(algbw):.6f} GB/s, "
+                            f"not the LP's {lp.value:.6f} GB/s.")
     info = lp.to_dict()
     info.update(used=False, schedule_algbw_exact=str(algbw),
                 gain_exact_percent=str((algbw / lp.rs_ag - 1) * 100),
@@ -148,3 +154,70 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
     schedule.extra["allreduce_lp"] = info
     timings["total"] = time.perf_counter() - start
     return schedule
+
+
+def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",
+                     progress: Progress | None = None, where: str = "",
+                     time_limit: float | None = AUTO_TIME_LIMIT_S) -> Schedule:
+    """The allreduce schedule to run: ``schedule`` (reduce-scatter + allgather, §4.6) or
+    LP (6)'s schedule where that is faster; ``extra["allreduce_lp"]`` says which and why.
+
+    ``mode`` "auto" solves the LP unless the cut bound already equals RS + AG (then
+    nothing can beat it) or the LP has more than AUTO_MAX_VARIABLES variables; "on"
+    always solves it (``time_limit`` still applies); "off" never does.
+    """
+    if mode not in LP_MODES:
+        raise ScheduleError(f"unknown allreduce LP mode '{mode}'; use {', '.join(LP_MODES)}.")
+    if schedule.collective != "allreduce" or mode == "off":
+        return schedule
+    net = Network.from_topology(topology, where)
+    rs_ag = schedule.optimal_algbw
+    bound = cut_bound(net)
+    size = lp_size(net)
+    info: dict[str, object] = {"used": False, "rs_ag_algbw_exact": str(rs_ag),
+                               "cut_bound_exact": str(bound), "variables": size}
+    if bound == rs_ag:
+        info["note"] = ("not solved: the cut bound equals reduce-scatter + allgather, so no "
+                        "allreduce is faster")
+    elif mode == "auto" and size > AUTO_MAX_VARIABLES:
+        info["note"] = (f"not solved: {size} variables (more than {AUTO_MAX_VARIABLES}; "
+                        "--allreduce-lp on solves it)")
+    else:
+        try:
+            lp = solve_allreduce_lp(net, equal_rates=True, time_limit=time_limit)
+        except CanopyError as exc:
+            info["note"] = f"not solved: {exc}"
+        else:
+            if not lp.beats_rs_ag:
+                info.update(lp.to_dict())
+                info["note"] = "equals reduce-scatter + allgather"
+            else:
+                try:
+                    chosen = lp_schedule(topology, lp, progress, where)
+                except ScheduleError as exc:
+                    info.update(lp.to_dict())
+                    info["note"] = f"beats reduce-scatter + allgather but not used: {exc}"
+                else:
+                    chosen.extra["allreduce_lp"].update(used=True, note=(
+                        "used: reduction and broadcast run at once on split link budgets"))
+                    chosen.timings["reduce-scatter + allgather"] = schedule.timings.get(
+                        "total", 0.0)
+                    return chosen
+    schedule.extra["allreduce_lp"] = info
+    return schedule
+
+
+def describe_choice(schedule: Schedule) -> str:
+    """One line: which allreduce schedule runs and why (empty if the LP was not asked)."""
+    info = schedule.extra.get("allreduce_lp")
+    if not isinstance(info, dict):
+        return ""
+    rs_ag = Fraction(str(info["rs_ag_algbw_exact"]))
+    if info.get("used"):
+        gain = (schedule.algbw / rs_ag - 1) * 100
+        return (f"ForestColl's allreduce LP (App. E, HiGHS, tolerance "
+                f"{info['feasibility_tolerance']:g}): {float(schedule.algbw):.2f} GB/s, "
+                f"{float(gain):.2f} % above reduce-scatter + allgather ({float(rs_ag):.2f} "
+                "GB/s); reduction and broadcast run at once on split link budgets")
+    return (f"reduce-scatter + allgather ({float(rs_ag):.2f} GB/s); allreduce LP "
+            f"(App. E): {info['note']}")

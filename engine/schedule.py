@@ -106,6 +106,10 @@ class Schedule:
 
     @property
     def optimal_algbw(self) -> Fraction:
+        if self.split_budgets:
+            # LP (6)'s optimum, which the schedule reaches (checked within HiGHS' tolerance
+            # by canopy.engine.allreduce_schedule.lp_schedule).
+            return self.algbw
         return collective_algbw(self.collective, len(self.compute_nodes), self.optimum.x)
 
     def trees_of(self, root: str) -> list[Tree]:

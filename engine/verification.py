@@ -75,9 +75,9 @@ def _check_tree(tree: Tree, compute: set[str], label: str) -> None:
 
 def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedule,
                  topology: Topology, caps: dict[tuple[str, str], Fraction],
-                 loads: dict[tuple[str, str], Fraction] | None = None) -> Fraction:
+                 together: dict[tuple[str, str], Fraction] | None = None) -> Fraction:
     """Check one phase's trees; return its worst load/bandwidth ratio (in unit trees).
-    With ``loads``, also add the phase's load (GB/s) per link to it."""
+    With ``together``, also add the phase's load (GB/s) per link to it."""
     compute_list = topology.compute_nodes()
     compute = set(compute_list)
     switches = set(topology.switch_nodes())
@@ -106,8 +106,8 @@ def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedu
                   f"{format_gbps(y)} GB/s each, more than its "
                   f"{format_gbps(caps[link])} GB/s.")
         worst = max(worst, Fraction(load) / caps[link])
-        if loads is not None:
-            loads[link] = loads.get(link, Fraction(0)) + load * y
+        if together is not None:
+            together[link] = together.get(link, Fraction(0)) + load * y
     return worst
 
 

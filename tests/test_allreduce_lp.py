@@ -64,10 +64,12 @@ def test_switch_star_equals_rs_ag():
 def test_sample_and_cli(capsys):
     lp = solve_allreduce_lp(Network.from_topology(load_sample("forestcoll-fig2")))
     assert lp.value == pytest.approx(float(lp.rs_ag), rel=1e-7) == 4.0
-    assert main(["solve", "samples/mi250-8plus8.json", "--collective", "allreduce",
-                 "--allreduce-lp"]) == 0
+    assert main(["solve", "samples/mi250-8plus8.json", "--collective", "allreduce"]) == 0
     out = capsys.readouterr().out
-    assert "allreduce LP (App. E, HiGHS, feasibility tolerance 1e-09): 128.0000 GB/s, " \
-           "beats reduce-scatter + allgather by 23.08 %" in out
-    assert "not used: the schedule stays reduce-scatter + allgather" in out
-    assert "split link budgets" in out
+    assert "schedule algbw:  128 GB/s (verified)" in out
+    assert "allreduce:       ForestColl's allreduce LP (App. E, HiGHS, tolerance 1e-09): " \
+        "128.00 GB/s, 23.08 % above reduce-scatter + allgather (104.00 GB/s)" in out
+    assert main(["solve", "samples/mi250-8plus8.json", "--collective", "allreduce",
+                 "--allreduce-lp", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "schedule algbw:  104 GB/s (verified)" in out and "allreduce:" not in out

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Solution
+from canopy.engine.allreduce_schedule import describe_choice
 from canopy.engine.cut_words import describe_cut as cut_in_words
 from canopy.engine.fewest import describe_k
 from canopy.engine.optimality import COLLECTIVES, collective_algbw
@@ -123,12 +124,17 @@ class ResultsDock(SolutionDock):
         for collective in COLLECTIVES:
             algbw = format_gbps(collective_algbw(collective, n, opt.x))
             text = f"{algbw} GB/s  {collective}"
+            if collective == "allreduce" and schedule.split_budgets:
+                text = (f"{format_gbps(schedule.algbw)} GB/s  allreduce (LP, App. E; "
+                        f"RS + AG {algbw})")
             v[collective].setText(f"<b>{text}</b>" if collective == schedule.collective
                                   else text)
         share = schedule.algbw / schedule.optimal_algbw
         verdict = "optimal" if share == 1 else f"{float(share) * 100:.2f} % of the optimum"
+        lp = " (allreduce LP, App. E)" if schedule.split_budgets else ""
         v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {schedule.k}: "
-                              f"{verdict}, verified")
+                              f"{verdict}, verified{lp}")
+        v["achieved"].setToolTip(describe_choice(schedule))
         v["inverse_x"].setText(f"{opt.inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
         v["k"].setText(describe_k(schedule))
         v["y"].setText(f"{schedule.tree_bandwidth} GB/s per tree (Prop. 3: "
