@@ -1,7 +1,8 @@
 """Does ForestColl's allreduce LP (App. E) beat reduce-scatter + allgather? Per sample.
 
-Usage: python -m bench.allreduce_lp [--time-limit S] [--samples a,b] [--no-free]
-Prints JSON, one object per sample:
+Usage: python -m bench.allreduce_lp [--time-limit S] [--samples a,b] [--no-free] [--generators]
+Prints JSON, one object per sample (and, with --generators, per generator family at its
+default parameters):
 - ``rs_ag_algbw``: exact algbw of reduce-scatter + allgather (§4.6), a lower bound;
 - ``cut_bound``: exact min B+(S) over cuts splitting the compute nodes, an upper bound;
 - ``lp_algbw`` / ``lp_equal_rates_algbw``: LP (6) with free and with equal rates x_v
@@ -25,10 +26,12 @@ from canopy.engine.allreduce_lp import cut_bound, lp_size, solve_allreduce_lp
 from canopy.engine.allreduce_schedule import lp_schedule
 from canopy.engine.errors import CanopyError
 from canopy.engine.forest import solve
+from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.network import Network
 from canopy.engine.optimality import collective_algbw, find_optimum
 from canopy.engine.plan import schedule_plan
 from canopy.engine.simulate import fastest
+from canopy.engine.topology import Topology
 from canopy.engine.topology_io import load_sample, sample_names
 
 GIB = 1 << 30
@@ -39,8 +42,7 @@ def _timed(fn: Any) -> tuple[Any, float]:
     return fn(), round(time.process_time() - start, 3)
 
 
-def row(name: str, time_limit: float, free: bool) -> dict[str, Any]:
-    topo = load_sample(name)
+def row(name: str, topo: Topology, time_limit: float, free: bool) -> dict[str, Any]:
     net = Network.from_topology(topo)
     rs_ag = collective_algbw("allreduce", len(net.compute), find_optimum(net).x)
     out: dict[str, Any] = {"sample": name, "gpus": len(net.compute),
@@ -87,9 +89,15 @@ def main() -> None:
     parser.add_argument("--samples", help="comma-separated sample names (default: all)")
     parser.add_argument("--no-free", action="store_true",
                         help="skip the LP with free rates (only the equal-rates one)")
+    parser.add_argument("--generators", action="store_true",
+                        help="also every generator family at its default parameters")
     args = parser.parse_args()
-    names = args.samples.split(",") if args.samples else sample_names()
-    rows = [row(name, args.time_limit, not args.no_free) for name in names]
+    names = sample_names() if args.samples is None else [
+        n for n in args.samples.split(",") if n]
+    cases = [(name, load_sample(name)) for name in names]
+    if args.generators:
+        cases += [(f"generate {kind}", generate(kind)) for kind in GENERATORS]
+    rows = [row(name, topo, args.time_limit, not args.no_free) for name, topo in cases]
     print(json.dumps(rows, indent=1))
 
 
