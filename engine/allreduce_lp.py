@@ -63,6 +63,7 @@ class AllreduceLP:
     constraints: int
     tolerance: float = FEASIBILITY_TOLERANCE
     margin: float = RELATIVE_MARGIN
+    formulation: str = "flows"  # "flows" (LP (6) as written) or "cuts" (allreduce_cuts)
     # c^RE and c^BC per directed link (node indices of the Network), GB/s, from HiGHS
     reduce_budget: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     broadcast_budget: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
@@ -81,7 +82,7 @@ class AllreduceLP:
         return {"algbw": round(self.value, 6), "rs_ag_algbw_exact": str(self.rs_ag),
                 "cut_bound_exact": str(self.cut_bound), "beats_rs_ag": self.beats_rs_ag,
                 "gain_percent": round(self.gain * 100, 4),
-                "solver": "HiGHS (scipy.optimize.linprog)",
+                "solver": "HiGHS (scipy.optimize.linprog)", "formulation": self.formulation,
                 "feasibility_tolerance": self.tolerance, "used": False,
                 "variables": self.variables, "constraints": self.constraints,
                 "rates": {v: round(r, 6) for v, r in self.rates.items()}}

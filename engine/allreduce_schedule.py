@@ -7,8 +7,9 @@ earlier piece is broadcast), so the allreduce moves M in M / Σ x_v. This module
 the LP's floating-point solution into a verified schedule:
 
 1. Solve LP (6) with every rate x_v equal (App. E's perspective (ii) only; on every
-   bundled sample where the LP beats reduce-scatter + allgather this reaches the free
-   LP's value, see ``bench/allreduce_lp.py``). Equal rates keep Canopy's schedule model:
+   bundled sample and generator where the LP beats reduce-scatter + allgather this
+   reaches the free LP's value, see ``bench/allreduce_lp.py``), as written with flow
+   variables or, on large networks, by cut generation (:func:`solve_lp`). Equal rates keep Canopy's schedule model:
    k unit trees per node in each phase, which is what the plan, the simulator and the
    MSCCL lowering take.
 2. Rationalize the budgets (HiGHS returns a basic solution, whose coordinates are
@@ -31,6 +32,7 @@ import time
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from canopy.engine.allreduce_cuts import solve_allreduce_cuts
 from canopy.engine.allreduce_lp import AllreduceLP, cut_bound, lp_size, solve_allreduce_lp
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.forest import build_forest
@@ -44,8 +46,8 @@ from canopy.engine.verification import verify
 
 DENOMINATOR_LIMIT = 10**6   # budgets / largest bandwidth are rationalized to this
 FEWEST_K_LIMIT = 64         # k tried one by one before the exact k = x / gcd
-AUTO_MAX_VARIABLES = 20_000  # "auto" skips larger LPs (seconds to minutes of HiGHS)
-AUTO_TIME_LIMIT_S = 60.0    # and gives HiGHS this long
+FLOWS_MAX_VARIABLES = 20_000  # larger LPs are solved by cut generation (allreduce_cuts)
+AUTO_TIME_LIMIT_S = 60.0    # "auto" gives HiGHS this long
 LP_MODES = ("auto", "on", "off")
 
 
@@ -125,7 +127,7 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
     start = time.perf_counter()
     net = Network.from_topology(topology, where)
     if lp is None:
-        lp = solve_allreduce_lp(net, equal_rates=True)
+        lp = solve_lp(net)
     timings = {"allreduce LP": time.perf_counter() - start}
     nets = _phase_networks(net, exact_budgets(net, lp))
     x = min(find_optimum(n).x for n in nets)
@@ -156,15 +158,24 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
     return schedule
 
 
+def solve_lp(net: Network, time_limit: float | None = None) -> AllreduceLP:
+    """LP (6) with equal rates, as written (flow variables) up to FLOWS_MAX_VARIABLES and
+    by cut generation beyond (:mod:`canopy.engine.allreduce_cuts`; switch-heavy networks
+    need many cuts, tori and meshes few)."""
+    if lp_size(net) <= FLOWS_MAX_VARIABLES:
+        return solve_allreduce_lp(net, equal_rates=True, time_limit=time_limit)
+    return solve_allreduce_cuts(net, equal_rates=True, time_limit=time_limit)
+
+
 def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",
                      progress: Progress | None = None, where: str = "",
                      time_limit: float | None = AUTO_TIME_LIMIT_S) -> Schedule:
     """The allreduce schedule to run: ``schedule`` (reduce-scatter + allgather, §4.6) or
     LP (6)'s schedule where that is faster; ``extra["allreduce_lp"]`` says which and why.
 
-    ``mode`` "auto" solves the LP unless the cut bound already equals RS + AG (then
-    nothing can beat it) or the LP has more than AUTO_MAX_VARIABLES variables; "on"
-    always solves it (``time_limit`` still applies); "off" never does.
+    ``mode`` "auto" solves the LP (:func:`solve_lp`, within ``time_limit`` seconds) unless
+    the cut bound already equals RS + AG (then nothing can beat it); "on" solves it with
+    no time limit; "off" never does.
     """
     if mode not in LP_MODES:
         raise ScheduleError(f"unknown allreduce LP mode '{mode}'; use {', '.join(LP_MODES)}.")
@@ -179,14 +190,11 @@ def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",
     if bound == rs_ag:
         info["note"] = ("not solved: the cut bound equals reduce-scatter + allgather, so no "
                         "allreduce is faster")
-    elif mode == "auto" and size > AUTO_MAX_VARIABLES:
-        info["note"] = (f"not solved: {size} variables (more than {AUTO_MAX_VARIABLES}; "
-                        "--allreduce-lp on solves it)")
     else:
         try:
-            lp = solve_allreduce_lp(net, equal_rates=True, time_limit=time_limit)
+            lp = solve_lp(net, time_limit if mode == "auto" else None)
         except CanopyError as exc:
-            info["note"] = f"not solved: {exc}"
+            info["note"] = f"not solved: {exc} (--allreduce-lp on lifts the time limit)"
         else:
             if not lp.beats_rs_ag:
                 info.update(lp.to_dict())
