@@ -1,8 +1,11 @@
-"""``canopy check-xml FILE``: run an MSCCL XML algorithm in Canopy's simulator.
+"""``canopy check-xml FILE [--topology TOPO --size S]``: check an MSCCL XML algorithm.
 
-Exit code 0 with a one-line summary when the file is accepted and computes its
-collective; exit code 2 with one sentence naming the rank, thread block and step at
-fault otherwise (see :mod:`canopy.engine.msccl.executor`).
+Always: the runtime's rules and the msccl-tools convention
+(:mod:`canopy.engine.msccl.checks`), then a symbolic run proving the collective's result
+(:mod:`canopy.engine.msccl.executor`); exit code 0 with a one-line summary when the file
+passes, exit code 2 with one sentence naming the rank, thread block and step at fault
+otherwise. With ``--topology``, the XML is also timed on that topology in Canopy's
+execution model (:mod:`canopy.engine.msccl.timing`): its time and algbw at ``--size``.
 """
 
 from __future__ import annotations
@@ -10,18 +13,50 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.exports import positive_int
-from canopy.engine.msccl.executor import simulate_file
+from canopy.engine.errors import CanopyError
+from canopy.engine.msccl.executor import simulate
+from canopy.engine.msccl.reader import read_msccl
+from canopy.engine.msccl.timing import fastest_xml, time_xml
+from canopy.engine.sizes import parse_size, size_label
+from canopy.engine.topology_io import load_topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check-xml", help="simulate an MSCCL XML algorithm and check its result")
+    p = sub.add_parser("check-xml", help="check an MSCCL XML algorithm, and time it on a "
+                                         "topology")
     p.add_argument("file", help="MSCCL XML algorithm")
     p.add_argument("--capacity", type=positive_int, default=1, metavar="N",
-                   help="messages a connection buffers (default 1, the strictest)")
+                   help="messages a connection buffers in the symbolic run (default 1, the "
+                        "strictest)")
+    p.add_argument("--topology", metavar="TOPO",
+                   help="canopy-topology JSON: also simulate the XML's time on it (rank r "
+                        "runs on the r-th compute node)")
+    p.add_argument("--size", default="1G",
+                   help="buffer size for --topology, nccl-tests style (default 1G)")
+    p.add_argument("--iterations", type=positive_int, metavar="N",
+                   help="loop iterations for --topology (default: the runtime's count, one "
+                        "per 2 MiB of an XML chunk, doubled while that is faster, as canopy "
+                        "compare picks pipeline depths)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    report = simulate_file(args.file, capacity=args.capacity)
+    try:
+        size = parse_size(args.size)
+    except CanopyError as exc:
+        raise CanopyError(f"--size: {exc}") from None
+    algo = read_msccl(args.file)
+    report = simulate(algo, capacity=args.capacity, source=str(args.file))
     print(f"OK: {args.file}: {report.summary()}")
+    if args.topology is None:
+        return 0
+    topology = load_topology(args.topology)
+    if args.iterations is None:
+        timing = fastest_xml(algo, topology, size)
+    else:
+        timing = time_xml(algo, topology, size, args.iterations)
+    print(f"{size_label(size)} on {args.topology}: {float(timing.time_us):.1f} µs, algbw "
+          f"{float(timing.algbw):.2f} GB/s ({timing.iterations} loop iteration"
+          f"{'s' if timing.iterations != 1 else ''}, {timing.connections} connections, "
+          f"{timing.messages} messages)")
     return 0

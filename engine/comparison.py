@@ -10,7 +10,7 @@ Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs):
 tries 1, 2 and 4 chunks per node, keeps the best of 4 seeds for each (fewer on large
 topologies, :func:`canopy.engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
 the ring search tries up to 32 rings; the simulator (switches cut-through by default)
-caps a run at 250 000 link-messages (deeper pipelines are not tried beyond that).
+unrolls at most MAX_MESSAGES sends of a loop and extrapolates the rest from its period.
 """
 
 from __future__ import annotations

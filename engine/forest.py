@@ -32,6 +32,7 @@ from canopy.engine.optimality import (
     floored,
 )
 from canopy.engine.packing import Batch, pack_trees
+from canopy.engine.plan import add_path_load
 from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.splitting import LogicalTopology, remove_switches
@@ -121,11 +122,27 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
 MAX_BREAKPOINTS = 16  # U values tried past the first before jumping to balanced_u
 
 
+def tree_rate(net: Network, trees: list[Tree]) -> Fraction:
+    """The bandwidth y every unit tree of ``trees`` can carry: min over links of b_e divided
+    by the unit trees whose routes cross e (at least 1/U for trees built within
+    floor(U·b_e), and more when the routes leave every link some slack)."""
+    uses: dict[TreeEdge, int] = {}
+    for tree in trees:
+        for e in tree.edges:
+            uses[e] = uses.get(e, 0) + tree.multiplicity
+    loads: dict[tuple[str, str], int] = {}
+    for e, count in uses.items():
+        add_path_load(loads, e.path, count)
+    index = {name: i for i, name in enumerate(net.names)}
+    return min(net.capacity[index[a], index[b]] / load for (a, b), load in loads.items())
+
+
 def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
                   inverse_x: Fraction, progress: Progress | None,
                   timings: dict[str, float]) -> tuple[Fraction, list[Tree]]:
-    """(U, trees): k unit trees per compute node within floor(U·b_e), for the smallest U
-    from ``u`` (at most ``u_max``) at which switch removal succeeds.
+    """(y, trees): k unit trees per compute node within floor(U·b_e), for the smallest U
+    from ``u`` (at most ``u_max``) at which switch removal succeeds, and the bandwidth
+    y >= 1/U each tree carries (:func:`tree_rate`).
 
     At U* of Thm 14 the floors may leave a switch unbalanced on a one-way network and
     Steiner out-trees (which branch inside switches, Thm 13) are then not always
@@ -133,6 +150,8 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
     next breakpoints of U are tried, and after MAX_BREAKPOINTS of them
     :func:`canopy.engine.fewest.balanced_u`, where capacities are proportional to b and
     Thm 7 guarantees success. Raise ScheduleError only if ``u_max`` stops the search.
+    At U > U* the routes may leave slack on every link, so y is measured from the trees
+    rather than taken as 1/U: the schedule then claims exactly what it achieves.
     """
     last = balanced_u(net, k, inverse_x)
     tries = 0
@@ -140,7 +159,8 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
         if u_max is not None and u > u_max:
             raise ScheduleError(f"no schedule with k = {k} within U = {u_max}.")
         try:
-            return u, build_forest(net, floored(net, u), k, progress, timings)
+            trees = build_forest(net, floored(net, u), k, progress, timings)
+            return tree_rate(net, trees), trees
         except ScheduleError:
             if u >= last:
                 raise
@@ -153,9 +173,8 @@ def _fixed_forests(nets: list[Network], opt: Optimum, k: int, progress: Progress
     """(y, trees) per network with k fixed by the user (Thms 13-14)."""
     out = []
     for n in nets:
-        u, trees = build_fixed_k(n, k, find_fixed_k(n, k, opt).u_star, None, opt.inverse_x,
-                                 progress, timings)
-        out.append((1 / u, trees))
+        out.append(build_fixed_k(n, k, find_fixed_k(n, k, opt).u_star, None, opt.inverse_x,
+                                 progress, timings))
     return out
 
 
@@ -178,8 +197,8 @@ def _fewest_forests(nets: list[Network], opt: Optimum, tolerance: Fraction,
         try:
             forests = []
             for n, v in zip(nets, us, strict=True):
-                v, trees = build_fixed_k(n, k, v, k * limit, opt.inverse_x, progress, timings)
-                forests.append((1 / v, trees))
+                forests.append(build_fixed_k(n, k, v, k * limit, opt.inverse_x, progress,
+                                             timings))
             break
         except ScheduleError:
             stats.tried.append(k)

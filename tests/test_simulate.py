@@ -6,7 +6,8 @@ from fractions import Fraction
 import pytest
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree
+from canopy.engine.forest import solve
+from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, schedule_plan
 from canopy.engine.progress import Cancelled
 from canopy.engine.simulate import (
     CHECK_EVERY,
@@ -20,6 +21,7 @@ from canopy.engine.simulate import (
     simulate,
 )
 from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample
 
 
 def line(n, bandwidth=Fraction(25), latency=None, switch_at=()):
@@ -202,6 +204,30 @@ def test_loop_iterations_pipeline_down_a_chain():
     for pieces in (1, 2, 3, 8):
         t = size / pieces / (25 * 1000)
         assert exact(topo, plan, size, pieces) == (pieces + hops - 1) * t + hops
+
+
+def test_a_long_loop_is_extrapolated_from_its_period_exactly():
+    # 200 iterations over 4 hops, only 10 unrolled: the chain's period is one piece's
+    # time on a link, so the extrapolation gives the closed form exactly.
+    hops = 4
+    topo = line(hops + 1)
+    names = [f"v{i}" for i in range(hops + 1)]
+    plan = chain_plan(names, [(a, b) for a, b in zip(names, names[1:], strict=False)])
+    size, pieces = Fraction(10**8), 200
+    result = simulate(topo, plan, size, pieces, exact=True, budget=40)
+    assert result.unrolled == 10 and result.periodic
+    t = size / pieces / (25 * 1000)
+    assert result.time_us == (pieces + hops - 1) * t + hops
+    assert result.time_us == simulate(topo, plan, size, pieces, exact=True, budget=None).time_us
+
+
+def test_extrapolated_forest_agrees_with_the_full_run():
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topo, "reduce-scatter"))
+    full = simulate(topo, plan, 1 << 30, 64, budget=None)
+    short = simulate(topo, plan, 1 << 30, 64, budget=2000)
+    assert short.unrolled and short.unrolled < 64 and not full.unrolled
+    assert abs(short.time_us / full.time_us - 1) < Fraction(1, 100)
 
 
 def test_unknown_switch_mode_is_an_error():

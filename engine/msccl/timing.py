@@ -1,0 +1,262 @@
+"""How long an MSCCL XML algorithm takes on a topology, in the execution model of
+:mod:`canopy.engine.simulate` (``canopy check-xml FILE --topology TOPO --size S``).
+
+The XML becomes a :class:`~canopy.engine.simulate.Program`, as the MSCCL interpreter
+(microsoft/msccl ``msccl_interpreter.h``) runs it:
+
+* **Loop iterations.** The buffer of ``size`` bytes is cut into ``nchunksperloop`` XML
+  chunks; the interpreter walks each chunk in iterations of at most the protocol's chunk
+  size (:data:`~canopy.engine.simulate.CHUNK_BYTES`), every thread block running all its
+  steps once per iteration, iterations back to back. A step moves ``cnt`` times the
+  iteration's slice of a chunk. ``iterations`` overrides the count (as a smaller
+  ``NCCL_BUFFSIZE`` would), slicing every chunk evenly; :func:`fastest_xml` picks it as
+  :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth (from the runtime's
+  count, doubling while that gains more than MIN_GAIN), so both time the same pipelining.
+* **Connections.** Every (sender, receiver, channel) of the XML is one in-order
+  connection of weight 1 (one thread block at each end), routed over the topology's
+  shortest physical path (:class:`~canopy.engine.routing.Router`, least congested given the
+  bytes of the connections routed before it, in (sender, receiver, channel) order). A
+  route relaying through another GPU is one connection per hop, each hop sent after the
+  previous one arrived.
+* **Order.** A thread block runs its steps one after the other: a step starts once the
+  previous step of its thread block is done, its ``depid``/``deps`` step (same iteration)
+  is done and, if it receives, its message has arrived; a step that sends is done when its
+  message has arrived, any other step when it may start (local copies and reductions take
+  no time). Messages of a connection match in order, iteration by iteration.
+
+Rank r runs on the topology's r-th compute node (the order exports use).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from fractions import Fraction
+
+from canopy.engine.errors import ScheduleError
+from canopy.engine.msccl.model import XmlAlgo, XmlStep
+from canopy.engine.plan import add_path_load
+from canopy.engine.routing import Router
+from canopy.engine.simulate import (
+    CHUNK_BYTES,
+    DEFAULT_LATENCY_US,
+    MAX_MESSAGES,
+    MAX_PIECES,
+    MIN_GAIN,
+    Program,
+    algbw_gbps,
+    run_program,
+)
+from canopy.engine.topology import Topology
+
+StepKey = tuple[int, int, int, int]            # (rank, tb, iteration, step position)
+
+
+@dataclass(frozen=True)
+class XmlTiming:
+    """The simulated run of an XML at one message size."""
+
+    time_us: Fraction
+    message_size: Fraction
+    iterations: int
+    connections: int
+    messages: int
+
+    @property
+    def algbw(self) -> Fraction:
+        """nccl-tests algbw in GB/s."""
+        return algbw_gbps(self.message_size, self.time_us)
+
+
+def _slices(algo: XmlAlgo, size: Fraction, iterations: int | None) -> list[Fraction]:
+    """Bytes of one XML chunk moved in each iteration."""
+    per_chunk = size / algo.nchunksperloop
+    if iterations is not None:
+        return [per_chunk / iterations] * iterations
+    out = []
+    left = per_chunk
+    while left > 0:
+        out.append(min(Fraction(CHUNK_BYTES), left))
+        left -= out[-1]
+    return out or [Fraction(0)]
+
+
+class _Builder:
+    """Unrolls the XML into a program (see the module docstring)."""
+
+    def __init__(self, algo: XmlAlgo, topology: Topology, slices: list[Fraction]) -> None:
+        self.algo, self.slices = algo, slices
+        self.nodes = list(topology.compute_nodes())
+        if len(self.nodes) != algo.ngpus:
+            raise ScheduleError(f"the XML has {algo.ngpus} GPUs but the topology has "
+                                f"{len(self.nodes)} compute nodes.")
+        self.switches = frozenset(topology.switch_nodes())
+        self.router = Router(topology)
+        self.program = Program()
+        self.hops: dict[tuple[int, int, int], list[int]] = {}
+        self.after: list[list[int]] = []          # per send, filled before building
+        self.size: list[Fraction] = []
+        self.conn_of: list[list[int]] = []       # per message, its hop connections
+
+    def route(self) -> None:
+        """Physical routes of every connection: shortest routes, chosen to spread the
+        connections' bytes (:meth:`Router.route`, least congested), connections with the
+        fewest choices first, then each chosen again once given all the others."""
+        load: dict[tuple[int, int, int], Fraction] = defaultdict(Fraction)
+        for gpu in self.algo.gpus:
+            for tb in gpu.tbs:
+                if tb.send >= 0:
+                    load[(gpu.id, tb.send, tb.chan)] += sum(
+                        (st.cnt for st in tb.steps if st.kind.sends), 0) or 1
+        choices = {}
+        for conn in load:
+            u, v, _ = conn
+            choices[conn] = len(self.router.paths(self.nodes[u], self.nodes[v]))
+            if not choices[conn]:
+                raise ScheduleError(f"rank {u} ({self.nodes[u]}) cannot reach rank {v} "
+                                    f"({self.nodes[v]}) in the topology.")
+        order = sorted(load, key=lambda c: (choices[c], -load[c], c))
+        loads: dict = {}
+        path: dict[tuple[int, int, int], tuple[str, ...]] = {}
+        for again in (False, True):
+            for conn in order:
+                u, v, _ = conn
+                if again:
+                    add_path_load(loads, path[conn], -load[conn])
+                best = self.router.route(self.nodes[u], self.nodes[v], loads, load[conn])
+                assert best is not None, "a reachable pair has a route"
+                path[conn] = best
+                add_path_load(loads, best, load[conn])
+        for conn in sorted(path):
+            route = path[conn]
+            cut = [i for i in range(1, len(route) - 1) if route[i] not in self.switches]
+            bounds = [0, *cut, len(route) - 1]
+            self.hops[conn] = [self.program.connect(route[a:b + 1])
+                               for a, b in zip(bounds, bounds[1:], strict=False)]
+
+    def message(self, conn: tuple[int, int, int], size: Fraction, after: list[int]) -> int:
+        """A message over ``conn``: one send per hop, each after the previous one; returns
+        the last (its arrival is the message's)."""
+        prev = after
+        sid = -1
+        for hop in self.hops[conn]:
+            sid = len(self.size)
+            self.size.append(size)
+            self.after.append(list(prev))
+            self.conn_of.append([hop])
+            prev = [sid]
+        return sid
+
+    def build(self) -> Program:
+        self.route()
+        algo = self.algo
+        # Messages are created sender by sender in (iteration, step) order, which is each
+        # connection's delivery order; the receivers' waits are filled in afterwards.
+        sent: dict[StepKey, int] = {}
+        first_hop: dict[StepKey, int] = {}
+        by_conn: dict[tuple[int, int, int, int], list[int]] = defaultdict(list)
+        for gpu in algo.gpus:
+            for tb in gpu.tbs:
+                conn = (gpu.id, tb.send, tb.chan)
+                for it, piece in enumerate(self.slices):
+                    for pos, step in enumerate(tb.steps):
+                        if step.kind.sends:
+                            start = len(self.size)
+                            last = self.message(conn, step.cnt * piece, [])
+                            sent[(gpu.id, tb.id, it, pos)] = last
+                            first_hop[(gpu.id, tb.id, it, pos)] = start
+                            by_conn[(*conn, it)].append(last)
+        self._wait(sent, first_hop, by_conn)
+        for sid, size in enumerate(self.size):
+            self.program.send(self.conn_of[sid][0], size, self.after[sid])
+        return self.program
+
+    def _wait(self, sent: dict[StepKey, int], first_hop: dict[StepKey, int],
+              by_conn: dict[tuple[int, int, int, int], list[int]]) -> None:
+        """Fill every message's waits, walking all thread blocks in step with their
+        dependencies; ``done`` holds, per step, the sends whose arrival means it is done."""
+        algo = self.algo
+        done: dict[StepKey, list[int]] = {}
+        pointer = {(g.id, tb.id): (0, 0) for g in algo.gpus for tb in g.tbs}
+        received: dict[tuple[int, int, int], int] = defaultdict(int)
+        tbs = {(g.id, tb.id): tb for g in algo.gpus for tb in g.tbs}
+        last_done: dict[tuple[int, int], list[int]] = defaultdict(list)
+        pending = [key for key, tb in tbs.items() if tb.steps]
+        while pending:
+            progress = False
+            waiting = []
+            for key in pending:
+                rank, tid = key
+                tb = tbs[key]
+                it, pos = pointer[key]
+                while it < len(self.slices):
+                    step: XmlStep = tb.steps[pos]
+                    need = list(last_done[key])
+                    if step.depid >= 0:
+                        target = (rank, step.depid, it, step.deps)
+                        if target not in done:
+                            break
+                        need += done[target]
+                    if step.kind.receives:
+                        count = received[(rank, tid, it)]
+                        received[(rank, tid, it)] += 1
+                        need.append(by_conn[(tb.recv, rank, tb.chan, it)][count])
+                    here = (rank, tid, it, pos)
+                    if step.kind.sends:
+                        self.after[first_hop[here]] = sorted(set(need))
+                        done[here] = [sent[here]]
+                    else:
+                        done[here] = sorted(set(need))
+                    last_done[key] = done[here]
+                    progress = True
+                    pos += 1
+                    if pos == len(tb.steps):
+                        it, pos = it + 1, 0
+                pointer[key] = (it, pos)
+                if it < len(self.slices):
+                    waiting.append(key)
+            if not progress:
+                raise ScheduleError("the XML's dependencies wait on each other.")
+            pending = waiting
+
+
+def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
+             iterations: int | None = None,
+             default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
+    """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``."""
+    size = Fraction(size)
+    if size <= 0:
+        raise ScheduleError("the message size must be positive.")
+    if iterations is not None and iterations < 1:
+        raise ScheduleError(f"iterations must be at least 1, not {iterations}.")
+    slices = _slices(algo, size, iterations)
+    builder = _Builder(algo, topology, slices)
+    program = builder.build()
+    time = run_program(topology, program, default_latency)
+    return XmlTiming(time, size, len(slices), len(program.connections), len(program.sends))
+
+
+def runtime_iterations(algo: XmlAlgo, size: Fraction | int) -> int:
+    """Loop iterations the interpreter runs at ``size`` bytes with the default buffers."""
+    return len(_slices(algo, Fraction(size), None))
+
+
+def fastest_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
+                default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
+    """The best time over loop iteration counts, as a tuned runtime would run it: from
+    the runtime's own count, doubling while that gains more than MIN_GAIN, up to
+    MAX_PIECES iterations and MAX_MESSAGES messages."""
+    lowest = runtime_iterations(algo, size)
+    sends = sum(1 for g in algo.gpus for tb in g.tbs for st in tb.steps if st.kind.sends)
+    limit = max(lowest, min(MAX_PIECES, MAX_MESSAGES // max(sends, 1)))
+    best = time_xml(algo, topology, size, None, default_latency)
+    iterations = lowest
+    while 2 * iterations <= limit:
+        iterations *= 2
+        result = time_xml(algo, topology, size, iterations, default_latency)
+        gain = 1 - result.time_us / best.time_us
+        if gain > 0:
+            best = result
+        if gain <= MIN_GAIN:
+            break
+    return best

@@ -1,0 +1,67 @@
+"""Timing MSCCL XML in the execution model: it agrees with canopy compare's figure."""
+
+from fractions import Fraction
+from importlib import resources
+
+import pytest
+
+from canopy.cli import main
+from canopy.engine.comparison import compare
+from canopy.engine.errors import ScheduleError
+from canopy.engine.forest import solve
+from canopy.engine.msccl import MscclOptions, msccl_xml
+from canopy.engine.msccl.reader import read_msccl_bytes
+from canopy.engine.msccl.timing import fastest_xml, runtime_iterations, time_xml
+from canopy.engine.topology_io import load_sample
+
+SIZE = 1 << 30
+
+
+@pytest.mark.parametrize("name, collective", [
+    ("forestcoll-fig2", "allgather"), ("forestcoll-fig2", "reduce-scatter"),
+    ("mesh-2d-3x3", "allreduce")])
+def test_exported_xml_runs_at_compares_figure(name, collective):
+    """The default export (pipelined where it fits) carries the pipelining compare assumes:
+    the XML's own simulation agrees with compare's ForestColl algbw within 2 %."""
+    topo = load_sample(f"{name}.json")
+    expected = compare(topo, collective, sizes=(SIZE,), algorithms=()).rows[0].algbw_at(SIZE)
+    algo = read_msccl_bytes(msccl_xml(solve(topo, collective)))
+    timing = fastest_xml(algo, topo, SIZE)
+    assert abs(timing.algbw / expected - 1) < Fraction(2, 100), (timing.algbw, expected)
+
+
+def test_compact_layout_waits_behind_other_trees():
+    """The compact layout's thread blocks run several trees' steps in order, so a tree
+    waits behind the others: slower than the pipelined layout in the same model."""
+    topo = load_sample("mesh-2d-3x3.json")
+    schedule = solve(topo, "allgather")
+    times = {layout: time_xml(read_msccl_bytes(msccl_xml(
+        schedule, options=MscclOptions(layout=layout))), topo, SIZE, 32).time_us
+        for layout in ("pipelined", "compact")}
+    assert times["compact"] > 1.5 * times["pipelined"]
+
+
+def test_iterations_follow_the_protocol_chunk():
+    topo = load_sample("forestcoll-fig2.json")
+    algo = read_msccl_bytes(msccl_xml(solve(topo, "allgather")))
+    per_chunk = SIZE // algo.nchunksperloop
+    assert runtime_iterations(algo, SIZE) == -(-per_chunk // (2 << 20))
+    one = time_xml(algo, topo, SIZE, 1)
+    assert one.iterations == 1 and one.messages == sum(
+        1 for g in algo.gpus for tb in g.tbs for st in tb.steps if st.kind.sends)
+    with pytest.raises(ScheduleError, match="compute nodes"):
+        time_xml(algo, load_sample("mesh-2d-3x3.json"), SIZE)
+
+
+def test_check_xml_prints_time_and_algbw(tmp_path, capsys):
+    out = tmp_path / "ag.xml"
+    topo = str(resources.files("canopy.samples").joinpath("forestcoll-fig2.json"))
+    assert main(["solve", topo, "--msccl", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["check-xml", str(out), "--topology", topo, "--size", "1G",
+                 "--iterations", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"OK: {out}: allgather, 8 GPUs")
+    assert lines[1].startswith(f"1G on {topo}: ") and "GB/s (8 loop iterations" in lines[1]
+    assert main(["check-xml", str(out), "--topology", topo, "--size", "huge"]) == 2
+    assert "--size: 'huge' is not a message size" in capsys.readouterr().err
