@@ -9,9 +9,9 @@ the LP's floating-point solution into a verified schedule:
 1. Solve LP (6) with every rate x_v equal (App. E's perspective (ii) only; on every
    bundled sample and generator where the LP beats reduce-scatter + allgather this
    reaches the free LP's value, see ``bench/allreduce_lp.py``), as written with flow
-   variables or, on large networks, by cut generation (:func:`solve_lp`). Equal rates keep Canopy's schedule model:
-   k unit trees per node in each phase, which is what the plan, the simulator and the
-   MSCCL lowering take.
+   variables or, on large networks, by cut generation (:func:`solve_lp`). Equal rates
+   keep Canopy's schedule model: k unit trees per node in each phase, which is what the
+   plan, the simulator and the MSCCL lowering take.
 2. Rationalize the budgets (HiGHS returns a basic solution, whose coordinates are
    rationals of small denominator) and clip them so c^RE + c^BC <= b exactly.
 3. Per phase, the exact optimum of the budget network (Thm 1 on c^BC; on the transposed
