@@ -2,9 +2,10 @@
 
 :class:`AllToAllController` owns the Solve All-to-All action (placed in the Compute menu by
 :mod:`canopy.app.shell`), an "All-to-All" dock (tabbed with the Results dock) with algbw,
-the certified bound, the cut bound and the method, and File ▸ Export ▸ All-to-All MSCCL
-XML…. The solve runs as an engine job (a child process, through the solve controller's one-
-job-at-a-time ComputeController) on a snapshot of the topology. The canvas shows each link's
+the certified bound, the cut bound and the method, shown in the Results dock too, and
+File ▸ Export ▸ All-to-All MSCCL XML…. The solve runs as an engine job (a child process,
+through the solve controller's one-job-at-a-time ComputeController) on a snapshot of the
+topology. The canvas shows each link's
 utilisation by the schedule (the same colour scale as Show Link Load) with the bottleneck
 (saturated) links drawn wider; any edit clears the drawing, as the result no longer fits.
 """
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
 
 
-def describe(result: AllToAllResult) -> str:
-    """The dock's text (rich text)."""
+def describe(result: AllToAllResult, heading: bool = True) -> str:
+    """The dock's text (rich text); without the heading for the Results dock's box."""
     exact = "exact" if result.exact else f"gap {result.gap:.3%} to the bound"
     links = ", ".join(f"{u}→{v}" for u, v in result.bottleneck_links()[:12])
     more = len(result.bottleneck) - 12
@@ -43,8 +44,10 @@ def describe(result: AllToAllResult) -> str:
         ("bottleneck", links + (f", … ({len(result.bottleneck)} links)" if more > 0 else "")),
     ]
     body = "".join(f"<tr><td><i>{k}</i>&nbsp;</td><td>{v}</td></tr>" for k, v in rows)
-    return (f"<p><b>All-to-all</b> (max concurrent flow)</p><table>{body}</table>"
-            "<p>Time for a per-rank buffer of M bytes: M / algbw.</p>")
+    head = "<p><b>All-to-all</b> (max concurrent flow)</p>" if heading else ""
+    return (f"{head}<table>{body}</table><p>Time for a per-rank buffer of M bytes: "
+            "M / algbw. On the canvas, links are coloured by utilisation (as Show Link "
+            "Load) and the bottleneck links are drawn wider with a dark outline.</p>")
 
 
 class AllToAllController(QObject):
@@ -98,8 +101,10 @@ class AllToAllController(QObject):
     def _done(self, result: AllToAllResult) -> None:
         self.result = result
         self.label.setText(describe(result))
-        self.dock.show()
-        self.dock.raise_()
+        results = self.window.solver.results
+        results.set_alltoall(describe(result, heading=False))
+        results.show()
+        results.raise_()
         self.export_action.setEnabled(True)
         self._draw()
         self.window.statusBar().showMessage(
@@ -136,6 +141,7 @@ class AllToAllController(QObject):
             except KeyError:
                 continue
         self._styled = []
+        self.window.solver.results.set_alltoall(None)
         if self.result is not None:
             self.result = None
             self.export_action.setEnabled(False)

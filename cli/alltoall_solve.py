@@ -12,9 +12,11 @@ from canopy.cli.fabric import apply_failures
 from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.io import save_result
 from canopy.engine.alltoall.msccl import alltoall_xml
+from canopy.engine.alltoall.nic import NIC_FORWARDING
+from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
 from canopy.engine.alltoall.timesteps import time_steps
 from canopy.engine.errors import CanopyError
-from canopy.engine.topology import format_gbps
+from canopy.engine.topology import format_gbps, parse_bandwidth
 from canopy.engine.topology_io import atomic_write_bytes, load_topology
 
 
@@ -25,6 +27,15 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--method", choices=METHODS, default="auto",
                        help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
+    group.add_argument("--time-steps", type=int, metavar="T",
+                       help="also solve the time-stepped LP: T store-and-forward steps "
+                            "(relays forward only what they held at the end of a step)")
+    group.add_argument("--nic-bandwidth", metavar="GBPS",
+                       help="model the host-to-NIC bottleneck: every compute node reaches its "
+                            "links through a NIC joined to it by GBPS each way")
+    group.add_argument("--nic-forwarding", choices=NIC_FORWARDING, default="nic",
+                       help="with --nic-bandwidth: relays turn around in the NIC (default) or "
+                            "go up to the host and back")
 
 
 def summary(result: AllToAllResult) -> str:
@@ -36,7 +47,9 @@ def summary(result: AllToAllResult) -> str:
     exact = "exact" if result.exact else f"within {result.gap:.2e} of the bound"
     lines = [
         "collective:      alltoall",
-        f"compute nodes:   N = {result.num_compute} (forwarding: {result.problem.forwarding})",
+        f"compute nodes:   N = {result.num_compute} (forwarding: {result.problem.forwarding}"
+        + (f"; host-NIC {format_gbps(result.nic[0])} GB/s, {result.nic[1]} forwarding"
+           if result.nic else "") + ")",
         f"method:          {'link LP (HiGHS)' if result.method == 'lp' else 'decomposition'}"
         f" ({'exact' if result.exact else 'gap ' + format(result.gap, '.3%')}; "
         f"solver tolerance {result.tolerance:g})"
@@ -66,12 +79,31 @@ def run_alltoall(args: argparse.Namespace) -> int:
         raise CanopyError("--k applies to tree collectives, not to alltoall.")
     topo = load_topology(args.topology)
     apply_failures(topo, getattr(args, "fail", []) or [])
+    nic = None
+    if args.nic_bandwidth is not None:
+        try:
+            nic = parse_bandwidth(args.nic_bandwidth)
+        except ValueError as exc:
+            raise CanopyError(f"--nic-bandwidth {args.nic_bandwidth} {exc}.") from None
     result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
-                            where=args.topology)
+                            where=args.topology, nic_bandwidth=nic,
+                            nic_forwarding=args.nic_forwarding)
+    stepped = None
+    if args.time_steps is not None:
+        stepped = solve_time_steps(result.problem, args.time_steps)
+        check_against_fluid(stepped, result.algbw)
+    written = None
     if args.json:
-        save_result(result, args.json)
+        written = save_result(result, args.json, stepped)
     if args.json != "-":
         print(summary(result))
+        if written is not None:
+            print(f"JSON:            {args.json} ({written[1]} paths, "
+                  f"{written[0] / 1e6:.3g} MB)")
+        if stepped is not None:
+            print(f"time-stepped LP: {stepped.algbw:.4g} GB/s in {stepped.steps} "
+                  f"store-and-forward steps ({stepped.pair_data:.6g} GB per pair per "
+                  f"1 s step; HiGHS, tolerance {stepped.tolerance:g})")
     if args.msccl:
         xml = alltoall_xml(result.schedule)
         atomic_write_bytes(args.msccl, xml.data)

@@ -16,6 +16,7 @@ from canopy.cli.exports import positive_int
 from canopy.engine.errors import CanopyError
 from canopy.engine.msccl.executor import simulate
 from canopy.engine.msccl.reader import read_msccl
+from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.msccl.timing import fastest_xml, time_xml
 from canopy.engine.sizes import parse_size, size_label
 from canopy.engine.topology_io import load_topology
@@ -28,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--capacity", type=positive_int, default=1, metavar="N",
                    help="messages a connection buffers in the symbolic run (default 1, the "
                         "strictest)")
+    p.add_argument("--sms", type=positive_int, default=MscclLimits.max_tbs_per_gpu,
+                   metavar="N", help="SMs per GPU: the most thread blocks a GPU may run, all "
+                   "resident at once (default %(default)s, an A100)")
     p.add_argument("--topology", metavar="TOPO",
                    help="canopy-topology JSON: also simulate the XML's time on it (rank r "
                         "runs on the r-th compute node)")
@@ -46,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     except CanopyError as exc:
         raise CanopyError(f"--size: {exc}") from None
     algo = read_msccl(args.file)
-    report = simulate(algo, capacity=args.capacity, source=str(args.file))
+    report = simulate(algo, capacity=args.capacity,
+                      limits=MscclLimits(max_tbs_per_gpu=args.sms), source=str(args.file))
     print(f"OK: {args.file}: {report.summary()}")
     if args.topology is None:
         return 0

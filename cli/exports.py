@@ -10,6 +10,7 @@ from canopy.engine.msccl import (
     LAYOUTS,
     RUNTIMES,
     MscclLimitError,
+    MscclLimits,
     MscclOptions,
     explain_limits,
     msccl_xml,
@@ -45,6 +46,10 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                    "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
                    "while channels last; compact: fewest channels and thread blocks; auto: the "
                    "first of these that fits (default %(default)s)")
+    p.add_argument("--msccl-sms", type=positive_int, default=MscclLimits.max_tbs_per_gpu,
+                   metavar="N", help="SMs (compute units) per GPU: the most thread blocks the "
+                   "MSCCL program may use on one GPU, as all must be resident at once "
+                   "(default %(default)s, an A100; 132 for H100, 104 for an MI250 GCD)")
     p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")
@@ -59,14 +64,16 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
     if args.msccl:
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 
+        limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
-                               runtime=args.msccl_runtime, layout=args.msccl_layout)
+                               runtime=args.msccl_runtime, layout=args.msccl_layout,
+                               limits=limits)
         try:
             data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:
             raise explain_limits(exc, topology, schedule, options=options) from None
         try:
-            report = simulate_bytes(data, source=args.msccl)
+            report = simulate_bytes(data, limits=limits, source=args.msccl)
         except MscclXmlError as exc:
             raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
                                 f"bug in Canopy ({exc})") from None

@@ -272,3 +272,149 @@ def test_punctured_torus_is_seeded_and_slower():
     assert a.links == b.links and len(a.links) == 18 - 2
     whole = solve_alltoall(generate("torus", {"dims": "3x3"}))
     assert solve_alltoall(a).lam < whole.lam
+
+
+@pytest.mark.parametrize("forwarding, algbw", [("nic", Fraction(160, 3)), ("host", 40)])
+def test_host_to_nic_bottleneck(forwarding, algbw):
+    """Ring of 4 (50 GB/s links), host-NIC 40 GB/s: each host sends 3λ through its NIC,
+    so λ = 40/3 with NIC forwarding; with host forwarding each host also relays one
+    opposite pair's λ (4λ ≤ 40, λ = 10). Without NICs the ring allows λ = 25."""
+    ring = generate("ring", {"n": "4", "bandwidth": "50"})
+    assert solve_alltoall(ring).algbw == 100
+    result = solve_alltoall(ring, nic_bandwidth=Fraction(40), nic_forwarding=forwarding)
+    assert result.exact and result.algbw == algbw
+    assert result.num_compute == 4
+    assert all("/nic" in u + v for u, v in result.bottleneck_links())
+    # a wide NIC changes nothing
+    wide = solve_alltoall(ring, nic_bandwidth=Fraction(1000), nic_forwarding=forwarding)
+    assert wide.algbw == 100
+
+
+def test_cli_nic_bandwidth(tmp_path, capsys):
+    path = tmp_path / "ring.json"
+    save_topology(generate("ring", {"n": "4", "bandwidth": "50"}), path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--nic-bandwidth", "40",
+                 "--nic-forwarding", "host", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["algbw_exact"] == "40"
+    capsys.readouterr()
+    assert main(["solve", str(path), "--collective", "alltoall", "--nic-bandwidth", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--nic-bandwidth" in err
+
+
+def test_exact_on_degenerate_tori():
+    """Tori make HiGHS's vertex messy (many equal shortest paths); the exact support solve
+    recovers λ* = (links · b) / Σ hop distances exactly."""
+    result = solve_alltoall(generate("torus", {"dims": "4x4x2", "bandwidth": "50"}))
+    assert result.exact and result.lam == result.bound
+    assert result.algbw == 100
+    hurt = solve_alltoall(generate("punctured-torus", {"dims": "4x4x2", "removed": "4",
+                                                       "seed": "1"}))
+    assert hurt.exact and hurt.algbw < 100
+
+
+def test_exact_support_solve_refuses_a_wrong_rate():
+    from canopy.engine.alltoall.exact import exact_flows
+    from canopy.engine.alltoall.lp import solve_link_lp
+    problem = build_problem(generate("torus", {"dims": "3x3", "bandwidth": "50"}))
+    flows = solve_link_lp(problem)
+    unit = max(problem.capacity)
+    lam = Fraction(36 * 50, 9 * 12)
+    exact, den = exact_flows(problem, flows.flow, unit, lam)
+    assert all(sum(exact[:, a]) <= problem.capacity[a] * den for a in range(problem.m))
+    assert exact_flows(problem, flows.flow, unit, lam * Fraction(1001, 1000)) is None
+
+
+def test_punctured_kautz_is_seeded_and_slower():
+    a = generate("punctured-kautz", {"degree": "3", "n": "16", "removed": "3", "seed": "2"})
+    b = generate("punctured-kautz", {"degree": "3", "n": "16", "removed": "3", "seed": "2"})
+    whole = generate("kautz", {"degree": "3", "n": "16"})
+    assert a.links == b.links and len(a.links) == len(whole.links) - 3
+    assert solve_alltoall(a).lam < solve_alltoall(whole).lam
+
+
+def test_failed_links_carry_nothing(tmp_path, capsys):
+    ring = generate("ring", {"n": "4", "bandwidth": "50"})
+    path = tmp_path / "ring.json"
+    save_topology(ring, path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--fail", "n0-n1",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    # a path of 4: the middle link carries 2·2 pairs each way, λ = 50/4
+    assert data["algbw_exact"] == "50"
+    assert all({p["route"][i], p["route"][i + 1]} != {"n0", "n1"}
+               for p in data["paths"] for i in range(len(p["route"]) - 1))
+    ring.links[0].failed = True
+    assert solve_alltoall(ring).algbw == 50
+
+
+def test_time_stepped_lp():
+    """Triangle a-b 10, a-c 10, b-c 1 (GB/s). One step allows only direct sends, so b-c
+    limits every pair to 1 GB: algbw 3·1/1. Two steps let b and c relay through a: by
+    hand D = 11 GB per pair (b->c: 1 per step direct plus 9 relayed), algbw 3·11/2 = 16.5,
+    the fluid optimum λ* = 5.5."""
+    from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
+    tri = Topology("tri", [Node("a"), Node("b"), Node("c")],
+                   [Link("a", "b", Fraction(10)), Link("a", "c", Fraction(10)),
+                    Link("b", "c", Fraction(1))])
+    problem = build_problem(tri)
+    fluid = solve_alltoall(tri)
+    assert fluid.exact and fluid.algbw == Fraction(33, 2)
+    one = solve_time_steps(problem, 1)
+    assert one.algbw == pytest.approx(3, rel=1e-7)
+    two = solve_time_steps(problem, 2)
+    assert two.pair_data == pytest.approx(11, rel=1e-7)
+    assert two.algbw == pytest.approx(16.5, rel=1e-7)
+    # relayed data leaves a only in step 2, after it arrived in step 1
+    assert two.step_loads[0].get(("a", "c"), 0) <= 10 + 1e-6
+    for loads in two.step_loads:
+        for (u, v), x in loads.items():
+            assert x <= float(problem.capacity[problem.arc_index()[
+                (problem.names.index(u), problem.names.index(v))]]) * (1 + 1e-7)
+    check_against_fluid(two, fluid.algbw)
+    ring = build_problem(generate("ring", {"n": "4", "bandwidth": "50"}))
+    with pytest.raises(ScheduleError, match="1 store-and-forward step cannot reach"):
+        solve_time_steps(ring, 1)
+    assert solve_time_steps(ring, 2).algbw == pytest.approx(100, rel=1e-7)
+
+
+@pytest.mark.parametrize("seed", [0, 12])
+def test_time_stepped_lp_never_beats_the_fluid_optimum(seed):
+    from canopy.engine.alltoall.timestep_lp import solve_time_steps
+    topo = random_network(seed)
+    fluid = solve_alltoall(topo)
+    problem = build_problem(topo)
+    values = [solve_time_steps(problem, t).algbw for t in (3, 5)]
+    assert all(v <= float(fluid.algbw) * (1 + 1e-7) for v in values)
+    assert values[-1] == pytest.approx(float(fluid.algbw), rel=0.2)
+
+
+def test_cli_time_steps(tmp_path, capsys):
+    path = tmp_path / "ring.json"
+    save_topology(generate("ring", {"n": "4", "bandwidth": "50"}), path)
+    out = tmp_path / "a2a.json"
+    assert main(["solve", str(path), "--collective", "alltoall", "--time-steps", "2",
+                 "--json", str(out)]) == 0
+    stepped = json.loads(out.read_text())["time_stepped"]
+    assert stepped["steps"] == 2 and stepped["algbw"] == pytest.approx(100)
+    assert "time-stepped LP" in capsys.readouterr().out
+    assert main(["solve", str(path), "--collective", "alltoall", "--time-steps", "1"]) == 2
+    assert "allow more steps" in capsys.readouterr().err
+
+
+def test_json_is_compact_and_may_be_gzipped(tmp_path):
+    import gzip
+
+    from canopy.engine.alltoall.io import result_to_json, save_result
+    result = solve_alltoall(generate("torus", {"dims": "3x3", "bandwidth": "50"}))
+    plain, packed = tmp_path / "a.json", tmp_path / "a.json.gz"
+    size, paths = save_result(result, str(plain))
+    assert size == plain.stat().st_size and paths == len(result_to_json(result)["paths"])
+    text = plain.read_text()
+    assert json.loads(text) == result_to_json(result)
+    assert text.count("\n") == len(json.loads(text)) + paths + 3   # a line per key and path
+    gz_size, _ = save_result(result, str(packed))
+    assert gz_size == packed.stat().st_size < size
+    assert json.loads(gzip.decompress(packed.read_bytes())) == result_to_json(result)

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from canopy.cli import exports, main
-from canopy.engine.msccl import MscclLimits, MscclOptions
+from canopy.engine.msccl import MscclLimits
 from canopy.engine.msccl.executor import simulate_file
 from canopy.engine.safe_xml import parse_xml_file
 
@@ -118,10 +118,10 @@ def test_check_xml_runs_as_a_command(tmp_path):
 
 def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, monkeypatch):
     @dataclasses.dataclass(frozen=True)
-    class Tight(MscclOptions):                    # 30 elements: what k = 1 needs on the A100s
-        limits: MscclLimits = MscclLimits(max_elements_per_gpu=30)
+    class Tight(MscclLimits):                     # 30 elements: what k = 1 needs on the A100s
+        max_elements_per_gpu: int = 30
 
-    monkeypatch.setattr(exports, "MscclOptions", Tight)
+    monkeypatch.setattr(exports, "MscclLimits", Tight)
     out = tmp_path / "ag.xml"
     assert main(["solve", SAMPLE, "--msccl", str(out)]) == 2
     err = capsys.readouterr().err
@@ -145,3 +145,15 @@ def test_solve_msccl_layout(tmp_path, layout):
     assert main(["solve", fig2, "--msccl", str(out), "--msccl-layout", layout]) == 0
     steps = [len(tb.findall("step")) for tb in parse_xml_file(out).iter("tb")]
     assert (max(steps) == 1) == (layout == "pipelined")
+
+
+def test_sms_bound_the_thread_blocks_of_export_and_check(tmp_path, capsys):
+    """--msccl-sms keeps the export within the GPU's SMs; check-xml --sms rejects more."""
+    out = tmp_path / "ag.xml"
+    assert main(["solve", SAMPLE, "--msccl", str(out), "--msccl-sms", "40"]) == 0
+    most = max(len(gpu.findall("tb")) for gpu in parse_xml_file(out).iter("gpu"))
+    assert most <= 40
+    capsys.readouterr()
+    assert main(["check-xml", str(out), "--sms", str(most - 1)]) == 2
+    assert f"thread blocks; they must all be resident at once, and the GPU has {most - 1} " \
+        "SMs" in capsys.readouterr().err

@@ -372,6 +372,8 @@ def test_the_runtime_limits_are_enforced():
     many = algo_xml("allgather", 2, [(1, 2, 0, [(-1, -1, 0, long_tb[:1])] * 3)] * 2)
     assert "more than 2 thread blocks on channel 0" in \
         error(many, limits=MscclLimits(max_tbs_per_channel=2))
+    assert "rank 0 has 3 thread blocks; they must all be resident at once, and the GPU " \
+        "has 2 SMs" in error(many, limits=MscclLimits(max_tbs_per_gpu=2))
 
 
 # ---------------------------------------------------------------- the msccl-tools convention

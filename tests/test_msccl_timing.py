@@ -19,7 +19,7 @@ SIZE = 1 << 30
 
 @pytest.mark.parametrize("name, collective", [
     ("forestcoll-fig2", "allgather"), ("forestcoll-fig2", "reduce-scatter"),
-    ("mesh-2d-3x3", "allreduce")])
+    ("mesh-2d-3x3", "allreduce"), ("aws-p4d-2x8", "allgather")])
 def test_exported_xml_runs_at_compares_figure(name, collective):
     """The default export (pipelined where it fits) carries the pipelining compare assumes:
     the XML's own simulation agrees with compare's ForestColl algbw within 2 %."""
@@ -65,3 +65,32 @@ def test_check_xml_prints_time_and_algbw(tmp_path, capsys):
     assert lines[1].startswith(f"1G on {topo}: ") and "GB/s (8 loop iterations" in lines[1]
     assert main(["check-xml", str(out), "--topology", topo, "--size", "huge"]) == 2
     assert "--size: 'huge' is not a message size" in capsys.readouterr().err
+
+
+def test_connections_take_the_plans_routes():
+    """Thread blocks that send through switches name the plan's route (``via``), and
+    check-xml times them over exactly those routes."""
+    topo = load_sample("aws-p4d-2x8.json")
+    schedule = solve(topo, "allgather")
+    routes = {(e.src, e.dst, e.path) for t in schedule.trees for e in t.edges}
+    algo = read_msccl_bytes(msccl_xml(schedule))
+    nodes = list(topo.compute_nodes())
+    vias = [(nodes[g.id], nodes[tb.send], (nodes[g.id], *tb.via, nodes[tb.send]))
+            for g in algo.gpus for tb in g.tbs if tb.via]
+    assert vias and all(v in routes for v in vias)
+    broken = read_msccl_bytes(msccl_xml(schedule))
+    tb = next(tb for g in broken.gpus for tb in g.tbs if tb.via)
+    tb.via = ("nowhere",)
+    with pytest.raises(ScheduleError, match="via route uses link"):
+        time_xml(broken, topo, SIZE, 1)
+
+
+def test_long_loops_are_extrapolated_from_their_period():
+    """Past the message budget, runs of h and 2h iterations give the period; the
+    extrapolated time agrees with the full run."""
+    topo = load_sample("mesh-2d-3x3.json")
+    algo = read_msccl_bytes(msccl_xml(solve(topo, "allgather")))
+    full = time_xml(algo, topo, SIZE, 64, budget=None)
+    short = time_xml(algo, topo, SIZE, 64, budget=1)
+    assert full.unrolled == 0 and short.unrolled == 16 and short.messages < full.messages
+    assert abs(short.time_us / full.time_us - 1) < Fraction(1, 100)

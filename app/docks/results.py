@@ -90,6 +90,14 @@ class ResultsDock(SolutionDock):
         body.addWidget(self.show_load)
         body.addStretch(1)
         self.content_layout.addWidget(self.body)
+        # Compute ▸ Solve All-to-All (issue 20) reports here too, above ForestColl's numbers
+        self.alltoall = QGroupBox("All-to-all (max concurrent flow)")
+        self.alltoall.setObjectName("AllToAllResults")
+        self.values["alltoall"] = _value_label()
+        QVBoxLayout(self.alltoall).addWidget(self.values["alltoall"])
+        self.alltoall.hide()
+        self.content_layout.insertWidget(1, self.alltoall)
+        self.content_layout.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -98,6 +106,17 @@ class ResultsDock(SolutionDock):
         _bind(self.show_cut, cut_action)
         _bind(self.show_load, load_action)
         self.set_solution(None, False)
+
+    def set_alltoall(self, html: str | None) -> None:
+        """Show the last all-to-all result (rich text), or remove it with None."""
+        self.values["alltoall"].setText(html or "")
+        self.alltoall.setVisible(html is not None)
+        self.set_stale(self.stale)
+
+    def set_stale(self, stale: bool) -> None:
+        super().set_stale(stale)
+        if self.solution is None and not self.alltoall.isHidden():
+            self.banner.hide()
 
     def set_solution(self, solution: Solution | None, stale: bool) -> None:
         self.solution = solution

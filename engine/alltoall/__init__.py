@@ -4,8 +4,10 @@ alltoall-direct-connect-summary: every ordered pair of compute nodes sends λ at
 λ* is found exactly by the link LP (:mod:`.lp`) or, on large networks, by per-source
 trees under multiplicative lengths (:mod:`.decomposition`), turned into verified routes
 (:mod:`.schedule`, :mod:`.paths`) and certified by exact upper bounds (:mod:`.bound`);
-:mod:`.msccl` lowers them to MSCCL XML, :mod:`.compare` runs them against direct and
-ring all-to-all, :mod:`.timesteps` gives the store-and-forward form.
+:mod:`.exact` recovers the exact flows on the LP's support, :mod:`.msccl` lowers them to
+MSCCL XML, :mod:`.compare` runs them against direct and ring all-to-all,
+:mod:`.timestep_lp` solves the time-stepped (store-and-forward) LP and :mod:`.timesteps`
+reads steps off a route schedule; :mod:`.nic` models the host-to-NIC bottleneck.
 """
 
 from canopy.engine.alltoall.problem import FORWARDING, AllToAllProblem, build_problem

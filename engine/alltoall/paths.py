@@ -21,7 +21,10 @@ NOISE = 1e-9
 
 def decompose(problem: AllToAllProblem, flow: np.ndarray, lam: float
               ) -> tuple[list[Route], list[float]]:
-    """Paths and their rates from ``flow[k, a]`` (source ``compute[k]``) at demand ``lam``."""
+    """Paths and their rates from ``flow[k, a]`` (source ``compute[k]``) at demand ``lam``.
+
+    With exact flows (an object array of integers, ``lam`` an integer) every step is exact
+    and the rates are integers."""
     into: list[list[int]] = [[] for _ in range(problem.n)]
     for a, v in enumerate(problem.heads):
         into[int(v)].append(a)
@@ -39,7 +42,7 @@ def decompose(problem: AllToAllProblem, flow: np.ndarray, lam: float
                 if path is None:
                     break
                 arcs, nodes = path
-                amount = min(need, float(f[arcs].min()))
+                amount = min(need, f[arcs].min())
                 f[arcs] -= amount
                 need -= amount
                 routes.append(path_route(problem, nodes))

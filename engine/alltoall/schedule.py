@@ -43,6 +43,21 @@ class Route:
             nodes.append(int(self.parent[nodes[-1]]))
         return tuple(reversed(nodes))
 
+    def paths(self) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """(target, node path) for every target; shared prefixes are built once."""
+        known: dict[int, tuple[int, ...]] = {self.source: (self.source,)}
+        for t in self.targets:
+            above = []
+            v = int(t)
+            while v not in known:
+                above.append(v)
+                v = int(self.parent[v])
+            path = known[v]
+            for u in reversed(above):
+                path = (*path, u)
+                known[u] = path
+            yield int(t), path
+
 
 @dataclass
 class AllToAllSchedule:
@@ -69,9 +84,8 @@ class AllToAllSchedule:
         for route, num in zip(self.routes, self.numerators, strict=True):
             if num == 0:
                 continue
-            for t in route.targets:
-                path = route.path_to(int(t))
-                key = (route.source, int(t), path)
+            for t, path in route.paths():
+                key = (route.source, t, path)
                 merged[key] = merged.get(key, 0) + num
         for (s, t, path), num in merged.items():
             yield s, t, path, Fraction(num, self.denominator)

@@ -15,15 +15,20 @@ import time
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from canopy.engine.alltoall import bound as bounds
 from canopy.engine.alltoall.decomposition import solve_decomposition
+from canopy.engine.alltoall.exact import exact_flows
 from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
+from canopy.engine.alltoall.nic import augment_host_nic
 from canopy.engine.alltoall.paths import decompose
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
 from canopy.engine.alltoall.schedule import (
     RATIONAL_DENOMINATOR,
     AllToAllSchedule,
     exact_schedule,
+    verify,
 )
 from canopy.engine.errors import ScheduleError
 from canopy.engine.progress import Progress, report
@@ -55,6 +60,8 @@ class AllToAllResult:
     seconds: float
     tolerance: float = TOLERANCE
     iterations: int = 0
+    #: the host-NIC bandwidth and forwarding style when the topology was augmented
+    nic: tuple[Fraction, str] | None = None
 
     @property
     def lam(self) -> Fraction:
@@ -94,14 +101,20 @@ class AllToAllResult:
 
 def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto",
                    progress: Progress | None = None, where: str = "",
-                   target_gap: float = 0.01) -> AllToAllResult:
+                   target_gap: float = 0.01, nic_bandwidth: Fraction | None = None,
+                   nic_forwarding: str = "nic") -> AllToAllResult:
     """The all-to-all optimum of ``topo`` with a verified schedule (module docstring).
 
-    ``target_gap`` is where the decomposition stops (relative gap to its bound).
-    Raises TopologyError for unusable input and ScheduleError if verification fails."""
+    ``target_gap`` is where the decomposition stops (relative gap to its bound). With
+    ``nic_bandwidth`` (GB/s) every compute node reaches its links through a NIC with that
+    host-NIC bandwidth, forwarding in the NIC or the host (:mod:`.nic`, the summary's
+    Fig. 2). Failed links and switches carry nothing. Raises TopologyError for unusable
+    input and ScheduleError if verification fails."""
     if method not in METHODS:
         raise ScheduleError(f"method must be one of {', '.join(METHODS)}, not '{method}'.")
     start = time.process_time()
+    if nic_bandwidth is not None:
+        topo = augment_host_nic(topo, nic_bandwidth, nic_forwarding)
     problem = build_problem(topo, forwarding, where)
     if method == "auto":
         usable = problem.num_compute * problem.m
@@ -110,11 +123,13 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     iterations = 0
     if method == "lp":
         flows = solve_link_lp(problem, progress)
-        routes, rates = decompose(problem, flows.flow, flows.lam)
-        report(progress, "exact schedule", 0.0)
-        schedule = exact_schedule(problem, routes, rates, unit)
         lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
                    for y in flows.duals]
+        report(progress, "exact schedule", 0.0)
+        schedule = _exact_lp_schedule(problem, flows.flow, unit, _certify(problem, lengths))
+        if schedule is None:
+            routes, rates = decompose(problem, flows.flow, flows.lam)
+            schedule = exact_schedule(problem, routes, rates, unit)
     else:
         cg = solve_decomposition(problem, progress, target_gap=target_gap)
         iterations = cg.iterations
@@ -133,9 +148,26 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
                             "which is a bug in Canopy.")
     bottleneck = _bottleneck(schedule, best)
     report(progress, "certificate", 1.0)
+    nic = None if nic_bandwidth is None else (nic_bandwidth, nic_forwarding)
     return AllToAllResult(problem, schedule, method, best, cut, side,
                           bounds.regular_bound(problem), bottleneck,
-                          time.process_time() - start, iterations=iterations)
+                          time.process_time() - start, iterations=iterations, nic=nic)
+
+
+def _exact_lp_schedule(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction,
+                       bound: Fraction | None) -> AllToAllSchedule | None:
+    """The schedule of the exact flows on HiGHS's support at rate ``bound`` (:mod:`.exact`),
+    or None when there are none."""
+    if bound is None:
+        return None
+    got = exact_flows(problem, flow, unit, bound)
+    if got is None:
+        return None
+    exact, den = got
+    routes, rates = decompose(problem, exact, int(bound * den))
+    schedule = AllToAllSchedule(problem, routes, [int(r) for r in rates], den)
+    verify(schedule)
+    return schedule
 
 
 def _lcm_den(values: list[Fraction]) -> int:

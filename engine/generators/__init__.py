@@ -84,6 +84,9 @@ GENERATORS: dict[str, Generator] = {g.kind: g for g in (
               direct.dragonfly, direct.DRAGONFLY_PARAMS),
     Generator("kautz", "Generalised Kautz", "the d-regular digraph GK(d, n) with one-way links",
               direct.kautz, direct.KAUTZ_PARAMS),
+    Generator("punctured-kautz", "Punctured generalised Kautz",
+              "GK(d, n) with k random one-way links removed (seeded), as in failure studies",
+              punctured.punctured_kautz, punctured.PUNCTURED_KAUTZ_PARAMS),
     Generator("multi-dim", "Multi-dimensional (ASTRA-sim style)",
               "a grid whose dimensions are each a ring, a fully connected clique or a switch "
               "(TACOS's 3D-RFS is 2x4x8 ring,fc,switch)",

@@ -3,8 +3,11 @@
 alltoall-direct-connect-summary, Fig. 5: all-to-all throughput on a 3-D torus with a few
 links removed at random ("punctured"). :func:`puncture` removes ``removed`` links chosen
 by a seeded random generator from any topology, so the same seed gives the same fabric;
-the ``punctured-torus`` generator applies it to a torus. A duplex link goes as a whole,
-so every node stays balanced; a removal that disconnects the network is refused.
+the ``punctured-torus`` and ``punctured-kautz`` generators apply it to a torus and to a
+generalised Kautz graph (the summary's expander). A duplex link goes as a whole, so a
+torus stays balanced; a Kautz arc is one-way, so its ends lose one direction each
+(all-to-all does not need balanced nodes). A removal that disconnects the network is
+refused.
 """
 
 from __future__ import annotations
@@ -13,8 +16,15 @@ import random
 from collections.abc import Sequence
 from fractions import Fraction
 
-from canopy.engine.generators.direct import torus
-from canopy.engine.generators.params import BANDWIDTHS, DIMS, INT, ParameterError, ParamSpec
+from canopy.engine.generators.direct import kautz, torus
+from canopy.engine.generators.params import (
+    BANDWIDTH,
+    BANDWIDTHS,
+    DIMS,
+    INT,
+    ParameterError,
+    ParamSpec,
+)
 from canopy.engine.topology import Topology, find_problems
 
 
@@ -45,4 +55,21 @@ PUNCTURED_TORUS_PARAMS = (
               "link bandwidth per direction, GB/s: one value, or one per dimension"),
     ParamSpec("removed", INT, 3, "how many random links to remove", minimum=0),
     ParamSpec("seed", INT, 0, "random seed choosing the links", minimum=0),
+)
+
+
+def punctured_kautz(degree: int, n: int, bandwidth: Fraction, removed: int, seed: int
+                    ) -> Topology:
+    """GK(degree, n) with ``removed`` random one-way arcs taken out (Fig. 5's experiment on
+    the summary's GenKautz expander)."""
+    return puncture(kautz(degree, n, bandwidth), removed, seed)
+
+
+PUNCTURED_KAUTZ_PARAMS = (
+    ParamSpec("degree", INT, 2, "out-degree d of each node", minimum=2),
+    ParamSpec("n", INT, 12, "number of compute nodes", minimum=3),
+    ParamSpec("bandwidth", BANDWIDTH, Fraction(50), "bandwidth of each arc (one-way), GB/s"),
+    ParamSpec("removed", INT, 0, "how many random arcs to remove (their ends become "
+              "unbalanced, which all-to-all allows and ForestColl does not)", minimum=0),
+    ParamSpec("seed", INT, 0, "random seed choosing the arcs", minimum=0),
 )

@@ -1,10 +1,16 @@
-"""MSCCL XML: lowering a schedule to steps, thread blocks, writing, reading, checking, running.
+"""MSCCL XML, all of it: lowering a plan, thread blocks, writing, reading, checking, running.
 
-* :mod:`~canopy.engine.msccl.lowering`: trees to per-rank send/receive/reduce steps;
-* :mod:`~canopy.engine.msccl.threadblocks`: steps to thread blocks and channels, limits;
+* :mod:`~canopy.engine.msccl.lowering`: a :class:`canopy.engine.plan.CollectivePlan`
+  (the one schedule model) to per-rank send/receive/reduce steps;
+* :mod:`~canopy.engine.msccl.threadblocks`: steps to thread blocks and channels, within
+  the runtime's limits (:class:`MscclLimits`);
 * :mod:`~canopy.engine.msccl.writer`: the ``<algo>`` XML document;
-* :mod:`~canopy.engine.msccl.executor`: reading an XML back, checking the runtime's
-  rules and executing it symbolically to prove the collective's postcondition.
+* :mod:`~canopy.engine.msccl.model`: the XML program as the runtime reads it;
+  :mod:`~canopy.engine.msccl.reader` reads a file into it;
+* :mod:`~canopy.engine.msccl.checks`: the runtime's rules, one named function each;
+* :mod:`~canopy.engine.msccl.executor`: a symbolic run proving the collective's result;
+* :mod:`~canopy.engine.msccl.timing`: the XML's time in the execution model of
+  :mod:`canopy.engine.simulate` (``canopy check-xml --topology``).
 """
 
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
@@ -16,8 +22,11 @@ from canopy.engine.msccl.writer import (
     explain_limits,
     largest_fitting_k,
     msccl_xml,
+    plan_layout,
+    plan_xml,
     write_msccl,
 )
 
 __all__ = ["LAYOUTS", "RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
-           "explain_limits", "largest_fitting_k", "msccl_xml", "write_msccl"]
+           "explain_limits", "largest_fitting_k", "msccl_xml", "plan_layout", "plan_xml",
+           "write_msccl"]

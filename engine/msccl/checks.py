@@ -9,8 +9,8 @@ rules come from three places:
   peers that are other ranks; one thread block per (peer, direction, channel); a step
   that follows ``nop`` steps with dependencies must have one itself.
 * **The runtime's limits** (:class:`~canopy.engine.msccl.threadblocks.MscclLimits`):
-  channels, thread blocks per channel, steps per thread block, ``cnt``, XML elements per
-  GPU.
+  channels, thread blocks per channel and per GPU (its SM count), steps per thread block,
+  ``cnt``, XML elements per GPU.
 * **The msccl-tools convention** (msccl-tools ``msccl/language/ir.py``: a transfer is one
   operation whose source slot is on the sender and destination slot on the receiver, and
   the sending and receiving steps are both written with that pair; ``rcs`` comes from fusing
@@ -158,6 +158,14 @@ def threadblocks_per_channel(ctx: Context, gpu: XmlGpu) -> None:
                      f"blocks on channel {tb.chan}.")
 
 
+def threadblocks_per_gpu(ctx: Context, gpu: XmlGpu) -> None:
+    """At most ``max_tbs_per_gpu`` thread blocks (one resident block per SM, see
+    :class:`~canopy.engine.msccl.threadblocks.MscclLimits`)."""
+    if len(gpu.tbs) > ctx.limits.max_tbs_per_gpu:
+        ctx.fail(f"{where(gpu.id)} has {len(gpu.tbs)} thread blocks; they must all be "
+                 f"resident at once, and the GPU has {ctx.limits.max_tbs_per_gpu} SMs.")
+
+
 def steps_per_threadblock(ctx: Context, gpu: XmlGpu) -> None:
     for tb in gpu.tbs:
         if len(tb.steps) > ctx.limits.max_steps_per_tb:
@@ -269,7 +277,7 @@ STEP_RULES: tuple[StepRule, ...] = (
 GPU_RULES: tuple[Callable[[Context, XmlGpu], None], ...] = (
     buffer_sizes_not_negative, threadblock_ids, elements_per_gpu, peers_are_other_ranks,
     one_threadblock_per_connection, channels_in_range, threadblocks_per_channel,
-    steps_per_threadblock)
+    threadblocks_per_gpu, steps_per_threadblock)
 
 ALGO_RULES: tuple[Callable[[Context], None], ...] = (
     known_protocol, positive_sizes, chunks_divide_among_ranks, some_mode, channel_count,

@@ -1,4 +1,8 @@
-"""Which data moves where: a canopy schedule as MSCCL steps, grouped into chains.
+"""Which data moves where: a schedule's plan as MSCCL steps, grouped into chains.
+
+The input is the one schedule model, :class:`canopy.engine.plan.CollectivePlan` (what the
+execution model simulates and ``canopy compare`` times): its trees, their shares and the
+physical route of every tree edge, which the steps carry on to the thread blocks' ``via``.
 
 Chunk layout (DESIGN.md, "MSCCL XML"): with N ranks and k unit trees per root, the
 collective's full buffer has N·k chunks and rank r owns chunks r·k … r·k+k−1. A tree of
@@ -36,11 +40,12 @@ chains, which is what makes the exported program deadlock-free.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.plan import CollectivePlan, FlowTree, Path
 
 Loc = tuple[str, int]                   # (buffer "i" | "o" | "s", chunk offset)
 
@@ -62,6 +67,7 @@ class Step:
     dst: Loc | None = None
     dep: Step | None = None
     chain: Chain | None = None
+    route: tuple[str, ...] = ()           # physical route of what the step sends
 
 
 @dataclass(eq=False)
@@ -133,7 +139,7 @@ class Plan:
         recv = Step(step.rank, "r" if step.kind == "rcs" else "rrc", step.cnt,
                     recv_peer=step.recv_peer, src=step.src, dst=keep, dep=step.dep)
         send = Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep, dst=step.dst,
-                    dep=recv)
+                    dep=recv, route=step.route)
         return recv, send
 
 
@@ -155,6 +161,16 @@ class _Shape:
     children: dict[int, list[int]]
     depth: dict[int, int]
     height: dict[int, int]
+    path_to: dict[int, tuple[str, ...]]    # physical route of the edge parent -> child
+
+    def down(self, child: int) -> tuple[str, ...]:
+        """The route data takes from ``child``'s parent to ``child``."""
+        return self.path_to[child]
+
+    def up(self, child: int) -> tuple[str, ...]:
+        """The route data takes from ``child`` to its parent (reductions run against the
+        arrows, over the reversed route, as :func:`canopy.engine.plan.trees_plan` does)."""
+        return tuple(reversed(self.path_to[child]))
 
     def by_height(self, v: int, deepest_first: bool) -> list[int]:
         return sorted(self.children.get(v, []), key=lambda c: (self.height[c], c),
@@ -164,6 +180,47 @@ class _Shape:
         return sorted(self.depth, key=lambda v: -self.depth[v])
 
 
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """A tree of the plan as the lowering reads it: its root, its place among its root's
+    trees, the chunks it carries and its edges (parent, child, route parent -> child)."""
+
+    root: str
+    index: int
+    multiplicity: int
+    edges: tuple[tuple[str, str, Path], ...]
+
+
+def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int) -> list[Tree]:
+    """The trees of one phase of a plan, each carrying ``share · n · chunks`` chunks (a
+    whole number: the chunk layout must hold every tree's share exactly). Reduce trees
+    carry their data against the arrows, so their routes are turned back to run from
+    parent to child."""
+    out = []
+    per_root: dict[str, int] = {}
+    for t in phase:
+        m = t.share * n * chunks
+        if m.denominator != 1 or m < 1:
+            raise ScheduleError(f"tree {t.key!r} carries {t.share} of the message, not a "
+                                f"whole number of the {n * chunks} chunks.")
+        index = per_root.get(t.root, 0)
+        per_root[t.root] = index + 1
+        edges = tuple((e.parent, e.child, tuple(reversed(e.path)) if t.reduce else e.path)
+                      for e in t.edges)
+        out.append(Tree(t.root, index, int(m), edges))
+    return out
+
+
+def chunks_per_root(plan: CollectivePlan) -> int:
+    """The fewest chunks per root in which every tree of ``plan`` carries whole chunks."""
+    n = len(plan.compute_nodes)
+    k = 1
+    for t in plan.trees:
+        d = (t.share * n).denominator
+        k = k * d // math.gcd(k, d)
+    return k
+
+
 def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     label = f"tree {tree.index} of root '{tree.root}'"
     if tree.root not in rank:
@@ -171,16 +228,18 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     root = rank[tree.root]
     parent: dict[int, int] = {}
     children: dict[int, list[int]] = {}
+    path_to: dict[int, tuple[str, ...]] = {}
     depth = {root: 0}
-    for e in tree.edges:
-        if e.src not in rank or e.dst not in rank:
-            raise ScheduleError(f"{label}: edge {e.src} -> {e.dst} joins a node that is not "
+    for src, dst, path in tree.edges:
+        if src not in rank or dst not in rank:
+            raise ScheduleError(f"{label}: edge {src} -> {dst} joins a node that is not "
                                 "a compute node of the schedule.")
-        u, v = rank[e.src], rank[e.dst]
+        u, v = rank[src], rank[dst]
         if u not in depth or v in depth:
-            raise ScheduleError(f"{label}: edge {e.src} -> {e.dst} does not grow an out-tree "
+            raise ScheduleError(f"{label}: edge {src} -> {dst} does not grow an out-tree "
                                 "from the root (parents must come before children).")
         parent[v] = u
+        path_to[v] = tuple(path) or (src, dst)
         children.setdefault(u, []).append(v)
         depth[v] = depth[u] + 1
     if len(depth) != n:
@@ -189,7 +248,7 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     for v in sorted(depth, key=lambda x: -depth[x]):
         if v in parent:
             height[parent[v]] = max(height[parent[v]], height[v] + 1)
-    return _Shape(root, tree.index, parent, children, depth, height)
+    return _Shape(root, tree.index, parent, children, depth, height, path_to)
 
 
 def _pieces(trees: list[Tree], k: int, where: str) -> list[tuple[int, int, Tree]]:
@@ -222,16 +281,16 @@ def _refine(a: list[tuple[int, int, Tree]], b: list[tuple[int, int, Tree]], max_
 class _Builder:
     """Emits the steps of one collective, chain by chain."""
 
-    def __init__(self, schedule: Schedule, inplace: bool, max_count: int, piece: int,
-                 fuse_fanout: bool) -> None:
-        self.n = len(schedule.compute_nodes)
-        self.k = schedule.k
+    def __init__(self, collective: str, compute_nodes: tuple[str, ...], chunks: int,
+                 inplace: bool, max_count: int, piece: int, fuse_fanout: bool) -> None:
+        self.n = len(compute_nodes)
+        self.k = chunks
         self.inplace = inplace
         self.max_count = max_count
         self.piece = min(piece, max_count)
         self.fuse_fanout = fuse_fanout
-        self.collective = schedule.collective
-        self.rank = {name: r for r, name in enumerate(schedule.compute_nodes)}
+        self.collective = collective
+        self.rank = {name: r for r, name in enumerate(compute_nodes)}
         if len(self.rank) != self.n:
             raise ScheduleError("the schedule lists a compute node twice.")
         self.plan = Plan(self.collective, self.n, self.k, inplace, [], [0] * self.n)
@@ -269,7 +328,7 @@ class _Builder:
             else:
                 chain = self.new_chain((1, 0, *base))
                 chain.add(Step(root, "s", cnt, send_peer=child, src=source, dst=loc,
-                               dep=ready))
+                               dep=ready, route=shape.down(child)))
             work.append((chain, child, root, source))
         while work:
             chain, v, parent, parent_loc = work.pop()
@@ -283,10 +342,11 @@ class _Builder:
                 kids.insert(0, -1)          # every child gets a send of its own
             else:
                 first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
-                                       src=parent_loc, dst=loc))
+                                       src=parent_loc, dst=loc, route=shape.down(kids[0])))
             for child in kids[1:]:
                 branch = self.new_chain((1, shape.depth[v], *base))
-                branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first))
+                branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first,
+                                route=shape.down(child)))
                 work.append((branch, child, v, loc))
             if kids[0] >= 0:
                 work.append((chain, kids[0], v, loc))
@@ -319,10 +379,10 @@ class _Builder:
                 chain = up.pop(kids[-1])
                 relabel(chain.steps, final)
                 fanout = then.by_height(root, deepest_first=True) if then is not None else []
-                if len(fanout) == 1 or (fanout and self.fuse_fanout):
+                if then is not None and (len(fanout) == 1 or (fanout and self.fuse_fanout)):
                     first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
-                                src=work, dst=final, dep=prev)
+                                src=work, dst=final, dep=prev, route=then.down(first))
                     return add(chain, step), chain
                 return add(chain, Step(v, "rrc", cnt, recv_peer=kids[-1], src=work,
                                        dst=final, dep=prev)), None
@@ -330,10 +390,11 @@ class _Builder:
             if kids:
                 chain = up.pop(kids[-1])
                 add(chain, Step(v, "rrs", cnt, recv_peer=kids[-1], send_peer=parent,
-                                src=work, dst=work, dep=prev))
+                                src=work, dst=work, dep=prev, route=shape.up(v)))
             else:
                 chain = self.new_chain()
-                add(chain, Step(v, "s", cnt, send_peer=parent, src=work, dst=work, dep=prev))
+                add(chain, Step(v, "s", cnt, send_peer=parent, src=work, dst=work, dep=prev,
+                                route=shape.up(v)))
             up[v] = chain
         raise AssertionError("the bottom-up order ends at the root")
 
@@ -363,11 +424,11 @@ class _Builder:
         return out
 
     # ------------------------------------------------------------------ collectives
-    def build(self, schedule: Schedule) -> Plan:
+    def build(self, broadcast: list[Tree], reduce: list[Tree]) -> Plan:
         if self.collective == "allgather":
-            self.build_allgather(schedule.trees)
+            self.build_allgather(broadcast)
         else:
-            self.build_reduction(schedule.trees, schedule.reduce_trees or schedule.trees)
+            self.build_reduction(broadcast, reduce)
         return self.plan
 
     def build_allgather(self, trees: list[Tree]) -> None:
@@ -420,16 +481,26 @@ class _Builder:
                            fused=fused)
 
 
-def plan_steps(schedule: Schedule, inplace: bool = True, max_count: int = 71,
-               piece: int | None = None, fuse_fanout: bool = True) -> Plan:
-    """All MSCCL steps of ``schedule``'s collective, grouped into chains. A tree of
-    multiplicity m moves its m chunks in steps of at most ``piece`` chunks (default
-    ``max_count``): ``piece=1`` gives every unit tree chains of its own. Without
-    ``fuse_fanout``, a node that forwards to several children receives first and then
-    sends to each child in a step of its own (no child waits for another's send)."""
-    if schedule.collective not in XML_COLLECTIVE:
-        raise ScheduleError(f"cannot export collective '{schedule.collective}' to MSCCL.")
-    if schedule.k < 1:
-        raise ScheduleError(f"the schedule's k must be positive, not {schedule.k}.")
-    return _Builder(schedule, inplace, max_count, piece or max_count,
-                    fuse_fanout).build(schedule)
+def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = True,
+               max_count: int = 71, piece: int | None = None, fuse_fanout: bool = True
+               ) -> Plan:
+    """All MSCCL steps of ``plan`` (the schedule model of :mod:`canopy.engine.plan`: its
+    reduce trees, then its broadcast trees), grouped into chains, with ``chunks`` chunks
+    per root (default :func:`chunks_per_root`; a ForestColl schedule's k). A tree carrying
+    m chunks moves them in steps of at most ``piece`` chunks (default ``max_count``):
+    ``piece=1`` gives every unit tree chains of its own. Without ``fuse_fanout``, a node
+    that forwards to several children receives first and then sends to each child in a
+    step of its own (no child waits for another's send)."""
+    if plan.collective not in XML_COLLECTIVE:
+        raise ScheduleError(f"cannot export collective '{plan.collective}' to MSCCL.")
+    chunks = chunks_per_root(plan) if chunks is None else chunks
+    if chunks < 1:
+        raise ScheduleError(f"the schedule's k must be positive, not {chunks}.")
+    n = len(plan.compute_nodes)
+    if plan.collective != "allgather" and not plan.reduce_trees or \
+            plan.collective != "reduce-scatter" and not plan.broadcast_trees:
+        raise ScheduleError(f"the {plan.collective} plan lacks the trees of one of its phases.")
+    builder = _Builder(plan.collective, plan.compute_nodes, chunks, inplace, max_count,
+                       piece or max_count, fuse_fanout)
+    return builder.build(lowered_trees(plan.broadcast_trees, n, chunks),
+                         lowered_trees(plan.reduce_trees, n, chunks))

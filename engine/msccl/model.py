@@ -82,6 +82,7 @@ class XmlThreadBlock:
     recv: int
     chan: int
     steps: list[XmlStep] = field(default_factory=list)
+    via: tuple[str, ...] = ()     # Canopy's ``via``: nodes between the GPUs of its send
 
 
 @dataclass

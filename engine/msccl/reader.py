@@ -2,8 +2,9 @@
 
 The file is parsed safely (:mod:`canopy.engine.safe_xml`: no entities, no DTD, a size
 limit) and every attribute the runtime's parser requires must be present and an integer
-where it expects one; anything else is one :class:`MscclXmlError` sentence naming the rank,
-thread block and step.
+where it expects one (Canopy's optional ``via`` route of a thread block's send connection
+is read too; the runtime ignores it); anything else is one :class:`MscclXmlError` sentence
+naming the rank, thread block and step.
 """
 
 from __future__ import annotations
@@ -76,7 +77,9 @@ def parse_msccl(root: etree._Element, source: str = "MSCCL XML") -> XmlAlgo:
             tid = _int(tb_elem, "id", at)
             tb_at = f"{source}: {where(gid, tid)}"
             tb = XmlThreadBlock(tid, _int(tb_elem, "send", tb_at),
-                                _int(tb_elem, "recv", tb_at), _int(tb_elem, "chan", tb_at))
+                                _int(tb_elem, "recv", tb_at), _int(tb_elem, "chan", tb_at),
+                                via=tuple(x for x in (tb_elem.get("via") or "").split(",")
+                                          if x))
             for pos, st in enumerate(tb_elem.iter("step")):
                 tb.steps.append(_step(st, f"{source}: {where(gid, tid, pos)}"))
             gpu.tbs.append(tb)

@@ -42,13 +42,21 @@ class MscclLimits:
     MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL = 32, MAXCHANNELS = 32, MSCCL_MAX_COUNT = 72;
     the parser rejects ``cnt >= MSCCL_MAX_COUNT``, so the largest ``cnt`` is 71). RCCL's
     parser also holds at most 4096 XML elements of one GPU (msccl_parser.h MAX_NODES):
-    the ``algo`` and ``gpu`` elements, its thread blocks and their steps."""
+    the ``algo`` and ``gpu`` elements, its thread blocks and their steps.
+
+    ``max_tbs_per_gpu`` is the GPU's SM count: the interpreter launches one CUDA block per
+    thread block and blocks spin on each other's steps, so all must be resident at once,
+    one per SM. msccl.h's own bound, MSCCL_MAX_NUM_THREAD_BLOCKS = 216, is twice the 108
+    SMs of an A100 (its comment: "set this to 108 which is the number of SMs on A100");
+    an MI250 GCD has 104 compute units, an H100 SXM 132 SMs. The default, 108, suits
+    A100 clusters; set it to the GPU's count for others."""
 
     max_steps_per_tb: int = 256
     max_tbs_per_channel: int = 32
     max_channels: int = 32
     max_count: int = 71
     max_elements_per_gpu: int = 4096
+    max_tbs_per_gpu: int = 108
 
 
 class MscclLimitError(ScheduleError):
@@ -61,6 +69,17 @@ class ThreadBlock:
     recv: int
     channel: int
     steps: list[Step] = field(default_factory=list)
+
+    @property
+    def route(self) -> tuple[str, ...]:
+        """The physical route of the thread block's send connection: the route of the
+        plan's tree edges it sends over (the one carrying most chunks where a shared
+        connection carries edges routed differently; first in step order on a tie)."""
+        chunks: dict[tuple[str, ...], int] = {}
+        for step in self.steps:
+            if step.send_peer >= 0 and step.route:
+                chunks[step.route] = chunks.get(step.route, 0) + step.cnt
+        return max(chunks, key=chunks.__getitem__, default=())
 
 
 @dataclass
@@ -381,6 +400,11 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
                 f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
                 f"{worst} thread blocks on one channel, more than "
                 f"{limits.max_tbs_per_channel}.")
+        if len(rank_tbs) > limits.max_tbs_per_gpu:
+            raise MscclLimitError(
+                f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
+                f"{len(rank_tbs)} thread blocks, more than the GPU's "
+                f"{limits.max_tbs_per_gpu} SMs.")
         elements = 2 + len(rank_tbs) + sum(len(tb.steps) for tb in rank_tbs)
         if elements > limits.max_elements_per_gpu:
             raise MscclLimitError(

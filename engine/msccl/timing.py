@@ -13,16 +13,21 @@ The XML becomes a :class:`~canopy.engine.simulate.Program`, as the MSCCL interpr
   :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth (from the runtime's
   count, doubling while that gains more than MIN_GAIN), so both time the same pipelining.
 * **Connections.** Every (sender, receiver, channel) of the XML is one in-order
-  connection of weight 1 (one thread block at each end), routed over the topology's
-  shortest physical path (:class:`~canopy.engine.routing.Router`, least congested given the
-  bytes of the connections routed before it, in (sender, receiver, channel) order). A
-  route relaying through another GPU is one connection per hop, each hop sent after the
-  previous one arrived.
+  connection of weight 1 (one thread block at each end). Its physical route is the one
+  its sending thread block names with Canopy's ``via`` attribute (the plan's route, see
+  :mod:`canopy.engine.msccl.writer`); XML without it is routed over the topology's
+  shortest physical paths (:class:`~canopy.engine.routing.Router`, least congested given
+  the bytes of the connections routed before it). A route relaying through another GPU
+  is one connection per hop, each hop sent after the previous one arrived.
 * **Order.** A thread block runs its steps one after the other: a step starts once the
   previous step of its thread block is done, its ``depid``/``deps`` step (same iteration)
-  is done and, if it receives, its message has arrived; a step that sends is done when its
-  message has arrived, any other step when it may start (local copies and reductions take
-  no time). Messages of a connection match in order, iteration by iteration.
+  is done and, if it receives, its message has arrived. A step is done once it may start:
+  local copies and reductions take no time, and a send hands its message to its
+  connection, which streams it after the thread block's earlier sends (a thread block has
+  one send connection, and the runtime's send completes once the data is in the peer's
+  buffer, not when the peer has used it: the connection's latency is hidden behind its
+  next message, as in :func:`canopy.engine.simulate.run_program`). Messages of a
+  connection match in order, iteration by iteration.
 
 Rank r runs on the topology's r-th compute node (the order exports use).
 """
@@ -43,12 +48,15 @@ from canopy.engine.simulate import (
     MAX_MESSAGES,
     MAX_PIECES,
     MIN_GAIN,
+    MIN_SLICE_BYTES,
+    PIECES_PER_STAGE,
     Program,
     algbw_gbps,
     run_program,
 )
 from canopy.engine.topology import Topology
 
+MIN_UNROLL = 8        # fewest iterations unrolled when a long loop is extrapolated
 StepKey = tuple[int, int, int, int]            # (rank, tb, iteration, step position)
 
 
@@ -61,6 +69,7 @@ class XmlTiming:
     iterations: int
     connections: int
     messages: int
+    unrolled: int = 0      # iterations simulated when the rest were extrapolated, else 0
 
     @property
     def algbw(self) -> Fraction:
@@ -99,25 +108,43 @@ class _Builder:
         self.conn_of: list[list[int]] = []       # per message, its hop connections
 
     def route(self) -> None:
-        """Physical routes of every connection: shortest routes, chosen to spread the
-        connections' bytes (:meth:`Router.route`, least congested), connections with the
-        fewest choices first, then each chosen again once given all the others."""
+        """Physical routes of every connection. A thread block whose send carries Canopy's
+        ``via`` takes that route (the plan's: what ``canopy compare`` simulated). The others
+        take shortest routes chosen to spread the connections' bytes (:meth:`Router.route`,
+        least congested given the fixed routes), connections with the fewest choices
+        first, then each chosen again once given all the others: deterministic."""
         load: dict[tuple[int, int, int], Fraction] = defaultdict(Fraction)
+        fixed: dict[tuple[int, int, int], tuple[str, ...]] = {}
+        caps = self.router.capacity
         for gpu in self.algo.gpus:
             for tb in gpu.tbs:
-                if tb.send >= 0:
-                    load[(gpu.id, tb.send, tb.chan)] += sum(
-                        (st.cnt for st in tb.steps if st.kind.sends), 0) or 1
+                if tb.send < 0:
+                    continue
+                conn = (gpu.id, tb.send, tb.chan)
+                load[conn] += sum((st.cnt for st in tb.steps if st.kind.sends), 0) or 1
+                if tb.via:
+                    route = (self.nodes[gpu.id], *tb.via, self.nodes[tb.send])
+                    bad = next((e for e in zip(route, route[1:], strict=False)
+                                if e not in caps), None)
+                    if bad is not None:
+                        raise ScheduleError(f"rank {gpu.id} tb {tb.id}: its via route uses "
+                                            f"link {bad[0]} -> {bad[1]}, which is not in the "
+                                            "topology.")
+                    fixed[conn] = route
+        loads: dict = {}
+        path: dict[tuple[int, int, int], tuple[str, ...]] = dict(fixed)
+        for conn, route in fixed.items():
+            add_path_load(loads, route, load[conn])
         choices = {}
         for conn in load:
+            if conn in fixed:
+                continue
             u, v, _ = conn
             choices[conn] = len(self.router.paths(self.nodes[u], self.nodes[v]))
             if not choices[conn]:
                 raise ScheduleError(f"rank {u} ({self.nodes[u]}) cannot reach rank {v} "
                                     f"({self.nodes[v]}) in the topology.")
-        order = sorted(load, key=lambda c: (choices[c], -load[c], c))
-        loads: dict = {}
-        path: dict[tuple[int, int, int], tuple[str, ...]] = {}
+        order = sorted(choices, key=lambda c: (choices[c], -load[c], c))
         for again in (False, True):
             for conn in order:
                 u, v, _ = conn
@@ -202,11 +229,9 @@ class _Builder:
                         received[(rank, tid, it)] += 1
                         need.append(by_conn[(tb.recv, rank, tb.chan, it)][count])
                     here = (rank, tid, it, pos)
+                    done[here] = sorted(set(need))
                     if step.kind.sends:
-                        self.after[first_hop[here]] = sorted(set(need))
-                        done[here] = [sent[here]]
-                    else:
-                        done[here] = sorted(set(need))
+                        self.after[first_hop[here]] = done[here]
                     last_done[key] = done[here]
                     progress = True
                     pos += 1
@@ -222,18 +247,40 @@ class _Builder:
 
 def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
              iterations: int | None = None,
-             default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
-    """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``."""
+             default_latency: Fraction = DEFAULT_LATENCY_US,
+             budget: int | None = MAX_MESSAGES) -> XmlTiming:
+    """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``.
+
+    A loop of more than ``budget`` messages (``None``: no limit) is not unrolled in full:
+    its iterations are identical, so once the pipeline is full each adds the same time
+    (the period), as :func:`canopy.engine.simulate.simulate` extrapolates a plan's.
+    Runs of h and 2h iterations of the same slices (3h iterations' messages within
+    ``budget``, h at least MIN_UNROLL) give the period (T(2h) - T(h)) / h, and
+    T(L) = T(2h) + (L - 2h) · period.
+    """
     size = Fraction(size)
     if size <= 0:
         raise ScheduleError("the message size must be positive.")
     if iterations is not None and iterations < 1:
         raise ScheduleError(f"iterations must be at least 1, not {iterations}.")
     slices = _slices(algo, size, iterations)
-    builder = _Builder(algo, topology, slices)
-    program = builder.build()
-    time = run_program(topology, program, default_latency)
-    return XmlTiming(time, size, len(slices), len(program.connections), len(program.sends))
+    count = len(slices)
+    per_iteration = sum(1 for g in algo.gpus for tb in g.tbs for st in tb.steps
+                        if st.kind.sends)
+    unroll = max(MIN_UNROLL, (budget or 0) // max(3 * per_iteration, 1))
+    if budget is None or count * per_iteration <= budget or count <= 2 * unroll \
+            or len(set(slices)) != 1:
+        program = _Builder(algo, topology, slices).build()
+        time = run_program(topology, program, default_latency)
+        return XmlTiming(time, size, count, len(program.connections), len(program.sends))
+    runs = []
+    for h in (unroll, 2 * unroll):
+        program = _Builder(algo, topology, slices[:h]).build()
+        runs.append(run_program(topology, program, default_latency))
+    period = (runs[1] - runs[0]) / unroll
+    time = runs[1] + (count - 2 * unroll) * period
+    return XmlTiming(time, size, count, len(program.connections),
+                     3 * unroll * per_iteration, 2 * unroll)
 
 
 def runtime_iterations(algo: XmlAlgo, size: Fraction | int) -> int:
@@ -241,22 +288,55 @@ def runtime_iterations(algo: XmlAlgo, size: Fraction | int) -> int:
     return len(_slices(algo, Fraction(size), None))
 
 
+def stages(algo: XmlAlgo, topology: Topology) -> int:
+    """The longest chain of messages one loop iteration goes through (each waiting for
+    the one before to arrive), as :func:`canopy.engine.simulate.pipeline_stages` counts a
+    plan's."""
+    program = _Builder(algo, topology, [Fraction(1)]).build()
+    sends = program.sends
+    waiting = [len(send.after) for send in sends]
+    unlocks: list[list[int]] = [[] for _ in sends]
+    for i, send in enumerate(sends):
+        for a in send.after:
+            unlocks[a].append(i)
+    depth = [1] * len(sends)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    while ready:
+        i = ready.pop()
+        for j in unlocks[i]:
+            depth[j] = max(depth[j], depth[i] + 1)
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                ready.append(j)
+    return max(depth, default=0)
+
+
 def fastest_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
                 default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
-    """The best time over loop iteration counts, as a tuned runtime would run it: from
-    the runtime's own count, doubling while that gains more than MIN_GAIN, up to
-    MAX_PIECES iterations and MAX_MESSAGES messages."""
+    """The best time over loop iteration counts, as :func:`canopy.engine.simulate.fastest`
+    picks a plan's pipeline depth, so both time the same pipelining: from
+    ``PIECES_PER_STAGE · stages`` (at least the runtime's own count), doubling while that
+    gains more than MIN_GAIN, up to MAX_PIECES iterations and slices of MIN_SLICE_BYTES
+    (long loops are extrapolated, :func:`time_xml`); where doubling does not pay, halving
+    while that does (thread blocks that run several trees' steps in order pay latency
+    per iteration, so fewer can be faster)."""
+    size = Fraction(size)
     lowest = runtime_iterations(algo, size)
-    sends = sum(1 for g in algo.gpus for tb in g.tbs for st in tb.steps if st.kind.sends)
-    limit = max(lowest, min(MAX_PIECES, MAX_MESSAGES // max(sends, 1)))
-    best = time_xml(algo, topology, size, None, default_latency)
-    iterations = lowest
-    while 2 * iterations <= limit:
-        iterations *= 2
-        result = time_xml(algo, topology, size, iterations, default_latency)
-        gain = 1 - result.time_us / best.time_us
-        if gain > 0:
-            best = result
-        if gain <= MIN_GAIN:
+    largest = max((st.cnt for g in algo.gpus for tb in g.tbs for st in tb.steps), default=1)
+    slice_limit = int(largest * size / algo.nchunksperloop / MIN_SLICE_BYTES)
+    limit = max(lowest, min(MAX_PIECES, slice_limit))
+    iterations = min(max(lowest, PIECES_PER_STAGE * stages(algo, topology)), limit)
+    best = time_xml(algo, topology, size, iterations, default_latency)
+    for step in (2, -2):            # deeper while that pays, else shallower
+        count = iterations
+        while (count > lowest) if step < 0 else (count < limit):
+            count = min(count * 2, limit) if step > 0 else max(count // 2, lowest)
+            result = time_xml(algo, topology, size, count, default_latency)
+            gain = 1 - result.time_us / best.time_us
+            if gain > 0:
+                best = result
+            if gain <= MIN_GAIN:
+                break
+        if best.iterations != iterations:
             break
     return best

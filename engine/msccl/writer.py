@@ -15,6 +15,13 @@ GPU has finished step ``deps``; that step carries ``hasdep="1"`` so the runtime 
 its completion. Steps in the same thread block are ordered by position and carry no
 dependency. Every step waits on at most one other, so no ``nop`` steps are needed.
 
+Routes: a thread block that sends over switches carries ``via="sw1,sw2"``, the nodes
+between the two GPUs on the physical route the schedule gives that connection (the route
+of its tree edges in the plan), so that ``canopy check-xml --topology`` times the XML over
+exactly the routes ``canopy compare`` assumed. The runtime's parser reads attributes by
+name and ignores this one (msccl-tools' readers too); the fabric, not the XML, decides
+the real route, so ``via`` documents the routing the schedule's optimum needs.
+
 Buffer conventions follow msccl-tools and the runtime's pointers:
 
 * allgather: ``i`` holds the rank's k chunks, ``o`` all N·k. In place, ``i`` is ``o`` at
@@ -35,18 +42,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from fractions import Fraction
 
 from lxml import etree
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl.lowering import XML_COLLECTIVE, Loc, Plan, Step, plan_steps
+from canopy.engine.msccl.lowering import (
+    XML_COLLECTIVE,
+    Loc,
+    Plan,
+    Step,
+    chunks_per_root,
+    plan_steps,
+)
 from canopy.engine.msccl.threadblocks import (
     Layout,
     MscclLimitError,
     MscclLimits,
     assign_threadblocks,
 )
+from canopy.engine.plan import CollectivePlan, trees_plan
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
@@ -65,6 +81,8 @@ class MscclOptions:
     carries one chain, so successive loop iterations of a tree pipeline as in Canopy's
     execution model (:mod:`canopy.engine.simulate`: every tree edge its own connection, a
     tree of multiplicity m on m of them); it needs about k channels per pair of GPUs.
+    Where that does not fit, chains move q chunks per step for the smallest q of
+    :func:`pipeline_pieces` that fits (a tree then has about m/q connections).
     ``"per-tree"``: the same with a tree's m chunks in one step, one connection per tree
     edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
     not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
@@ -91,8 +109,19 @@ class MscclOptions:
 def build_layout(schedule: Schedule, collective: str | None = None,
                  options: MscclOptions | None = None) -> Layout:
     """Steps, thread blocks and channels of ``schedule`` run as ``collective`` (default:
-    the schedule's own). Raises :class:`ScheduleError` (:class:`MscclLimitError` when
-    the runtime's limits cannot be met)."""
+    the schedule's own): the layout of its plan (:func:`canopy.engine.plan.trees_plan`,
+    the plan ``canopy compare`` times) with k chunks per root. Raises
+    :class:`ScheduleError` (:class:`MscclLimitError` when the runtime's limits cannot be
+    met)."""
+    plan = trees_plan(collective or schedule.collective, list(schedule.compute_nodes),
+                      schedule.trees, schedule.k, schedule.reduce_trees)
+    return plan_layout(plan, schedule.k, options)
+
+
+def plan_layout(plan: CollectivePlan, chunks: int | None = None,
+                options: MscclOptions | None = None) -> Layout:
+    """Steps, thread blocks and channels of ``plan`` with ``chunks`` chunks per root
+    (default: the fewest that hold every tree's share, :func:`chunks_per_root`)."""
     options = options or MscclOptions()
     if options.protocol not in PROTOCOLS:
         raise ScheduleError(f"unknown MSCCL protocol '{options.protocol}'; use one of "
@@ -103,39 +132,77 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     if options.layout not in LAYOUTS:
         raise ScheduleError(f"unknown MSCCL layout '{options.layout}'; use one of "
                             f"{', '.join(LAYOUTS)}.")
-    if collective is not None and collective != schedule.collective:
-        schedule = replace(schedule, collective=collective)
+    chunks = chunks_per_root(plan) if chunks is None else chunks
     most = _most_pieces(options.limits)
-    if schedule.k > most:
+    if chunks > most:
         raise MscclLimitError(
-            f"the MSCCL program does not fit the runtime's limits: k = {schedule.k} pieces "
+            f"the MSCCL program does not fit the runtime's limits: k = {chunks} pieces "
             f"per rank need more than the {options.limits.max_elements_per_gpu} XML elements "
             "RCCL's parser holds per GPU.")
     tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))
     for layout in tries[:-1]:
         try:
-            return _layout(schedule, options, layout)
+            return _layout(plan, chunks, options, layout)
         except MscclLimitError:
             continue
-    return _layout(schedule, options, tries[-1])
+    return _layout(plan, chunks, options, tries[-1])
 
 
-def _layout(schedule: Schedule, options: MscclOptions, layout: str) -> Layout:
+def pipeline_pieces(plan: CollectivePlan, chunks: int, limits: MscclLimits) -> list[int]:
+    """Chunks per step the pipelined layout tries, fewest first: 1 (every unit tree on
+    connections of its own), then the smallest multiplicity q and its doublings (a tree of
+    multiplicity m then streams on about m/q connections, so trees still share a link in
+    proportion to the data they carry, as the execution model's plan gives a tree edge
+    the weight of its share)."""
+    n = len(plan.compute_nodes)
+    counts = [t.share * n * chunks for t in plan.trees] or [Fraction(1)]
+    largest, q = max(counts), max(2, int(min(counts)))
+    out = [1]
+    while q < largest and q <= limits.max_count:
+        out.append(q)
+        q *= 2
+    return out
+
+
+def _layout(plan: CollectivePlan, chunks: int, options: MscclOptions, layout: str) -> Layout:
     """Steps and thread blocks of one layout (see :class:`MscclOptions`)."""
+    inplace, most = options.inplace, options.limits.max_count
+    if layout == "pipelined":
+        pieces = pipeline_pieces(plan, chunks, options.limits)
+        for piece in pieces:
+            steps = plan_steps(plan, chunks, inplace, most, piece=piece, fuse_fanout=False)
+            try:
+                return assign_threadblocks(steps, options.limits, options.fuse,
+                                           options.channels, "own")
+            except MscclLimitError:
+                if piece == pieces[-1]:
+                    raise
     if layout != "compact":
-        plan = plan_steps(schedule, options.inplace, options.limits.max_count,
-                          piece=1 if layout == "pipelined" else None, fuse_fanout=False)
-        return assign_threadblocks(plan, options.limits, options.fuse, options.channels,
+        steps = plan_steps(plan, chunks, inplace, most, fuse_fanout=False)
+        return assign_threadblocks(steps, options.limits, options.fuse, options.channels,
                                    "prefer-own" if layout == "mixed" else "own")
-    plan = plan_steps(schedule, options.inplace, options.limits.max_count)
-    return assign_threadblocks(plan, options.limits, options.fuse, options.channels)
+    steps = plan_steps(plan, chunks, inplace, most)
+    return assign_threadblocks(steps, options.limits, options.fuse, options.channels)
 
 
 def _most_pieces(limits: MscclLimits) -> int:
     """The largest k any layout can hold: a root sends each piece of at most
     ``max_count`` chunks in a step of its own, one XML element each."""
     return limits.max_count * limits.max_elements_per_gpu
+
+
+VIA_MAX_CHARS = 255     # the runtime's parser holds attribute values of up to 255 chars
+
+
+def via_text(route: tuple[str, ...]) -> str | None:
+    """The ``via`` attribute of a thread block whose send connection takes ``route``: the
+    nodes between the two GPUs, comma-separated; None for a direct link, or when the text
+    would not fit the runtime parser's attribute buffer (then readers route it themselves)."""
+    if len(route) <= 2:
+        return None
+    text = ",".join(route[1:-1])
+    return text if len(text) <= VIA_MAX_CHARS and '"' not in text else None
 
 
 def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str) -> None:
@@ -179,6 +246,9 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
             for key, value in [("id", tb_id), ("send", tb.send), ("recv", tb.recv),
                                ("chan", tb.channel)]:
                 tb_elem.set(key, str(value))
+            via = via_text(tb.route)
+            if via is not None:
+                tb_elem.set("via", via)
             for s, step in enumerate(tb.steps):
                 elem = etree.SubElement(tb_elem, "step")
                 elem.set("s", str(s))
@@ -197,13 +267,22 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
     return algo
 
 
+def layout_xml(layout: Layout, options: MscclOptions | None = None) -> bytes:
+    """The MSCCL XML document of ``layout`` (UTF-8 bytes, written with lxml)."""
+    return etree.tostring(layout_to_element(layout, options or MscclOptions()),
+                          pretty_print=True, encoding="utf-8")
+
+
 def msccl_xml(schedule: Schedule, collective: str | None = None,
               options: MscclOptions | None = None) -> bytes:
     """The MSCCL XML of ``schedule`` (UTF-8 bytes, written with lxml)."""
-    options = options or MscclOptions()
-    layout = build_layout(schedule, collective, options)
-    return etree.tostring(layout_to_element(layout, options), pretty_print=True,
-                          encoding="utf-8")
+    return layout_xml(build_layout(schedule, collective, options), options)
+
+
+def plan_xml(plan: CollectivePlan, chunks: int | None = None,
+             options: MscclOptions | None = None) -> bytes:
+    """The MSCCL XML of any plan (rings, allreduce-LP schedules, …), :func:`plan_layout`."""
+    return layout_xml(plan_layout(plan, chunks, options), options)
 
 
 def write_msccl(path: str | os.PathLike[str], schedule: Schedule,

@@ -16,8 +16,17 @@ def test_solve_alltoall_draws_and_exports(window, qtbot, tmp_path):
     # 2 x DGX A100: 64 pairs cross each way over 8 NICs of 25 GB/s: λ = 200/64
     assert result.exact and result.algbw == 16 * Fraction(200, 64) == 50
     assert "algbw" in view.label.text() and "link LP" in view.label.text()
+    # the Results dock shows algbw, bound and method, in front of the other docks
+    results = window.solver.results
+    text = results.text("alltoall")
+    assert "50 GB/s" in text and "length certificate" in text and "link LP" in text
+    assert results.alltoall.isVisibleTo(results) and not results.banner.isVisibleTo(results)
     styled = [window.scene.link_item(k) for k in view._styled]
     assert styled and all(item.highlight is not None for item in styled)
+    # bottleneck links are outlined and wider than the links the schedule leaves slack
+    tight = {frozenset(link) for link in result.bottleneck_links()}
+    outlined = [item for item in styled if frozenset((item.source, item.target)) in tight]
+    assert outlined and len(outlined) < len(styled)
     out = tmp_path / "a2a.xml"
     assert window.actions["export_alltoall_msccl"].isEnabled()
     assert view.write_xml(str(out)) is None
@@ -25,4 +34,5 @@ def test_solve_alltoall_draws_and_exports(window, qtbot, tmp_path):
     key = window.doc.link_keys()[0]
     edit_links(window.doc, [key], "bandwidth", Fraction(7))
     assert view.result is None and view._styled == []
+    assert not results.alltoall.isVisibleTo(results)
     assert not window.actions["export_alltoall_msccl"].isEnabled()
