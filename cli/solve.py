@@ -8,22 +8,21 @@ import sys
 import time
 from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
+from canopy.cli.alltoall_solve import add_alltoall_arguments
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
-from canopy.engine.allreduce_lp import solve_allreduce_lp
 from canopy.engine.cut_words import describe_cut
 from canopy.engine.errors import CanopyError
 from canopy.engine.fewest import describe_k
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
-from canopy.engine.schedule import Schedule
-from canopy.engine.schedule_io import save_schedule, schedule_to_dict
 from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
 from canopy.engine.units import UNITS, from_gbps
+
+if TYPE_CHECKING:
+    from canopy.engine.schedule import Schedule
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,8 +115,11 @@ def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: fl
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here so that `canopy solve` on a small file starts fast (issue 16).
     if args.collective == "alltoall":
+        from canopy.cli.alltoall_solve import run_alltoall
         return run_alltoall(args)
+    from canopy.engine.forest import solve
     start = time.perf_counter()
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
@@ -135,8 +137,12 @@ def run(args: argparse.Namespace) -> int:
                          tolerance=args.tolerance)
         lp = None
         if args.allreduce_lp:
+            from canopy.engine.allreduce_lp import solve_allreduce_lp
+            from canopy.engine.network import Network
             lp = solve_allreduce_lp(Network.from_topology(topo, args.topology))
             schedule.extra["allreduce_lp"] = lp.to_dict()
+        if args.json:
+            from canopy.engine.schedule_io import save_schedule, schedule_to_dict
         if args.json == "-":
             out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
             out.flush()
