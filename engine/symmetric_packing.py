@@ -145,8 +145,8 @@ def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> lis
     """Every distinct tree at 0 (with its multiplicity) translated to every root."""
     n = group.n
     distinct: dict[tuple[int, ...], int] = {}
-    for tree in trees:
-        distinct[tuple(tree)] = distinct.get(tuple(tree), 0) + 1
+    for labels in trees:
+        distinct[tuple(labels)] = distinct.get(tuple(labels), 0) + 1
     shapes = []
     for tree, m in distinct.items():
         parent = [group.combine(v, s, -1) if s >= 0 else -1 for v, s in enumerate(tree)]
