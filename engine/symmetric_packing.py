@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections import deque
 
-import numpy as np
-
 from canopy.engine.packing import Batch, Packing
 
 MAX_CANDIDATES = 64
@@ -53,12 +51,20 @@ class _Group:
         self.digits = [tuple((v // s) % d for s, d in zip(strides, dims, strict=True))
                        for v in range(n)]
         self.strides, self.dims = strides, dims
-        self.array = np.array(self.digits, dtype=np.int64).reshape(n, len(dims))
 
     def shift(self, t: int) -> list[int]:
         """v + t for every position v."""
-        moved = (self.array + self.array[t]) % np.array(self.dims)
-        return (moved @ np.array(self.strides)).tolist()
+        return [self.combine(v, t, 1) for v in range(self.n)]
+
+    def shifts(self) -> list[list[int]]:
+        """shift(t) for every t, each from a smaller one by a unit step (n lookups each)."""
+        units = [self.shift(s) for s in self.strides]
+        images = [list(range(self.n))]
+        for t in range(1, self.n):
+            i = next(i for i, d in enumerate(self.digits[t]) if d)
+            unit = units[i]
+            images.append([unit[x] for x in images[t - self.strides[i]]])
+        return images
 
     def combine(self, a: int, b: int, sign: int) -> int:
         """a + b (sign 1) or a - b (sign -1) as a position."""
@@ -166,8 +172,8 @@ def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> lis
         shapes.append((m, ordered, depth))
     everyone = set(compute)
     batches = []
-    for t in range(n):
-        image = [compute[v] for v in group.shift(t)]
+    for t, shifted in enumerate(group.shifts()):
+        image = [compute[v] for v in shifted]
         for m, ordered, depth in shapes:
             batches.append(Batch(compute[t], m, everyone, dict(zip(image, depth, strict=True)),
                                  [(image[x], image[y]) for x, y in ordered]))
