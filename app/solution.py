@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.curves import GB, collective_time_us, executed_times, message_sizes
 from canopy.engine.forest import solve
 from canopy.engine.limits import simulable
@@ -173,7 +174,8 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
                      progress: Progress | None = None) -> Solution:
     """Solve ``topology`` and derive loads, the fixed-k curve and the time model."""
     start = time.perf_counter()
-    schedule = solve(topology, collective, k=k, progress=progress)
+    schedule = choose_allreduce(topology, solve(topology, collective, k=k, progress=progress),
+                                "off" if k is not None else "auto", progress)
     if progress is not None:
         progress("link load", 0.0)
     loads = link_loads(schedule, topology)

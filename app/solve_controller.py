@@ -443,6 +443,7 @@ class SolveController(QObject):
         solution = self.controller.solution
         if solution is not None and self.plots.solution is not solution:
             self.plots.set_solution(solution, self.controller.stale)
+        self.overlays.finish_restyling()
 
     def _stale_changed(self, stale: bool) -> None:
         self.overlays.set_active(not stale)

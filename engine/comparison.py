@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from canopy.engine.allreduce_schedule import choose_allreduce, describe_choice
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.lr_rings import lr_baseline
 from canopy.engine.baselines.ring import ring_baseline
@@ -206,13 +207,16 @@ def _plain(value: Any) -> Any:
 
 def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None
                 ) -> BaselineResult:
-    schedule = solve(topology, collective, progress=progress)
+    schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
+                                progress=progress)
     plan = schedule_plan(schedule)
     algbw, link = bandwidth_bound(plan, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
                                    "solve_algbw": schedule.algbw,
-                                   "bottleneck_link": list(link)},
+                                   "bottleneck_link": list(link),
+                                   **({"allreduce_schedule": describe_choice(schedule)}
+                                      if collective == "allreduce" else {})},
                           plan_at=lambda size: plan)
 
 

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Bound, Solution
+from canopy.engine.allreduce_schedule import describe_choice
 from canopy.engine.cut_words import describe_cut as cut_in_words
 from canopy.engine.fewest import describe_k
 from canopy.engine.limits import number_text
@@ -196,11 +197,18 @@ class ResultsDock(SolutionDock):
         v = self.values
         self._fill_optimum(solution.topology, schedule.collective, len(schedule.compute_nodes),
                            opt, schedule.k if schedule.fixed_k else None)
+        if schedule.split_budgets:
+            rs_ag = format_gbps(collective_algbw("allreduce", len(schedule.compute_nodes),
+                                                 opt.x))
+            v["allreduce"].setText(f"<b>{format_gbps(schedule.algbw)} GB/s  allreduce (LP, "
+                                   f"App. E; RS + AG {rs_ag})</b>")
         share = schedule.algbw / schedule.optimal_algbw
         verdict = "optimal" if share == 1 else f"{float(share) * 100:.2f} % of the optimum"
+        lp = " (allreduce LP, App. E)" if schedule.split_budgets else ""
         k = number_text(schedule.k)
         v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {k}: "
-                              f"{verdict}, verified")
+                              f"{verdict}, verified{lp}")
+        v["achieved"].setToolTip(describe_choice(schedule))
         v["k"].setText(describe_k(schedule))
         v["y"].setText(f"{number_text(schedule.tree_bandwidth)} GB/s per tree (Prop. 3: "
                        f"{number_text(opt.tree_bandwidth)})")
