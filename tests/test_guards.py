@@ -127,7 +127,7 @@ def test_internal_error_exits_70_with_the_traceback_in_the_log(tmp_path):
     log = tmp_path / "canopy.log"
     path = tmp_path / "t.json"
     path.write_text(topo_text())
-    code = ("import sys, canopy.cli.solve as s\n"
+    code = ("import sys, canopy.engine.forest as s\n"
             "def boom(*a, **k): raise ZeroDivisionError('boom')\n"
             "s.solve = boom\n"
             "from canopy.cli import main\n"
