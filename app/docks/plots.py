@@ -97,6 +97,11 @@ class PlotsDock(SolutionDock):
                 self.time_plot.clear()
                 self.time_plot.setTitle(f"{TIME_TITLE}: too large to plot in floating point",
                                         color="#2d3440", size="10pt")
+            else:
+                if solution.executed_note:
+                    self.time_plot.setTitle(f"{TIME_TITLE} (executed time not simulated: "
+                                            f"{solution.executed_note})",
+                                            color="#2d3440", size="10pt")
         self.set_stale(stale)
 
     def set_comparison(self, comparison: Comparison | None) -> None:

@@ -47,7 +47,7 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     assert "<td align='right'>7</td><td align='right'>346.39</td>" in results.text("tradeoff")
     assert results.text("y").startswith("5/3 GB/s")
     assert results.text("n") == "16 compute nodes"
-    assert results.text("trees").startswith("24 distinct (208 unit trees)")
+    assert results.text("trees").startswith("32 distinct (208 unit trees)")
     cut = set(solution.schedule.optimum.bottleneck_cut)
     inside = len(cut & set(solution.schedule.compute_nodes))
     assert f"= {inside} / 325 GB/s = 3/65 = 1/x*" in results.text("ratio")
