@@ -1,12 +1,16 @@
 """Solving the document in the background and knowing when the results went stale.
 
 :class:`ComputeController` snapshots the topology, runs
-:func:`canopy.app.solution.compute_solution` in a
-:class:`~canopy.app.solve_worker.SolveJob`, and keeps the last
-:class:`~canopy.app.solution.Solution`. Every edit that could change a schedule (nodes,
-links, kinds, bandwidths, latencies; not moves or labels) is checked against the solved
-topology's :func:`~canopy.app.solution.signature`: the results are *stale* as long as they
-differ, and fresh again if the edits are undone.
+:func:`canopy.app.solution.compute_solution` in an
+:class:`~canopy.app.job_runner.EngineJob`, and keeps the last
+:class:`~canopy.app.solution.Solution`. On large drawings a bound-only job
+(:func:`canopy.app.solution.compute_bound`: optimum, cut, k; issue 16.3) runs first, so the
+bound is shown within a second while the schedule is still being built.
+
+Every edit that could change a schedule (nodes, links, kinds, bandwidths, latencies; not
+moves or labels) is checked against the solved topology's
+:func:`~canopy.app.solution.signature`: the results are *stale* as long as they differ,
+and fresh again if the edits are undone.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
 from canopy.app.document import Document
 from canopy.app.job_runner import EngineJob
-from canopy.app.solution import Solution, compute_solution, signature
+from canopy.app.solution import Bound, Solution, compute_bound, compute_solution, signature
+
+BOUND_FIRST_NODES = 64
+"""From this many compute nodes on, a solve first runs a bound-only job (the optimum is a
+small part of a full solve there: see bench/scale.py)."""
 
 
 class ComputeController(QObject):
@@ -28,6 +36,7 @@ class ComputeController(QObject):
     progress = Signal(str, float)     # phase, fraction within the phase
     busy_changed = Signal(bool)
     solution_changed = Signal(object)  # the new Solution, or None when forgotten
+    bound_changed = Signal(object)     # the Bound shown while the schedule is built, or None
     stale_changed = Signal(bool)
     failed = Signal(str, str)         # (what failed, one-sentence message)
     cancelled = Signal()
@@ -36,8 +45,17 @@ class ComputeController(QObject):
         super().__init__(parent)
         self.doc = doc
         self.solution: Solution | None = None
+        self.bound: Bound | None = None
+        """The optimum of the solve under way (None once its schedule arrived)."""
         self.stale = False
         self.job: EngineJob | None = None
+        self._snapshot_at = -1
+        self.bound_first_nodes = BOUND_FIRST_NODES
+        self._busy = False
+        self._changes = 0
+        """Edits that could change a schedule so far: a result solved from a snapshot
+        taken at the current count is fresh without comparing signatures (which sums
+        every bandwidth: 0.2 s at 1024 GPUs)."""
         self._check = QTimer(self)
         self._check.setSingleShot(True)
         self._check.setInterval(0)
@@ -45,6 +63,7 @@ class ComputeController(QObject):
         for signal in (doc.node_added, doc.node_removed, doc.node_changed, doc.node_renamed,
                        doc.link_added, doc.link_removed, doc.link_changed, doc.reset):
             signal.connect(self._check.start)
+            signal.connect(self._count_change)
 
     # ------------------------------------------------------------ jobs
 
@@ -53,9 +72,22 @@ class ComputeController(QObject):
         return self.job is not None
 
     def solve(self, collective: str = "allgather", k: int | None = None) -> bool:
-        """Start solving a snapshot of the document; False if something is running."""
+        """Start solving a snapshot of the document; False if something is running.
+
+        On a drawing with at least :attr:`bound_first_nodes` compute nodes (and k not
+        fixed) the bound comes first from its own job, then the schedule's job starts.
+        """
+        if self.job is not None:
+            return False
         topology = self.doc.snapshot()
+        self._snapshot_at = self._changes
         what = f"Solving {collective}" + (f" with k = {k}" if k is not None else "")
+        if k is None and len(topology.compute_nodes()) >= self.bound_first_nodes:
+            def full(bound: Bound) -> None:
+                self.run(what, self._solved, compute_solution, topology, collective, k)
+                self._bounded(bound)
+            return self.run(f"Finding the optimum of {collective}", full, compute_bound,
+                            topology, collective)
         return self.run(what, self._solved, compute_solution, topology, collective, k)
 
     def run(self, what: str, done: Callable[[Any], None], func: Callable[..., Any],
@@ -69,11 +101,14 @@ class ComputeController(QObject):
             return False
         job = self.job = EngineJob(func, *args, parent=self, **kwargs)
         job.progress.connect(self.progress)
-        job.finished.connect(lambda result: (self._end(), done(result)))
-        job.failed.connect(lambda message: (self._end(), self.failed.emit(what, message)))
-        job.cancelled.connect(lambda: (self._end(), self.cancelled.emit()))
+        job.finished.connect(lambda result: self._ended(job, lambda: done(result)))
+        job.failed.connect(lambda message: self._ended(
+            job, lambda: self.failed.emit(what, message)))
+        job.cancelled.connect(lambda: self._ended(job, self.cancelled.emit))
         self.started.emit(what)
-        self.busy_changed.emit(True)
+        if not self._busy:
+            self._busy = True
+            self.busy_changed.emit(True)
         job.start()
         return True
 
@@ -93,15 +128,40 @@ class ComputeController(QObject):
         self.busy_changed.disconnect(loop.quit)
         return self.job is None
 
-    def _end(self) -> None:
-        job, self.job = self.job, None
-        if job is not None:
-            job.deleteLater()
-        self.busy_changed.emit(False)
+    def _ended(self, job: EngineJob, then: Callable[[], None]) -> None:
+        """A job ended: ``then()`` (which may start the next job of a chain, keeping the
+        controller busy), and not busy any more unless it did."""
+        if self.job is job:
+            self.job = None
+        job.deleteLater()
+        then()
+        if self.job is None and self._busy:
+            self._busy = False
+            self.busy_changed.emit(False)
+
+    def _count_change(self, *_args: object) -> None:
+        self._changes += 1
+
+    def _differs(self, solved: tuple[object, ...]) -> bool:
+        """Whether the document changed since the snapshot with signature ``solved``."""
+        if self._changes == self._snapshot_at:
+            return False
+        return solved != signature(self.doc.topology)
+
+    def _bounded(self, bound: Bound) -> None:
+        """The bound of a new solve: it replaces the previous results."""
+        self.forget()
+        self.bound = bound
+        self.stale = self._differs(bound.signature)
+        self.bound_changed.emit(bound)
+        self.stale_changed.emit(self.stale)
 
     def _solved(self, solution: Solution) -> None:
         self.solution = solution
-        self.stale = solution.signature != signature(self.doc.topology)
+        if self.bound is not None:  # the solution replaces it
+            self.bound = None
+            self.bound_changed.emit(None)
+        self.stale = self._differs(solution.signature)
         self.solution_changed.emit(solution)
         self.stale_changed.emit(self.stale)
 
@@ -114,6 +174,9 @@ class ComputeController(QObject):
 
     def forget(self) -> None:
         """Drop the results (another topology was opened: they do not describe it)."""
+        if self.bound is not None:
+            self.bound = None
+            self.bound_changed.emit(None)
         if self.solution is None:
             return
         self.solution = None
@@ -124,9 +187,10 @@ class ComputeController(QObject):
     def check_now(self) -> None:
         """Compare the document with the solved topology (normally run after each edit)."""
         self._check.stop()
-        if self.solution is None:
+        shown = self.solution or self.bound
+        if shown is None:
             return
-        stale = self.solution.signature != signature(self.doc.topology)
+        stale = shown.signature != signature(self.doc.topology)
         if stale != self.stale:
             self.stale = stale
             self.stale_changed.emit(stale)

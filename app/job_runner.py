@@ -1,19 +1,23 @@
-"""Engine jobs for the editor: a child process per job, its events read from the event loop.
+"""Engine jobs for the editor: a child process per job, its events read off the GUI thread.
 
-:class:`EngineJob` wraps :class:`canopy.engine.jobs.Job` for Qt: a ``QSocketNotifier`` on
-the job's pipe turns each event into a signal, so the window never waits for the engine
-and never shares an interpreter lock with it (no process-wide tweaks are needed), and
-:meth:`EngineJob.cancel` ends the child at once.
+:class:`EngineJob` wraps :class:`canopy.engine.jobs.Job` for Qt. A reader thread waits on
+the job's pipe and receives each event there, so reading a large result (13 MB for 1024
+GPUs, half a second to unpickle) and waiting for a busy child to write it never hold up
+the event loop; each event then reaches the GUI thread as a queued signal. The window
+shares no interpreter lock with the engine (it runs in the child), no process-wide
+tweaks are needed, and :meth:`EngineJob.cancel` ends the child at once.
 """
 
 from __future__ import annotations
 
+import select
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QSocketNotifier, Signal
+from PySide6.QtCore import QObject, Signal
 
-from canopy.engine.jobs import Job
+from canopy.engine.jobs import Event, Job
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
 
@@ -25,43 +29,68 @@ class EngineJob(QObject):
     finished = Signal(object)          # the engine's result
     failed = Signal(str)               # one-sentence error (input, or where the log is)
     cancelled = Signal()
+    _event = Signal(object)            # from the reader thread to the GUI thread
 
     def __init__(self, func: Callable[..., Any], *args: Any,
                  parent: QObject | None = None, **kwargs: Any) -> None:
         super().__init__(parent)
         self._job = Job(func, *args, **kwargs)
-        self._notifier: QSocketNotifier | None = None
+        self._running = False
+        self._event.connect(self._handle)
 
     def start(self) -> None:
-        self._job.start()
-        self._notifier = QSocketNotifier(self._job.fileno(), QSocketNotifier.Type.Read, self)
-        self._notifier.activated.connect(self._read)
+        """Start the child from the reader thread: pickling the arguments and, for the
+        first job, waiting for the fork server to import the engine (seconds on a busy
+        machine) happen off the GUI thread too."""
+        self._running = True
+        threading.Thread(target=self._run, args=(self._job,), daemon=True,
+                         name="engine-job").start()
 
     def is_running(self) -> bool:
-        return self._notifier is not None
+        return self._running
 
     def cancel(self) -> None:
-        """Stop the engine now; ``cancelled`` follows from the event loop."""
-        if self._notifier is None:
+        """Stop the engine now; ``cancelled`` follows at once, nothing else does."""
+        if not self._running:
             return
-        self._stop_listening()
-        self._job.cancel()
+        self._running = False
+        self._job.stop()   # the reader sees the child's end and closes the pipe
         self.cancelled.emit()
 
-    def _stop_listening(self) -> None:
-        if self._notifier is not None:
-            self._notifier.setEnabled(False)
-            self._notifier.deleteLater()
-            self._notifier = None
+    def _run(self, job: Job) -> None:
+        """The job's thread: start the child, then pass every event of ``job``, until
+        its last, to the GUI thread."""
+        try:
+            job.start()
+        except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
+            self._emit(job, ("crashed", f"the engine job could not start ({exc})."))
+            return
+        if not self._running:
+            job.stop()  # cancelled while starting
+        fd = job.fileno()
+        while not job.ended:
+            select.select([fd], [], [])
+            for event in job.events():
+                if not self._emit(job, event):
+                    return
 
-    def _read(self) -> None:
-        for event in self._job.events():
-            kind = event[0]
-            if kind == "progress":
-                self.progress.emit(event[1], event[2])
-                continue
-            self._stop_listening()
-            if kind == "done":
-                self.finished.emit(event[1])
-            else:
-                self.failed.emit(event[1])
+    def _emit(self, job: Job, event: Event) -> bool:
+        try:
+            self._event.emit(event)
+        except RuntimeError:  # the EngineJob was deleted (its window closed)
+            job.stop()
+            return False
+        return True
+
+    def _handle(self, event: Event) -> None:
+        if not self._running:
+            return  # cancelled: a late event (or the child's end) is dropped
+        kind = event[0]
+        if kind == "progress":
+            self.progress.emit(event[1], event[2])
+            return
+        self._running = False
+        if kind == "done":
+            self.finished.emit(event[1])
+        else:
+            self.failed.emit(event[1])

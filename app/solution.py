@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.curves import GB, collective_time_us, executed_times, message_sizes
 from canopy.engine.forest import solve
 from canopy.engine.link_load import LinkLoad, link_loads
 from canopy.engine.network import Network
-from canopy.engine.optimality import Optimum, find_fixed_k
+from canopy.engine.optimality import Optimum, collective_algbw, find_fixed_k, optimum
 from canopy.engine.progress import Progress
-from canopy.engine.schedule import Schedule, Tree
+from canopy.engine.schedule import OptimumSummary, Schedule, Tree
 from canopy.engine.topology import Topology
 
 CURVE_MAX_K = 10
@@ -122,19 +123,49 @@ class Solution:
         return [t + extra for t in self.bandwidth_us]
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The optimum alone (no trees): what a bound-only job returns, shown while the
+    schedule is still being built (forestcoll.txt §3.1 eq. (1), §4.2 Prop. 3)."""
+
+    topology: Topology
+    signature: tuple[Any, ...]
+    collective: str
+    compute_nodes: int
+    optimum: OptimumSummary
+    seconds: float
+
+    @property
+    def optimum_algbw(self) -> Fraction:
+        return collective_algbw(self.collective, self.compute_nodes, self.optimum.x)
+
+
+def compute_bound(topology: Topology, collective: str = "allgather",
+                  progress: Progress | None = None) -> Bound:
+    """The optimum, the bottleneck cut, Prop. 3's k and y of ``topology``: no trees."""
+    start = time.perf_counter()
+    if progress is not None:
+        progress("optimum", 0.0)
+    opt = optimum(topology)
+    summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
+                             opt.k, opt.tree_bandwidth)
+    return Bound(topology, signature(topology), collective, len(opt.network.compute),
+                 summary, time.perf_counter() - start)
+
+
 def fixed_k_curve(topology: Topology, schedule: Schedule, progress: Progress | None = None,
                   max_k: int = CURVE_MAX_K) -> list[tuple[int, Fraction]]:
     """Best algbw with k = 1..max_k trees per node (§4.5), reusing the solve's 1/x*."""
     net = Network.from_topology(topology)
     index = {name: i for i, name in enumerate(net.names)}
     summary = schedule.optimum
-    optimum = Optimum(net, summary.inverse_x,
-                      tuple(index[name] for name in summary.bottleneck_cut), rounds=0)
+    known = Optimum(net, summary.inverse_x,
+                    tuple(index[name] for name in summary.bottleneck_cut), rounds=0)
     curve = []
     for k in range(1, max_k + 1):
         if progress is not None:
             progress("fixed-k curve", (k - 1) / max_k)
-        curve.append((k, find_fixed_k(net, k, optimum).algbw(schedule.collective)))
+        curve.append((k, find_fixed_k(net, k, known).algbw(schedule.collective)))
     return curve
 
 
@@ -142,7 +173,8 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
                      progress: Progress | None = None) -> Solution:
     """Solve ``topology`` and derive loads, the fixed-k curve and the time model."""
     start = time.perf_counter()
-    schedule = solve(topology, collective, k=k, progress=progress)
+    schedule = choose_allreduce(topology, solve(topology, collective, k=k, progress=progress),
+                                "off" if k is not None else "auto", progress)
     if progress is not None:
         progress("link load", 0.0)
     loads = link_loads(schedule, topology)

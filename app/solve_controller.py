@@ -10,7 +10,8 @@ wires together (:mod:`canopy.app.compute`, :mod:`canopy.app.canvas.overlays`,
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer
@@ -38,7 +39,7 @@ from canopy.app.docks.results import ResultsDock
 from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
 from canopy.app.job_runner import PHASES
-from canopy.app.solution import Hop, Solution, hop_orders, signature
+from canopy.app.solution import Bound, Hop, Solution, hop_orders, signature
 from canopy.engine.cut_words import describe_cut
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.topology import format_gbps
@@ -107,6 +108,12 @@ class SolveController(QObject):
         self._hops: OrderedDict[int, dict[Hop, list[int]]] = OrderedDict()
         self._sized_docks = False
         self._first_pending: Solution | None = None
+        self._steps: deque[Callable[[], object]] = deque()
+        """What is left to do to show a new solution, one step per event-loop turn."""
+        self._step_timer = QTimer(self)
+        self._step_timer.setSingleShot(True)
+        self._step_timer.setInterval(0)
+        self._step_timer.timeout.connect(self._next_step)
         self._create_actions()
         self.results = ResultsDock(self.actions["show_cut"], self.actions["show_load"], window)
         self.trees = TreesDock(window)
@@ -120,9 +127,10 @@ class SolveController(QObject):
         c.progress.connect(self._progress)
         c.started.connect(lambda what: window.statusBar().showMessage(what + "…"))
         c.solution_changed.connect(self._solution_changed)
+        c.bound_changed.connect(self._bound_changed)
         c.stale_changed.connect(self._stale_changed)
         c.failed.connect(self._failed)
-        c.cancelled.connect(lambda: window.statusBar().showMessage("Cancelled.", 5000))
+        c.cancelled.connect(lambda: self._stopped("Cancelled."))
         self.trees.tree_selected.connect(self._tree_selected)
         self.actions["show_cut"].toggled.connect(self.overlays.set_cut_visible)
         self.actions["show_cut"].toggled.connect(self._update_legend)
@@ -282,24 +290,71 @@ class SolveController(QObject):
         self.progress.setFormat(f"{phase}{step}: %p%")
         self.progress.setValue(int(max(0.0, min(1.0, fraction)) * 1000))
 
+    def _stopped(self, text: str) -> None:
+        """A solve ended without a schedule: a bound already shown stays, marked so."""
+        self.window.statusBar().showMessage(text, 5000)
+        if self.controller.bound is not None:
+            self.results.schedule_stopped(text)
+            for dock in (self.trees, self.plots):
+                dock.set_pending(False)
+            self._show_solved(self.controller.stale)
+
     def _failed(self, what: str, message: str) -> None:
-        self.window.statusBar().showMessage(f"{what} failed.", 8000)
+        self._stopped(f"{what} failed.")
         if self.errors is not None:
             self.errors.append(message)
         else:
             QMessageBox.critical(self.window, f"{what} failed", message)
 
     def _solution_changed(self, solution: Solution | None) -> None:
-        stale = self.controller.stale
+        """Show a new solution, one step per turn of the event loop.
+
+        Filling the docks, recolouring the canvas, showing the docks (a relayout of the
+        window), the plots and the first tree each cost a paint of their own; done at once
+        they held the event loop up for a quarter of a second (bench/gui_responsiveness.py),
+        so each step runs in its own turn and the window paints in between.
+        """
         self._hops.clear()
+        self._steps.clear()
         if solution is None:
             self._forgotten()
             return
-        self.overlays.set_solution(solution)
-        self.results.set_solution(solution, stale)
-        self.trees.set_solution(solution, stale)
+        schedule = solution.schedule
+        self.window.statusBar().showMessage(
+            f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
+            f"in {solution.seconds:.2f} s.", 8000)
+        self._show_solved(self.controller.stale)
         self.exporter.update()
+        self._first_pending = solution
+        for dock in (self.trees, self.plots):
+            dock.pending = False
+        # the tree list at once (a model reset: cheap), so a tree can be chosen right away
+        self.trees.set_solution(solution, self.controller.stale)
+        self._steps.extend([
+            lambda: self.results.set_solution(solution, self.controller.stale),
+            self._draw_overlays,
+            self._show_docks,
+            lambda: self._plot(solution),
+            lambda: self._select_first(solution)])
+        self._step_timer.start()
+
+    def _next_step(self) -> None:
+        if self._steps:
+            self._steps.popleft()()
+        if self._steps:
+            self._step_timer.start()
+
+    def _draw_overlays(self) -> None:
+        """The cut (and load) on the canvas, with the tree chosen meanwhile if any."""
+        self.overlays.set_solution(self.controller.solution)
+        position = self.trees.current_position()
+        if position >= 0:
+            self.overlays.show_tree(self.tree_hops(position))
         self._update_legend()
+
+    def _show_docks(self) -> None:
+        """Bring the result docks forward; the first time, give them their room and fit
+        the drawing to what is left of the canvas."""
         self.trees.show()
         self.trees.raise_()
         self.results.raise_()
@@ -310,19 +365,44 @@ class SolveController(QObject):
             self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
             # the docks took room from the canvas: show the whole drawing again
-            QTimer.singleShot(0, lambda: self.window.view.zoom_to_fit())
-        # the rest in later turns of the event loop, so none of them holds it up for long
-        self._first_pending = solution
-        QTimer.singleShot(0, lambda: self._show_rest(solution))
-        schedule = solution.schedule
-        text = (f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
-                f"in {solution.seconds:.2f} s.")
-        self.window.statusBar().showMessage(text, 8000)
-        self._show_solved(stale)
+            self._steps.appendleft(self.window.view.zoom_to_fit)
+
+    def _plot(self, solution: Solution) -> None:
+        """The plots, now unless their dock is hidden in a shown window (then when the
+        dock is next shown)."""
+        if self.window.isVisible() and not self.plots.isVisible():
+            self.plots.set_solution_later(solution, self.controller.stale)
+        else:
+            self.plots.set_solution(solution, self.controller.stale)
+
+    def _bound_changed(self, bound: Bound | None) -> None:
+        """The optimum of a large solve arrived before its schedule: show it at once
+        (a bound that goes away is replaced by its solution, or dropped)."""
+        if bound is None and self.controller.solution is not None:
+            return  # the solution's own steps replace it
+        self.results.set_bound(bound, self.controller.stale)
+        for dock in (self.trees, self.plots):
+            dock.set_pending(bound is not None)
+        if bound is None:
+            self._show_solved(self.controller.stale)
+            return
+        self.results.raise_()
+        self._show_solved(self.controller.stale)
+        self.window.statusBar().showMessage(
+            f"Optimum found in {bound.seconds:.2f} s; building the schedule…", 8000)
 
     def _show_solved(self, stale: bool) -> None:
         """The lasting summary in the status bar (temporary messages come and go)."""
-        solution = self.controller.solution
+        solution, bound = self.controller.solution, self.controller.bound
+        if solution is None and bound is not None:
+            building = "building the schedule…" if self.controller.busy else "no schedule"
+            self.solved_label.setText(
+                f"{bound.collective} bound {format_gbps(bound.optimum_algbw)} GB/s · "
+                f"k = {bound.optimum.k} · {building}" + (" (stale)" if stale else ""))
+            self.solved_label.setToolTip("The optimum of the last solve; its schedule "
+                                         + ("is being built." if self.controller.busy
+                                            else "was not built."))
+            return
         if solution is None:
             self.solved_label.clear()
             return
@@ -337,20 +417,15 @@ class SolveController(QObject):
     def _forgotten(self) -> None:
         """Empty every result dock and take the overlays off (results were dropped)."""
         self._first_pending = None
+        self._steps.clear()
         self.overlays.set_solution(None)
         for dock in (self.results, self.trees, self.plots):
             dock.set_solution(None, False)
+            dock.set_pending(False)
         self.trees.hide()
         self.exporter.update()
         self._update_legend()
         self.solved_label.clear()
-
-    def _show_rest(self, solution: Solution) -> None:
-        """Plots and the first tree of a new solution (unless another one came since)."""
-        if solution is not self.controller.solution:
-            return
-        self.plots.set_solution(solution, self.controller.stale)
-        QTimer.singleShot(0, lambda: self._select_first(solution))
 
     def _select_first(self, solution: Solution) -> None:
         """Select the first tree of a new solution, unless a tree was chosen since."""
@@ -360,11 +435,13 @@ class SolveController(QObject):
 
     def settle(self) -> None:
         """Finish showing a new solution now (scripts and screenshots)."""
+        self._step_timer.stop()
+        while self._steps:
+            self._steps.popleft()()
         solution = self.controller.solution
         if solution is not None and self.plots.solution is not solution:
             self.plots.set_solution(solution, self.controller.stale)
-        if solution is not None:
-            self._select_first(solution)
+        self.overlays.finish_restyling()
 
     def _stale_changed(self, stale: bool) -> None:
         self.overlays.set_active(not stale)

@@ -6,7 +6,14 @@ simulated algbw (:func:`canopy.engine.simulate.fastest`, which picks the pipelin
 at 1 MiB, 16 MiB, 256 MiB and 1 GiB, and the simulated algbw at each size as a fraction
 of the bound. CPU seconds per topology (``time.process_time``). Prints JSON.
 
-Run: .venv/bin/python bench/executed.py [--quick] [sample-or-generator ...]
+With ``--baselines``, instead: for each topology and collective, every baseline's
+simulated algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.comparison
+.compare`, the same execution model), and whether ForestColl is at least every baseline
+("forestcoll_wins"; within 1 % where the baseline's own bound equals ForestColl's), plus
+the torus case of issue 14 (3x4x5 torus at 50 GiB/s, 0.5 µs per link, 2 GiB allgather,
+TACOS with 2 chunks per node).
+
+Run: .venv/bin/python bench/executed.py [--quick | --baselines] [sample-or-generator ...]
 (``--quick``: 1 GiB only.)
 """
 
@@ -15,6 +22,7 @@ import sys
 import time
 from fractions import Fraction
 
+from canopy.engine.comparison import compare
 from canopy.engine.forest import solve
 from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.plan import bandwidth_bound, schedule_plan
@@ -23,7 +31,7 @@ from canopy.engine.topology_io import load_sample, sample_names
 
 SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
-LABELS = {1 << 20: "1M", 16 << 20: "16M", 256 << 20: "256M", 1 << 30: "1G"}
+LABELS = {1 << 20: "1M", 16 << 20: "16M", 256 << 20: "256M", 1 << 30: "1G", 2 << 30: "2G"}
 
 
 def topologies(names: list[str]) -> list[tuple[str, object]]:
@@ -57,9 +65,58 @@ def measure(topology: object, collective: str, sizes: tuple[int, ...]) -> dict:
     return row
 
 
+def against_baselines(topology: object, collective: str, sizes: tuple[int, ...],
+                      **options: object) -> dict:
+    """ForestColl's simulated algbw against every baseline's at ``sizes``."""
+    start = time.process_time()
+    comp = compare(topology, collective, sizes=sizes, **options)
+    fc = comp.row("forestcoll")
+    row = {"collective": collective, "sizes": [LABELS.get(s, str(s)) for s in sizes],
+           "forestcoll": {LABELS.get(s, str(s)): round(float(fc.algbw_at(s)), 2)
+                          for s in sizes},
+           "bound_gbps": round(float(fc.algbw), 2), "baselines": {}, "forestcoll_wins": True}
+    for r in comp.rows:
+        if r is fc or r.reason is not None:
+            continue
+        optimal = r.algbw == fc.algbw
+        slack = Fraction(99, 100) if optimal else Fraction(1)
+        wins = all(fc.algbw_at(s) >= slack * r.algbw_at(s) for s in sizes)
+        row["baselines"][r.algorithm] = {
+            "bound_gbps": round(float(r.algbw), 2), "bound_is_optimum": optimal,
+            "algbw_gbps": {LABELS.get(s, str(s)): round(float(r.algbw_at(s)), 2)
+                           for s in sizes},
+            "forestcoll_wins": wins}
+        row["forestcoll_wins"] = row["forestcoll_wins"] and wins
+    row["cpu_seconds"] = round(time.process_time() - start, 2)
+    return row
+
+
+def baselines_main(names: list[str]) -> None:
+    results = []
+    torus = generate("torus", {"dims": "3x4x5", "bandwidth": "53.6870912"})
+    cases: list[tuple[str, object, str | None]] = [(n, t, None) for n, t in topologies(names)]
+    if not names or "torus-case" in names:
+        cases.append(("torus 3x4x5, 0.5 us, TACOS 2 chunks, 2 GiB", torus, "allgather"))
+    for name, topo, only in cases:
+        for collective in ((only,) if only else COLLECTIVES):
+            if only:
+                row = against_baselines(topo, collective, (2 << 30,), algorithms=("tacos",),
+                                        tacos_chunks=(2,), default_latency=Fraction(1, 2))
+            else:
+                row = against_baselines(topo, collective, (256 << 20, 1 << 30))
+            row["topology"] = name
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    print(json.dumps({"benchmark": "executed-baselines", "results": results,
+                      "all_won": all(r["forestcoll_wins"] for r in results)}, indent=1))
+
+
 def main(args: list[str]) -> None:
-    sizes = (1 << 30,) if "--quick" in args else SIZES
     names = [a for a in args if not a.startswith("--")]
+    if "--baselines" in args:
+        baselines_main(names)
+        return
+    sizes = (1 << 30,) if "--quick" in args else SIZES
     results = []
     for name, topo in topologies(names):
         for collective in COLLECTIVES:

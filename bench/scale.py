@@ -6,7 +6,12 @@ torus 8x8x8 and a 2:1 oversubscribed leaf-spine cluster (``canopy generate``), t
 optimum alone at 4096 GPUs, and a whole ``canopy solve`` process on the 2 x DGX A100
 sample (start-up included).
 
-Usage: python -m bench.scale [--cases NAME,...] [--list] [--timeout S]
+Every row names the maxflow backend its large networks used (``maxflow``: OR-Tools when
+the ``[ortools]`` extra is installed, else scipy; ``--backend`` or ``CANOPY_MAXFLOW``
+picks one). Solve rows also give the size of the schedule JSON that ``canopy solve
+--json`` writes (``json_mb``), its tree edges and distinct paths.
+
+Usage: python -m bench.scale [--cases NAME,...] [--backend NAME] [--timeout S]
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ def child(name: str) -> None:
     mode, kind, size = CASES[name]
     topo = build(kind, size)
     cpu, wall = time.process_time(), time.perf_counter()
-    row: dict = {"case": name, "gpus": len(topo.compute_nodes())}
+    from canopy.engine.maxflow import default_backend
+    row: dict = {"case": name, "gpus": len(topo.compute_nodes()), "maxflow": default_backend()}
     if mode == "bound":
         from canopy.engine.optimality import optimum
         opt = optimum(topo)
@@ -66,6 +72,13 @@ def child(name: str) -> None:
     row.update(cpu_s=round(time.process_time() - cpu, 3),
                wall_s=round(time.perf_counter() - wall, 3),
                peak_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
+    if mode != "bound":
+        from canopy.engine.schedule_io import schedule_to_dict
+        data = schedule_to_dict(schedule)   # as `canopy solve --json` writes it
+        text = json.dumps(data, indent=None if "routes" in data else 1,
+                          separators=(",", ":") if "routes" in data else None)
+        row.update(json_mb=round(len(text) / 1e6, 2), tree_edges=sum(
+            len(t.edges) for t in schedule.trees), distinct_paths=len(data.get("routes", [])))
     print(json.dumps(row))
 
 
@@ -91,7 +104,10 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(DEFAULT))
     parser.add_argument("--child")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--backend", help="maxflow backend for every case (CANOPY_MAXFLOW)")
     args = parser.parse_args()
+    if args.backend:
+        os.environ["CANOPY_MAXFLOW"] = args.backend
     if args.child:
         child(args.child)
         return

@@ -7,24 +7,25 @@ import argparse
 import json
 import sys
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from canopy.cli.fabric import apply_failures
-from canopy.engine.alltoall import FORWARDING, METHODS, AllToAllResult, solve_alltoall
-from canopy.engine.alltoall.io import save_result
-from canopy.engine.alltoall.msccl import alltoall_xml
-from canopy.engine.alltoall.nic import NIC_FORWARDING
-from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
-from canopy.engine.alltoall.timesteps import time_steps
+from canopy.cli.lazy import LazyChoices
 from canopy.engine.errors import CanopyError
 from canopy.engine.topology import format_gbps, parse_bandwidth
 from canopy.engine.topology_io import atomic_write_bytes, load_topology
 
+if TYPE_CHECKING:
+    from canopy.engine.alltoall import AllToAllResult
+
 
 def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group("all-to-all (--collective alltoall)")
-    group.add_argument("--forwarding", choices=FORWARDING, default="all",
+    group.add_argument("--forwarding", default="all",
+                       choices=LazyChoices("canopy.engine.alltoall", "FORWARDING"),
                        help="which nodes may relay others' data (default: all)")
-    group.add_argument("--method", choices=METHODS, default="auto",
+    group.add_argument("--method", default="auto",
+                       choices=LazyChoices("canopy.engine.alltoall", "METHODS"),
                        help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
     group.add_argument("--time-steps", type=int, metavar="T",
@@ -33,7 +34,8 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
     group.add_argument("--nic-bandwidth", metavar="GBPS",
                        help="model the host-to-NIC bottleneck: every compute node reaches its "
                             "links through a NIC joined to it by GBPS each way")
-    group.add_argument("--nic-forwarding", choices=NIC_FORWARDING, default="nic",
+    group.add_argument("--nic-forwarding", default="nic",
+                       choices=LazyChoices("canopy.engine.alltoall.nic", "NIC_FORWARDING"),
                        help="with --nic-bandwidth: relays turn around in the NIC (default) or "
                             "go up to the host and back")
 
@@ -63,6 +65,7 @@ def summary(result: AllToAllResult) -> str:
         lines.append(f"Theorem 1 bound: "
                      f"{format_gbps(result.num_compute * result.regular_bound)} GB/s")
     if result.method == "lp":
+        from canopy.engine.alltoall.timesteps import time_steps
         stepped = time_steps(result.schedule)
         lines.append(f"store-and-fwd:   {format_gbps(stepped.algbw)} GB/s in "
                      f"{len(stepped.steps)} time steps (relays store whole messages)")
@@ -75,6 +78,10 @@ def summary(result: AllToAllResult) -> str:
 
 
 def run_alltoall(args: argparse.Namespace) -> int:
+    from canopy.engine.alltoall import solve_alltoall
+    from canopy.engine.alltoall.io import save_result
+    from canopy.engine.alltoall.msccl import alltoall_xml
+    from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
     if args.k is not None:
         raise CanopyError("--k applies to tree collectives, not to alltoall.")
     topo = load_topology(args.topology)

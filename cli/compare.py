@@ -124,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
               f"{UNIT_TEXT[unit]}; 1M = 2^20 B.")
         for note in comp.notes():
             print(f"  {note}")
+        fc = comp.row("forestcoll")
+        if fc is not None and "allreduce_schedule" in fc.details:
+            print(f"  forestcoll runs {fc.details['allreduce_schedule']}.")
         text = json.dumps(comp.to_json(), indent=1) + "\n"
         if args.json == "-":
             out.write(text)

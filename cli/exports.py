@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import argparse
 
+from canopy.cli.lazy import LazyChoices
 from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl import (
-    LAYOUTS,
-    RUNTIMES,
-    MscclLimitError,
-    MscclLimits,
-    MscclOptions,
-    explain_limits,
-    msccl_xml,
-)
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_bytes
+
+# MSCCL's defaults, spelled here so that building the parser does not import the MSCCL
+# lowering (tests/test_msccl_cli.py checks they equal MscclOptions' own).
+CHANNELS, LAYOUT, RUNTIME, SMS = 4, "auto", "msccl", 108
 
 
 def positive_int(text: str) -> int:
@@ -38,19 +34,21 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
                       help="MSCCL algorithm for in-place buffers (the default)")
     mode.add_argument("--out-of-place", dest="out_of_place", action="store_true",
                       help="MSCCL algorithm for separate input and output buffers")
-    p.add_argument("--msccl-channels", type=positive_int, default=MscclOptions.channels,
+    p.add_argument("--msccl-channels", type=positive_int, default=CHANNELS,
                    metavar="C", help="channels the MSCCL program may spread relays over: more "
                    "thread blocks work in parallel (default %(default)s)")
-    p.add_argument("--msccl-layout", choices=LAYOUTS, default=MscclOptions.layout,
+    p.add_argument("--msccl-layout", choices=LazyChoices("canopy.engine.msccl", "LAYOUTS"),
+                   default=LAYOUT,
                    help="pipelined: every unit tree edge streams on a connection of its own, "
                    "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
                    "while channels last; compact: fewest channels and thread blocks; auto: the "
                    "first of these that fits (default %(default)s)")
-    p.add_argument("--msccl-sms", type=positive_int, default=MscclLimits.max_tbs_per_gpu,
+    p.add_argument("--msccl-sms", type=positive_int, default=SMS,
                    metavar="N", help="SMs (compute units) per GPU: the most thread blocks the "
                    "MSCCL program may use on one GPU, as all must be resident at once "
                    "(default %(default)s, an A100; 132 for H100, 104 for an MI250 GCD)")
-    p.add_argument("--msccl-runtime", choices=RUNTIMES, default=MscclOptions.runtime,
+    p.add_argument("--msccl-runtime", choices=LazyChoices("canopy.engine.msccl", "RUNTIMES"),
+                   default=RUNTIME,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")
     p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
@@ -62,6 +60,13 @@ def add_export_arguments(p: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
+        from canopy.engine.msccl import (
+            MscclLimitError,
+            MscclLimits,
+            MscclOptions,
+            explain_limits,
+            msccl_xml,
+        )
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 
         limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)

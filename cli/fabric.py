@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
 from canopy.engine.errors import TopologyError
-from canopy.engine.fabric.analysis import DEFAULT_SEEDS, ROUTINGS, FabricResult, analyze
-from canopy.engine.fabric.jobs import load_jobs
 from canopy.engine.topology import Topology
 from canopy.engine.topology_io import atomic_write_text, load_topology
 
+if TYPE_CHECKING:
+    from canopy.engine.fabric.analysis import FabricResult
+
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from canopy.engine.fabric.analysis import DEFAULT_SEEDS, ROUTINGS
     p = sub.add_parser("fabric", help="slowdown of jobs sharing a fabric (ECMP, source "
                                       "routing, vClos)")
     p.add_argument("topology", help="canopy-topology JSON file")
@@ -78,6 +81,8 @@ def summary(result: FabricResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from canopy.engine.fabric.analysis import analyze
+    from canopy.engine.fabric.jobs import load_jobs
     topo = load_topology(args.topology)
     apply_failures(topo, args.fail)
     jobs = load_jobs(args.jobs) if args.jobs else None

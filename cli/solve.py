@@ -8,22 +8,21 @@ import sys
 import time
 from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from canopy.cli.alltoall_solve import add_alltoall_arguments, run_alltoall
+from canopy.cli.alltoall_solve import add_alltoall_arguments
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
-from canopy.engine.allreduce_lp import solve_allreduce_lp
 from canopy.engine.cut_words import describe_cut
 from canopy.engine.errors import CanopyError
 from canopy.engine.fewest import describe_k
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
-from canopy.engine.schedule import Schedule
-from canopy.engine.schedule_io import save_schedule, schedule_to_dict
 from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
 from canopy.engine.units import UNITS, from_gbps
+
+if TYPE_CHECKING:
+    from canopy.engine.schedule import Schedule
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,9 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bound-only", action="store_true",
                    help="print the optimum, bottleneck cut and k only (no trees; fast on "
                    "large topologies)")
-    p.add_argument("--allreduce-lp", action="store_true",
-                   help="also solve ForestColl's allreduce LP (App. E) with HiGHS and say "
-                   "whether it beats reduce-scatter + allgather")
+    p.add_argument("--allreduce-lp", nargs="?", const="on", default="auto",
+                   choices=("auto", "on", "off"),
+                   help="allreduce: solve ForestColl's allreduce LP (App. E) with HiGHS and "
+                   "run its schedule where it beats reduce-scatter + allgather; auto (the "
+                   "default) skips it when a cut shows it cannot win and gives HiGHS 60 s; "
+                   "on: no time limit; off: never")
     add_fail_argument(p)
     add_export_arguments(p)
     add_alltoall_arguments(p)
@@ -116,8 +118,11 @@ def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: fl
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here so that `canopy solve` on a small file starts fast (issue 16).
     if args.collective == "alltoall":
+        from canopy.cli.alltoall_solve import run_alltoall
         return run_alltoall(args)
+    from canopy.engine.forest import solve
     start = time.perf_counter()
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
@@ -125,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         apply_failures(topo, args.fail)
         if args.bound_only:
             if args.json or args.msccl or args.trees_xml or args.k is not None \
-                    or args.allreduce_lp:
+                    or args.allreduce_lp == "on":
                 raise CanopyError("--bound-only builds no trees, so it cannot be combined "
                                   "with --k, --json, --msccl, --trees-xml or --allreduce-lp.")
             opt = optimum(topo, where=args.topology)
@@ -133,10 +138,13 @@ def run(args: argparse.Namespace) -> int:
             return 0
         schedule = solve(topo, args.collective, k=args.k, where=args.topology,
                          tolerance=args.tolerance)
-        lp = None
-        if args.allreduce_lp:
-            lp = solve_allreduce_lp(Network.from_topology(topo, args.topology))
-            schedule.extra["allreduce_lp"] = lp.to_dict()
+        if args.collective == "allreduce":
+            from canopy.engine.allreduce_schedule import choose_allreduce, describe_choice
+            mode = "off" if args.k is not None and args.allreduce_lp == "auto" \
+                else args.allreduce_lp
+            schedule = choose_allreduce(topo, schedule, mode, where=args.topology)
+        if args.json:
+            from canopy.engine.schedule_io import save_schedule, schedule_to_dict
         if args.json == "-":
             out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
             out.flush()
@@ -144,11 +152,7 @@ def run(args: argparse.Namespace) -> int:
             save_schedule(schedule, args.json)
         unit = args.bandwidth_unit or topo.bandwidth_unit
         print(summary(schedule, topo, time.perf_counter() - start, unit))
-        if lp is not None:
-            print(f"allreduce LP:    {lp.summary()}")
-            if lp.beats_rs_ag:
-                print("                 not used: the schedule stays reduce-scatter + "
-                      "allgather; the LP runs reduction and broadcast at once on split "
-                      "link budgets, which Canopy's schedules do not express yet")
+        if args.collective == "allreduce" and describe_choice(schedule):
+            print(f"allreduce:       {describe_choice(schedule)}")
         write_exports(args, schedule, topo)
     return 0

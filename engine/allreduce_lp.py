@@ -27,17 +27,15 @@ Both hold up to the stated solver tolerance.
 Where the LP wins on the bundled samples (mesh-2d-3x3, mi250-8plus8) it wins by the same
 amount with all x_v equal (``equal_rates``): the gain comes from App. E's perspective
 (ii), running reduction and broadcast at the same time on split link budgets, so that
-low-degree nodes (mesh corners) are leaves of both phases. Canopy's schedules, verifier,
-simulator and MSCCL lowering run allreduce as reduce-scatter then allgather, one phase
-after the other on the whole bandwidth, where no such gain exists (each phase alone is
-bounded by x*). Using the LP therefore needs a concurrent-phase allreduce in those
-places; until then the LP value is reported, not used as a schedule.
+low-degree nodes (mesh corners) are leaves of both phases.
+:mod:`canopy.engine.allreduce_schedule` turns the equal-rates solution into an exact,
+verified schedule and uses it where it beats RS + AG.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -65,6 +63,10 @@ class AllreduceLP:
     constraints: int
     tolerance: float = FEASIBILITY_TOLERANCE
     margin: float = RELATIVE_MARGIN
+    formulation: str = "flows"  # "flows" (LP (6) as written) or "cuts" (allreduce_cuts)
+    # c^RE and c^BC per directed link (node indices of the Network), GB/s, from HiGHS
+    reduce_budget: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+    broadcast_budget: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
 
     @property
     def gain(self) -> float:
@@ -80,8 +82,9 @@ class AllreduceLP:
         return {"algbw": round(self.value, 6), "rs_ag_algbw_exact": str(self.rs_ag),
                 "cut_bound_exact": str(self.cut_bound), "beats_rs_ag": self.beats_rs_ag,
                 "gain_percent": round(self.gain * 100, 4),
-                "solver": "HiGHS (scipy.optimize.linprog)",
+                "solver": "HiGHS (scipy.optimize.linprog)", "formulation": self.formulation,
                 "feasibility_tolerance": self.tolerance, "used": False,
+                "variables": self.variables, "constraints": self.constraints,
                 "rates": {v: round(r, 6) for v, r in self.rates.items()}}
 
     def summary(self) -> str:
@@ -111,11 +114,13 @@ def lp_size(net: Network) -> int:
     return n_c + 2 * m + 2 * n_c * (m + n_c)
 
 
-def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
+def solve_allreduce_lp(net: Network, equal_rates: bool = False,
+                       time_limit: float | None = None) -> AllreduceLP:
     """Solve LP (6) on ``net`` (switch-balanced phase budgets, see the module doc).
 
     ``equal_rates`` adds x_v = x_u for all compute nodes: only App. E's perspective (ii),
-    the split of each link between the phases, is then free."""
+    the split of each link between the phases, is then free. ``time_limit`` (seconds) is
+    passed to HiGHS; CanopyError says so when it is reached."""
     compute = list(net.compute)
     n_c, n_v = len(compute), net.n
     edges = list(net.capacity)
@@ -183,10 +188,10 @@ def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
     result = linprog(cost, A_ub=matrix(ub_rows, len(ub_rhs)), b_ub=np.array(ub_rhs),
                      A_eq=matrix(eq_rows, n_eq) if n_eq else None,
                      b_eq=np.zeros(n_eq) if n_eq else None, bounds=(0, None),
-                     method="highs-ipm", options={"primal_feasibility_tolerance":
-                                              FEASIBILITY_TOLERANCE,
-                                              "dual_feasibility_tolerance":
-                                              FEASIBILITY_TOLERANCE})
+                     method="highs-ipm", options={
+                         "primal_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                         "dual_feasibility_tolerance": FEASIBILITY_TOLERANCE,
+                         **({"time_limit": time_limit} if time_limit is not None else {})})
     if result.status != 0:
         raise CanopyError(f"HiGHS could not solve the allreduce LP: {result.message}")
     scale = float(top)
@@ -194,7 +199,11 @@ def solve_allreduce_lp(net: Network, equal_rates: bool = False) -> AllreduceLP:
     opt = find_optimum(net)
     lp = AllreduceLP(value=-float(result.fun) * scale, rates=rates,
                      rs_ag=collective_algbw("allreduce", n_c, opt.x), cut_bound=cut_bound(net),
-                     variables=n_vars, constraints=len(ub_rhs) + n_eq)
+                     variables=n_vars, constraints=len(ub_rhs) + n_eq,
+                     reduce_budget={e: float(result.x[re0 + j]) * scale
+                                    for j, e in enumerate(edges)},
+                     broadcast_budget={e: float(result.x[bc0 + j]) * scale
+                                       for j, e in enumerate(edges)})
     low, high = float(lp.rs_ag), float(lp.cut_bound)
     if not (low * (1 - RELATIVE_MARGIN) <= lp.value <= high * (1 + RELATIVE_MARGIN)):
         raise CanopyError(f"the allreduce LP value {lp.value:.6f} GB/s is outside its exact "

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from canopy.engine.allreduce_schedule import choose_allreduce, describe_choice
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.lr_rings import lr_baseline
 from canopy.engine.baselines.ring import ring_baseline
@@ -32,6 +33,7 @@ from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
     ALGORITHMS,
     BaselineResult,
+    CollectivePlan,
     bandwidth_bound,
     schedule_plan,
 )
@@ -119,6 +121,12 @@ class Comparison:
             return None if fc.algbw is None or row.algbw is None else fc.algbw / row.algbw
         return row.times_us[size] / fc.times_us[size]
 
+    def _fc_time(self, size: int) -> Fraction:
+        fc = self.row("forestcoll")
+        if fc is None:
+            raise ScheduleError("internal error: the comparison has no ForestColl row.")
+        return fc.times_us[size]
+
     def notes(self) -> list[str]:
         """One line per baseline that runs faster than ForestColl at some size, saying why."""
         fc = self.row("forestcoll")
@@ -140,9 +148,11 @@ class Comparison:
             elif row.pieces.get(s, 1) < fc.pieces.get(s, 1):
                 why = (f"fewer, larger messages ({row.pieces[s]} pieces against "
                        f"ForestColl's {fc.pieces[s]})")
-            else:
+            elif fc.algbw is not None:
                 why = (f"ForestColl's pipeline reaches only "
                        f"{float(fc.algbw_at(s) / fc.algbw):.0%} of its bound there")
+            else:
+                why = "its pipeline runs faster there"
             lines.append(f"{row.algorithm} is faster than ForestColl at {where}: {why}.")
         return lines
 
@@ -150,6 +160,7 @@ class Comparison:
         """The canopy-comparison v1 document."""
         rows = []
         for r in self.rows:
+            ratio = self.ratio(r)
             rows.append({
                 "algorithm": r.algorithm,
                 "algbw": None if r.algbw is None else round(float(r.algbw), 6),
@@ -158,10 +169,10 @@ class Comparison:
                 "algbw_at": {str(s): round(float(r.algbw_at(s)), 6) for s in r.times_us},
                 "pipeline_chunks": {str(s): p for s, p in r.pieces.items()},
                 "pipeline_stages": {str(s): p for s, p in r.stages.items()},
-                "ratio_to_forestcoll": None if self.ratio(r) is None
-                else round(float(self.ratio(r)), 6),
-                "ratio_to_forestcoll_at": {} if self.ratio(r) is None else
-                {str(s): round(float(self.ratio(r, s)), 6) for s in r.times_us},
+                "ratio_to_forestcoll": None if ratio is None else round(float(ratio), 6),
+                "ratio_to_forestcoll_at": {} if ratio is None else
+                {str(s): round(float(r.times_us[s] / self._fc_time(s)), 6)
+                 for s in r.times_us},
                 "not_applicable": r.reason,
                 "details": _plain(r.details),
             })
@@ -195,13 +206,16 @@ def _plain(value: Any) -> Any:
 
 def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None
                 ) -> BaselineResult:
-    schedule = solve(topology, collective, progress=progress)
+    schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
+                                progress=progress)
     plan = schedule_plan(schedule)
     algbw, link = bandwidth_bound(plan, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
                                    "solve_algbw": schedule.algbw,
-                                   "bottleneck_link": list(link)},
+                                   "bottleneck_link": list(link),
+                                   **({"allreduce_schedule": describe_choice(schedule)}
+                                      if collective == "allreduce" else {})},
                           plan_at=lambda size: plan)
 
 
@@ -285,6 +299,8 @@ def compare(topology: Topology, collective: str = "allgather",
                             details=result.details)
         if result.applicable and result.plan_at is not None:
             depth = 1
+            staged: CollectivePlan | None = None
+            stages = 0
             for step, size in enumerate(sorted(sizes)):
                 report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
                 plan = result.plan_at(Fraction(size))
@@ -293,7 +309,9 @@ def compare(topology: Topology, collective: str = "allgather",
                 depth = sim.pieces
                 row.times_us[size] = sim.time_us
                 row.pieces[size] = sim.pieces
-                row.stages[size] = pipeline_stages(topology, plan, switch_mode)
+                if plan is not staged:
+                    staged, stages = plan, pipeline_stages(topology, plan, switch_mode)
+                row.stages[size] = stages
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)

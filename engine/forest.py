@@ -110,7 +110,7 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     start = time.perf_counter()
     report(progress, "tree packing", 0.0)
     packing = pack_trees(net.n, list(net.compute), logical.capacity,
-                         dict.fromkeys(net.compute, k), progress)
+                         dict.fromkeys(net.compute, k), progress, net.groups)
     timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
     start = time.perf_counter()
     report(progress, "mapping back", 0.0)

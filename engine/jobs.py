@@ -174,6 +174,12 @@ class Job:
             self._process.kill()
         self._finish()
 
+    def stop(self) -> None:
+        """Kill the child but leave the pipe open: a reader on another thread then sees
+        the end (an ended job's last event) and closes it; :meth:`cancel` closes it now."""
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+
     def _exit_code(self) -> int | None:
         if self._process is None:
             return None

@@ -3,7 +3,8 @@
 A unit tree moves its 1/k shard at the tree bandwidth y over every hop of every edge's
 path (forestcoll.txt §3.2), so a directed link carrying L unit trees runs at L·y of its
 bandwidth b. For reduce phases the hops run against the listed paths (§4.6); allreduce
-runs its two phases one after the other, so a link's utilisation is the larger of them.
+runs its two phases one after the other, so a link's utilisation is the larger of them,
+or, for ForestColl's allreduce LP (``split_budgets``, App. E), both at once: their sum.
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ def link_loads(schedule: Schedule, topology: Topology) -> dict[tuple[str, str], 
     result = {link: LinkLoad(bw) for link, bw in caps.items()}
     for phase in phases:
         for link, load in phase.items():
-            if load.used > result[link].used:
+            if schedule.split_budgets:
+                now = result[link]
+                result[link] = LinkLoad(load.bandwidth, now.unit_trees + load.unit_trees,
+                                        now.used + load.used, now.trees + load.trees)
+            elif load.used > result[link].used:
                 result[link] = load
     return result

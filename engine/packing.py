@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.maxflow import FlowNetwork
@@ -115,8 +114,11 @@ class _OtherBatches:
 
     def missing(self, y: int) -> int:
         """Σ m(R_i) over the batches that do not contain y (they must still enter y)."""
-        inside = self.done + self.single[y] + sum(m for v, m in self.sets.items() if y in v)
-        return self.total - inside
+        return self.total - self.done - self.single[y] - self.inside_sets(y)
+
+    def inside_sets(self, y: int) -> int:
+        """Σ m(R_i) over the other batches of several vertices that contain y."""
+        return sum(m for v, m in self.sets.items() if y in v) if self.sets else 0
 
 
 class _Packer:
@@ -161,45 +163,47 @@ class _Packer:
         """Thm 12: min{g(x,y), m(R), F(x,y; D̄) - Σ_{i≠R} m(R_i)}, with a flow only when
         g(x, y) alone cannot show that every other batch still fits."""
         g = self.g.cap[(x, y)]
-        bound = min(g, batch.m)
-        if g >= self.others.missing(y) + bound:
+        bound = g if g < batch.m else batch.m
+        others = self.others
+        inside = others.inside_sets(y)
+        missing = others.total - others.done - others.single[y] - inside
+        if g >= missing + bound:
             # Every cut X ∋ y, ∌ x keeps the arc (x, y), so ρ(X) - μ still covers the
             # batches that must enter X: μ = bound needs no flow.
             self.certified += 1
             return bound
         self.flows += 1
+        flow, cap, arc_of = self.flow, self.g.cap, self.arc_of
         for edge in self.stale:
-            self.flow.set_capacity(self.arc_of[edge], self.g.cap[edge])
+            flow.set_capacity(arc_of[edge], cap[edge])
         self.stale.clear()
-        sets = [(v, m) for v, m in self.others.sets.items() if y not in v]
+        sets = [(v, m) for v, m in others.sets.items() if y not in v] if others.sets else []
         if not sets:
             arc = self.sigma_arc[x]
-            self.flow.set_capacity(arc, self.inf)
-            value = self.flow.max_flow(self.sigma, y)
-            self.flow.set_capacity(arc, self.others.single[x])
+            flow.set_capacity(arc, self.inf)
+            value = flow.max_flow(self.sigma, y)
+            flow.set_capacity(arc, others.single[x])
         else:
             value = self._with_sets(x, y, sets)
-        value -= self.others.total - self.others.done - sum(
-            m for v, m in self.others.sets.items() if y in v)
+        value -= others.total - others.done - inside
         return max(0, min(bound, value))
 
     def _with_sets(self, x: int, y: int, sets: list[tuple[frozenset[int], int]]) -> int:
         """F(σ, y) with a node s_i per other batch R_i of several vertices (σ -> s_i of
         capacity m(R_i), s_i -> R_i of ∞), on a copy of the network."""
         tails, heads, caps = self.flow.arrays()
-        caps = caps.copy()
+        tails, heads, caps = list(tails), list(heads), list(caps)
         caps[self.sigma_arc[x]] = self.inf
-        extra_t, extra_h, extra_c = [tails], [heads], [caps]
         aux = self.num_nodes + 1
         for verts, m in sets:
-            members = np.fromiter(verts, dtype=np.int32, count=len(verts))
-            extra_t += [np.array([self.sigma], np.int32), np.full(len(members), aux, np.int32)]
-            extra_h += [np.array([aux], np.int32), members]
-            extra_c += [np.array([m], caps.dtype), np.full(len(members), self.inf, caps.dtype)]
+            tails.append(self.sigma)
+            heads.append(aux)
+            caps.append(m)
+            tails += [aux] * len(verts)
+            heads += verts
+            caps += [self.inf] * len(verts)
             aux += 1
-        network = FlowNetwork.from_arrays(aux, np.concatenate(extra_t), np.concatenate(extra_h),
-                                          np.concatenate(extra_c), self.flow.backend)
-        return network.max_flow(self.sigma, y)
+        return self.flow.sibling(aux, tails, heads, caps).max_flow(self.sigma, y)
 
     def extend(self, batch: Batch) -> tuple[int, int, int]:
         """The first frontier edge (x, y) with μ > 0, and μ.
@@ -208,9 +212,10 @@ class _Packer:
         capacities only shrink, other batches only grow and R only gains vertices, so it
         stays 0 for this batch and for any batch later split off it.
         """
-        while batch.frontier:
-            _, _, x, y = heapq.heappop(batch.frontier)
-            if y in batch.vertices or not self.g.cap[(x, y)]:
+        frontier, vertices, cap, pop = batch.frontier, batch.vertices, self.g.cap, heapq.heappop
+        while frontier:
+            _, _, x, y = pop(frontier)
+            if y in vertices or not cap[(x, y)]:
                 continue
             mu = self.mu(batch, x, y)
             if mu:
@@ -220,14 +225,69 @@ class _Packer:
             f"{batch.root}; the capacities do not admit the requested trees.")
 
 
+def _greedy(compute: list[int], capacity: dict[tuple[int, int], int], demands: dict[int, int],
+            groups: Sequence[str | None]) -> Packing | None:
+    """Grow every batch without μ flows, entering each group (server) of compute nodes
+    once and spreading inside it; None as soon as a batch cannot grow.
+
+    Thm 12's flows only guarantee that growth never gets stuck; a packing that completes
+    within the capacities is a packing however it was found. On clusters of identical
+    servers whose only tight cuts are unions of servers this completes; elsewhere it
+    gives up and Alg. 5 runs.
+    """
+    g = _Capacities(capacity)
+    target = len(compute)
+    pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
+    done: list[Batch] = []
+    cap = g.cap
+    while pending:
+        batch = pending.pop(0)
+        if not batch.edges:
+            batch.reach_from(batch.root, g)
+        present = {groups[v] for v in batch.vertices}
+        deferred: list[tuple[int, int, int, int]] = []     # cross edges into entered groups
+        frontier, vertices = batch.frontier, batch.vertices
+        while len(vertices) < target:
+            forced = not frontier
+            if forced and not deferred:
+                return None
+            entry = heapq.heappop(deferred if forced else frontier)
+            x, y = entry[2], entry[3]
+            c = cap[(x, y)]
+            if y in vertices or not c:
+                continue
+            gy = groups[y]
+            if not forced and gy is not None and gy in present and groups[x] != gy:
+                heapq.heappush(deferred, entry)     # spread inside the group first
+                continue
+            if c < batch.m:
+                copy = batch.copy(batch.m - c)
+                copy.frontier = [*frontier, *deferred]
+                heapq.heapify(copy.frontier)
+                pending.insert(0, copy)
+                batch.m = c
+            cap[(x, y)] = c - batch.m
+            present.add(gy)
+            batch.grow(x, y, g)
+        batch.frontier = []
+        done.append(batch)
+    return Packing(done, 0, 0)
+
+
 def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int], int],
-               demands: dict[int, int], progress: Progress | None = None) -> Packing:
+               demands: dict[int, int], progress: Progress | None = None,
+               groups: Sequence[str | None] | None = None) -> Packing:
     """Alg. 5: ``demands[r]`` out-trees rooted at each r, spanning ``compute``, within
     ``capacity`` (ForestColl asks k per compute node; Blink asks K at one root).
 
     ``capacity`` maps logical edges between compute nodes (indices < num_nodes) to
-    integer capacities in trees.
+    integer capacities in trees. With ``groups`` (a group name or None per node) a
+    flow-free greedy packing (:func:`_greedy`) is tried first.
     """
+    if groups is not None and any(groups[c] is not None for c in compute):
+        quick = _greedy(compute, capacity, demands, groups)
+        if quick is not None:
+            return quick
     packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))
     pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
     for batch in pending:

@@ -6,7 +6,9 @@ unit tree carries 1/k of its root's shard at the tree bandwidth ``y`` (forestcol
 §3.2, App. C.3). For reduce-scatter the same out-trees are listed and data runs against
 the arrows; allreduce is reduce-scatter followed by allgather (§4.6). On topologies with
 one-way links the reduce phase needs out-trees of the transposed network instead; they
-are kept in ``reduce_trees`` (data again runs against their arrows).
+are kept in ``reduce_trees`` (data again runs against their arrows). An allreduce with
+``split_budgets`` (ForestColl's allreduce LP, App. E) runs both phases at once, each
+within its own share of every link (:mod:`canopy.engine.allreduce_schedule`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Schedule:
     reduce_tree_bandwidth: Fraction | None = None  # y of reduce_trees, when they have one
     timings: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    split_budgets: bool = False  # allreduce phases at once on split link budgets (App. E)
 
     @property
     def x(self) -> Fraction:
@@ -93,6 +96,9 @@ class Schedule:
     @property
     def algbw(self) -> Fraction:
         n = len(self.compute_nodes)
+        if self.collective == "allreduce" and self.split_budgets:
+            # Both phases pipelined at once, each moving k unit trees per node at y.
+            return n * self.x
         if self.collective == "allreduce" and self.reduce_tree_bandwidth is not None:
             # Reduce-scatter then allgather, each moving k/N of the data per node.
             return n * self.k / (1 / self.reduce_tree_bandwidth + 1 / self.tree_bandwidth)
@@ -100,6 +106,10 @@ class Schedule:
 
     @property
     def optimal_algbw(self) -> Fraction:
+        if self.split_budgets:
+            # LP (6)'s optimum, which the schedule reaches (checked within HiGHS' tolerance
+            # by canopy.engine.allreduce_schedule.lp_schedule).
+            return self.algbw
         return collective_algbw(self.collective, len(self.compute_nodes), self.optimum.x)
 
     def trees_of(self, root: str) -> list[Tree]:

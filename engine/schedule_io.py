@@ -68,6 +68,7 @@ def schedule_to_dict(schedule: Schedule, compact: bool | None = None) -> dict[st
         **({"reduce_trees": reduce_trees} if reduce_trees else {}),
         **({"reduce_tree_bandwidth": _exact(schedule.reduce_tree_bandwidth)}
            if schedule.reduce_tree_bandwidth is not None else {}),
+        **({"split_budgets": True} if schedule.split_budgets else {}),
         **schedule.extra,
     }
 
@@ -132,7 +133,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
             if "reduce_trees" in data else None
         known = {"format", "version", "collective", "compute_nodes", "optimality", "k",
                  "fixed_k", "tree_bandwidth", "algbw", "algbw_exact", "timings_s", "trees",
-                 "reduce_trees", "reduce_tree_bandwidth", "routes"}
+                 "reduce_trees", "reduce_tree_bandwidth", "routes", "split_budgets"}
         schedule = Schedule(
             collective=str(data["collective"]),
             compute_nodes=[str(c) for c in data["compute_nodes"]],
@@ -152,6 +153,7 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
                 _fraction(data["reduce_tree_bandwidth"], "reduce_tree_bandwidth", source)
                 if "reduce_tree_bandwidth" in data else None),
             extra={k: v for k, v in data.items() if k not in known},
+            split_budgets=bool(data.get("split_budgets", False)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ScheduleError(f"{source}: malformed schedule ({exc.__class__.__name__}: {exc}).") \

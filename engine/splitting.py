@@ -226,8 +226,10 @@ class _Splitter:
         for t in sorted(self.arcs.out[w]):
             # Prefer partners in another group (traffic that must cross this switch),
             # then a cyclic order so that star switches unwind into rings.
-            order = sorted(self.arcs.inn[w], key=lambda u, t=t: (
-                u == t, group[u] is not None and group[u] == group[t], (u - t) % n))
+            def preference(u: int, t: int = t) -> tuple[bool, bool, int]:
+                return u == t, group[u] is not None and group[u] == group[t], (u - t) % n
+
+            order = sorted(self.arcs.inn[w], key=preference)
             for u in order:
                 if not self.arcs.get(w, t):
                     break

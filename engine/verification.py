@@ -74,8 +74,10 @@ def _check_tree(tree: Tree, compute: set[str], label: str) -> None:
 
 
 def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedule,
-                 topology: Topology, caps: dict[tuple[str, str], Fraction]) -> Fraction:
-    """Check one phase's trees; return its worst load/bandwidth ratio (in unit trees)."""
+                 topology: Topology, caps: dict[tuple[str, str], Fraction],
+                 together: dict[tuple[str, str], Fraction] | None = None) -> Fraction:
+    """Check one phase's trees; return its worst load/bandwidth ratio (in unit trees).
+    With ``together``, also add the phase's load (GB/s) per link to it."""
     compute_list = topology.compute_nodes()
     compute = set(compute_list)
     switches = set(topology.switch_nodes())
@@ -104,6 +106,8 @@ def _check_phase(trees: list[Tree], reverse: bool, y: Fraction, schedule: Schedu
                   f"{format_gbps(y)} GB/s each, more than its "
                   f"{format_gbps(caps[link])} GB/s.")
         worst = max(worst, Fraction(load) / caps[link])
+        if together is not None:
+            together[link] = together.get(link, Fraction(0)) + load * y
     return worst
 
 
@@ -112,7 +116,8 @@ def verify(topology: Topology, schedule: Schedule) -> Fraction:
 
     Allgather runs ``trees`` forward; reduce-scatter runs the reduce trees (``reduce_trees``
     or else ``trees``) against their arrows; allreduce runs reduce-scatter then allgather,
-    so its time is the sum of both phases'.
+    so its time is the sum of both phases', or, with ``split_budgets`` (App. E), both at
+    once, so their loads add up on every link.
 
     Parameters
     ----------
@@ -152,10 +157,24 @@ def verify(topology: Topology, schedule: Schedule) -> Fraction:
     phases = {"allgather": [(schedule.trees, False, y)],
               "reduce-scatter": [(schedule.trees, True, y)],
               "allreduce": [reduce, (schedule.trees, False, y)]}[schedule.collective]
-    time_per_shard = sum((_check_phase(trees, reverse, y_phase, schedule, topology, caps)
-                          for trees, reverse, y_phase in phases), Fraction(0))
     n = len(compute_list)
-    achieved = n * schedule.k / time_per_shard
+    if schedule.split_budgets:
+        # App. E: both phases at once, so their loads add up on every link.
+        if schedule.collective != "allreduce" or schedule.reduce_tree_bandwidth not in (None, y):
+            _fail("only an allreduce with one tree bandwidth can split link budgets.")
+        total: dict[tuple[str, str], Fraction] = {}
+        for trees, reverse, y_phase in phases:
+            _check_phase(trees, reverse, y_phase, schedule, topology, caps, total)
+        for link, load in sorted(total.items()):
+            if load > caps[link]:
+                _fail(f"link {link[0]} -> {link[1]} carries {format_gbps(load)} GB/s of "
+                      f"reduction and broadcast at once, more than its "
+                      f"{format_gbps(caps[link])} GB/s.")
+        achieved = n * schedule.k * y   # every unit tree gets its y on every link
+    else:
+        time_per_shard = sum((_check_phase(trees, reverse, y_phase, schedule, topology, caps)
+                              for trees, reverse, y_phase in phases), Fraction(0))
+        achieved = n * schedule.k / time_per_shard
     if achieved != schedule.algbw:
         _fail(f"the schedule claims algbw {format_gbps(schedule.algbw)} GB/s but achieves "
               f"{format_gbps(achieved)} GB/s.")

@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from canopy.cli import main
+from canopy.engine.allreduce_cuts import solve_allreduce_cuts
 from canopy.engine.allreduce_lp import cut_bound, solve_allreduce_lp
 from canopy.engine.network import Network
 from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
@@ -64,10 +65,45 @@ def test_switch_star_equals_rs_ag():
 def test_sample_and_cli(capsys):
     lp = solve_allreduce_lp(Network.from_topology(load_sample("forestcoll-fig2")))
     assert lp.value == pytest.approx(float(lp.rs_ag), rel=1e-7) == 4.0
-    assert main(["solve", "samples/mi250-8plus8.json", "--collective", "allreduce",
-                 "--allreduce-lp"]) == 0
+    assert main(["solve", "samples/mi250-8plus8.json", "--collective", "allreduce"]) == 0
     out = capsys.readouterr().out
-    assert "allreduce LP (App. E, HiGHS, feasibility tolerance 1e-09): 128.0000 GB/s, " \
-           "beats reduce-scatter + allgather by 23.08 %" in out
-    assert "not used: the schedule stays reduce-scatter + allgather" in out
-    assert "split link budgets" in out
+    assert "schedule algbw:  128 GB/s (verified)" in out
+    assert "allreduce:       ForestColl's allreduce LP (App. E, HiGHS, tolerance 1e-09): " \
+        "128.00 GB/s, 23.08 % above reduce-scatter + allgather (104.00 GB/s)" in out
+    assert main(["solve", "samples/mi250-8plus8.json", "--collective", "allreduce",
+                 "--allreduce-lp", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "schedule algbw:  104 GB/s (verified)" in out and "allreduce:" not in out
+
+
+@pytest.mark.parametrize("name", ["mesh-2d-3x3", "mi250-8plus8", "forestcoll-fig2"])
+def test_cut_generation_agrees_with_the_flow_formulation(name):
+    """Two formulations of LP (6): flow variables as App. E writes it, and cut generation
+    (maxflow-mincut); both solved by HiGHS to the same value."""
+    net = Network.from_topology(load_sample(name))
+    for equal in (True, False):
+        flows = solve_allreduce_lp(net, equal_rates=equal)
+        cuts = solve_allreduce_cuts(net, equal_rates=equal)
+        assert cuts.value == pytest.approx(flows.value, rel=1e-7)
+        assert cuts.formulation == "cuts" and cuts.variables < flows.variables
+
+
+def test_cut_generation_on_a_star():
+    """A star with a compute hub reaches the cut bound b with free and with equal rates,
+    in both formulations."""
+    net = Network.from_topology(_star(4, Fraction(3)))
+    for equal in (True, False):
+        assert solve_allreduce_cuts(net, equal_rates=equal).value == \
+            pytest.approx(3.0, rel=1e-7) == solve_allreduce_lp(net, equal_rates=equal).value
+
+
+def test_cut_generation_on_a_punctured_torus():
+    """A 4x4x4 torus without 3 GPUs (generator defaults, LP (6) as written has 57,396
+    variables): RS + AG reaches 8000/63 GB/s, the LP 150 GB/s, built and verified."""
+    from canopy.engine.allreduce_schedule import lp_schedule
+    from canopy.engine.generators import generate
+
+    topo = generate("punctured-torus")
+    lp = solve_allreduce_cuts(Network.from_topology(topo), equal_rates=True)
+    assert lp.rs_ag == Fraction(8000, 63) and lp.value == pytest.approx(150, rel=1e-7)
+    assert lp_schedule(topo, lp).algbw == 150

@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from canopy.engine.errors import CanopyError
-from canopy.engine.maxflow import INT64_SAFE, FlowNetwork, available_backends, default_backend
+from canopy.engine.maxflow import (
+    INT64_SAFE,
+    PYTHON_BUDGET,
+    FlowNetwork,
+    available_backends,
+    default_backend,
+    dinic,
+)
 
 BACKENDS = available_backends()
 
@@ -99,3 +106,36 @@ def test_backends_agree_with_brute_force(case):
         value, side = f.min_cut(0, n - 1)
         assert value == best, backend
         assert 0 in side and n - 1 not in side and cut_value(arcs, set(side)) == best, backend
+
+
+def test_small_networks_use_the_python_backend_unless_one_is_named(monkeypatch):
+    """Below SMALL_ARCS an unnamed backend answers in plain Python (no numpy, no OR-Tools
+    to load); the answers are the same as a named backend's."""
+    monkeypatch.delenv("CANOPY_MAXFLOW", raising=False)
+    monkeypatch.setattr("canopy.engine.maxflow._python_spent", 0)
+    auto, named = diamond(None), diamond(BACKENDS[0])
+    calls = []
+    monkeypatch.setattr("canopy.engine.maxflow.dinic",
+                        lambda *a: calls.append(a) or dinic(*a))
+    assert auto.min_cut(0, 3)[0] == named.min_cut(0, 3)[0] == 5
+    assert len(calls) == 1 + (BACKENDS[0] == "python")
+
+
+def test_big_capacities_go_to_the_python_backend():
+    f = diamond("ortools" if "ortools" in BACKENDS else "scipy")
+    f.max_flow(0, 3)
+    f.set_capacity(0, INT64_SAFE)        # sums past int64: exact Python integers
+    assert f.max_flow(0, 3) == 5
+    f.set_capacity(0, 3)                 # and back to the fast backend
+    assert f.max_flow(0, 3) == 5
+
+
+def test_the_python_budget_hands_over_to_the_fastest_backend(monkeypatch):
+    """Once a process has spent PYTHON_BUDGET arcs in python answers, small networks go
+    to the default backend too (sweeps of many small solves stay fast)."""
+    monkeypatch.delenv("CANOPY_MAXFLOW", raising=False)
+    monkeypatch.setattr("canopy.engine.maxflow._python_spent", PYTHON_BUDGET)
+    calls = []
+    monkeypatch.setattr("canopy.engine.maxflow.dinic", lambda *a: calls.append(a) or dinic(*a))
+    assert diamond(None).max_flow(0, 3) == 5
+    assert len(calls) == (default_backend() == "python")

@@ -8,7 +8,7 @@ from importlib import resources
 import pytest
 
 from canopy.cli import exports, main
-from canopy.engine.msccl import MscclLimits
+from canopy.engine.msccl import MscclLimits, MscclOptions
 from canopy.engine.msccl.executor import simulate_file
 from canopy.engine.safe_xml import parse_xml_file
 
@@ -121,7 +121,7 @@ def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, mo
     class Tight(MscclLimits):                     # 30 elements: what k = 1 needs on the A100s
         max_elements_per_gpu: int = 30
 
-    monkeypatch.setattr(exports, "MscclLimits", Tight)
+    monkeypatch.setattr("canopy.engine.msccl.MscclLimits", Tight)  # read at export time
     out = tmp_path / "ag.xml"
     assert main(["solve", SAMPLE, "--msccl", str(out)]) == 2
     err = capsys.readouterr().err
@@ -131,7 +131,7 @@ def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, mo
 
 
 def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(exports, "msccl_xml", lambda schedule, options: b"<algo/>")
+    monkeypatch.setattr("canopy.engine.msccl.msccl_xml", lambda schedule, options: b"<algo/>")
     assert main(["solve", SAMPLE, "--msccl", str(tmp_path / "x.xml")]) == 2
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err
@@ -145,6 +145,13 @@ def test_solve_msccl_layout(tmp_path, layout):
     assert main(["solve", fig2, "--msccl", str(out), "--msccl-layout", layout]) == 0
     steps = [len(tb.findall("step")) for tb in parse_xml_file(out).iter("tb")]
     assert (max(steps) == 1) == (layout == "pipelined")
+
+
+def test_export_option_defaults_match_the_engine():
+    """cli/exports.py spells MSCCL's defaults so the parser need not import the lowering."""
+    assert (exports.CHANNELS, exports.LAYOUT, exports.RUNTIME, exports.SMS) == (
+        MscclOptions.channels, MscclOptions.layout, MscclOptions.runtime,
+        MscclLimits.max_tbs_per_gpu)
 
 
 def test_sms_bound_the_thread_blocks_of_export_and_check(tmp_path, capsys):

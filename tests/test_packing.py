@@ -1,10 +1,14 @@
 """Tree packing (Alg. 5): capacities respected, k per root, work independent of k."""
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.packing import pack_trees
+from canopy.engine.packing import _greedy, pack_trees
 from canopy.engine.splitting import remove_switches
 from canopy.engine.topology_io import load_sample
+from tests.strategies import topologies
 
 
 def logical(name):
@@ -42,3 +46,45 @@ def test_work_does_not_grow_with_k():
     check_packing(net, big_caps, k * scale, big)
     assert len(big.batches) == len(small.batches)
     assert big.mu_flows == small.mu_flows
+
+
+def check_trees(net, packing):
+    """Every batch is an out-tree from its root (edges parents first) spanning V_c."""
+    for batch in packing.batches:
+        seen = {batch.root}
+        for x, y in batch.edges:
+            assert x in seen and y not in seen
+            seen.add(y)
+        assert seen == set(net.compute)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(topologies(max_compute=6, max_switch=3), st.data())
+def test_greedy_packing_is_a_packing_or_gives_up(topo, data):
+    """The flow-free greedy (issue 16) returns a valid packing or None; pack_trees with
+    groups returns a valid packing either way (Alg. 5 when the greedy gives up)."""
+    net = Network.from_topology(topo)
+    opt = find_optimum(net)
+    caps = {e: int(c / opt.tree_bandwidth) for e, c in net.capacity.items()}
+    capacity = remove_switches(net, caps, opt.k).capacity
+    groups = [data.draw(st.sampled_from([None, "a", "b"])) for _ in range(net.n)]
+    demands = dict.fromkeys(net.compute, opt.k)
+    before = dict(capacity)
+    quick = _greedy(list(net.compute), capacity, demands, groups)
+    assert capacity == before
+    if quick is not None:
+        check_packing(net, capacity, opt.k, quick)
+        check_trees(net, quick)
+    full = pack_trees(net.n, list(net.compute), capacity, demands, groups=groups)
+    check_packing(net, capacity, opt.k, full)
+    check_trees(net, full)
+
+
+def test_servers_pack_without_flows():
+    """On a cluster of identical servers the greedy completes: no μ flow at all."""
+    net, capacity, k = logical("dgx-a100-4x8")
+    packing = pack_trees(net.n, list(net.compute), capacity, dict.fromkeys(net.compute, k),
+                         groups=net.groups)
+    assert packing.mu_flows == 0
+    check_packing(net, capacity, k, packing)
+    check_trees(net, packing)

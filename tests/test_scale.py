@@ -2,7 +2,11 @@
 --bound-only; the compact schedule JSON."""
 
 import json
+import os
+import subprocess
+import sys
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -145,3 +149,17 @@ def test_bad_route_index_is_one_sentence(tmp_path, capsys):
     save_topology(topo, topo_path)
     assert main(["verify", str(topo_path), str(out)]) == 2
     assert "not an index into the routes table" in capsys.readouterr().err
+
+
+def test_a_small_solve_loads_neither_numpy_nor_ortools():
+    """Start-up of a small `canopy solve` (issue 16: <= 0.15 s): the command line imports
+    only its verb, and small networks take the python maxflow backend."""
+    code = ("import sys; from canopy.cli import main; "
+            "main(['solve', 'samples/dgx-a100-2x8.json']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'numpy', 'scipy', 'networkx', 'ortools'}))")
+    env = {k: v for k, v in os.environ.items() if k != "CANOPY_MAXFLOW"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env=env, cwd=Path(__file__).parent.parent)
+    assert "schedule algbw:" in done.stdout
+    assert done.stdout.rstrip().endswith("[]")

@@ -7,7 +7,13 @@ import pytest
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, schedule_plan
+from canopy.engine.plan import (
+    CollectivePlan,
+    FlowEdge,
+    FlowTree,
+    bandwidth_bound,
+    schedule_plan,
+)
 from canopy.engine.progress import Cancelled
 from canopy.engine.simulate import (
     CHECK_EVERY,
@@ -207,7 +213,7 @@ def test_loop_iterations_pipeline_down_a_chain():
 
 
 def test_a_long_loop_is_extrapolated_from_its_period_exactly():
-    # 200 iterations over 4 hops, only 10 unrolled: the chain's period is one piece's
+    # 200 iterations over 4 hops, only 16 unrolled: the chain's period is one piece's
     # time on a link, so the extrapolation gives the closed form exactly.
     hops = 4
     topo = line(hops + 1)
@@ -215,7 +221,7 @@ def test_a_long_loop_is_extrapolated_from_its_period_exactly():
     plan = chain_plan(names, [(a, b) for a, b in zip(names, names[1:], strict=False)])
     size, pieces = Fraction(10**8), 200
     result = simulate(topo, plan, size, pieces, exact=True, budget=40)
-    assert result.unrolled == 10 and result.periodic
+    assert result.unrolled == 16 and result.periodic
     t = size / pieces / (25 * 1000)
     assert result.time_us == (pieces + hops - 1) * t + hops
     assert result.time_us == simulate(topo, plan, size, pieces, exact=True, budget=None).time_us
@@ -332,3 +338,11 @@ def test_check_is_called_during_long_simulations_and_may_stop_them():
         raise Cancelled("stopped")
     with pytest.raises(Cancelled):
         fastest(topo, plan, 10**10, check=stop)     # >= 4769 pieces, 3 events each
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce-scatter", "allreduce"])
+def test_forestcoll_runs_at_95_percent_of_its_bound_on_two_dgx_a100_at_1_gib(collective):
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topo, collective))
+    bound, _ = bandwidth_bound(plan, topo.capacities())
+    assert fastest(topo, plan, 1 << 30).algbw >= Fraction(95, 100) * bound

@@ -20,7 +20,7 @@ def star(bandwidths: list[Fraction], extra: Fraction | None = None) -> Topology:
     return Topology("wide", nodes, links)
 
 
-def test_arc_table_turns_to_python_ints_past_int64() -> None:
+def test_arc_table_keeps_python_ints_past_int64() -> None:
     table = ArcTable(3)
     table.add(0, 1, 5)
     table.add(1, 2, INT64_MAX)
@@ -28,7 +28,7 @@ def test_arc_table_turns_to_python_ints_past_int64() -> None:
     assert table.get(1, 2) == INT64_MAX + 1
     assert table.total() == INT64_MAX + 6
     assert table.network([(0, 2, 10**30)]).max_flow(0, 2) == 10**30 + 5
-    assert table._caps.dtype == object
+    assert type(table.get(1, 2)) is int
     assert isinstance(table.network().max_flow(1, 2), int)
     assert np.int64(5) == table.get(0, 1)
 

@@ -7,6 +7,7 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QVBoxLayout, QWidget
 EMPTY_TEXT = "No results yet: choose Compute ▸ Solve (F5)."
 STALE_TEXT = ("Stale: the topology was edited after this solve, so these results describe "
               "the earlier topology. Solve again (F5) to update them.")
+PENDING_TEXT = "Building the schedule… (the optimum is in the Results dock)."
 EMPTY_STYLE = "QLabel { color: #4b5668; padding: 6px; }"
 STALE_STYLE = ("QLabel { background: #fff3c4; color: #6b4e00; border: 1px solid #e0c060; "
                "border-radius: 4px; padding: 6px; }")
@@ -21,10 +22,10 @@ class ResultBanner(QLabel):
         self.setStyleSheet(EMPTY_STYLE)
         self.state = "empty"
 
-    def set_state(self, has_results: bool, stale: bool) -> None:
+    def set_state(self, has_results: bool, stale: bool, pending: bool = False) -> None:
         if not has_results:
-            self.state = "empty"
-            self.setText(EMPTY_TEXT)
+            self.state = "pending" if pending else "empty"
+            self.setText(PENDING_TEXT if pending else EMPTY_TEXT)
             self.setStyleSheet(EMPTY_STYLE)
         elif stale:
             self.state = "stale"
@@ -57,6 +58,7 @@ class SolutionDock(QDockWidget):
         self.setObjectName(object_name)
         self.solution: object | None = None
         self.stale = False
+        self.pending = False
         self.content = QWidget()
         self.content_layout = QVBoxLayout(self.content)
         self.content_layout.setContentsMargins(6, 6, 6, 6)
@@ -64,10 +66,18 @@ class SolutionDock(QDockWidget):
         self.content_layout.addWidget(self.banner)
         self.body: QWidget = QWidget()
 
+    def set_pending(self, pending: bool) -> None:
+        """Say that a schedule is being built (its optimum is already shown)."""
+        self.pending = pending
+        self.set_stale(self.stale)
+
+    def has_results(self) -> bool:
+        return self.solution is not None
+
     def set_stale(self, stale: bool) -> None:
         self.stale = stale
-        has = self.solution is not None
-        self.banner.set_state(has, stale)
+        has = self.has_results()
+        self.banner.set_state(has, stale, self.pending)
         self.body.setVisible(has)
         if self.disable_when_stale:
             self.body.setEnabled(has and not stale)

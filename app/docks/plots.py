@@ -64,9 +64,23 @@ class PlotsDock(SolutionDock):
         row.addWidget(self.time_plot)
         self.content_layout.addWidget(self.body, 1)
         self.setWidget(self.content)
+        self._later: tuple[Solution, bool] | None = None
+        self.visibilityChanged.connect(self._shown)
         self.set_solution(None, False)
 
+    def set_solution_later(self, solution: Solution, stale: bool) -> None:
+        """Plot ``solution`` when the dock is next shown (building plots nobody sees
+        would only hold up the editor)."""
+        self.set_solution(None, stale)
+        self._later = (solution, stale)
+
+    def _shown(self, visible: bool) -> None:
+        if visible and self._later is not None:
+            solution, _stale = self._later
+            self.set_solution(solution, self.stale)
+
     def set_solution(self, solution: Solution | None, stale: bool) -> None:
+        self._later = None
         self.solution = solution
         self.k_plot.clear()
         self.time_plot.clear()

@@ -21,11 +21,13 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.docks.banner import SolutionDock
-from canopy.app.solution import Solution
+from canopy.app.solution import Bound, Solution
+from canopy.engine.allreduce_schedule import describe_choice
 from canopy.engine.cut_words import describe_cut as cut_in_words
 from canopy.engine.fewest import describe_k
 from canopy.engine.optimality import COLLECTIVES, collective_algbw
-from canopy.engine.topology import format_gbps
+from canopy.engine.schedule import OptimumSummary
+from canopy.engine.topology import Topology, format_gbps
 
 TITLE = "Results"
 
@@ -61,6 +63,7 @@ class ResultsDock(SolutionDock):
                  parent: QWidget | None = None):
         super().__init__(TITLE, "ResultsDock", parent)
         self.solution: Solution | None = None
+        self.bound: Bound | None = None
         body = QVBoxLayout(self.body)
         body.setContentsMargins(0, 0, 0, 0)
         form = QFormLayout()
@@ -119,36 +122,88 @@ class ResultsDock(SolutionDock):
 
     def set_solution(self, solution: Solution | None, stale: bool) -> None:
         self.solution = solution
+        self.bound = None
         if solution is not None:
             self._fill(solution)
         self.set_stale(stale)
 
+    def set_bound(self, bound: Bound | None, stale: bool) -> None:
+        """Show the optimum of a solve whose schedule is still being built (issue 16.3);
+        None when the schedule arrived or the solve ended."""
+        if bound is None:
+            if self.bound is not None:
+                self.bound = None
+                self.set_stale(stale)
+            return
+        self.solution = None
+        self.bound = bound
+        self._fill_optimum(bound.topology, bound.collective, bound.compute_nodes,
+                           bound.optimum, fixed_k=None)
+        v = self.values
+        v["achieved"].setText("<i>building the schedule…</i>")
+        k = bound.optimum.k
+        v["k"].setText(f"{k} tree{'s' if k != 1 else ''} per node (Prop. 3); the schedule "
+                       "may need fewer")
+        v["k"].setToolTip("")
+        v["tradeoff"].setText("—")
+        v["trees"].setText("<i>building…</i>")
+        v["time"].setText(f"{bound.seconds:.2f} s for the optimum (bound only)")
+        v["time"].setToolTip("")
+        self.set_stale(stale)
+
+    def schedule_stopped(self, why: str) -> None:
+        """The solve behind the bound shown ended without a schedule."""
+        if self.bound is not None:
+            self.values["achieved"].setText(f"<i>not built: {why.rstrip('.').lower()}</i>")
+            self.values["trees"].setText("—")
+
+    def has_results(self) -> bool:
+        return self.solution is not None or self.bound is not None
 
     def text(self, key: str) -> str:
         return self.values[key].text()
 
-    def _fill(self, solution: Solution) -> None:
-        schedule = solution.schedule
-        opt = schedule.optimum
-        topo = solution.topology
-        n = len(schedule.compute_nodes)
+    def _fill_optimum(self, topo: Topology, solved: str, n: int, opt: OptimumSummary,
+                      fixed_k: int | None) -> None:
+        """What the optimum alone gives: algbw per collective, 1/x*, y and the cut."""
         v = self.values
         switches, links = len(topo.switch_nodes()), len(topo.links)
         v["topology"].setText(f"{topo.name} ({switches} switch{'es' if switches != 1 else ''}"
                               f", {links} link{'s' if links != 1 else ''})")
-        v["collective"].setText(schedule.collective
-                                + (f", k fixed to {schedule.k}" if schedule.fixed_k else ""))
+        v["collective"].setText(solved + (f", k fixed to {fixed_k}" if fixed_k else ""))
         v["n"].setText(f"{n} compute nodes")
         for collective in COLLECTIVES:
             algbw = format_gbps(collective_algbw(collective, n, opt.x))
             text = f"{algbw} GB/s  {collective}"
-            v[collective].setText(f"<b>{text}</b>" if collective == schedule.collective
-                                  else text)
+            v[collective].setText(f"<b>{text}</b>" if collective == solved else text)
+        v["inverse_x"].setText(f"{opt.inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
+        v["y"].setText(f"{opt.tree_bandwidth} GB/s per tree (Prop. 3)")
+        cut = list(opt.bottleneck_cut)
+        compute = set(topo.compute_nodes())
+        inside = sum(1 for name in cut if name in compute)
+        v["cut"].setText(cut_in_words(topo, cut, opt.cut_bandwidth))
+        v["cut"].setToolTip("S* = {" + ", ".join(cut) + "}")
+        v["ratio"].setText(f"|S* ∩ V_c| / B+(S*) = {inside} / {format_gbps(opt.cut_bandwidth)}"
+                           f" GB/s = {opt.inverse_x} = 1/x*: {inside} compute nodes inside, "
+                           f"{format_gbps(opt.cut_bandwidth)} GB/s leaving.")
+
+    def _fill(self, solution: Solution) -> None:
+        schedule = solution.schedule
+        opt = schedule.optimum
+        v = self.values
+        self._fill_optimum(solution.topology, schedule.collective, len(schedule.compute_nodes),
+                           opt, schedule.k if schedule.fixed_k else None)
+        if schedule.split_budgets:
+            rs_ag = format_gbps(collective_algbw("allreduce", len(schedule.compute_nodes),
+                                                 opt.x))
+            v["allreduce"].setText(f"<b>{format_gbps(schedule.algbw)} GB/s  allreduce (LP, "
+                                   f"App. E; RS + AG {rs_ag})</b>")
         share = schedule.algbw / schedule.optimal_algbw
         verdict = "optimal" if share == 1 else f"{float(share) * 100:.2f} % of the optimum"
+        lp = " (allreduce LP, App. E)" if schedule.split_budgets else ""
         v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {schedule.k}: "
-                              f"{verdict}, verified")
-        v["inverse_x"].setText(f"{opt.inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
+                              f"{verdict}, verified{lp}")
+        v["achieved"].setToolTip(describe_choice(schedule))
         v["k"].setText(describe_k(schedule))
         v["y"].setText(f"{schedule.tree_bandwidth} GB/s per tree (Prop. 3: "
                        f"{opt.tree_bandwidth})")
@@ -163,14 +218,6 @@ class ResultsDock(SolutionDock):
         v["time"].setText(f"{solution.seconds:.2f} s")
         v["time"].setToolTip("\n".join(f"{phase}: {seconds:.3f} s"
                                        for phase, seconds in schedule.timings.items()))
-        cut = list(opt.bottleneck_cut)
-        compute = set(schedule.compute_nodes)
-        inside = sum(1 for name in cut if name in compute)
-        v["cut"].setText(cut_in_words(topo, cut, opt.cut_bandwidth))
-        v["cut"].setToolTip("S* = {" + ", ".join(cut) + "}")
-        v["ratio"].setText(f"|S* ∩ V_c| / B+(S*) = {inside} / {format_gbps(opt.cut_bandwidth)}"
-                           f" GB/s = {opt.inverse_x} = 1/x*: {inside} compute nodes inside, "
-                           f"{format_gbps(opt.cut_bandwidth)} GB/s leaving.")
 
 
 def _bind(box: QCheckBox, action: QAction) -> None:

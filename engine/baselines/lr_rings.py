@@ -138,14 +138,14 @@ def _solve_switch(child_tables: list[tuple[str, Table]], where: str) -> _Arrays:
     """The best arrays of a switch from its children's tables (heights in child frames)."""
     kinds: list[list[str]] = []
     kind_tables: list[Table] = []
-    for name, table in child_tables:
-        for index, t in enumerate(kind_tables):
-            if t == table:
+    for name, child_table in child_tables:
+        for index, known in enumerate(kind_tables):
+            if known == child_table:
                 kinds[index].append(name)
                 break
         else:
             kinds.append([name])
-            kind_tables.append(table)
+            kind_tables.append(child_table)
     counts = tuple(len(k) for k in kinds)
     states = 1
     for c in counts:
@@ -156,18 +156,18 @@ def _solve_switch(child_tables: list[tuple[str, Table]], where: str) -> _Arrays:
     # best[state][(i, j)] = (value, previous state, kind appended, k, l)
     best: dict[tuple[int, ...], dict[tuple[int, int], tuple]] = {}
     zero = tuple(0 for _ in counts)
-    for t, table in enumerate(kind_tables):
+    for t, kind_table in enumerate(kind_tables):
         state = tuple(1 if x == t else 0 for x in range(len(counts)))
-        best[state] = {key: (v, zero, t, None, key) for key, v in table.items()}
+        best[state] = {key: (v, zero, t, None, key) for key, v in kind_table.items()}
     for total in range(1, sum(counts)):
         for state in [s for s in best if sum(s) == total]:
             current = {key: entry[0] for key, entry in best[state].items()}
-            for t, table in enumerate(kind_tables):
+            for t, kind_table in enumerate(kind_tables):
                 if state[t] == counts[t]:
                     continue
                 nxt = tuple(c + (1 if x == t else 0) for x, c in enumerate(state))
                 slot = best.setdefault(nxt, {})
-                for (i, j), (value, k, m) in _concat(current, table).items():
+                for (i, j), (value, k, m) in _concat(current, kind_table).items():
                     if (i, j) not in slot or value < slot[(i, j)][0]:
                         slot[(i, j)] = (value, state, t, k, (m, j))
     full = best[counts]

@@ -107,3 +107,21 @@ def test_legend_shows_with_fresh_results_only(window, qtbot):
     assert legend.isVisible()
     window.actions["show_load"].setChecked(False)
     assert not legend.isVisible()
+
+
+def test_a_large_tree_is_recoloured_a_slice_per_turn(window, qtbot, monkeypatch):
+    from canopy.app.canvas import overlays
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
+    window.solver.settle()
+    monkeypatch.setattr(overlays, "RESTYLE_SLICE", 2)
+    window.solver.trees.select_position(1)
+    tree_keys = window.solver.overlays.tree_link_keys()
+    assert len(tree_keys) > 4
+
+    def purple() -> set[int]:
+        return {i.key for i in window.scene.link_items()
+                if i.highlight is not None and i.highlight[0] == TREE_LINK}
+
+    assert purple() != tree_keys  # only the first slice so far
+    qtbot.waitUntil(lambda: purple() == tree_keys, timeout=5000)

@@ -151,7 +151,46 @@ def test_cancel_in_the_middle_of_a_long_solve(window, qtbot):
     assert window.statusBar().currentMessage() == "Cancelled."
     assert window.actions["solve_allgather"].isEnabled()
     assert not inspector.progress.isVisible()
+    # the optimum came first from its own job (128 GPUs) and stays, marked unbuilt
+    assert inspector.results.bound is not None
+    assert inspector.results.text("achieved") == "<i>not built: cancelled</i>"
+    assert "no schedule" in inspector.solved_label.text()
+
+
+def test_large_drawings_show_the_bound_before_the_schedule(window, qtbot):
+    window.doc.set_topology(dgx_a100_cluster(2))
+    inspector = window.solver
+    inspector.controller.bound_first_nodes = 16
+    seen = []
+
+    def bound_shown(bound):
+        if bound is not None:
+            seen.append((inspector.controller.busy, inspector.controller.solution,
+                         inspector.results.text("allgather"), inspector.results.text("trees"),
+                         inspector.trees.banner.text()))
+
+    inspector.controller.bound_changed.connect(bound_shown)
+    solution = solve_in(window, qtbot)
+    (busy, before, algbw, trees, banner), = seen
+    assert busy and before is None
+    assert algbw == "<b>346.67 GB/s  allgather</b>" and trees == "<i>building…</i>"
+    assert banner.startswith("Building the schedule")
+    assert inspector.results.solution is solution
+    assert inspector.results.bound is None and inspector.controller.bound is None
+    assert inspector.results.text("trees").startswith(f"{len(solution.trees)} distinct")
+    assert inspector.trees.banner.state == "fresh"
+
+
+def test_cancel_before_the_bound_arrives_shows_nothing(window, qtbot):
+    window.doc.set_topology(dgx_a100_cluster(2))
+    inspector = window.solver
+    inspector.controller.bound_first_nodes = 16
+    window.actions["solve_allgather"].trigger()
+    window.actions["cancel"].trigger()
+    assert not inspector.controller.busy
+    assert inspector.controller.bound is None and inspector.controller.solution is None
     assert inspector.results.banner.state == "empty"
+    assert window.statusBar().currentMessage() == "Cancelled."
 
 
 def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
