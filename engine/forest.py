@@ -36,6 +36,7 @@ from canopy.engine.plan import add_path_load
 from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.splitting import LogicalTopology, remove_switches
+from canopy.engine.symmetric_packing import pack_symmetric
 from canopy.engine.topology import Topology
 from canopy.engine.verification import verify
 
@@ -109,8 +110,10 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     timings["switch removal"] = timings.get("switch removal", 0) + time.perf_counter() - start
     start = time.perf_counter()
     report(progress, "tree packing", 0.0)
-    packing = pack_trees(net.n, list(net.compute), logical.capacity,
-                         dict.fromkeys(net.compute, k), progress, net.groups)
+    demands = dict.fromkeys(net.compute, k)
+    packing = (pack_symmetric(list(net.compute), logical.capacity, demands)
+               or pack_trees(net.n, list(net.compute), logical.capacity, demands, progress,
+                             net.groups))
     timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
     start = time.perf_counter()
     report(progress, "mapping back", 0.0)

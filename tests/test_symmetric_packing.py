@@ -1,0 +1,73 @@
+"""Packing by translation on vertex-transitive fabrics (engine/symmetric_packing.py)."""
+
+import pytest
+
+from canopy.engine import forest
+from canopy.engine.forest import solve
+from canopy.engine.generators import generate
+from canopy.engine.network import Network
+from canopy.engine.optimality import find_optimum, optimum
+from canopy.engine.splitting import remove_switches
+from canopy.engine.symmetric_packing import pack_symmetric
+from canopy.engine.verification import verify
+from tests.test_packing import check_packing, check_trees
+
+SYMMETRIC = [("torus", {"dims": "3x4x5"}), ("torus", {"dims": "4x4x4"}),
+             ("torus", {"dims": "2x3"}), ("ring", {"n": "7"}),
+             ("hypercube", {"dimension": "4"}), ("fully-connected", {"n": "5"})]
+
+
+def logical(topo):
+    net = Network.from_topology(topo)
+    opt = find_optimum(net)
+    caps = {e: int(c / opt.tree_bandwidth) for e, c in net.capacity.items()}
+    return net, remove_switches(net, caps, opt.k).capacity, opt.k
+
+
+@pytest.mark.parametrize(("kind", "params"), SYMMETRIC)
+def test_translated_trees_are_a_packing(kind, params):
+    net, capacity, k = logical(generate(kind, params))
+    packing = pack_symmetric(list(net.compute), capacity, dict.fromkeys(net.compute, k))
+    assert packing is not None
+    check_packing(net, capacity, k, packing)
+    check_trees(net, packing)
+
+
+@pytest.mark.parametrize(("kind", "params"), SYMMETRIC[:5])
+def test_schedule_is_verified_and_optimal(kind, params, monkeypatch):
+    topo = generate(kind, params)
+    used = []
+
+    def spy(*args):
+        result = pack_symmetric(*args)
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(forest, "pack_symmetric", spy)
+    schedule = solve(topo)
+    assert used == [True]
+    assert schedule.algbw == optimum(topo).algbw()
+    assert verify(topo, schedule) == schedule.algbw
+
+
+@pytest.mark.parametrize(("kind", "params"), [
+    ("mesh", {"dims": "3x4"}), ("punctured-torus", {"dims": "4x4", "removed": "2"}),
+    ("torus", {"dims": "4x4", "bandwidth": "100,50"})])
+def test_asymmetric_fabrics_fall_back(kind, params):
+    topo = generate(kind, params)
+    net, capacity, k = logical(topo)
+    packing = pack_symmetric(list(net.compute), capacity, dict.fromkeys(net.compute, k))
+    if kind == "torus":     # unequal dimensions are still translation-invariant
+        assert packing is not None
+        check_packing(net, capacity, k, packing)
+    else:
+        assert packing is None
+    schedule = solve(topo)
+    assert schedule.algbw == optimum(topo).algbw()
+
+
+def test_unequal_demands_fall_back():
+    net, capacity, k = logical(generate("ring", {"n": "6"}))
+    demands = dict.fromkeys(net.compute, k)
+    demands[net.compute[0]] = k + 1
+    assert pack_symmetric(list(net.compute), capacity, demands) is None
