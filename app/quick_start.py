@@ -11,7 +11,8 @@ PAGE = """
 <ol>
 <li><b>Get a network.</b> The editor opens on 2 x DGX A100. Or use File ▸ Open Sample,
 File ▸ New from Generator… (Ctrl+Shift+N: clusters, tori, meshes…), or File ▸ Import ▸
-NCCL topology XML. Green boxes are GPUs, blue hexagons switches; numbers on links are GB/s.
+NCCL topology XML. Green boxes are GPUs, blue hexagons switches; numbers on links are GB/s
+(another unit is written out: 400 Gb/s).
 </li>
 <li><b>Edit if you like.</b> Select with S, add a GPU with C, a switch with W, drag a link
 with L; change bandwidths in the Properties dock. The Validation dock (bottom) says when

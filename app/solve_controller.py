@@ -41,6 +41,7 @@ from canopy.app.export import Exporter
 from canopy.app.job_runner import PHASES
 from canopy.app.solution import Bound, Hop, Solution, hop_orders, signature
 from canopy.engine.cut_words import describe_cut
+from canopy.engine.limits import number_text
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.topology import format_gbps
 
@@ -321,8 +322,8 @@ class SolveController(QObject):
             return
         schedule = solution.schedule
         self.window.statusBar().showMessage(
-            f"Solved {schedule.collective}: {len(schedule.trees)} trees, k = {schedule.k}, "
-            f"in {solution.seconds:.2f} s.", 8000)
+            f"Solved {schedule.collective}: {len(schedule.trees)} trees, "
+            f"k = {number_text(schedule.k)}, in {solution.seconds:.2f} s.", 8000)
         self._show_solved(self.controller.stale)
         self.exporter.update()
         self._first_pending = solution
@@ -408,11 +409,12 @@ class SolveController(QObject):
             return
         schedule = solution.schedule
         self.solved_label.setText(
-            f"{schedule.collective} {format_gbps(schedule.algbw)} GB/s · k = {schedule.k} · "
+            f"{schedule.collective} {format_gbps(schedule.algbw)} GB/s · "
+            f"k = {number_text(schedule.k)} · "
             f"{len(schedule.trees)} trees" + (" (stale)" if stale else ""))
         self.solved_label.setToolTip(
             f"Last solve: {schedule.collective}, {len(schedule.trees)} distinct trees, "
-            f"k = {schedule.k}, {solution.seconds:.2f} s")
+            f"k = {number_text(schedule.k)}, {solution.seconds:.2f} s")
 
     def _forgotten(self) -> None:
         """Empty every result dock and take the overlays off (results were dropped)."""

@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from canopy.engine.errors import CanopyError
+from canopy.engine.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
 from canopy.engine.logs import report_internal_error
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 70, 130
@@ -58,6 +59,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    allow_long_integers()
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if args.version:
@@ -81,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"canopy: {exc.strerror or exc}{where}.", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: one sentence here, the traceback in the log
+        if is_too_long_error(exc):
+            print(f"canopy: {TOO_LONG_TEXT}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         return _internal(args, exc)
 
 

@@ -16,6 +16,7 @@ from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.engine.cut_words import describe_cut
 from canopy.engine.errors import CanopyError
 from canopy.engine.fewest import describe_k
+from canopy.engine.limits import number_text
 from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
 from canopy.engine.topology import Topology, format_gbps
 from canopy.engine.topology_io import load_topology
@@ -77,7 +78,7 @@ def summary(schedule: Schedule, topology: Topology, seconds: float,
         return f"{format_gbps(from_gbps(value, unit))} {unit}"
 
     def exact(value: Fraction) -> str:
-        return f"{from_gbps(value, unit)} {unit}"
+        return f"{number_text(from_gbps(value, unit))} {unit}"
 
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
@@ -86,16 +87,18 @@ def summary(schedule: Schedule, topology: Topology, seconds: float,
         f"collective:      {schedule.collective}",
         f"compute nodes:   N = {n}",
         f"optimal algbw:   {bw(schedule.optimal_algbw)}",
-        f"1/x*:            {opt.inverse_x}",
+        f"1/x*:            {number_text(opt.inverse_x)}",
         f"bottleneck cut:  {cut}",
-        f"Prop. 3 k:       {opt.k} trees per node, y = {exact(opt.tree_bandwidth)} per tree",
+        f"Prop. 3 k:       {number_text(opt.k)} trees per node, "
+        f"y = {exact(opt.tree_bandwidth)} per tree",
         f"k:               {describe_k(schedule)}",
-        f"schedule k:      {schedule.k} trees per node, y = {exact(schedule.tree_bandwidth)} "
-        "per tree",
+        f"schedule k:      {number_text(schedule.k)} trees per node, "
+        f"y = {exact(schedule.tree_bandwidth)} per tree",
     ]
     heights = [t.height for t in schedule.trees]
     lines += [
-        f"trees:           {len(schedule.trees)} distinct ({n * schedule.k} unit trees), "
+        f"trees:           {len(schedule.trees)} distinct "
+        f"({number_text(n * schedule.k)} unit trees), "
         f"height {min(heights)}-{max(heights)}",
         f"schedule algbw:  {bw(schedule.algbw)} (verified)",
         f"time:            {seconds:.3f} s",
@@ -110,9 +113,10 @@ def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: fl
         f"collective:      {collective}",
         f"compute nodes:   N = {n}",
         f"optimal algbw:   {format_gbps(opt.algbw(collective))} GB/s",
-        f"1/x*:            {opt.inverse_x}",
+        f"1/x*:            {number_text(opt.inverse_x)}",
         f"bottleneck cut:  {describe_cut(topology, opt.cut_names(), opt.cut_bandwidth)}",
-        f"optimal k:       {opt.k} trees per node, y = {opt.tree_bandwidth} GB/s per tree",
+        f"optimal k:       {number_text(opt.k)} trees per node, y = "
+        f"{number_text(opt.tree_bandwidth)} GB/s per tree",
         f"time:            {seconds:.3f} s (bound only: no trees built)",
     ])
 

@@ -28,6 +28,7 @@ from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
+from canopy.engine.limits import check_simulable
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
@@ -255,7 +256,8 @@ def compare(topology: Topology, collective: str = "allgather",
     Raises
     ------
     TopologyError
-        A topology that cannot be solved, named by ``where``.
+        A topology that cannot be solved, named by ``where``, or with a bandwidth the
+        floating-point simulator cannot take (:func:`canopy.engine.limits.check_simulable`).
     ScheduleError
         Unknown collective, algorithm or switch mode, or sizes that are not positive.
 
@@ -270,6 +272,7 @@ def compare(topology: Topology, collective: str = "allgather",
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "
                             f"{', '.join(COLLECTIVES)}.")
+    check_simulable(topology, where)
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown:
         raise ScheduleError(f"unknown algorithm '{unknown[0]}'; use {', '.join(ALGORITHMS)}.")

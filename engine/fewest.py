@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from canopy.engine.limits import number_text
 from canopy.engine.network import Network, source_network, weakest_sink
 from canopy.engine.optimality import Optimum, find_fixed_k, rational_gcd
 from canopy.engine.progress import Progress, report
@@ -124,11 +125,12 @@ def describe_k(schedule: Schedule) -> str:
     gives 1625"."""
     share = schedule.algbw / schedule.optimal_algbw
     if schedule.fixed_k:
-        reach = f"k fixed to {schedule.k} reaches {float(share) * 100:.2f} % of the optimum"
+        reach = (f"k fixed to {number_text(schedule.k)} reaches {float(share) * 100:.2f} % of "
+                 "the optimum")
     elif share == 1:
-        reach = f"k = {schedule.k} reaches the optimum"
+        reach = f"k = {number_text(schedule.k)} reaches the optimum"
     else:
         tolerance = schedule.extra.get("k_search", {}).get("tolerance_percent", "0")
-        reach = (f"k = {schedule.k} is the fewest within {tolerance} % of the optimum "
+        reach = (f"k = {number_text(schedule.k)} is the fewest within {tolerance} % of the optimum "
                  f"({float(share) * 100:.2f} %)")
-    return f"{reach}; Prop. 3 gives {schedule.optimum.k}"
+    return f"{reach}; Prop. 3 gives {number_text(schedule.optimum.k)}"

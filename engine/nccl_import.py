@@ -611,7 +611,7 @@ def _build(host: _Host, reader: _Reader, source: str) -> Topology:
             extra = {"busid": dev.busid} if dev.busid else {}
             topo.nodes.append(Node(prefix + key, dev.kind, f"h{h} {dev.label}", f"h{h}",
                                    round(x + dx, 3), round(y, 3), extra))
-            if dev.parent is not None:
+            if dev.parent is not None and dev.up_bw is not None:   # set together
                 topo.links.append(Link(prefix + key, prefix + dev.parent, dev.up_bw))
         for a, b, bw in host.links:
             topo.links.append(Link(prefix + a, prefix + b, bw))
@@ -698,15 +698,16 @@ def summarise_warnings(warnings: list[str]) -> list[str]:
         if isinstance(entry, str):
             lines.append(entry)
             continue
-        found = groups[entry]
-        if len(found) == 1:
-            lines.append(found[0].string)
+        members = groups[entry]
+        if len(members) == 1:
+            lines.append(members[0].string)
             continue
         file, tag, rest = entry
         for singular, plural in _PLURAL.items():
             if rest.startswith(singular):
                 rest = plural + rest[len(singular):]
                 break
-        numbers = ", ".join(m["line"] for m in found[:6]) + (", …" if len(found) > 6 else "")
-        lines.append(f"{file}, lines {numbers}: {len(found)} <{tag}> elements {rest}")
+        numbers = ", ".join(m["line"] for m in members[:6]) + (", …" if len(members) > 6
+                                                                 else "")
+        lines.append(f"{file}, lines {numbers}: {len(members)} <{tag}> elements {rest}")
     return lines

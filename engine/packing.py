@@ -226,7 +226,7 @@ class _Packer:
 
 
 def _greedy(compute: list[int], capacity: dict[tuple[int, int], int], demands: dict[int, int],
-            groups: Sequence[str | None]) -> Packing | None:
+            groups: Sequence[str | None], progress: Progress | None = None) -> Packing | None:
     """Grow every batch without μ flows, entering each group (server) of compute nodes
     once and spreading inside it; None as soon as a batch cannot grow.
 
@@ -271,6 +271,8 @@ def _greedy(compute: list[int], capacity: dict[tuple[int, int], int], demands: d
             batch.grow(x, y, g)
         batch.frontier = []
         done.append(batch)
+        if progress:
+            progress("tree packing", len(done) / (len(done) + len(pending)))
     return Packing(done, 0, 0)
 
 
@@ -285,7 +287,7 @@ def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int
     flow-free greedy packing (:func:`_greedy`) is tried first.
     """
     if groups is not None and any(groups[c] is not None for c in compute):
-        quick = _greedy(compute, capacity, demands, groups)
+        quick = _greedy(compute, capacity, demands, groups, progress)
         if quick is not None:
             return quick
     packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))

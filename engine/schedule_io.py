@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.limits import MAX_FILE_BYTES, check_integer_text
+from canopy.engine.limits import LONG_DIGITS, MAX_FILE_BYTES, check_integer_text
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.topology_io import atomic_write_text
 
@@ -195,7 +195,7 @@ def save_schedule(schedule: Schedule, path: str | os.PathLike[str],
 
 def _short_integer(text: str) -> int:
     """JSON integers within the documented digit limit (:mod:`canopy.engine.limits`)."""
-    check_integer_text(text)
+    check_integer_text(text, LONG_DIGITS)
     return int(text)
 
 

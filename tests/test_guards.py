@@ -10,7 +10,8 @@ import pytest
 from canopy.cli import main
 from canopy.engine.generators import generate
 from canopy.engine.graphml_io import dumps_graphml, loads_graphml
-from canopy.engine.limits import MAX_FILE_BYTES
+from canopy.engine.limits import LONG_DIGITS, MAX_FILE_BYTES, TOO_LONG_TEXT, number_text
+from canopy.engine.schedule_io import load_schedule
 from canopy.engine.topology_io import dumps_topology, loads_topology
 from canopy.engine.units import UNITS
 
@@ -55,11 +56,11 @@ def test_schedule_files_have_the_same_limits(tmp_path, capsys):
     topo = tmp_path / "t.json"
     topo.write_text(topo_text())
     big = tmp_path / "big.s.json"
-    big.write_text('{"format": "canopy-schedule", "k": ' + "7" * 5000 + "}")
+    big.write_text('{"format": "canopy-schedule", "k": ' + "7" * 200_000 + "}")
     nested = tmp_path / "nested.s.json"
     nested.write_text("[" * 100_000 + "]" * 100_000)
     assert main(["verify", str(topo), str(big)]) == 2
-    assert "5000 digits" in capsys.readouterr().err
+    assert "200000 digits" in capsys.readouterr().err
     assert main(["verify", str(topo), str(nested)]) == 2
     assert "too deeply" in capsys.readouterr().err
 
@@ -126,7 +127,7 @@ def test_internal_error_exits_70_with_the_traceback_in_the_log(tmp_path):
     log = tmp_path / "canopy.log"
     path = tmp_path / "t.json"
     path.write_text(topo_text())
-    code = ("import sys, canopy.cli.solve as s\n"
+    code = ("import sys, canopy.engine.forest as s\n"
             "def boom(*a, **k): raise ZeroDivisionError('boom')\n"
             "s.solve = boom\n"
             "from canopy.cli import main\n"
@@ -137,3 +138,45 @@ def test_internal_error_exits_70_with_the_traceback_in_the_log(tmp_path):
     assert "Traceback" not in proc.stderr and str(log) in proc.stderr
     assert "ZeroDivisionError: boom" in proc.stderr
     assert "Traceback" in log.read_text()
+
+
+def big_k_text() -> str:
+    """Six GPUs in a ring of 1/(10^999 + odd) GB/s links: Prop. 3's k has 4995 digits, past
+    the 4300 Python prints by default (issue 15 bug: exit 70)."""
+    names = "abcdef"
+    links = [{"source": a, "target": b, "bandwidth": f"1/{10**999 + 2 * i + 1}"}
+             for i, (a, b) in enumerate(zip(names, names[1:] + names[:1], strict=True))]
+    return json.dumps({"format": "canopy-topology", "version": 1,
+                       "nodes": [{"id": n} for n in names], "links": links})
+
+
+def test_a_k_too_long_to_print_is_printed_short_and_kept_exact(tmp_path, capsys):
+    path, out = tmp_path / "bigk.json", tmp_path / "bigk.s.json"
+    path.write_text(big_k_text())
+    assert main(["solve", str(path), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Prop. 3 k:       about 1.33333e+4994 (an integer of 4995 digits)" in text
+    assert max(len(line) for line in text.splitlines()) < 250
+    k = json.loads(out.read_text())["k"]
+    assert len(str(k)) == 4995 and load_schedule(out).k == k
+    assert main(["verify", str(path), str(out)]) == 0
+    assert main(["compare", str(path)]) == 2    # floats cannot time 1e-999 GB/s links
+    assert "floating point" in capsys.readouterr().err
+
+
+def test_a_result_past_the_long_limit_is_one_sentence(tmp_path, capsys, monkeypatch):
+    import canopy.engine.forest
+
+    def longer(*args, **kwargs):
+        return str(10 ** (LONG_DIGITS + 1))
+    monkeypatch.setattr(canopy.engine.forest, "solve", longer)
+    path = tmp_path / "t.json"
+    path.write_text(topo_text())
+    assert main(["solve", str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"canopy: {TOO_LONG_TEXT}"
+
+
+def test_number_text():
+    assert number_text(Fraction(1040, 3)) == "1040/3"
+    assert number_text(10**40) == "about 1.00000e+40 (an integer of 41 digits)"
+    assert number_text(Fraction(1, 3**30000)) == "about 2.30334e-14314 (p/q of 1 and 14314 digits)"

@@ -19,7 +19,7 @@ SIZE = 1 << 30
 
 @pytest.mark.parametrize("name, collective", [
     ("forestcoll-fig2", "allgather"), ("forestcoll-fig2", "reduce-scatter"),
-    ("mesh-2d-3x3", "allreduce"), ("aws-p4d-2x8", "allgather")])
+    ("mesh-2d-3x3", "allgather"), ("aws-p4d-2x8", "allgather")])
 def test_exported_xml_runs_at_compares_figure(name, collective):
     """The default export (pipelined where it fits) carries the pipelining compare assumes:
     the XML's own simulation agrees with compare's ForestColl algbw within 2 %."""

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, Q
 from canopy.app.canvas import style
 from canopy.app.canvas.labels import BANDWIDTH_FONT, ScreenLabel
 from canopy.engine.topology import Link, format_gbps
+from canopy.engine.units import GBPS, from_gbps
 
 ARROW = 11.0
 NAME_HALF_WIDTH = 30.0
@@ -51,17 +52,29 @@ OUTLINE = 2.5
 """Width of an overlay outline on each side of the line."""
 
 
-class LinkItem(QGraphicsItem):
-    """Mirrors one :class:`~canopy.engine.topology.Link`, identified by its document key."""
+def label_text(link: Link, unit: str) -> str:
+    """The bandwidth label of ``link`` in ``unit``: the bare number for GB/s (the default
+    the quick start names), the number and unit otherwise."""
+    number = format_gbps(from_gbps(link.bandwidth, unit))
+    return number if unit == GBPS else f"{number} {unit}"
 
-    def __init__(self, key: int, link: Link):
+
+class LinkItem(QGraphicsItem):
+    """Mirrors one :class:`~canopy.engine.topology.Link`, identified by its document key.
+
+    Its label is the bandwidth in ``unit``, the topology's ``bandwidth_unit``; a unit
+    other than GB/s is written out ("400 Gb/s"), so the file's unit shows on the canvas.
+    """
+
+    def __init__(self, key: int, link: Link, unit: str = GBPS):
         super().__init__()
         self.key = key
+        self.unit = unit
         self.source = link.source
         self.target = link.target
         self.duplex = link.duplex
         self.width = style.link_width(link.bandwidth)
-        self.text = format_gbps(link.bandwidth)
+        self.text = label_text(link, unit)
         self.offset = 0.0
         self.rank = 0.0
         self.label_near: str | None = None
@@ -83,15 +96,19 @@ class LinkItem(QGraphicsItem):
         self.setZValue(5)
         self.refresh(link)
 
-    def refresh(self, link: Link) -> None:
-        """Take ends, bandwidth and direction from the model."""
+    def refresh(self, link: Link, unit: str | None = None) -> None:
+        """Take ends, bandwidth and direction from the model (and a new ``unit``)."""
+        self.unit = unit or self.unit
         self.source, self.target = link.source, link.target
         self.duplex = link.duplex
         self.width = style.link_width(link.bandwidth)
-        self.text = format_gbps(link.bandwidth)
+        self.text = label_text(link, self.unit)
         arrow = "⟷" if link.duplex else "→"
         latency = "" if link.latency is None else f", latency {format_gbps(link.latency)} µs"
-        self.setToolTip(f"{link.source} {arrow} {link.target}: {self.text} GB/s"
+        value = f"{format_gbps(from_gbps(link.bandwidth, self.unit))} {self.unit}"
+        if self.unit != GBPS:
+            value += f" ({format_gbps(link.bandwidth)} GB/s)"
+        self.setToolTip(f"{link.source} {arrow} {link.target}: {value}"
                         f"{' each way' if link.duplex else ' one-way'}{latency}")
         label = self.bandwidth_label
         w, h = label.width_of(self.text), label.height_of(self.text)

@@ -78,6 +78,7 @@ class TopologyScene(QGraphicsScene):
         self._lod_timer.setInterval(60)
         self._lod_timer.timeout.connect(self.apply_zoom)
         doc.edited.connect(self._layout_changed)
+        doc.edited.connect(self._unit_changed)
         doc.node_moved.connect(self._layout_changed)
         self.setItemIndexMethod(QGraphicsScene.ItemIndexMethod.BspTreeIndex)
         doc.reset.connect(self.rebuild)
@@ -199,7 +200,7 @@ class TopologyScene(QGraphicsScene):
 
     def _add_link_item(self, key: int, relayout_pair: bool = True) -> None:
         link = self.doc.link(key)
-        item = LinkItem(key, link)
+        item = LinkItem(key, link, self.doc.topology.bandwidth_unit)
         self._links[key] = item
         self._adjacent[link.source].add(key)
         self._adjacent[link.target].add(key)
@@ -251,6 +252,14 @@ class TopologyScene(QGraphicsScene):
     def _add(self, item: QGraphicsItem) -> None:
         item.setFlag(NO_CONTENTS, self.overview_on)
         self.addItem(item)
+
+    def _unit_changed(self) -> None:
+        """Relabel every link when the topology's bandwidth unit changes."""
+        unit = self.doc.topology.bandwidth_unit
+        for item in self._links.values():
+            if item.unit != unit:
+                item.refresh(self.doc.link(item.key), unit)
+                item.update()
 
     def _overview_changed(self) -> None:
         # selectionChanged also fires while the scene is being destroyed

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QHBoxLayout, QWidget
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Solution
 from canopy.engine.comparison import Comparison
+from canopy.engine.limits import number_text
 from canopy.engine.topology import format_gbps
 
 TITLE = "Plots"
@@ -31,6 +32,8 @@ BASELINE_COLOURS = ["#fdae61", "#8c6d31", "#636363", "#e377c2", "#17becf"]
 SIZE_TICKS = [(2**10, "1 KiB"), (2**15, "32 KiB"), (2**20, "1 MiB"), (2**25, "32 MiB"),
               (2**30, "1 GiB"), (2**32, "4 GiB")]
 
+
+TIME_TITLE = "Collective time"
 
 def _plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
     plot = pg.PlotWidget(background="w")
@@ -56,7 +59,7 @@ class PlotsDock(SolutionDock):
         row = QHBoxLayout(self.body)
         row.setContentsMargins(0, 0, 0, 0)
         self.k_plot = _plot_widget("algbw with k fixed", "algbw (GB/s)", "k (trees per node)")
-        self.time_plot = _plot_widget("Collective time", "time (µs)", "message size")
+        self.time_plot = _plot_widget(TIME_TITLE, "time (µs)", "message size")
         self.time_plot.setLogMode(x=True, y=True)
         self.time_plot.getAxis("bottom").setTicks(
             [[(math.log10(size), text) for size, text in SIZE_TICKS]])
@@ -84,9 +87,21 @@ class PlotsDock(SolutionDock):
         self.solution = solution
         self.k_plot.clear()
         self.time_plot.clear()
+        self.time_plot.setTitle(TIME_TITLE, color="#2d3440", size="10pt")
         if solution is not None:
-            self._plot_k(solution)
-            self._plot_time(solution)
+            try:
+                self._plot_k(solution)
+                self._plot_time(solution)
+            except OverflowError:   # bandwidths like 1e-999 GB/s: times past any float
+                self.k_plot.clear()
+                self.time_plot.clear()
+                self.time_plot.setTitle(f"{TIME_TITLE}: too large to plot in floating point",
+                                        color="#2d3440", size="10pt")
+            else:
+                if solution.executed_note:
+                    self.time_plot.setTitle(f"{TIME_TITLE} (executed time not simulated: "
+                                            f"{solution.executed_note})",
+                                            color="#2d3440", size="10pt")
         self.set_stale(stale)
 
     def set_comparison(self, comparison: Comparison | None) -> None:
@@ -108,7 +123,7 @@ class PlotsDock(SolutionDock):
         line = pg.InfiniteLine(
             pos=optimum, angle=0, pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine),
             label=f"optimum {format_gbps(schedule.optimal_algbw)} GB/s "
-                  f"(k = {schedule.optimum.k})",
+                  f"(k = {number_text(schedule.optimum.k)})",
             labelOpts={"position": 0.3, "color": OPTIMUM, "anchors": [(0.5, 1), (0.5, 1)]})
         plot.addItem(line)
         if schedule.k <= len(ks):

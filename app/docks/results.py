@@ -25,6 +25,7 @@ from canopy.app.solution import Bound, Solution
 from canopy.engine.allreduce_schedule import describe_choice
 from canopy.engine.cut_words import describe_cut as cut_in_words
 from canopy.engine.fewest import describe_k
+from canopy.engine.limits import number_text
 from canopy.engine.optimality import COLLECTIVES, collective_algbw
 from canopy.engine.schedule import OptimumSummary
 from canopy.engine.topology import Topology, format_gbps
@@ -49,7 +50,8 @@ def tradeoff_table(curve: list[tuple[int, Fraction]], optimum: Fraction,
             frontier.append((k, algbw))
     if schedule_k > curve[-1][0] and schedule_algbw > frontier[-1][1]:
         frontier.append((schedule_k, schedule_algbw))
-    rows = "".join(f"<tr><td align='right'>{k}</td><td align='right'>{format_gbps(algbw)}"
+    rows = "".join(f"<tr><td align='right'>{number_text(k)}</td>"
+                   f"<td align='right'>{format_gbps(algbw)}"
                    f"</td><td align='right'>{float(algbw / optimum) * 100:.2f} %</td></tr>"
                    for k, algbw in frontier)
     return ("<table cellspacing='0' cellpadding='2'><tr><th>k</th><th>algbw (GB/s)</th>"
@@ -170,21 +172,23 @@ class ResultsDock(SolutionDock):
         switches, links = len(topo.switch_nodes()), len(topo.links)
         v["topology"].setText(f"{topo.name} ({switches} switch{'es' if switches != 1 else ''}"
                               f", {links} link{'s' if links != 1 else ''})")
-        v["collective"].setText(solved + (f", k fixed to {fixed_k}" if fixed_k else ""))
+        fixed = f", k fixed to {number_text(fixed_k)}" if fixed_k else ""
+        v["collective"].setText(solved + fixed)
         v["n"].setText(f"{n} compute nodes")
         for collective in COLLECTIVES:
             algbw = format_gbps(collective_algbw(collective, n, opt.x))
             text = f"{algbw} GB/s  {collective}"
             v[collective].setText(f"<b>{text}</b>" if collective == solved else text)
-        v["inverse_x"].setText(f"{opt.inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
-        v["y"].setText(f"{opt.tree_bandwidth} GB/s per tree (Prop. 3)")
+        inverse_x = number_text(opt.inverse_x)
+        v["inverse_x"].setText(f"{inverse_x}  (x* = {format_gbps(opt.x)} GB/s per node)")
+        v["y"].setText(f"{number_text(opt.tree_bandwidth)} GB/s per tree (Prop. 3)")
         cut = list(opt.bottleneck_cut)
         compute = set(topo.compute_nodes())
         inside = sum(1 for name in cut if name in compute)
         v["cut"].setText(cut_in_words(topo, cut, opt.cut_bandwidth))
         v["cut"].setToolTip("S* = {" + ", ".join(cut) + "}")
         v["ratio"].setText(f"|S* ∩ V_c| / B+(S*) = {inside} / {format_gbps(opt.cut_bandwidth)}"
-                           f" GB/s = {opt.inverse_x} = 1/x*: {inside} compute nodes inside, "
+                           f" GB/s = {inverse_x} = 1/x*: {inside} compute nodes inside, "
                            f"{format_gbps(opt.cut_bandwidth)} GB/s leaving.")
 
     def _fill(self, solution: Solution) -> None:
@@ -201,19 +205,20 @@ class ResultsDock(SolutionDock):
         share = schedule.algbw / schedule.optimal_algbw
         verdict = "optimal" if share == 1 else f"{float(share) * 100:.2f} % of the optimum"
         lp = " (allreduce LP, App. E)" if schedule.split_budgets else ""
-        v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {schedule.k}: "
+        k = number_text(schedule.k)
+        v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {k}: "
                               f"{verdict}, verified{lp}")
         v["achieved"].setToolTip(describe_choice(schedule))
         v["k"].setText(describe_k(schedule))
-        v["y"].setText(f"{schedule.tree_bandwidth} GB/s per tree (Prop. 3: "
-                       f"{opt.tree_bandwidth})")
+        v["y"].setText(f"{number_text(schedule.tree_bandwidth)} GB/s per tree (Prop. 3: "
+                       f"{number_text(opt.tree_bandwidth)})")
         v["tradeoff"].setText(tradeoff_table(solution.curve, schedule.optimal_algbw,
                                              schedule.k, schedule.algbw))
         v["tradeoff"].setToolTip("Best algbw with k trees per node (§4.5, fixed-k search); "
                                  "solve with a tolerance to take fewer trees.")
         heights = [t.height for t in solution.trees]
         units = sum(t.tree.multiplicity for t in solution.trees)
-        v["trees"].setText(f"{len(solution.trees)} distinct ({units} unit trees), "
+        v["trees"].setText(f"{len(solution.trees)} distinct ({number_text(units)} unit trees), "
                            f"height {min(heights)}–{max(heights)}")
         v["time"].setText(f"{solution.seconds:.2f} s")
         v["time"].setToolTip("\n".join(f"{phase}: {seconds:.3f} s"

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.docks.tree_diagram import TreeDiagramView
 from canopy.app.solution import ShownTree, Solution
+from canopy.engine.limits import number_text
 from canopy.engine.topology import format_gbps
 
 TITLE = "Trees"
@@ -99,7 +100,8 @@ class TreeTableModel(QAbstractTableModel):
             if column == 1:
                 count = self.per_root.get((shown.tree.root, shown.phase), 1)
                 return f"{shown.tree.index + 1} of {count}"
-            return format_gbps(value) if column == 3 else str(value)
+            return format_gbps(value) if column == 3 else \
+                number_text(value) if isinstance(value, int) else str(value)
         if role == SORT_ROLE:
             return float(values[column]) if column == 3 else values[column]
         if role == POSITION_ROLE:

@@ -202,8 +202,8 @@ def _server(b: Builder, s: int, x0: float, width: float, gpus: int, fabric: str,
                             label=f"{group} PCIe switch {j}", group=group)
             nic = b.switch(f"{group}.nic{j}", nic_x[j], _NIC_Y - 0.4 * SPACING,
                            label=f"{group} NIC {j}", group=group)
-            for g in range(j * q, (j + 1) * q):
-                b.link(gpu[g], pcie, pcie_bw)
+            for index in range(j * q, (j + 1) * q):
+                b.link(gpu[index], pcie, pcie_bw)
             b.link(pcie, nic, nic_bw)
             ids.append(nic)
     return ids

@@ -48,6 +48,7 @@ from fractions import Fraction
 from lxml import etree
 
 from canopy.engine.errors import ScheduleError
+from canopy.engine.limits import number_text
 from canopy.engine.msccl.lowering import (
     XML_COLLECTIVE,
     Loc,
@@ -136,8 +137,9 @@ def plan_layout(plan: CollectivePlan, chunks: int | None = None,
     most = _most_pieces(options.limits)
     if chunks > most:
         raise MscclLimitError(
-            f"the MSCCL program does not fit the runtime's limits: k = {chunks} pieces "
-            f"per rank need more than the {options.limits.max_elements_per_gpu} XML elements "
+            f"the MSCCL program does not fit the runtime's limits: k = "
+            f"{number_text(chunks)} pieces per rank need more than the "
+            f"{options.limits.max_elements_per_gpu} XML elements "
             "RCCL's parser holds per GPU.")
     tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))

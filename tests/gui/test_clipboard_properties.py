@@ -145,8 +145,11 @@ def test_bandwidth_unit_is_chosen_shown_and_undone(window, qtbot):
     key = doc.link_keys()[0]
     window.scene.select()
     dock.refresh()
+    assert window.scene.link_item(key).text == "300"
     dock.unit_combo.activated.emit(dock.unit_combo.findText("Gb/s"))
     assert doc.topology.bandwidth_unit == "Gb/s" and doc.link(key).bandwidth == 300
+    item = window.scene.link_item(key)   # the canvas labels follow the unit (issue 15)
+    assert item.text == "2400 Gb/s" and "2400 Gb/s" in item.toolTip()
     window.scene.select(link_keys=[key])
     dock.refresh()
     assert dock.bandwidth_edit.text() == "2400"
@@ -156,6 +159,8 @@ def test_bandwidth_unit_is_chosen_shown_and_undone(window, qtbot):
     qtbot.keyClicks(dock.bandwidth_edit, "100")
     qtbot.keyClick(dock.bandwidth_edit, Qt.Key.Key_Return)
     assert doc.link(key).bandwidth == Fraction(25, 2)
+    assert item.text == "100 Gb/s"
     doc.undo_stack.undo()
     doc.undo_stack.undo()
     assert doc.topology.bandwidth_unit == "GB/s" and doc.link(key).bandwidth == 300
+    assert item.text == "300" and "300 GB/s" in item.toolTip()

@@ -104,3 +104,20 @@ def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
     qtbot.waitUntil(lambda: window.solver.controller.stale, timeout=2000)
     assert not plots.body.isEnabled()
     assert plots.windowTitle() == "Plots — stale (topology edited)"
+
+
+def test_large_schedules_are_not_simulated_in_the_editor(monkeypatch, qtbot):
+    from canopy.app import solution as solution_module
+    from canopy.app.docks.plots import PlotsDock
+
+    monkeypatch.setattr(solution_module, "EDITOR_SENDS_LIMIT", 100)
+    seen = []
+    solution = compute_solution(load_sample("dgx-a100-2x8"),
+                                progress=lambda p, f: seen.append(p))
+    assert solution.executed_us == [] and "executed time" not in seen
+    assert solution.executed_note == ("480 sends per loop iteration, over the editor's 100; "
+                                      "canopy compare runs it")
+    dock = PlotsDock()
+    qtbot.addWidget(dock)
+    dock.set_solution(solution, stale=False)
+    assert "executed time not simulated: 480 sends" in dock.time_plot.getPlotItem().titleLabel.text

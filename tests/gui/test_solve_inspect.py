@@ -47,7 +47,7 @@ def test_solve_fills_the_results_dock_and_shows_the_cut(window, qtbot):
     assert "<td align='right'>7</td><td align='right'>346.39</td>" in results.text("tradeoff")
     assert results.text("y").startswith("5/3 GB/s")
     assert results.text("n") == "16 compute nodes"
-    assert results.text("trees").startswith("24 distinct (208 unit trees)")
+    assert results.text("trees").startswith("32 distinct (208 unit trees)")
     cut = set(solution.schedule.optimum.bottleneck_cut)
     inside = len(cut & set(solution.schedule.compute_nodes))
     assert f"= {inside} / 325 GB/s = 3/65 = 1/x*" in results.text("ratio")
@@ -343,3 +343,19 @@ def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
     assert window.solver.results.banner.state == "empty"
     assert "stale" not in window.solver.results.windowTitle()
     assert window.solver.solved_label.text() == ""
+
+
+def test_a_k_too_long_to_print_shows_short(window, qtbot, dialogs):
+    """Issue 15: Prop. 3's k of 4995 digits shows as an approximation, not a crash."""
+    from canopy.engine.limits import digit_count
+    from canopy.engine.topology_io import loads_topology
+    from tests.test_guards import big_k_text
+
+    window.doc.set_topology(loads_topology(big_k_text()))
+    solution = solve_in(window, qtbot)
+    assert solution is not None, dialogs.calls
+    assert digit_count(solution.schedule.k) == 4995
+    assert "k = about 1.33333e+4994 (an integer of 4995 digits)" in \
+        window.solver.solved_label.text()
+    assert "about 2.50000e+999" in window.solver.results.values["inverse_x"].text()
+    assert "floating point" in window.solver.plots.time_plot.plotItem.titleLabel.text
