@@ -47,7 +47,7 @@ def test_trees_listing(window, qtbot, dialogs, tmp_path):
     window.actions["export_trees"].trigger()
     root = parse_xml_file(tmp_path / "t.xml")
     assert root.tag == "trees" and root.get("k") == "13"
-    assert len(root.findall("tree")) == 24
+    assert len(root.findall("tree")) == 32
 
 
 def test_canvas_png_and_svg(window, qtbot, dialogs, tmp_path):
