@@ -15,6 +15,7 @@ nothing (tests/gui/test_recovery_kill.py).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -173,7 +174,5 @@ class Autosaver(QObject):
         self.debounce.stop()
         with self._lock:
             self._generation += 1
-            try:
+            with contextlib.suppress(OSError):   # an unusable folder holds no file
                 self.file.unlink(missing_ok=True)
-            except OSError:
-                pass  # nothing was written there (the folder is unusable)
