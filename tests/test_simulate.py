@@ -5,6 +5,7 @@ from fractions import Fraction
 
 import pytest
 
+from canopy.engine import simulate as sim
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
 from canopy.engine.plan import (
@@ -14,7 +15,6 @@ from canopy.engine.plan import (
     bandwidth_bound,
     schedule_plan,
 )
-from canopy.engine import simulate as sim
 from canopy.engine.progress import Cancelled
 from canopy.engine.simulate import (
     CHECK_EVERY,
