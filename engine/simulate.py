@@ -737,6 +737,25 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     return program
 
 
+_MEMO: tuple[Any, dict[Hashable, Any]] = (None, {})
+
+
+def _memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per plan and ``key``, for the last plan asked about: a comparison
+    times one plan at every size and depth, and on 1024 GPUs walking its millions of tree
+    edges (template, stages, link loads) costs seconds. (The pair is replaced as a whole,
+    so a thread that asks about another plan never sees this plan's facts.)"""
+    global _MEMO
+    memo = _MEMO
+    if memo[0] is not plan:
+        memo = (plan, {})
+        _MEMO = memo
+    facts = memo[1]
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
+
+
 def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | None = CHUNK_BYTES
                ) -> int:
     """The fewest loop iterations the protocol allows: no unit channel moves more than
@@ -745,8 +764,9 @@ def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | No
     if chunk_bytes is None:
         return 1
     smallest = min(t.share for t in plan.trees)
-    per_channel = max((t.share if e.channel is not None or plan.ordered_links else smallest)
-                      for t in plan.trees for e in t.edges)
+    per_channel = _memo(plan, "per channel", lambda: max(
+        (t.share if plan.ordered_links or any(e.channel is not None for e in t.edges)
+         else smallest) for t in plan.trees))
     return max(1, math.ceil(per_channel * Fraction(size) / chunk_bytes))
 
 
@@ -756,6 +776,11 @@ def pipeline_stages(topology: Topology, plan: CollectivePlan,
     (reduce then broadcast for allreduce); every link under store-and-forward switches."""
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
+    return _memo(plan, ("stages", switches, switch_mode),
+                 lambda: _stages(plan, switches, switch_mode))
+
+
+def _stages(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> int:
     total = 0
     for phase in (plan.reduce_trees, plan.broadcast_trees):
         deepest = 0
@@ -806,7 +831,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
     size = Fraction(message_size)
-    template = _template(plan, switches, switch_mode)
+    template = _memo(plan, ("template", switches, switch_mode),
+                     lambda: _template(plan, switches, switch_mode))
     per_piece = sum(len(ids) for ids in template.edge_conns)
 
     def run(count: int) -> Fraction:
@@ -837,6 +863,12 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
+    return _memo(plan, ("floor", id(topology)), lambda: _congestion(topology, plan)) \
+        * float(size) / BYTES_PER_US_PER_GBPS
+
+
+def _congestion(topology: Topology, plan: CollectivePlan) -> float:
+    """The busiest link's load per byte of message over its bandwidth, in floats."""
     caps = topology.capacities()
     loads: dict[tuple[str, str], float] = {}
     for tree in plan.trees:
@@ -844,8 +876,7 @@ def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float
         for e in tree.edges:
             for link in path_links(e.path):
                 loads[link] = loads.get(link, 0.0) + share
-    return max(load / float(caps[link]) for link, load in loads.items()) * float(size) \
-        / BYTES_PER_US_PER_GBPS
+    return max(load / float(caps[link]) for link, load in loads.items())
 
 
 def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
