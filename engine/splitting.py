@@ -35,7 +35,7 @@ from canopy.engine.network import Network
 from canopy.engine.progress import Progress
 
 Path = tuple[int, ...]
-CHORD_PORTS = 8   # uniform stars with more ports are split as chords, not as a ring
+CHORD_SERVERS = 8   # uniform stars joining more servers are split as chords, not as a ring
 
 
 @dataclass
@@ -225,21 +225,31 @@ class _Splitter:
                 self.split(a, w, a, amount)
 
     def _remove_chords(self, w: int, nbrs: list[int]) -> bool:
-        """A uniform star (every neighbour c in and c out) of more than CHORD_PORTS ports,
-        each in another group (a rail switch: one GPU per server), split as a circulant
-        with offsets 1, 2, 4, ...: neighbour i sends its c units spread over i + 1,
-        i + 2, i + 4, ... Any neighbour then reaches any other in at most log2(d) logical
-        edges, where a ring needs d - 1, so trees stay low (their height is latency).
-        Every row and column sums to c, so w is isolated; whether connectivity holds is
-        for the certificate (:func:`_bulk`). False when w is not such a star."""
+        """A uniform star (every neighbour c in and c out) joining more than CHORD_SERVERS
+        groups, m ports each (a rail switch: m = 1 GPU per server), split as a
+        circulant: in index order, neighbour i sends its c units spread over i + m,
+        i + 2m, i + 4m, ..., so every logical edge joins two servers, and any server
+        reaches any other in at most log2(d / m) of them, where a ring needs d / m - 1: trees
+        stay low (their height is latency). Every row and column sums to c, so w is
+        isolated; whether connectivity holds is for the certificate (:func:`_bulk`).
+        False when w is not such a star."""
         d = len(nbrs)
         c = self.arcs.get(nbrs[0], w)
-        groups = [self.net.groups[u] for u in nbrs]
-        named = [g for g in groups if g is not None]
-        if d <= CHORD_PORTS or len(set(named)) < len(named) or any(
-                self.arcs.get(u, w) != c or self.arcs.get(w, u) != c for u in nbrs):
+        if d <= CHORD_SERVERS or any(self.arcs.get(u, w) != c or self.arcs.get(w, u) != c
+                                     for u in nbrs):
             return False
-        offsets = [1 << i for i in range((d - 1).bit_length())][:c]
+        groups = [self.net.groups[u] for u in nbrs]
+        m = 1
+        while m < d and groups[m] is not None and groups[m] == groups[0]:
+            m += 1
+        blocks = [groups[i:i + m] for i in range(0, d, m)]
+        named = [b[0] for b in blocks if b[0] is not None]
+        if d % m or len(set(named)) < len(named) or any(len(set(b)) > 1 for b in blocks) \
+                or d // m <= CHORD_SERVERS:
+            return False    # unequal or scattered groups, or few servers: a ring is low
+        offsets = [m << j for j in range((d // m - 1).bit_length())][:c]
+        if not offsets:
+            return False
         share, extra = divmod(c, len(offsets))
         for j, offset in enumerate(offsets):
             amount = share + (j < extra)
