@@ -18,6 +18,7 @@ from canopy.engine.msccl import (
     msccl_xml,
 )
 from canopy.engine.msccl.executor import simulate_bytes
+from canopy.engine.msccl.threadblocks import parser_elements
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, find_optimum
 from canopy.engine.safe_xml import parse_xml_bytes
@@ -207,7 +208,8 @@ def test_reduce_scatter_uses_scratch_only_out_of_the_input(solved):
 
 
 def elements_per_gpu(layout):
-    return max(2 + len(tbs) + sum(len(tb.steps) for tb in tbs) for tbs in layout.tbs)
+    return max(parser_elements(len(layout.tbs), len(tbs), sum(len(tb.steps) for tb in tbs))
+               for tbs in layout.tbs)
 
 
 def test_tight_limits_name_the_largest_k_that_fits():

@@ -40,9 +40,12 @@ from canopy.engine.msccl.lowering import Chain, Plan, Step, relabel
 class MscclLimits:
     """The MSCCL/RCCL runtime's limits (msccl.h: MSCCL_MAX_NUM_STEPS = 256,
     MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL = 32, MAXCHANNELS = 32, MSCCL_MAX_COUNT = 72;
-    the parser rejects ``cnt >= MSCCL_MAX_COUNT``, so the largest ``cnt`` is 71). RCCL's
-    parser also holds at most 4096 XML elements of one GPU (msccl_parser.h MAX_NODES):
-    the ``algo`` and ``gpu`` elements, its thread blocks and their steps.
+    the parser rejects ``cnt >= MSCCL_MAX_COUNT``, so the largest ``cnt`` is 71). The
+    parser (msccl_parser.h, MAX_NODES = 4096) reads a rank's view of the file into a
+    table of 4096 elements and fails once the table is full while the document goes on:
+    so at most 4095 elements, counted by :func:`parser_elements` (the ``algo`` element,
+    every ``gpu`` element, and the rank's own thread blocks and steps; other ranks' are
+    skipped).
 
     ``max_tbs_per_gpu`` is the GPU's SM count: the interpreter launches one CUDA block per
     thread block and blocks spin on each other's steps, so all must be resident at once,
@@ -55,8 +58,14 @@ class MscclLimits:
     max_tbs_per_channel: int = 32
     max_channels: int = 32
     max_count: int = 71
-    max_elements_per_gpu: int = 4096
+    max_elements_per_gpu: int = 4095
     max_tbs_per_gpu: int = 108
+
+
+def parser_elements(ngpus: int, tbs: int, steps: int) -> int:
+    """XML elements the runtime's parser keeps for one rank: ``<algo>``, all ``ngpus``
+    ``<gpu>`` elements, and that rank's ``tbs`` thread blocks and ``steps`` steps."""
+    return 1 + ngpus + tbs + steps
 
 
 class MscclLimitError(ScheduleError):
@@ -405,7 +414,8 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
                 f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
                 f"{len(rank_tbs)} thread blocks, more than the GPU's "
                 f"{limits.max_tbs_per_gpu} SMs.")
-        elements = 2 + len(rank_tbs) + sum(len(tb.steps) for tb in rank_tbs)
+        elements = parser_elements(plan.ngpus, len(rank_tbs),
+                                   sum(len(tb.steps) for tb in rank_tbs))
         if elements > limits.max_elements_per_gpu:
             raise MscclLimitError(
                 f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
