@@ -208,7 +208,7 @@ class _Channels:
     def __init__(self, limits: MscclLimits, connections: str) -> None:
         self.limits = limits
         self.connections = connections
-        self.exclusive = connections != "shared"
+        self.exclusive = connections not in ("shared", "given")
         self.state: dict[tuple[int, int], _Channel] = defaultdict(
             lambda: _Channel(unpaired=connections != "shared"))
 
@@ -250,7 +250,13 @@ class _Channels:
         """(channel, reach): the first of the ``spread`` preferred channels that takes all of
         ``steps``, else the one that takes most; beyond them, the first that takes any.
         With connections ``"prefer-own"``, first the first channel where ``steps`` have
-        their connections to themselves, else as ``"shared"``."""
+        their connections to themselves, else as ``"shared"``. With ``"given"``, the
+        channel the plan gives the first transfer (no fused steps)."""
+        if self.connections == "given":
+            sending = [step for step in steps if step.send_peer >= 0]
+            ch = sending[0].channel if sending and sending[0].channel is not None else 0
+            reach = self.reach(steps, ch, False)
+            return None if reach is None else (ch, reach)
         if self.connections == "prefer-own":
             self.exclusive = True
             found = self._choose(steps, fuse, self.limits.max_channels)
@@ -375,6 +381,16 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
     return tbs
 
 
+def _plan_order(chain: Chain) -> tuple:
+    """Where a placed piece goes in its thread blocks under ``"given"`` channels: the plan's
+    order of its transfer (:func:`canopy.engine.simulate.plan_program`), input copies
+    first, other local steps last."""
+    for step in chain.steps:
+        if step.send_peer >= 0:
+            return (1, step.order)
+    return (0,) if all(step.dep is None for step in chain.steps) else (2,)
+
+
 def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
                         spread: int = 1, connections: str = "shared") -> Layout:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
@@ -383,12 +399,21 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
     ``connections``: ``"shared"`` lets chains share connections and thread blocks;
     ``"own"`` gives every chain connections (peer, direction, channel) and thread blocks of
     its own, so no chain waits behind another's steps; ``"prefer-own"`` does so while
-    channels last and shares beyond.
+    channels last and shares beyond; ``"given"`` puts every transfer on the channel its
+    step names (the plan's, :func:`canopy.engine.msccl.connections.runtime_layout`), one
+    thread block per connection, and orders each connection's transfers as the plan's
+    simulation does: by the plan's order, then the chains' (a topological order, since a
+    transfer's order only grows along the steps it waits on).
 
     Raises :class:`MscclLimitError` when the runtime's limits cannot be met.
     """
+    if connections == "given":
+        fuse = False
     order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
                                                 spread, connections)
+    if connections == "given":
+        position = {chain: i for i, chain in enumerate(order)}
+        order.sort(key=lambda chain: (_plan_order(chain), position[chain]))
     per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
     for chain in order:
         for step in chain.steps:
