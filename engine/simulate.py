@@ -40,15 +40,19 @@ TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
   DGX A100 at 13 pieces the times agree to four digits).
 * *Long loops are extrapolated.* The iterations of a loop are identical, so once the
   pipeline is full every further iteration adds the same time (the period). A program
-  of more than MAX_MESSAGES sends is unrolled for that many sends' worth of iterations
-  (at least MIN_UNROLL), the period is measured on its middle half (the first iterations
-  fill the pipeline, the last drain it): the larger of its two quarters' periods, never
-  below the busiest link's time per iteration. The remaining iterations are added at
-  that period (:func:`simulate`). On chains this is exact; on ForestColl's forests it
-  agrees with the full run within 1 % (tests) or errs on the slow side: where sources
-  run ahead of the inner tree edges, a long loop drains faster than a short one
-  (tacos-3d-rfs-2x4x8 reduce-scatter at 128 iterations: 85.6 % of the bound
-  extrapolated from 16, 97.3 % run in full).
+  of more than MAX_MESSAGES sends is not unrolled in full: whole loops of n = 2, 4, 8,
+  ... iterations of the same pieces are run (longer first runs where MAX_MESSAGES
+  allows), and the increment (T(n) - T(n/2)) / (n/2), never below the busiest link's
+  time per iteration, is the period once two successive increments agree within 1 %;
+  the remaining iterations are added at that period (:func:`simulate`). The increment of
+  whole runs, not the spacing of iterations inside one run, is what a longer loop adds:
+  where sources run ahead of the inner tree edges (reductions), the spacing inside a run
+  is slower than the long loop's rate, because the leaves finish early and the inner
+  edges then drain at full speed (tacos-3d-rfs-2x4x8 reduce-scatter at 128 iterations:
+  the former middle-of-run period gave 86 % of the bound, the full run and this
+  extrapolation 97.3 %). On chains and rings it is exact or within 0.1 %, on
+  ForestColl's forests within 0.1 % of the full run (tests). A loop whose increments
+  have not settled by half its length is run in full.
 * Compute nodes store and forward (a GPU forwards a piece once it has it whole, or
   once all its children's pieces have arrived, for reductions). ``switch_mode=
   "store-and-forward"`` makes switches do the same: every link becomes its own
@@ -82,7 +86,8 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+
+import numpy as np
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import CollectivePlan, FlowTree, bandwidth_bound, path_links
@@ -95,8 +100,8 @@ MIN_SLICE_BYTES = 64 << 10           # smallest message worth pipelining
 MAX_PIECES = 256                      # deepest pipeline tried
 MAX_MESSAGES = 30_000                 # sends unrolled per simulation; longer loops extrapolate
 PIECES_PER_STAGE = 2                  # the first depth tried: 2 x stages pieces
-PERIOD_TOLERANCE = Fraction(1, 100)   # periods of an extrapolation's two halves that agree
-MIN_UNROLL = 16                       # fewest iterations unrolled when extrapolating
+PERIOD_TOLERANCE = Fraction(1, 100)   # successive increments of an extrapolation that agree
+MIN_UNROLL = 2                        # the shortest run when extrapolating
 MIN_GAIN = Fraction(1, 200)           # within 0.5 % of the floor, no deeper run
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 CHECK_EVERY = 1 << 12                 # events between calls of a simulation's ``check``
@@ -193,6 +198,25 @@ def run_program(topology: Topology, program: Program,
     Raises ScheduleError when a route uses a link the topology lacks or the sends wait
     on each other forever.
     """
+    n = len(program.sends)
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for s, send in enumerate(program.sends):
+        for d in send.after:
+            dependents[d].append(s)
+    dep_ptr = [0]
+    for waiting in dependents:
+        dep_ptr.append(dep_ptr[-1] + len(waiting))
+    flat = _Flat(program.connections, [send.connection for send in program.sends],
+                 list(range(n)), [send.size for send in program.sends],
+                 [len(send.after) for send in program.sends], dep_ptr,
+                 [t for waiting in dependents for t in waiting], program.iteration)
+    return _run(topology, flat, default_latency, exact, check, arrivals)
+
+
+def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool,
+         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None
+         ) -> Fraction:
+    """:func:`run_program` on a program in flat form."""
     num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
     caps = topology.capacities()
     lats = topology.latencies()
@@ -200,7 +224,7 @@ def run_program(topology: Topology, program: Program,
     cap: list = []
     conn_links: list[list[int]] = []
     conn_alpha: list = []
-    for connection in program.connections:
+    for connection in flat.connections:
         ids = []
         alpha = Fraction(0)
         for link in path_links(connection.route):
@@ -217,18 +241,16 @@ def run_program(topology: Topology, program: Program,
                                 "cross.")
         conn_links.append(ids)
         conn_alpha.append(num(alpha))
-    weight = [num(connection.weight) for connection in program.connections]
-    sends = program.sends
-    n = len(sends)
-    conn = [send.connection for send in sends]
-    queue: list[list[int]] = [[] for _ in program.connections]
-    pending = [0] * n
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for s, send in enumerate(sends):
-        queue[send.connection].append(s)
-        pending[s] = len(send.after)
-        for d in send.after:
-            dependents[d].append(s)
+    weight = [num(connection.weight) for connection in flat.connections]
+    conn = flat.conn
+    n = len(conn)
+    amount = [num(a) for a in flat.amounts]
+    amount_of = flat.amount_of
+    queue: list[list[int]] = [[] for _ in flat.connections]
+    for s, c in enumerate(conn):
+        queue[c].append(s)
+    pending = list(flat.pending)
+    dep_ptr, dep_idx = flat.dep_ptr, flat.dep_idx
     head = [0] * len(queue)            # index of the connection's next send
     busy = [False] * len(queue)        # streaming a send
     zero = num(Fraction(0))
@@ -300,7 +322,7 @@ def run_program(topology: Topology, program: Program,
             if kind == ARRIVE:
                 arrived.append(x)
             elif kind == START:
-                if sends[x].size <= 0:
+                if amount[amount_of[x]] <= 0:
                     done.append(x)
                     continue
                 c = conn[x]
@@ -347,7 +369,7 @@ def run_program(topology: Topology, program: Program,
                 touched[best] = None
         for s in started:
             best = min(conn_links[conn[s]], key=share.__getitem__)
-            join(s, best, num(sends[s].size), now)
+            join(s, best, amount[amount_of[s]], now)
             touched[best] = None
         for lid in touched:
             group = members[lid]
@@ -373,7 +395,7 @@ def run_program(topology: Topology, program: Program,
                 arrivals[s] = now
             if now > end:
                 end = now
-            for t in dependents[s]:
+            for t in dep_idx[dep_ptr[s]:dep_ptr[s + 1]]:
                 pending[t] -= 1
                 if pending[t] == 0:
                     try_start(t, now)
@@ -411,24 +433,41 @@ def _hops(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
     return [path[a:b + 1] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
-                 switches: frozenset[str] = frozenset(),
-                 switch_mode: str = CUT_THROUGH) -> Program:
-    """The program that runs ``plan`` on a message of ``size`` bytes in ``pieces``
-    loop iterations.
+@dataclass
+class _Flat:
+    """A program as the event loop reads it: per send its connection, the index of its
+    size in ``amounts``, how many sends it waits for and (CSR) the sends waiting for it;
+    ``iteration`` is each send's loop iteration."""
 
-    Connections: a tree edge whose :class:`~canopy.engine.plan.FlowEdge` names a
-    ``channel`` uses that channel's connection (a ring hop carries every chain of its
-    ring, in order); otherwise every tree edge has a connection of its own, weighted by
-    the tree's share (a ForestColl tree of multiplicity m streams on m channels). Sends
-    on a shared connection go in the order (piece, phase, step within the piece, plan
-    priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
-    piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge
-    (broadcast) or all edges into the sender (reduce); allreduce's broadcast of a key
-    waits for that key's reduction into its root.
-    """
+    connections: list[Connection]
+    conn: list[int]
+    amount_of: list[int]
+    amounts: list[Fraction]
+    pending: list[int]
+    dep_ptr: list[int]
+    dep_idx: list[int]
+    iteration: list[int]
+
+
+@dataclass
+class _Template:
+    """One loop iteration of a plan's program: per tree edge (one flat list) its
+    connections (one per hop), its tree, the edges whose delivery (same iteration) its
+    first hop waits for; ``order`` is the order of the edges' sends on shared connections."""
+
+    connections: list[Connection]
+    edge_conns: list[list[int]]
+    edge_tree: list[int]
+    deps: list[list[int]]
+    order: list[int]
+    shares: list[Fraction]
+    ordered: bool
+
+
+def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Template:
+    """The connections and the within-iteration order and dependencies of ``plan`` (see
+    :func:`plan_program`)."""
     _check_mode(switch_mode)
-    size = Fraction(size)
     trees = list(plan.trees)
     smallest = min(t.share for t in trees)
     nphase = len(plan.reduce_trees)
@@ -462,31 +501,11 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
             edge_conns.append(ids)
             keys.append((phase, e.priority, ti) if plan.ordered_links
                         else (phase, levels[ei], e.priority, ti))
-    count = len(edge_conns)
-    order = sorted(range(count), key=keys.__getitem__)
-    if plan.ordered_links:
-        # (phase, priority, piece, tree): every piece of a hop before the next hop.
-        sequence = [(p, x) for x in order for p in range(pieces)]
-    else:
-        sequence = [(p, x) for p in range(pieces) for x in order]
-    # Sends of (piece, edge): first and last hop; the last one delivers.
-    first = [[0] * count for _ in range(pieces)]
-    last = [[0] * count for _ in range(pieces)]
-    conn_of: list[int] = []
-    size_of: list[Fraction] = []
-    after: list[list[int]] = []
-    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
-    piece_size = [t.share * size / pieces for t in trees]
-    for p, x in sequence:
-        amount = piece_size[edge_tree[x]]
-        first[p][x] = len(conn_of)
-        for i, c in enumerate(edge_conns[x]):
-            conn_of.append(c)
-            size_of.append(amount)
-            after.append([len(conn_of) - 2] if i else [])
-        last[p][x] = len(conn_of) - 1
-    # Dependencies between tree edges.
-    root_done: dict[tuple[Hashable, int], list[int]] = {}
+    order = sorted(range(len(edge_conns)), key=keys.__getitem__)
+    # Dependencies between tree edges (same piece): x's first hop waits for the last
+    # hops of deps[x].
+    deps: list[list[int]] = [[] for _ in edge_conns]
+    root_done: dict[Hashable, list[int]] = {}
     for ti, tree in enumerate(trees):
         into = {e.child: edge_of[(ti, ei)] for ei, e in enumerate(tree.edges)}
         children: dict[str, list[int]] = {}
@@ -496,26 +515,97 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
             x = edge_of[(ti, ei)]
             if tree.reduce:
                 # Child -> parent: waits for everything from the child's children.
-                below = children.get(e.child, [])
-                for p in range(pieces):
-                    after[first[p][x]].extend(last[p][c] for c in below)
-                    if e.parent == tree.root:
-                        root_done.setdefault((tree.key, p), []).append(last[p][x])
+                deps[x].extend(children.get(e.child, []))
+                if e.parent == tree.root:
+                    root_done.setdefault(tree.key, []).append(x)
             elif e.parent != tree.root:
-                above = into[e.parent]
-                for p in range(pieces):
-                    after[first[p][x]].append(last[p][above])
+                deps[x].append(into[e.parent])
     for ti, tree in enumerate(trees):
         if tree.reduce:
             continue
         for ei, e in enumerate(tree.edges):
             if e.parent == tree.root:
-                x = edge_of[(ti, ei)]
-                for p in range(pieces):
-                    after[first[p][x]].extend(root_done.get((tree.key, p), []))
-    program.sends = [Send(c, n, tuple(a)) for c, n, a in zip(conn_of, size_of, after,
-                                                              strict=True)]
-    program.iteration = [p for p, x in sequence for _ in edge_conns[x]]
+                deps[edge_of[(ti, ei)]].extend(root_done.get(tree.key, []))
+    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
+    return _Template(program.connections, edge_conns, edge_tree, deps, order,
+                     [t.share for t in trees], plan.ordered_links)
+
+
+def _expand(template: _Template, size: Fraction, pieces: int) -> _Flat:
+    """The sends of ``pieces`` loop iterations of ``template`` on ``size`` bytes, in the
+    order (piece, edge order, hop) or, for ordered plans, (edge order, piece, hop)."""
+    order = np.array(template.order, dtype=np.int64)
+    hops = np.array([len(template.edge_conns[x]) for x in template.order], dtype=np.int64)
+    width = int(hops.sum())                       # sends per iteration
+    begin = np.zeros(len(order), dtype=np.int64)  # first slot of each edge (in order)
+    begin[1:] = np.cumsum(hops)[:-1]
+    slot_of = np.empty(len(order), dtype=np.int64)   # edge -> its first slot
+    slot_of[order] = begin
+    hop_count = np.empty(len(order), dtype=np.int64)
+    hop_count[order] = hops
+    conn_t = np.array([c for x in template.order for c in template.edge_conns[x]],
+                      dtype=np.int64)
+    hop_t = np.arange(width, dtype=np.int64) - np.repeat(begin, hops)
+    tree_t = np.array(template.edge_tree, dtype=np.int64)[np.repeat(order, hops)]
+    # Within-iteration dependencies (slot -> slot): hop after hop, edge after edges.
+    chain = np.nonzero(hop_t > 0)[0]
+    src = [chain - 1]
+    dst = [chain]
+    pairs = [(y, x) for x, ys in enumerate(template.deps) for y in ys]
+    if pairs:
+        ys, xs = np.array(pairs, dtype=np.int64).T
+        src.append(slot_of[ys] + hop_count[ys] - 1)
+        dst.append(slot_of[xs])
+    src_t, dst_t = np.concatenate(src), np.concatenate(dst)
+    piece = np.arange(pieces, dtype=np.int64)[:, None]
+    if template.ordered:
+        index = pieces * np.repeat(begin, hops)[None, :] + hop_t[None, :] \
+            + piece * np.repeat(hops, hops)[None, :]
+    else:
+        index = piece * width + np.arange(width, dtype=np.int64)[None, :]
+    total = pieces * width
+    conn = np.empty(total, dtype=np.int64)
+    conn[index] = conn_t[None, :]
+    amount_of = np.empty(total, dtype=np.int64)
+    amount_of[index] = tree_t[None, :]
+    iteration = np.empty(total, dtype=np.int64)
+    iteration[index] = piece
+    src_all, dst_all = index[:, src_t].ravel(), index[:, dst_t].ravel()
+    by = np.lexsort((dst_all, src_all))
+    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src_all, minlength=total), out=dep_ptr[1:])
+    pending = np.bincount(dst_all, minlength=total)
+    amounts = [share * size / pieces for share in template.shares]
+    return _Flat(template.connections, conn.tolist(), amount_of.tolist(), amounts,
+                 pending.tolist(), dep_ptr.tolist(), dst_all[by].tolist(), iteration.tolist())
+
+
+def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
+                 switches: frozenset[str] = frozenset(),
+                 switch_mode: str = CUT_THROUGH) -> Program:
+    """The program that runs ``plan`` on a message of ``size`` bytes in ``pieces``
+    loop iterations.
+
+    Connections: a tree edge whose :class:`~canopy.engine.plan.FlowEdge` names a
+    ``channel`` uses that channel's connection (a ring hop carries every chain of its
+    ring, in order); otherwise every tree edge has a connection of its own, weighted by
+    the tree's share (a ForestColl tree of multiplicity m streams on m channels). Sends
+    on a shared connection go in the order (piece, phase, step within the piece, plan
+    priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
+    piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge
+    (broadcast) or all edges into the sender (reduce); allreduce's broadcast of a key
+    waits for that key's reduction into its root. (The simulator builds the same sends
+    as flat arrays, from one iteration's template, without this object.)
+    """
+    flat = _expand(_template(plan, switches, switch_mode), Fraction(size), pieces)
+    program = Program(list(flat.connections))
+    after: list[list[int]] = [[] for _ in flat.conn]
+    for s in range(len(flat.conn)):
+        for t in flat.dep_idx[flat.dep_ptr[s]:flat.dep_ptr[s + 1]]:
+            after[t].append(s)
+    program.sends = [Send(c, flat.amounts[a], tuple(w))
+                     for c, a, w in zip(flat.conn, flat.amount_of, after, strict=True)]
+    program.iteration = flat.iteration
     return program
 
 
@@ -574,43 +664,47 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     here (see :func:`min_pieces` and :func:`fastest`).
 
     When the whole program has more than ``budget`` sends (``None``: no limit), the loop
-    is not unrolled in full: the iterations are identical, so once the pipeline is full
-    each further iteration adds the same time (the period). ``budget`` sends' worth of
-    iterations (at least MIN_UNROLL) of the same size are run, the period is the larger
-    of the two quarters' periods in the middle half of that run (iterations' completion
-    times), at least the busiest link's time per iteration, and T(L) = T(n) + (L - n) ·
-    period. ``SimulationResult.periodic`` says whether the middle
-    half's two quarters ran at the same period (within PERIOD_TOLERANCE);
-    ``SimulationResult.unrolled`` is n (0 for a full run).
+    is not unrolled in full: its iterations are identical, so once the pipeline is full
+    each further iteration adds the same time (the period). Loops of n = h, 2h, 4h, ...
+    iterations of the same pieces are run (h = MIN_UNROLL, more if ``budget`` allows
+    seven times h iterations), each giving the increment (T(n) - T(n/2)) / (n/2), taken
+    at least the busiest link's time per iteration; once two successive increments agree
+    within PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. When the next run would
+    be longer than half the loop, the loop is run in full. ``SimulationResult.unrolled`` is the
+    longest run (0 for a full run).
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
     size = Fraction(message_size)
-    per_piece = sends_per_piece(plan, switches, switch_mode)
+    template = _template(plan, switches, switch_mode)
+    per_piece = sum(len(ids) for ids in template.edge_conns)
 
     def run(count: int) -> Fraction:
-        program = plan_program(plan, size * count / pieces, count, switches, switch_mode)
-        return run_program(topology, program, default_latency, exact, check)
+        flat = _expand(template, size * count / pieces, count)
+        return _run(topology, flat, default_latency, exact, check, None)
 
-    if budget is None or pieces * per_piece <= budget or pieces <= 2 * MIN_UNROLL:
+    first = max(MIN_UNROLL, (budget or 0) // max(7 * per_piece, 1))
+    if budget is None or pieces * per_piece <= budget or pieces <= 4 * first:
         return SimulationResult(run(pieces), size, pieces, pieces * per_piece)
-    count = max(MIN_UNROLL, budget // max(per_piece, 1))
-    program = plan_program(plan, size * count / pieces, count, switches, switch_mode)
-    arrivals: list[Fraction | float] = []
-    end = run_program(topology, program, default_latency, exact, check, arrivals)
-    done: list[Any] = [0] * count
-    for i, t in zip(program.iteration, arrivals, strict=True):
-        if t > done[i]:
-            done[i] = t
-    a, m, b = count // 4, count // 2, 3 * count // 4
-    first, second = (done[m] - done[a]) / (m - a), (done[b] - done[m]) / (b - m)
-    floor = bandwidth_floor(topology, plan, size) if exact else _floor_us(topology, plan, size)
-    period = max(first, second, floor / pieces)
-    periodic = abs(first - second) <= PERIOD_TOLERANCE * period
-    time = Fraction(end) + (pieces - count) * Fraction(period)
-    return SimulationResult(time, size, pieces, count * per_piece, periodic, count)
+    floor = (bandwidth_floor(topology, plan, size) if exact
+             else Fraction(_floor_us(topology, plan, size))) / pieces
+    count, time = first, run(first)
+    executed = count
+    steps: list[Fraction] = []
+    while True:
+        if 4 * count > pieces:
+            return SimulationResult(run(pieces), size, pieces,
+                                    (executed + pieces) * per_piece)
+        longer = run(2 * count)
+        executed += 2 * count
+        steps.append(max(floor, (longer - time) / count))
+        count, time = 2 * count, longer
+        if len(steps) >= 2 and abs(steps[-1] - steps[-2]) <= PERIOD_TOLERANCE * steps[-1]:
+            break
+    total = time + (pieces - count) * steps[-1]
+    return SimulationResult(total, size, pieces, executed * per_piece, True, count)
 
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
