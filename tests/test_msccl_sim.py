@@ -370,7 +370,8 @@ def test_the_runtime_limits_are_enforced():
     data = algo_xml("allgather", 2, [(1, 2, 0, [(-1, -1, 0, long_tb)])] * 2)
     assert "has 5 steps; MSCCL allows 4" in error(data, limits=MscclLimits(max_steps_per_tb=4))
     assert "rank 0 has 9 XML elements (with the <algo> and all 2 <gpu> elements); the " \
-        "runtime's parser holds 8 per GPU" in error(data, limits=MscclLimits(max_elements_per_gpu=8))
+        "runtime's parser holds 8 per GPU" in error(data, limits=MscclLimits(
+            max_elements_per_gpu=8))
     assert "rank 0 has 9 XML elements" not in error(data, limits=MscclLimits(
         max_steps_per_tb=4, max_elements_per_gpu=9))
     many = algo_xml("allgather", 2, [(1, 2, 0, [(-1, -1, 0, long_tb[:1])] * 3)] * 2)

@@ -44,7 +44,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import replace
-from fractions import Fraction
 
 from canopy.engine.msccl.lowering import chunks_per_root
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits

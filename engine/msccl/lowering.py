@@ -223,7 +223,7 @@ def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, start: int =
     carry their data against the arrows, so their routes are turned back to run from
     parent to child. ``start`` is the index of the phase's first tree in the plan's
     trees (reduce trees first)."""
-    out = []
+    out: list[Tree] = []
     per_root: dict[str, int] = {}
     for t in phase:
         m = t.share * n * chunks

@@ -40,6 +40,7 @@ RCCL's MSCCL parser wants ``reducescatter`` (``runtime="rccl"``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -94,7 +95,8 @@ class MscclOptions:
     ``canopy compare`` simulates): unit connections (pipelined) where they fit, else
     trees cut into parts of q chunks with a connection per edge, else shared
     connections, each in the simulation's order; a plan whose edges name channels
-    (rings) keeps them.
+    (rings) keeps them. Where none of those fits, the first of pipelined, per-tree,
+    mixed and compact that does (compact shares thread blocks).
     ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
     ``rrcs``); ``channels`` is how many channels compact chains may spread over before one
     is cut into a receive and a dependent send.
@@ -123,7 +125,8 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     plan = trees_plan(collective or schedule.collective, list(schedule.compute_nodes),
                       schedule.trees, schedule.k, schedule.reduce_trees)
     if options.layout == "auto":
-        plan = runtime_layout(plan, options.limits)
+        with contextlib.suppress(MscclLimitError):   # then the layouts below, compact last
+            plan = runtime_layout(plan, options.limits)
     return plan_layout(plan, schedule.k, options)
 
 
