@@ -2,7 +2,9 @@
 
 For every bundled sample and every generator family at its default parameters, and each
 collective: the bandwidth bound of the schedule (GB/s, exact congestion bound), the
-simulated algbw (:func:`canopy.engine.simulate.fastest`, which picks the pipeline depth)
+simulated algbw (:func:`canopy.engine.simulate.fastest`, which picks the pipeline depth;
+allreduce runs App. E's LP schedule where it beats reduce-scatter + allgather,
+:func:`canopy.engine.allreduce_schedule.choose_allreduce`, as ``canopy compare`` does)
 at 1 MiB, 16 MiB, 256 MiB and 1 GiB, and the simulated algbw at each size as a fraction
 of the bound. CPU seconds per topology (``time.process_time``). Prints JSON.
 
@@ -22,6 +24,7 @@ import sys
 import time
 from fractions import Fraction
 
+from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.comparison import compare
 from canopy.engine.forest import solve
 from canopy.engine.generators import GENERATORS, generate
@@ -47,7 +50,7 @@ def topologies(names: list[str]) -> list[tuple[str, object]]:
 
 def measure(topology: object, collective: str, sizes: tuple[int, ...]) -> dict:
     start = time.process_time()
-    schedule = solve(topology, collective)
+    schedule = choose_allreduce(topology, solve(topology, collective))
     plan = schedule_plan(schedule)
     bound, _ = bandwidth_bound(plan, topology.capacities())
     row = {"collective": collective, "bound_gbps": round(float(bound), 2), "k": schedule.k,

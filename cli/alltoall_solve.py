@@ -127,6 +127,7 @@ def run_compare(args: argparse.Namespace, *sizes: int) -> int:
     from canopy.engine.alltoall.compare import compare_alltoall
     from canopy.engine.sizes import size_label
     topo = load_topology(args.topology)
+    apply_failures(topo, args.fail)
     comp = compare_alltoall(topo, sizes=tuple(sizes), default_latency=Fraction(args.latency),
                             where=args.topology)
     result = comp.result

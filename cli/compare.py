@@ -15,6 +15,7 @@ import time
 from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 
+from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.cli.solve import add_bandwidth_unit_argument
 from canopy.engine.comparison import Comparison, compare
 from canopy.engine.errors import CanopyError
@@ -48,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON (GB/s) here; "
                    "'-' for standard output")
     add_bandwidth_unit_argument(p)
+    add_fail_argument(p)
     p.set_defaults(run=run)
 
 
@@ -112,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
         topo = load_topology(args.topology)
+        apply_failures(topo, args.fail)
         unit = args.bandwidth_unit or topo.bandwidth_unit
         comp = compare(topo, args.collective, where=args.topology, **options)
         print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "

@@ -26,7 +26,10 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_export_arguments(p: argparse.ArgumentParser) -> None:
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    # In a group: argparse formats a parser's own option with choices when it is added,
+    # which would import the MSCCL lowering that LazyChoices defers (issue 16 start-up).
+    p = parser.add_argument_group("exports")
     p.add_argument("--msccl", metavar="OUT.xml",
                    help="write the schedule as an MSCCL XML algorithm (checked by simulation)")
     mode = p.add_mutually_exclusive_group()

@@ -4,6 +4,9 @@ Every algorithm's schedule becomes a :class:`~canopy.engine.plan.CollectivePlan`
 its bandwidth bound comes from the congestion of the physical links
 (:func:`~canopy.engine.plan.bandwidth_bound`) and its time at each message size from
 the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also picks the pipeline depth).
+ForestColl's plan is timed with the connections its MSCCL export takes within the
+runtime's limits (:func:`canopy.engine.msccl.connections.runtime_layout`), so compare and
+``canopy check-xml`` time the same program; the row's ``details["connections"]`` says which.
 Used by ``canopy compare`` and the editor's Compare dock.
 
 Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
@@ -29,6 +32,8 @@ from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
 from canopy.engine.limits import check_simulable
+from canopy.engine.msccl.connections import describe_layout, runtime_layout
+from canopy.engine.msccl.threadblocks import MscclLimitError
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
@@ -210,14 +215,20 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
     plan = schedule_plan(schedule)
-    algbw, link = bandwidth_bound(plan, topology.capacities())
+    try:
+        laid_out = runtime_layout(plan)
+        connections = describe_layout(plan, laid_out)
+    except MscclLimitError as exc:
+        laid_out, connections = plan, {"layout": f"none fits: {exc}"}
+    algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
                                    "solve_algbw": schedule.algbw,
                                    "bottleneck_link": list(link),
+                                   "connections": connections,
                                    **({"allreduce_schedule": describe_choice(schedule)}
                                       if collective == "allreduce" else {})},
-                          plan_at=lambda size: plan)
+                          plan_at=lambda size: laid_out)
 
 
 def compare(topology: Topology, collective: str = "allgather",

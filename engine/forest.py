@@ -31,7 +31,7 @@ from canopy.engine.optimality import (
     find_optimum,
     floored,
 )
-from canopy.engine.packing import Batch, pack_trees
+from canopy.engine.packing import Batch, Packing, greedy_packing, pack_trees
 from canopy.engine.plan import add_path_load
 from canopy.engine.progress import Progress, report
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
@@ -104,17 +104,36 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
                  timings: dict[str, float] | None = None) -> list[Tree]:
     """Alg. 4 then Alg. 5 then map back: k unit trees per compute node within ``caps``."""
     timings = {} if timings is None else timings
-    start = time.perf_counter()
-    report(progress, "switch removal", 0.0)
-    logical = remove_switches(net, caps, k, progress)
-    timings["switch removal"] = timings.get("switch removal", 0) + time.perf_counter() - start
-    start = time.perf_counter()
-    report(progress, "tree packing", 0.0)
-    demands = dict.fromkeys(net.compute, k)
-    packing = (pack_symmetric(list(net.compute), logical.capacity, demands)
-               or pack_trees(net.n, list(net.compute), logical.capacity, demands, progress,
-                             net.groups))
-    timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
+    compute, demands = list(net.compute), dict.fromkeys(net.compute, k)
+
+    def split(chords: bool) -> LogicalTopology:
+        start = time.perf_counter()
+        report(progress, "switch removal", 0.0)
+        logical = remove_switches(net, caps, k, progress, chords=chords)
+        timings["switch removal"] = (timings.get("switch removal", 0)
+                                     + time.perf_counter() - start)
+        return logical
+
+    def pack_without_flows(logical: LogicalTopology) -> Packing | None:
+        start = time.perf_counter()
+        report(progress, "tree packing", 0.0)
+        packing = (pack_symmetric(compute, logical.capacity, demands)
+                   or greedy_packing(compute, logical.capacity, demands, net.groups,
+                                     progress))
+        timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
+        return packing
+
+    logical = split(chords=True)
+    packing = pack_without_flows(logical)
+    if packing is None and logical.chords:
+        # Chords keep trees low, but where the flow-free packings cannot use them, rings
+        # are split instead, which they pack on clusters of servers (Alg. 5 is slow there).
+        logical = split(chords=False)
+        packing = pack_without_flows(logical)
+    if packing is None:
+        start = time.perf_counter()
+        packing = pack_trees(net.n, compute, logical.capacity, demands, progress)
+        timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
     start = time.perf_counter()
     report(progress, "mapping back", 0.0)
     trees = map_back(net, logical, packing.batches)

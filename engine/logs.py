@@ -9,11 +9,12 @@ terminal or a dialog.
 
 from __future__ import annotations
 
-from canopy.engine.jobs import log_file, log_internal_error
-
 
 def report_internal_error(context: str, error: BaseException) -> str:
     """Log ``error`` with its traceback; return one sentence naming the log file."""
+    # Imported here: multiprocessing and logging would cost every command's start-up.
+    from canopy.engine.jobs import log_file, log_internal_error
+
     summary = f"{error.__class__.__name__}: {error}".strip().rstrip(":")
     if len(summary) > 200:
         summary = summary[:200] + "…"

@@ -37,7 +37,6 @@ backend answers the same tests (tests/test_maxflow.py).
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -50,7 +49,6 @@ INT32_SAFE = 2**31 - 1
 SMALL_ARCS = 600        # networks the python backend may answer without a named backend
 PYTHON_BUDGET = 60_000  # arcs scanned by those answers per process (about 80 ms of CPU)
 _python_spent = 0
-_log = logging.getLogger(__name__)
 
 
 def available_backends() -> list[str]:
@@ -165,7 +163,7 @@ class FlowNetwork:
             _python_spent += len(self._caps)
             backend = "python"
         if self._sum >= INT64_SAFE and backend in ("ortools", "scipy"):
-            _log.debug("capacities exceed int64 sums; using the python backend")
+            _debug("capacities exceed int64 sums; using the python backend")
             backend = "python"
         if backend == "ortools":
             return self._ortools(source, sink, want_cut)
@@ -230,7 +228,7 @@ class FlowNetwork:
         scale = scale or 1
         merged //= scale
         if len(merged) and int(merged.max()) * n > INT32_SAFE:
-            _log.debug("capacities exceed int32 for scipy; using the python backend")
+            _debug("capacities exceed int32 for scipy; using the python backend")
             return None
         matrix.data = merged.astype(np.int32)
         result = maximum_flow(matrix, source, sink, method="dinic")
@@ -322,6 +320,12 @@ def _blocking_flow(adj: list[list[int]], head: list[int], residual: list[int],
             e = path.pop()
             u = head[e ^ 1]
             pointer[u] += 1
+
+
+def _debug(message: str) -> None:
+    """Log at debug level; logging is imported only then (it costs start-up otherwise)."""
+    import logging
+    logging.getLogger(__name__).debug(message)
 
 
 def _as_list(values: Sequence[int]) -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.topology import Topology, check
@@ -48,13 +49,62 @@ class Network:
     def is_compute(self, i: int) -> bool:
         return i in self.compute_set
 
-    def ingress(self, v: int) -> Fraction:
-        return sum((c for (_, b), c in self.capacity.items() if b == v), Fraction(0))
+    def ingresses(self) -> dict[int, Fraction]:
+        """Total bandwidth into every node that has an in-link (one pass over the links)."""
+        into: dict[int, Fraction] = {}
+        for (_, b), c in self.capacity.items():
+            into[b] = into.get(b, 0) + c
+        return into
+
+    @cached_property
+    def sink_representatives(self) -> tuple[int, ...]:
+        """Compute nodes such that every compute node is the image of one of them under
+        an automorphism of the network (:func:`identical_groups`); F(s, v) is the same
+        for v and its images, so Thm 1's test needs a flow to these only."""
+        images: set[int] = set()
+        for classes in identical_groups(self):
+            for member in classes[1:]:
+                images.update(member)
+        return tuple(c for c in self.compute if c not in images)
 
     def egress_of(self, nodes: set[int]) -> Fraction:
         """B+(S): total bandwidth of links leaving ``nodes``."""
         return sum((c for (a, b), c in self.capacity.items() if a in nodes and b not in nodes),
                    Fraction(0))
+
+
+def identical_groups(net: Network) -> list[list[tuple[int, ...]]]:
+    """Classes of interchangeable node groups (identical servers), members in index order.
+
+    Two groups G and H of equal signature are interchangeable: the map swapping the i-th
+    node of G with the i-th node of H and fixing every other node keeps every link and
+    its bandwidth and the compute nodes (an automorphism). The signature lists each
+    position's kind and every link touching the group, with an end inside written as its
+    position and an end outside as its node: equal signatures mean every link of G has
+    a twin of H with the same outside end, and there is no link between G and H (G's
+    signature would name H's nodes, which H's writes as positions). Swaps of pairwise
+    interchangeable groups compose, so a whole class is one orbit of its i-th nodes.
+    """
+    members: dict[str, list[int]] = {}
+    for i, g in enumerate(net.groups):
+        if g is not None:
+            members.setdefault(g, []).append(i)
+    position = {i: (g, p) for g, nodes in members.items() for p, i in enumerate(nodes)}
+    links: dict[str, list[tuple]] = {g: [] for g in members}
+
+    def end(node: int, group: str) -> tuple:
+        where = position.get(node)
+        return ("in", where[1]) if where is not None and where[0] == group else ("out", node)
+
+    for (a, b), c in net.capacity.items():
+        for g in {position[x][0] for x in (a, b) if x in position}:
+            links[g].append((end(a, g), end(b, g), c))
+    classes: dict[tuple, list[tuple[int, ...]]] = {}
+    for g, nodes in members.items():
+        kinds = tuple(net.is_compute(i) for i in nodes)
+        key = (kinds, tuple(sorted(links[g])))
+        classes.setdefault(key, []).append(tuple(nodes))
+    return [c for c in classes.values() if len(c) > 1]
 
 
 def source_network(net: Network, link_caps: Mapping[tuple[int, int], int],
@@ -74,10 +124,13 @@ def weakest_sink(flow: FlowNetwork, net: Network,
                  stop_below: int | None = None) -> tuple[int, int, list[int]]:
     """min over compute v of F(s, v), the v attaining it and its min cut's source side.
 
-    With ``stop_below``, return at the first v whose flow is below that value.
+    ``flow`` must be built from ``net`` with capacities that depend on each link's
+    bandwidth alone (:func:`source_network`), so that the network's automorphisms keep
+    it: then only :attr:`Network.sink_representatives` need a flow. With
+    ``stop_below``, return at the first v whose flow is below that value.
     """
     best: tuple[int, int, list[int]] | None = None
-    for v in net.compute:
+    for v in net.sink_representatives:
         value = flow.max_flow(net.source, v)
         if best is None or value < best[0]:
             best = (value, v, [])

@@ -6,7 +6,9 @@ node on the auxiliary network G⃗_x. Instead of the paper's bisection (Alg. 1) 
 on the ratio of the violated cut (Dinkelbach/Newton): when x fails, the minimum cut is a
 cut whose ratio beats 1/x; we move 1/x to that ratio and test again. Every iterate is the
 ratio of a real cut, so the loop ends exactly on 1/x* with the cut S* that attains it,
-usually in two or three rounds.
+usually in two or three rounds. F(s, v) is the same for all v of one orbit of the
+network's automorphisms, so identical servers need flows to one server's compute nodes
+only (:attr:`canopy.engine.network.Network.sink_representatives`).
 
 k and y follow Prop. 3. Fixed k follows §4.5 / App. C.4 (Thms 13-15), again by jumping
 to the smallest U that satisfies the violated cut rather than by bisection.
@@ -50,7 +52,7 @@ class Optimum:
     network: Network
     inverse_x: Fraction          # 1/x* = |S*∩V_c| / B+(S*), in 1/(GB/s)
     bottleneck_cut: tuple[int, ...]
-    rounds: int                  # Dinkelbach rounds (each: one maxflow per compute node)
+    rounds: int                  # Dinkelbach rounds (each: one maxflow per orbit of GPUs)
 
     @property
     def x(self) -> Fraction:
@@ -84,9 +86,10 @@ def find_optimum(net: Network) -> Optimum:
     scale = math.lcm(*(c.denominator for c in net.capacity.values()))
     bw = {e: int(c * scale) for e, c in net.capacity.items()}
     # Start from the cut V - {v} of the compute node with least ingress (App. C.1 bound).
-    v_min = min(net.compute, key=net.ingress)
+    into = net.ingresses()
+    v_min = min(net.compute, key=into.__getitem__)
     cut = tuple(i for i in range(net.n) if i != v_min)
-    ratio = Fraction(n - 1, int(net.ingress(v_min) * scale))
+    ratio = Fraction(n - 1, int(into[v_min] * scale))
     rounds = 0
     while True:
         rounds += 1

@@ -276,6 +276,16 @@ def _greedy(compute: list[int], capacity: dict[tuple[int, int], int], demands: d
     return Packing(done, 0, 0)
 
 
+def greedy_packing(compute: list[int], capacity: dict[tuple[int, int], int],
+                   demands: dict[int, int], groups: Sequence[str | None] | None,
+                   progress: Progress | None = None) -> Packing | None:
+    """The flow-free greedy (:func:`_greedy`) when some compute node has a group, else
+    None; None also when the greedy gives up."""
+    if groups is None or all(groups[c] is None for c in compute):
+        return None
+    return _greedy(compute, capacity, demands, groups, progress)
+
+
 def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int], int],
                demands: dict[int, int], progress: Progress | None = None,
                groups: Sequence[str | None] | None = None) -> Packing:
@@ -286,10 +296,9 @@ def pack_trees(num_nodes: int, compute: list[int], capacity: dict[tuple[int, int
     integer capacities in trees. With ``groups`` (a group name or None per node) a
     flow-free greedy packing (:func:`_greedy`) is tried first.
     """
-    if groups is not None and any(groups[c] is not None for c in compute):
-        quick = _greedy(compute, capacity, demands, groups, progress)
-        if quick is not None:
-            return quick
+    quick = greedy_packing(compute, capacity, demands, groups, progress)
+    if quick is not None:
+        return quick
     packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))
     pending = [Batch(r, m, {r}, {r: 0}) for r, m in demands.items() if m]
     for batch in pending:

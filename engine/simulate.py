@@ -40,15 +40,19 @@ TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
   DGX A100 at 13 pieces the times agree to four digits).
 * *Long loops are extrapolated.* The iterations of a loop are identical, so once the
   pipeline is full every further iteration adds the same time (the period). A program
-  of more than MAX_MESSAGES sends is unrolled for that many sends' worth of iterations
-  (at least MIN_UNROLL), the period is measured on its middle half (the first iterations
-  fill the pipeline, the last drain it): the larger of its two quarters' periods, never
-  below the busiest link's time per iteration. The remaining iterations are added at
-  that period (:func:`simulate`). On chains this is exact; on ForestColl's forests it
-  agrees with the full run within 1 % (tests) or errs on the slow side: where sources
-  run ahead of the inner tree edges, a long loop drains faster than a short one
-  (tacos-3d-rfs-2x4x8 reduce-scatter at 128 iterations: 85.6 % of the bound
-  extrapolated from 16, 97.3 % run in full).
+  of more than MAX_MESSAGES sends is not unrolled in full: whole loops of n = 2, 4, 8,
+  ... iterations of the same pieces are run (longer first runs where MAX_MESSAGES
+  allows), and the increment (T(n) - T(n/2)) / (n/2), never below the busiest link's
+  time per iteration, is the period once two successive increments agree within 1 %;
+  the remaining iterations are added at that period (:func:`simulate`). The increment of
+  whole runs, not the spacing of iterations inside one run, is what a longer loop adds:
+  where sources run ahead of the inner tree edges (reductions), the spacing inside a run
+  is slower than the long loop's rate, because the leaves finish early and the inner
+  edges then drain at full speed (tacos-3d-rfs-2x4x8 reduce-scatter at 128 iterations:
+  the former middle-of-run period gave 86 % of the bound, the full run and this
+  extrapolation 97.3 %). On chains and rings it is exact or within 0.1 %, on
+  ForestColl's forests within 0.1 % of the full run (tests). A loop whose increments
+  have not settled by half its length is run in full.
 * Compute nodes store and forward (a GPU forwards a piece once it has it whole, or
   once all its children's pieces have arrived, for reductions). ``switch_mode=
   "store-and-forward"`` makes switches do the same: every link becomes its own
@@ -70,7 +74,12 @@ edge gets its own connection.
 (used by the tests); by default it runs on floats, because under processor sharing every
 rate change multiplies the denominators of all remaining byte counts, so exact runs of
 thousands of messages become slow. Float times agree with exact ones to about 1e-12
-relative; the result is returned as a Fraction of the float.
+relative; the result is returned as a Fraction of the float. The float loop is compiled
+by numba when it is installed (``pip install -e '.[fast]'``; compiled once, cached on
+disk): one source (:func:`_event_loop`) runs compiled or as Python, with the same
+operations in the same order, so both give the same floats (tests); compiled it is
+about 7x faster. A program is built as flat numpy arrays from one iteration's template
+(:func:`_expand`), not as Python objects per send.
 
 algbw follows nccl-tests: message size over collective time (GB/s = 10^9 bytes/s).
 """
@@ -84,6 +93,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import CollectivePlan, FlowTree, bandwidth_bound, path_links
 from canopy.engine.topology import Topology
@@ -95,11 +106,12 @@ MIN_SLICE_BYTES = 64 << 10           # smallest message worth pipelining
 MAX_PIECES = 256                      # deepest pipeline tried
 MAX_MESSAGES = 30_000                 # sends unrolled per simulation; longer loops extrapolate
 PIECES_PER_STAGE = 2                  # the first depth tried: 2 x stages pieces
-PERIOD_TOLERANCE = Fraction(1, 100)   # periods of an extrapolation's two halves that agree
-MIN_UNROLL = 16                       # fewest iterations unrolled when extrapolating
+PERIOD_TOLERANCE = Fraction(1, 100)   # successive increments of an extrapolation that agree
+MIN_UNROLL = 2                        # the shortest run when extrapolating
 MIN_GAIN = Fraction(1, 200)           # within 0.5 % of the floor, no deeper run
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 CHECK_EVERY = 1 << 12                 # events between calls of a simulation's ``check``
+COMPILE_FROM = 1_000                  # sends from which float runs use the compiled loop
 CUT_THROUGH = "cut-through"
 STORE_AND_FORWARD = "store-and-forward"
 SWITCH_MODES = (CUT_THROUGH, STORE_AND_FORWARD)
@@ -193,15 +205,38 @@ def run_program(topology: Topology, program: Program,
     Raises ScheduleError when a route uses a link the topology lacks or the sends wait
     on each other forever.
     """
+    n = len(program.sends)
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for s, send in enumerate(program.sends):
+        for d in send.after:
+            dependents[d].append(s)
+    dep_ptr = [0]
+    for waiting in dependents:
+        dep_ptr.append(dep_ptr[-1] + len(waiting))
+    flat = _Flat(program.connections,
+                 np.array([send.connection for send in program.sends], dtype=np.int64),
+                 np.arange(n, dtype=np.int64), [send.size for send in program.sends],
+                 np.array([len(send.after) for send in program.sends], dtype=np.int64),
+                 np.array(dep_ptr, dtype=np.int64),
+                 np.array([t for waiting in dependents for t in waiting], dtype=np.int64),
+                 np.array(program.iteration, dtype=np.int64))
+    return _run(topology, flat, default_latency, exact, check, arrivals)
+
+
+def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool,
+         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None
+         ) -> Fraction:
+    """:func:`run_program` on a program in flat form: the routes become link ids, then
+    :func:`_event_loop` runs (compiled for float runs when numba is installed)."""
     num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
     caps = topology.capacities()
     lats = topology.latencies()
     link_id: dict[tuple[str, str], int] = {}
     cap: list = []
-    conn_links: list[list[int]] = []
+    conn_ptr = [0]
+    conn_link: list[int] = []
     conn_alpha: list = []
-    for connection in program.connections:
-        ids = []
+    for connection in flat.connections:
         alpha = Fraction(0)
         for link in path_links(connection.route):
             if link not in caps:
@@ -210,122 +245,196 @@ def run_program(topology: Topology, program: Program,
             if link not in link_id:
                 link_id[link] = len(cap)
                 cap.append(num(caps[link] * BYTES_PER_US_PER_GBPS))
-            ids.append(link_id[link])
+            conn_link.append(link_id[link])
             alpha += lats.get(link, default_latency)
-        if not ids:
+        if len(conn_link) == conn_ptr[-1]:
             raise ScheduleError(f"a connection from {connection.route[0]} has no link to "
                                 "cross.")
-        conn_links.append(ids)
+        conn_ptr.append(len(conn_link))
         conn_alpha.append(num(alpha))
-    weight = [num(connection.weight) for connection in program.connections]
-    sends = program.sends
-    n = len(sends)
-    conn = [send.connection for send in sends]
-    queue: list[list[int]] = [[] for _ in program.connections]
-    pending = [0] * n
-    dependents: list[list[int]] = [[] for _ in range(n)]
-    for s, send in enumerate(sends):
-        queue[send.connection].append(s)
-        pending[s] = len(send.after)
-        for d in send.after:
-            dependents[d].append(s)
-    head = [0] * len(queue)            # index of the connection's next send
-    busy = [False] * len(queue)        # streaming a send
-    zero = num(Fraction(0))
+    weight = [num(connection.weight) for connection in flat.connections]
+    n = len(flat.conn)
+    if n == 0:
+        return Fraction(0)
+    amount = [num(a) for a in flat.amounts]
+    conn = flat.conn
+    queue_ptr = np.zeros(len(flat.connections) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(conn, minlength=len(flat.connections)), out=queue_ptr[1:])
+    queue = np.argsort(conn, kind="stable")
+    compiled = None if exact or n < COMPILE_FROM else _compiled_loop()
+    if compiled is not None:
+        if check is not None:
+            check()
+        times = np.zeros(n)
+        f64 = np.float64
+        _CHECK[0] = check
+        try:
+            end, delivered = compiled(
+                np.array(cap, f64), np.array(conn_ptr, np.int64),
+                np.array(conn_link, np.int64), np.array(conn_alpha, f64),
+                np.array(weight, f64), conn, np.array(amount, f64)[flat.amount_of],
+                flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
+                _COMPILED[1])
+        finally:
+            _CHECK[0] = None
+        if arrivals is not None:
+            arrivals[:] = times.tolist()
+    else:
+        times_list: list = [cap[0] * 0] * n
+        size = [amount[a] for a in flat.amount_of.tolist()]
+        end, delivered = _event_loop(cap, conn_ptr, conn_link, conn_alpha, weight,
+                                     conn.tolist(), size, flat.pending.tolist(),
+                                     flat.dep_ptr.tolist(), flat.dep_idx.tolist(),
+                                     queue_ptr.tolist(), queue.tolist(), times_list, check)
+        if arrivals is not None:
+            arrivals[:] = times_list
+    if delivered != n:
+        raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
+    return Fraction(end)
+
+
+_COMPILED: list = []                                  # [loop, poll] once tried
+_CHECK: list[Callable[[], None] | None] = [None]     # the running compiled loop's check
+_objmode: Any = None                                  # numba.objmode once numba is loaded
+
+
+def _call_check() -> None:
+    if _CHECK[0] is not None:
+        _CHECK[0]()
+
+
+def _poll() -> None:
+    """The compiled loop's ``check``: back in Python, the caller's check (which may raise)."""
+    with _objmode():
+        _call_check()
+
+
+def _compiled_loop() -> Callable[..., tuple[Any, int]] | None:
+    """:func:`_event_loop` compiled by numba (cached on disk), or None without numba."""
+    global _objmode
+    if not _COMPILED:
+        try:
+            import numba
+        except ImportError:
+            _COMPILED.extend([None, None])
+        else:
+            _objmode = numba.objmode
+            _COMPILED.extend([numba.njit(cache=True)(_event_loop),
+                              numba.njit(cache=True)(_poll)])
+    return _COMPILED[0]
+
+
+def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, conn: Any,
+                size: Any, pending: Any, dep_ptr: Any, dep_idx: Any, q_ptr: Any, q_idx: Any,
+                arrivals: Any, check: Callable[[], None] | None) -> tuple[Any, int]:
+    """The event loop of the execution model: (time of the last delivery, sends delivered).
+
+    Per link ``cap`` (bytes/µs); per connection its links ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``,
+    latency ``alpha`` and ``weight``; per send its connection, ``size``, how many sends it
+    waits for (``pending``) and the sends waiting for it (``dep_idx[dep_ptr[s]:...]``);
+    ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's sends in order. Delivery times go
+    to ``arrivals``. Numbers are Fractions or floats (lists), or numpy arrays when
+    compiled by numba (:func:`_compiled_loop`); the code is the same.
+
+    Processor sharing as in GPS: every streaming send moves at w x share of its
+    bottleneck link (the one with the smallest share on its route). Each link keeps a
+    virtual clock V (bytes per unit weight delivered so far at its share), so a send
+    bottlenecked there finishes when V reaches its target; a change of share moves no
+    send, only the link's next finish time. Events at one time are handled as a batch.
+    """
     nlinks = len(cap)
-    # Processor sharing as in GPS: every streaming send moves at w x share of its
-    # bottleneck link (the one with the smallest share on its route). Each link keeps a
-    # virtual clock V (bytes per unit weight delivered so far at its share), so a send
-    # bottlenecked there finishes when V reaches its target; a change of share moves
-    # no send, only the link's next finish time.
+    nconn = len(alpha)
+    n = len(conn)
+    zero = cap[0] - cap[0]
     link_weight = [zero] * nlinks
-    share = list(cap)
-    clock = [zero] * nlinks            # V at time ``mark``
+    share = [cap[i] for i in range(nlinks)]
+    clock = [zero] * nlinks
     mark = [zero] * nlinks
-    members: list[list[tuple]] = [[] for _ in cap]   # heaps (target, seq, send, version)
     link_version = [0] * nlinks
-    streaming: list[dict[int, None]] = [{} for _ in cap]
+    members = [[(zero, 0, 0, 0)] for _ in range(nlinks)]
+    for lid in range(nlinks):
+        members[lid].pop()
+    streaming = [{0: 0} for _ in range(nlinks)]
+    for lid in range(nlinks):
+        streaming[lid].pop(0)
     bottleneck = [-1] * n
     target = [zero] * n
     version = [0] * n
-    heap: list[tuple] = []
-    push, pop = heapq.heappush, heapq.heappop
+    head = [q_ptr[c] for c in range(nconn)]
+    busy = [False] * nconn
+    pend = [pending[s] for s in range(n)]
+    heap = [(zero, 0, 0, 0, 0)]
+    heap.pop()
     seq = 0
     START, LINK, ARRIVE = 0, 1, 2
-
-    if arrivals is not None:
-        arrivals[:] = [zero] * n
-
-    def try_start(s: int, now: Fraction | float) -> None:
-        nonlocal seq
-        c = conn[s]
-        if pending[s] == 0 and queue[c][head[c]] == s and not busy[c]:
-            busy[c] = True
-            seq += 1
-            push(heap, (now, seq, START, s, 0))
-
-    def join(s: int, lid: int, left: Fraction | float, now: Fraction | float) -> None:
-        """Make ``lid`` the bottleneck of send ``s`` with ``left`` bytes to go."""
-        nonlocal seq
-        version[s] += 1
-        bottleneck[s] = lid
-        v = clock[lid] + share[lid] * (now - mark[lid])
-        target[s] = v + left / weight[conn[s]]
-        seq += 1
-        push(members[lid], (target[s], seq, s, version[s]))
-
-    def left_of(s: int, now: Fraction | float) -> Fraction | float:
-        lid = bottleneck[s]
-        v = clock[lid] + share[lid] * (now - mark[lid])
-        rest = (target[s] - v) * weight[conn[s]]
-        return rest if rest > 0 else zero
-
-    for members_of in queue:
-        if members_of:
-            try_start(members_of[0], zero)
+    touched_at = [-1] * nlinks
+    moved_at = [-1] * n
+    for c in range(nconn):
+        if q_ptr[c] < q_ptr[c + 1]:
+            s = q_idx[q_ptr[c]]
+            if pend[s] == 0:
+                busy[c] = True
+                seq += 1
+                heapq.heappush(heap, (zero, seq, START, s, 0))
     delivered = 0
     end = zero
+    batch = 0
     events = 0
-    while heap:
+    while len(heap) > 0:
         now = heap[0][0]
-        touched: dict[int, None] = {}
-        started: list[int] = []
-        done: list[int] = []           # sends whose last byte left now
-        arrived: list[int] = []        # sends whose last byte arrived now
-        while heap and heap[0][0] == now:
-            _, _, kind, x, ver = pop(heap)
+        batch += 1
+        touched = [0]
+        touched.pop()
+        started = [0]
+        started.pop()
+        done = [0]
+        done.pop()
+        arrived = [0]
+        arrived.pop()
+        while len(heap) > 0 and heap[0][0] == now:
+            item = heapq.heappop(heap)
             events += 1
             if check is not None and events % CHECK_EVERY == 0:
                 check()
+            kind = item[2]
+            x = item[3]
             if kind == ARRIVE:
                 arrived.append(x)
             elif kind == START:
-                if sends[x].size <= 0:
+                if size[x] <= 0:
                     done.append(x)
                     continue
                 c = conn[x]
-                for lid in conn_links[c]:
+                for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                    lid = cl_idx[k]
                     link_weight[lid] += weight[c]
-                    streaming[lid][x] = None
-                    touched[lid] = None
+                    streaming[lid][x] = 0
+                    if touched_at[lid] != batch:
+                        touched_at[lid] = batch
+                        touched.append(lid)
                 started.append(x)
-            elif ver == link_version[x]:
+            elif item[4] == link_version[x]:
                 group = members[x]
-                while group and (group[0][3] != version[group[0][2]]):
-                    pop(group)
-                if not group:
+                while len(group) > 0 and group[0][3] != version[group[0][2]]:
+                    heapq.heappop(group)
+                if len(group) == 0:
                     continue
-                s = pop(group)[2]
+                s = heapq.heappop(group)[2]
                 version[s] += 1
                 c = conn[s]
-                for lid in conn_links[c]:
+                for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                    lid = cl_idx[k]
                     link_weight[lid] -= weight[c]
-                    del streaming[lid][s]
-                    touched[lid] = None
-                touched[x] = None
+                    streaming[lid].pop(s)
+                    if touched_at[lid] != batch:
+                        touched_at[lid] = batch
+                        touched.append(lid)
+                if touched_at[x] != batch:
+                    touched_at[x] = batch
+                    touched.append(x)
                 done.append(s)
-        # New shares on the touched links; sends whose bottleneck moves are re-filed.
-        moved: list[int] = []
+        moved = [0]
+        moved.pop()
         for lid in touched:
             clock[lid] += share[lid] * (now - mark[lid])
             mark[lid] = now
@@ -333,53 +442,93 @@ def run_program(topology: Topology, program: Program,
             w = link_weight[lid]
             share[lid] = cap[lid] / w if w else cap[lid]
             if share[lid] < old:
-                moved.extend(s for s in streaming[lid]
-                             if bottleneck[s] >= 0 and share[bottleneck[s]] > share[lid])
+                for s in streaming[lid]:
+                    if bottleneck[s] >= 0 and share[bottleneck[s]] > share[lid] \
+                            and moved_at[s] != batch:
+                        moved_at[s] = batch
+                        moved.append(s)
             elif share[lid] > old:
-                moved.extend(s for s in streaming[lid] if bottleneck[s] == lid)
-        for s in dict.fromkeys(moved):
-            links = conn_links[conn[s]]
-            best = min(links, key=share.__getitem__)
-            if share[best] < share[bottleneck[s]]:
-                left = left_of(s, now)
-                touched[bottleneck[s]] = None
-                join(s, best, left, now)
-                touched[best] = None
+                for s in streaming[lid]:
+                    if bottleneck[s] == lid and moved_at[s] != batch:
+                        moved_at[s] = batch
+                        moved.append(s)
+        for s in moved:
+            c = conn[s]
+            best = cl_idx[cl_ptr[c]]
+            for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
+                if share[cl_idx[k]] < share[best]:
+                    best = cl_idx[k]
+            old_b = bottleneck[s]
+            if share[best] < share[old_b]:
+                v = clock[old_b] + share[old_b] * (now - mark[old_b])
+                left = (target[s] - v) * weight[c]
+                if not left > 0:
+                    left = zero
+                if touched_at[old_b] != batch:
+                    touched_at[old_b] = batch
+                    touched.append(old_b)
+                version[s] += 1
+                bottleneck[s] = best
+                v = clock[best] + share[best] * (now - mark[best])
+                target[s] = v + left / weight[c]
+                seq += 1
+                heapq.heappush(members[best], (target[s], seq, s, version[s]))
+                if touched_at[best] != batch:
+                    touched_at[best] = batch
+                    touched.append(best)
         for s in started:
-            best = min(conn_links[conn[s]], key=share.__getitem__)
-            join(s, best, num(sends[s].size), now)
-            touched[best] = None
+            c = conn[s]
+            best = cl_idx[cl_ptr[c]]
+            for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
+                if share[cl_idx[k]] < share[best]:
+                    best = cl_idx[k]
+            version[s] += 1
+            bottleneck[s] = best
+            v = clock[best] + share[best] * (now - mark[best])
+            target[s] = v + size[s] / weight[c]
+            seq += 1
+            heapq.heappush(members[best], (target[s], seq, s, version[s]))
+            if touched_at[best] != batch:
+                touched_at[best] = batch
+                touched.append(best)
         for lid in touched:
             group = members[lid]
-            while group and (group[0][3] != version[group[0][2]]
-                             or bottleneck[group[0][2]] != lid):
-                pop(group)
+            while len(group) > 0 and (group[0][3] != version[group[0][2]]
+                                      or bottleneck[group[0][2]] != lid):
+                heapq.heappop(group)
             link_version[lid] += 1
-            if group:
+            if len(group) > 0:
                 at = mark[lid] + (group[0][0] - clock[lid]) / share[lid]
                 seq += 1
-                push(heap, (at if at > now else now, seq, LINK, lid, link_version[lid]))
+                heapq.heappush(heap, (at if at > now else now, seq, LINK, lid,
+                                      link_version[lid]))
         for s in done:
             c = conn[s]
             busy[c] = False
             head[c] += 1
-            if head[c] < len(queue[c]):
-                try_start(queue[c][head[c]], now)
+            if head[c] < q_ptr[c + 1]:
+                t = q_idx[head[c]]
+                if pend[t] == 0:
+                    busy[c] = True
+                    seq += 1
+                    heapq.heappush(heap, (now, seq, START, t, 0))
             seq += 1
-            push(heap, (now + conn_alpha[c], seq, ARRIVE, s, 0))
+            heapq.heappush(heap, (now + alpha[c], seq, ARRIVE, s, 0))
         for s in arrived:
             delivered += 1
-            if arrivals is not None:
-                arrivals[s] = now
+            arrivals[s] = now
             if now > end:
                 end = now
-            for t in dependents[s]:
-                pending[t] -= 1
-                if pending[t] == 0:
-                    try_start(t, now)
-    if delivered != n:
-        raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
-    return Fraction(end)
+            for k in range(dep_ptr[s], dep_ptr[s + 1]):
+                t = dep_idx[k]
+                pend[t] -= 1
+                if pend[t] == 0:
+                    c = conn[t]
+                    if q_idx[head[c]] == t and not busy[c]:
+                        busy[c] = True
+                        seq += 1
+                        heapq.heappush(heap, (now, seq, START, t, 0))
+    return end, delivered
 
 
 # ---------------------------------------------------------------------------- plans
@@ -411,24 +560,41 @@ def _hops(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
     return [path[a:b + 1] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
-def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
-                 switches: frozenset[str] = frozenset(),
-                 switch_mode: str = CUT_THROUGH) -> Program:
-    """The program that runs ``plan`` on a message of ``size`` bytes in ``pieces``
-    loop iterations.
+@dataclass
+class _Flat:
+    """A program as the event loop reads it: per send its connection, the index of its
+    size in ``amounts``, how many sends it waits for and (CSR) the sends waiting for it;
+    ``iteration`` is each send's loop iteration. Integer arrays (numpy)."""
 
-    Connections: a tree edge whose :class:`~canopy.engine.plan.FlowEdge` names a
-    ``channel`` uses that channel's connection (a ring hop carries every chain of its
-    ring, in order); otherwise every tree edge has a connection of its own, weighted by
-    the tree's share (a ForestColl tree of multiplicity m streams on m channels). Sends
-    on a shared connection go in the order (piece, phase, step within the piece, plan
-    priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
-    piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge
-    (broadcast) or all edges into the sender (reduce); allreduce's broadcast of a key
-    waits for that key's reduction into its root.
-    """
+    connections: list[Connection]
+    conn: Any
+    amount_of: Any
+    amounts: list[Fraction]
+    pending: Any
+    dep_ptr: Any
+    dep_idx: Any
+    iteration: Any
+
+
+@dataclass
+class _Template:
+    """One loop iteration of a plan's program: per tree edge (one flat list) its
+    connections (one per hop), its tree, the edges whose delivery (same iteration) its
+    first hop waits for; ``order`` is the order of the edges' sends on shared connections."""
+
+    connections: list[Connection]
+    edge_conns: list[list[int]]
+    edge_tree: list[int]
+    deps: list[list[int]]
+    order: list[int]
+    shares: list[Fraction]
+    ordered: bool
+
+
+def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Template:
+    """The connections and the within-iteration order and dependencies of ``plan`` (see
+    :func:`plan_program`)."""
     _check_mode(switch_mode)
-    size = Fraction(size)
     trees = list(plan.trees)
     smallest = min(t.share for t in trees)
     nphase = len(plan.reduce_trees)
@@ -462,31 +628,11 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
             edge_conns.append(ids)
             keys.append((phase, e.priority, ti) if plan.ordered_links
                         else (phase, levels[ei], e.priority, ti))
-    count = len(edge_conns)
-    order = sorted(range(count), key=keys.__getitem__)
-    if plan.ordered_links:
-        # (phase, priority, piece, tree): every piece of a hop before the next hop.
-        sequence = [(p, x) for x in order for p in range(pieces)]
-    else:
-        sequence = [(p, x) for p in range(pieces) for x in order]
-    # Sends of (piece, edge): first and last hop; the last one delivers.
-    first = [[0] * count for _ in range(pieces)]
-    last = [[0] * count for _ in range(pieces)]
-    conn_of: list[int] = []
-    size_of: list[Fraction] = []
-    after: list[list[int]] = []
-    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
-    piece_size = [t.share * size / pieces for t in trees]
-    for p, x in sequence:
-        amount = piece_size[edge_tree[x]]
-        first[p][x] = len(conn_of)
-        for i, c in enumerate(edge_conns[x]):
-            conn_of.append(c)
-            size_of.append(amount)
-            after.append([len(conn_of) - 2] if i else [])
-        last[p][x] = len(conn_of) - 1
-    # Dependencies between tree edges.
-    root_done: dict[tuple[Hashable, int], list[int]] = {}
+    order = sorted(range(len(edge_conns)), key=keys.__getitem__)
+    # Dependencies between tree edges (same piece): x's first hop waits for the last
+    # hops of deps[x].
+    deps: list[list[int]] = [[] for _ in edge_conns]
+    root_done: dict[Hashable, list[int]] = {}
     for ti, tree in enumerate(trees):
         into = {e.child: edge_of[(ti, ei)] for ei, e in enumerate(tree.edges)}
         children: dict[str, list[int]] = {}
@@ -496,26 +642,98 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
             x = edge_of[(ti, ei)]
             if tree.reduce:
                 # Child -> parent: waits for everything from the child's children.
-                below = children.get(e.child, [])
-                for p in range(pieces):
-                    after[first[p][x]].extend(last[p][c] for c in below)
-                    if e.parent == tree.root:
-                        root_done.setdefault((tree.key, p), []).append(last[p][x])
+                deps[x].extend(children.get(e.child, []))
+                if e.parent == tree.root:
+                    root_done.setdefault(tree.key, []).append(x)
             elif e.parent != tree.root:
-                above = into[e.parent]
-                for p in range(pieces):
-                    after[first[p][x]].append(last[p][above])
+                deps[x].append(into[e.parent])
     for ti, tree in enumerate(trees):
         if tree.reduce:
             continue
         for ei, e in enumerate(tree.edges):
             if e.parent == tree.root:
-                x = edge_of[(ti, ei)]
-                for p in range(pieces):
-                    after[first[p][x]].extend(root_done.get((tree.key, p), []))
-    program.sends = [Send(c, n, tuple(a)) for c, n, a in zip(conn_of, size_of, after,
-                                                              strict=True)]
-    program.iteration = [p for p, x in sequence for _ in edge_conns[x]]
+                deps[edge_of[(ti, ei)]].extend(root_done.get(tree.key, []))
+    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
+    return _Template(program.connections, edge_conns, edge_tree, deps, order,
+                     [t.share for t in trees], plan.ordered_links)
+
+
+def _expand(template: _Template, size: Fraction, pieces: int) -> _Flat:
+    """The sends of ``pieces`` loop iterations of ``template`` on ``size`` bytes, in the
+    order (piece, edge order, hop) or, for ordered plans, (edge order, piece, hop)."""
+    order = np.array(template.order, dtype=np.int64)
+    hops = np.array([len(template.edge_conns[x]) for x in template.order], dtype=np.int64)
+    width = int(hops.sum())                       # sends per iteration
+    begin = np.zeros(len(order), dtype=np.int64)  # first slot of each edge (in order)
+    begin[1:] = np.cumsum(hops)[:-1]
+    slot_of = np.empty(len(order), dtype=np.int64)   # edge -> its first slot
+    slot_of[order] = begin
+    hop_count = np.empty(len(order), dtype=np.int64)
+    hop_count[order] = hops
+    conn_t = np.array([c for x in template.order for c in template.edge_conns[x]],
+                      dtype=np.int64)
+    hop_t = np.arange(width, dtype=np.int64) - np.repeat(begin, hops)
+    tree_t = np.array(template.edge_tree, dtype=np.int64)[np.repeat(order, hops)]
+    # Within-iteration dependencies (slot -> slot): hop after hop, edge after edges.
+    chain = np.nonzero(hop_t > 0)[0]
+    src = [chain - 1]
+    dst = [chain]
+    pairs = [(y, x) for x, ys in enumerate(template.deps) for y in ys]
+    if pairs:
+        ys, xs = np.array(pairs, dtype=np.int64).T
+        src.append(slot_of[ys] + hop_count[ys] - 1)
+        dst.append(slot_of[xs])
+    src_t, dst_t = np.concatenate(src), np.concatenate(dst)
+    piece = np.arange(pieces, dtype=np.int64)[:, None]
+    if template.ordered:
+        index = pieces * np.repeat(begin, hops)[None, :] + hop_t[None, :] \
+            + piece * np.repeat(hops, hops)[None, :]
+    else:
+        index = piece * width + np.arange(width, dtype=np.int64)[None, :]
+    total = pieces * width
+    conn = np.empty(total, dtype=np.int64)
+    conn[index] = conn_t[None, :]
+    amount_of = np.empty(total, dtype=np.int64)
+    amount_of[index] = tree_t[None, :]
+    iteration = np.empty(total, dtype=np.int64)
+    iteration[index] = piece
+    src_all, dst_all = index[:, src_t].ravel(), index[:, dst_t].ravel()
+    by = np.lexsort((dst_all, src_all))
+    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src_all, minlength=total), out=dep_ptr[1:])
+    pending = np.bincount(dst_all, minlength=total)
+    amounts = [share * size / pieces for share in template.shares]
+    return _Flat(template.connections, conn, amount_of, amounts, pending, dep_ptr,
+                 dst_all[by], iteration)
+
+
+def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
+                 switches: frozenset[str] = frozenset(),
+                 switch_mode: str = CUT_THROUGH) -> Program:
+    """The program that runs ``plan`` on a message of ``size`` bytes in ``pieces``
+    loop iterations.
+
+    Connections: a tree edge whose :class:`~canopy.engine.plan.FlowEdge` names a
+    ``channel`` uses that channel's connection (a ring hop carries every chain of its
+    ring, in order); otherwise every tree edge has a connection of its own, weighted by
+    the tree's share (a ForestColl tree of multiplicity m streams on m channels). Sends
+    on a shared connection go in the order (piece, phase, step within the piece, plan
+    priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
+    piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge
+    (broadcast) or all edges into the sender (reduce); allreduce's broadcast of a key
+    waits for that key's reduction into its root. (The simulator builds the same sends
+    as flat arrays, from one iteration's template, without this object.)
+    """
+    flat = _expand(_template(plan, switches, switch_mode), Fraction(size), pieces)
+    program = Program(list(flat.connections))
+    conn, dep_ptr, dep_idx = flat.conn.tolist(), flat.dep_ptr.tolist(), flat.dep_idx.tolist()
+    after: list[list[int]] = [[] for _ in conn]
+    for s in range(len(conn)):
+        for t in dep_idx[dep_ptr[s]:dep_ptr[s + 1]]:
+            after[t].append(s)
+    program.sends = [Send(c, flat.amounts[a], tuple(w))
+                     for c, a, w in zip(conn, flat.amount_of.tolist(), after, strict=True)]
+    program.iteration = flat.iteration.tolist()
     return program
 
 
@@ -574,43 +792,47 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     here (see :func:`min_pieces` and :func:`fastest`).
 
     When the whole program has more than ``budget`` sends (``None``: no limit), the loop
-    is not unrolled in full: the iterations are identical, so once the pipeline is full
-    each further iteration adds the same time (the period). ``budget`` sends' worth of
-    iterations (at least MIN_UNROLL) of the same size are run, the period is the larger
-    of the two quarters' periods in the middle half of that run (iterations' completion
-    times), at least the busiest link's time per iteration, and T(L) = T(n) + (L - n) ·
-    period. ``SimulationResult.periodic`` says whether the middle
-    half's two quarters ran at the same period (within PERIOD_TOLERANCE);
-    ``SimulationResult.unrolled`` is n (0 for a full run).
+    is not unrolled in full: its iterations are identical, so once the pipeline is full
+    each further iteration adds the same time (the period). Loops of n = h, 2h, 4h, ...
+    iterations of the same pieces are run (h = MIN_UNROLL, more if ``budget`` allows
+    seven times h iterations), each giving the increment (T(n) - T(n/2)) / (n/2), taken
+    at least the busiest link's time per iteration; once two successive increments agree
+    within PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. When the next run would
+    be longer than half the loop, the loop is run in full. ``SimulationResult.unrolled`` is the
+    longest run (0 for a full run).
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
     size = Fraction(message_size)
-    per_piece = sends_per_piece(plan, switches, switch_mode)
+    template = _template(plan, switches, switch_mode)
+    per_piece = sum(len(ids) for ids in template.edge_conns)
 
     def run(count: int) -> Fraction:
-        program = plan_program(plan, size * count / pieces, count, switches, switch_mode)
-        return run_program(topology, program, default_latency, exact, check)
+        flat = _expand(template, size * count / pieces, count)
+        return _run(topology, flat, default_latency, exact, check, None)
 
-    if budget is None or pieces * per_piece <= budget or pieces <= 2 * MIN_UNROLL:
+    first = max(MIN_UNROLL, (budget or 0) // max(7 * per_piece, 1))
+    if budget is None or pieces * per_piece <= budget or pieces <= 4 * first:
         return SimulationResult(run(pieces), size, pieces, pieces * per_piece)
-    count = max(MIN_UNROLL, budget // max(per_piece, 1))
-    program = plan_program(plan, size * count / pieces, count, switches, switch_mode)
-    arrivals: list[Fraction | float] = []
-    end = run_program(topology, program, default_latency, exact, check, arrivals)
-    done: list[Any] = [0] * count
-    for i, t in zip(program.iteration, arrivals, strict=True):
-        if t > done[i]:
-            done[i] = t
-    a, m, b = count // 4, count // 2, 3 * count // 4
-    first, second = (done[m] - done[a]) / (m - a), (done[b] - done[m]) / (b - m)
-    floor = bandwidth_floor(topology, plan, size) if exact else _floor_us(topology, plan, size)
-    period = max(first, second, floor / pieces)
-    periodic = abs(first - second) <= PERIOD_TOLERANCE * period
-    time = Fraction(end) + (pieces - count) * Fraction(period)
-    return SimulationResult(time, size, pieces, count * per_piece, periodic, count)
+    floor = (bandwidth_floor(topology, plan, size) if exact
+             else Fraction(_floor_us(topology, plan, size))) / pieces
+    count, time = first, run(first)
+    executed = count
+    steps: list[Fraction] = []
+    while True:
+        if 4 * count > pieces:
+            return SimulationResult(run(pieces), size, pieces,
+                                    (executed + pieces) * per_piece)
+        longer = run(2 * count)
+        executed += 2 * count
+        steps.append(max(floor, (longer - time) / count))
+        count, time = 2 * count, longer
+        if len(steps) >= 2 and abs(steps[-1] - steps[-2]) <= PERIOD_TOLERANCE * steps[-1]:
+            break
+    total = time + (pieces - count) * steps[-1]
+    return SimulationResult(total, size, pieces, executed * per_piece, True, count)
 
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:

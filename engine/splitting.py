@@ -35,6 +35,7 @@ from canopy.engine.network import Network
 from canopy.engine.progress import Progress
 
 Path = tuple[int, ...]
+CHORD_SERVERS = 8   # uniform stars joining more servers are split as chords, not as a ring
 
 
 @dataclass
@@ -76,6 +77,7 @@ class LogicalTopology:
     routes: dict[tuple[int, int], RoutePool]
     splits: int        # pair splits performed
     gamma_flows: int   # maxflows spent on γ
+    chords: bool = False   # some switch was split as chords (_Splitter._remove_chords)
 
 
 def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
@@ -107,9 +109,10 @@ class _Splitter:
     result must then be certified by :meth:`certify`."""
 
     def __init__(self, net: Network, caps: dict[tuple[int, int], int], k: int,
-                 trusting: bool = False) -> None:
+                 trusting: bool = False, chords: bool = False) -> None:
         self.net = net
         self.trusting = trusting
+        self.chords = chords
         self.k = k
         self.need = len(net.compute) * k
         self.s = net.source
@@ -125,6 +128,7 @@ class _Splitter:
         self.inf = self.arcs.total() + 1
         self.splits = 0
         self.flows = 0
+        self.chord_splits = 0
 
     # -- the split itself
     def split(self, u: int, w: int, t: int, amount: int) -> None:
@@ -187,7 +191,7 @@ class _Splitter:
         outs = sum(self.arcs.get(w, t) for t in self.arcs.out[w])
         if len(neighbours) <= 2 and ins == outs:
             self._remove_small(w, sorted(neighbours))
-        else:
+        elif not (self.chords and self._remove_chords(w, sorted(neighbours))):
             self._remove_general(w)
         self._drop_dangling(w)
         if self.arcs.out[w] or self.arcs.inn[w]:
@@ -220,6 +224,40 @@ class _Splitter:
             if amount:
                 self.split(a, w, a, amount)
 
+    def _remove_chords(self, w: int, nbrs: list[int]) -> bool:
+        """A uniform star (every neighbour c in and c out) joining more than CHORD_SERVERS
+        groups, m ports each (a rail switch: m = 1 GPU per server), split as a
+        circulant: in index order, neighbour i sends its c units spread over i + m,
+        i + 2m, i + 4m, ..., so every logical edge joins two servers, and any server
+        reaches any other in at most log2(d / m) of them, where a ring needs d / m - 1: trees
+        stay low (their height is latency). Every row and column sums to c, so w is
+        isolated; whether connectivity holds is for the certificate (:func:`_bulk`).
+        False when w is not such a star."""
+        d = len(nbrs)
+        c = self.arcs.get(nbrs[0], w)
+        if d <= CHORD_SERVERS or any(self.arcs.get(u, w) != c or self.arcs.get(w, u) != c
+                                     for u in nbrs):
+            return False
+        groups = [self.net.groups[u] for u in nbrs]
+        m = 1
+        while m < d and groups[m] is not None and groups[m] == groups[0]:
+            m += 1
+        blocks = [groups[i:i + m] for i in range(0, d, m)]
+        named = [b[0] for b in blocks if b[0] is not None]
+        if d % m or len(set(named)) < len(named) or any(len(set(b)) > 1 for b in blocks) \
+                or d // m <= CHORD_SERVERS:
+            return False    # unequal or scattered groups, or few servers: a ring is low
+        offsets = [m << j for j in range((d // m - 1).bit_length())][:c]
+        if not offsets:
+            return False
+        share, extra = divmod(c, len(offsets))
+        for j, offset in enumerate(offsets):
+            amount = share + (j < extra)
+            for i, u in enumerate(nbrs):
+                self.split(u, w, nbrs[(i + offset) % d], amount)
+        self.chord_splits += 1
+        return True
+
     def _remove_general(self, w: int) -> None:
         n = self.net.n
         group = self.net.groups
@@ -241,7 +279,8 @@ class _Splitter:
 
 
 def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
-                    progress: Progress | None = None, bulk: bool = True) -> LogicalTopology:
+                    progress: Progress | None = None, bulk: bool = True,
+                    chords: bool = False) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
     ``caps`` are capacities in trees. Thm 7 guarantees that a balanced switch can be
@@ -251,14 +290,20 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     flow and is dropped. If a switch keeps arcs on both sides, ScheduleError says so and
     the caller tries a larger U (:func:`canopy.engine.forest.build_fixed_k`).
     With ``bulk`` every switch is first split in one certified pass (:func:`_bulk`),
-    pair by pair only when that fails.
+    with ``chords`` large uniform stars as chords first, then as rings, and pair by pair
+    only when both fail; ``LogicalTopology.chords`` says whether chords were used.
     """
     switches = [i for i in range(net.n) if not net.is_compute(i)]
     # Small switches first: their closed form needs no flows and shrinks the rest.
-    degree = {w: len({a for a, b in caps if b == w} | {b for a, b in caps if a == w})
-              for w in switches}
-    switches.sort(key=lambda w: (degree[w], w))
-    splitter = _bulk(net, caps, k, switches) if bulk else None
+    neighbours: dict[int, set[int]] = {w: set() for w in switches}
+    for a, b in caps:
+        for w, other in ((a, b), (b, a)):
+            if w in neighbours:
+                neighbours[w].add(other)
+    switches.sort(key=lambda w: (len(neighbours[w]), w))
+    splitter, chords = _bulk(net, caps, k, switches, chords) if bulk else (None, False)
+    if splitter is None and chords:
+        splitter, chords = _bulk(net, caps, k, switches, False)
     if splitter is None:
         splitter = _Splitter(net, caps, k)
         for done, w in enumerate(switches):
@@ -268,23 +313,25 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     capacity = {(a, b): c for (a, b), c in splitter.arcs.items()
                 if a != splitter.s and net.is_compute(a) and net.is_compute(b)}
     routes = {e: splitter.routes[e] for e in capacity}
-    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows)
+    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows, chords)
 
 
 def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
-          switches: list[int]) -> _Splitter | None:
+          switches: list[int], chords: bool) -> tuple[_Splitter | None, bool]:
     """Every switch split in one pass with γ = g₀ (the pairs Alg. 4 would try, each
-    split as far as it goes), certified at the end by one flow per compute node.
+    split as far as it goes; with ``chords``, large uniform stars as circulants,
+    :meth:`_Splitter._remove_chords`), certified at the end by one flow per compute node.
 
     Thm 5 asks only that F(s, v) >= N·k hold for the final D*, not how it was reached, so
-    a certified bulk split is as good as a pair-by-pair one. None when it fails (a switch
-    left with unpaired capacity, or a compute node below N·k): the caller then splits
-    pair by pair with γ of Thm 8.
+    a certified bulk split is as good as a pair-by-pair one. Returns the splitter, or
+    None when it fails (a switch left with unpaired capacity, or a compute node below
+    N·k: the caller then splits without chords, or pair by pair with γ of Thm 8), and
+    whether some switch was split as chords.
     """
-    splitter = _Splitter(net, caps, k, trusting=True)
+    splitter = _Splitter(net, caps, k, trusting=True, chords=chords)
     try:
         for w in switches:
             splitter.remove(w)
     except ScheduleError:
-        return None
-    return splitter if splitter.certify() else None
+        return None, splitter.chord_splits > 0
+    return splitter if splitter.certify() else None, splitter.chord_splits > 0

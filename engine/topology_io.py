@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from decimal import Decimal
 from fractions import Fraction
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +317,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
+    import tempfile  # here: it loads random and hashing, which start-up need not pay
+
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -373,6 +373,8 @@ def sample_names() -> list[str]:
     >>> "dgx-a100-2x8.json" in sample_names()
     True
     """
+    from importlib import resources  # here: loading it costs every command's start-up
+
     return sorted(f.name for f in resources.files("canopy.samples").iterdir()
                   if f.name.endswith(".json"))
 
@@ -402,6 +404,8 @@ def load_sample(name: str = DEFAULT_SAMPLE) -> Topology:
     """
     if not name.endswith(".json"):
         name += ".json"
+    from importlib import resources
+
     ref = resources.files("canopy.samples").joinpath(name)
     if not ref.is_file():
         raise TopologyError(f"there is no bundled sample named '{name}'.")

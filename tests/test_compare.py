@@ -135,3 +135,23 @@ def test_forestcoll_beats_tacos_on_the_torus_of_issue_14():
     assert fc.times_us[size] < tacos.times_us[size]
     assert fc.algbw_at(size) >= Fraction(98, 100) * fc.algbw
     assert comp.notes() == []
+
+
+def test_cli_fail_removes_a_link_from_every_row(tmp_path, capsys):
+    """``--fail`` as in ``canopy solve``: a 4-ring of 50 GB/s links with one link failed is
+    a path; two shards cross its middle link each way, so ForestColl's bound halves (133.33
+    to 66.67 GB/s)."""
+    ring = generate("ring", {"n": "4", "bandwidth": "50"})
+    path = tmp_path / "ring.json"
+    save_topology(ring, path)
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(path), "--sizes", "1M", "--algorithms", "ring",
+                 "--json", str(out)]) == 0
+    whole = json.loads(out.read_text())
+    assert main(["compare", str(path), "--sizes", "1M", "--algorithms", "ring",
+                 "--fail", "n0-n1", "--json", str(out)]) == 0
+    failed = json.loads(out.read_text())
+    assert Fraction(whole["rows"][0]["algbw_exact"]) == Fraction(400, 3)
+    assert Fraction(failed["rows"][0]["algbw_exact"]) == Fraction(200, 3)
+    assert main(["compare", str(path), "--fail", "n0-n9"]) == 2
+    assert "--fail n0-n9" in capsys.readouterr().err

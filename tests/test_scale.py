@@ -153,11 +153,13 @@ def test_bad_route_index_is_one_sentence(tmp_path, capsys):
 
 def test_a_small_solve_loads_neither_numpy_nor_ortools():
     """Start-up of a small `canopy solve` (issue 16: <= 0.15 s): the command line imports
-    only its verb, and small networks take the python maxflow backend."""
+    only its verb, not the MSCCL lowering its export options name, nor logging or
+    multiprocessing, and small networks take the python maxflow backend."""
     code = ("import sys; from canopy.cli import main; "
             "main(['solve', 'samples/dgx-a100-2x8.json']); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'numpy', 'scipy', 'networkx', 'ortools'}))")
+            "print(sorted({m for m in sys.modules if m.startswith('canopy.engine.msccl')} | "
+            "{m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy', 'networkx', "
+            "'ortools', 'logging', 'multiprocessing', 'lxml'}))")
     env = {k: v for k, v in os.environ.items() if k != "CANOPY_MAXFLOW"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env=env, cwd=Path(__file__).parent.parent)
