@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app import clipboard, settings, shell
+from canopy.app import clipboard, heap, settings, shell
 from canopy.app.alltoall_controller import AllToAllController
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from canopy.app.canvas.scene import TopologyScene
@@ -61,6 +61,7 @@ class MainWindow(QMainWindow):
     """One document in one window."""
 
     def __init__(self, topology: Topology | None = None, parent: QWidget | None = None):
+        heap.settle_start_up()
         super().__init__(parent)
         self.doc = Document(topology or Topology(), parent=self)
         if topology is not None:
@@ -308,7 +309,8 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.doc.modified)
 
     def _after_reset(self) -> None:
-        self.view.zoom_to_fit()
+        """Show the whole new drawing (a large one is still being built: where it will be)."""
+        self.view.zoom_to_fit(self.scene.drawing_rect())
 
     # ------------------------------------------------------------ editing
 

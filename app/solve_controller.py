@@ -149,7 +149,7 @@ class SolveController(QObject):
             return
         self.controller.check_now()
         if self.controller.fresh:
-            self.overlays.redraw()
+            self.window.scene.when_built(self.overlays.redraw)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """Closing the window stops background work first (its thread must not outlive

@@ -82,15 +82,15 @@ class OverviewItem(QGraphicsItem):
 
     def _build(self) -> list[tuple[QPainterPath, QPen, QBrush | None, bool]]:
         """Layers of (path, pen, brush, antialiased): groups, links, nodes, selection."""
-        scene = self._topology_scene
+        nodes, links, boxes = self._topology_scene.items_so_far()
         layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] = []
         groups = QPainterPath()
-        for box in scene.group_items():
+        for box in boxes:
             groups.addRoundedRect(box.box(), 12, 12)
         layers.append((groups, QPen(style.GROUP_BORDER, 1.2), QBrush(style.GROUP_FILL), False))
 
         links: dict[tuple[str, float], QPainterPath] = {}
-        for item in scene.link_items():
+        for item in links:
             if item.isSelected():
                 colour, width = style.SELECTED.name(), item.pen_width() + 4
             elif item.highlight:
@@ -107,7 +107,7 @@ class OverviewItem(QGraphicsItem):
 
         shapes = {COMPUTE: QPainterPath(), "switch": QPainterPath()}
         selected = QPainterPath()
-        for item in scene.node_items():
+        for item in nodes:
             kind = COMPUTE if item.kind == COMPUTE else "switch"
             # plain boxes: at this zoom a node is a few pixels wide
             body = item.body().translated(item.pos())
