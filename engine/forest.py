@@ -184,6 +184,8 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
             raise ScheduleError(f"no schedule with k = {k} within U = {u_max}.")
         try:
             trees = build_forest(net, floored(net, u), k, progress, timings)
+            if u == k * inverse_x:  # k/U = x*: no schedule is faster, so y is exactly 1/U
+                return 1 / u, trees
             return tree_rate(net, trees), trees
         except ScheduleError:
             if u >= last:
