@@ -387,7 +387,9 @@ class SolveController(QObject):
         if bound is None:
             self._show_solved(self.controller.stale)
             return
-        self.results.raise_()
+        # bringing the dock forward repaints the whole window: a turn of its own
+        self._steps.append(self.results.raise_)
+        self._step_timer.start()
         self._show_solved(self.controller.stale)
         self.window.statusBar().showMessage(
             f"Optimum found in {bound.seconds:.2f} s; building the schedule…", 8000)
