@@ -106,10 +106,10 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     timings = {} if timings is None else timings
     compute, demands = list(net.compute), dict.fromkeys(net.compute, k)
 
-    def split(chords: bool) -> LogicalTopology:
+    def split(chords: bool, unproven: bool = True) -> LogicalTopology:
         start = time.perf_counter()
         report(progress, "switch removal", 0.0)
-        logical = remove_switches(net, caps, k, progress, chords=chords)
+        logical = remove_switches(net, caps, k, progress, chords=chords, unproven=unproven)
         timings["switch removal"] = (timings.get("switch removal", 0)
                                      + time.perf_counter() - start)
         return logical
@@ -131,6 +131,8 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
         logical = split(chords=False)
         packing = pack_without_flows(logical)
     if packing is None:
+        if not logical.certified:   # Alg. 5 needs Thm 5's guarantee
+            logical = split(chords=False, unproven=False)
         start = time.perf_counter()
         packing = pack_trees(net.n, compute, logical.capacity, demands, progress)
         timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
@@ -182,6 +184,8 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
             raise ScheduleError(f"no schedule with k = {k} within U = {u_max}.")
         try:
             trees = build_forest(net, floored(net, u), k, progress, timings)
+            if u == k * inverse_x:  # k/U = x*: no schedule is faster, so y is exactly 1/U
+                return 1 / u, trees
             return tree_rate(net, trees), trees
         except ScheduleError:
             if u >= last:

@@ -78,6 +78,7 @@ class LogicalTopology:
     splits: int        # pair splits performed
     gamma_flows: int   # maxflows spent on γ
     chords: bool = False   # some switch was split as chords (_Splitter._remove_chords)
+    certified: bool = True  # Thm 5 checked (remove_switches(unproven=True) may skip it)
 
 
 def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
@@ -280,7 +281,7 @@ class _Splitter:
 
 def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
                     progress: Progress | None = None, bulk: bool = True,
-                    chords: bool = False) -> LogicalTopology:
+                    chords: bool = False, unproven: bool = False) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
     ``caps`` are capacities in trees. Thm 7 guarantees that a balanced switch can be
@@ -292,6 +293,10 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     With ``bulk`` every switch is first split in one certified pass (:func:`_bulk`),
     with ``chords`` large uniform stars as chords first, then as rings, and pair by pair
     only when both fail; ``LogicalTopology.chords`` says whether chords were used.
+    With ``unproven`` a bulk split that isolates every switch is returned without its
+    certificate (``LogicalTopology.certified`` False): a packing found in it proves all
+    it needs (k trees per node exist), and without one the caller must split again
+    without ``unproven`` before Alg. 5, whose progress Thm 5 guarantees.
     """
     switches = [i for i in range(net.n) if not net.is_compute(i)]
     # Small switches first: their closed form needs no flows and shrinks the rest.
@@ -301,10 +306,13 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
             if w in neighbours:
                 neighbours[w].add(other)
     switches.sort(key=lambda w: (len(neighbours[w]), w))
-    splitter, chords = _bulk(net, caps, k, switches, chords) if bulk else (None, False)
+    certified = not unproven
+    splitter, chords = _bulk(net, caps, k, switches, chords, certified) if bulk \
+        else (None, False)
     if splitter is None and chords:
-        splitter, chords = _bulk(net, caps, k, switches, False)
+        splitter, chords = _bulk(net, caps, k, switches, False, certified)
     if splitter is None:
+        certified = True
         splitter = _Splitter(net, caps, k)
         for done, w in enumerate(switches):
             if progress:
@@ -313,11 +321,13 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     capacity = {(a, b): c for (a, b), c in splitter.arcs.items()
                 if a != splitter.s and net.is_compute(a) and net.is_compute(b)}
     routes = {e: splitter.routes[e] for e in capacity}
-    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows, chords)
+    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows, chords,
+                           certified)
 
 
 def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
-          switches: list[int], chords: bool) -> tuple[_Splitter | None, bool]:
+          switches: list[int], chords: bool,
+          certify: bool = True) -> tuple[_Splitter | None, bool]:
     """Every switch split in one pass with γ = g₀ (the pairs Alg. 4 would try, each
     split as far as it goes; with ``chords``, large uniform stars as circulants,
     :meth:`_Splitter._remove_chords`), certified at the end by one flow per compute node.
@@ -326,7 +336,7 @@ def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
     a certified bulk split is as good as a pair-by-pair one. Returns the splitter, or
     None when it fails (a switch left with unpaired capacity, or a compute node below
     N·k: the caller then splits without chords, or pair by pair with γ of Thm 8), and
-    whether some switch was split as chords.
+    whether some switch was split as chords. Without ``certify`` no flow is run.
     """
     splitter = _Splitter(net, caps, k, trusting=True, chords=chords)
     try:
@@ -334,4 +344,5 @@ def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
             splitter.remove(w)
     except ScheduleError:
         return None, splitter.chord_splits > 0
-    return splitter if splitter.certify() else None, splitter.chord_splits > 0
+    proven = not certify or splitter.certify()
+    return splitter if proven else None, splitter.chord_splits > 0

@@ -72,16 +72,19 @@ class _Group:
                    zip(self.digits[a], self.digits[b], self.dims, self.strides, strict=True))
 
 
-def _labels(group: _Group, arcs: dict[tuple[int, int], int]) -> dict[int, int] | None:
-    """g per label s if every arc's translates are arcs of the same capacity, else None."""
-    cap: dict[int, int] = {}
-    count: dict[int, int] = {}
-    for (a, b), c in arcs.items():
-        s = group.combine(b, a, -1)
-        if cap.setdefault(s, c) != c:
+def _labels(group: _Group, out: list[list[tuple[int, int]]]) -> dict[int, int] | None:
+    """g per label s if every arc's translates are arcs of the same capacity, else None.
+
+    ``out[a]`` lists (head, capacity) of a's arcs. Position 0's arcs give the labels; every
+    other position must have exactly those (its labels are distinct, as its heads are),
+    which fails early, at the first position that differs, for a wrong group.
+    """
+    cap = {group.combine(b, 0, -1): c for b, c in out[0]}
+    for a, arcs in enumerate(out):
+        if len(arcs) != len(cap) or any(cap.get(group.combine(b, a, -1)) != c
+                                        for b, c in arcs):
             return None
-        count[s] = count.get(s, 0) + 1
-    return cap if all(m == group.n for m in count.values()) else None
+    return cap
 
 
 def _trees_at_zero(group: _Group, cap: dict[int, int], k: int) -> list[list[int]] | None:
@@ -134,10 +137,12 @@ def pack_symmetric(compute: list[int], capacity: dict[tuple[int, int], int],
             if a not in pos or b not in pos:
                 return None
             arcs[(pos[a], pos[b])] = c
-    offsets = {b for a, b in arcs if a == 0}
-    for strides in _radix_chains(n, offsets):
+    out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for (a, b), c in arcs.items():
+        out[a].append((b, c))
+    for strides in _radix_chains(n, {b for b, _ in out[0]}):
         group = _Group(n, strides)
-        cap = _labels(group, arcs)
+        cap = _labels(group, out)
         if cap is None:
             continue
         trees = _trees_at_zero(group, cap, k)

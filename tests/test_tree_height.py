@@ -97,3 +97,30 @@ def test_rings_when_chords_cannot_be_packed(monkeypatch):
     assert calls["packings"] == 2
     assert schedule.algbw == schedule.optimal_algbw
     assert max(t.height for t in schedule.trees) == 11 + 3    # rings: 11 servers, 3 GPUs
+
+
+def test_an_unproven_split_runs_no_flow_and_alg5_gets_a_certified_one(monkeypatch):
+    """The pipeline splits without the certificate's flows (a packing proves what it
+    needs); when no flow-free packing exists it splits again with the certificate before
+    Alg. 5, and the schedule is optimal and verified either way."""
+    topo = generate("cluster", {"servers": "12", "gpus": "4"})
+    net = Network.from_topology(topo)
+    opt = find_optimum(net)
+    caps = {e: int(c / opt.tree_bandwidth) for e, c in net.capacity.items()}
+    quick = remove_switches(net, caps, opt.k, chords=True, unproven=True)
+    assert quick.gamma_flows == 0 and not quick.certified
+    assert remove_switches(net, caps, opt.k, chords=True).certified
+    splits = []
+    real = forest.remove_switches
+
+    def recording(*args, **kwargs):
+        logical = real(*args, **kwargs)
+        splits.append((kwargs["chords"], logical.certified))
+        return logical
+
+    monkeypatch.setattr(forest, "remove_switches", recording)
+    monkeypatch.setattr(forest, "pack_symmetric", lambda *args: None)
+    monkeypatch.setattr(forest, "greedy_packing", lambda *args: None)
+    schedule = solve(topo)
+    assert splits == [(True, False), (False, False), (False, True)]
+    assert schedule.algbw == schedule.optimal_algbw
