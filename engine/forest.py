@@ -59,22 +59,39 @@ def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> li
     distinct routes, not with N·k·(N-1) tree edges.
     """
     names = net.names
-    shared: dict[tuple[int, int, tuple[int, ...]], TreeEdge] = {}
+    # A path (it starts at x and ends at y) names its tree edge. Route pools hand out the
+    # same path objects again and again, so they are looked up by identity first (the
+    # dict keeps each path alive, so its id is never reused), by value otherwise.
+    by_id: dict[int, tuple[tuple[int, ...], TreeEdge]] = {}
+    shared: dict[tuple[int, ...], TreeEdge] = {}
 
     def tree_edge(x: int, y: int, path: tuple[int, ...]) -> TreeEdge:
-        edge = shared.get((x, y, path))
+        known = by_id.get(id(path))
+        if known is not None:
+            return known[1]
+        edge = shared.get(path)
         if edge is None:
             edge = TreeEdge(names[x], names[y], tuple(names[p] for p in path))
-            shared[(x, y, path)] = edge
+            shared[path] = edge
+        by_id[id(path)] = (path, edge)
         return edge
 
     trees: list[Tree] = []
     per_root: dict[int, int] = {}
     order = {c: i for i, c in enumerate(net.compute)}
+    routes = logical.routes
     for batch in sorted(batches, key=lambda b: order[b.root]):
         parts: list[tuple[int, list[TreeEdge]]] = [(batch.m, [])]
+        m = batch.m
         for x, y in batch.edges:
-            pieces = logical.routes[(x, y)].take(batch.m)
+            front = routes[(x, y)].segments[0]
+            if front[1] > m:    # the common case: the first path has units to spare
+                front[1] -= m
+                edge = tree_edge(x, y, front[0])
+                for _, edges in parts:
+                    edges.append(edge)
+                continue
+            pieces = routes[(x, y)].take(m)
             if len(pieces) == 1:
                 edge = tree_edge(x, y, pieces[0][0])
                 for _, edges in parts:
