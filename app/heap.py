@@ -6,14 +6,14 @@ pyqtgraph, numpy, scipy, the engine) alone are 120,000 such objects: every full 
 cost 0.1 s before it even reached a drawing, and opening, solving and showing 128 x DGX
 A100 saw passes of 260 to 380 ms (bench/gui_responsiveness.py).
 
-:func:`settle_start_up` runs once, when the first window is created: it collects what
-importing left behind, then moves every object alive (modules, classes, functions: they
-live as long as the process) out of the collector's sight with :func:`gc.freeze`. Full
-passes then walk only what the editor made since: drawings, their canvas items, results.
-Only start-up objects are frozen: frozen garbage cycles would never be collected, and a
-Qt wrapper kept alive that way could be handed out for a new object at its address, so
-nothing that a window creates is ever frozen. This is the only place the editor touches
-the collector; engine jobs run in their own processes.
+:func:`settle_start_up` runs once, when ``canopy gui`` starts, before the first window
+exists: it collects what importing left behind, then moves every object alive (modules,
+classes, functions: they live as long as the process) out of the collector's sight with
+:func:`gc.freeze`. Full passes then walk only what the editor made since: drawings, their
+canvas items, results. Nothing a window creates is ever frozen: frozen garbage cycles
+are never collected, and a Qt wrapper kept alive that way could be handed out for a new
+object at its address. This is the only place the editor touches the collector; engine
+jobs run in their own processes.
 """
 
 from __future__ import annotations

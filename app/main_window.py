@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app import clipboard, heap, settings, shell
+from canopy.app import clipboard, settings, shell
 from canopy.app.alltoall_controller import AllToAllController
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
 from canopy.app.canvas.scene import TopologyScene
@@ -61,7 +61,6 @@ class MainWindow(QMainWindow):
     """One document in one window."""
 
     def __init__(self, topology: Topology | None = None, parent: QWidget | None = None):
-        heap.settle_start_up()
         super().__init__(parent)
         self.doc = Document(topology or Topology(), parent=self)
         if topology is not None:

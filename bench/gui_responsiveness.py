@@ -293,6 +293,8 @@ def main() -> None:
                              "waiting for the editor's full solve")
     args = parser.parse_args()
     _app = QApplication.instance() or QApplication([])
+    from canopy.app import heap
+    heap.settle_start_up()  # as `canopy gui` does before its window
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
         b.start()

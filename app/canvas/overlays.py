@@ -195,7 +195,10 @@ class Overlays:
         old = self._tree_keys
         self._tree_keys = self._keys_of(self.tree_hops) if self._drawing() else {}
         self._restyle |= old.keys() | self._tree_keys.keys()
-        self._restyle_some()
+        if len(self._restyle) > RESTYLE_SLICE:
+            self._restyle_timer.start()  # after whatever selected the tree (its diagram)
+        else:
+            self._restyle_some()
 
     def _restyle_some(self) -> None:
         for _ in range(min(RESTYLE_SLICE, len(self._restyle))):

@@ -82,7 +82,7 @@ class OverviewItem(QGraphicsItem):
 
     def _build(self) -> list[tuple[QPainterPath, QPen, QBrush | None, bool]]:
         """Layers of (path, pen, brush, antialiased): groups, links, nodes, selection."""
-        nodes, links, boxes = self._topology_scene.items_so_far()
+        nodes, link_items, boxes = self._topology_scene.items_so_far()
         layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] = []
         groups = QPainterPath()
         for box in boxes:
@@ -90,7 +90,7 @@ class OverviewItem(QGraphicsItem):
         layers.append((groups, QPen(style.GROUP_BORDER, 1.2), QBrush(style.GROUP_FILL), False))
 
         links: dict[tuple[str, float], QPainterPath] = {}
-        for item in links:
+        for item in link_items:
             if item.isSelected():
                 colour, width = style.SELECTED.name(), item.pen_width() + 4
             elif item.highlight:

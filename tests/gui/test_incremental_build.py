@@ -143,3 +143,13 @@ def test_empty_labels_are_hidden_so_painting_skips_them(window):
     for item in window.scene.items():
         if isinstance(item, ScreenLabel):
             assert item.isVisible() == bool(item.text)
+
+
+def test_far_out_the_overview_draws_every_link_of_a_drawing_built_in_slices(qtbot, large):
+    scene = large.scene
+    build_slices(qtbot, scene)
+    large.view.set_zoom(0.05 / large.view.zoom())
+    assert scene.overview_on
+    layers = scene.overview._build()   # groups, links by colour and width, nodes, selection
+    segments = sum(path.elementCount() for path, _pen, _brush, _smooth in layers[1:-3]) // 2
+    assert segments == len(large.doc.link_keys())
