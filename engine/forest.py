@@ -87,7 +87,8 @@ def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> li
             front = routes[(x, y)].segments[0]
             if front[1] > m:    # the common case: the first path has units to spare
                 front[1] -= m
-                edge = tree_edge(x, y, front[0])
+                known = by_id.get(id(front[0]))
+                edge = known[1] if known is not None else tree_edge(x, y, front[0])
                 for _, edges in parts:
                     edges.append(edge)
                 continue
