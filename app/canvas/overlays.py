@@ -201,10 +201,14 @@ class Overlays:
             self._restyle_some()
 
     def _restyle_some(self) -> None:
+        overview = self.scene.overview
+        overview.hold()
         for _ in range(min(RESTYLE_SLICE, len(self._restyle))):
             self._style_link(self._restyle.pop())
         if self._restyle:
             self._restyle_timer.start()
+        else:
+            overview.release()
 
     def finish_restyling(self) -> None:
         """Recolour what is left now (scripts, screenshots)."""
@@ -243,6 +247,7 @@ class Overlays:
     def refresh(self) -> None:
         """Draw every layer again from the current state."""
         self._restyle.clear()
+        self.scene.overview.release()
         self.clear()
         if not self._drawing():
             return
@@ -282,6 +287,7 @@ class Overlays:
     def _forget_items(self) -> None:
         """The scene was rebuilt: the old items are gone, and so is their styling."""
         self._restyle.clear()
+        self.scene.overview.release()
         self._shade = None
         self._styled.clear()
         self._tooltips.clear()

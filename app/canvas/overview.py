@@ -44,15 +44,31 @@ class OverviewItem(QGraphicsItem):
         self._topology_scene = scene
         self._rect = QRectF()
         self._layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] | None = None
+        self._held = False
+        self._pending = False
         self.setZValue(1)
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         # panning then blits the cached picture; Qt caches only the visible part
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def invalidate(self) -> None:
-        """Rebuild the cached paths before the next paint."""
+        """Rebuild the cached paths before the next paint (once released, if held)."""
+        if self._held:
+            self._pending = True
+            return
         self._layers = None
         self.update()
+
+    def hold(self) -> None:
+        """Many changes follow, a slice per turn (recolouring a large tree's links):
+        rebuild the paths once, at :meth:`release`, rather than after every slice."""
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        if self._pending:
+            self._pending = False
+            self.invalidate()
 
     def boundingRect(self) -> QRectF:
         return self._rect

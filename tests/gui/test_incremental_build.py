@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 from PySide6.QtCore import QPointF
 
+from canopy.app.canvas import overlays as overlays_module
 from canopy.app.canvas.labels import ScreenLabel
 from canopy.app.canvas.scene import BUILD_AT_ONCE
 from canopy.app.commands import InsertItems, RenameNode, delete, edit_links
@@ -153,3 +154,23 @@ def test_far_out_the_overview_draws_every_link_of_a_drawing_built_in_slices(qtbo
     layers = scene.overview._build()   # groups, links by colour and width, nodes, selection
     segments = sum(path.elementCount() for path, _pen, _brush, _smooth in layers[1:-3]) // 2
     assert segments == len(large.doc.link_keys())
+
+
+def test_recolouring_a_large_tree_far_out_rebuilds_the_overview_once(qtbot, large,
+                                                                     monkeypatch):
+    monkeypatch.setattr(overlays_module, "RESTYLE_SLICE", 20)  # 128 GPUs: many slices
+    build_slices(qtbot, large.scene)
+    assert large.solver.solve_and_wait() is None
+    scene, overlays = large.scene, large.solver.overlays
+    large.view.set_zoom(0.05 / large.view.zoom())
+    assert scene.overview_on
+    updates = []
+    scene.overview.update = lambda *args: updates.append(args)
+    large.solver.trees.select_position(5)
+    turns = 0
+    while overlays._restyle:
+        overlays._restyle_some()
+        turns += 1
+    assert turns > 1, "a large tree is recoloured over several turns"
+    assert len(updates) == 1, "the overview is rebuilt once, after the last slice"
+    assert overlays.tree_link_keys()
