@@ -308,7 +308,8 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.doc.modified)
 
     def _after_reset(self) -> None:
-        self.view.zoom_to_fit()
+        """Show the whole new drawing (a large one is still being built: where it will be)."""
+        self.view.zoom_to_fit(self.scene.drawing_rect())
 
     # ------------------------------------------------------------ editing
 
