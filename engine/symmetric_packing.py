@@ -161,7 +161,6 @@ def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> lis
     shapes = []
     for tree, m in distinct.items():
         parent = [group.combine(v, s, -1) if s >= 0 else -1 for v, s in enumerate(tree)]
-        depth = [0] * n
         ordered: list[tuple[int, int]] = []
         stack = [0]
         children: list[list[int]] = [[] for _ in range(n)]
@@ -171,15 +170,14 @@ def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> lis
         while stack:     # parents first
             x = stack.pop()
             for y in children[x]:
-                depth[y] = depth[x] + 1
                 ordered.append((x, y))
                 stack.append(y)
-        shapes.append((m, ordered, depth))
+        shapes.append((m, ordered))
     everyone = set(compute)
     batches = []
     for t, shifted in enumerate(group.shifts()):
         image = [compute[v] for v in shifted]
-        for m, ordered, depth in shapes:
-            batches.append(Batch(compute[t], m, everyone, dict(zip(image, depth, strict=True)),
+        for m, ordered in shapes:    # finished: no growth state (Batch)
+            batches.append(Batch(compute[t], m, everyone, {},
                                  [(image[x], image[y]) for x, y in ordered]))
     return batches
