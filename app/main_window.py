@@ -36,7 +36,7 @@ from canopy.app.canvas.view import TopologyView
 from canopy.app.commands import MoveNodes, ReplaceTopology, delete
 from canopy.app.compare_controller import CompareController
 from canopy.app.dialogs.sweep_results import SweepResultsDialog
-from canopy.app.docks.properties import NumberValidator, PropertiesDock
+from canopy.app.docks.properties import PropertiesDock, UnitNumberValidator, split_unit
 from canopy.app.docks.validation import ValidationDock
 from canopy.app.document import Document
 from canopy.app.fabric_controller import FabricController
@@ -51,8 +51,9 @@ from canopy.engine.errors import CanopyError
 from canopy.engine.layout import auto_layout
 from canopy.engine.maxflow import default_backend
 from canopy.engine.sweep.runner import read_rows
-from canopy.engine.topology import COMPUTE, SWITCH, Node, Topology
+from canopy.engine.topology import COMPUTE, SWITCH, Node, Topology, format_gbps
 from canopy.engine.topology_io import load_sample, load_topology, sample_names
+from canopy.engine.units import UNITS, from_gbps, to_gbps
 
 FILE_FILTER = "Canopy topology (*.json);;All files (*)"
 
@@ -217,19 +218,33 @@ class MainWindow(QMainWindow):
         return self._own
 
     def _new_link_bandwidth_field(self) -> QWidget:
-        """The tool bar's "Links: [25] GB/s" field for the bandwidth of drawn links."""
+        """The tool bar's "Links: [25] GB/s" field for the bandwidth of drawn links, in
+        the topology's bandwidth unit (or the unit typed after the number)."""
         box = QWidget()
         row = QHBoxLayout(box)
         row.setContentsMargins(0, 0, 0, 0)
         row.addWidget(QLabel(" Links: "))
-        self.new_link_bandwidth = QLineEdit(str(self.scene.new_link_bandwidth))
-        self.new_link_bandwidth.setValidator(NumberValidator(parent=self))
-        self.new_link_bandwidth.setMaximumWidth(70)
-        self.new_link_bandwidth.setToolTip("Bandwidth in GB/s given to links you draw")
+        self.new_link_bandwidth = QLineEdit(format_gbps(self.scene.new_link_bandwidth))
+        self.new_link_bandwidth.setValidator(UnitNumberValidator(parent=self))
+        self.new_link_bandwidth.setMaximumWidth(90)
         self.new_link_bandwidth.editingFinished.connect(self._set_new_link_bandwidth)
         row.addWidget(self.new_link_bandwidth)
-        row.addWidget(QLabel(" GB/s "))
+        self.new_link_unit = QLabel()
+        row.addWidget(self.new_link_unit)
+        self._new_link_unit_changed()
+        self.doc.edited.connect(self._new_link_unit_changed)
         return box
+
+    def _new_link_unit_changed(self) -> None:
+        """The topology's unit changed (or another topology): say and show it in that."""
+        unit = self.doc.topology.bandwidth_unit
+        if self.new_link_unit.text() != f" {unit} ":
+            self.new_link_unit.setText(f" {unit} ")
+            self.new_link_bandwidth.setToolTip(
+                f"Bandwidth given to links you draw, in {unit} (or type a unit after the "
+                f"number: {', '.join(UNITS)})")
+            self.new_link_bandwidth.setText(
+                format_gbps(from_gbps(self.scene.new_link_bandwidth, unit)))
 
     def _fill_samples_menu(self, menu: QMenu) -> None:
         menu.clear()
@@ -278,8 +293,14 @@ class MainWindow(QMainWindow):
         self.scene.update()
 
     def _set_new_link_bandwidth(self) -> None:
-        value = NumberValidator().parse(self.new_link_bandwidth.text())
-        self.scene.new_link_bandwidth = value or Fraction(25)
+        unit = self.doc.topology.bandwidth_unit
+        text = self.new_link_bandwidth.text()
+        typed = split_unit(text)[1]
+        value = UnitNumberValidator().parse(text) or Fraction(25)
+        self.scene.new_link_bandwidth = to_gbps(value, typed or unit)
+        if typed is not None:  # shown in the topology's unit, like every other bandwidth
+            self.new_link_bandwidth.setText(
+                format_gbps(from_gbps(self.scene.new_link_bandwidth, unit)))
 
     def show_culprits(self, node_ids: list[str], link_keys: list[int]) -> None:
         """Select the named nodes and links and bring them into view."""
@@ -308,7 +329,8 @@ class MainWindow(QMainWindow):
         self.setWindowModified(self.doc.modified)
 
     def _after_reset(self) -> None:
-        self.view.zoom_to_fit()
+        """Show the whole new drawing (a large one is still being built: where it will be)."""
+        self.view.zoom_to_fit(self.scene.drawing_rect())
 
     # ------------------------------------------------------------ editing
 

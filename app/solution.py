@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -176,6 +176,17 @@ def fixed_k_curve(topology: Topology, schedule: Schedule, progress: Progress | N
     return curve
 
 
+def _compact(loads: dict[Hop, LinkLoad]) -> dict[Hop, LinkLoad]:
+    """The loads with each link's tree positions in a tuple instead of a list.
+
+    The editor keeps a solution for as long as it shows it; at 1,024 GPUs these lists
+    hold 2.3 million tree positions, which every full pass of the garbage collector in
+    the editor's process walked (a tuple of numbers drops out of its sight after one pass).
+    Reading them (``load.trees[:12]``, ``len``) is unchanged.
+    """
+    return {hop: replace(load, trees=tuple(load.trees)) for hop, load in loads.items()}
+
+
 def compute_solution(topology: Topology, collective: str = "allgather", k: int | None = None,
                      progress: Progress | None = None) -> Solution:
     """Solve ``topology`` and derive loads, the fixed-k curve and the time model."""
@@ -184,7 +195,7 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
                                 "off" if k is not None else "auto", progress)
     if progress is not None:
         progress("link load", 0.0)
-    loads = link_loads(schedule, topology)
+    loads = _compact(link_loads(schedule, topology))
     curve = fixed_k_curve(topology, schedule, progress)
     sizes = message_sizes()
     bandwidth_us = [Fraction(size) * 10**6 / (schedule.algbw * GB) for size in sizes]

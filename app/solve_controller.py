@@ -149,7 +149,7 @@ class SolveController(QObject):
             return
         self.controller.check_now()
         if self.controller.fresh:
-            self.overlays.redraw()
+            self.window.scene.when_built(self.overlays.redraw)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         """Closing the window stops background work first (its thread must not outlive
@@ -373,8 +373,8 @@ class SolveController(QObject):
         dock is next shown)."""
         if self.window.isVisible() and not self.plots.isVisible():
             self.plots.set_solution_later(solution, self.controller.stale)
-        else:
-            self.plots.set_solution(solution, self.controller.stale)
+        else:  # each plot in a turn of its own, before the first tree is selected
+            self._steps.extendleft(reversed(self.plots.steps(solution, self.controller.stale)))
 
     def _bound_changed(self, bound: Bound | None) -> None:
         """The optimum of a large solve arrived before its schedule: show it at once
@@ -387,7 +387,9 @@ class SolveController(QObject):
         if bound is None:
             self._show_solved(self.controller.stale)
             return
-        self.results.raise_()
+        # bringing the dock forward repaints the whole window: a turn of its own
+        self._steps.append(self.results.raise_)
+        self._step_timer.start()
         self._show_solved(self.controller.stale)
         self.window.statusBar().showMessage(
             f"Optimum found in {bound.seconds:.2f} s; building the schedule…", 8000)

@@ -75,6 +75,8 @@ class Watch:
     def __init__(self) -> None:
         self.ticks: list[float] = []
         self.cpu: list[float] = []      # the GUI thread's CPU time at each tick
+        self.waits: list[float] = []    # its time runnable but not running (run queue)
+        self.proc: list[float] = []     # the whole process's CPU time (all threads)
         self.samples: list[tuple[float, str]] = []
         self.marks: list[tuple[float, str]] = []
         self._main = threading.main_thread().ident
@@ -86,6 +88,8 @@ class Watch:
 
     def _tick(self) -> None:
         self.cpu.append(time.thread_time())
+        self.proc.append(time.process_time())
+        self.waits.append(_run_queue_wait())
         self.ticks.append(time.perf_counter())
 
     def start(self) -> None:
@@ -106,16 +110,24 @@ class Watch:
         while not self._stop.wait(SAMPLE_S):
             now = time.perf_counter()
             if self.ticks and now - self.ticks[-1] > OVERDUE_S:
-                frame = sys._current_frames().get(self._main)
+                frames = sys._current_frames()
+                frame = frames.get(self._main)
                 if frame is not None:
                     self.samples.append((now, _where(frame)))
+                for ident, other in frames.items():
+                    if ident not in (self._main, threading.get_ident()):
+                        where = _where(other)
+                        if not where.startswith("Qt"):
+                            self.samples.append((now, "other thread: " + where))
 
     def phases(self) -> dict[str, dict]:
         """Per phase: worst gap, mean gap, and where the GUI thread spent the worst gap."""
         out: dict[str, dict] = {}
         gaps = list(zip(self.ticks, self.ticks[1:], strict=False))
-        cpu = {b: y - x for (b, x, y) in zip(self.ticks[1:], self.cpu, self.cpu[1:],
-                                               strict=False)}
+        def per_gap(values: list[float]) -> dict[float, float]:
+            return {b: y - x for (b, x, y) in zip(self.ticks[1:], values, values[1:],
+                                                  strict=False)}
+        cpu, proc, waits = per_gap(self.cpu), per_gap(self.proc), per_gap(self.waits)
         bounds = [*self.marks, (float("inf"), "")]
         for (start, phase), (end, _next) in zip(bounds, bounds[1:], strict=False):
             mine = [(a, b) for a, b in gaps if start < b <= end]
@@ -127,17 +139,29 @@ class Watch:
             def at(gap: tuple[float, float]) -> list[dict]:
                 where = Counter(w for t, w in self.samples if gap[0] < t <= gap[1])
                 return [{"where": w, "ms": round(n * SAMPLE_S * 1000)}
-                        for w, n in where.most_common(3)]
+                        for w, n in where.most_common(4)]
             out[phase] = {
                 "seconds": round(min(end, self.ticks[-1]) - start, 2),
                 "worst_gap_ms": round((b - a) * 1000, 1),
                 "mean_gap_ms": round(sum(y - x for x, y in mine) / len(mine) * 1000, 2),
                 "gaps_over_50_ms": sum(1 for x, y in mine if y - x > 0.05),
                 "worst_gap_cpu_ms": round(cpu[b] * 1000, 1),
+                "worst_gap_run_queue_ms": round(waits[b] * 1000, 1),
+                "worst_gap_other_threads_cpu_ms": round((proc[b] - cpu[b]) * 1000, 1),
                 "most_gui_cpu_in_one_gap_ms": round(cpu[worst_cpu[1]] * 1000, 1),
                 "worst_gap_at": at((a, b)),
                 "most_cpu_gap_at": at(worst_cpu)}
         return out
+
+
+def _run_queue_wait() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux's
+    schedstat; 0 elsewhere): a gap's share of it is time the scheduler gave away."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _run(steps: Callable[[Watch, Callable[[], None]], None]) -> dict[str, dict]:
@@ -222,12 +246,16 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
             return
         result["bound_after_s"] = round(time.perf_counter() - t0[0], 2)
         if solution_file:
-            import pickle
-            with open(solution_file, "rb") as f:
-                ready = pickle.load(f)
             result["solution"] = "precomputed (" + solution_file + ")"
-            QTimer.singleShot(500, lambda: (solver.controller.cancel(),
-                                            solver.controller._solved(ready)))
+            QTimer.singleShot(500, deliver)
+
+    def deliver() -> None:
+        """Replace the schedule's job by one that reads the precomputed solution in the
+        child process, so it reaches the editor the way a solve's result does (through
+        the pipe, unpickled off the GUI thread)."""
+        controller = solver.controller
+        controller.cancel()
+        controller.run("Solving allgather", controller._solved, load_solution, solution_file)
 
     def solve_now(watch: Watch) -> None:
         watch.mark("solving")
@@ -240,6 +268,13 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
     how = "opened from a saved file, solved" if open_file else "solved"
     return {"case": f"{servers}x DGX A100 ({servers * 8} GPUs) {how} from the editor's "
                     "menus", "phases": phases, **result}
+
+
+def load_solution(path: str, progress: object = None) -> object:
+    """A pickled Solution, read in an engine job's child process."""
+    import pickle
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
 def _spin() -> None:
@@ -258,6 +293,8 @@ def main() -> None:
                              "waiting for the editor's full solve")
     args = parser.parse_args()
     _app = QApplication.instance() or QApplication([])
+    from canopy.app import heap
+    heap.settle_start_up()  # as `canopy gui` does before its window
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
         b.start()

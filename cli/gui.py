@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from PySide6.QtGui import QIcon
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from canopy.app import settings
+    from canopy.app import heap, settings
     from canopy.app.error_hook import install_error_hook
     from canopy.app.main_window import MainWindow
     from canopy.app.resources import icon_path
@@ -82,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     app.setOrganizationName("Canopy")
     app.setApplicationDisplayName("Canopy")
     app.setWindowIcon(QIcon(str(icon_path())))
+    heap.settle_start_up()
     window = MainWindow()
     install_error_hook(window)
     if topology is not None:

@@ -4,6 +4,10 @@ Every algorithm's schedule becomes a :class:`~canopy.engine.plan.CollectivePlan`
 its bandwidth bound comes from the congestion of the physical links
 (:func:`~canopy.engine.plan.bandwidth_bound`) and its time at each message size from
 the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also picks the pipeline depth).
+ForestColl's plan is timed with the connections its MSCCL export takes within the
+runtime's limits (:func:`canopy.engine.msccl.connections.runtime_schedule`: the layout,
+or a schedule with fewer trees where sharing connections would cost more), so compare and
+``canopy check-xml`` time the same program; the row's ``details["connections"]`` says which.
 Used by ``canopy compare`` and the editor's Compare dock.
 
 Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
@@ -29,6 +33,8 @@ from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
 from canopy.engine.limits import check_simulable
+from canopy.engine.msccl.connections import runtime_schedule
+from canopy.engine.msccl.threadblocks import MscclLimitError
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
@@ -209,15 +215,20 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                 ) -> BaselineResult:
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
-    plan = schedule_plan(schedule)
-    algbw, link = bandwidth_bound(plan, topology.capacities())
+    try:
+        choice = runtime_schedule(topology, schedule)
+        schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
+    except MscclLimitError as exc:
+        laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
+    algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
                                    "solve_algbw": schedule.algbw,
                                    "bottleneck_link": list(link),
+                                   "connections": connections,
                                    **({"allreduce_schedule": describe_choice(schedule)}
                                       if collective == "allreduce" else {})},
-                          plan_at=lambda size: plan)
+                          plan_at=lambda size: laid_out)
 
 
 def compare(topology: Topology, collective: str = "allgather",

@@ -59,22 +59,40 @@ def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> li
     distinct routes, not with N·k·(N-1) tree edges.
     """
     names = net.names
-    shared: dict[tuple[int, int, tuple[int, ...]], TreeEdge] = {}
+    # A path (it starts at x and ends at y) names its tree edge. Route pools hand out the
+    # same path objects again and again, so they are looked up by identity first (the
+    # dict keeps each path alive, so its id is never reused), by value otherwise.
+    by_id: dict[int, tuple[tuple[int, ...], TreeEdge]] = {}
+    shared: dict[tuple[int, ...], TreeEdge] = {}
 
     def tree_edge(x: int, y: int, path: tuple[int, ...]) -> TreeEdge:
-        edge = shared.get((x, y, path))
+        known = by_id.get(id(path))
+        if known is not None:
+            return known[1]
+        edge = shared.get(path)
         if edge is None:
             edge = TreeEdge(names[x], names[y], tuple(names[p] for p in path))
-            shared[(x, y, path)] = edge
+            shared[path] = edge
+        by_id[id(path)] = (path, edge)
         return edge
 
     trees: list[Tree] = []
     per_root: dict[int, int] = {}
     order = {c: i for i, c in enumerate(net.compute)}
+    routes = logical.routes
     for batch in sorted(batches, key=lambda b: order[b.root]):
         parts: list[tuple[int, list[TreeEdge]]] = [(batch.m, [])]
+        m = batch.m
         for x, y in batch.edges:
-            pieces = logical.routes[(x, y)].take(batch.m)
+            front = routes[(x, y)].segments[0]
+            if front[1] > m:    # the common case: the first path has units to spare
+                front[1] -= m
+                known = by_id.get(id(front[0]))
+                edge = known[1] if known is not None else tree_edge(x, y, front[0])
+                for _, edges in parts:
+                    edges.append(edge)
+                continue
+            pieces = routes[(x, y)].take(m)
             if len(pieces) == 1:
                 edge = tree_edge(x, y, pieces[0][0])
                 for _, edges in parts:
@@ -106,10 +124,10 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
     timings = {} if timings is None else timings
     compute, demands = list(net.compute), dict.fromkeys(net.compute, k)
 
-    def split(chords: bool) -> LogicalTopology:
+    def split(chords: bool, unproven: bool = True) -> LogicalTopology:
         start = time.perf_counter()
         report(progress, "switch removal", 0.0)
-        logical = remove_switches(net, caps, k, progress, chords=chords)
+        logical = remove_switches(net, caps, k, progress, chords=chords, unproven=unproven)
         timings["switch removal"] = (timings.get("switch removal", 0)
                                      + time.perf_counter() - start)
         return logical
@@ -131,6 +149,8 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
         logical = split(chords=False)
         packing = pack_without_flows(logical)
     if packing is None:
+        if not logical.certified:   # Alg. 5 needs Thm 5's guarantee
+            logical = split(chords=False, unproven=False)
         start = time.perf_counter()
         packing = pack_trees(net.n, compute, logical.capacity, demands, progress)
         timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
@@ -182,6 +202,8 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
             raise ScheduleError(f"no schedule with k = {k} within U = {u_max}.")
         try:
             trees = build_forest(net, floored(net, u), k, progress, timings)
+            if u == k * inverse_x:  # k/U = x*: no schedule is faster, so y is exactly 1/U
+                return 1 / u, trees
             return tree_rate(net, trees), trees
         except ScheduleError:
             if u >= last:

@@ -35,7 +35,7 @@ from canopy.engine.network import Network
 from canopy.engine.progress import Progress
 
 Path = tuple[int, ...]
-CHORD_PORTS = 8   # uniform stars with more ports are split as chords, not as a ring
+CHORD_SERVERS = 8   # uniform stars joining more servers are split as chords, not as a ring
 
 
 @dataclass
@@ -78,6 +78,7 @@ class LogicalTopology:
     splits: int        # pair splits performed
     gamma_flows: int   # maxflows spent on γ
     chords: bool = False   # some switch was split as chords (_Splitter._remove_chords)
+    certified: bool = True  # Thm 5 checked (remove_switches(unproven=True) may skip it)
 
 
 def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
@@ -225,21 +226,31 @@ class _Splitter:
                 self.split(a, w, a, amount)
 
     def _remove_chords(self, w: int, nbrs: list[int]) -> bool:
-        """A uniform star (every neighbour c in and c out) of more than CHORD_PORTS ports,
-        each in another group (a rail switch: one GPU per server), split as a circulant
-        with offsets 1, 2, 4, ...: neighbour i sends its c units spread over i + 1,
-        i + 2, i + 4, ... Any neighbour then reaches any other in at most log2(d) logical
-        edges, where a ring needs d - 1, so trees stay low (their height is latency).
-        Every row and column sums to c, so w is isolated; whether connectivity holds is
-        for the certificate (:func:`_bulk`). False when w is not such a star."""
+        """A uniform star (every neighbour c in and c out) joining more than CHORD_SERVERS
+        groups, m ports each (a rail switch: m = 1 GPU per server), split as a
+        circulant: in index order, neighbour i sends its c units spread over i + m,
+        i + 2m, i + 4m, ..., so every logical edge joins two servers, and any server
+        reaches any other in at most log2(d / m) of them, where a ring needs d / m - 1: trees
+        stay low (their height is latency). Every row and column sums to c, so w is
+        isolated; whether connectivity holds is for the certificate (:func:`_bulk`).
+        False when w is not such a star."""
         d = len(nbrs)
         c = self.arcs.get(nbrs[0], w)
-        groups = [self.net.groups[u] for u in nbrs]
-        named = [g for g in groups if g is not None]
-        if d <= CHORD_PORTS or len(set(named)) < len(named) or any(
-                self.arcs.get(u, w) != c or self.arcs.get(w, u) != c for u in nbrs):
+        if d <= CHORD_SERVERS or any(self.arcs.get(u, w) != c or self.arcs.get(w, u) != c
+                                     for u in nbrs):
             return False
-        offsets = [1 << i for i in range((d - 1).bit_length())][:c]
+        groups = [self.net.groups[u] for u in nbrs]
+        m = 1
+        while m < d and groups[m] is not None and groups[m] == groups[0]:
+            m += 1
+        blocks = [groups[i:i + m] for i in range(0, d, m)]
+        named = [b[0] for b in blocks if b[0] is not None]
+        if d % m or len(set(named)) < len(named) or any(len(set(b)) > 1 for b in blocks) \
+                or d // m <= CHORD_SERVERS:
+            return False    # unequal or scattered groups, or few servers: a ring is low
+        offsets = [m << j for j in range((d // m - 1).bit_length())][:c]
+        if not offsets:
+            return False
         share, extra = divmod(c, len(offsets))
         for j, offset in enumerate(offsets):
             amount = share + (j < extra)
@@ -270,7 +281,7 @@ class _Splitter:
 
 def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
                     progress: Progress | None = None, bulk: bool = True,
-                    chords: bool = False) -> LogicalTopology:
+                    chords: bool = False, unproven: bool = False) -> LogicalTopology:
     """Alg. 4: remove every switch node; return D* with physical routes per unit.
 
     ``caps`` are capacities in trees. Thm 7 guarantees that a balanced switch can be
@@ -282,6 +293,10 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     With ``bulk`` every switch is first split in one certified pass (:func:`_bulk`),
     with ``chords`` large uniform stars as chords first, then as rings, and pair by pair
     only when both fail; ``LogicalTopology.chords`` says whether chords were used.
+    With ``unproven`` a bulk split that isolates every switch is returned without its
+    certificate (``LogicalTopology.certified`` False): a packing found in it proves all
+    it needs (k trees per node exist), and without one the caller must split again
+    without ``unproven`` before Alg. 5, whose progress Thm 5 guarantees.
     """
     switches = [i for i in range(net.n) if not net.is_compute(i)]
     # Small switches first: their closed form needs no flows and shrinks the rest.
@@ -291,10 +306,13 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
             if w in neighbours:
                 neighbours[w].add(other)
     switches.sort(key=lambda w: (len(neighbours[w]), w))
-    splitter, chords = _bulk(net, caps, k, switches, chords) if bulk else (None, False)
+    certified = not unproven
+    splitter, chords = _bulk(net, caps, k, switches, chords, certified) if bulk \
+        else (None, False)
     if splitter is None and chords:
-        splitter, chords = _bulk(net, caps, k, switches, False)
+        splitter, chords = _bulk(net, caps, k, switches, False, certified)
     if splitter is None:
+        certified = True
         splitter = _Splitter(net, caps, k)
         for done, w in enumerate(switches):
             if progress:
@@ -303,11 +321,13 @@ def remove_switches(net: Network, caps: dict[tuple[int, int], int], k: int,
     capacity = {(a, b): c for (a, b), c in splitter.arcs.items()
                 if a != splitter.s and net.is_compute(a) and net.is_compute(b)}
     routes = {e: splitter.routes[e] for e in capacity}
-    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows, chords)
+    return LogicalTopology(capacity, routes, splitter.splits, splitter.flows, chords,
+                           certified)
 
 
 def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
-          switches: list[int], chords: bool) -> tuple[_Splitter | None, bool]:
+          switches: list[int], chords: bool,
+          certify: bool = True) -> tuple[_Splitter | None, bool]:
     """Every switch split in one pass with γ = g₀ (the pairs Alg. 4 would try, each
     split as far as it goes; with ``chords``, large uniform stars as circulants,
     :meth:`_Splitter._remove_chords`), certified at the end by one flow per compute node.
@@ -316,7 +336,7 @@ def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
     a certified bulk split is as good as a pair-by-pair one. Returns the splitter, or
     None when it fails (a switch left with unpaired capacity, or a compute node below
     N·k: the caller then splits without chords, or pair by pair with γ of Thm 8), and
-    whether some switch was split as chords.
+    whether some switch was split as chords. Without ``certify`` no flow is run.
     """
     splitter = _Splitter(net, caps, k, trusting=True, chords=chords)
     try:
@@ -324,4 +344,5 @@ def _bulk(net: Network, caps: dict[tuple[int, int], int], k: int,
             splitter.remove(w)
     except ScheduleError:
         return None, splitter.chord_splits > 0
-    return splitter if splitter.certify() else None, splitter.chord_splits > 0
+    proven = not certify or splitter.certify()
+    return splitter if proven else None, splitter.chord_splits > 0

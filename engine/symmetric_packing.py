@@ -72,16 +72,19 @@ class _Group:
                    zip(self.digits[a], self.digits[b], self.dims, self.strides, strict=True))
 
 
-def _labels(group: _Group, arcs: dict[tuple[int, int], int]) -> dict[int, int] | None:
-    """g per label s if every arc's translates are arcs of the same capacity, else None."""
-    cap: dict[int, int] = {}
-    count: dict[int, int] = {}
-    for (a, b), c in arcs.items():
-        s = group.combine(b, a, -1)
-        if cap.setdefault(s, c) != c:
+def _labels(group: _Group, out: list[list[tuple[int, int]]]) -> dict[int, int] | None:
+    """g per label s if every arc's translates are arcs of the same capacity, else None.
+
+    ``out[a]`` lists (head, capacity) of a's arcs. Position 0's arcs give the labels; every
+    other position must have exactly those (its labels are distinct, as its heads are),
+    which fails early, at the first position that differs, for a wrong group.
+    """
+    cap = {group.combine(b, 0, -1): c for b, c in out[0]}
+    for a, arcs in enumerate(out):
+        if len(arcs) != len(cap) or any(cap.get(group.combine(b, a, -1)) != c
+                                        for b, c in arcs):
             return None
-        count[s] = count.get(s, 0) + 1
-    return cap if all(m == group.n for m in count.values()) else None
+    return cap
 
 
 def _trees_at_zero(group: _Group, cap: dict[int, int], k: int) -> list[list[int]] | None:
@@ -134,10 +137,12 @@ def pack_symmetric(compute: list[int], capacity: dict[tuple[int, int], int],
             if a not in pos or b not in pos:
                 return None
             arcs[(pos[a], pos[b])] = c
-    offsets = {b for a, b in arcs if a == 0}
-    for strides in _radix_chains(n, offsets):
+    out: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for (a, b), c in arcs.items():
+        out[a].append((b, c))
+    for strides in _radix_chains(n, {b for b, _ in out[0]}):
         group = _Group(n, strides)
-        cap = _labels(group, arcs)
+        cap = _labels(group, out)
         if cap is None:
             continue
         trees = _trees_at_zero(group, cap, k)
@@ -156,7 +161,6 @@ def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> lis
     shapes = []
     for tree, m in distinct.items():
         parent = [group.combine(v, s, -1) if s >= 0 else -1 for v, s in enumerate(tree)]
-        depth = [0] * n
         ordered: list[tuple[int, int]] = []
         stack = [0]
         children: list[list[int]] = [[] for _ in range(n)]
@@ -166,15 +170,14 @@ def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> lis
         while stack:     # parents first
             x = stack.pop()
             for y in children[x]:
-                depth[y] = depth[x] + 1
                 ordered.append((x, y))
                 stack.append(y)
-        shapes.append((m, ordered, depth))
+        shapes.append((m, ordered))
     everyone = set(compute)
     batches = []
     for t, shifted in enumerate(group.shifts()):
         image = [compute[v] for v in shifted]
-        for m, ordered, depth in shapes:
-            batches.append(Batch(compute[t], m, everyone, dict(zip(image, depth, strict=True)),
+        for m, ordered in shapes:    # finished: no growth state (Batch)
+            batches.append(Batch(compute[t], m, everyone, {},
                                  [(image[x], image[y]) for x, y in ordered]))
     return batches

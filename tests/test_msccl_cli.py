@@ -118,8 +118,8 @@ def test_check_xml_runs_as_a_command(tmp_path):
 
 def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, monkeypatch):
     @dataclasses.dataclass(frozen=True)
-    class Tight(MscclLimits):                     # 30 elements: what k = 1 needs on the A100s
-        max_elements_per_gpu: int = 30
+    class Tight(MscclLimits):                     # 45 elements: what k = 1 needs on the A100s
+        max_elements_per_gpu: int = 45
 
     monkeypatch.setattr("canopy.engine.msccl.MscclLimits", Tight)  # read at export time
     out = tmp_path / "ag.xml"
@@ -131,7 +131,7 @@ def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, mo
 
 
 def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("canopy.engine.msccl.msccl_xml", lambda schedule, options: b"<algo/>")
+    monkeypatch.setattr("canopy.engine.msccl.plan_xml", lambda *args, **kw: b"<algo/>")
     assert main(["solve", SAMPLE, "--msccl", str(tmp_path / "x.xml")]) == 2
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err

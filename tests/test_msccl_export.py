@@ -18,6 +18,7 @@ from canopy.engine.msccl import (
     msccl_xml,
 )
 from canopy.engine.msccl.executor import simulate_bytes
+from canopy.engine.msccl.threadblocks import parser_elements
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES, find_optimum
 from canopy.engine.safe_xml import parse_xml_bytes
@@ -207,7 +208,8 @@ def test_reduce_scatter_uses_scratch_only_out_of_the_input(solved):
 
 
 def elements_per_gpu(layout):
-    return max(2 + len(tbs) + sum(len(tb.steps) for tb in tbs) for tbs in layout.tbs)
+    return max(parser_elements(len(layout.tbs), len(tbs), sum(len(tb.steps) for tb in tbs))
+               for tbs in layout.tbs)
 
 
 def test_tight_limits_name_the_largest_k_that_fits():
@@ -382,22 +384,32 @@ def test_pipelined_layout_gives_each_connection_one_unit_tree(collective, inplac
             assert len(steps) == 1 and steps[0].get("cnt") == "1"
 
 
-def test_auto_layout_falls_back_as_the_limits_require():
-    """Here pipelined (unit trees) needs 10 channels, per-tree 6; with fewer, trees share."""
+def test_auto_layout_writes_the_connections_compare_simulates():
+    """Here unit connections need 10 channels per pair; with 6 to 9 the trees are cut
+    into parts of at most 2 chunks, a connection per edge; with fewer, tree edges share
+    connections. The XML has exactly the connections of :func:`runtime_layout`'s plan
+    (the one ``canopy compare`` times) and still computes the allgather."""
+    from canopy.engine.msccl.connections import describe_layout, runtime_layout
+    from canopy.engine.plan import schedule_plan
+
     schedule = star_schedule("allgather", k=3)
-
-    def xml(limit, layout="auto"):
-        return msccl_xml(schedule, options=MscclOptions(limits=MscclLimits(
-            max_channels=limit), layout=layout))
-
-    assert xml(10) == xml(10, "pipelined")
-    with pytest.raises(MscclLimitError):
-        xml(9, "pipelined")
-    assert xml(9) == xml(9, "per-tree")
-    with pytest.raises(MscclLimitError):
-        xml(5, "per-tree")
-    assert xml(5) == xml(5, "mixed") != xml(5, "compact")
-    assert max(int(s.get("cnt")) for s in etree.fromstring(xml(5)).iter("step")) == 2
+    plan = schedule_plan(schedule)
+    own, shared = "a connection per tree edge", "connections shared by tree edges"
+    expected = {10: (60, "unit connections"), 9: (40, f"{own} (trees of at most 2 chunks)"),
+                6: (40, f"{own} (trees of at most 2 chunks)"),
+                5: (35, f"{shared} (trees of at most 2 chunks)"),
+                2: (20, f"{shared} (trees of at most 2 chunks)")}
+    for limit, (count, name) in expected.items():
+        limits = MscclLimits(max_channels=limit)
+        described = describe_layout(plan, runtime_layout(plan, limits))
+        assert (described["connections"], described["layout"]) == (count, name)
+        data = msccl_xml(schedule, options=MscclOptions(limits=limits))
+        simulate_bytes(data)
+        root = etree.fromstring(data)
+        assert len({(gpu.get("id"), tb.get("send"), tb.get("chan")) for gpu in root.iter("gpu")
+                    for tb in gpu.iter("tb") if tb.get("send") != "-1"}) == count
+        assert int(root.get("nchannels")) <= limit
+    assert msccl_xml(schedule) == msccl_xml(schedule, options=MscclOptions(layout="pipelined"))
     with pytest.raises(ScheduleError, match="unknown MSCCL layout 'wide'"):
         msccl_xml(schedule, options=MscclOptions(layout="wide"))
 

@@ -339,6 +339,8 @@ REJECTED = {
     "depid": (mutate(BASE, "//step[2]", depid=4, deps=0), "depends on tb 4, which rank 0"),
     "deps": (mutate(BASE, "//step[2]", depid=0, deps=9), "depends on step 9 of tb 0"),
     "hasdep": (mutate(BASE, "//step", hasdep=2), "hasdep must be 0 or 1"),
+    "half dependency": (mutate(BASE, "//step", deps=0),
+                        "rank 0 tb 0 step 0 has depid -1 but deps 0; a dependency names both"),
     "nop rule": (mutate(mutate(BASE, "//step", type="nop", depid=0, deps=3), "//step[2]"),
                  "follows nop steps with dependencies but has none itself"),
     "channels": (mutate(BASE, "/algo", nchannels=33), "nchannels is 33; MSCCL allows 1 to 32"),
@@ -367,8 +369,11 @@ def test_the_runtime_limits_are_enforced():
     long_tb = [("cpy", "i", 0, "o", 0)] * 5
     data = algo_xml("allgather", 2, [(1, 2, 0, [(-1, -1, 0, long_tb)])] * 2)
     assert "has 5 steps; MSCCL allows 4" in error(data, limits=MscclLimits(max_steps_per_tb=4))
-    assert "has 8 XML elements; RCCL's parser holds 6 per GPU" in \
-        error(data, limits=MscclLimits(max_elements_per_gpu=6))
+    assert "rank 0 has 9 XML elements (with the <algo> and all 2 <gpu> elements); the " \
+        "runtime's parser holds 8 per GPU" in error(data, limits=MscclLimits(
+            max_elements_per_gpu=8))
+    assert "rank 0 has 9 XML elements" not in error(data, limits=MscclLimits(
+        max_steps_per_tb=4, max_elements_per_gpu=9))
     many = algo_xml("allgather", 2, [(1, 2, 0, [(-1, -1, 0, long_tb[:1])] * 3)] * 2)
     assert "more than 2 thread blocks on channel 0" in \
         error(many, limits=MscclLimits(max_tbs_per_channel=2))

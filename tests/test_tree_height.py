@@ -17,16 +17,16 @@ from canopy.engine.forest import solve
 from canopy.engine.generators import generate
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
-from canopy.engine.splitting import CHORD_PORTS, remove_switches
+from canopy.engine.splitting import CHORD_SERVERS, remove_switches
 from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
 from tests.test_splitting import all_cuts_hold
 
 
 @st.composite
 def rail_stars(draw: st.DrawFn) -> Topology:
-    """One switch joined to CHORD_PORTS + 1 or + 2 GPUs (one per server) at one bandwidth,
+    """One switch joined to CHORD_SERVERS + 1 or + 2 GPUs (one per server) at one bandwidth,
     plus a few random links between GPUs."""
-    d = draw(st.integers(CHORD_PORTS + 1, CHORD_PORTS + 2))
+    d = draw(st.integers(CHORD_SERVERS + 1, CHORD_SERVERS + 2))
     bw = Fraction(draw(st.sampled_from([1, 2, 3])))
     nodes = [Node("rail", SWITCH)] + [Node(f"g{i}", COMPUTE, group=f"s{i}") for i in range(d)]
     links = [Link(f"g{i}", "rail", bw) for i in range(d)]
@@ -62,6 +62,25 @@ def test_rail_cluster_trees_are_low():
     assert remove_switches(net, caps, opt.k, chords=True).chords
 
 
+def test_servers_with_several_ports_on_one_switch_get_chords_between_servers():
+    """bench/clusters.py: GPUs 0, 2, 4, 6 of every server on ib0, the rest on ib1. Chords
+    join a port only to the same port of other servers: height 12 at 32 servers, where
+    rings gave 38."""
+    from bench.clusters import dgx_a100_cluster
+
+    topo = dgx_a100_cluster(32)
+    net = Network.from_topology(topo)
+    opt = find_optimum(net)
+    caps = {e: int(c / opt.tree_bandwidth) for e, c in net.capacity.items()}
+    logical = remove_switches(net, caps, opt.k, chords=True)
+    assert logical.chords
+    assert all(net.groups[a] != net.groups[b] for a, b in logical.capacity
+               if len(logical.routes[(a, b)].segments[0][0]) > 3)   # through ib0 or ib1
+    schedule = solve(topo)
+    assert schedule.algbw == schedule.optimal_algbw
+    assert max(t.height for t in schedule.trees) <= 12
+
+
 def test_rings_when_chords_cannot_be_packed(monkeypatch):
     """If no flow-free packing takes the chords, switches are split again as rings."""
     topo = generate("cluster", {"servers": "12", "gpus": "4"})
@@ -78,3 +97,30 @@ def test_rings_when_chords_cannot_be_packed(monkeypatch):
     assert calls["packings"] == 2
     assert schedule.algbw == schedule.optimal_algbw
     assert max(t.height for t in schedule.trees) == 11 + 3    # rings: 11 servers, 3 GPUs
+
+
+def test_an_unproven_split_runs_no_flow_and_alg5_gets_a_certified_one(monkeypatch):
+    """The pipeline splits without the certificate's flows (a packing proves what it
+    needs); when no flow-free packing exists it splits again with the certificate before
+    Alg. 5, and the schedule is optimal and verified either way."""
+    topo = generate("cluster", {"servers": "12", "gpus": "4"})
+    net = Network.from_topology(topo)
+    opt = find_optimum(net)
+    caps = {e: int(c / opt.tree_bandwidth) for e, c in net.capacity.items()}
+    quick = remove_switches(net, caps, opt.k, chords=True, unproven=True)
+    assert quick.gamma_flows == 0 and not quick.certified
+    assert remove_switches(net, caps, opt.k, chords=True).certified
+    splits = []
+    real = forest.remove_switches
+
+    def recording(*args, **kwargs):
+        logical = real(*args, **kwargs)
+        splits.append((kwargs["chords"], logical.certified))
+        return logical
+
+    monkeypatch.setattr(forest, "remove_switches", recording)
+    monkeypatch.setattr(forest, "pack_symmetric", lambda *args: None)
+    monkeypatch.setattr(forest, "greedy_packing", lambda *args: None)
+    schedule = solve(topo)
+    assert splits == [(True, False), (False, False), (False, True)]
+    assert schedule.algbw == schedule.optimal_algbw

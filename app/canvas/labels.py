@@ -23,6 +23,18 @@ BLOCK_FONT = style.label_font(9.0, bold=True)
 BACKGROUND = QColor(255, 255, 255, 225)
 
 
+_METRICS: dict[str, QFontMetricsF] = {}
+
+
+def _metrics(font: QFont) -> QFontMetricsF:
+    """One metrics object per font for all labels (thousands on a large drawing, each
+    an object the garbage collector would walk)."""
+    key = font.key()
+    if key not in _METRICS:
+        _METRICS[key] = QFontMetricsF(font)
+    return _METRICS[key]
+
+
 class ScreenLabel(QGraphicsItem):
     """A short text centred on its position, drawn at a fixed pixel size.
 
@@ -38,13 +50,14 @@ class ScreenLabel(QGraphicsItem):
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         self.setAcceptHoverEvents(False)
         self.font = font
-        self.metrics = QFontMetricsF(font)
+        self.metrics = _metrics(font)
         self.anchor = anchor
         self.boxed = boxed
-        self.color = QColor(color)
+        self.color = color      # shared, never changed in place
         self.border: QColor | None = None
         self.text = ""
         self._rect = QRectF()
+        self.setVisible(False)  # an empty label is hidden: painting skips it entirely
 
     def width_of(self, text: str) -> float:
         """Pixel width ``text`` would take (with the box padding)."""
@@ -60,6 +73,7 @@ class ScreenLabel(QGraphicsItem):
             return
         self.prepareGeometryChange()
         self.text = text
+        self.setVisible(bool(text))
         if not text:
             self._rect = QRectF()
             return

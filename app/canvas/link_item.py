@@ -66,7 +66,7 @@ class LinkItem(QGraphicsItem):
     other than GB/s is written out ("400 Gb/s"), so the file's unit shows on the canvas.
     """
 
-    def __init__(self, key: int, link: Link, unit: str = GBPS):
+    def __init__(self, key: int, link: Link, unit: str = GBPS, zoom: float = 1.0):
         super().__init__()
         self.key = key
         self.unit = unit
@@ -86,9 +86,11 @@ class LinkItem(QGraphicsItem):
         self._path = QPainterPath()
         self._bounds = QRectF()
         self._mid = QPointF()
+        self._mid_valid = False
         self._text_rect = QRectF()
         self._straight: QLineF | None = None
-        self._zoom = 1.0
+        self._zoom = zoom
+        """The view's zoom its bandwidth is placed for (0: not placed yet)."""
         self._length = 0.0
         self.bandwidth_label = ScreenLabel(self, BANDWIDTH_FONT, boxed=True)
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
@@ -120,17 +122,27 @@ class LinkItem(QGraphicsItem):
         self._p1, self._p2 = QPointF(p1), QPointF(p2)
         self._rebuild()
 
+    def set_geometry(self, p1: QPointF, p2: QPointF, offset: float, rank: float,
+                     label_near: str | None) -> None:
+        """Ends, bow and label end at once: one geometry update (building a scene)."""
+        self._p1, self._p2 = QPointF(p1), QPointF(p2)
+        self.offset, self.rank, self.label_near = offset, rank, label_near
+        self._rebuild()
+
     def set_offset(self, offset: float, rank: float = 0.0) -> None:
         """Bow ``offset`` units sideways; ``rank`` (-1 .. 1) staggers parallel labels."""
         self.offset = offset
         self.rank = rank
         self._rebuild()
 
-    def set_label_near(self, end: str | None) -> None:
-        """Print the bandwidth near node ``end`` (away from a busy hub), or mid-way."""
+    def set_label_near(self, end: str | None, show: bool = True) -> None:
+        """Print the bandwidth near node ``end`` (away from a busy hub), or mid-way
+        (without ``show``, only once the scene next places the labels)."""
         if end != self.label_near:
             self.label_near = end
-            self._rebuild()
+            self._mid_valid = False
+            if show:
+                self._place_label()
 
     def set_highlight(self, color: QColor | None, width: float | None = None,
                       marks: tuple[tuple[str, str], ...] = (),
@@ -163,8 +175,9 @@ class LinkItem(QGraphicsItem):
         path = QPainterPath()
         self._straight = None
         self._length = length
+        self._mid_valid = False
         if length < 1e-6:
-            self._path, self._mid = path, QPointF(p1)
+            self._path = path
             self._place_label()
             return
         ux, uy = (p2.x() - p1.x()) / length, (p2.y() - p1.y()) / length
@@ -183,12 +196,10 @@ class LinkItem(QGraphicsItem):
                            (p1.y() + p2.y()) / 2 + ny * offset * 2)
             path.moveTo(a)
             path.quadTo(ctrl, b)
-            self._mid = path.pointAtPercent(self._label_fraction(length))
         else:
             path.moveTo(a)
             path.lineTo(b)
             self._straight = QLineF(a, b)
-            self._mid = QLineF(p1, p2).pointAt(self._label_fraction(length))
         self._path = path
         pad = self.pen_width() / 2 + ARROW + 2 + (MARK_PAD if self.marks else 0) \
             + (OUTLINE if self.outline is not None else 0)
@@ -199,9 +210,22 @@ class LinkItem(QGraphicsItem):
         """Show the bandwidth where it fits at ``zoom`` (the scene calls this after zooms)."""
         if zoom != self._zoom:
             self._zoom = zoom
-            if not self._path.isEmpty():
-                self._mid = self._path.pointAtPercent(self._label_fraction(self._length))
+            self._mid_valid = False
             self._place_label()
+
+    def _middle(self) -> QPointF:
+        """The preferred spot of the bandwidth (computed when first needed after a
+        change: far out, where no bandwidth fits, it never is)."""
+        if not self._mid_valid:
+            self._mid_valid = True
+            if self._length < 1e-6:
+                self._mid = QPointF(self._p1)
+            elif self._straight is None:
+                self._mid = self._path.pointAtPercent(self._label_fraction(self._length))
+            else:
+                self._mid = QLineF(self._p1, self._p2).pointAt(
+                    self._label_fraction(self._length))
+        return self._mid
 
     def label_fits(self) -> bool:
         """Whether the link is long enough on screen for its bandwidth."""
@@ -213,7 +237,7 @@ class LinkItem(QGraphicsItem):
         """Where the bandwidth may go, best first: its preferred spot, then along the line."""
         if self._path.isEmpty():
             return []
-        return [QPointF(self._mid)] + [self._path.pointAtPercent(t) for t in SPOTS]
+        return [QPointF(self._middle())] + [self._path.pointAtPercent(t) for t in SPOTS]
 
     def label_rect(self, at: QPointF) -> QRectF:
         """The bandwidth's box centred at ``at``, in scene units at the current zoom."""
@@ -229,10 +253,12 @@ class LinkItem(QGraphicsItem):
 
     def _place_label(self) -> None:
         """The preferred spot, while the scene has not placed the labels (after a move)."""
-        self.show_label_at(self._mid if self.label_fits() else None)
-        color = self.highlight[0] if self.highlight else style.LINK
-        self.bandwidth_label.border = color.darker(115)
-        self.bandwidth_label.update()
+        fits = self.label_fits()
+        self.show_label_at(self._middle() if fits else None)
+        self.bandwidth_label.border = _border(self.highlight[0] if self.highlight
+                                              else style.LINK)
+        if fits:
+            self.bandwidth_label.update()
 
     def _label_fraction(self, length: float) -> float:
         """Where along the link (0 = source) its bandwidth label goes.
@@ -350,6 +376,17 @@ class LinkItem(QGraphicsItem):
         painter.setFont(MARK_FONT)
         painter.setPen(color.darker(160))
         painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+
+
+_BORDERS: dict[int, QColor] = {}
+
+
+def _border(color: QColor) -> QColor:
+    """The border of a bandwidth on a link of ``color`` (one shared colour object each)."""
+    key = color.rgba()
+    if key not in _BORDERS:
+        _BORDERS[key] = color.darker(115)
+    return _BORDERS[key]
 
 
 def _crosses(line: QLineF, rect: QRectF) -> bool:

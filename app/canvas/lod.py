@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from PySide6.QtCore import QRectF
 
-from canopy.app.canvas.link_item import LinkItem
+from canopy.app.canvas.link_item import LINK_LABEL_MIN_ZOOM, LinkItem
 from canopy.app.canvas.node_item import NAME_MIN_ZOOM, NodeItem
 
 CELL_PX = 120.0
@@ -51,6 +51,12 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
     the bandwidths of their links are not shown (the block gives the bandwidth leaving
     the server), and the servers' ``blocks`` are obstacles like node bodies.
     """
+    if zoom < NAME_MIN_ZOOM and zoom < LINK_LABEL_MIN_ZOOM:  # too far out for any text
+        for node in nodes:
+            node.name_label.set_text("")
+        for link in links:
+            link.set_zoom(zoom)
+        return
     taken = Obstacles(CELL_PX / zoom)
     for block in blocks:
         taken.add(block)

@@ -195,13 +195,20 @@ class Overlays:
         old = self._tree_keys
         self._tree_keys = self._keys_of(self.tree_hops) if self._drawing() else {}
         self._restyle |= old.keys() | self._tree_keys.keys()
-        self._restyle_some()
+        if len(self._restyle) > RESTYLE_SLICE:
+            self._restyle_timer.start()  # after whatever selected the tree (its diagram)
+        else:
+            self._restyle_some()
 
     def _restyle_some(self) -> None:
+        overview = self.scene.overview
+        overview.hold()
         for _ in range(min(RESTYLE_SLICE, len(self._restyle))):
             self._style_link(self._restyle.pop())
         if self._restyle:
             self._restyle_timer.start()
+        else:
+            overview.release()
 
     def finish_restyling(self) -> None:
         """Recolour what is left now (scripts, screenshots)."""
@@ -240,6 +247,7 @@ class Overlays:
     def refresh(self) -> None:
         """Draw every layer again from the current state."""
         self._restyle.clear()
+        self.scene.overview.release()
         self.clear()
         if not self._drawing():
             return
@@ -279,6 +287,7 @@ class Overlays:
     def _forget_items(self) -> None:
         """The scene was rebuilt: the old items are gone, and so is their styling."""
         self._restyle.clear()
+        self.scene.overview.release()
         self._shade = None
         self._styled.clear()
         self._tooltips.clear()

@@ -44,15 +44,31 @@ class OverviewItem(QGraphicsItem):
         self._topology_scene = scene
         self._rect = QRectF()
         self._layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] | None = None
+        self._held = False
+        self._pending = False
         self.setZValue(1)
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         # panning then blits the cached picture; Qt caches only the visible part
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
 
     def invalidate(self) -> None:
-        """Rebuild the cached paths before the next paint."""
+        """Rebuild the cached paths before the next paint (once released, if held)."""
+        if self._held:
+            self._pending = True
+            return
         self._layers = None
         self.update()
+
+    def hold(self) -> None:
+        """Many changes follow, a slice per turn (recolouring a large tree's links):
+        rebuild the paths once, at :meth:`release`, rather than after every slice."""
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        if self._pending:
+            self._pending = False
+            self.invalidate()
 
     def boundingRect(self) -> QRectF:
         return self._rect
@@ -82,15 +98,15 @@ class OverviewItem(QGraphicsItem):
 
     def _build(self) -> list[tuple[QPainterPath, QPen, QBrush | None, bool]]:
         """Layers of (path, pen, brush, antialiased): groups, links, nodes, selection."""
-        scene = self._topology_scene
+        nodes, link_items, boxes = self._topology_scene.items_so_far()
         layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] = []
         groups = QPainterPath()
-        for box in scene.group_items():
+        for box in boxes:
             groups.addRoundedRect(box.box(), 12, 12)
         layers.append((groups, QPen(style.GROUP_BORDER, 1.2), QBrush(style.GROUP_FILL), False))
 
         links: dict[tuple[str, float], QPainterPath] = {}
-        for item in scene.link_items():
+        for item in link_items:
             if item.isSelected():
                 colour, width = style.SELECTED.name(), item.pen_width() + 4
             elif item.highlight:
@@ -107,7 +123,7 @@ class OverviewItem(QGraphicsItem):
 
         shapes = {COMPUTE: QPainterPath(), "switch": QPainterPath()}
         selected = QPainterPath()
-        for item in scene.node_items():
+        for item in nodes:
             kind = COMPUTE if item.kind == COMPUTE else "switch"
             # plain boxes: at this zoom a node is a few pixels wide
             body = item.body().translated(item.pos())

@@ -8,9 +8,10 @@ Other parts of the editor (overlays, results) reach items by id through
 
 from __future__ import annotations
 
+import time
 from bisect import bisect_left
-from collections import defaultdict
-from collections.abc import Iterable
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import shiboken6
@@ -19,6 +20,8 @@ from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
 
 from canopy.app.canvas import style
+from canopy.app.canvas.group_item import MARGIN as GROUP_MARGIN
+from canopy.app.canvas.group_item import TITLE as GROUP_TITLE
 from canopy.app.canvas.group_item import GroupItem
 from canopy.app.canvas.interactions import Interaction, SelectMove
 from canopy.app.canvas.labels import fitting
@@ -42,6 +45,14 @@ LARGE_LOD = 1000
 runs again when the view scrolls)."""
 ROW_BAND = 25.0
 """Nodes whose y differ by less than this share a row (their names compete for width)."""
+BUILD_AT_ONCE = 600
+"""Drawings of fewer nodes plus links are built in one go after New/Open; larger ones a
+slice at a time, one slice per turn of the event loop, so that opening 1,024 GPUs
+(5,250 nodes and links) never holds the window up (issue 16.4)."""
+BUILD_SLICE_S = 0.008
+"""Wall-clock seconds of item building per turn of the event loop."""
+BUILD_CHUNK = 16
+"""Nodes, pairs of nodes (their links) or labels built between two looks at the clock."""
 
 
 class TopologyScene(QGraphicsScene):
@@ -49,6 +60,10 @@ class TopologyScene(QGraphicsScene):
 
     tool_finished = Signal()
     """The active tool gave up (Escape): the window switches back to Select."""
+    building = Signal(bool)
+    """A large drawing's items are being built slice by slice (True), or all exist."""
+    built = Signal()
+    """Every item of the document exists (after a rebuild, at once or slice by slice)."""
 
     def __init__(self, doc: Document, parent: object = None):
         super().__init__(parent)
@@ -77,6 +92,18 @@ class TopologyScene(QGraphicsScene):
         self._lod_timer.setSingleShot(True)
         self._lod_timer.setInterval(60)
         self._lod_timer.timeout.connect(self.apply_zoom)
+        self._building = False
+        self._finishing = False
+        self._in_build = False
+        self._stages: deque[Callable[[], bool]] = deque()
+        self._todo_nodes: deque[str] = deque()
+        self._todo_links: deque[list[int]] = deque()
+        self._todo_labels: deque[str] = deque()
+        self._when_built: list[Callable[[], object]] = []
+        self._build_timer = QTimer(self)
+        self._build_timer.setSingleShot(True)
+        self._build_timer.setInterval(0)
+        self._build_timer.timeout.connect(self._build_some)
         doc.edited.connect(self._layout_changed)
         doc.edited.connect(self._unit_changed)
         doc.node_moved.connect(self._layout_changed)
@@ -98,28 +125,45 @@ class TopologyScene(QGraphicsScene):
     # ------------------------------------------------------------ lookups
 
     def node_item(self, node_id: str) -> NodeItem:
+        self._ensure_built()
         return self._nodes[node_id]
 
     def has_node_item(self, node_id: str) -> bool:
         return node_id in self._nodes
 
     def link_item(self, key: int) -> LinkItem:
+        self._ensure_built()
         return self._links[key]
 
     def group_item(self, name: str) -> GroupItem:
+        self._ensure_built()
         return self._groups[name]
 
     def node_items(self) -> list[NodeItem]:
+        self._ensure_built()
         return list(self._nodes.values())
 
     def link_items(self) -> list[LinkItem]:
+        self._ensure_built()
         return list(self._links.values())
 
     def group_items(self) -> list[GroupItem]:
+        self._ensure_built()
         return list(self._groups.values())
+
+    def items_so_far(self) -> tuple[list[NodeItem], list[LinkItem], list[GroupItem]]:
+        """The node, link and group items built so far (painting must not wait for the
+        rest of a large drawing)."""
+        return list(self._nodes.values()), list(self._links.values()), \
+            list(self._groups.values())
+
+    def node_count(self) -> int:
+        """Nodes in the document (their items may still be being built)."""
+        return len(self.doc.topology.nodes)
 
     def link_items_between(self, u: str, v: str, directed: bool = False) -> list[LinkItem]:
         """Items of the links joining ``u`` and ``v`` (only those usable u -> v if directed)."""
+        self._ensure_built()
         items = [self._links[k] for k in self._pairs.get(frozenset((u, v)), [])]
         if directed:
             items = [i for i in items if i.duplex or (i.source, i.target) == (u, v)]
@@ -133,6 +177,7 @@ class TopologyScene(QGraphicsScene):
 
     def select(self, node_ids: Iterable[str] = (), link_keys: Iterable[int] = ()) -> None:
         """Replace the selection (one selectionChanged signal)."""
+        self._ensure_built()
         self.blockSignals(True)
         self.clearSelection()
         for n in node_ids:
@@ -145,6 +190,7 @@ class TopologyScene(QGraphicsScene):
         self.selectionChanged.emit()
 
     def items_rect(self, node_ids: Iterable[str] = (), link_keys: Iterable[int] = ()) -> QRectF:
+        self._ensure_built()
         rect = QRectF()
         for n in node_ids:
             rect = rect.united(self._nodes[n].sceneBoundingRect())
@@ -155,36 +201,171 @@ class TopologyScene(QGraphicsScene):
     # ------------------------------------------------------------ building
 
     def rebuild(self) -> None:
-        """Recreate every item (after New/Open only; edits are incremental)."""
+        """Recreate every item (after New/Open only; edits are incremental).
+
+        Small drawings are built at once. Larger ones are built in stages (nodes, then
+        the links of each pair of nodes, then where bandwidths sit, then group boxes),
+        :data:`BUILD_SLICE_S` per turn of the event loop, and ``built`` follows. Edits
+        meanwhile are not lost: an item not built yet is made from the document as it
+        is when its turn comes, and asking for items (:meth:`node_item` and the other
+        lookups) finishes the building first.
+        """
         self.interaction.cancel()
+        self._build_timer.stop()
         if self.overview.scene() is self:
             self.removeItem(self.overview)
         self.clear()
         self.addItem(self.overview)
         self.overview.setVisible(self.overview_on)
+        self.overview.invalidate()
         self._nodes.clear()
         self._links.clear()
         self._groups.clear()
         self._adjacent.clear()
         self._pairs.clear()
-        for node in self.doc.topology.nodes:
-            item = NodeItem(node)
-            self._nodes[node.id] = item
-            self._add(item)
-        for key in self.doc.link_keys():
-            self._add_link_item(key, relayout_pair=False)
-        for pair in self._pairs:
-            self._layout_pair(pair)
-        self._place_labels(self._nodes)
-        for group in self.doc.groups():
-            self._dirty_groups.add(group)
+        topology = self.doc.topology
+        pairs: dict[frozenset[str], list[int]] = defaultdict(list)
+        for key, link in zip(self.doc.link_keys(), topology.links, strict=True):
+            pairs[frozenset((link.source, link.target))].append(key)
+        self._todo_nodes = deque(node.id for node in topology.nodes)
+        self._todo_links = deque(pairs.values())
+        self._todo_labels = deque(node.id for node in topology.nodes)
+        self._stages = deque([self._build_nodes, self._build_links, self._build_labels,
+                              self._build_groups, self._build_rect])
+        self._building = True
+        self._finishing = False
+        if len(topology.nodes) + len(topology.links) < BUILD_AT_ONCE:
+            self.finish_building()
+        else:
+            self.setSceneRect(self._planned_rect().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN))
+            self.building.emit(True)
+            self._build_timer.start()
+
+    def is_building(self) -> bool:
+        """Whether items of the document are still being built (see :meth:`rebuild`)."""
+        return self._building
+
+    def when_built(self, then: Callable[[], object]) -> None:
+        """Call ``then`` now if every item exists, else once they all do."""
+        if not self._building:
+            then()
+        elif then not in self._when_built:
+            self._when_built.append(then)
+
+    def finish_building(self) -> None:
+        """Build whatever is left now (a lookup needs the items, or a small drawing)."""
+        self._build_timer.stop()
+        self._in_build = True
+        try:
+            while self._stages:
+                if self._stages[0]():
+                    self._stages.popleft()
+        finally:
+            self._in_build = False
+        if self._building:
+            self._built()
+
+    def _ensure_built(self) -> None:
+        if self._building and not self._in_build:
+            self.finish_building()
+
+    def _build_some(self) -> None:
+        """One slice of building (a turn of the event loop), then the next turn."""
+        deadline = time.perf_counter() + BUILD_SLICE_S
+        self._in_build = True
+        try:
+            while self._stages and time.perf_counter() < deadline:
+                if self._stages[0]():
+                    self._stages.popleft()
+        finally:
+            self._in_build = False
+        if self._stages or not self._finishing:
+            self._finishing = not self._stages  # the end gets a turn of its own
+            self._build_timer.start()
+        elif self._building:
+            self._finishing = False
+            self._built()
+
+    def _build_nodes(self) -> bool:
+        for _ in range(min(BUILD_CHUNK, len(self._todo_nodes))):
+            node_id = self._todo_nodes.popleft()
+            if node_id not in self._nodes and self.doc.has_node(node_id):
+                item = NodeItem(self.doc.node(node_id))
+                self._nodes[node_id] = item
+                self._add(item)
+        return not self._todo_nodes
+
+    def _build_links(self) -> bool:
+        """The links of a few pairs of nodes, each given its ends and bow in one go."""
+        unit = self.doc.topology.bandwidth_unit
+        for _ in range(min(BUILD_CHUNK, len(self._todo_links))):
+            touched = set()
+            for key in self._todo_links.popleft():
+                if key in self._links or not self.doc.has_link(key):
+                    continue  # removed, or added by an edit meanwhile
+                link = self.doc.link(key)
+                item = LinkItem(key, link, unit, zoom=0.0)  # labels: once all are built
+                self._links[key] = item
+                self._adjacent[link.source].add(key)
+                self._adjacent[link.target].add(key)
+                pair = frozenset((link.source, link.target))
+                self._pairs[pair].append(key)
+                touched.add(pair)
+                self._add(item)
+            for pair in touched:
+                self._layout_pair(pair, place=True)
+        return not self._todo_links
+
+    def _build_labels(self) -> bool:
+        chunk = [self._todo_labels.popleft()
+                 for _ in range(min(4 * BUILD_CHUNK, len(self._todo_labels)))]
+        self._place_labels(chunk, show=False)  # shown by apply_zoom, for the zoom then
+        return not self._todo_labels
+
+    def _build_groups(self) -> bool:
+        self._dirty_groups.update(self.doc.groups())
         self._update_dirty_groups()
-        self.setSceneRect(self.drawing_rect().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN))
+        return True
+
+    def _build_rect(self) -> bool:
+        self.setSceneRect(self._items_rect().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN))
+        return True
+
+    def _built(self) -> None:
+        """Every item exists: labels follow (the level-of-detail timer), then whoever
+        waited for the items."""
+        self._building = False
         self._layout_changed()
-        self.apply_zoom()
+        self._overview_changed()
+        large = len(self._nodes) + len(self._links) >= BUILD_AT_ONCE
+        if not large:
+            self.apply_zoom()
+        self.built.emit()
+        waiting, self._when_built = self._when_built, []
+        for then in waiting:  # e.g. zoom to fit: before the first paint of the drawing
+            then()
+        if large:
+            self.building.emit(False)
 
     def drawing_rect(self) -> QRectF:
-        """The part of the scene the topology occupies (groups, nodes and links)."""
+        """The part of the scene the topology occupies (groups, nodes and links); while
+        a large drawing is being built, where it will be (from the nodes' positions)."""
+        if self._building and not self._in_build:
+            return self._planned_rect()
+        return self._items_rect()
+
+    def _planned_rect(self) -> QRectF:
+        """Node bodies and the boxes of their groups, from the document alone."""
+        xs = [node.x or 0.0 for node in self.doc.topology.nodes]
+        ys = [node.y or 0.0 for node in self.doc.topology.nodes]
+        if not xs:
+            return QRectF()
+        dx = style.NODE_W / 2 + GROUP_MARGIN
+        dy = style.NODE_H / 2 + GROUP_MARGIN
+        return QRectF(min(xs) - dx, min(ys) - dy - GROUP_TITLE,
+                      max(xs) - min(xs) + 2 * dx, max(ys) - min(ys) + 2 * dy + GROUP_TITLE)
+
+    def _items_rect(self) -> QRectF:
         rect = QRectF()
         for item in [*self._groups.values(), *self._nodes.values(), *self._links.values()]:
             rect = rect.united(item.sceneBoundingRect())
@@ -200,7 +381,7 @@ class TopologyScene(QGraphicsScene):
 
     def _add_link_item(self, key: int, relayout_pair: bool = True) -> None:
         link = self.doc.link(key)
-        item = LinkItem(key, link, self.doc.topology.bandwidth_unit)
+        item = LinkItem(key, link, self.doc.topology.bandwidth_unit, self.zoom)
         self._links[key] = item
         self._adjacent[link.source].add(key)
         self._adjacent[link.target].add(key)
@@ -212,8 +393,9 @@ class TopologyScene(QGraphicsScene):
             self._layout_pair(pair)
             self._place_labels((link.source, link.target))
 
-    def _place_labels(self, node_ids: Iterable[str]) -> None:
-        """Put the labels of the links at these nodes near their less busy end."""
+    def _place_labels(self, node_ids: Iterable[str], show: bool = True) -> None:
+        """Put the labels of the links at these nodes near their less busy end (without
+        ``show``: once the labels are next placed for the zoom)."""
         keys = set()
         for node_id in node_ids:
             keys.update(self._adjacent.get(node_id, ()))
@@ -221,7 +403,8 @@ class TopologyScene(QGraphicsScene):
             item = self._links[key]
             ds = len(self._adjacent.get(item.source, ()))
             dt = len(self._adjacent.get(item.target, ()))
-            item.set_label_near(None if ds == dt else (item.source if ds < dt else item.target))
+            item.set_label_near(None if ds == dt else (item.source if ds < dt else item.target),
+                                show)
 
     def _place_link(self, item: LinkItem) -> None:
         a = self._nodes.get(item.source)
@@ -229,12 +412,19 @@ class TopologyScene(QGraphicsScene):
         if a is not None and b is not None:
             item.set_ends(a.pos(), b.pos())
 
-    def _layout_pair(self, pair: frozenset[str]) -> None:
+    def _layout_pair(self, pair: frozenset[str], place: bool = False) -> None:
+        """Bow the parallel links of ``pair`` apart (and with ``place``, give them their
+        ends too: one geometry update per new link)."""
         keys = self._pairs.get(pair, [])
         middle = (len(keys) - 1) / 2
         for i, key in enumerate(keys):
-            self._links[key].set_offset((i - middle) * PARALLEL_GAP,
-                                        (i - middle) / middle if middle else 0.0)
+            item = self._links[key]
+            offset, rank = (i - middle) * PARALLEL_GAP, (i - middle) / middle if middle else 0.0
+            a, b = self._nodes.get(item.source), self._nodes.get(item.target)
+            if place and a is not None and b is not None:
+                item.set_geometry(a.pos(), b.pos(), offset, rank, item.label_near)
+            else:
+                item.set_offset(offset, rank)
 
     def _forget_link(self, key: int) -> LinkItem:
         item = self._links.pop(key)
@@ -283,13 +473,17 @@ class TopologyScene(QGraphicsScene):
 
     # ------------------------------------------------------------ level of detail
 
-    def set_zoom(self, zoom: float, area: QRectF | None = None) -> None:
+    def set_zoom(self, zoom: float, area: QRectF | None = None, later: bool = False) -> None:
         """The view's zoom changed: choose which names and bandwidths fit (in ``area``,
-        the part of the scene on screen, for large drawings)."""
+        the part of the scene on screen, for large drawings); ``later``: a moment
+        after the last of several zoom steps, in a turn of the event loop of its own."""
         self.zoom = zoom
         if area is not None:
             self.label_area = QRectF(area)
-        self.apply_zoom()
+        if later:
+            self._lod_timer.start()
+        else:
+            self.apply_zoom()
 
     def set_label_area(self, area: QRectF) -> None:
         """The view scrolled: large drawings label the part now on screen."""
@@ -306,8 +500,10 @@ class TopologyScene(QGraphicsScene):
         """Names where they fit, bandwidths on links long enough on screen, and servers
         whose members show no name collapsed into labelled blocks."""
         self._lod_timer.stop()
+        if self._building:
+            return  # once every item exists
         zoom = self.zoom
-        if self._rooms is None:
+        if self._rooms is None and zoom >= NAME_MIN_ZOOM:  # (only names need room)
             self._rooms = self._free_rooms()
         collapsed = self._collapsed_groups(zoom)
         hidden = {node.id: node.group for node in self.doc.topology.nodes
@@ -317,7 +513,7 @@ class TopologyScene(QGraphicsScene):
         if len(nodes) > LARGE_LOD and area is not None:
             nodes = [n for n in nodes if area.contains(n.pos())]
             links = [k for k in links if area.intersects(k.boundingRect())]
-        place_labels(nodes, links, zoom, self._rooms, ROOM_CAP, hidden,
+        place_labels(nodes, links, zoom, self._rooms or {}, ROOM_CAP, hidden,
                      [self._groups[g].box() for g in collapsed if g in self._groups])
         for name, box in self._groups.items():
             text = name
@@ -346,18 +542,35 @@ class TopologyScene(QGraphicsScene):
 
     def group_summary(self, group: str) -> str:
         """``n0 · 8 GPUs`` and the bandwidth leaving the group, for its collapsed block."""
-        text = self._summaries.get(group)
-        if text is None:
-            members = set(self.doc.group_members(group))
-            gpus = sum(1 for n in members if self.doc.node(n).kind == COMPUTE)
-            out = sum((link.bandwidth for link in self.doc.topology.links
-                       if (link.source in members) != (link.target in members)
-                       and (link.duplex or link.source in members)), start=Fraction(0))
-            what = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else \
-                f"{len(members)} switches"
-            text = f"{group} · {what}\n{format_gbps(out)} GB/s out"
-            self._summaries[group] = text
-        return text
+        if not self._summaries:
+            self._summaries = self._group_summaries()
+        return self._summaries.get(group, group)
+
+    def _group_summaries(self) -> dict[str, str]:
+        """Every group's summary, in one pass over the nodes and one over the links."""
+        topology = self.doc.topology
+        group_of = {node.id: node.group for node in topology.nodes if node.group}
+        members: dict[str, int] = defaultdict(int)
+        gpus: dict[str, int] = defaultdict(int)
+        for node in topology.nodes:
+            if node.group:
+                members[node.group] += 1
+                gpus[node.group] += node.kind == COMPUTE
+        out: dict[str, Fraction] = defaultdict(Fraction)
+        for link in topology.links:
+            source, target = group_of.get(link.source), group_of.get(link.target)
+            if source == target:
+                continue
+            if source:
+                out[source] += link.bandwidth
+            if target and link.duplex:
+                out[target] += link.bandwidth
+        summaries = {}
+        for group, count in members.items():
+            n = gpus[group]
+            what = f"{n} GPU{'s' if n != 1 else ''}" if n else f"{count} switches"
+            summaries[group] = f"{group} · {what}\n{format_gbps(out[group])} GB/s out"
+        return summaries
 
     def _free_rooms(self) -> dict[str, float]:
         """For each node, the distance to the nearest node beside it in its row (the width
@@ -389,23 +602,29 @@ class TopologyScene(QGraphicsScene):
         self._mark_group(node.group)
 
     def _on_node_removed(self, node_id: str) -> None:
-        item = self._nodes.pop(node_id)
+        item = self._nodes.pop(node_id, None)
         self._adjacent.pop(node_id, None)
-        self.removeItem(item)
+        if item is not None:  # (not built yet: then it never will be)
+            self.removeItem(item)
         for group in list(self._groups):
             self._mark_group(group)
 
     def _on_node_changed(self, node_id: str) -> None:
         node = self.doc.node(node_id)
-        self._nodes[node_id].refresh(node)
+        if node_id in self._nodes:
+            self._nodes[node_id].refresh(node)
         for group in set(self._groups) | ({node.group} if node.group else set()):
             self._mark_group(group)
 
     def _on_node_moved(self, node_id: str) -> None:
-        self._nodes[node_id].sync_position(self.doc.node(node_id))
+        if node_id in self._nodes:
+            self._nodes[node_id].sync_position(self.doc.node(node_id))
 
     def _on_node_renamed(self, old: str, new: str) -> None:
-        item = self._nodes.pop(old)
+        item = self._nodes.pop(old, None)
+        if item is None:  # not built yet: build it under its new name
+            self._todo_nodes.append(new)
+            return
         self._nodes[new] = item
         item.refresh(self.doc.node(new))
         # the links were moved to the new id already (link_changed comes first)
@@ -413,13 +632,19 @@ class TopologyScene(QGraphicsScene):
         self._place_labels([new])
 
     def _on_link_added(self, key: int) -> None:
-        self._add_link_item(key)
+        if self._todo_nodes:  # its ends may not exist yet
+            self._todo_links.append([key])
+        else:
+            self._add_link_item(key)
 
     def _on_link_removed(self, key: int) -> None:
-        self.removeItem(self._forget_link(key))
+        if key in self._links:  # (not built yet: then it never will be)
+            self.removeItem(self._forget_link(key))
 
     def _on_link_changed(self, key: int) -> None:
-        item = self._links[key]
+        item = self._links.get(key)
+        if item is None:
+            return  # not built yet: it will be built as it is now
         link = self.doc.link(key)
         if (item.source, item.target) != (link.source, link.target):
             self._forget_link(key)
@@ -457,7 +682,7 @@ class TopologyScene(QGraphicsScene):
         dirty, self._dirty_groups = self._dirty_groups, set()
         members: dict[str, list[NodeItem]] = defaultdict(list)
         for node in self.doc.topology.nodes:
-            if node.group in dirty:
+            if node.group in dirty and node.id in self._nodes:
                 members[node.group].append(self._nodes[node.id])
         for group in dirty:
             items = members.get(group)
@@ -477,7 +702,9 @@ class TopologyScene(QGraphicsScene):
             self._overview_changed()
 
     def flush_groups(self) -> None:
-        """Bring group boxes up to date now (tests and screenshots call this)."""
+        """Bring group boxes up to date now, every item built (tests, screenshots and
+        image exports call this)."""
+        self._ensure_built()
         self._group_timer.stop()
         self._update_dirty_groups()
 

@@ -10,7 +10,7 @@ from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
 from canopy.app.canvas.overview import overview_zoom
-from canopy.app.canvas.scene import TopologyScene
+from canopy.app.canvas.scene import LARGE_LOD, TopologyScene
 
 MIN_ZOOM = 0.02
 MAX_ZOOM = 8.0
@@ -46,11 +46,15 @@ class TopologyView(QGraphicsView):
             lambda: self.topology_scene().set_label_area(self.label_area()))
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.valueChanged.connect(lambda _value: self._area_timer.start())
+        # a drawing half built is not painted (each slice would cost a repaint)
+        scene.building.connect(lambda busy: self.viewport().setUpdatesEnabled(not busy))
 
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()
-        scene.set_overview(zoom < overview_zoom(len(scene.node_items())))
-        scene.set_zoom(zoom, self.label_area())
+        count = scene.node_count()
+        scene.set_overview(zoom < overview_zoom(count))
+        # a large drawing shows the new zoom first, its labels a moment later
+        scene.set_zoom(zoom, self.label_area(), later=count > LARGE_LOD)
 
     def label_area(self) -> QRectF:
         """The part of the scene on screen and a margin around it (labels of large

@@ -12,6 +12,7 @@ compared, the baselines' executed times, so the gap can be read at every size.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
@@ -83,26 +84,45 @@ class PlotsDock(SolutionDock):
             self.set_solution(solution, self.stale)
 
     def set_solution(self, solution: Solution | None, stale: bool) -> None:
+        for step in self.steps(solution, stale):
+            step()
+
+    def steps(self, solution: Solution | None, stale: bool) -> list[Callable[[], None]]:
+        """Plotting ``solution`` as steps, one plot each, to be run in order (an editor
+        gives each its own turn of the event loop: building a pyqtgraph plot and its
+        first paint take 10 to 20 ms each)."""
         self._later = None
         self.solution = solution
-        self.k_plot.clear()
-        self.time_plot.clear()
-        self.time_plot.setTitle(TIME_TITLE, color="#2d3440", size="10pt")
-        if solution is not None:
-            try:
-                self._plot_k(solution)
-                self._plot_time(solution)
-            except OverflowError:   # bandwidths like 1e-999 GB/s: times past any float
-                self.k_plot.clear()
-                self.time_plot.clear()
-                self.time_plot.setTitle(f"{TIME_TITLE}: too large to plot in floating point",
+        failed: list[bool] = []
+
+        def start() -> None:
+            self.k_plot.clear()
+            self.time_plot.clear()
+            self.time_plot.setTitle(TIME_TITLE, color="#2d3440", size="10pt")
+
+        def plot(draw: Callable[[Solution], None]) -> Callable[[], None]:
+            def run() -> None:
+                if solution is None or failed or self.solution is not solution:
+                    return
+                try:
+                    draw(solution)
+                except OverflowError:  # bandwidths like 1e-999 GB/s: times past any float
+                    failed.append(True)
+                    self.k_plot.clear()
+                    self.time_plot.clear()
+                    self.time_plot.setTitle(f"{TIME_TITLE}: too large to plot in floating "
+                                            "point", color="#2d3440", size="10pt")
+            return run
+
+        def finish() -> None:
+            if solution is not None and not failed and solution.executed_note \
+                    and self.solution is solution:
+                self.time_plot.setTitle(f"{TIME_TITLE} (executed time not simulated: "
+                                        f"{solution.executed_note})",
                                         color="#2d3440", size="10pt")
-            else:
-                if solution.executed_note:
-                    self.time_plot.setTitle(f"{TIME_TITLE} (executed time not simulated: "
-                                            f"{solution.executed_note})",
-                                            color="#2d3440", size="10pt")
-        self.set_stale(stale)
+            self.set_stale(stale)
+
+        return [start, plot(self._plot_k), plot(self._plot_time), finish]
 
     def set_comparison(self, comparison: Comparison | None) -> None:
         """Draw the compared algorithms' executed times too (same collective only)."""

@@ -74,6 +74,35 @@ class NumberValidator(QValidator):
         return QValidator.State.Invalid
 
 
+def split_unit(text: str) -> tuple[str, str | None]:
+    """``"400 Gb/s"`` -> ``("400", "Gb/s")``; text without a unit -> ``(text, None)``."""
+    stripped = text.strip()
+    for unit in sorted(UNITS, key=len, reverse=True):
+        if stripped.endswith(unit):
+            return stripped[:-len(unit)], unit
+    return text, None
+
+
+class UnitNumberValidator(NumberValidator):
+    """A positive number, optionally followed by a unit (``400 Gb/s``, ``25 GB/s``)."""
+
+    def parse(self, text: str) -> Fraction | None:
+        return super().parse(split_unit(text)[0])
+
+    def validate(self, text: str, pos: int) -> object:
+        number, unit = split_unit(text)
+        if unit is None:
+            # part of a unit being typed after the number ("400 G", "400 Gb/")
+            match = re.fullmatch(r"(.*?\d)\s*([GgIiBb/s]*)", text.strip())
+            if match and match.group(2):
+                if any(u.startswith(match.group(2)) for u in UNITS):
+                    state = super().validate(match.group(1), pos)
+                    return (QValidator.State.Intermediate
+                            if state != QValidator.State.Invalid else state)
+                return QValidator.State.Invalid
+        return super().validate(number, pos)
+
+
 def _common(values: list[object]) -> object:
     first = values[0] if values else None
     return first if all(v == first for v in values) else VARIOUS

@@ -41,7 +41,7 @@ from canopy.engine.msccl.model import (
     connection_steps,
     where,
 )
-from canopy.engine.msccl.threadblocks import MscclLimits
+from canopy.engine.msccl.threadblocks import MscclLimits, parser_elements
 
 
 @dataclass
@@ -113,10 +113,14 @@ def threadblock_ids(ctx: Context, gpu: XmlGpu) -> None:
 
 
 def elements_per_gpu(ctx: Context, gpu: XmlGpu) -> None:
-    """RCCL's parser holds at most ``max_elements_per_gpu`` XML elements of one GPU."""
-    elements = 2 + len(gpu.tbs) + sum(len(tb.steps) for tb in gpu.tbs)
+    """The runtime's parser holds at most ``max_elements_per_gpu`` XML elements of one
+    rank's view of the file: ``<algo>``, every ``<gpu>``, the rank's thread blocks and
+    steps (:func:`~canopy.engine.msccl.threadblocks.parser_elements`)."""
+    elements = parser_elements(ctx.algo.ngpus, len(gpu.tbs),
+                               sum(len(tb.steps) for tb in gpu.tbs))
     if elements > ctx.limits.max_elements_per_gpu:
-        ctx.fail(f"{where(gpu.id)} has {elements} XML elements; RCCL's parser holds "
+        ctx.fail(f"{where(gpu.id)} has {elements} XML elements (with the <algo> and all "
+                 f"{ctx.algo.ngpus} <gpu> elements); the runtime's parser holds "
                  f"{ctx.limits.max_elements_per_gpu} per GPU.")
 
 
@@ -260,6 +264,16 @@ def dependency_exists(ctx: Context, gpu: XmlGpu, tb: XmlThreadBlock, pos: int,
         ctx.fail(f"{ws}: depid {step.depid} is neither -1 nor a thread block id.")
 
 
+def dependency_named_whole(ctx: Context, gpu: XmlGpu, tb: XmlThreadBlock, pos: int,
+                           step: XmlStep) -> None:
+    """``depid`` and ``deps`` are both -1 (no dependency) or both name a step, as
+    msccl-tools writes them; a lone ``deps`` is a half-written dependency (the runtime
+    ignores it, MSCCL XML verifiers reject it)."""
+    if (step.depid < 0) != (step.deps < 0):
+        ctx.fail(f"{where(gpu.id, tb.id, pos)} has depid {step.depid} but deps {step.deps}; "
+                 "a dependency names both its thread block and its step, or neither.")
+
+
 def rcs_names_one_slot(ctx: Context, gpu: XmlGpu, tb: XmlThreadBlock, pos: int,
                        step: XmlStep) -> None:
     """msccl-tools writes ``rcs`` only where a receive and the send of the same slot fuse,
@@ -272,7 +286,7 @@ def rcs_names_one_slot(ctx: Context, gpu: XmlGpu, tb: XmlThreadBlock, pos: int,
 
 STEP_RULES: tuple[StepRule, ...] = (
     numbered_in_order, known_step_type, transfers_have_peers, known_buffers, count_in_range,
-    slots_in_range, dependency_exists, rcs_names_one_slot)
+    slots_in_range, dependency_exists, dependency_named_whole, rcs_names_one_slot)
 
 GPU_RULES: tuple[Callable[[Context, XmlGpu], None], ...] = (
     buffer_sizes_not_negative, threadblock_ids, elements_per_gpu, peers_are_other_ranks,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import CollectivePlan, FlowTree, Path
@@ -68,6 +69,8 @@ class Step:
     dep: Step | None = None
     chain: Chain | None = None
     route: tuple[str, ...] = ()           # physical route of what the step sends
+    channel: int | None = None            # the plan's channel of what the step sends
+    order: tuple = ()                     # the plan's order of what the step sends
 
 
 @dataclass(eq=False)
@@ -139,7 +142,7 @@ class Plan:
         recv = Step(step.rank, "r" if step.kind == "rcs" else "rrc", step.cnt,
                     recv_peer=step.recv_peer, src=step.src, dst=keep, dep=step.dep)
         send = Step(step.rank, "s", step.cnt, send_peer=step.send_peer, src=keep, dst=step.dst,
-                    dep=recv, route=step.route)
+                    dep=recv, route=step.route, channel=step.channel, order=step.order)
         return recv, send
 
 
@@ -162,10 +165,28 @@ class _Shape:
     depth: dict[int, int]
     height: dict[int, int]
     path_to: dict[int, tuple[str, ...]]    # physical route of the edge parent -> child
+    channel_to: dict[int, int | None]      # the plan's channel of the edge parent -> child
+    priority_to: dict[int, Fraction]       # the plan's priority of that edge
+    position: int                          # the tree's index in the plan's trees
+    reduce: bool
 
     def down(self, child: int) -> tuple[str, ...]:
         """The route data takes from ``child``'s parent to ``child``."""
         return self.path_to[child]
+
+    def order(self, child: int) -> tuple:
+        """Where the plan puts the transfer over ``child``'s edge among the sends of a
+        shared connection (:func:`canopy.engine.simulate.plan_program`: phase, step within
+        the piece, priority, tree): the parent's depth when broadcasting, the child's
+        height when reducing."""
+        level = self.height[child] if self.reduce else self.depth[self.parent[child]]
+        return (0 if self.reduce else 1, level, self.priority_to[child], self.position)
+
+    def send_info(self, child: int, up: bool = False) -> dict:
+        """Route, channel and order of the transfer over ``child``'s edge (``up``: from the
+        child to its parent, as reductions send)."""
+        return {"route": self.up(child) if up else self.down(child),
+                "channel": self.channel_to[child], "order": self.order(child)}
 
     def up(self, child: int) -> tuple[str, ...]:
         """The route data takes from ``child`` to its parent (reductions run against the
@@ -189,14 +210,20 @@ class Tree:
     index: int
     multiplicity: int
     edges: tuple[tuple[str, str, Path], ...]
+    channels: tuple[int | None, ...] = ()      # per edge, the plan's channel (None: own)
+    priorities: tuple[Fraction, ...] = ()      # per edge, the plan's priority
+    position: int = 0                          # index among the plan's trees
+    reduce: bool = False
 
 
-def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int) -> list[Tree]:
+def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, start: int = 0
+                  ) -> list[Tree]:
     """The trees of one phase of a plan, each carrying ``share · n · chunks`` chunks (a
     whole number: the chunk layout must hold every tree's share exactly). Reduce trees
     carry their data against the arrows, so their routes are turned back to run from
-    parent to child."""
-    out = []
+    parent to child. ``start`` is the index of the phase's first tree in the plan's
+    trees (reduce trees first)."""
+    out: list[Tree] = []
     per_root: dict[str, int] = {}
     for t in phase:
         m = t.share * n * chunks
@@ -207,7 +234,9 @@ def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int) -> list[Tree
         per_root[t.root] = index + 1
         edges = tuple((e.parent, e.child, tuple(reversed(e.path)) if t.reduce else e.path)
                       for e in t.edges)
-        out.append(Tree(t.root, index, int(m), edges))
+        channels = tuple(e.channel if isinstance(e.channel, int) else None for e in t.edges)
+        out.append(Tree(t.root, index, int(m), edges, channels,
+                        tuple(e.priority for e in t.edges), start + len(out), t.reduce))
     return out
 
 
@@ -229,8 +258,10 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     parent: dict[int, int] = {}
     children: dict[int, list[int]] = {}
     path_to: dict[int, tuple[str, ...]] = {}
+    channel_to: dict[int, int | None] = {}
+    priority_to: dict[int, Fraction] = {}
     depth = {root: 0}
-    for src, dst, path in tree.edges:
+    for i, (src, dst, path) in enumerate(tree.edges):
         if src not in rank or dst not in rank:
             raise ScheduleError(f"{label}: edge {src} -> {dst} joins a node that is not "
                                 "a compute node of the schedule.")
@@ -240,6 +271,8 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
                                 "from the root (parents must come before children).")
         parent[v] = u
         path_to[v] = tuple(path) or (src, dst)
+        channel_to[v] = tree.channels[i] if tree.channels else None
+        priority_to[v] = tree.priorities[i] if tree.priorities else Fraction(0)
         children.setdefault(u, []).append(v)
         depth[v] = depth[u] + 1
     if len(depth) != n:
@@ -248,7 +281,8 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
     for v in sorted(depth, key=lambda x: -depth[x]):
         if v in parent:
             height[parent[v]] = max(height[parent[v]], height[v] + 1)
-    return _Shape(root, tree.index, parent, children, depth, height, path_to)
+    return _Shape(root, tree.index, parent, children, depth, height, path_to, channel_to,
+                  priority_to, tree.position, tree.reduce)
 
 
 def _pieces(trees: list[Tree], k: int, where: str) -> list[tuple[int, int, Tree]]:
@@ -328,7 +362,7 @@ class _Builder:
             else:
                 chain = self.new_chain((1, 0, *base))
                 chain.add(Step(root, "s", cnt, send_peer=child, src=source, dst=loc,
-                               dep=ready, route=shape.down(child)))
+                               dep=ready, **shape.send_info(child)))
             work.append((chain, child, root, source))
         while work:
             chain, v, parent, parent_loc = work.pop()
@@ -342,11 +376,11 @@ class _Builder:
                 kids.insert(0, -1)          # every child gets a send of its own
             else:
                 first = chain.add(Step(v, "rcs", cnt, recv_peer=parent, send_peer=kids[0],
-                                       src=parent_loc, dst=loc, route=shape.down(kids[0])))
+                                       src=parent_loc, dst=loc, **shape.send_info(kids[0])))
             for child in kids[1:]:
                 branch = self.new_chain((1, shape.depth[v], *base))
                 branch.add(Step(v, "s", cnt, send_peer=child, src=loc, dst=loc, dep=first,
-                                route=shape.down(child)))
+                                **shape.send_info(child)))
                 work.append((branch, child, v, loc))
             if kids[0] >= 0:
                 work.append((chain, kids[0], v, loc))
@@ -382,7 +416,7 @@ class _Builder:
                 if then is not None and (len(fanout) == 1 or (fanout and self.fuse_fanout)):
                     first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
-                                src=work, dst=final, dep=prev, route=then.down(first))
+                                src=work, dst=final, dep=prev, **then.send_info(first))
                     return add(chain, step), chain
                 return add(chain, Step(v, "rrc", cnt, recv_peer=kids[-1], src=work,
                                        dst=final, dep=prev)), None
@@ -390,11 +424,11 @@ class _Builder:
             if kids:
                 chain = up.pop(kids[-1])
                 add(chain, Step(v, "rrs", cnt, recv_peer=kids[-1], send_peer=parent,
-                                src=work, dst=work, dep=prev, route=shape.up(v)))
+                                src=work, dst=work, dep=prev, **shape.send_info(v, up=True)))
             else:
                 chain = self.new_chain()
                 add(chain, Step(v, "s", cnt, send_peer=parent, src=work, dst=work, dep=prev,
-                                route=shape.up(v)))
+                                **shape.send_info(v, up=True)))
             up[v] = chain
         raise AssertionError("the bottom-up order ends at the root")
 
@@ -502,5 +536,5 @@ def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = 
         raise ScheduleError(f"the {plan.collective} plan lacks the trees of one of its phases.")
     builder = _Builder(plan.collective, plan.compute_nodes, chunks, inplace, max_count,
                        piece or max_count, fuse_fanout)
-    return builder.build(lowered_trees(plan.broadcast_trees, n, chunks),
+    return builder.build(lowered_trees(plan.broadcast_trees, n, chunks, len(plan.reduce_trees)),
                          lowered_trees(plan.reduce_trees, n, chunks))

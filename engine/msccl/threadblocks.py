@@ -40,9 +40,12 @@ from canopy.engine.msccl.lowering import Chain, Plan, Step, relabel
 class MscclLimits:
     """The MSCCL/RCCL runtime's limits (msccl.h: MSCCL_MAX_NUM_STEPS = 256,
     MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL = 32, MAXCHANNELS = 32, MSCCL_MAX_COUNT = 72;
-    the parser rejects ``cnt >= MSCCL_MAX_COUNT``, so the largest ``cnt`` is 71). RCCL's
-    parser also holds at most 4096 XML elements of one GPU (msccl_parser.h MAX_NODES):
-    the ``algo`` and ``gpu`` elements, its thread blocks and their steps.
+    the parser rejects ``cnt >= MSCCL_MAX_COUNT``, so the largest ``cnt`` is 71). The
+    parser (msccl_parser.h, MAX_NODES = 4096) reads a rank's view of the file into a
+    table of 4096 elements and fails once the table is full while the document goes on:
+    so at most 4095 elements, counted by :func:`parser_elements` (the ``algo`` element,
+    every ``gpu`` element, and the rank's own thread blocks and steps; other ranks' are
+    skipped).
 
     ``max_tbs_per_gpu`` is the GPU's SM count: the interpreter launches one CUDA block per
     thread block and blocks spin on each other's steps, so all must be resident at once,
@@ -55,8 +58,14 @@ class MscclLimits:
     max_tbs_per_channel: int = 32
     max_channels: int = 32
     max_count: int = 71
-    max_elements_per_gpu: int = 4096
+    max_elements_per_gpu: int = 4095
     max_tbs_per_gpu: int = 108
+
+
+def parser_elements(ngpus: int, tbs: int, steps: int) -> int:
+    """XML elements the runtime's parser keeps for one rank: ``<algo>``, all ``ngpus``
+    ``<gpu>`` elements, and that rank's ``tbs`` thread blocks and ``steps`` steps."""
+    return 1 + ngpus + tbs + steps
 
 
 class MscclLimitError(ScheduleError):
@@ -199,7 +208,7 @@ class _Channels:
     def __init__(self, limits: MscclLimits, connections: str) -> None:
         self.limits = limits
         self.connections = connections
-        self.exclusive = connections != "shared"
+        self.exclusive = connections not in ("shared", "given")
         self.state: dict[tuple[int, int], _Channel] = defaultdict(
             lambda: _Channel(unpaired=connections != "shared"))
 
@@ -241,7 +250,13 @@ class _Channels:
         """(channel, reach): the first of the ``spread`` preferred channels that takes all of
         ``steps``, else the one that takes most; beyond them, the first that takes any.
         With connections ``"prefer-own"``, first the first channel where ``steps`` have
-        their connections to themselves, else as ``"shared"``."""
+        their connections to themselves, else as ``"shared"``. With ``"given"``, the
+        channel the plan gives the first transfer (no fused steps)."""
+        if self.connections == "given":
+            sending = [step for step in steps if step.send_peer >= 0]
+            ch = sending[0].channel if sending and sending[0].channel is not None else 0
+            reach = self.reach(steps, ch, False)
+            return None if reach is None else (ch, reach)
         if self.connections == "prefer-own":
             self.exclusive = True
             found = self._choose(steps, fuse, self.limits.max_channels)
@@ -366,6 +381,16 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
     return tbs
 
 
+def _plan_order(chain: Chain) -> tuple:
+    """Where a placed piece goes in its thread blocks under ``"given"`` channels: the plan's
+    order of its transfer (:func:`canopy.engine.simulate.plan_program`), input copies
+    first, other local steps last."""
+    for step in chain.steps:
+        if step.send_peer >= 0:
+            return (1, step.order)
+    return (0,) if all(step.dep is None for step in chain.steps) else (2,)
+
+
 def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
                         spread: int = 1, connections: str = "shared") -> Layout:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
@@ -374,12 +399,21 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
     ``connections``: ``"shared"`` lets chains share connections and thread blocks;
     ``"own"`` gives every chain connections (peer, direction, channel) and thread blocks of
     its own, so no chain waits behind another's steps; ``"prefer-own"`` does so while
-    channels last and shares beyond.
+    channels last and shares beyond; ``"given"`` puts every transfer on the channel its
+    step names (the plan's, :func:`canopy.engine.msccl.connections.runtime_layout`), one
+    thread block per connection, and orders each connection's transfers as the plan's
+    simulation does: by the plan's order, then the chains' (a topological order, since a
+    transfer's order only grows along the steps it waits on).
 
     Raises :class:`MscclLimitError` when the runtime's limits cannot be met.
     """
+    if connections == "given":
+        fuse = False
     order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
                                                 spread, connections)
+    if connections == "given":
+        position = {chain: i for i, chain in enumerate(order)}
+        order.sort(key=lambda chain: (_plan_order(chain), position[chain]))
     per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
     for chain in order:
         for step in chain.steps:
@@ -405,7 +439,8 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
                 f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
                 f"{len(rank_tbs)} thread blocks, more than the GPU's "
                 f"{limits.max_tbs_per_gpu} SMs.")
-        elements = 2 + len(rank_tbs) + sum(len(tb.steps) for tb in rank_tbs)
+        elements = parser_elements(plan.ngpus, len(rank_tbs),
+                                   sum(len(tb.steps) for tb in rank_tbs))
         if elements > limits.max_elements_per_gpu:
             raise MscclLimitError(
                 f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "

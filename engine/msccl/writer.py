@@ -40,6 +40,7 @@ RCCL's MSCCL parser wants ``reducescatter`` (``runtime="rccl"``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from lxml import etree
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.limits import number_text
+from canopy.engine.msccl.connections import runtime_layout
 from canopy.engine.msccl.lowering import (
     XML_COLLECTIVE,
     Loc,
@@ -88,8 +90,13 @@ class MscclOptions:
     edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
     not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
     chains share thread blocks, fewest channels and thread blocks, but a thread block's
-    steps wait on each other. ``"auto"`` (default): the first of pipelined, per-tree,
-    mixed and compact that fits the runtime's limits.
+    steps wait on each other. ``"auto"`` (default): the connections
+    :func:`canopy.engine.msccl.connections.runtime_layout` gives the plan (the ones
+    ``canopy compare`` simulates): unit connections (pipelined) where they fit, else
+    trees cut into parts of q chunks with a connection per edge, else shared
+    connections, each in the simulation's order; a plan whose edges name channels
+    (rings) keeps them. Where none of those fits, the first of pipelined, per-tree,
+    mixed and compact that does (compact shares thread blocks).
     ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
     ``rrcs``); ``channels`` is how many channels compact chains may spread over before one
     is cut into a receive and a dependent send.
@@ -114,8 +121,12 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     the plan ``canopy compare`` times) with k chunks per root. Raises
     :class:`ScheduleError` (:class:`MscclLimitError` when the runtime's limits cannot be
     met)."""
+    options = options or MscclOptions()
     plan = trees_plan(collective or schedule.collective, list(schedule.compute_nodes),
                       schedule.trees, schedule.k, schedule.reduce_trees)
+    if options.layout == "auto":
+        with contextlib.suppress(MscclLimitError):   # then the layouts below, compact last
+            plan = runtime_layout(plan, options.limits)
     return plan_layout(plan, schedule.k, options)
 
 
@@ -141,6 +152,11 @@ def plan_layout(plan: CollectivePlan, chunks: int | None = None,
             f"{number_text(chunks)} pieces per rank need more than the "
             f"{options.limits.max_elements_per_gpu} XML elements "
             "RCCL's parser holds per GPU.")
+    if options.layout == "auto" and any(isinstance(e.channel, int) for t in plan.trees
+                                        for e in t.edges):
+        steps = plan_steps(plan, chunks, options.inplace, options.limits.max_count,
+                           fuse_fanout=False)
+        return assign_threadblocks(steps, options.limits, False, options.channels, "given")
     tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))
     for layout in tries[:-1]:

@@ -128,12 +128,14 @@ def test_editing_during_a_solve_gives_stale_results(window, qtbot):
 
 
 def test_cancel_in_the_middle_of_a_long_solve(window, qtbot):
-    window.doc.set_topology(dgx_a100_cluster(16))
+    window.doc.set_topology(dgx_a100_cluster(64))
     inspector = window.solver
     seen = {}
 
     def cancel_while_packing(phase, fraction):
-        if phase == "tree packing" and fraction > 0 and not seen:
+        # (tree packing reports its start only: it takes 0.1 s at 128 GPUs since the
+        # scale work, so the cancel comes at its start, in a 512-GPU solve)
+        if phase == "tree packing" and not seen:
             seen["format"] = inspector.progress.format()
             seen["value"] = inspector.progress.value()
             seen["at"] = time.perf_counter()
@@ -145,13 +147,13 @@ def test_cancel_in_the_middle_of_a_long_solve(window, qtbot):
     assert not window.actions["solve_allgather"].isEnabled()
     assert inspector.progress.isVisible()
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
-    assert seen["format"] == "tree packing (3/5): %p%" and seen["value"] > 0
+    assert seen["format"] == "tree packing (3/5): %p%" and seen["value"] >= 0
     assert time.perf_counter() - seen["at"] < 2.0
     assert inspector.controller.solution is None
     assert window.statusBar().currentMessage() == "Cancelled."
     assert window.actions["solve_allgather"].isEnabled()
     assert not inspector.progress.isVisible()
-    # the optimum came first from its own job (128 GPUs) and stays, marked unbuilt
+    # the optimum came first from its own job (512 GPUs) and stays, marked unbuilt
     assert inspector.results.bound is not None
     assert inspector.results.text("achieved") == "<i>not built: cancelled</i>"
     assert "no schedule" in inspector.solved_label.text()

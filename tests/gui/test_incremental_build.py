@@ -1,0 +1,176 @@
+"""A large drawing's canvas items are built a slice per turn of the event loop (issue 16.4):
+the result is the same scene, edits and undo meanwhile are not lost, and looking an
+item up finishes the building first."""
+
+from fractions import Fraction
+
+import pytest
+from PySide6.QtCore import QPointF
+
+from canopy.app.canvas import overlays as overlays_module
+from canopy.app.canvas.labels import ScreenLabel
+from canopy.app.canvas.scene import BUILD_AT_ONCE
+from canopy.app.commands import InsertItems, RenameNode, delete, edit_links
+from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+
+SERVERS = 16
+
+
+def dgx_cluster(servers: int = SERVERS) -> Topology:
+    """DGX A100-like servers (8 GPUs, an NVSwitch, one NIC per GPU) on two IB switches."""
+    nodes = [Node("ib0", SWITCH), Node("ib1", SWITCH)]
+    links = []
+    for s in range(servers):
+        nvs = f"n{s}.nvswitch"
+        nodes.append(Node(nvs, SWITCH, group=f"n{s}"))
+        for g in range(8):
+            gpu, nic = f"n{s}.gpu{g}", f"n{s}.nic{g}"
+            nodes += [Node(gpu, COMPUTE, group=f"n{s}"), Node(nic, SWITCH, group=f"n{s}")]
+            links += [Link(gpu, nvs, Fraction(300)), Link(gpu, nic, Fraction(25)),
+                      Link(nic, f"ib{g % 2}", Fraction(25))]
+    return Topology(f"{servers}x DGX", nodes, links)
+
+
+def build_slices(qtbot, scene) -> int:
+    """Let the event loop build the scene; the number of turns it took."""
+    turns = 0
+    while scene.is_building():
+        scene._build_some()
+        turns += 1
+        assert turns < 10000
+    qtbot.wait(1)
+    return turns
+
+
+def assert_scene_matches(doc, scene):
+    """Every node and link of the document has exactly one item, placed where it is."""
+    nodes, links, groups = scene.items_so_far()
+    assert {n.node_id for n in nodes} == set(doc.node_ids())
+    assert sorted(item.key for item in links) == sorted(doc.link_keys())
+    assert {g.name for g in groups} == set(doc.groups())
+    for item in links:
+        link = doc.link(item.key)
+        assert (item.source, item.target) == (link.source, link.target)
+        p1, p2 = item.ends()
+        assert p1 == scene.node_item(link.source).pos()
+        assert p2 == scene.node_item(link.target).pos()
+    for item in nodes:
+        node = doc.node(item.node_id)
+        assert item.pos() == QPointF(node.x or 0.0, node.y or 0.0)
+
+
+@pytest.fixture
+def large(window):
+    topo = dgx_cluster()
+    assert len(topo.nodes) + len(topo.links) >= BUILD_AT_ONCE
+    window.doc.set_topology(topo, None, display_name="large")
+    return window
+
+
+def test_a_large_drawing_is_built_over_several_turns_into_the_same_scene(qtbot, large):
+    doc, scene = large.doc, large.scene
+    assert scene.is_building()
+    built = []
+    scene.built.connect(lambda: built.append(True))
+    nodes, links, _groups = scene.items_so_far()
+    assert len(nodes) + len(links) < len(doc.node_ids()) + len(doc.link_keys())
+    assert build_slices(qtbot, scene) > 1
+    assert built == [True]
+    assert_scene_matches(doc, scene)
+    assert large.view.viewport().updatesEnabled(), "painting resumes once built"
+    # parallel links still bow apart and labels sit where they fit
+    item = scene.link_items_between("n0.gpu0", "n0.nvswitch")[0]
+    assert item.label_near == "n0.gpu0"
+
+
+def test_a_small_drawing_is_built_at_once(window):
+    window.doc.set_topology(dgx_cluster(2), None, display_name="small")
+    assert not window.scene.is_building()
+    assert_scene_matches(window.doc, window.scene)
+
+
+def test_edits_while_building_are_not_lost(qtbot, large):
+    doc, scene = large.doc, large.scene
+    scene._build_some()
+    assert scene.is_building()
+    doc.undo_stack.push(InsertItems(doc, [Node("extra", COMPUTE, x=-200.0, y=-200.0)],
+                                    [Link("extra", "ib0", Fraction(50))], "Add"))
+    last = doc.link_keys()[-2]      # a link built last, changed before it exists
+    edit_links(doc, [last], "bandwidth", Fraction(40))
+    first = doc.link_keys()[0]
+    delete(doc, [], [first])
+    doc.undo_stack.push(RenameNode(doc, "n15.gpu7", "n15.gpu7b"))
+    build_slices(qtbot, scene)
+    assert_scene_matches(doc, scene)
+    assert scene.link_item(last).text == "40"
+    assert first not in {item.key for item in scene.link_items()}
+    assert scene.has_node_item("n15.gpu7b") and not scene.has_node_item("n15.gpu7")
+    assert scene.link_items_between("extra", "ib0")[0].text == "50"
+
+
+def test_undo_while_building_and_after(qtbot, large):
+    doc, scene = large.doc, large.scene
+    key = doc.link_keys()[100]
+    edit_links(doc, [key], "bandwidth", Fraction(7))
+    doc.undo_stack.undo()
+    build_slices(qtbot, scene)
+    assert_scene_matches(doc, scene)
+    assert scene.link_item(key).text == "25"
+    doc.undo_stack.redo()
+    assert scene.link_item(key).text == "7"
+    delete(doc, ["n3.gpu2"], [])
+    doc.undo_stack.undo()
+    assert_scene_matches(doc, scene)
+
+
+def test_looking_an_item_up_finishes_the_building(large):
+    scene = large.scene
+    assert scene.is_building()
+    item = scene.node_item("n15.gpu7")
+    assert item.node_id == "n15.gpu7"
+    assert not scene.is_building()
+    assert_scene_matches(large.doc, scene)
+
+
+def test_a_new_drawing_while_building_replaces_the_old_one(qtbot, large):
+    large.scene._build_some()
+    large.doc.set_topology(dgx_cluster(20), None, display_name="larger")
+    build_slices(qtbot, large.scene)
+    assert_scene_matches(large.doc, large.scene)
+    assert large.scene.has_node_item("n19.gpu7")
+
+
+def test_empty_labels_are_hidden_so_painting_skips_them(window):
+    for item in window.scene.items():
+        if isinstance(item, ScreenLabel):
+            assert item.isVisible() == bool(item.text)
+
+
+def test_far_out_the_overview_draws_every_link_of_a_drawing_built_in_slices(qtbot, large):
+    scene = large.scene
+    build_slices(qtbot, scene)
+    large.view.set_zoom(0.05 / large.view.zoom())
+    assert scene.overview_on
+    layers = scene.overview._build()   # groups, links by colour and width, nodes, selection
+    segments = sum(path.elementCount() for path, _pen, _brush, _smooth in layers[1:-3]) // 2
+    assert segments == len(large.doc.link_keys())
+
+
+def test_recolouring_a_large_tree_far_out_rebuilds_the_overview_once(qtbot, large,
+                                                                     monkeypatch):
+    monkeypatch.setattr(overlays_module, "RESTYLE_SLICE", 20)  # 128 GPUs: many slices
+    build_slices(qtbot, large.scene)
+    assert large.solver.solve_and_wait() is None
+    scene, overlays = large.scene, large.solver.overlays
+    large.view.set_zoom(0.05 / large.view.zoom())
+    assert scene.overview_on
+    updates = []
+    scene.overview.update = lambda *args: updates.append(args)
+    large.solver.trees.select_position(5)
+    turns = 0
+    while overlays._restyle:
+        overlays._restyle_some()
+        turns += 1
+    assert turns > 1, "a large tree is recoloured over several turns"
+    assert len(updates) == 1, "the overview is rebuilt once, after the last slice"
+    assert overlays.tree_link_keys()
