@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         fc = comp.row("forestcoll")
         if fc is not None and "allreduce_schedule" in fc.details:
             print(f"  forestcoll runs {fc.details['allreduce_schedule']}.")
+        if fc is not None and "note" in fc.details.get("connections", {}):
+            print(f"  forestcoll {fc.details['connections']['note']}.")
         text = json.dumps(comp.to_json(), indent=1) + "\n"
         if args.json == "-":
             out.write(text)

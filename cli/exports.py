@@ -69,7 +69,9 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             MscclOptions,
             explain_limits,
             msccl_xml,
+            plan_xml,
         )
+        from canopy.engine.msccl.connections import runtime_schedule
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 
         limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
@@ -77,7 +79,13 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
                                runtime=args.msccl_runtime, layout=args.msccl_layout,
                                limits=limits)
         try:
-            data = msccl_xml(schedule, options=options)
+            if options.layout == "auto":
+                choice = runtime_schedule(topology, schedule, limits)
+                data = plan_xml(choice.plan, choice.schedule.k, options)
+                if choice.note is not None:
+                    print(f"MSCCL XML {choice.note}.")
+            else:
+                data = msccl_xml(schedule, options=options)
         except MscclLimitError as exc:
             raise explain_limits(exc, topology, schedule, options=options) from None
         try:

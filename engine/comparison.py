@@ -5,7 +5,8 @@ its bandwidth bound comes from the congestion of the physical links
 (:func:`~canopy.engine.plan.bandwidth_bound`) and its time at each message size from
 the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also picks the pipeline depth).
 ForestColl's plan is timed with the connections its MSCCL export takes within the
-runtime's limits (:func:`canopy.engine.msccl.connections.runtime_layout`), so compare and
+runtime's limits (:func:`canopy.engine.msccl.connections.runtime_schedule`: the layout,
+or a schedule with fewer trees where sharing connections would cost more), so compare and
 ``canopy check-xml`` time the same program; the row's ``details["connections"]`` says which.
 Used by ``canopy compare`` and the editor's Compare dock.
 
@@ -32,7 +33,7 @@ from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
 from canopy.engine.limits import check_simulable
-from canopy.engine.msccl.connections import describe_layout, runtime_layout
+from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.threadblocks import MscclLimitError
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
@@ -214,12 +215,11 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                 ) -> BaselineResult:
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
-    plan = schedule_plan(schedule)
     try:
-        laid_out = runtime_layout(plan)
-        connections = describe_layout(plan, laid_out)
+        choice = runtime_schedule(topology, schedule)
+        schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
     except MscclLimitError as exc:
-        laid_out, connections = plan, {"layout": f"none fits: {exc}"}
+        laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),

@@ -131,7 +131,7 @@ def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, mo
 
 
 def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("canopy.engine.msccl.msccl_xml", lambda schedule, options: b"<algo/>")
+    monkeypatch.setattr("canopy.engine.msccl.plan_xml", lambda *args, **kw: b"<algo/>")
     assert main(["solve", SAMPLE, "--msccl", str(tmp_path / "x.xml")]) == 2
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err

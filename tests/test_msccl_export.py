@@ -394,9 +394,11 @@ def test_auto_layout_writes_the_connections_compare_simulates():
 
     schedule = star_schedule("allgather", k=3)
     plan = schedule_plan(schedule)
-    expected = {10: (60, "unit connections"), 9: (40, "at most 2 chunks per connection"),
-                6: (40, "at most 2 chunks per connection"), 5: (35, "shared connections"),
-                2: (20, "shared connections")}
+    own, shared = "a connection per tree edge", "connections shared by tree edges"
+    expected = {10: (60, "unit connections"), 9: (40, f"{own} (trees of at most 2 chunks)"),
+                6: (40, f"{own} (trees of at most 2 chunks)"),
+                5: (35, f"{shared} (trees of at most 2 chunks)"),
+                2: (20, f"{shared} (trees of at most 2 chunks)")}
     for limit, (count, name) in expected.items():
         limits = MscclLimits(max_channels=limit)
         described = describe_layout(plan, runtime_layout(plan, limits))

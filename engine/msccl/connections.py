@@ -26,13 +26,20 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
    connection per tree edge.
 3. **Shared connections**: where even one connection per tree edge needs more thread
    blocks than the GPU has, the tree edges between two GPUs over one route share
-   ``n`` connections. Starting from one per tree edge, the pair with most connections
-   at the GPU furthest over its budget gives one up until every GPU fits; a pair's tree
-   edges then go to its connections largest first, each to the least loaded (LPT),
-   so its connections carry nearly equal bytes. On a shared connection the transfers of
-   one loop iteration go in the plan's order (phase, step within the piece, tree), the
-   same on every connection, and successive iterations follow each other: no tree waits
-   on a later step of another, and pieces interleave.
+   ``n`` connections. Starting from one per tree edge, the group with most connections
+   at the GPU furthest over its budget gives one up until every GPU fits. A group's
+   tree edges, sorted by (phase, step within the piece, tree), go to its connections in
+   runs of nearly equal chunks, so a connection carries transfers of neighbouring steps
+   only: a transfer on a shared connection waits behind the earlier ones of its loop
+   iteration, and one far down its tree would hold back those near the root. Within a
+   loop iteration every shared connection sends in that same order (the one
+   :func:`canopy.engine.simulate.plan_program` uses), successive iterations follow each
+   other, and the order only grows along the steps a transfer waits on, so the program
+   cannot deadlock.
+
+Where a layout must share connections, :func:`runtime_schedule` takes the fewest-trees
+schedule within FALLBACK_TOLERANCE percent of the optimum instead if that one gets unit
+connections (``canopy compare`` and ``canopy solve --msccl`` both call it).
 
 Thread blocks are counted without fusing receive and send (what the export writes for
 layouts 2 and 3): one per (peer, direction, channel) a GPU uses, plus one for its local
@@ -43,11 +50,19 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from canopy.engine.msccl.lowering import chunks_per_root
-from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, Path
+from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits, parser_elements
+from canopy.engine.plan import (
+    CollectivePlan,
+    FlowEdge,
+    FlowTree,
+    Path,
+    schedule_plan,
+)
+from canopy.engine.schedule import Schedule
+from canopy.engine.topology import Topology
 
 Group = tuple[str, str, Path]          # (sender, receiver, route): one kind of connection
 COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block
@@ -115,24 +130,16 @@ class _Channels:
         return list(range(self.first[group], self.first[group] + count))
 
 
-def _split_plan(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan:
-    """Layout 2: trees cut into parts of at most q chunks, every edge its own channel."""
-    channels = _Channels()
-    counts = _split_counts(plan, mult, q)
-    used: dict[Group, int] = defaultdict(int)
+def _split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan:
+    """``plan`` with every tree of multiplicity m cut into ceil(m/q) trees of at most q
+    chunks (same edges; keys extended by the part where a tree is cut)."""
     unit = plan.trees[0].share / mult[0]
     phases: list[list[FlowTree]] = [[], []]
     for index, (tree, m) in enumerate(zip(plan.trees, mult, strict=True)):
         phase = phases[0 if index < len(plan.reduce_trees) else 1]
         for part, size in enumerate(_parts(m, q)):
-            edges = []
-            for e in tree.edges:
-                group = _sender_receiver(tree, e)
-                channel = channels.ids(group, counts[group])[used[group]]
-                used[group] += 1
-                edges.append(replace(e, channel=channel))
             key = tree.key if m <= q else (tree.key, part)
-            phase.append(replace(tree, key=key, edges=tuple(edges), share=size * unit))
+            phase.append(replace(tree, key=key, share=size * unit))
     return replace(plan, reduce_trees=tuple(phases[0]), broadcast_trees=tuple(phases[1]))
 
 
@@ -196,14 +203,12 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
     return out
 
 
-def _shared_plan(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> CollectivePlan:
-    """Layout 3: each group's tree edges on its connections in runs of consecutive steps
-    within the piece (phase, then step), of nearly equal bytes: a connection then carries
-    transfers of neighbouring steps only, so a piece's late step holds back little."""
-    counts = _shared_counts(plan, limits)
-    if not _fits(counts, limits):
-        raise MscclLimitError("the MSCCL program does not fit the runtime's limits: its GPUs "
-                              "need more thread blocks per channel than the runtime allows.")
+def _channel_plan(plan: CollectivePlan, counts: dict[Group, int]) -> CollectivePlan:
+    """``plan`` with each group's tree edges on its ``counts[group]`` connections, in runs
+    of consecutive steps within the piece (phase, then step, then tree) of nearly equal
+    chunks: a connection then carries transfers of neighbouring steps only, so a piece's
+    late step holds back little (one connection per tree edge where counts allow)."""
+    mult = _multiplicities(plan)
     channels = _Channels()
     members: dict[Group, list[tuple[tuple[int, int], int, int]]] = defaultdict(list)
     cut = len(plan.reduce_trees)
@@ -223,43 +228,143 @@ def _shared_plan(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> 
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
 
 
+def _steps_fit(plan: CollectivePlan, limits: MscclLimits) -> bool:
+    """Whether every GPU's steps, with as many thread blocks as it may have, stay within
+    the parser's elements (:func:`~canopy.engine.msccl.threadblocks.parser_elements`):
+    a step per transfer end (per ``max_count`` chunks) and at most one input copy per tree
+    rooted there (reductions copy every tree's chunks on every GPU)."""
+    mult = _multiplicities(plan)
+    steps: dict[str, int] = defaultdict(int)
+    reduces = bool(plan.reduce_trees)
+    for tree, m in zip(plan.trees, mult, strict=True):
+        per = math.ceil(m / limits.max_count)
+        for e in tree.edges:
+            steps[e.parent] += per
+            steps[e.child] += per
+        if not reduces:
+            steps[tree.root] += 1
+    copies = len(plan.trees) if reduces else 0
+    most = max(steps.values(), default=0) + copies
+    return parser_elements(len(plan.compute_nodes), limits.max_tbs_per_gpu, most) \
+        <= limits.max_elements_per_gpu
+
+
 def runtime_layout(plan: CollectivePlan, limits: MscclLimits | None = None) -> CollectivePlan:
     """``plan`` with the connections the MSCCL export gives it (module docstring): the plan
-    itself where every unit tree edge fits a connection of its own, else its trees cut
-    into parts of at most q chunks with a channel per edge, else shared channels. Plans
-    whose edges already name channels (rings) or keep a timetable (TACOS) are returned
-    as they are. Raises :class:`MscclLimitError` when no layout fits."""
+    itself where every unit tree edge fits a connection of its own; else its trees cut
+    into parts of at most q chunks with a connection per edge, for the smallest q that
+    fits (and whose steps the parser holds); else shared connections. Plans whose edges
+    already name channels (rings) or keep a timetable (TACOS) are returned as they are.
+    Raises :class:`MscclLimitError` when no layout fits."""
     limits = limits or MscclLimits()
     if plan.ordered_links or any(e.channel is not None for t in plan.trees for e in t.edges):
         return plan
     mult = _multiplicities(plan)
-    for q in range(1, max(mult) + 1):
+    if _fits(_split_counts(plan, mult, 1), limits):
+        return plan
+    for q in range(2, max(mult) + 1):
         if _fits(_split_counts(plan, mult, q), limits):
-            return plan if q == 1 else _split_plan(plan, mult, q)
-    return _shared_plan(plan, mult, limits)
+            split = _split_trees(plan, mult, q)
+            if _steps_fit(split, limits):
+                return _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1))
+            break
+    counts = _shared_counts(plan, limits)
+    if not _fits(counts, limits):
+        raise MscclLimitError("the MSCCL program does not fit the runtime's limits: its GPUs "
+                              "need more thread blocks per channel than the runtime allows.")
+    return _channel_plan(plan, counts)
 
 
 def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[str, object]:
-    """What :func:`runtime_layout` chose, for reports: the layout, its connections and the
-    most thread blocks one GPU needs for them (counted as in :func:`runtime_layout`)."""
+    """What :func:`runtime_layout` chose, for reports: the layout, its connections, the
+    most chunks one carries per loop iteration and the most thread blocks one GPU needs
+    for them (counted as in :func:`runtime_layout`)."""
     mult = _multiplicities(original)
     if laid_out is original:
         counts = _split_counts(original, mult, 1)
-        name = "unit connections"
+        name, most = "unit connections", 1
     else:
-        channels: dict[Group, set[object]] = defaultdict(set)
-        for tree in laid_out.trees:
+        load: dict[tuple[Group, object], int] = defaultdict(int)
+        edges: dict[tuple[Group, object], int] = defaultdict(int)
+        for tree, m in zip(laid_out.trees, _multiplicities(laid_out), strict=True):
             for e in tree.edges:
-                channels[_sender_receiver(tree, e)].add(e.channel)
-        counts = {group: len(ids) for group, ids in channels.items()}
-        tree_edges = sum(len(t.edges) for t in laid_out.trees)
-        name = (f"at most {max(_multiplicities(laid_out))} chunks per connection"
-                if sum(counts.values()) == tree_edges else "shared connections")
+                load[(_sender_receiver(tree, e), e.channel)] += m
+                edges[(_sender_receiver(tree, e), e.channel)] += 1
+        counts = defaultdict(int)
+        for group, _ in load:
+            counts[group] += 1
+        most = max(load.values())
+        name = ("a connection per tree edge" if max(edges.values()) == 1
+                else "connections shared by tree edges")
+        largest = max(_multiplicities(laid_out))
+        name += f" (trees of at most {largest} chunk{'s' if largest > 1 else ''})"
     per_gpu: dict[str, int] = defaultdict(int)
     for (u, v, _), n in counts.items():
         per_gpu[u] += n
         per_gpu[v] += n
     return {"layout": name, "connections": sum(counts.values()),
+            "chunks_per_connection": most,
             "unit_tree_edges": sum(m * len(t.edges) for m, t in zip(mult, original.trees,
                                                                         strict=True)),
             "threadblocks_per_gpu": max(per_gpu.values(), default=0) + COPY_THREADBLOCKS}
+
+
+FALLBACK_TOLERANCE = 1            # percent of the optimum a fewer-trees schedule may give up
+
+
+@dataclass
+class RuntimeChoice:
+    """The schedule to run, its plan (``base``) and that plan laid out (``plan``); ``note``
+    says why it is not the schedule asked for (None when it is)."""
+
+    schedule: Schedule
+    base: CollectivePlan
+    plan: CollectivePlan
+    note: str | None = None
+
+    def describe(self) -> dict[str, object]:
+        """:func:`describe_layout` of the choice, with its note."""
+        out = describe_layout(self.base, self.plan)
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+
+def _shares_connections(base: CollectivePlan, laid: CollectivePlan) -> bool:
+    return laid is not base and sum(len(t.edges) for t in laid.trees) > len(
+        {(_sender_receiver(t, e), e.channel) for t in laid.trees for e in t.edges})
+
+
+def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits | None = None
+                     ) -> RuntimeChoice:
+    """The schedule to export and simulate: ``schedule`` with its :func:`runtime_layout`;
+    but where that layout must share connections (the trees need more of them than the
+    GPUs' thread blocks serve) and the fewest-trees schedule within FALLBACK_TOLERANCE
+    percent of the optimum (``canopy solve --tolerance``, :mod:`canopy.engine.fewest`)
+    gives every unit tree edge a connection of its own, that schedule: it runs as the
+    bound says, where shared connections hold pieces back (rail-leaf-spine-4x8: k = 1 at
+    99.6 % of the optimum runs at 98 % of it, k = 10 shared at 62 %). A schedule with a
+    fixed k is kept. Deterministic (no simulation), so ``canopy compare`` and the
+    command line's export take the same schedule."""
+    from canopy.engine.forest import solve
+
+    plan = schedule_plan(schedule)
+    laid = runtime_layout(plan, limits)
+    if schedule.fixed_k or not _shares_connections(plan, laid):
+        return RuntimeChoice(schedule, plan, laid)
+    other = solve(topology, schedule.collective, tolerance=FALLBACK_TOLERANCE)
+    if other.k >= schedule.k:
+        return RuntimeChoice(schedule, plan, laid)
+    other_plan = schedule_plan(other)
+    try:
+        other_laid = runtime_layout(other_plan, limits)
+    except MscclLimitError:
+        return RuntimeChoice(schedule, plan, laid)
+    if other_laid is not other_plan:
+        return RuntimeChoice(schedule, plan, laid)
+    share = float(other.algbw / schedule.algbw) * 100
+    return RuntimeChoice(other, other_plan, other_laid, (
+        f"runs the fewest-trees schedule within {FALLBACK_TOLERANCE} % of the optimum "
+        f"(k = {other.k}, {share:.2f} % of k = {schedule.k}'s algbw): k = {schedule.k} needs "
+        f"more connections than {(limits or MscclLimits()).max_tbs_per_gpu} thread blocks "
+        "per GPU serve, and shared connections hold pieces back"))

@@ -40,9 +40,10 @@ from fractions import Fraction
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.msccl.model import XmlAlgo, XmlStep
-from canopy.engine.plan import add_path_load
+from canopy.engine.plan import add_path_load, path_links
 from canopy.engine.routing import Router
 from canopy.engine.simulate import (
+    BYTES_PER_US_PER_GBPS,
     CHUNK_BYTES,
     DEFAULT_LATENCY_US,
     MAX_MESSAGES,
@@ -255,8 +256,8 @@ def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
     its iterations are identical, so once the pipeline is full each adds the same time
     (the period), as :func:`canopy.engine.simulate.simulate` extrapolates a plan's.
     Runs of h and 2h iterations of the same slices (3h iterations' messages within
-    ``budget``, h at least MIN_UNROLL) give the period (T(2h) - T(h)) / h, and
-    T(L) = T(2h) + (L - 2h) · period.
+    ``budget``, h at least MIN_UNROLL) give the period (T(2h) - T(h)) / h, never below the
+    busiest link's time per iteration, and T(L) = T(2h) + (L - 2h) · period.
     """
     size = Fraction(size)
     if size <= 0:
@@ -277,10 +278,21 @@ def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
     for h in (unroll, 2 * unroll):
         program = _Builder(algo, topology, slices[:h]).build()
         runs.append(run_program(topology, program, default_latency))
-    period = (runs[1] - runs[0]) / unroll
+    period = max((runs[1] - runs[0]) / unroll, _floor_period(program, topology, 2 * unroll))
     time = runs[1] + (count - 2 * unroll) * period
     return XmlTiming(time, size, count, len(program.connections),
                      3 * unroll * per_iteration, 2 * unroll)
+
+
+def _floor_period(program: Program, topology: Topology, iterations: int) -> Fraction:
+    """The busiest link's time per iteration (µs): no loop runs its iterations faster."""
+    loads: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+    for send in program.sends:
+        for link in path_links(program.connections[send.connection].route):
+            loads[link] += send.size
+    caps = topology.capacities()
+    return max((load / (caps[link] * BYTES_PER_US_PER_GBPS) for link, load in loads.items()),
+               default=Fraction(0)) / iterations
 
 
 def runtime_iterations(algo: XmlAlgo, size: Fraction | int) -> int:
