@@ -218,6 +218,10 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
     window.show()
     QApplication.processEvents()
     window.view.zoom_to_fit()
+    settle = time.perf_counter() + 0.5   # the first paints belong to no phase measured
+    while time.perf_counter() < settle:
+        QApplication.processEvents()
+        time.sleep(0.01)
     result: dict = {}
     solver = window.solver
 

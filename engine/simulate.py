@@ -107,7 +107,7 @@ MAX_PIECES = 256                      # deepest pipeline tried
 MAX_MESSAGES = 30_000                 # sends unrolled per simulation; longer loops extrapolate
 PIECES_PER_STAGE = 2                  # the first depth tried: 2 x stages pieces
 PERIOD_TOLERANCE = Fraction(1, 100)   # successive increments of an extrapolation that agree
-MIN_UNROLL = 2                        # the shortest run when extrapolating
+MIN_UNROLL = 4                        # the shortest run when extrapolating
 MIN_GAIN = Fraction(1, 200)           # within 0.5 % of the floor, no deeper run
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 CHECK_EVERY = 1 << 12                 # events between calls of a simulation's ``check``
@@ -578,126 +578,148 @@ class _Flat:
 
 @dataclass
 class _Template:
-    """One loop iteration of a plan's program: per tree edge (one flat list) its
-    connections (one per hop), its tree, the edges whose delivery (same iteration) its
-    first hop waits for; ``order`` is the order of the edges' sends on shared connections."""
+    """One loop iteration of a plan's program as slots, one per send, in the order of the
+    iteration's sends (edge order, then hop): per slot its connection, its tree, its hop
+    within its tree edge and that edge's hop count; ``src``/``dst`` are the slot pairs
+    of the within-iteration dependencies (``dst`` starts once ``src`` is delivered)."""
 
     connections: list[Connection]
-    edge_conns: list[list[int]]
-    edge_tree: list[int]
-    deps: list[list[int]]
-    order: list[int]
+    conn: Any
+    tree: Any
+    hop: Any
+    hops: Any
+    src: Any
+    dst: Any
     shares: list[Fraction]
     ordered: bool
 
 
 def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Template:
     """The connections and the within-iteration order and dependencies of ``plan`` (see
-    :func:`plan_program`)."""
+    :func:`plan_program`). Python work per tree edge is kept small: on 1024 GPUs a ring
+    plan has 8 million."""
     _check_mode(switch_mode)
     trees = list(plan.trees)
     smallest = min(t.share for t in trees)
     nphase = len(plan.reduce_trees)
     program = Program()
     conns: dict[Hashable, int] = {}
+    shared: dict[Hashable, list[int]] = {}
     hop_cache: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    # Per tree edge (in one flat list): its connections (one per hop) and order key.
+    # Per tree edge (in one flat list, trees in order): its connections (one per hop),
+    # and its order key (phase, step, priority, tree) or, ordered, (phase, priority, tree).
     edge_conns: list[list[int]] = []
-    edge_of: dict[tuple[int, int], int] = {}
-    keys: list[tuple] = []
+    steps: list[int] = []
+    priorities: list[Fraction] = []
+    dep_from: list[int] = []          # x's first hop waits for the last hop of y:
+    dep_to: list[int] = []            # pairs (y, x) of flat edge indices
+    root_done: dict[Hashable, list[int]] = {}
+    base = 0
     for ti, tree in enumerate(trees):
         phase = 0 if ti < nphase else 1
-        levels = _tree_levels(tree)
         weight = tree.share / smallest
-        for ei, e in enumerate(tree.edges):
-            if e.path not in hop_cache:
-                hop_cache[e.path] = _hops(e.path, switches, switch_mode)
-            ids = []
-            for hop in hop_cache[e.path]:
-                if e.channel is not None:
-                    ckey: Hashable = ("channel", e.channel, hop)
-                elif plan.ordered_links:
-                    ckey = ("route", phase, hop)
-                else:
-                    ckey = ("edge", ti, ei, hop)
-                if ckey not in conns:
-                    own = e.channel is None and not plan.ordered_links
-                    conns[ckey] = program.connect(hop, weight if own else Fraction(1))
-                ids.append(conns[ckey])
-            edge_of[(ti, ei)] = len(edge_conns)
+        for e in tree.edges:
+            routes = hop_cache.get(e.path)
+            if routes is None:
+                routes = hop_cache[e.path] = _hops(e.path, switches, switch_mode)
+            if e.channel is None and not plan.ordered_links:
+                # ("edge", ti, ei, hop): a connection of its own, never shared.
+                edge_conns.append([program.connect(hop, weight) for hop in routes])
+                continue
+            group = ("channel", e.channel) if e.channel is not None else ("route", phase)
+            ids = shared.get((group, e.path))
+            if ids is None:
+                ids = []
+                for hop in routes:
+                    ckey: Hashable = (*group, hop)
+                    if ckey not in conns:
+                        conns[ckey] = program.connect(hop, Fraction(1))
+                    ids.append(conns[ckey])
+                shared[(group, e.path)] = ids
             edge_conns.append(ids)
-            keys.append((phase, e.priority, ti) if plan.ordered_links
-                        else (phase, levels[ei], e.priority, ti))
-    order = sorted(range(len(edge_conns)), key=keys.__getitem__)
-    # Dependencies between tree edges (same piece): x's first hop waits for the last
-    # hops of deps[x].
-    deps: list[list[int]] = [[] for _ in edge_conns]
-    root_done: dict[Hashable, list[int]] = {}
-    for ti, tree in enumerate(trees):
-        into = {e.child: edge_of[(ti, ei)] for ei, e in enumerate(tree.edges)}
-        children: dict[str, list[int]] = {}
-        for ei, e in enumerate(tree.edges):
-            children.setdefault(e.parent, []).append(edge_of[(ti, ei)])
-        for ei, e in enumerate(tree.edges):
-            x = edge_of[(ti, ei)]
-            if tree.reduce:
-                # Child -> parent: waits for everything from the child's children.
-                deps[x].extend(children.get(e.child, []))
-                if e.parent == tree.root:
-                    root_done.setdefault(tree.key, []).append(x)
-            elif e.parent != tree.root:
-                deps[x].append(into[e.parent])
-    for ti, tree in enumerate(trees):
+        if not plan.ordered_links:
+            steps.extend(_tree_levels(tree))
+        priorities.extend(e.priority for e in tree.edges)
+        # Dependencies between tree edges (same piece).
         if tree.reduce:
-            continue
-        for ei, e in enumerate(tree.edges):
-            if e.parent == tree.root:
-                deps[edge_of[(ti, ei)]].extend(root_done.get(tree.key, []))
-    edge_tree = [ti for ti, tree in enumerate(trees) for _ in tree.edges]
-    return _Template(program.connections, edge_conns, edge_tree, deps, order,
-                     [t.share for t in trees], plan.ordered_links)
+            # Child -> parent: waits for everything from the child's children.
+            children: dict[str, list[int]] = {}
+            for ei, e in enumerate(tree.edges):
+                children.setdefault(e.parent, []).append(base + ei)
+            for ei, e in enumerate(tree.edges):
+                below = children.get(e.child)
+                if below:
+                    dep_from.extend(below)
+                    dep_to.extend([base + ei] * len(below))
+                if e.parent == tree.root:
+                    root_done.setdefault(tree.key, []).append(base + ei)
+        else:
+            into = {e.child: base + ei for ei, e in enumerate(tree.edges)}
+            for ei, e in enumerate(tree.edges):
+                if e.parent != tree.root:
+                    dep_from.append(into[e.parent])
+                    dep_to.append(base + ei)
+        base += len(tree.edges)
+    # Allreduce: a key's broadcast leaves its root once the key's reduction arrived.
+    base = 0
+    for tree in trees:
+        if not tree.reduce:
+            for ei, e in enumerate(tree.edges):
+                if e.parent == tree.root:
+                    done = root_done.get(tree.key, [])
+                    dep_from.extend(done)
+                    dep_to.extend([base + ei] * len(done))
+        base += len(tree.edges)
+    count = len(edge_conns)
+    sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
+    tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
+    phase_of = (tree_of >= nphase).astype(np.int64)
+    rank = {p: i for i, p in enumerate(sorted(set(priorities)))}
+    priority_of = np.array([rank[p] for p in priorities], dtype=np.int64)
+    keys = [np.arange(count, dtype=np.int64), tree_of, priority_of]
+    if not plan.ordered_links:
+        keys.append(np.array(steps, dtype=np.int64))
+    keys.append(phase_of)
+    order = np.lexsort(keys)
+    # Slots: the edges' hops in that order.
+    hops_of = np.array([len(ids) for ids in edge_conns], dtype=np.int64)
+    hops = hops_of[order]
+    begin = np.zeros(count, dtype=np.int64)     # first slot of each edge, in order
+    begin[1:] = np.cumsum(hops)[:-1]
+    first = np.empty(count, dtype=np.int64)     # flat edge -> its first slot
+    first[order] = begin
+    width = int(hops.sum())
+    conn = np.fromiter((c for x in order.tolist() for c in edge_conns[x]), dtype=np.int64,
+                       count=width)
+    slot_hop = np.arange(width, dtype=np.int64) - np.repeat(begin, hops)
+    chain = np.nonzero(slot_hop > 0)[0]
+    ys = np.array(dep_from, dtype=np.int64)
+    xs = np.array(dep_to, dtype=np.int64)
+    src = np.concatenate([chain - 1, first[ys] + hops_of[ys] - 1])
+    dst = np.concatenate([chain, first[xs]])
+    return _Template(program.connections, conn, tree_of[order].repeat(hops), slot_hop,
+                     np.repeat(hops, hops), src, dst, [t.share for t in trees],
+                     plan.ordered_links)
 
 
 def _expand(template: _Template, size: Fraction, pieces: int) -> _Flat:
     """The sends of ``pieces`` loop iterations of ``template`` on ``size`` bytes, in the
-    order (piece, edge order, hop) or, for ordered plans, (edge order, piece, hop)."""
-    order = np.array(template.order, dtype=np.int64)
-    hops = np.array([len(template.edge_conns[x]) for x in template.order], dtype=np.int64)
-    width = int(hops.sum())                       # sends per iteration
-    begin = np.zeros(len(order), dtype=np.int64)  # first slot of each edge (in order)
-    begin[1:] = np.cumsum(hops)[:-1]
-    slot_of = np.empty(len(order), dtype=np.int64)   # edge -> its first slot
-    slot_of[order] = begin
-    hop_count = np.empty(len(order), dtype=np.int64)
-    hop_count[order] = hops
-    conn_t = np.array([c for x in template.order for c in template.edge_conns[x]],
-                      dtype=np.int64)
-    hop_t = np.arange(width, dtype=np.int64) - np.repeat(begin, hops)
-    tree_t = np.array(template.edge_tree, dtype=np.int64)[np.repeat(order, hops)]
-    # Within-iteration dependencies (slot -> slot): hop after hop, edge after edges.
-    chain = np.nonzero(hop_t > 0)[0]
-    src = [chain - 1]
-    dst = [chain]
-    pairs = [(y, x) for x, ys in enumerate(template.deps) for y in ys]
-    if pairs:
-        ys, xs = np.array(pairs, dtype=np.int64).T
-        src.append(slot_of[ys] + hop_count[ys] - 1)
-        dst.append(slot_of[xs])
-    src_t, dst_t = np.concatenate(src), np.concatenate(dst)
+    order (piece, slot) or, for ordered plans, (edge order, piece, hop)."""
+    width = len(template.conn)
     piece = np.arange(pieces, dtype=np.int64)[:, None]
     if template.ordered:
-        index = pieces * np.repeat(begin, hops)[None, :] + hop_t[None, :] \
-            + piece * np.repeat(hops, hops)[None, :]
+        index = pieces * (np.arange(width, dtype=np.int64) - template.hop)[None, :] \
+            + template.hop[None, :] + piece * template.hops[None, :]
     else:
         index = piece * width + np.arange(width, dtype=np.int64)[None, :]
     total = pieces * width
     conn = np.empty(total, dtype=np.int64)
-    conn[index] = conn_t[None, :]
+    conn[index] = template.conn[None, :]
     amount_of = np.empty(total, dtype=np.int64)
-    amount_of[index] = tree_t[None, :]
+    amount_of[index] = template.tree[None, :]
     iteration = np.empty(total, dtype=np.int64)
     iteration[index] = piece
-    src_all, dst_all = index[:, src_t].ravel(), index[:, dst_t].ravel()
+    src_all, dst_all = index[:, template.src].ravel(), index[:, template.dst].ravel()
     by = np.lexsort((dst_all, src_all))
     dep_ptr = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(np.bincount(src_all, minlength=total), out=dep_ptr[1:])
@@ -737,6 +759,25 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     return program
 
 
+_MEMO: tuple[Any, dict[Hashable, Any]] = (None, {})
+
+
+def _memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per plan and ``key``, for the last plan asked about: a comparison
+    times one plan at every size and depth, and on 1024 GPUs walking its millions of tree
+    edges (template, stages, link loads) costs seconds. (The pair is replaced as a whole,
+    so a thread that asks about another plan never sees this plan's facts.)"""
+    global _MEMO
+    memo = _MEMO
+    if memo[0] is not plan:
+        memo = (plan, {})
+        _MEMO = memo
+    facts = memo[1]
+    if key not in facts:
+        facts[key] = compute()
+    return facts[key]
+
+
 def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | None = CHUNK_BYTES
                ) -> int:
     """The fewest loop iterations the protocol allows: no unit channel moves more than
@@ -745,8 +786,9 @@ def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | No
     if chunk_bytes is None:
         return 1
     smallest = min(t.share for t in plan.trees)
-    per_channel = max((t.share if e.channel is not None or plan.ordered_links else smallest)
-                      for t in plan.trees for e in t.edges)
+    per_channel = _memo(plan, "per channel", lambda: max(
+        (t.share if plan.ordered_links or any(e.channel is not None for e in t.edges)
+         else smallest) for t in plan.trees))
     return max(1, math.ceil(per_channel * Fraction(size) / chunk_bytes))
 
 
@@ -756,6 +798,11 @@ def pipeline_stages(topology: Topology, plan: CollectivePlan,
     (reduce then broadcast for allreduce); every link under store-and-forward switches."""
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
+    return _memo(plan, ("stages", switches, switch_mode),
+                 lambda: _stages(plan, switches, switch_mode))
+
+
+def _stages(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> int:
     total = 0
     for phase in (plan.reduce_trees, plan.broadcast_trees):
         deepest = 0
@@ -791,30 +838,36 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     and ``exact`` as in :func:`run_program`. The protocol's chunk bound is not applied
     here (see :func:`min_pieces` and :func:`fastest`).
 
-    When the whole program has more than ``budget`` sends (``None``: no limit), the loop
-    is not unrolled in full: its iterations are identical, so once the pipeline is full
-    each further iteration adds the same time (the period). Loops of n = h, 2h, 4h, ...
-    iterations of the same pieces are run (h = MIN_UNROLL, more if ``budget`` allows
-    seven times h iterations), each giving the increment (T(n) - T(n/2)) / (n/2), taken
-    at least the busiest link's time per iteration; once two successive increments agree
-    within PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. When the next run would
-    be longer than half the loop, the loop is run in full. ``SimulationResult.unrolled`` is the
-    longest run (0 for a full run).
+    When the whole program has more than ``budget`` sends (``None``: no limit), a long
+    loop is not unrolled in full: its iterations are identical, so once the pipeline is
+    full each further iteration adds the same time (the period). Loops of n = h, 2h,
+    4h, ... iterations of the same pieces are run, h = PIECES_PER_STAGE ·
+    :func:`pipeline_stages` (at least MIN_UNROLL, more if ``budget`` allows seven times h
+    iterations), each giving the increment (T(n) - T(n/2)) / (n/2), taken at least the
+    busiest link's time per iteration; once two successive increments agree within
+    PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. Short runs would mislead: while
+    the pipeline fills, the increments can agree on a period half again too slow
+    (mi250-2x16 reduce-scatter: 17.7 µs per iteration from runs of 2, 4 and 8, 11.84
+    from 64 on, the stages being 22). A loop shorter than fourteen times h, or whose
+    increments have not settled by half its length, is run in full.
+    ``SimulationResult.unrolled`` is the longest run (0 for a full run).
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     _check_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
     size = Fraction(message_size)
-    template = _template(plan, switches, switch_mode)
-    per_piece = sum(len(ids) for ids in template.edge_conns)
+    template = _memo(plan, ("template", switches, switch_mode),
+                     lambda: _template(plan, switches, switch_mode))
+    per_piece = len(template.conn)
 
     def run(count: int) -> Fraction:
         flat = _expand(template, size * count / pieces, count)
         return _run(topology, flat, default_latency, exact, check, None)
 
-    first = max(MIN_UNROLL, (budget or 0) // max(7 * per_piece, 1))
-    if budget is None or pieces * per_piece <= budget or pieces <= 4 * first:
+    first = max(MIN_UNROLL, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode),
+                (budget or 0) // max(7 * per_piece, 1))
+    if budget is None or pieces * per_piece <= budget or pieces < 14 * first:
         return SimulationResult(run(pieces), size, pieces, pieces * per_piece)
     floor = (bandwidth_floor(topology, plan, size) if exact
              else Fraction(_floor_us(topology, plan, size))) / pieces
@@ -837,6 +890,12 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
+    return _memo(plan, ("floor", id(topology)), lambda: _congestion(topology, plan)) \
+        * float(size) / BYTES_PER_US_PER_GBPS
+
+
+def _congestion(topology: Topology, plan: CollectivePlan) -> float:
+    """The busiest link's load per byte of message over its bandwidth, in floats."""
     caps = topology.capacities()
     loads: dict[tuple[str, str], float] = {}
     for tree in plan.trees:
@@ -844,8 +903,7 @@ def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float
         for e in tree.edges:
             for link in path_links(e.path):
                 loads[link] = loads.get(link, 0.0) + share
-    return max(load / float(caps[link]) for link, load in loads.items()) * float(size) \
-        / BYTES_PER_US_PER_GBPS
+    return max(load / float(caps[link]) for link, load in loads.items())
 
 
 def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
