@@ -299,6 +299,8 @@ def main() -> None:
     _app = QApplication.instance() or QApplication([])
     from canopy.app import heap
     heap.settle_start_up()  # as `canopy gui` does before its window
+    from canopy.app.job_runner import warm_up
+    warm_up()
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
         b.start()
