@@ -47,7 +47,9 @@ from canopy.engine.msccl import (
     MscclOptions,
     largest_fitting_k,
     msccl_xml,
+    plan_xml,
 )
+from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 from canopy.engine.nccl_graph import NcclGraph, export_nccl_graph
 from canopy.engine.network import Network
@@ -167,6 +169,11 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
                  progress: Progress) -> str:
     """Lay out, simulate and write the MSCCL XML; returns the simulator's summary.
 
+    The schedule's own collective is written as ``canopy solve --msccl`` writes it
+    (:func:`canopy.engine.msccl.connections.runtime_schedule`: the connections ``canopy
+    compare`` times, or the fewest-trees schedule within tolerance where the optimal one
+    would have to share connections); the summary then says which.
+
     Runs as an engine job (:mod:`canopy.engine.jobs`), in a child process.
 
     Over the runtime's limits, raise :class:`MscclLimitError` naming the largest fixed k
@@ -174,8 +181,14 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
     """
     options = choice.options()
     progress("MSCCL layout", 0.0)
+    note = None
     try:
-        data = msccl_xml(schedule, choice.collective, options)
+        if choice.collective == schedule.collective and options.layout == "auto":
+            # What `canopy solve --msccl` writes and `canopy compare` times.
+            runtime = runtime_schedule(topology, schedule, options.limits)
+            data, note = plan_xml(runtime.plan, runtime.schedule.k, options), runtime.note
+        else:
+            data = msccl_xml(schedule, choice.collective, options)
     except MscclLimitError as exc:
         def solver(topo: Topology, collective: str, k: int) -> Schedule:
             return solve(topo, collective, k=k,
@@ -196,7 +209,7 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
         atomic_write_bytes(path, data)
     except OSError as exc:
         raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
-    return result.summary()
+    return result.summary() if note is None else f"{result.summary()}; the XML {note}"
 
 
 def render_image(scene: TopologyScene, path: Path) -> None:

@@ -17,9 +17,19 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from canopy.engine.jobs import Event, Job
+from canopy.engine.jobs import Event, Job, warm_up_fork_server
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
+
+
+def warm_up() -> None:
+    """Start the engine's fork server now, while the editor is small and no window waits.
+
+    The first job otherwise starts it from the reader thread: a fork of the whole editor
+    process, holding the interpreter lock (and so the event loop) for tens of
+    milliseconds in the middle of the user's first solve.
+    """
+    warm_up_fork_server()
 
 
 class EngineJob(QObject):

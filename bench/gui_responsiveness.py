@@ -218,6 +218,10 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
     window.show()
     QApplication.processEvents()
     window.view.zoom_to_fit()
+    settle = time.perf_counter() + 0.5   # the first paints belong to no phase measured
+    while time.perf_counter() < settle:
+        QApplication.processEvents()
+        time.sleep(0.01)
     result: dict = {}
     solver = window.solver
 
@@ -295,6 +299,8 @@ def main() -> None:
     _app = QApplication.instance() or QApplication([])
     from canopy.app import heap
     heap.settle_start_up()  # as `canopy gui` does before its window
+    from canopy.app.job_runner import warm_up
+    warm_up()
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
         b.start()

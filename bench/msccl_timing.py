@@ -15,9 +15,11 @@ import json
 import sys
 import time
 
+from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.comparison import compare
 from canopy.engine.forest import solve
-from canopy.engine.msccl import msccl_xml
+from canopy.engine.msccl import plan_xml
+from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml
 from canopy.engine.optimality import COLLECTIVES
@@ -38,18 +40,19 @@ def main():
             continue
         topo = load_sample(name)
         for collective in args.collective or COLLECTIVES:
-            schedule = solve(topo, collective)
+            schedule = choose_allreduce(topo, solve(topo, collective))  # as compare does
             start = time.process_time()
             expected = compare(topo, collective, sizes=(size,), algorithms=()).rows[0]
             expected_algbw = expected.algbw_at(size)
             compared = time.process_time()
-            data = msccl_xml(schedule)
+            choice = runtime_schedule(topo, schedule)            # as canopy solve --msccl
+            data = plan_xml(choice.plan, choice.schedule.k)
             exported = time.process_time()
             timing = fastest_xml(read_msccl_bytes(data), topo, size)
             timed = time.process_time()
             rows.append({
                 "sample": name.removesuffix(".json"), "collective": collective,
-                "k": schedule.k, **expected.details.get("connections", {}),
+                "k": choice.schedule.k, **expected.details.get("connections", {}),
                 "bound": round(float(expected.algbw), 3),
                 "compare_algbw": round(float(expected_algbw), 3),
                 "compare_of_bound": round(float(expected_algbw / expected.algbw), 4),

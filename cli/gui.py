@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
     from canopy.app import heap, settings
     from canopy.app.error_hook import install_error_hook
+    from canopy.app.job_runner import warm_up
     from canopy.app.main_window import MainWindow
     from canopy.app.resources import icon_path
 
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     app.setApplicationDisplayName("Canopy")
     app.setWindowIcon(QIcon(str(icon_path())))
     heap.settle_start_up()
+    warm_up()
     window = MainWindow()
     install_error_hook(window)
     if topology is not None:

@@ -54,6 +54,14 @@ def _context() -> ForkServerContext | SpawnContext:
     return multiprocessing.get_context("spawn")
 
 
+def warm_up_fork_server() -> None:
+    """Start the fork server (if children come from one) before the first job needs it."""
+    ctx = _context()
+    if isinstance(ctx, ForkServerContext):
+        from multiprocessing import forkserver
+        forkserver.ensure_running()
+
+
 class _PipeProgress:
     """The child's ``progress``: sends at most one event per phase and interval."""
 

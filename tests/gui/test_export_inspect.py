@@ -123,8 +123,9 @@ def test_msccl_dialog_offers_only_the_solved_collective_on_one_way_networks(wind
 def test_msccl_limits_error_names_the_largest_fitting_k(window, qtbot, dialogs, monkeypatch,
                                                          tmp_path):
     solve_in(window, qtbot)
-    # at k = 13 a GPU of 2 x DGX A100 needs more than 35 XML elements; at k = 4 it does not
-    monkeypatch.setattr(canopy.app.export, "LIMITS", MscclLimits(max_elements_per_gpu=35))
+    # at k = 13 a GPU of 2 x DGX A100 needs more than 60 XML elements (the parser counts
+    # the root, every <gpu>, thread block and step); at k = 4 it does not
+    monkeypatch.setattr(canopy.app.export, "LIMITS", MscclLimits(max_elements_per_gpu=60))
     monkeypatch.setattr(MscclExportDialog, "ask",
                         staticmethod(lambda *a: MscclChoice("allgather", True)))
     dialogs.save_path = str(tmp_path / "big.xml")
@@ -193,3 +194,21 @@ def test_nccl_graph_export_writes_checks_and_shows_the_run_command(window, qtbot
     assert "8 ring channels" in window.statusBar().currentMessage()
     run.close()
     assert dialogs.calls == []
+
+
+def test_msccl_export_writes_what_the_command_line_writes(tmp_path):
+    """On rail-leaf-spine-4x8 the optimal k = 10 would share connections, so the editor's
+    export, like `canopy solve --msccl`, writes the fewest-trees schedule within 1 % (k = 1,
+    one chunk per GPU) and says so."""
+    from canopy.engine.forest import solve
+    from canopy.engine.topology_io import load_sample
+
+    topo = load_sample("rail-leaf-spine-4x8.json")
+    schedule = solve(topo, "allgather")
+    assert schedule.k == 10
+    path = tmp_path / "rail.xml"
+    summary = canopy.app.export.export_msccl(topo, schedule, MscclChoice("allgather", True),
+                                            path, lambda phase, fraction: None)
+    assert "fewest-trees schedule" in summary and "k = 1," in summary
+    root = parse_xml_file(path)
+    assert root.get("nchunksperloop") == "32"     # one chunk per GPU: k = 1
