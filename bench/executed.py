@@ -1,12 +1,12 @@
 """How close ForestColl's schedule runs to the bound it proves, in the execution model.
 
 For every bundled sample and every generator family at its default parameters, and each
-collective: the bandwidth bound of the schedule (GB/s, exact congestion bound), the
-simulated algbw (:func:`canopy.engine.simulate.fastest`, which picks the pipeline depth;
-allreduce runs App. E's LP schedule where it beats reduce-scatter + allgather,
-:func:`canopy.engine.allreduce_schedule.choose_allreduce`, as ``canopy compare`` does)
-at 1 MiB, 16 MiB, 256 MiB and 1 GiB, and the simulated algbw at each size as a fraction
-of the bound. CPU seconds per topology (``time.process_time``). Prints JSON.
+collective: ForestColl's optimum (GB/s, exact) and the simulated algbw, at 1 MiB, 16 MiB,
+256 MiB and 1 GiB, of the schedule ``canopy compare`` times and the MSCCL export writes
+(App. E's LP for allreduce where it wins; the export's connections, or the fewest-trees
+schedule within 1 % where the optimal one would share connections), with the fraction of
+the optimum it reaches and the layout. CPU seconds per topology (``time.process_time``).
+Prints JSON.
 
 With ``--baselines``, instead: for each topology and collective, every baseline's
 simulated algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.comparison
@@ -24,12 +24,8 @@ import sys
 import time
 from fractions import Fraction
 
-from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.comparison import compare
-from canopy.engine.forest import solve
 from canopy.engine.generators import GENERATORS, generate
-from canopy.engine.plan import bandwidth_bound, schedule_plan
-from canopy.engine.simulate import fastest
 from canopy.engine.topology_io import load_sample, sample_names
 
 SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
@@ -49,21 +45,23 @@ def topologies(names: list[str]) -> list[tuple[str, object]]:
 
 
 def measure(topology: object, collective: str, sizes: tuple[int, ...]) -> dict:
+    """ForestColl's row of ``canopy compare`` alone: the schedule it would export (App. E's
+    LP for allreduce where it wins; the connections of its MSCCL export, or the
+    fewest-trees schedule within 1 % where the optimal one must share connections,
+    :func:`canopy.engine.msccl.connections.runtime_schedule`), its bound and its simulated
+    algbw; fractions are of the optimum ForestColl proves."""
     start = time.process_time()
-    schedule = choose_allreduce(topology, solve(topology, collective))
-    plan = schedule_plan(schedule)
-    bound, _ = bandwidth_bound(plan, topology.capacities())
-    row = {"collective": collective, "bound_gbps": round(float(bound), 2), "k": schedule.k,
-           "trees": len(plan.trees), "algbw_gbps": {}, "fraction_of_bound": {},
-           "pieces": {}}
-    depth = 1
+    fc = compare(topology, collective, sizes=sizes, algorithms=()).row("forestcoll")
+    optimum = Fraction(fc.details["solve_algbw"])
+    row = {"collective": collective, "bound_gbps": round(float(optimum), 2),
+           "k": fc.details["k"], "trees": fc.details["trees"],
+           "layout": fc.details["connections"].get("layout"),
+           "algbw_gbps": {}, "fraction_of_bound": {}, "pieces": {}}
     for size in sorted(sizes):
-        sim = fastest(topology, plan, size, start=depth)
-        depth = sim.pieces
         label = LABELS.get(size, str(size))
-        row["algbw_gbps"][label] = round(float(sim.algbw), 2)
-        row["fraction_of_bound"][label] = round(float(sim.algbw / Fraction(bound)), 4)
-        row["pieces"][label] = sim.pieces
+        row["algbw_gbps"][label] = round(float(fc.algbw_at(size)), 2)
+        row["fraction_of_bound"][label] = round(float(fc.algbw_at(size) / optimum), 4)
+        row["pieces"][label] = fc.pieces[size]
     row["cpu_seconds"] = round(time.process_time() - start, 2)
     return row
 
