@@ -276,3 +276,20 @@ def schedule_plan(schedule: Schedule) -> CollectivePlan:
     """The plan of a ForestColl :class:`~canopy.engine.schedule.Schedule` (k unit trees/node)."""
     return trees_plan(schedule.collective, schedule.compute_nodes, schedule.trees, schedule.k,
                       schedule.reduce_trees)
+
+
+def tree_levels(tree: FlowTree) -> list[int]:
+    """Per edge, the step at which its data moves within one piece: the parent's depth
+    (broadcast) or the height of the child's subtree (reduce, data flows up). The
+    simulator (:func:`canopy.engine.simulate.plan_program`) and the MSCCL connection
+    layout order a connection's sends by it."""
+    if not tree.reduce:
+        depth = {tree.root: 0}
+        for e in tree.edges:
+            depth[e.child] = depth[e.parent] + 1
+        return [depth[e.parent] for e in tree.edges]
+    height: dict[str, int] = {}
+    for e in reversed(tree.edges):
+        height.setdefault(e.child, 0)
+        height[e.parent] = max(height.get(e.parent, 0), height[e.child] + 1)
+    return [height[e.child] for e in tree.edges]

@@ -96,7 +96,7 @@ from typing import Any
 import numpy as np
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, FlowTree, bandwidth_bound, path_links
+from canopy.engine.plan import CollectivePlan, bandwidth_bound, path_links, tree_levels
 from canopy.engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
@@ -534,21 +534,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
 # ---------------------------------------------------------------------------- plans
 
 
-def _tree_levels(tree: FlowTree) -> list[int]:
-    """Per edge, the step at which its data moves within one piece: the parent's depth
-    (broadcast) or the height of the child's subtree (reduce, data flows up)."""
-    if not tree.reduce:
-        depth = {tree.root: 0}
-        for e in tree.edges:
-            depth[e.child] = depth[e.parent] + 1
-        return [depth[e.parent] for e in tree.edges]
-    height: dict[str, int] = {}
-    for e in reversed(tree.edges):
-        height.setdefault(e.child, 0)
-        height[e.parent] = max(height.get(e.parent, 0), height[e.child] + 1)
-    return [height[e.child] for e in tree.edges]
-
-
 def _hops(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
           ) -> list[tuple[str, ...]]:
     """The routes one tree edge's data takes, one connection each: the path cut at every
@@ -638,7 +623,7 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
                 shared[(group, e.path)] = ids
             edge_conns.append(ids)
         if not plan.ordered_links:
-            steps.extend(_tree_levels(tree))
+            steps.extend(tree_levels(tree))
         priorities.extend(e.priority for e in tree.edges)
         # Dependencies between tree edges (same piece).
         if tree.reduce:

@@ -60,6 +60,7 @@ from canopy.engine.plan import (
     FlowTree,
     Path,
     schedule_plan,
+    tree_levels,
 )
 from canopy.engine.schedule import Schedule
 from canopy.engine.topology import Topology
@@ -172,22 +173,6 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits) -> dict[Group, int
         per_gpu[group[1]] -= 1
 
 
-def _levels(tree: FlowTree) -> list[int]:
-    """Per edge, its step within a piece, as :func:`canopy.engine.simulate.plan_program`
-    orders a connection's sends: the parent's depth (broadcast), the child's height
-    (reduce)."""
-    if not tree.reduce:
-        depth = {tree.root: 0}
-        for e in tree.edges:
-            depth[e.child] = depth[e.parent] + 1
-        return [depth[e.parent] for e in tree.edges]
-    height: dict[str, int] = {}
-    for e in reversed(tree.edges):
-        height.setdefault(e.child, 0)
-        height[e.parent] = max(height.get(e.parent, 0), height[e.child] + 1)
-    return [height[e.child] for e in tree.edges]
-
-
 def _contiguous(loads: list[int], parts: int) -> list[int]:
     """Cut ``loads`` (in order) into ``parts`` non-empty runs of nearly equal sums (each
     item's run: where its prefix sum falls, moving one run at a time, and late enough
@@ -213,7 +198,7 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Group, int]) -> CollectiveP
     members: dict[Group, list[tuple[tuple[int, int], int, int]]] = defaultdict(list)
     cut = len(plan.reduce_trees)
     for ti, tree in enumerate(plan.trees):
-        for ei, (e, level) in enumerate(zip(tree.edges, _levels(tree), strict=True)):
+        for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
             members[_sender_receiver(tree, e)].append(((0 if ti < cut else 1, level), ti, ei))
     chosen: dict[tuple[int, int], int] = {}
     for group, items in members.items():

@@ -7,28 +7,14 @@ from fractions import Fraction
 import pytest
 from PySide6.QtCore import QPointF
 
+from bench.clusters import dgx_a100_cluster
 from canopy.app.canvas import overlays as overlays_module
 from canopy.app.canvas.labels import ScreenLabel
 from canopy.app.canvas.scene import BUILD_AT_ONCE
 from canopy.app.commands import InsertItems, RenameNode, delete, edit_links
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.topology import COMPUTE, Link, Node
 
 SERVERS = 16
-
-
-def dgx_cluster(servers: int = SERVERS) -> Topology:
-    """DGX A100-like servers (8 GPUs, an NVSwitch, one NIC per GPU) on two IB switches."""
-    nodes = [Node("ib0", SWITCH), Node("ib1", SWITCH)]
-    links = []
-    for s in range(servers):
-        nvs = f"n{s}.nvswitch"
-        nodes.append(Node(nvs, SWITCH, group=f"n{s}"))
-        for g in range(8):
-            gpu, nic = f"n{s}.gpu{g}", f"n{s}.nic{g}"
-            nodes += [Node(gpu, COMPUTE, group=f"n{s}"), Node(nic, SWITCH, group=f"n{s}")]
-            links += [Link(gpu, nvs, Fraction(300)), Link(gpu, nic, Fraction(25)),
-                      Link(nic, f"ib{g % 2}", Fraction(25))]
-    return Topology(f"{servers}x DGX", nodes, links)
 
 
 def build_slices(qtbot, scene) -> int:
@@ -61,7 +47,7 @@ def assert_scene_matches(doc, scene):
 
 @pytest.fixture
 def large(window):
-    topo = dgx_cluster()
+    topo = dgx_a100_cluster(SERVERS)
     assert len(topo.nodes) + len(topo.links) >= BUILD_AT_ONCE
     window.doc.set_topology(topo, None, display_name="large")
     return window
@@ -84,7 +70,7 @@ def test_a_large_drawing_is_built_over_several_turns_into_the_same_scene(qtbot, 
 
 
 def test_a_small_drawing_is_built_at_once(window):
-    window.doc.set_topology(dgx_cluster(2), None, display_name="small")
+    window.doc.set_topology(dgx_a100_cluster(2), None, display_name="small")
     assert not window.scene.is_building()
     assert_scene_matches(window.doc, window.scene)
 
@@ -134,7 +120,7 @@ def test_looking_an_item_up_finishes_the_building(large):
 
 def test_a_new_drawing_while_building_replaces_the_old_one(qtbot, large):
     large.scene._build_some()
-    large.doc.set_topology(dgx_cluster(20), None, display_name="larger")
+    large.doc.set_topology(dgx_a100_cluster(20), None, display_name="larger")
     build_slices(qtbot, large.scene)
     assert_scene_matches(large.doc, large.scene)
     assert large.scene.has_node_item("n19.gpu7")
