@@ -66,9 +66,11 @@ def test_the_same_sweep_runs_on_a_local_ray_instance(spec_file, tmp_path):
 
 
 def test_a_point_over_the_time_limit_is_stopped_and_says_so(tmp_path):
+    # A ring of 128 takes far longer than the runner's 20 ms between looks (a ring of 8
+    # now finishes within one look, so its result arrived before the limit was checked).
     path = tmp_path / "slow.toml"
     path.write_text(SPEC.replace("time_limit = 60", "time_limit = 0.001")
-                    .replace("n = [4, 6, 8]", "n = [8]").replace("bandwidth = [25, 50]",
+                    .replace("n = [4, 6, 8]", "n = [128]").replace("bandwidth = [25, 50]",
                                                                  "bandwidth = [25]")
                     .replace('bidirectional = ["yes", "no"]', 'bidirectional = ["yes"]'))
     rows = run_sweep(load_spec(path), tmp_path / "r.csv", workers=1)
