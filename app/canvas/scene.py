@@ -297,19 +297,12 @@ class TopologyScene(QGraphicsScene):
 
     def _build_links(self) -> bool:
         """The links of a few pairs of nodes, each given its ends and bow in one go."""
-        unit = self.doc.topology.bandwidth_unit
         for _ in range(min(BUILD_CHUNK, len(self._todo_links))):
             touched = set()
             for key in self._todo_links.popleft():
                 if key in self._links or not self.doc.has_link(key):
                     continue  # removed, or added by an edit meanwhile
-                link = self.doc.link(key)
-                item = LinkItem(key, link, unit, zoom=0.0)  # labels: once all are built
-                self._links[key] = item
-                self._adjacent[link.source].add(key)
-                self._adjacent[link.target].add(key)
-                pair = frozenset((link.source, link.target))
-                self._pairs[pair].append(key)
+                item, pair = self._register_link(key, zoom=0.0)  # labels: once all are built
                 touched.add(pair)
                 self._add(item)
             for pair in touched:
@@ -379,19 +372,24 @@ class TopologyScene(QGraphicsScene):
             self.setSceneRect(rect.united(QRectF(pos.x() - MARGIN, pos.y() - MARGIN,
                                                  2 * MARGIN, 2 * MARGIN)))
 
-    def _add_link_item(self, key: int, relayout_pair: bool = True) -> None:
+    def _register_link(self, key: int, zoom: float) -> tuple[LinkItem, frozenset[str]]:
+        """A new item for link ``key``, filed under its ends and its pair of nodes."""
         link = self.doc.link(key)
-        item = LinkItem(key, link, self.doc.topology.bandwidth_unit, self.zoom)
+        item = LinkItem(key, link, self.doc.topology.bandwidth_unit, zoom)
         self._links[key] = item
         self._adjacent[link.source].add(key)
         self._adjacent[link.target].add(key)
         pair = frozenset((link.source, link.target))
         self._pairs[pair].append(key)
+        return item, pair
+
+    def _add_link_item(self, key: int, relayout_pair: bool = True) -> None:
+        item, pair = self._register_link(key, self.zoom)
         self._place_link(item)
         self._add(item)
         if relayout_pair:
             self._layout_pair(pair)
-            self._place_labels((link.source, link.target))
+            self._place_labels(pair)
 
     def _place_labels(self, node_ids: Iterable[str], show: bool = True) -> None:
         """Put the labels of the links at these nodes near their less busy end (without
