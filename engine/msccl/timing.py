@@ -219,6 +219,19 @@ class _Builder:
             self.program.send(self.conn_of[sid][0], size, self.after[sid])
         return self.program
 
+    def _latest(self, sends: list[int]) -> list[int]:
+        """``sends`` with only the last of each connection: a connection delivers in order
+        (each message after the one before it), so waiting for its last message is waiting
+        for all of them. Keeps a thread block's accumulated waits as small as the
+        connections it depends on (not growing with its steps: a receiving thread block's
+        step waits for every earlier one)."""
+        last: dict[int, int] = {}
+        for sid in sends:
+            conn = self.conn_of[sid][0]
+            if last.get(conn, -1) < sid:
+                last[conn] = sid
+        return sorted(last.values())
+
     def _wait(self, sent: dict[StepKey, int], first_hop: dict[StepKey, int],
               by_conn: dict[tuple[int, int, int, int], list[int]]) -> None:
         """Fill every message's waits, walking all thread blocks in step with their
@@ -250,7 +263,7 @@ class _Builder:
                         received[(rank, tid, it)] += 1
                         need.append(by_conn[(tb.recv, rank, tb.chan, it)][count])
                     here = (rank, tid, it, pos)
-                    done[here] = sorted(set(need))
+                    done[here] = self._latest(need)
                     if step.kind.sends:
                         self.after[first_hop[here]] = done[here]
                     last_done[key] = done[here]
