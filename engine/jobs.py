@@ -182,7 +182,7 @@ def _decode(data: bytes) -> Event:
     if paused:
         gc.disable()
     try:
-        return pickle.Unpickler(_Frames(data)).load()  # type: ignore[no-any-return]
+        return pickle.Unpickler(_Frames(data)).load()
     finally:
         if paused:
             gc.enable()
