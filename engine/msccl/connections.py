@@ -52,6 +52,7 @@ copies.
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
@@ -74,6 +75,7 @@ from canopy.engine.topology import Topology
 Group = tuple[str, str, Path]          # (sender, receiver, route): one kind of connection
 Key = tuple[Any, ...]                  # a group, or a group's edges of one phase (and step)
 COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block
+STEP_BANDS = 3                         # most steps of a piece one connection may carry
 
 
 def _sender_receiver(tree: FlowTree, edge: FlowEdge) -> Group:
@@ -156,14 +158,16 @@ def _members(plan: CollectivePlan, detail: int = 0
              ) -> dict[Key, list[tuple[tuple[int, int], int, int]]]:
     """Tree edges (as ((phase, step within the piece), tree, edge) indices) by the key of
     the connections they may share: their group; with ``detail`` 1 also their phase
-    (allreduce's reductions and broadcasts on connections of their own), with 2 also
-    their step (a connection carries one step of every piece)."""
+    (allreduce's reductions and broadcasts on connections of their own), with d >= 2
+    also their band of d - 1 steps (d = 2: a connection carries one step of every
+    piece)."""
     members: dict[Key, list[tuple[tuple[int, int], int, int]]] = defaultdict(list)
     cut = len(plan.reduce_trees)
     for ti, tree in enumerate(plan.trees):
         phase = 0 if ti < cut else 1
         for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
-            key = (*_sender_receiver(tree, e), *(phase, level)[:detail])
+            band = level // (detail - 1) if detail >= 2 else 0
+            key = (*_sender_receiver(tree, e), *(phase, band)[:detail])
             members[key].append(((phase, level), ti, ei))
     return members
 
@@ -286,15 +290,19 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None
             break
         out.append((f"q = {q}",
                     _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1))))
-    for detail, name in ((0, "shared"), (1, "shared by phase"), (2, "shared by step")):
-        if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees):
+    banded = False
+    for detail in range(STEP_BANDS + 2):
+        if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees) or banded:
             continue
         try:
             counts = _shared_counts(plan, limits, detail)
         except MscclLimitError:
             continue
         if _fits(counts, limits):
-            out.append((name, _channel_plan(plan, counts, detail)))
+            banded = detail >= 2
+            name = ("shared", "shared by phase", "shared by step")[min(detail, 2)]
+            out.append((name if detail <= 2 else f"shared by {detail - 1} steps",
+                        _channel_plan(plan, counts, detail)))
     return out
 
 
@@ -348,7 +356,7 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[
 
 TOLERANCES = (1, 2, 4)      # percent of the optimum fewer-trees candidates may give up
 REFERENCE_SIZE = 1 << 30    # bytes at which candidates are simulated
-GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this close to the optimum ends the search
+GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum ends the search
 _MEMO_SIZE = 8
 
 
@@ -366,6 +374,7 @@ class RuntimeChoice:
     note: str | None = None
     optimum: Fraction | None = None
     candidates: list[dict[str, object]] = field(default_factory=list)
+    cpu_seconds: float = 0.0          # what choosing cost (time.process_time)
 
     def describe(self) -> dict[str, object]:
         """:func:`describe_layout` of the choice, with its note and the candidates."""
@@ -374,6 +383,7 @@ class RuntimeChoice:
             out["note"] = self.note
         if self.candidates:
             out["candidates"] = self.candidates
+            out["choice_cpu_seconds"] = round(self.cpu_seconds, 2)
         return out
 
 
@@ -422,7 +432,9 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     key = _signature(topology, schedule, limits)
     if key in _MEMO:
         return _MEMO[key]
+    start = time.process_time()
     choice = _choose(topology, schedule, limits)
+    choice.cpu_seconds = time.process_time() - start
     if len(_MEMO) >= _MEMO_SIZE:
         _MEMO.pop(next(iter(_MEMO)))
     _MEMO[key] = choice
@@ -458,6 +470,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                           "executed_fraction": round(float(fraction), 4)})
             if best is None or fraction > best[0]:
                 best = (fraction, candidate, base, laid, name, tolerance)
+            if fraction >= GOOD_ENOUGH:
+                return
 
     consider(schedule, plan, found, "0")
     seen = {(schedule.k, schedule.split_budgets)}
