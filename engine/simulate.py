@@ -89,14 +89,20 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, bandwidth_bound, path_links, tree_levels
+from canopy.engine.plan import (
+    CollectivePlan,
+    FlowTree,
+    bandwidth_bound,
+    path_links,
+    tree_levels,
+)
 from canopy.engine.topology import Topology
 
 DEFAULT_LATENCY_US = Fraction(1)
@@ -579,14 +585,47 @@ class _Template:
     ordered: bool
 
 
+def _allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree]]:
+    """The reduce and broadcast trees of ``plan`` as the MSCCL export runs them
+    (:mod:`canopy.engine.msccl.lowering`): every root's shard is cut at the common
+    refinement of its reduce trees' and its broadcast trees' shares (each phase's trees
+    in plan order, one after the other), and the broadcast of each part waits for the
+    reduction of that part only (key ``("part", root, start)``), not for every
+    reduction with the tree's key. Where both phases cut a shard alike (rings, Blink,
+    reduce-scatter + allgather) this pairs the same trees as their keys; the allreduce
+    LP's separate trees (forestcoll.txt App. E) are cut into parts. Plans with one
+    phase, and timetables (``ordered_links``), keep their trees and keys."""
+    if plan.ordered_links or not plan.reduce_trees or not plan.broadcast_trees:
+        return list(plan.reduce_trees), list(plan.broadcast_trees)
+    cuts: dict[str, set[Fraction]] = {}
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        start: dict[str, Fraction] = {}
+        for tree in phase:
+            start[tree.root] = start.get(tree.root, Fraction(0)) + tree.share
+            cuts.setdefault(tree.root, set()).add(start[tree.root])
+    out: list[list[FlowTree]] = []
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        parts: list[FlowTree] = []
+        start = {}
+        for tree in phase:
+            lo = start.get(tree.root, Fraction(0))
+            hi = start[tree.root] = lo + tree.share
+            bounds = [lo, *sorted(c for c in cuts[tree.root] if lo < c < hi), hi]
+            parts.extend(replace(tree, key=("part", tree.root, a), share=b - a)
+                         for a, b in zip(bounds, bounds[1:], strict=False))
+        out.append(parts)
+    return out[0], out[1]
+
+
 def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Template:
     """The connections and the within-iteration order and dependencies of ``plan`` (see
     :func:`plan_program`). Python work per tree edge is kept small: on 1024 GPUs a ring
     plan has 8 million."""
     _check_mode(switch_mode)
-    trees = list(plan.trees)
+    reducing, broadcasting = _allreduce_parts(plan)
+    trees = [*reducing, *broadcasting]
     smallest = min(t.share for t in trees)
-    nphase = len(plan.reduce_trees)
+    nphase = len(reducing)
     program = Program()
     conns: dict[Hashable, int] = {}
     shared: dict[Hashable, list[int]] = {}

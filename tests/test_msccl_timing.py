@@ -6,10 +6,12 @@ from importlib import resources
 import pytest
 
 from canopy.cli import main
+from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.comparison import compare
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
-from canopy.engine.msccl import MscclOptions, msccl_xml
+from canopy.engine.msccl import MscclOptions, msccl_xml, plan_xml
+from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml, runtime_iterations, time_xml
 from canopy.engine.plan import schedule_plan
@@ -101,3 +103,17 @@ def test_long_loops_are_extrapolated_as_the_plans_are():
     plan = simulate(topo, schedule_plan(schedule), SIZE, 256, budget=1)
     assert (plan.unrolled, plan.messages) == (short.unrolled, short.messages)
     assert abs(plan.time_us / short.time_us - 1) < 1e-12     # float runs, same floats
+
+
+def test_allreduce_lp_parts_run_as_the_xml_runs_them():
+    """The allreduce LP's reduce and broadcast trees cut a root's shard differently; the
+    export broadcasts every part of the common refinement once that part is reduced, and
+    the plan's program does the same, so check-xml's time equals the simulation's."""
+    topo = load_sample("mesh-2d-3x3.json")
+    choice = runtime_schedule(topo, choose_allreduce(topo, solve(topo, "allreduce")))
+    assert choice.schedule.reduce_trees is not None
+    algo = read_msccl_bytes(plan_xml(choice.plan, choice.schedule.k))
+    for n in (1, 2, 8):
+        size = SIZE * n // 256
+        assert time_xml(algo, topo, size, n).time_us == \
+            simulate(topo, choice.plan, size, n).time_us
