@@ -329,6 +329,7 @@ class SolveController(QObject):
         self._first_pending = solution
         for dock in (self.trees, self.plots):
             dock.pending = False
+        self.plots.hold()   # each plot paints in the turn after its own step
         # the tree list at once (a model reset: cheap), so a tree can be chosen right away
         self.trees.set_solution(solution, self.controller.stale)
         self._steps.extend([

@@ -3,9 +3,11 @@
 For every bundled sample and every generator family at its default parameters, and each
 collective: ForestColl's optimum (GB/s, exact) and the simulated algbw, at 1 MiB, 16 MiB,
 256 MiB and 1 GiB, of the schedule ``canopy compare`` times and the MSCCL export writes
-(App. E's LP for allreduce where it wins; the export's connections, or the fewest-trees
-schedule within 1 % where the optimal one would share connections), with the fraction of
-the optimum it reaches and the layout. CPU seconds per topology (``time.process_time``).
+(:func:`canopy.engine.msccl.connections.runtime_schedule`: App. E's LP for allreduce where
+it wins, or where its connections would be shared the fastest-executing of its layouts
+and of the fewest-trees schedules within 1, 2 and 4 % of the optimum), with the fraction
+of the optimum it reaches, the layout, why it runs and the candidates simulated. CPU
+seconds per row (``time.process_time``), and what the choice among candidates cost.
 Prints JSON.
 
 With ``--baselines``, instead: for each topology and collective, every baseline's
@@ -46,16 +48,20 @@ def topologies(names: list[str]) -> list[tuple[str, object]]:
 
 def measure(topology: object, collective: str, sizes: tuple[int, ...]) -> dict:
     """ForestColl's row of ``canopy compare`` alone: the schedule it would export (App. E's
-    LP for allreduce where it wins; the connections of its MSCCL export, or the
-    fewest-trees schedule within 1 % where the optimal one must share connections,
-    :func:`canopy.engine.msccl.connections.runtime_schedule`), its bound and its simulated
-    algbw; fractions are of the optimum ForestColl proves."""
+    LP for allreduce where it wins; the schedule and layout
+    :func:`canopy.engine.msccl.connections.runtime_schedule` chooses), its bound and its
+    simulated algbw; fractions are of the optimum ForestColl proves."""
     start = time.process_time()
     fc = compare(topology, collective, sizes=sizes, algorithms=()).row("forestcoll")
     optimum = Fraction(fc.details["solve_algbw"])
     row = {"collective": collective, "bound_gbps": round(float(optimum), 2),
            "k": fc.details["k"], "trees": fc.details["trees"],
            "layout": fc.details["connections"].get("layout"),
+           "why": fc.details["connections"].get("note"),
+           "candidates": [f"k={c['k']} tol={c['tolerance_percent']}% {c['layout']}: "
+                          f"{c['executed_fraction']}"
+                          for c in fc.details["connections"].get("candidates", [])],
+           "choice_cpu_seconds": fc.details["connections"].get("choice_cpu_seconds", 0.0),
            "algbw_gbps": {}, "fraction_of_bound": {}, "pieces": {}}
     for size in sorted(sizes):
         label = LABELS.get(size, str(size))

@@ -292,6 +292,9 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=128, help="servers in the large case")
     parser.add_argument("--load", type=int, default=2, help="CPU-bound processes alongside")
     parser.add_argument("--cases", default="bare,editor,large")
+    parser.add_argument("--solution", default="",
+                        help="pickled Solution of the editor case's cluster to show instead "
+                             "of waiting for its solve (faster, for profiling)")
     parser.add_argument("--large-solution", default="",
                         help="pickled Solution of the large cluster to show instead of "
                              "waiting for the editor's full solve")
@@ -305,7 +308,7 @@ def main() -> None:
     for b in burners:
         b.start()
     runs = {"bare": lambda: bare_job(args.servers),
-            "editor": lambda: editor(args.servers, False),
+            "editor": lambda: editor(args.servers, False, args.solution),
             "large": lambda: editor(args.large, True, args.large_solution)}
     try:
         for name in args.cases.split(","):

@@ -15,10 +15,12 @@ import time
 from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 
+from canopy.cli.exports import SMS, positive_int
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.cli.solve import add_bandwidth_unit_argument
 from canopy.engine.comparison import Comparison, compare
 from canopy.engine.errors import CanopyError
+from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import ALGORITHMS
 from canopy.engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
@@ -48,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how simulated switches forward (default cut-through)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON (GB/s) here; "
                    "'-' for standard output")
+    p.add_argument("--msccl-sms", type=positive_int, default=SMS, metavar="N",
+                   help="SMs per GPU, the most MSCCL thread blocks ForestColl's layout may use "
+                   "(as solve --msccl-sms; default %(default)s)")
     add_bandwidth_unit_argument(p)
     add_fail_argument(p)
     p.set_defaults(run=run)
@@ -72,7 +77,8 @@ def _options(args: argparse.Namespace) -> dict:
         raise CanopyError("--sizes names no message size.")
     return {"sizes": sizes, "algorithms": algorithms, "tacos_chunks": chunks,
             "tacos_seeds": args.tacos_seeds, "tacos_unwinding": args.tacos_unwinding,
-            "default_latency": latency, "switch_mode": args.switch_mode}
+            "default_latency": latency, "switch_mode": args.switch_mode,
+            "limits": MscclLimits(max_tbs_per_gpu=args.msccl_sms)}
 
 
 def format_table(comp: Comparison, unit: str = "GB/s") -> list[str]:

@@ -34,7 +34,7 @@ from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
 from canopy.engine.limits import check_simulable
 from canopy.engine.msccl.connections import runtime_schedule
-from canopy.engine.msccl.threadblocks import MscclLimitError
+from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.plan import (
@@ -211,19 +211,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None
-                ) -> BaselineResult:
+def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None,
+                limits: MscclLimits | None = None) -> BaselineResult:
+    """ForestColl's row: the schedule and layout :func:`runtime_schedule` runs (and the
+    MSCCL export writes). ``solve_algbw`` and ``optimum_algbw`` are the exact optimum
+    (App. E's LP schedule's for allreduce where that wins); the row's bound is the
+    running schedule's (below the optimum where a fewer-trees schedule runs)."""
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
+    optimum = max(schedule.algbw, schedule.optimal_algbw)
     try:
-        choice = runtime_schedule(topology, schedule)
+        choice = runtime_schedule(topology, schedule, limits)
         schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
     except MscclLimitError as exc:
         laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
-                                   "solve_algbw": schedule.algbw,
+                                   "solve_algbw": optimum, "optimum_algbw": optimum,
+                                   "schedule_algbw": schedule.algbw,
                                    "bottleneck_link": list(link),
                                    "connections": connections,
                                    **({"allreduce_schedule": describe_choice(schedule)}
@@ -236,7 +242,7 @@ def compare(topology: Topology, collective: str = "allgather",
             tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int | None = None,
             tacos_unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US,
             switch_mode: str = CUT_THROUGH, progress: Progress | None = None,
-            where: str = "") -> Comparison:
+            where: str = "", limits: MscclLimits | None = None) -> Comparison:
     """Build every algorithm's schedule on ``topology`` and time it at ``sizes`` bytes.
 
     ForestColl's row always comes first (the ratios refer to it); ``algorithms`` picks
@@ -258,6 +264,9 @@ def compare(topology: Topology, collective: str = "allgather",
         every TICK_SECONDS in between; it may raise :class:`canopy.engine.progress.Cancelled`.
     where : str, optional
         Names the input in error messages.
+    limits : MscclLimits, optional
+        The MSCCL runtime's limits ForestColl's layout must keep (default: an A100's 108
+        SMs), as ``canopy solve --msccl-sms`` exports it.
 
     Returns
     -------
@@ -295,7 +304,7 @@ def compare(topology: Topology, collective: str = "allgather",
     Network.from_topology(topology, where)   # one clear sentence for a bad topology
     report = _Reporter(progress)
     builders: dict[str, Callable[[], BaselineResult]] = {
-        "forestcoll": lambda: _forestcoll(topology, collective, report.tick),
+        "forestcoll": lambda: _forestcoll(topology, collective, report.tick, limits),
         "ring": lambda: ring_baseline(topology, collective, progress=report.tick),
         "blink": lambda: blink_baseline(topology, collective),
         "tacos": lambda: tacos_baseline(topology, collective, tacos_chunks, tacos_seeds,

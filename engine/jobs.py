@@ -45,6 +45,10 @@ CHILD_NICENESS = 5
 """Engine jobs run at a lower priority than the process that started them (an editor
 stays responsive on a busy machine); only the child's priority changes."""
 
+FRAME_PAUSE = 0.0001
+"""Seconds a decoding thread lets go of the interpreter lock between frames of a large
+event (:class:`_Frames`)."""
+
 Event = tuple[Any, ...]
 
 
@@ -120,8 +124,52 @@ def log_file() -> str:
     return path
 
 
+class _Frames:
+    """``data`` as a file for :class:`pickle.Unpickler`, read one pickle frame at a time.
+
+    ``pickle.loads`` decodes a whole event in one call that never lets go of the
+    interpreter lock: a 1024-GPU solution (13 MB) held it for 160 ms, and the editor's
+    event loop, wanting the lock, waited that long. An unpickler reading from this
+    object instead calls :meth:`read` once per frame (protocol 4 frames are about
+    64 KiB, a quarter of a millisecond of decoding) and, from the second frame on,
+    lets go of the lock for ``FRAME_PAUSE`` seconds first. A thread that wants the lock
+    meanwhile (the event loop, which needs it for every call into Python: each paint
+    and each slot) then gets it within a frame, instead of waiting out the interpreter's
+    switch interval (5 ms) again and again. Measured on a 1024-GPU solution: decoding
+    takes 0.27 s of wall time instead of 0.15 s, and a thread taking the lock every
+    millisecond meanwhile ran every 1.6 ms instead of every 3.3 ms.
+    """
+
+    def __init__(self, data: bytes) -> None:
+        self._view = memoryview(data)
+        self._at = 0
+        self.reads = 0
+        self.largest_read = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if self.reads:
+            time.sleep(FRAME_PAUSE)
+        end = len(self._view) if size < 0 else min(len(self._view), self._at + size)
+        chunk = bytes(self._view[self._at:end])
+        self._at = end
+        self.reads += 1
+        self.largest_read = max(self.largest_read, len(chunk))
+        return chunk
+
+    def readinto(self, buffer: memoryview) -> int:
+        chunk = self.read(len(buffer))
+        buffer[:len(chunk)] = chunk
+        return len(chunk)
+
+    def readline(self) -> bytes:
+        rest = self._view[self._at:]
+        end = bytes(rest).find(b"\n")
+        return self.read(len(rest) if end < 0 else end + 1)
+
+
 def _decode(data: bytes) -> Event:
-    """Unpickle an event with the cyclic collector paused.
+    """Unpickle an event frame by frame (:class:`_Frames`), with the cyclic collector
+    paused.
 
     Decoding a result makes thousands of containers at once, and each batch of them
     starts a collector pass over everything the process holds, all while the GIL is
@@ -134,7 +182,7 @@ def _decode(data: bytes) -> Event:
     if paused:
         gc.disable()
     try:
-        return pickle.loads(data)
+        return pickle.Unpickler(_Frames(data)).load()
     finally:
         if paused:
             gc.enable()

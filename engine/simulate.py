@@ -98,14 +98,20 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, bandwidth_bound, path_links, tree_levels
+from canopy.engine.plan import (
+    CollectivePlan,
+    FlowTree,
+    bandwidth_bound,
+    path_links,
+    tree_levels,
+)
 from canopy.engine.quotient import edge_permutation, fold, server_rotation
 from canopy.engine.topology import Topology
 
@@ -594,14 +600,47 @@ class _Template:
     edge: Any           # per slot its tree edge (index over all trees' edges, in order)
 
 
+def _allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree]]:
+    """The reduce and broadcast trees of ``plan`` as the MSCCL export runs them
+    (:mod:`canopy.engine.msccl.lowering`): every root's shard is cut at the common
+    refinement of its reduce trees' and its broadcast trees' shares (each phase's trees
+    in plan order, one after the other), and the broadcast of each part waits for the
+    reduction of that part only (key ``("part", root, start)``), not for every
+    reduction with the tree's key. Where both phases cut a shard alike (rings, Blink,
+    reduce-scatter + allgather) this pairs the same trees as their keys; the allreduce
+    LP's separate trees (forestcoll.txt App. E) are cut into parts. Plans with one
+    phase, and timetables (``ordered_links``), keep their trees and keys."""
+    if plan.ordered_links or not plan.reduce_trees or not plan.broadcast_trees:
+        return list(plan.reduce_trees), list(plan.broadcast_trees)
+    cuts: dict[str, set[Fraction]] = {}
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        start: dict[str, Fraction] = {}
+        for tree in phase:
+            start[tree.root] = start.get(tree.root, Fraction(0)) + tree.share
+            cuts.setdefault(tree.root, set()).add(start[tree.root])
+    out: list[list[FlowTree]] = []
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        parts: list[FlowTree] = []
+        start = {}
+        for tree in phase:
+            lo = start.get(tree.root, Fraction(0))
+            hi = start[tree.root] = lo + tree.share
+            bounds = [lo, *sorted(c for c in cuts[tree.root] if lo < c < hi), hi]
+            parts.extend(replace(tree, key=("part", tree.root, a), share=b - a)
+                         for a, b in zip(bounds, bounds[1:], strict=False))
+        out.append(parts)
+    return out[0], out[1]
+
+
 def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Template:
     """The connections and the within-iteration order and dependencies of ``plan`` (see
     :func:`plan_program`). Python work per tree edge is kept small: on 1024 GPUs a ring
     plan has 8 million."""
     _check_mode(switch_mode)
-    trees = list(plan.trees)
+    reducing, broadcasting = _allreduce_parts(plan)
+    trees = [*reducing, *broadcasting]
     smallest = min(t.share for t in trees)
-    nphase = len(plan.reduce_trees)
+    nphase = len(reducing)
     program = Program()
     conns: dict[Hashable, int] = {}
     shared: dict[Hashable, list[int]] = {}
@@ -780,16 +819,15 @@ def _memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> An
 
 def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | None = CHUNK_BYTES
                ) -> int:
-    """The fewest loop iterations the protocol allows: no unit channel moves more than
-    ``chunk_bytes`` per iteration (a tree of share s on its own channels carries
-    ``smallest share · size`` per channel; a ring chain ``s · size``)."""
+    """The fewest loop iterations the protocol allows: the runtime walks every XML chunk
+    (the smallest tree's share, one chunk) in iterations of at most ``chunk_bytes``
+    (msccl's interpreter: ``sizePerMscclChunk = count / nchunksPerLoop``, one chunk size
+    per iteration; a step of ``cnt`` chunks moves ``cnt`` such slices at once), as
+    :func:`canopy.engine.msccl.timing.runtime_iterations` counts an XML's."""
     if chunk_bytes is None:
         return 1
     smallest = min(t.share for t in plan.trees)
-    per_channel = _memo(plan, "per channel", lambda: max(
-        (t.share if plan.ordered_links or any(e.channel is not None for e in t.edges)
-         else smallest) for t in plan.trees))
-    return max(1, math.ceil(per_channel * Fraction(size) / chunk_bytes))
+    return max(1, math.ceil(smallest * Fraction(size) / chunk_bytes))
 
 
 def pipeline_stages(topology: Topology, plan: CollectivePlan,
@@ -839,18 +877,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     and ``exact`` as in :func:`run_program`. The protocol's chunk bound is not applied
     here (see :func:`min_pieces` and :func:`fastest`).
 
-    When the whole program has more than ``budget`` sends (``None``: no limit), a long
-    loop is not unrolled in full: its iterations are identical, so once the pipeline is
-    full each further iteration adds the same time (the period). Loops of n = h, 2h,
-    4h, ... iterations of the same pieces are run, h = PIECES_PER_STAGE ·
-    :func:`pipeline_stages` (at least MIN_UNROLL, more if ``budget`` allows seven times h
-    iterations), each giving the increment (T(n) - T(n/2)) / (n/2), taken at least the
-    busiest link's time per iteration; once two successive increments agree within
-    PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. Short runs would mislead: while
-    the pipeline fills, the increments can agree on a period half again too slow
-    (mi250-2x16 reduce-scatter: 17.7 µs per iteration from runs of 2, 4 and 8, 11.84
-    from 64 on, the stages being 22). A loop shorter than fourteen times h, or whose
-    increments have not settled by half its length, is run in full.
+    A loop of more than ``budget`` sends (``None``: no limit) is extrapolated from its
+    period (:func:`loop_time`).
     ``SimulationResult.unrolled`` is the longest run (0 for a full run).
 
     With ``symmetry`` (default), a program invariant under the rotation of identical
@@ -865,10 +893,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     size = Fraction(message_size)
     template = _memo(plan, ("template", switches, switch_mode),
                      lambda: _template(plan, switches, switch_mode))
-    per_piece = len(template.conn)
     folded = _memo(plan, ("fold", switches, switch_mode, id(topology)),
                    lambda: _folded(topology, plan, template)) if symmetry else None
-    executed_per_piece = per_piece if folded is None else len(folded[0].conn)
 
     def run(count: int) -> Fraction:
         if folded is None:
@@ -877,27 +903,66 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         flat = _expand(folded[0], size * count / pieces, count)
         return _run(topology, flat, default_latency, exact, check, None, folded[1])
 
-    first = max(MIN_UNROLL, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode),
-                (budget or 0) // max(7 * per_piece, 1))
+    def floor() -> Fraction:
+        return (bandwidth_floor(topology, plan, size) if exact
+                else Fraction(_floor_us(topology, plan, size))) / pieces
+
+    per_piece = len(template.conn)
+    loop = loop_time(run, pieces, per_piece, pipeline_stages(topology, plan, switch_mode),
+                     floor, budget)
+    executed = loop.messages if folded is None else \
+        loop.messages // per_piece * len(folded[0].conn)
+    return SimulationResult(loop.time_us, size, pieces, executed, True, loop.unrolled)
+
+
+@dataclass(frozen=True)
+class LoopTime:
+    """The time of a loop (µs), the sends executed to find it and the longest run when
+    extrapolated (else 0)."""
+
+    time_us: Fraction
+    messages: int
+    unrolled: int
+
+
+def loop_time(run: Callable[[int], Fraction], pieces: int, per_piece: int, stages: int,
+              floor: Callable[[], Fraction], budget: int | None = MAX_MESSAGES) -> LoopTime:
+    """The time of a loop of ``pieces`` identical iterations of ``per_piece`` sends each,
+    ``run(n)`` being the time of the same loop cut after n iterations (same piece size)
+    and ``floor()`` the busiest link's time per iteration. The one extrapolation rule of
+    the execution model: :func:`simulate` times plans with it and
+    :func:`canopy.engine.msccl.timing.time_xml` times MSCCL XML with it, so equal programs
+    get equal times.
+
+    When the loop has more than ``budget`` sends (``None``: no limit) it is not unrolled
+    in full: its iterations are identical, so once the pipeline is full each further
+    iteration adds the same time (the period). Loops of n = h, 2h, 4h, ... iterations
+    are run, h = PIECES_PER_STAGE · ``stages`` (at least MIN_UNROLL, more if ``budget``
+    allows seven times h iterations), each giving the increment (T(n) - T(n/2)) / (n/2),
+    taken at least ``floor()``; once two successive increments agree within
+    PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. Short runs would mislead:
+    while the pipeline fills, the increments can agree on a period half again too slow
+    (mi250-2x16 reduce-scatter: 17.7 µs per iteration from runs of 2, 4 and 8, 11.84
+    from 64 on, the stages being 22). A loop shorter than fourteen times h, or whose
+    increments have not settled by half its length, is run in full.
+    """
+    first = max(MIN_UNROLL, PIECES_PER_STAGE * stages, (budget or 0) // max(7 * per_piece, 1))
     if budget is None or pieces * per_piece <= budget or pieces < 14 * first:
-        return SimulationResult(run(pieces), size, pieces, pieces * executed_per_piece)
-    floor = (bandwidth_floor(topology, plan, size) if exact
-             else Fraction(_floor_us(topology, plan, size))) / pieces
+        return LoopTime(run(pieces), pieces * per_piece, 0)
+    least = floor()
     count, time = first, run(first)
     executed = count
     steps: list[Fraction] = []
     while True:
         if 4 * count > pieces:
-            return SimulationResult(run(pieces), size, pieces,
-                                    (executed + pieces) * executed_per_piece)
+            return LoopTime(run(pieces), (executed + pieces) * per_piece, 0)
         longer = run(2 * count)
         executed += 2 * count
-        steps.append(max(floor, (longer - time) / count))
+        steps.append(max(least, (longer - time) / count))
         count, time = 2 * count, longer
         if len(steps) >= 2 and abs(steps[-1] - steps[-2]) <= PERIOD_TOLERANCE * steps[-1]:
             break
-    total = time + (pieces - count) * steps[-1]
-    return SimulationResult(total, size, pieces, executed * executed_per_piece, True, count)
+    return LoopTime(time + (pieces - count) * steps[-1], executed * per_piece, count)
 
 
 def _folded(topology: Topology, plan: CollectivePlan, template: _Template
@@ -959,6 +1024,31 @@ def max_pieces(plan: CollectivePlan, size: Fraction | int,
     return max(1, int(largest * Fraction(size) / min_slice))
 
 
+class _Timed(Protocol):
+    @property
+    def time_us(self) -> Fraction: ...
+
+
+Timed = TypeVar("Timed", bound=_Timed)
+
+
+def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target: int,
+               floor_us: float) -> Timed:
+    """The depth rule of :func:`fastest`, which
+    :func:`canopy.engine.msccl.timing.fastest_xml` applies to an XML's loop iterations
+    too, so compare and check-xml time the same pipelining: ``time_at(n)`` times n loop
+    iterations; ``target`` (within ``lowest`` .. ``limit``) is run and, unless that is
+    already within MIN_GAIN of ``floor_us`` (the busiest link's time), ``limit``; the
+    faster is returned."""
+    pieces = min(max(lowest, target), limit)
+    best = time_at(pieces)
+    if pieces < limit and float(best.time_us * (1 - MIN_GAIN)) > floor_us:
+        deepest = time_at(limit)
+        if deepest.time_us < best.time_us:
+            best = deepest
+    return best
+
+
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
@@ -976,13 +1066,7 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
     limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
-    target = PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode)
-    pieces = min(max(lowest, start, target), limit)
-    best = simulate(topology, plan, message_size, pieces, default_latency, switch_mode, check)
-    floor = _floor_us(topology, plan, Fraction(message_size))
-    if pieces < limit and float(best.time_us * (1 - MIN_GAIN)) > floor:
-        deepest = simulate(topology, plan, message_size, limit, default_latency,
-                           switch_mode, check)
-        if deepest.time_us < best.time_us:
-            best = deepest
-    return best
+    target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
+    return best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
+                                              default_latency, switch_mode, check),
+                      lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)))

@@ -56,3 +56,30 @@ def test_events_are_decoded_with_the_collector_paused_and_left_as_found():
         assert not gc.isenabled()      # a collector someone else paused stays paused
     finally:
         gc.enable()
+
+
+def test_a_large_event_is_decoded_frame_by_frame_into_the_same_value():
+    """The reader thread decodes a large result a pickle frame (64 KiB) at a time, letting
+    go of the interpreter lock in between, and gets exactly what was sent."""
+    from fractions import Fraction
+
+    from canopy.engine import jobs
+
+    value = ("done", {"trees": [(f"gpu{i}", Fraction(i, 7), list(range(i % 50)))
+                                for i in range(20_000)]})
+    data = pickle.dumps(value, protocol=4)
+    assert len(data) > 10 * 65536
+    frames = jobs._Frames(data)
+    assert pickle.Unpickler(frames).load() == value == _decode(data)
+    assert frames.reads >= len(data) // 65536
+    assert frames.largest_read <= 65536 + 16
+
+
+def test_the_frame_reader_reads_lines_and_into_buffers():
+    from canopy.engine.jobs import _Frames
+
+    frames = _Frames(b"ab\ncd")
+    assert frames.readline() == b"ab\n"
+    buffer = bytearray(4)
+    assert frames.readinto(memoryview(buffer)) == 2 and buffer[:2] == b"cd"
+    assert frames.read() == b"" and frames.readline() == b""

@@ -6,12 +6,16 @@ from importlib import resources
 import pytest
 
 from canopy.cli import main
+from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.comparison import compare
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
-from canopy.engine.msccl import MscclOptions, msccl_xml
+from canopy.engine.msccl import MscclOptions, msccl_xml, plan_xml
+from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml, runtime_iterations, time_xml
+from canopy.engine.plan import schedule_plan
+from canopy.engine.simulate import simulate
 from canopy.engine.topology_io import load_sample
 
 SIZE = 1 << 30
@@ -85,12 +89,31 @@ def test_connections_take_the_plans_routes():
         time_xml(broken, topo, SIZE, 1)
 
 
-def test_long_loops_are_extrapolated_from_their_period():
-    """Past the message budget, runs of h and 2h iterations give the period; the
-    extrapolated time agrees with the full run."""
+def test_long_loops_are_extrapolated_as_the_plans_are():
+    """One extrapolation rule (:func:`canopy.engine.simulate.loop_time`) for plans and XML:
+    the pipelined export of a mesh allgather is the plan's program, so past the message
+    budget both run the same loops and give the same time, close to the full run."""
     topo = load_sample("mesh-2d-3x3.json")
-    algo = read_msccl_bytes(msccl_xml(solve(topo, "allgather")))
-    full = time_xml(algo, topo, SIZE, 64, budget=None)
-    short = time_xml(algo, topo, SIZE, 64, budget=1)
-    assert full.unrolled == 0 and short.unrolled == 16 and short.messages < full.messages
+    schedule = solve(topo, "allgather")
+    algo = read_msccl_bytes(msccl_xml(schedule))
+    full = time_xml(algo, topo, SIZE, 256, budget=None)
+    short = time_xml(algo, topo, SIZE, 256, budget=1)
+    assert full.unrolled == 0 and short.unrolled and short.messages < full.messages
     assert abs(short.time_us / full.time_us - 1) < Fraction(1, 100)
+    plan = simulate(topo, schedule_plan(schedule), SIZE, 256, budget=1)
+    assert (plan.unrolled, plan.messages) == (short.unrolled, short.messages)
+    assert abs(plan.time_us / short.time_us - 1) < 1e-12     # float runs, same floats
+
+
+def test_allreduce_lp_parts_run_as_the_xml_runs_them():
+    """The allreduce LP's reduce and broadcast trees cut a root's shard differently; the
+    export broadcasts every part of the common refinement once that part is reduced, and
+    the plan's program does the same, so check-xml's time equals the simulation's."""
+    topo = load_sample("mesh-2d-3x3.json")
+    choice = runtime_schedule(topo, choose_allreduce(topo, solve(topo, "allreduce")))
+    assert choice.schedule.reduce_trees is not None
+    algo = read_msccl_bytes(plan_xml(choice.plan, choice.schedule.k))
+    for n in (1, 2, 8):
+        size = SIZE * n // 256
+        assert time_xml(algo, topo, size, n).time_us == \
+            simulate(topo, choice.plan, size, n).time_us

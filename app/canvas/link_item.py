@@ -45,9 +45,13 @@ BOW_FROM = 80.0
 """Row/column links 1.5 to 10 times this long bow out of the row (server-internal links)."""
 BOW = 0.08
 MARK_AT = 0.7
-"""Where along the link (from the sending end) an overlay's direction arrow sits."""
+"""Where an overlay's direction arrow sits, as a fraction of the stretch of link between
+the two nodes' names, from the sending end."""
+MARK_CLEAR = 14.0
+"""Pixels a direction badge keeps away from a node and its name."""
 MARK_FONT = style.label_font(7.5, bold=True)
 MARK_PAD = 26.0
+_MARK_METRICS = QFontMetricsF(MARK_FONT)
 OUTLINE = 2.5
 """Width of an overlay outline on each side of the line."""
 
@@ -260,6 +264,30 @@ class LinkItem(QGraphicsItem):
         if fits:
             self.bandwidth_label.update()
 
+    def _clear_of(self, near: QPointF, far: QPointF, extra_px: float) -> float:
+        """Scene distance along the line from ``near`` at which it leaves ``near``'s box
+        and the name under it, plus ``extra_px`` pixels."""
+        length = self._length
+        ux, uy = (far.x() - near.x()) / length, (far.y() - near.y()) / length
+        px = 1.0 / max(self._zoom, 1e-3)  # scene units per pixel: names keep their size
+        half_w = max(style.NODE_W / 2, NAME_HALF_WIDTH * px) + extra_px * px
+        below = style.NODE_H / 2 + (NAME_HEIGHT + extra_px) * px
+        above = style.NODE_H / 2 + extra_px * px
+        return min(half_w / abs(ux) if abs(ux) > 1e-6 else float("inf"),
+                   (below if uy > 0 else above) / abs(uy) if abs(uy) > 1e-6 else float("inf"))
+
+    def _mark_fraction(self, forward: bool) -> float:
+        """Where along the link (0 = source) a direction badge goes: :data:`MARK_AT` of
+        the way from the sending node to the receiving one, counted over the stretch
+        between their names, so the badge never covers a node's name (the middle if the
+        link is too short for that)."""
+        start = self._clear_of(self._p1, self._p2, MARK_CLEAR)
+        end = self._length - self._clear_of(self._p2, self._p1, MARK_CLEAR)
+        if end <= start:
+            return 0.5
+        t = (start + (end - start) * (MARK_AT if forward else 1.0 - MARK_AT)) / self._length
+        return min(1.0, max(0.0, t))
+
     def _label_fraction(self, length: float) -> float:
         """Where along the link (0 = source) its bandwidth label goes.
 
@@ -343,11 +371,12 @@ class LinkItem(QGraphicsItem):
         painter.drawPolygon(QPolygonF([end, left, right]))
 
 
-    def _paint_mark(self, painter: QPainter, color: QColor, towards: str, text: str,
-                    lod: float) -> None:
-        """An arrowhead towards node ``towards`` part-way along the link, and its badge."""
+    def _mark_geometry(self, towards: str, text: str
+                       ) -> tuple[QPolygonF, QRectF | None, QPointF]:
+        """The arrowhead towards node ``towards`` part-way along the link, the rectangle
+        of its badge (None without text) and the arrow's position."""
         forward = towards == self.target
-        t = MARK_AT if forward else 1.0 - MARK_AT
+        t = self._mark_fraction(forward)
         at = self._path.pointAtPercent(t)
         ahead = self._path.pointAtPercent(min(1.0, t + 0.02) if forward else max(0.0, t - 0.02))
         angle = math.atan2(ahead.y() - at.y(), ahead.x() - at.x())
@@ -357,19 +386,36 @@ class LinkItem(QGraphicsItem):
                        tip.y() - size * math.sin(angle - 0.5))
         right = QPointF(tip.x() - size * math.cos(angle + 0.5),
                         tip.y() - size * math.sin(angle + 0.5))
-        painter.setPen(QPen(QColor("white"), 1.0))
-        painter.setBrush(QBrush(color.darker(140)))
-        painter.drawPolygon(QPolygonF([tip, left, right]))
-        if not text or lod < style.LINK_LABEL_LOD:
-            return
-        metrics = QFontMetricsF(MARK_FONT)
-        w = metrics.horizontalAdvance(text) + 6
-        h = metrics.height()
+        arrow = QPolygonF([tip, left, right])
+        if not text:
+            return arrow, None, at
+        w = _MARK_METRICS.horizontalAdvance(text) + 6
+        h = _MARK_METRICS.height()
         # beside the arrow, on the left of the direction of travel
         side = angle - math.pi / 2
         centre = QPointF(at.x() + (h / 2 + size / 2 + 2) * math.cos(side),
                          at.y() + (h / 2 + size / 2 + 2) * math.sin(side))
-        rect = QRectF(centre.x() - w / 2, centre.y() - h / 2, w, h)
+        return arrow, QRectF(centre.x() - w / 2, centre.y() - h / 2, w, h), at
+
+    def badge_rects(self) -> list[QRectF]:
+        """Scene rectangles of the direction badges with text (for layout checks)."""
+        rects = []
+        for towards, text in self.marks:
+            rect = self._mark_geometry(towards, text)[1]
+            if rect is not None:
+                rects.append(rect)
+        return rects
+
+    def _paint_mark(self, painter: QPainter, color: QColor, towards: str, text: str,
+                    lod: float) -> None:
+        """An arrowhead towards node ``towards`` part-way along the link, and its badge."""
+        arrow, rect, _at = self._mark_geometry(towards, text)
+        painter.setPen(QPen(QColor("white"), 1.0))
+        painter.setBrush(QBrush(color.darker(140)))
+        painter.drawPolygon(arrow)
+        if rect is None or lod < style.LINK_LABEL_LOD:
+            return
+        h = rect.height()
         painter.setPen(QPen(color.darker(140), 1.0))
         painter.setBrush(QBrush(QColor("white")))
         painter.drawRoundedRect(rect, h / 2, h / 2)

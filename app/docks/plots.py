@@ -22,6 +22,7 @@ from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Solution
 from canopy.engine.comparison import Comparison
 from canopy.engine.limits import number_text
+from canopy.engine.optimality import collective_algbw
 from canopy.engine.topology import format_gbps
 
 TITLE = "Plots"
@@ -87,10 +88,26 @@ class PlotsDock(SolutionDock):
         for step in self.steps(solution, stale):
             step()
 
+    def hold(self) -> None:
+        """Paint neither plot until its step has drawn it (:meth:`steps`): the first
+        paint of a pyqtgraph plot lays out its axes' ticks and texts (10 to 20 ms), so
+        each plot gets a turn of the event loop of its own, and a dock brought forward
+        meanwhile paints no stale or empty plot."""
+        for plot in (self.k_plot, self.time_plot):
+            plot.setUpdatesEnabled(False)
+
+    def _release(self, plot: pg.PlotWidget) -> None:
+        """Paint ``plot`` now, in a step of its own (not in the next step's turn)."""
+        if not plot.updatesEnabled():
+            plot.setUpdatesEnabled(True)
+            if plot.isVisible():
+                plot.viewport().repaint()
+
     def steps(self, solution: Solution | None, stale: bool) -> list[Callable[[], None]]:
         """Plotting ``solution`` as steps, one plot each, to be run in order (an editor
         gives each its own turn of the event loop: building a pyqtgraph plot and its
-        first paint take 10 to 20 ms each)."""
+        first paint take 10 to 20 ms each). After :meth:`hold`, each plot's first paint
+        is a step of its own too."""
         self._later = None
         self.solution = solution
         failed: list[bool] = []
@@ -99,6 +116,7 @@ class PlotsDock(SolutionDock):
             self.k_plot.clear()
             self.time_plot.clear()
             self.time_plot.setTitle(TIME_TITLE, color="#2d3440", size="10pt")
+            self.set_stale(stale)   # the plots' room shows now; each plot when released
 
         def plot(draw: Callable[[Solution], None]) -> Callable[[], None]:
             def run() -> None:
@@ -115,6 +133,8 @@ class PlotsDock(SolutionDock):
             return run
 
         def finish() -> None:
+            for widget in (self.k_plot, self.time_plot):
+                self._release(widget)
             if solution is not None and not failed and solution.executed_note \
                     and self.solution is solution:
                 self.time_plot.setTitle(f"{TIME_TITLE} (executed time not simulated: "
@@ -122,7 +142,9 @@ class PlotsDock(SolutionDock):
                                         color="#2d3440", size="10pt")
             self.set_stale(stale)
 
-        return [start, plot(self._plot_k), plot(self._plot_time), finish]
+        return [start, plot(self._plot_k), plot(self._plot_k_marks),
+                lambda: self._release(self.k_plot),
+                plot(self._plot_time), lambda: self._release(self.time_plot), finish]
 
     def set_comparison(self, comparison: Comparison | None) -> None:
         """Draw the compared algorithms' executed times too (same collective only)."""
@@ -134,25 +156,45 @@ class PlotsDock(SolutionDock):
     def _plot_k(self, solution: Solution) -> None:
         plot = self.k_plot
         schedule = solution.schedule
-        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440")
         ks = [k for k, _ in solution.curve]
         values = [float(v) for _, v in solution.curve]
         optimum = float(schedule.optimal_algbw)
-        plot.plot(ks, values, pen=pg.mkPen(CURVE, width=2), symbol="o", symbolSize=7,
-                  symbolBrush=CURVE, symbolPen="w", name=f"best {schedule.collective} algbw")
-        line = pg.InfiniteLine(
-            pos=optimum, angle=0, pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine),
-            label=f"optimum {format_gbps(schedule.optimal_algbw)} GB/s "
-                  f"(k = {number_text(schedule.optimum.k)})",
-            labelOpts={"position": 0.3, "color": OPTIMUM, "anchors": [(0.5, 1), (0.5, 1)]})
-        plot.addItem(line)
-        if schedule.k <= len(ks):
-            plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
-                      symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "
-                      f"{schedule.k})")
+        # the ranges first: with them fixed, adding each item does not re-range the view
         low = min([*values, optimum])
         plot.setYRange(low * 0.97, optimum * 1.02)
         plot.setXRange(0.5, len(ks) + 0.5)
+        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440")
+        # the fixed-k search (§4.5) is over tree schedules: for allreduce, reduce-scatter
+        # + allgather, even where the App. E LP schedule runs (and beats it)
+        what = "RS + AG allreduce" if schedule.split_budgets else schedule.collective
+        plot.plot(ks, values, pen=pg.mkPen(CURVE, width=2), symbol="o", symbolSize=7,
+                  symbolBrush=CURVE, symbolPen="w", name=f"best {what} algbw, k fixed")
+
+    def _plot_k_marks(self, solution: Solution) -> None:
+        """The optimum and this schedule on the k plot (after :meth:`_plot_k`)."""
+        plot = self.k_plot
+        schedule = solution.schedule
+        ks = len(solution.curve)
+        optimum = float(schedule.optimal_algbw)
+        # a two-point line named in the legend: an InfiniteLine with a label costs 12 ms
+        # of bounding-box computation each time it is placed
+        if schedule.split_budgets:
+            rs_ag = collective_algbw("allreduce", len(schedule.compute_nodes),
+                                     schedule.optimum.x)
+            plot.plot([0.5, ks + 0.5], [float(rs_ag)] * 2,
+                      pen=pg.mkPen(CURVE, width=1.2, style=Qt.PenStyle.DotLine),
+                      name=f"RS + AG optimum {format_gbps(rs_ag)} GB/s "
+                           f"(k = {number_text(schedule.optimum.k)})")
+            name = f"allreduce LP (App. E) {format_gbps(schedule.optimal_algbw)} GB/s"
+        else:
+            name = (f"optimum {format_gbps(schedule.optimal_algbw)} GB/s "
+                    f"(k = {number_text(schedule.optimum.k)})")
+        plot.plot([0.5, ks + 0.5], [optimum, optimum],
+                  pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine), name=name)
+        if schedule.k <= ks:
+            plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
+                      symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "
+                      f"{schedule.k})")
 
     def _plot_time(self, solution: Solution) -> None:
         plot = self.time_plot

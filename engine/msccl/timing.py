@@ -9,9 +9,11 @@ The XML becomes a :class:`~canopy.engine.simulate.Program`, as the MSCCL interpr
   size (:data:`~canopy.engine.simulate.CHUNK_BYTES`), every thread block running all its
   steps once per iteration, iterations back to back. A step moves ``cnt`` times the
   iteration's slice of a chunk. ``iterations`` overrides the count (as a smaller
-  ``NCCL_BUFFSIZE`` would), slicing every chunk evenly; :func:`fastest_xml` picks it as
-  :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth (from the runtime's
-  count, doubling while that gains more than MIN_GAIN), so both time the same pipelining.
+  ``NCCL_BUFFSIZE`` would), slicing every chunk evenly; :func:`fastest_xml` picks it by
+  the rule (:func:`canopy.engine.simulate.best_depth`) and from the same quantities with
+  which :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth, and long
+  loops are extrapolated by the same routine (:func:`canopy.engine.simulate.loop_time`),
+  so both time the same pipelining.
 * **Connections.** Every (sender, receiver, channel) of the XML is one in-order
   connection of weight 1 (one thread block at each end). Its physical route is the one
   its sending thread block names with Canopy's ``via`` attribute (the plan's route, see
@@ -48,16 +50,16 @@ from canopy.engine.simulate import (
     DEFAULT_LATENCY_US,
     MAX_MESSAGES,
     MAX_PIECES,
-    MIN_GAIN,
     MIN_SLICE_BYTES,
     PIECES_PER_STAGE,
     Program,
     algbw_gbps,
+    best_depth,
+    loop_time,
     run_program,
 )
 from canopy.engine.topology import Topology
 
-MIN_UNROLL = 8        # fewest iterations unrolled when a long loop is extrapolated
 StepKey = tuple[int, int, int, int]            # (rank, tb, iteration, step position)
 
 
@@ -252,12 +254,12 @@ def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
              budget: int | None = MAX_MESSAGES) -> XmlTiming:
     """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``.
 
-    A loop of more than ``budget`` messages (``None``: no limit) is not unrolled in full:
-    its iterations are identical, so once the pipeline is full each adds the same time
-    (the period), as :func:`canopy.engine.simulate.simulate` extrapolates a plan's.
-    Runs of h and 2h iterations of the same slices (3h iterations' messages within
-    ``budget``, h at least MIN_UNROLL) give the period (T(2h) - T(h)) / h, never below the
-    busiest link's time per iteration, and T(L) = T(2h) + (L - 2h) · period.
+    A loop of more than ``budget`` messages (``None``: no limit) is extrapolated from its
+    period by :func:`canopy.engine.simulate.loop_time`, the rule
+    :func:`canopy.engine.simulate.simulate` applies to a plan's loop: the same runs, the
+    same increments, the same floor (the busiest link's time per iteration), so an XML
+    whose program is the plan's gets the plan's time. (The runtime's own slicing, whose
+    last iteration may be shorter, is run in full.)
     """
     size = Fraction(size)
     if size <= 0:
@@ -265,23 +267,17 @@ def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
     if iterations is not None and iterations < 1:
         raise ScheduleError(f"iterations must be at least 1, not {iterations}.")
     slices = _slices(algo, size, iterations)
-    count = len(slices)
-    per_iteration = sum(1 for g in algo.gpus for tb in g.tbs for st in tb.steps
-                        if st.kind.sends)
-    unroll = max(MIN_UNROLL, (budget or 0) // max(3 * per_iteration, 1))
-    if budget is None or count * per_iteration <= budget or count <= 2 * unroll \
-            or len(set(slices)) != 1:
-        program = _Builder(algo, topology, slices).build()
-        time = run_program(topology, program, default_latency)
-        return XmlTiming(time, size, count, len(program.connections), len(program.sends))
-    runs = []
-    for h in (unroll, 2 * unroll):
-        program = _Builder(algo, topology, slices[:h]).build()
-        runs.append(run_program(topology, program, default_latency))
-    period = max((runs[1] - runs[0]) / unroll, _floor_period(program, topology, 2 * unroll))
-    time = runs[1] + (count - 2 * unroll) * period
-    return XmlTiming(time, size, count, len(program.connections),
-                     3 * unroll * per_iteration, 2 * unroll)
+    one = _Builder(algo, topology, slices[:1]).build()
+
+    def run(count: int) -> Fraction:
+        return run_program(topology, _Builder(algo, topology, slices[:count]).build(),
+                           default_latency)
+
+    loop = loop_time(run, len(slices), len(one.sends), _stages(one),
+                     lambda: _floor_period(one, topology, 1),
+                     budget if len(set(slices)) == 1 else None)
+    return XmlTiming(loop.time_us, size, len(slices), len(one.connections), loop.messages,
+                     loop.unrolled)
 
 
 def _floor_period(program: Program, topology: Topology, iterations: int) -> Fraction:
@@ -304,7 +300,10 @@ def stages(algo: XmlAlgo, topology: Topology) -> int:
     """The longest chain of messages one loop iteration goes through (each waiting for
     the one before to arrive), as :func:`canopy.engine.simulate.pipeline_stages` counts a
     plan's."""
-    program = _Builder(algo, topology, [Fraction(1)]).build()
+    return _stages(_Builder(algo, topology, [Fraction(1)]).build())
+
+
+def _stages(program: Program) -> int:
     sends = program.sends
     waiting = [len(send.after) for send in sends]
     unlocks: list[list[int]] = [[] for _ in sends]
@@ -325,30 +324,22 @@ def stages(algo: XmlAlgo, topology: Topology) -> int:
 
 def fastest_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
                 default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
-    """The best time over loop iteration counts, as :func:`canopy.engine.simulate.fastest`
-    picks a plan's pipeline depth, so both time the same pipelining: from
-    ``PIECES_PER_STAGE · stages`` (at least the runtime's own count), doubling while that
-    gains more than MIN_GAIN, up to MAX_PIECES iterations and slices of MIN_SLICE_BYTES
-    (long loops are extrapolated, :func:`time_xml`); where doubling does not pay, halving
-    while that does (thread blocks that run several trees' steps in order pay latency
-    per iteration, so fewer can be faster)."""
+    """The best time over loop iteration counts, picked by
+    :func:`canopy.engine.simulate.best_depth`, the rule with which
+    :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth, from the same
+    quantities: at least the runtime's own count (:func:`runtime_iterations`, as
+    :func:`~canopy.engine.simulate.min_pieces`), at most MAX_PIECES and slices of
+    MIN_SLICE_BYTES for the largest message a step sends (as
+    :func:`~canopy.engine.simulate.max_pieces` for the largest tree), PIECES_PER_STAGE ·
+    :func:`stages` (as :func:`~canopy.engine.simulate.pipeline_stages`), and the busiest
+    link's time."""
     size = Fraction(size)
     lowest = runtime_iterations(algo, size)
-    largest = max((st.cnt for g in algo.gpus for tb in g.tbs for st in tb.steps), default=1)
-    slice_limit = int(largest * size / algo.nchunksperloop / MIN_SLICE_BYTES)
-    limit = max(lowest, min(MAX_PIECES, slice_limit))
-    iterations = min(max(lowest, PIECES_PER_STAGE * stages(algo, topology)), limit)
-    best = time_xml(algo, topology, size, iterations, default_latency)
-    for step in (2, -2):            # deeper while that pays, else shallower
-        count = iterations
-        while (count > lowest) if step < 0 else (count < limit):
-            count = min(count * 2, limit) if step > 0 else max(count // 2, lowest)
-            result = time_xml(algo, topology, size, count, default_latency)
-            gain = 1 - result.time_us / best.time_us
-            if gain > 0:
-                best = result
-            if gain <= MIN_GAIN:
-                break
-        if best.iterations != iterations:
-            break
-    return best
+    largest = max((st.cnt for g in algo.gpus for tb in g.tbs for st in tb.steps
+                   if st.kind.sends), default=1)
+    limit = max(lowest, min(MAX_PIECES, int(largest * size / algo.nchunksperloop
+                                            / MIN_SLICE_BYTES)))
+    one = _Builder(algo, topology, _slices(algo, size, 1)).build()
+    return best_depth(lambda n: time_xml(algo, topology, size, n, default_latency),
+                      lowest, limit, PIECES_PER_STAGE * _stages(one),
+                      float(_floor_period(one, topology, 1)))

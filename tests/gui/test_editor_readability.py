@@ -126,3 +126,25 @@ def test_large_drawings_label_the_part_on_screen(window):
     scene.set_label_area(view.label_area())
     scene.apply_zoom()  # what the scroll timer does
     assert far.name_label.text
+
+
+def test_hop_badges_keep_clear_of_node_names(window):
+    """A selected tree's hop badges sit on the stretch of link between the two nodes'
+    names, so no badge covers a name (3x3 mesh at 150 %, where short links made them)."""
+    window.doc.set_topology(load_sample("mesh-2d-3x3"))
+    scene, view = window.scene, window.view
+    assert window.solver.solve_and_wait() is None
+    view.set_zoom(1.5 / view.zoom())
+    zoom = view.zoom()
+    names = [node.name_rect(node.name_label.text, zoom) for node in scene.node_items()
+             if node.name_label.text]
+    assert len(names) == 9
+    for position in range(9):   # one tree per root: data runs every way in turn
+        window.solver.trees.select_position(position)
+        window.solver.overlays.finish_restyling()
+        badges = [rect for link in scene.link_items() for rect in link.badge_rects()]
+        assert len(badges) >= 8
+        pad = 3 / zoom    # at least 3 pixels apart
+        for badge in badges:
+            padded = badge.adjusted(-pad, -pad, pad, pad)
+            assert not any(padded.intersects(name) for name in names), (position, badge)

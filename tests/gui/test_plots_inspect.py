@@ -5,7 +5,8 @@ time of the schedule and, once compared, of the baselines."""
 import math
 from fractions import Fraction
 
-import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
 
 from canopy.app.commands import edit_links
 from canopy.app.solution import compute_solution
@@ -57,11 +58,12 @@ def test_plots_show_the_curves(window, qtbot):
     solution = window.solver.controller.solution
     plots = window.solver.plots
     assert plots.windowTitle() == "Plots" and plots.body.isEnabled()
-    (k_curve,) = curves_of(plots.k_plot)
+    k_curve, optimum = curves_of(plots.k_plot)
     assert list(k_curve.xData) == list(range(1, 11))
     assert list(k_curve.yData) == [float(v) for _, v in solution.curve]
-    lines = [i for i in plots.k_plot.getPlotItem().items if isinstance(i, pg.InfiniteLine)]
-    assert [round(line.value(), 3) for line in lines] == [346.667]
+    assert k_curve.name() == "best allgather algbw, k fixed"
+    assert optimum.name() == "optimum 346.67 GB/s (k = 13)"
+    assert [round(y, 3) for y in optimum.yData] == [346.667, 346.667]
     time_curve, executed = curves_of(plots.time_plot)  # no latencies in this sample
     assert list(time_curve.xData) == solution.sizes
     assert time_curve.yData[-1] == float(solution.bandwidth_us[-1])
@@ -91,7 +93,8 @@ def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
     window.solver.settle()
     plots = window.solver.plots
     names = [item.name() for item in curves_of(plots.k_plot)]
-    assert names == ["best allgather algbw", "this schedule (k = 2)"]
+    assert names[0] == "best allgather algbw, k fixed" and names[1].startswith("optimum ")
+    assert names[2] == "this schedule (k = 2)"
     names = [item.name() for item in curves_of(plots.time_plot)]
     assert names[0].startswith("bandwidth bound (342.86 GB/s)")
     assert names[1].startswith("with latency (+")
@@ -121,3 +124,66 @@ def test_large_schedules_are_not_simulated_in_the_editor(monkeypatch, qtbot):
     qtbot.addWidget(dock)
     dock.set_solution(solution, stale=False)
     assert "executed time not simulated: 480 sends" in dock.time_plot.getPlotItem().titleLabel.text
+
+
+class _Paints(QObject):
+    """Counts paint events per watched widget."""
+
+    def __init__(self, widgets):
+        super().__init__()
+        self.counts = {id(w): 0 for w in widgets}
+        for w in widgets:
+            w.installEventFilter(self)
+
+    def eventFilter(self, watched, event):
+        if event.type() == QEvent.Type.Paint and id(watched) in self.counts:
+            self.counts[id(watched)] += 1
+        return False
+
+
+def test_each_plot_is_built_and_first_painted_in_steps_of_its_own(qtbot):
+    """The first paint of a pyqtgraph plot costs 10 to 20 ms: after hold(), no step of
+    showing a solution paints both plots, and neither plot paints before it is drawn."""
+    from canopy.app.docks.plots import PlotsDock
+
+    solution = compute_solution(load_sample("dgx-a100-2x8"))
+    dock = PlotsDock()
+    qtbot.addWidget(dock)
+    dock.resize(900, 260)
+    dock.show()
+    qtbot.waitExposed(dock)
+    k_view, time_view = dock.k_plot.viewport(), dock.time_plot.viewport()
+    paints = _Paints([k_view, time_view])
+    dock.hold()
+    steps = dock.steps(solution, stale=False)
+    painted = []
+    for step in steps:
+        before = dict(paints.counts)
+        step()
+        for _ in range(3):
+            QApplication.processEvents()
+        painted.append({name for name, view in (("k", k_view), ("time", time_view))
+                        if paints.counts[id(view)] > before[id(view)]})
+    assert all(len(p) <= 1 for p in painted), painted
+    first_k = next(i for i, p in enumerate(painted) if "k" in p)
+    first_time = next(i for i, p in enumerate(painted) if "time" in p)
+    assert 2 <= first_k < first_time < len(steps) - 1
+    assert len(steps) >= 6
+    assert list(dock.k_plot.getPlotItem().listDataItems()[0].yData) == \
+        [float(v) for _, v in solution.curve]
+
+
+def test_an_allreduce_lp_schedule_is_told_apart_from_the_fixed_k_curve(qtbot):
+    """Where the App. E LP schedule runs, the fixed-k curve is reduce-scatter + allgather's,
+    and the plot says so, with both optima."""
+    from canopy.app.docks.plots import PlotsDock
+
+    solution = compute_solution(load_sample("mesh-2d-3x3"), "allreduce")
+    assert solution.schedule.split_budgets
+    dock = PlotsDock()
+    qtbot.addWidget(dock)
+    dock.set_solution(solution, stale=False)
+    names = [item.name() for item in curves_of(dock.k_plot)]
+    assert names == ["best RS + AG allreduce algbw, k fixed",
+                     "RS + AG optimum 56.25 GB/s (k = 1)", "allreduce LP (App. E) 75 GB/s",
+                     "this schedule (k = 3)"]
