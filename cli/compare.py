@@ -136,8 +136,10 @@ def run(args: argparse.Namespace) -> int:
         fc = comp.row("forestcoll")
         if fc is not None and "allreduce_schedule" in fc.details:
             print(f"  forestcoll runs {fc.details['allreduce_schedule']}.")
-        if fc is not None and "note" in fc.details.get("connections", {}):
-            print(f"  forestcoll {fc.details['connections']['note']}.")
+        if fc is not None and fc.reason is None:
+            conn = fc.details.get("connections", {})
+            print(f"  forestcoll runs k = {fc.details['k']} ({fc.details['trees']} trees) on "
+                  f"{conn.get('layout')}" + (f": it {conn['note']}." if "note" in conn else "."))
         text = json.dumps(comp.to_json(), indent=1) + "\n"
         if args.json == "-":
             out.write(text)

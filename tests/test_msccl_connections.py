@@ -3,10 +3,12 @@
 
 from collections import defaultdict
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from lxml import etree
 
+from canopy.cli import main
 from canopy.engine.allreduce_schedule import choose_allreduce
 from canopy.engine.comparison import compare
 from canopy.engine.forest import solve
@@ -146,3 +148,13 @@ def test_compare_takes_the_sms_it_is_given():
                      limits=MscclLimits(max_tbs_per_gpu=20)).row("forestcoll")
     assert wide.details["connections"]["layout"] == "unit connections"
     assert narrow.details["connections"]["threadblocks_per_gpu"] <= 20
+
+
+def test_compare_says_which_schedule_and_layout_run(capsys):
+    """canopy compare --msccl-sms 12 on hypercube-3d's reduce-scatter prints the schedule
+    and the layout it runs (its 12 SMs make the tree edges share connections)."""
+    path = str(Path(__file__).parent.parent / "samples" / "hypercube-3d.json")
+    assert main(["compare", path, "--collective", "reduce-scatter", "--sizes", "1M",
+                 "--algorithms", "ring", "--msccl-sms", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "forestcoll runs k = 3 (24 trees) on shared connections" in out

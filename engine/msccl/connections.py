@@ -375,10 +375,14 @@ class RuntimeChoice:
     optimum: Fraction | None = None
     candidates: list[dict[str, object]] = field(default_factory=list)
     cpu_seconds: float = 0.0          # what choosing cost (time.process_time)
+    layout: str = ""                  # the name :func:`layouts` gives the chosen layout
 
     def describe(self) -> dict[str, object]:
         """:func:`describe_layout` of the choice, with its note and the candidates."""
         out = describe_layout(self.base, self.plan)
+        if self.layout.startswith("shared"):     # which of the shared layouts
+            suffix = str(out["layout"]).partition(" (")[2]
+            out["layout"] = f"{_layout_text(self.layout)} ({suffix}"
         if self.note is not None:
             out["note"] = self.note
         if self.candidates:
@@ -452,7 +456,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     if not found:
         runtime_layout(plan, limits)      # raises MscclLimitError with the reason
     if found[0][0] in ("unit", "as built"):
-        return RuntimeChoice(schedule, plan, found[0][1], optimum=optimum)
+        return RuntimeChoice(schedule, plan, found[0][1], optimum=optimum,
+                             layout=found[0][0])
     best: tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str] | None = None
     tried: list[dict[str, object]] = []
     first_fraction = Fraction(0)
@@ -505,12 +510,14 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     elif name != found[0][0]:
         note = (f"runs {_layout_text(name)} ({float(fraction):.1%} of the optimum at 1 GiB; "
                 f"{_layout_text(found[0][0])} {float(first_fraction):.1%})")
-    return RuntimeChoice(chosen, base, laid, note, optimum, tried)
+    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name)
 
 
 def _layout_text(name: str) -> str:
     if name == "unit":
         return "unit connections"
+    if name == "shared":
+        return "shared connections"
     if name.startswith("shared"):
         return f"connections {name}"
     return f"trees cut into parts of {name} chunks, a connection per edge"
