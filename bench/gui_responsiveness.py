@@ -44,6 +44,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from bench.clusters import dgx_a100_cluster  # noqa: E402
 from canopy.app.job_runner import EngineJob  # noqa: E402
+from canopy.app.main_window import MainWindow  # noqa: E402
 from canopy.engine.forest import solve  # noqa: E402
 
 TICK_MS = 10
@@ -207,7 +208,6 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
     is delivered instead: at 1024 GPUs the editor's full solve (schedule, fixed-k curve
     and the executed-time simulation) takes about 5 CPU minutes, most of it simulation.
     """
-    from canopy.app.main_window import MainWindow
     from canopy.engine.topology_io import save_topology
 
     topo = dgx_a100_cluster(servers)
@@ -301,7 +301,9 @@ def main() -> None:
     args = parser.parse_args()
     _app = QApplication.instance() or QApplication([])
     from canopy.app import heap
-    heap.settle_start_up()  # as `canopy gui` does before its window
+    # as `canopy gui` does, after importing the editor's modules (MainWindow, above) and
+    # before its window: modules imported later would be walked by every full gc pass
+    heap.settle_start_up()
     from canopy.app.job_runner import warm_up
     warm_up()
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]

@@ -308,8 +308,15 @@ class Overlays:
         self._hop_keys, self._key_hops, self._cut_keys = {}, {}, {}
         if self.solution is None:
             return
+        # one pass over the items, then a look-up per hop: asking the scene per hop took
+        # 58 ms for the 6,000 hops of 1024 GPUs, in one turn of the event loop
+        usable: dict[Hop, list[int]] = {}
+        for item in self.scene.link_items():
+            usable.setdefault((item.source, item.target), []).append(item.key)
+            if item.duplex:
+                usable.setdefault((item.target, item.source), []).append(item.key)
         for hop in self.solution.loads:
-            keys = [item.key for item in self.scene.link_items_between(*hop, directed=True)]
+            keys = usable.get(hop, [])
             self._hop_keys[hop] = keys
             for key in keys:
                 self._key_hops.setdefault(key, []).append(hop)

@@ -125,3 +125,21 @@ def test_a_large_tree_is_recoloured_a_slice_per_turn(window, qtbot, monkeypatch)
 
     assert purple() != tree_keys  # only the first slice so far
     qtbot.waitUntil(lambda: purple() == tree_keys, timeout=5000)
+
+
+def test_hops_map_to_the_link_items_the_scene_names(window, qtbot, monkeypatch):
+    """The overlays index every hop of the loads in one pass over the items; it gives the
+    same items as asking the scene hop by hop (parallel links included)."""
+    from canopy.engine.topology import Link
+    from canopy.engine.topology_io import load_sample
+
+    topo = load_sample("dgx-a100-2x8")
+    topo.links.append(Link("n0.gpu0", "n0.nvswitch", Fraction(50)))   # a parallel link
+    window.doc.set_topology(topo)
+    solve_fixed_k(window, qtbot, monkeypatch, 1)
+    overlays, scene = window.solver.overlays, window.scene
+    assert overlays._hop_keys
+    for hop, keys in overlays._hop_keys.items():
+        expected = [item.key for item in scene.link_items_between(*hop, directed=True)]
+        assert sorted(keys) == sorted(expected), hop
+    assert len(overlays._hop_keys[("n0.gpu0", "n0.nvswitch")]) == 2

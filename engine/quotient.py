@@ -1,0 +1,180 @@
+"""Identical servers simulated once: a program folded by the rotation of its servers.
+
+When a topology's servers (the ``group`` of its nodes, in file order) are alike and wired
+alike, the rotation π that moves each server's i-th node to the next server's i-th node
+(nodes outside servers stay) can be an automorphism of the network: every link maps to a
+link of the same bandwidth and latency (:func:`server_rotation` checks). If π also maps a
+program onto itself (connections onto connections of the same weight along the image
+route, each connection's sends in the same order, dependencies onto dependencies:
+:func:`fold` checks), the execution is invariant under π: send π(s) is delivered when s
+is, as the rules of :mod:`canopy.engine.simulate` treat every send by its connection,
+links and dependencies only.
+
+So one send per orbit is enough (the quotient of the program by π). Keep the sends of
+one connection per orbit of connections; a dependency on a send becomes a dependency on
+its orbit's kept send, delivered at the same time; a link stands for its orbit, with its
+capacity divided by the number of members of one send orbit that cross it (m over the
+link orbit's size, m the number of servers): a link outside the servers that all m
+copies of a send cross shares itself m ways, as in the whole program. With m servers an
+iteration of a ring or ForestColl plan on identical servers runs m times fewer sends. In
+exact arithmetic the times equal the whole program's; in floats they agree to rounding
+(tests). Programs that are not invariant (TACOS's randomised timetables, Blink's single
+root), rotations with a fixed connection and routes that cross two links of one orbit
+are not folded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from canopy.engine.plan import CollectivePlan, Edge, path_links
+from canopy.engine.topology import Topology
+
+
+def server_rotation(topology: Topology) -> tuple[dict[str, str], int] | None:
+    """(π, m): the map of every node to its image under the rotation of the m servers,
+    or None when there are fewer than two servers or π is not an automorphism (servers
+    of different sizes or kinds, a link without an image of the same bandwidth and
+    latency)."""
+    groups: dict[str, list[Any]] = {}
+    for node in topology.nodes:
+        if node.group is not None:
+            groups.setdefault(node.group, []).append(node)
+    servers = list(groups.values())
+    m = len(servers)
+    if m < 2 or len({len(s) for s in servers}) != 1:
+        return None
+    rotation = {node.id: node.id for node in topology.nodes}
+    for k, server in enumerate(servers):
+        for node, image in zip(server, servers[(k + 1) % m], strict=True):
+            if node.kind != image.kind:
+                return None
+            rotation[node.id] = image.id
+    caps, lats = topology.capacities(), topology.latencies()
+    for (a, b), cap in caps.items():
+        image = (rotation[a], rotation[b])
+        if caps.get(image) != cap or lats.get(image) != lats.get((a, b)):
+            return None
+    return rotation, m
+
+
+def edge_permutation(plan: CollectivePlan, rotation: dict[str, str]) -> Any:
+    """Per tree edge (all trees' edges in order) the index of its image under π, or None
+    when some tree's image is not a tree of the plan (same root, share, direction and
+    edges with their routes and priorities; channels are labels, and whether the images
+    share connections as the originals do is :func:`fold`'s check)."""
+    def signature(tree: Any, f: dict[str, str] | None) -> tuple:
+        def g(x: str) -> str:
+            return x if f is None else f[x]
+        return (g(tree.root), tree.share, tree.reduce, frozenset(
+            (g(e.parent), g(e.child), tuple(map(g, e.path)), e.priority)
+            for e in tree.edges))
+
+    trees = plan.trees
+    base = [0]
+    for tree in trees:
+        base.append(base[-1] + len(tree.edges))
+    by_signature: dict[tuple, list[int]] = {}
+    for i, tree in enumerate(trees):
+        by_signature.setdefault(signature(tree, None), []).append(i)
+    image = np.empty(base[-1], dtype=np.int64)
+    for i, tree in enumerate(trees):
+        candidates = by_signature.get(signature(tree, rotation))
+        if not candidates:
+            return None
+        j = candidates.pop(0)
+        where = {(e.parent, e.child, e.path): k for k, e in enumerate(trees[j].edges)}
+        for k, e in enumerate(tree.edges):
+            image[base[i] + k] = base[j] + where[(rotation[e.parent], rotation[e.child],
+                                                  tuple(rotation[x] for x in e.path))]
+    return image
+
+
+@dataclass
+class Fold:
+    """The quotient of one iteration: the slots kept (in order), the kept connections
+    (old ids, renumbered 0.. in this order) and their slots' new connection ids, the
+    dependencies between kept slots, and per link its orbit's representative with the
+    capacity factor."""
+
+    keep: Any
+    connections: list[int]
+    conn: Any
+    src: Any
+    dst: Any
+    links: dict[Edge, tuple[Edge, Fraction]]
+
+
+def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
+         routes: list[tuple[str, ...]], weights: list[Fraction], src: Any, dst: Any
+         ) -> Fold | None:
+    """The quotient of an iteration whose slot s has connection ``conn[s]`` and image
+    slot ``perm[s]`` (``src[i]`` delivered before ``dst[i]`` starts), or None unless
+    the iteration is invariant under π with every connection orbit of size m."""
+    width = len(conn)
+    nconn = len(routes)
+    slots = np.arange(width, dtype=np.int64)
+    if not np.array_equal(np.sort(perm), slots):
+        return None
+    image = np.full(nconn, -1, dtype=np.int64)
+    image[conn] = conn[perm]
+    if not np.array_equal(image[conn], conn[perm]) or \
+            not np.array_equal(np.sort(image), np.arange(nconn, dtype=np.int64)):
+        return None
+    for c in range(nconn):
+        d = int(image[c])
+        if routes[d] != tuple(rotation[x] for x in routes[c]) or weights[d] != weights[c]:
+            return None
+    by_conn = np.argsort(conn, kind="stable")
+    same = conn[by_conn[:-1]] == conn[by_conn[1:]]
+    if np.any(perm[by_conn[:-1]][same] >= perm[by_conn[1:]][same]):
+        return None       # a connection's sends would change order
+    codes = np.sort(src * width + dst)
+    if not np.array_equal(codes, np.sort(perm[src] * width + perm[dst])):
+        return None
+    # Orbits of connections: all of size m; each represented by its smallest member.
+    ids = np.arange(nconn, dtype=np.int64)
+    rep = ids.copy()
+    step = ids
+    for _ in range(m - 1):
+        step = image[step]
+        if np.any(step == ids):
+            return None
+        rep = np.minimum(rep, step)
+    if not np.array_equal(image[step], ids):
+        return None
+    is_rep = rep == ids
+    # Each slot's representative: its image (under a power of π) on a kept connection.
+    rep_slot = np.full(width, -1, dtype=np.int64)
+    cur = slots
+    for _ in range(m):
+        hit = is_rep[conn[cur]] & (rep_slot < 0)
+        rep_slot[hit] = cur[hit]
+        cur = perm[cur]
+    keep = np.nonzero(is_rep[conn])[0]
+    new_slot = np.full(width, -1, dtype=np.int64)
+    new_slot[keep] = np.arange(len(keep), dtype=np.int64)
+    kept = np.nonzero(is_rep)[0]
+    new_conn = np.full(nconn, -1, dtype=np.int64)
+    new_conn[kept] = np.arange(len(kept), dtype=np.int64)
+    into_kept = is_rep[conn[dst]]
+    links: dict[Edge, tuple[Edge, Fraction]] = {}
+    for c in kept.tolist():
+        classes = set()
+        for link in path_links(routes[c]):
+            if link not in links:
+                orbit = {link}
+                x = link
+                for _ in range(m - 1):
+                    x = (rotation[x[0]], rotation[x[1]])
+                    orbit.add(x)
+                links[link] = (min(orbit), Fraction(len(orbit), m))
+            classes.add(links[link][0])
+        if len(classes) < len(routes[c]) - 1:
+            return None   # a route crossing two links of one orbit
+    return Fold(keep, kept.tolist(), new_conn[conn[keep]],
+                new_slot[rep_slot[src[into_kept]]], new_slot[dst[into_kept]], links)

@@ -1,0 +1,134 @@
+"""Identical servers simulated once (engine/quotient.py): the folded program gives the
+whole program's times (exactly, in exact arithmetic), and programs that are not invariant
+under the rotation of the servers are not folded."""
+
+from fractions import Fraction
+
+import pytest
+
+from canopy.engine import simulate as sim
+from canopy.engine.baselines.blink import blink_baseline
+from canopy.engine.baselines.ring import ring_baseline
+from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, ring_plan
+from canopy.engine.quotient import server_rotation
+from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.topology_io import load_sample
+
+
+def shared_core(servers: int, gpus: int = 2) -> Topology:
+    """Servers of ``gpus`` GPUs on a switch; every server leaves through switch ``up``
+    and enters from switch ``down`` (one-way links), and ``up -> down`` is one link that
+    every server-to-server hop crosses: the rotation fixes it (its orbit is itself)."""
+    nodes = [Node("up", "switch"), Node("down", "switch")]
+    links = [Link("up", "down", Fraction(40), duplex=False)]
+    for s in range(servers):
+        sw = f"s{s}.sw"
+        nodes.append(Node(sw, "switch", group=f"s{s}"))
+        for g in range(gpus):
+            nodes.append(Node(f"s{s}.g{g}", "compute", group=f"s{s}"))
+            links.append(Link(f"s{s}.g{g}", sw, Fraction(100)))
+        links += [Link(sw, "up", Fraction(25), duplex=False),
+                  Link("down", sw, Fraction(25), duplex=False)]
+    return Topology("shared core", nodes, links)
+
+
+def ring_over(order: list[str], collective: str) -> CollectivePlan:
+    """One ring visiting ``order``, routed through the server switches and the core."""
+    hops = {}
+    for a, b in zip(order, order[1:] + order[:1], strict=True):
+        sa, sb = a.split(".")[0], b.split(".")[0]
+        hops[(a, b)] = (a, f"{sa}.sw", b) if sa == sb else \
+            (a, f"{sa}.sw", "up", "down", f"{sb}.sw", b)
+    return ring_plan(collective, order, [(order, hops)])
+
+
+def core_ring(topology: Topology, collective: str) -> CollectivePlan:
+    """One ring visiting the servers in order, each server's GPUs in order."""
+    return ring_over(topology.compute_nodes(), collective)
+
+
+def star_trees(topology: Topology) -> CollectivePlan:
+    """Per GPU a broadcast tree: to its server's GPUs, and through the core to the first
+    GPU of every other server, which forwards to its neighbours (an allgather)."""
+    compute = topology.compute_nodes()
+    servers = sorted({c.split(".")[0] for c in compute})
+    trees = []
+    for root in compute:
+        home = root.split(".")[0]
+        edges = [FlowEdge(root, c, (root, f"{home}.sw", c)) for c in compute
+                 if c != root and c.startswith(home + ".")]
+        for s in servers:
+            if s == home:
+                continue
+            head = f"{s}.g0"
+            edges.append(FlowEdge(root, head, (root, f"{home}.sw", "up", "down", f"{s}.sw",
+                                               head)))
+            edges += [FlowEdge(head, c, (head, f"{s}.sw", c)) for c in compute
+                      if c != head and c.startswith(s + ".")]
+        trees.append(FlowTree(("star", root), root, tuple(edges),
+                              Fraction(1, len(compute))))
+    return CollectivePlan("allgather", tuple(compute), (), tuple(trees))
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce-scatter", "allreduce"])
+def test_folded_ring_equals_whole_program_exactly(collective):
+    topology = shared_core(3)
+    plan = core_ring(topology, collective)
+    for pieces in (1, 3):
+        folded = sim.simulate(topology, plan, 1 << 22, pieces, exact=True)
+        whole = sim.simulate(topology, plan, 1 << 22, pieces, exact=True, symmetry=False)
+        assert folded.time_us == whole.time_us
+        assert 3 * folded.messages == whole.messages       # one send per orbit of three
+        floats = sim.simulate(topology, plan, 1 << 22, pieces)
+        assert abs(floats.time_us - whole.time_us) <= Fraction(1, 10**9) * whole.time_us
+
+
+def test_fixed_link_shared_by_every_orbit_member():
+    """The up -> down link is crossed by all copies of a send: in the folded program it
+    has a third of its capacity, and the times are the whole program's."""
+    topology = shared_core(3)
+    plan = star_trees(topology)
+    for pieces in (1, 2):
+        folded = sim.simulate(topology, plan, 1 << 22, pieces, exact=True)
+        whole = sim.simulate(topology, plan, 1 << 22, pieces, exact=True, symmetry=False)
+        assert folded.time_us == whole.time_us
+        assert 3 * folded.messages == whole.messages
+
+
+def test_rotation_of_identical_servers_only():
+    rotation, m = server_rotation(shared_core(4))
+    assert m == 4 and rotation["s3.g1"] == "s0.g1" and rotation["up"] == "up"
+    odd = shared_core(3)
+    odd.links[1] = Link("s0.g0", "s0.sw", Fraction(50))          # one slower GPU link
+    assert server_rotation(odd) is None
+    one_server = Topology("one", [Node("g0", "compute", group="s"),
+                                  Node("g1", "compute", group="s")],
+                          [Link("g0", "g1", Fraction(10))])
+    assert server_rotation(one_server) is None
+
+
+def test_asymmetric_plans_run_whole():
+    """A ring that does not follow the rotation and Blink's single root are not folded."""
+    topology = shared_core(3)
+    plan = core_ring(topology, "allgather")
+    order = list(plan.compute_nodes)
+    order[0], order[1] = order[1], order[0]          # server 0 visited the other way
+    skewed = ring_over(order, "allgather")
+    result = sim.simulate(topology, skewed, 1 << 22, 2)
+    assert result.messages == sim.simulate(topology, skewed, 1 << 22, 2,
+                                           symmetry=False).messages
+    sample = load_sample("dgx-a100-2x8.json")
+    blink = blink_baseline(sample, "allgather").plan_at(Fraction(1 << 24))
+    assert sim.simulate(sample, blink, 1 << 24, 2).messages == \
+        sim.simulate(sample, blink, 1 << 24, 2, symmetry=False).messages
+
+
+def test_sample_ring_folds_with_the_same_times():
+    """2 x DGX A100: the ring baseline runs on half the sends, same float times."""
+    sample = load_sample("dgx-a100-2x8.json")
+    for collective in ("allgather", "allreduce"):
+        plan = ring_baseline(sample, collective).plan_at(Fraction(1 << 27))
+        folded = sim.simulate(sample, plan, 1 << 27, 8)
+        whole = sim.simulate(sample, plan, 1 << 27, 8, symmetry=False)
+        assert 2 * folded.messages == whole.messages
+        assert folded.time_us == whole.time_us
