@@ -167,7 +167,7 @@ class LinkItem(QGraphicsItem):
         self._rebuild()
         scene = self.scene()
         if scene is not None:
-            scene.overview.invalidate()
+            scene.overview.restyled(self)
 
     def ends(self) -> tuple[QPointF, QPointF]:
         """The centres of the two end nodes."""
