@@ -5,8 +5,9 @@ For each sample and collective: the connections the default export and compare b
 (:func:`canopy.engine.msccl.connections.runtime_layout`: its layout, connections, unit tree
 edges and thread blocks per GPU), ForestColl's bound, compare's ForestColl algbw at the
 size and its fraction of the bound, the XML's algbw (``canopy check-xml --topology``, loop
-iterations picked as compare picks pipeline depths), their ratio, and CPU seconds for
-compare, export and the XML's simulation. The summary counts runs within 2 %.
+iterations picked as compare picks pipeline depths), their ratio, both depths (the XML's
+loop iterations, compare's pieces) and CPU seconds for compare, export and the XML's
+simulation. The summary counts runs within 2 % and runs at the same depth.
 Run: ``python bench/msccl_timing.py [--size 1G] [--sample NAME] [--collective C]``.
 """
 
@@ -59,12 +60,15 @@ def main():
                 "xml_algbw": round(float(timing.algbw), 3),
                 "ratio": round(float(timing.algbw / expected_algbw), 4),
                 "iterations": timing.iterations,
+                "compare_pieces": expected.pieces[size],
                 "compare_cpu_s": round(compared - start, 3),
                 "export_cpu_s": round(exported - compared, 3),
                 "xml_cpu_s": round(timed - exported, 3)})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     agree = sum(abs(r["ratio"] - 1) <= 0.02 for r in rows)
+    same_depth = sum(r["iterations"] == r["compare_pieces"] for r in rows)
     print(json.dumps({"size": size, "within_2_percent": agree, "runs_total": len(rows),
+                      "same_depth": same_depth,
                       "at_95_percent_of_bound": sum(r["compare_of_bound"] >= 0.95 for r in rows),
                       "runs": rows}, indent=1))
 

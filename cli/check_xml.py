@@ -38,9 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--size", default="1G",
                    help="buffer size for --topology, nccl-tests style (default 1G)")
     p.add_argument("--iterations", type=positive_int, metavar="N",
-                   help="loop iterations for --topology (default: the runtime's count, one "
-                        "per 2 MiB of an XML chunk, doubled while that is faster, as canopy "
-                        "compare picks pipeline depths)")
+                   help="loop iterations for --topology (default: picked as canopy compare "
+                        "picks pipeline depths: twice the pipeline's stages, at least the "
+                        "runtime's count of one per 2 MiB of an XML chunk, or the deepest "
+                        "worth running where that is faster)")
     p.set_defaults(run=run)
 
 

@@ -21,7 +21,7 @@ from PySide6.QtGui import (
     QPen,
     QPolygonF,
 )
-from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
 from canopy.app.canvas.labels import BANDWIDTH_FONT, ScreenLabel
@@ -52,6 +52,10 @@ MARK_CLEAR = 14.0
 MARK_FONT = style.label_font(7.5, bold=True)
 MARK_PAD = 26.0
 _MARK_METRICS = QFontMetricsF(MARK_FONT)
+_NO_BRUSH = Qt.BrushStyle.NoBrush
+_SOLID = Qt.PenStyle.SolidLine
+_ROUND_CAP = Qt.PenCapStyle.RoundCap
+_FLAT_CAP = Qt.PenCapStyle.FlatCap
 OUTLINE = 2.5
 """Width of an overlay outline on each side of the line."""
 
@@ -163,7 +167,7 @@ class LinkItem(QGraphicsItem):
         self._rebuild()
         scene = self.scene()
         if scene is not None:
-            scene.overview.invalidate()
+            scene.overview.restyled(self)
 
     def ends(self) -> tuple[QPointF, QPointF]:
         """The centres of the two end nodes."""
@@ -331,25 +335,23 @@ class LinkItem(QGraphicsItem):
         exposed = option.exposedRect
         if self._straight is not None and not _crosses(self._straight, exposed):
             return  # a long diagonal link whose box, but not line, meets the exposed area
-        lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        selected = bool(option.state & QStyle.StateFlag.State_Selected)
         color = self.highlight[0] if self.highlight else style.LINK
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        if selected:
-            painter.setPen(QPen(style.SELECTED, self.pen_width() + 4, Qt.PenStyle.SolidLine,
-                                Qt.PenCapStyle.RoundCap))
+        width = self.pen_width()
+        painter.setBrush(_NO_BRUSH)
+        if self.isSelected():
+            painter.setPen(QPen(style.SELECTED, width + 4, _SOLID, _ROUND_CAP))
             self._draw_line(painter)
         if self.outline is not None:
-            painter.setPen(QPen(self.outline, self.pen_width() + 2 * OUTLINE,
-                                Qt.PenStyle.SolidLine, Qt.PenCapStyle.FlatCap))
+            painter.setPen(QPen(self.outline, width + 2 * OUTLINE, _SOLID, _FLAT_CAP))
             self._draw_line(painter)
-        painter.setPen(QPen(color, self.pen_width(), Qt.PenStyle.SolidLine,
-                            Qt.PenCapStyle.FlatCap))
+        painter.setPen(QPen(color, width, _SOLID, _FLAT_CAP))
         self._draw_line(painter)
         if not self.duplex:
             self._paint_arrow(painter, color)
-        for towards, text in self.marks:
-            self._paint_mark(painter, color, towards, text, lod)
+        if self.marks:
+            lod = option.levelOfDetailFromTransform(painter.worldTransform())
+            for towards, text in self.marks:
+                self._paint_mark(painter, color, towards, text, lod)
 
     def _draw_line(self, painter: QPainter) -> None:
         if self._straight is not None:

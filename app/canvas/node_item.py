@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QPainter, QPainterPath, QPen, QPolygonF
-from PySide6.QtWidgets import QGraphicsItem, QStyle, QStyleOptionGraphicsItem, QWidget
+from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen, QPolygonF
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
 from canopy.app.canvas.labels import NAME_FONT, ScreenLabel
@@ -18,6 +18,31 @@ if TYPE_CHECKING:
 BADGE_FONT = style.label_font(7.0, bold=True)
 NAME_MIN_ZOOM = 0.22
 """Below this zoom no node names are drawn (rows of nodes are too close for them)."""
+
+
+def _outline(compute: bool) -> QPainterPath:
+    path = QPainterPath()
+    r = _BODY
+    if compute:
+        path.addRoundedRect(r, 6, 6)
+    else:
+        d = r.height() / 2
+        path.addPolygon(QPolygonF([
+            QPointF(r.left(), 0), QPointF(r.left() + d * 0.6, r.top()),
+            QPointF(r.right() - d * 0.6, r.top()), QPointF(r.right(), 0),
+            QPointF(r.right() - d * 0.6, r.bottom()), QPointF(r.left() + d * 0.6, r.bottom()),
+            QPointF(r.left(), 0)]))
+    return path
+
+
+_BODY = QRectF(-style.NODE_W / 2, -style.NODE_H / 2, style.NODE_W, style.NODE_H)
+_BOUNDS = _BODY.adjusted(-3, -3, 3, 3)
+_OUTLINES = {True: _outline(True), False: _outline(False)}
+_PENS = {True: QPen(style.COMPUTE_BORDER, 1.2), False: QPen(style.SWITCH_BORDER, 1.2)}
+_SELECTED_PEN = QPen(style.SELECTED, 3.0)
+_FILLS = {True: QBrush(style.COMPUTE_FILL), False: QBrush(style.SWITCH_FILL)}
+_WHITE = QColor(Qt.GlobalColor.white)
+_CENTRE = Qt.AlignmentFlag.AlignCenter
 
 
 class NodeItem(QGraphicsItem):
@@ -70,10 +95,10 @@ class NodeItem(QGraphicsItem):
     # ------------------------------------------------------------ geometry
 
     def body(self) -> QRectF:
-        return QRectF(-style.NODE_W / 2, -style.NODE_H / 2, style.NODE_W, style.NODE_H)
+        return QRectF(_BODY)
 
     def boundingRect(self) -> QRectF:
-        return self.body().adjusted(-3, -3, 3, 3)
+        return QRectF(_BOUNDS)
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -81,40 +106,27 @@ class NodeItem(QGraphicsItem):
         return path
 
     def outline(self) -> QPainterPath:
-        path = QPainterPath()
-        r = self.body()
-        if self.kind == COMPUTE:
-            path.addRoundedRect(r, 6, 6)
-        else:
-            d = r.height() / 2
-            path.addPolygon(QPolygonF([
-                QPointF(r.left(), 0), QPointF(r.left() + d * 0.6, r.top()),
-                QPointF(r.right() - d * 0.6, r.top()), QPointF(r.right(), 0),
-                QPointF(r.right() - d * 0.6, r.bottom()), QPointF(r.left() + d * 0.6, r.bottom()),
-                QPointF(r.left(), 0)]))
-        return path
+        return QPainterPath(_OUTLINES[self.kind == COMPUTE])
 
     # ------------------------------------------------------------ painting
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem,
               widget: QWidget | None = None) -> None:
+        # shapes, pens and brushes are made once (module constants): a canvas repaint
+        # paints every node, and building them per paint was a third of its cost
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
-        selected = bool(option.state & QStyle.StateFlag.State_Selected)
         compute = self.kind == COMPUTE
-        fill = style.COMPUTE_FILL if compute else style.SWITCH_FILL
-        border = style.SELECTED if selected else (
-            style.COMPUTE_BORDER if compute else style.SWITCH_BORDER)
-        painter.setPen(QPen(border, 3.0 if selected else 1.2))
-        painter.setBrush(QBrush(fill))
+        painter.setPen(_SELECTED_PEN if self.isSelected() else _PENS[compute])
+        painter.setBrush(_FILLS[compute])
         if lod < 0.2:
-            painter.drawRect(self.body())
+            painter.drawRect(_BODY)
             return
-        painter.drawPath(self.outline())
+        painter.drawPath(_OUTLINES[compute])
         if lod < style.LABEL_LOD:
             return
         painter.setFont(BADGE_FONT)
-        painter.setPen(Qt.GlobalColor.white)
-        painter.drawText(self.body(), Qt.AlignmentFlag.AlignCenter, "GPU" if compute else "SW")
+        painter.setPen(_WHITE)
+        painter.drawText(_BODY, _CENTRE, "GPU" if compute else "SW")
 
     # ------------------------------------------------------------ moves
 

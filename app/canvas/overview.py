@@ -4,13 +4,17 @@ Far out (thousands of nodes on screen) painting each item from Python costs tens
 microseconds per item, which makes panning a 2,048-GPU cluster stutter. Below
 :func:`overview_zoom` the scene switches the node, link and group items to
 ``ItemHasNoContents`` (they still take clicks, drags and rubber bands) and this one item
-draws everything from a few cached painter paths, rebuilt only after a change.
+draws everything from a few cached painter paths, rebuilt only after a change. Links an
+overlay recolours (a cut, a tree, link load) are a layer of their own, on top of every
+link in its plain style: recolouring them rebuilds that layer only, from the recoloured
+links alone, instead of walking the 3,000 links of a 1024-GPU drawing (20 to 40 ms).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import shiboken6
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
@@ -19,7 +23,10 @@ from canopy.app.canvas import style
 from canopy.engine.topology import COMPUTE
 
 if TYPE_CHECKING:
+    from canopy.app.canvas.link_item import LinkItem
     from canopy.app.canvas.scene import TopologyScene
+
+Layer = tuple[QPainterPath, QPen, "QBrush | None", bool]
 
 OVERVIEW_ZOOM = 0.12
 """Zoom factor below which the scene is drawn by the overview item (above it, names,
@@ -43,7 +50,11 @@ class OverviewItem(QGraphicsItem):
         super().__init__()
         self._topology_scene = scene
         self._rect = QRectF()
-        self._layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] | None = None
+        self._layers: tuple[list[Layer], list[Layer]] | None = None
+        """Layers under and over the recoloured links (None: rebuild at the next paint)."""
+        self._styled_layers: list[Layer] | None = None
+        self._styled: dict[int, LinkItem] = {}
+        """Links with an overlay colour, by key (kept by :meth:`restyled`)."""
         self._held = False
         self._pending = False
         self.setZValue(1)
@@ -57,6 +68,19 @@ class OverviewItem(QGraphicsItem):
             self._pending = True
             return
         self._layers = None
+        self._styled_layers = None
+        self.update()
+
+    def restyled(self, item: LinkItem) -> None:
+        """``item``'s overlay colour changed: rebuild the recoloured links' layer only."""
+        if item.highlight is None:
+            self._styled.pop(item.key, None)
+        else:
+            self._styled[item.key] = item
+        if self._held:
+            self._pending = True
+            return
+        self._styled_layers = None
         self.update()
 
     def hold(self) -> None:
@@ -83,9 +107,12 @@ class OverviewItem(QGraphicsItem):
               widget: QWidget | None = None) -> None:
         if self._layers is None:
             self._layers = self._build()
+        if self._styled_layers is None:
+            self._styled_layers = self._build_styled()
+        under, over = self._layers
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         antialiased = painter.testRenderHint(QPainter.RenderHint.Antialiasing)
-        for path, pen, brush, smooth in self._layers:
+        for path, pen, brush, smooth in [*under, *self._styled_layers, *over]:
             painter.setRenderHint(QPainter.RenderHint.Antialiasing, smooth and lod >= SMOOTH_ZOOM)
             # cosmetic pens (device pixels) stroke thousands of segments far faster
             device_pen = QPen(pen)
@@ -96,22 +123,20 @@ class OverviewItem(QGraphicsItem):
             painter.drawPath(path)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, antialiased)
 
-    def _build(self) -> list[tuple[QPainterPath, QPen, QBrush | None, bool]]:
-        """Layers of (path, pen, brush, antialiased): groups, links, nodes, selection."""
+    def _build(self) -> tuple[list[Layer], list[Layer]]:
+        """Layers of (path, pen, brush, antialiased) under the recoloured links (groups,
+        every link in its plain or selected style) and over them (nodes, selection)."""
         nodes, link_items, boxes = self._topology_scene.items_so_far()
-        layers: list[tuple[QPainterPath, QPen, QBrush | None, bool]] = []
+        under: list[Layer] = []
         groups = QPainterPath()
         for box in boxes:
             groups.addRoundedRect(box.box(), 12, 12)
-        layers.append((groups, QPen(style.GROUP_BORDER, 1.2), QBrush(style.GROUP_FILL), False))
+        under.append((groups, QPen(style.GROUP_BORDER, 1.2), QBrush(style.GROUP_FILL), False))
 
         links: dict[tuple[str, float], QPainterPath] = {}
         for item in link_items:
             if item.isSelected():
                 colour, width = style.SELECTED.name(), item.pen_width() + 4
-            elif item.highlight:
-                colour, width = item.highlight[0].name(QColor.NameFormat.HexArgb), \
-                    item.pen_width()
             else:
                 colour, width = style.LINK.name(), round(item.width)
             path = links.setdefault((colour, width), QPainterPath())
@@ -119,7 +144,7 @@ class OverviewItem(QGraphicsItem):
             path.moveTo(ends[0])
             path.lineTo(ends[1])
         for (colour, width), path in sorted(links.items(), key=lambda kv: kv[0][1]):
-            layers.append((path, QPen(QColor(colour), width), None, True))
+            under.append((path, QPen(QColor(colour), width), None, True))
 
         shapes = {COMPUTE: QPainterPath(), "switch": QPainterPath()}
         selected = QPainterPath()
@@ -130,10 +155,27 @@ class OverviewItem(QGraphicsItem):
             shapes[kind].addRect(body)
             if item.isSelected():
                 selected.addRect(body)
-        layers.append((shapes[COMPUTE], QPen(style.COMPUTE_BORDER, 1.2),
-                       QBrush(style.COMPUTE_FILL), False))
-        layers.append((shapes["switch"], QPen(style.SWITCH_BORDER, 1.2),
-                       QBrush(style.SWITCH_FILL), False))
-        layers.append((selected, QPen(style.SELECTED, 6.0), None, False))
-        return layers
+        over: list[Layer] = [
+            (shapes[COMPUTE], QPen(style.COMPUTE_BORDER, 1.2), QBrush(style.COMPUTE_FILL),
+             False),
+            (shapes["switch"], QPen(style.SWITCH_BORDER, 1.2), QBrush(style.SWITCH_FILL),
+             False),
+            (selected, QPen(style.SELECTED, 6.0), None, False)]
+        return under, over
 
+    def _build_styled(self) -> list[Layer]:
+        """The recoloured links (a selected link keeps its selection colour)."""
+        links: dict[tuple[str, float], QPainterPath] = {}
+        for key, item in list(self._styled.items()):
+            if not shiboken6.isValid(item) or item.scene() is None or item.highlight is None:
+                del self._styled[key]   # removed since (a rebuilt scene, a deleted link)
+                continue
+            if item.isSelected():
+                continue
+            colour = item.highlight[0].name(QColor.NameFormat.HexArgb)
+            path = links.setdefault((colour, item.pen_width()), QPainterPath())
+            ends = item.ends()
+            path.moveTo(ends[0])
+            path.lineTo(ends[1])
+        return [(path, QPen(QColor(colour), width), None, True)
+                for (colour, width), path in sorted(links.items(), key=lambda kv: kv[0][1])]

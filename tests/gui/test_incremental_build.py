@@ -6,6 +6,8 @@ from fractions import Fraction
 
 import pytest
 from PySide6.QtCore import QPointF
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
 from bench.clusters import dgx_a100_cluster
 from canopy.app.canvas import overlays as overlays_module
@@ -137,8 +139,8 @@ def test_far_out_the_overview_draws_every_link_of_a_drawing_built_in_slices(qtbo
     build_slices(qtbot, scene)
     large.view.set_zoom(0.05 / large.view.zoom())
     assert scene.overview_on
-    layers = scene.overview._build()   # groups, links by colour and width, nodes, selection
-    segments = sum(path.elementCount() for path, _pen, _brush, _smooth in layers[1:-3]) // 2
+    under, _over = scene.overview._build()   # groups, links by colour and width | nodes
+    segments = sum(path.elementCount() for path, _pen, _brush, _smooth in under[1:]) // 2
     assert segments == len(large.doc.link_keys())
 
 
@@ -160,3 +162,15 @@ def test_recolouring_a_large_tree_far_out_rebuilds_the_overview_once(qtbot, larg
     assert turns > 1, "a large tree is recoloured over several turns"
     assert len(updates) == 1, "the overview is rebuilt once, after the last slice"
     assert overlays.tree_link_keys()
+    # only the recoloured links' layer is rebuilt, from those links alone
+    overview = scene.overview
+    overview._layers = base = overview._build()
+    overview._styled_layers = None
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    overview.paint(painter, QStyleOptionGraphicsItem())
+    painter.end()
+    assert overview._layers is base
+    styled = {k for k in (overlays.tree_link_keys() | overlays.cut_link_keys())}
+    segments = sum(p.elementCount() for p, _pen, _b, _s in overview._styled_layers) // 2
+    assert segments == len(styled) == len(overview._styled)
