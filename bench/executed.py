@@ -5,7 +5,7 @@ collective: ForestColl's optimum (GB/s, exact) and the simulated algbw, at 1 MiB
 256 MiB and 1 GiB, of the schedule ``canopy compare`` times and the MSCCL export writes
 (:func:`canopy.engine.msccl.connections.runtime_schedule`: App. E's LP for allreduce where
 it wins, or where its connections would be shared the fastest-executing of its layouts
-and of the fewest-trees schedules within 1, 2 and 4 % of the optimum), with the fraction
+and of the fewest-trees schedules within 1, 2, 4 and 10 % of the optimum), with the fraction
 of the optimum it reaches, the layout, why it runs and the candidates simulated. CPU
 seconds per row (``time.process_time``), and what the choice among candidates cost.
 Prints JSON.

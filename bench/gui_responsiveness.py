@@ -21,6 +21,8 @@ under 100 ms in every phase at 1024 GPUs (issue 16.4).
 
 Usage: QT_QPA_PLATFORM=offscreen python -m bench.gui_responsiveness
        [--load N] [--servers S] [--large S] [--cases bare,editor,large]
+       [--solution FILE] [--large-solution FILE]   (pickled Solutions to show instead of
+       waiting for the editor's solve: faster, for profiling the showing phase)
 """
 
 from __future__ import annotations

@@ -842,12 +842,16 @@ def pipeline_stages(topology: Topology, plan: CollectivePlan,
 
 def _stages(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> int:
     total = 0
+    hops: dict[tuple[str, ...], int] = {}     # per route (a ring plan repeats each one)
     for phase in (plan.reduce_trees, plan.broadcast_trees):
         deepest = 0
         for tree in phase:
             depth = {tree.root: 0}
             for e in tree.edges:
-                depth[e.child] = depth[e.parent] + len(_hops(e.path, switches, switch_mode))
+                n = hops.get(e.path)
+                if n is None:
+                    n = hops[e.path] = len(_hops(e.path, switches, switch_mode))
+                depth[e.child] = depth[e.parent] + n
             deepest = max(deepest, max(depth.values()))
         total += deepest
     return total

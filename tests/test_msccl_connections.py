@@ -102,12 +102,14 @@ def test_the_layout_that_executes_fastest_is_chosen_and_exported():
     schedule = solve(topo, "reduce-scatter")
     limits = MscclLimits(max_tbs_per_gpu=20)
     choice = runtime_schedule(topo, schedule, limits)
-    fractions = {c["layout"]: c["executed_fraction"] for c in choice.candidates}
+    fractions = {c["layout"]: c["executed_fraction"] for c in choice.candidates
+                 if c["k"] == schedule.k}
     assert fractions["shared by step"] > fractions["shared"] + 0.05
     assert choice.schedule is schedule and "shared by step" in (choice.note or "")
     assert choice.describe()["threadblocks_per_gpu"] <= 20
     executed = fastest(topo, choice.plan, REFERENCE_SIZE).algbw / choice.optimum
-    assert round(float(executed), 4) == max(fractions.values()) >= 0.93
+    best = max(c["executed_fraction"] for c in choice.candidates)
+    assert round(float(executed), 4) == max(fractions.values()) == best >= 0.93
     assert runtime_schedule(topo, schedule, limits) is choice           # memoized
     simulate_bytes(plan_xml(choice.plan, choice.schedule.k, MscclOptions(limits=limits)),
                    limits=limits)

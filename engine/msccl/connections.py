@@ -354,7 +354,7 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[
             "threadblocks_per_gpu": max(per_gpu.values(), default=0) + COPY_THREADBLOCKS}
 
 
-TOLERANCES = (1, 2, 4)      # percent of the optimum fewer-trees candidates may give up
+TOLERANCES = (1, 2, 4, 10)  # percent of the optimum fewer-trees candidates may give up
 REFERENCE_SIZE = 1 << 30    # bytes at which candidates are simulated
 GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum ends the search
 _MEMO_SIZE = 8
