@@ -1,6 +1,5 @@
 """Engine jobs in a child process, without Qt: events, throttling, cancel."""
 
-import gc
 import pickle
 import time
 
@@ -32,30 +31,6 @@ def test_cancel_ends_the_child_at_once():
     job.cancel()
     assert time.perf_counter() - start < 0.5
     assert job.ended and job.wait(0.1) == []
-
-
-class _Witness:
-    """Records whether the cyclic collector was enabled while it was being unpickled."""
-
-    def __init__(self) -> None:
-        self.name = "witness"   # a state to restore, so that unpickling calls __setstate__
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, collector_enabled=gc.isenabled())
-
-
-def test_events_are_decoded_with_the_collector_paused_and_left_as_found():
-    data = pickle.dumps(("done", _Witness()))
-    assert gc.isenabled()
-    kind, witness = _decode(data)
-    assert kind == "done" and witness.collector_enabled is False
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        _decode(data)
-        assert not gc.isenabled()      # a collector someone else paused stays paused
-    finally:
-        gc.enable()
 
 
 def test_a_large_event_is_decoded_frame_by_frame_into_the_same_value():
