@@ -897,8 +897,10 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     size = Fraction(message_size)
     template = _memo(plan, ("template", switches, switch_mode),
                      lambda: _template(plan, switches, switch_mode))
+    # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
     folded = _memo(plan, ("fold", switches, switch_mode, id(topology)),
-                   lambda: _folded(topology, plan, template)) if symmetry else None
+                   lambda: (topology, _folded(topology, plan, template)))[1] \
+        if symmetry else None
 
     def run(count: int) -> Fraction:
         if folded is None:
