@@ -356,10 +356,12 @@ def runtime_layout(plan: CollectivePlan, limits: MscclLimits | None = None) -> C
     return found[0][1]
 
 
-def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[str, object]:
+def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
+                    kind: str = "") -> dict[str, object]:
     """What :func:`runtime_layout` chose, for reports: the layout, its connections, the
     most chunks one carries per loop iteration and the most thread blocks one GPU needs
-    for them (counted as in :func:`runtime_layout`)."""
+    for them (counted as in :func:`runtime_layout`). ``kind`` is the name :func:`layouts`
+    gives a shared layout (which sharing); without it, shared is named generically."""
     mult = _multiplicities(original)
     if laid_out is original:
         counts = _split_counts(original, mult, 1)
@@ -375,8 +377,12 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[
         for group, _ in load:
             counts[group] += 1
         most = max(load.values())
-        name = ("a connection per tree edge" if max(edges.values()) == 1
-                else "connections shared by tree edges")
+        if max(edges.values()) == 1:
+            name = "a connection per tree edge"
+        elif kind.startswith("shared"):
+            name = _layout_text(kind)
+        else:
+            name = "connections shared by tree edges"
         largest = max(_multiplicities(laid_out))
         name += f" (trees of at most {largest} chunk{'s' if largest > 1 else ''})"
     per_gpu: dict[str, int] = defaultdict(int)
@@ -415,10 +421,7 @@ class RuntimeChoice:
 
     def describe(self) -> dict[str, object]:
         """:func:`describe_layout` of the choice, with its note and the candidates."""
-        out = describe_layout(self.base, self.plan)
-        if self.layout.startswith("shared"):     # which of the shared layouts
-            suffix = str(out["layout"]).partition(" (")[2]
-            out["layout"] = f"{_layout_text(self.layout)} ({suffix}"
+        out = describe_layout(self.base, self.plan, self.layout)
         if self.note is not None:
             out["note"] = self.note
         if self.candidates:
@@ -544,7 +547,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                 f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and runs at "
                 f"{float(first_fraction):.1%} ({_layout_text(found[0][0])})")
     elif name != found[0][0]:
-        note = (f"runs {_layout_text(name)} ({float(fraction):.1%} of the optimum at 1 GiB; "
+        note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.1%} of the "
+                f"optimum at 1 GiB; "
                 f"{_layout_text(found[0][0])} {float(first_fraction):.1%})")
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name)
 
