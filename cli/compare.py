@@ -138,8 +138,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  forestcoll runs {fc.details['allreduce_schedule']}.")
         if fc is not None and fc.reason is None:
             conn = fc.details.get("connections", {})
-            print(f"  forestcoll runs k = {fc.details['k']} ({fc.details['trees']} trees) on "
-                  f"{conn.get('layout')}" + (f": it {conn['note']}." if "note" in conn else "."))
+            if "note" in conn:      # names the schedule, its layout and why
+                print(f"  forestcoll ({fc.details['trees']} trees) {conn['note']}.")
+            else:
+                print(f"  forestcoll runs k = {fc.details['k']} ({fc.details['trees']} trees) "
+                      f"on {conn.get('layout')}.")
         text = json.dumps(comp.to_json(), indent=1) + "\n"
         if args.json == "-":
             out.write(text)

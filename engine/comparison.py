@@ -220,6 +220,7 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
+    which = describe_choice(schedule) if collective == "allreduce" else ""
     try:
         choice = runtime_schedule(topology, schedule, limits)
         schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
@@ -232,8 +233,7 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                                    "schedule_algbw": schedule.algbw,
                                    "bottleneck_link": list(link),
                                    "connections": connections,
-                                   **({"allreduce_schedule": describe_choice(schedule)}
-                                      if collective == "allreduce" else {})},
+                                   **({"allreduce_schedule": which} if which else {})},
                           plan_at=lambda size: laid_out)
 
 

@@ -123,7 +123,11 @@ def _block(members: list[Node], graph: nx.Graph) -> dict[str, Position]:
         _centre_row(row, y, width, pos)
         y += ROW_GAP
     _rows_by_neighbours(uplinks, graph, pos, 0.0, width)
-    _rows_by_neighbours(private, graph, pos, y, width)
+    # a hub (an NVSwitch under eight GPUs) sits further down, so its links fan out steeply
+    # enough for their labels and hop badges to stand apart
+    fan = max([sum(1 for v in graph.neighbors(p) if v in compute) for p in private] + [0])
+    _rows_by_neighbours(private, graph, pos, y + ROW_GAP * max(0.0, min(fan, MAX_ROW) / 4 - 1),
+                        width)
     return pos
 
 

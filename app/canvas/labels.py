@@ -21,6 +21,7 @@ NAME_FONT = style.label_font(8.0)
 BANDWIDTH_FONT = style.label_font(8.0)
 BLOCK_FONT = style.label_font(9.0, bold=True)
 BACKGROUND = QColor(255, 255, 255, 225)
+HALO = QBrush(QColor(255, 255, 255, 235))
 
 
 _METRICS: dict[str, QFontMetricsF] = {}
@@ -40,11 +41,13 @@ class ScreenLabel(QGraphicsItem):
 
     ``anchor`` is where the text hangs from: ``"top"`` puts its top edge at the position
     (a name under a node), ``"centre"`` centres it (a bandwidth on a link), ``"right"``
-    ends it there (a caption left of a node).
+    ends it there (a caption left of a node). ``boxed`` draws a framed box behind the
+    text; ``halo`` only a faint unframed one, so a link passing under a node's name does
+    not cross the letters.
     """
 
     def __init__(self, parent: QGraphicsItem, font: QFont, anchor: str = "centre",
-                 boxed: bool = False, color: QColor = style.LINK_TEXT):
+                 boxed: bool = False, color: QColor = style.LINK_TEXT, halo: bool = False):
         super().__init__(parent)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations)
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
@@ -53,6 +56,7 @@ class ScreenLabel(QGraphicsItem):
         self.metrics = _metrics(font)
         self.anchor = anchor
         self.boxed = boxed
+        self.halo = halo
         self.color = color      # shared, never changed in place
         self.border: QColor | None = None
         self.text = ""
@@ -92,6 +96,10 @@ class ScreenLabel(QGraphicsItem):
         if self.boxed:
             painter.setPen(QPen(self.border or QColor("#a9b4c6"), 0.8))
             painter.setBrush(QBrush(BACKGROUND))
+            painter.drawRoundedRect(self._rect, 3, 3)
+        elif self.halo:
+            painter.setPen(Qt.PenStyle.NoPen)
+            painter.setBrush(HALO)
             painter.drawRoundedRect(self._rect, 3, 3)
         painter.setFont(self.font)
         painter.setPen(self.color)

@@ -55,7 +55,7 @@ class NodeItem(QGraphicsItem):
         self.label = node.label or node.id
         self.syncing = False
         self.names: tuple[str, ...] = ()
-        self.name_label = ScreenLabel(self, NAME_FONT, anchor="top")
+        self.name_label = ScreenLabel(self, NAME_FONT, anchor="top", halo=True)
         self.name_label.setPos(0, style.NODE_H / 2 + 1)
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsMovable
                       | QGraphicsItem.GraphicsItemFlag.ItemIsSelectable

@@ -160,10 +160,13 @@ class PlotsDock(SolutionDock):
         values = [float(v) for _, v in solution.curve]
         optimum = float(schedule.optimal_algbw)
         # the ranges first: with them fixed, adding each item does not re-range the view
-        low = min([*values, optimum])
-        plot.setYRange(low * 0.97, optimum * 1.02)
+        low, high = min([*values, optimum]), max([*values, optimum])
+        span = max(high - low, high * 0.01)
+        # the curve in the upper part, the legend (bottom right) in the lower part: the
+        # values sit within a few per cent of the optimum, so below them is empty
+        plot.setYRange(low - 1.4 * span, high + 0.2 * span)
         plot.setXRange(0.5, len(ks) + 0.5)
-        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440")
+        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440", labelTextSize="8pt")
         # the fixed-k search (§4.5) is over tree schedules: for allreduce, reduce-scatter
         # + allgather, even where the App. E LP schedule runs (and beats it)
         what = "RS + AG allreduce" if schedule.split_budgets else schedule.collective
@@ -198,7 +201,8 @@ class PlotsDock(SolutionDock):
 
     def _plot_time(self, solution: Solution) -> None:
         plot = self.time_plot
-        plot.addLegend(offset=(10, 10), labelTextColor="#2d3440")
+        # bottom right: times grow with size, so the curves leave that corner empty
+        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440", labelTextSize="8pt")
         schedule = solution.schedule
         sizes = solution.sizes
         plot.plot(sizes, [float(t) for t in solution.bandwidth_us],

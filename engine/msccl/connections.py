@@ -19,7 +19,13 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
 1. **Unit connections**: every unit tree edge its own connection. The plan is returned
    unchanged (its edges name no channel: the simulation gives each tree edge one
    connection of weight m; the export writes the ``pipelined`` layout, m connections).
-   Where this fits nothing else is considered.
+   Where this fits nothing else is considered. It fits when a thread block per
+   connection end does, or else when the export's pipelined layout does: a relay
+   receives a unit tree's chunk and forwards it in one thread block (``rcs``), so it
+   needs fewer thread blocks (:func:`_unit_threadblocks`; rail-leaf-spine-4x8
+   allreduce at k = 1: 95 fused, 125 counted per end). Such a thread block streams
+   both connections as the simulation's do: its receive of the next iteration does
+   not wait for its forward of this one (:mod:`canopy.engine.msccl.timing`).
 2. **q chunks per connection**, for the smallest q that fits and for q = the largest
    multiplicity (one connection per tree edge): every tree of multiplicity m is cut into
    ceil(m/q) trees of at most q chunks (as equal as whole chunks allow), and every edge
@@ -52,11 +58,13 @@ few percent of the optimum, and runs the fastest (``canopy compare``, ``canopy s
 
 Thread blocks are counted without fusing receive and send (what the export writes for
 layouts 2 and 3): one per (peer, direction, channel) a GPU uses, plus one for its local
-copies.
+copies; for unit connections, where that count is over the budget, as the export lays
+them out (fused).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections import defaultdict
@@ -65,8 +73,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.msccl.lowering import chunks_per_root
-from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits, parser_elements
+from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+from canopy.engine.msccl.threadblocks import (
+    MscclLimitError,
+    MscclLimits,
+    assign_threadblocks,
+    parser_elements,
+)
 from canopy.engine.plan import (
     CollectivePlan,
     FlowEdge,
@@ -113,6 +126,44 @@ def _fits(counts: dict[Key, int], limits: MscclLimits) -> bool:
         ends[u] += 1
         ends[v] += 1
     return all(n <= limits.max_tbs_per_channel for n in ends.values())
+
+
+def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
+    """The most thread blocks a GPU needs when the export writes ``plan`` with unit
+    connections (:mod:`canopy.engine.msccl.writer`'s ``pipelined`` layout at one chunk per
+    step, relays fused), in place or out of place, whichever needs more; None when that
+    layout breaks another of ``limits`` (channels, steps, thread blocks per channel), or
+    cannot meet ``max_tbs_per_gpu`` because even a thread block per receive-and-send
+    pair of its connection ends would be too many."""
+    from canopy.engine.msccl.writer import MscclOptions  # the writer imports this module
+
+    per_gpu: dict[str, int] = defaultdict(int)
+    for (u, v, *_), n in _split_counts(plan, _multiplicities(plan), 1).items():
+        per_gpu[u] += n
+        per_gpu[v] += n
+    if math.ceil(max(per_gpu.values(), default=0) / 2) > limits.max_tbs_per_gpu:
+        return None
+    options = MscclOptions(limits=limits)
+    counting = replace(limits, max_tbs_per_gpu=max(limits.max_tbs_per_gpu, 1 << 20))
+    most = 0
+    for inplace in (True, False):
+        try:
+            steps = plan_steps(plan, chunks_per_root(plan), inplace, limits.max_count, piece=1,
+                               fuse_fanout=False)
+            layout = assign_threadblocks(steps, counting, options.fuse, options.channels, "own")
+        except MscclLimitError:
+            return None
+        most = max(most, *(len(rank) for rank in layout.tbs))
+    return most
+
+
+def _unit_fits(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> bool:
+    """Whether unit connections fit ``limits``: a thread block per connection end, or the
+    export's fused layout (:func:`_unit_threadblocks`)."""
+    if _fits(_split_counts(plan, mult, 1), limits):
+        return True
+    found = _unit_threadblocks(plan, limits)
+    return found is not None and found <= limits.max_tbs_per_gpu
 
 
 def _multiplicities(plan: CollectivePlan) -> list[int]:
@@ -185,36 +236,72 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
                    topology: Topology | None = None) -> dict[Key, int]:
     """Layout 3's connections per key (:func:`_members`): from one per tree edge, the key
     with most connections at the GPU furthest over its budget gives one up, until all
-    fit. With ``topology``, the key that gives one up is instead the one whose links then
-    take least time (:func:`_slack_choice`): connections merge where links have slack, so
-    trees keep their shares of the links the schedule loads to capacity."""
+    fit. (First every pair over ``max_channels`` gives up, the key with most connections
+    among them first; a pair never gets crowded again. Ties go to the larger key or GPU
+    name. Heaps with stale entries skipped keep this fast on 1024 GPUs, where a pass over
+    every key per connection given up took minutes.) With ``topology``, the key of the
+    GPU that gives one up is instead the one whose links then take least time
+    (:func:`_slack_choice`): connections merge where links have slack, so trees keep
+    their shares of the links the schedule loads to capacity."""
     members = _members(plan, detail)
     counts: dict[Key, int] = {k: len(v) for k, v in members.items()}
     pick = _slack_choice(plan, members, counts, topology) if topology is not None else None
     budget = limits.max_tbs_per_gpu - COPY_THREADBLOCKS
+    rank = {g: i for i, g in enumerate(sorted(counts))}
     at: dict[str, list[Key]] = defaultdict(list)
-    for group in counts:
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for group, n in counts.items():
         at[group[0]].append(group)
         at[group[1]].append(group)
+        per_pair[group[:2]] += n
     per_gpu = {gpu: sum(counts[g] for g in groups) for gpu, groups in at.items()}
+    gpu_rank = {gpu: i for i, gpu in enumerate(sorted(per_gpu))}
+    gpus = [(-n, -gpu_rank[gpu], gpu) for gpu, n in per_gpu.items()]
+    heapq.heapify(gpus)
+
+    def entry(group: Key) -> tuple[int, int, Key]:
+        return -counts[group], -rank[group], group
+
+    def give_up(group: Key) -> None:
+        counts[group] -= 1
+        per_pair[group[:2]] -= 1
+        for gpu in group[:2]:
+            per_gpu[gpu] -= 1
+            heapq.heappush(gpus, (-per_gpu[gpu], -gpu_rank[gpu], gpu))
+
+    def crowded(group: Key) -> bool:
+        return per_pair[group[:2]] > limits.max_channels and counts[group] > 1
+
+    pairs = [entry(g) for g in counts if crowded(g)]
+    heapq.heapify(pairs)
+    while pairs:
+        n, _, group = heapq.heappop(pairs)
+        if -n == counts[group] and crowded(group):
+            give_up(group)
+            if crowded(group):
+                heapq.heappush(pairs, entry(group))
+    mine = {gpu: [entry(g) for g in groups if counts[g] > 1] for gpu, groups in at.items()}
+    for heap in mine.values():
+        heapq.heapify(heap)
     while True:
-        gpu = max(per_gpu, key=lambda g: (per_gpu[g], g))
-        per_pair: dict[tuple[str, str], int] = defaultdict(int)
-        for group, n in counts.items():
-            per_pair[group[:2]] += n
-        crowded = [g for g in counts if per_pair[g[:2]] > limits.max_channels and counts[g] > 1]
-        if per_gpu[gpu] <= budget and not crowded:
+        while -gpus[0][0] != per_gpu[gpus[0][2]]:
+            heapq.heappop(gpus)
+        gpu = gpus[0][2]
+        if per_gpu[gpu] <= budget:
             return counts
-        choices = crowded or [g for g in at[gpu] if counts[g] > 1]
-        if not choices:
+        heap = mine[gpu]
+        while heap and (-heap[0][0] != counts[heap[0][2]] or counts[heap[0][2]] <= 1):
+            heapq.heappop(heap)
+        if not heap:
             raise MscclLimitError(
                 f"the MSCCL program does not fit the runtime's limits: GPU {gpu} talks to "
                 f"more peers than its {limits.max_tbs_per_gpu} thread blocks can serve.")
-        group = pick(choices) if pick is not None and not crowded else \
-            max(choices, key=lambda g: (counts[g], g))
-        counts[group] -= 1
-        per_gpu[group[0]] -= 1
-        per_gpu[group[1]] -= 1
+        group = heap[0][2] if pick is None else \
+            pick([g for g in at[gpu] if counts[g] > 1])
+        give_up(group)
+        if counts[group] > 1:
+            for end in group[:2]:
+                heapq.heappush(mine[end], entry(group))
 
 
 def _slack_choice(plan: CollectivePlan,
@@ -327,7 +414,7 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     if plan.ordered_links or any(e.channel is not None for t in plan.trees for e in t.edges):
         return [("as built", plan)]
     mult = _multiplicities(plan)
-    if _fits(_split_counts(plan, mult, 1), limits):
+    if _unit_fits(plan, mult, limits):
         return [("unit", plan)]
     out: list[tuple[str, CollectivePlan]] = []
     fitting = [q for q in range(2, max(mult) + 1)
@@ -406,10 +493,14 @@ def runtime_layout(plan: CollectivePlan, limits: MscclLimits | None = None) -> C
     return found[0][1]
 
 
-def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[str, object]:
+def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
+                    kind: str = "") -> dict[str, object]:
     """What :func:`runtime_layout` chose, for reports: the layout, its connections, the
     most chunks one carries per loop iteration and the most thread blocks one GPU needs
-    for them (counted as in :func:`runtime_layout`)."""
+    for them (counted as in :func:`runtime_layout`; unit connections over the default
+    budget per connection end as the export fuses them). ``kind`` is the name
+    :func:`layouts` gives a shared layout (which sharing); without it, shared is named
+    generically."""
     mult = _multiplicities(original)
     if laid_out is original:
         counts = _split_counts(original, mult, 1)
@@ -425,19 +516,26 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan) -> dict[
         for group, _ in load:
             counts[group] += 1
         most = max(load.values())
-        name = ("a connection per tree edge" if max(edges.values()) == 1
-                else "connections shared by tree edges")
+        if max(edges.values()) == 1:
+            name = "a connection per tree edge"
+        elif kind.startswith("shared"):
+            name = _layout_text(kind)
+        else:
+            name = "connections shared by tree edges"
         largest = max(_multiplicities(laid_out))
         name += f" (trees of at most {largest} chunk{'s' if largest > 1 else ''})"
     per_gpu: dict[str, int] = defaultdict(int)
     for (u, v, _), n in counts.items():
         per_gpu[u] += n
         per_gpu[v] += n
+    threadblocks = max(per_gpu.values(), default=0) + COPY_THREADBLOCKS
+    if laid_out is original and threadblocks > MscclLimits().max_tbs_per_gpu:
+        threadblocks = _unit_threadblocks(original, MscclLimits()) or threadblocks
     return {"layout": name, "connections": sum(counts.values()),
             "chunks_per_connection": most,
             "unit_tree_edges": sum(m * len(t.edges) for m, t in zip(mult, original.trees,
                                                                         strict=True)),
-            "threadblocks_per_gpu": max(per_gpu.values(), default=0) + COPY_THREADBLOCKS}
+            "threadblocks_per_gpu": threadblocks}
 
 
 TOLERANCES = (1, 2, 4, 10)  # percent of the optimum fewer-trees candidates may give up
@@ -465,10 +563,7 @@ class RuntimeChoice:
 
     def describe(self) -> dict[str, object]:
         """:func:`describe_layout` of the choice, with its note and the candidates."""
-        out = describe_layout(self.base, self.plan)
-        if self.layout.startswith("shared"):     # which of the shared layouts
-            suffix = str(out["layout"]).partition(" (")[2]
-            out["layout"] = f"{_layout_text(self.layout)} ({suffix}"
+        out = describe_layout(self.base, self.plan, self.layout)
         if self.note is not None:
             out["note"] = self.note
         if self.candidates:
@@ -599,7 +694,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                 f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and runs at "
                 f"{float(first_fraction):.1%} ({_layout_text(found[0][0])})")
     elif name != found[0][0]:
-        note = (f"runs {_layout_text(name)} ({float(fraction):.1%} of the optimum at 1 GiB; "
+        note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.1%} of the "
+                f"optimum at 1 GiB; "
                 f"{_layout_text(found[0][0])} {float(first_fraction):.1%})")
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name)
 
