@@ -1,10 +1,14 @@
-"""CPU seconds of `canopy compare` (issue 16's targets: <= 2 s at 64 GPUs with the default
-sizes, finishing within 2 min at 1024 GPUs), per collective, with the time per row.
+"""CPU seconds and peak memory of `canopy compare` (issue 16's targets: <= 2 s at 64 GPUs
+with the default sizes, finishing within 2 min at 1024 GPUs), per collective, with a
+phase split.
 
 Cases: the 2 x DGX A100 sample, 8 x DGX A100 (64 GPUs, ``canopy generate cluster
---servers 8``) and, with ``--large``, 128 x DGX A100 (1024 GPUs). CPU seconds are
-``time.process_time`` of the whole comparison (solve, baselines, simulation); the rows'
-seconds are wall clock. Prints JSON.
+--servers 8``) and, with ``--large``, 128 x DGX A100 (1024 GPUs). Each case runs in its
+own child process, as the command does, so ``cpu_seconds`` (``time.process_time`` at the
+end) includes start-up (imports) and ``peak_mb`` (ru_maxrss) is the case's own. Phases
+(CPU s): ``import`` (the engine's modules), ``topology`` (load or generate), per row its
+``build`` (ForestColl: solve and connection layout; a baseline: its synthesis) and its
+``simulate`` (every message size). Prints JSON.
 
 ``--no-numba`` times the default install (the simulator's event loop as Python, as
 without the ``fast`` extra) even where numba is installed. Each row also gives the
@@ -16,54 +20,93 @@ Run: .venv/bin/python bench/compare_speed.py [--large] [--no-numba]
 """
 
 import json
+import os
+import resource
+import subprocess
 import sys
 import time
 
-if "--no-numba" in sys.argv:
-    sys.modules["numba"] = None   # type: ignore[assignment]  # import numba fails
-
-from canopy.engine import simulate as sim
-from canopy.engine.comparison import compare
-from canopy.engine.generators import generate
-from canopy.engine.topology_io import load_sample
-
-SENDS: list[int] = []
-_simulate = sim.simulate
+CASES = {"dgx-a100-2x8.json": None, "8 x DGX A100 (64 GPUs)": 8,
+         "128 x DGX A100 (1024 GPUs)": 128}
 
 
-def counted(*args, **kwargs):
-    """simulate, adding the sends it executed to SENDS."""
-    result = _simulate(*args, **kwargs)
-    SENDS.append(result.messages)
-    return result
+def child(name: str, collective: str, no_numba: bool) -> dict:
+    """One ``compare`` run in this process, as ``canopy compare`` runs it."""
+    if no_numba:
+        sys.modules["numba"] = None   # type: ignore[assignment]  # import numba fails
+    from canopy.engine import comparison
+    from canopy.engine import simulate as sim
+    from canopy.engine.generators import generate
+    from canopy.engine.topology_io import load_sample
+    imported = time.process_time()
+    servers = CASES[name]
+    topo = load_sample(name) if servers is None else \
+        generate("cluster", {"servers": str(servers)})
+    loaded = time.process_time()
+    sends: list[int] = []
+    simulating = [0.0]
+    _simulate, _fastest = sim.simulate, comparison.fastest
 
+    def counted(*args, **kwargs):
+        result = _simulate(*args, **kwargs)
+        sends.append(result.messages)
+        return result
 
-sim.simulate = counted      # fastest() calls the module's simulate
+    def timed(*args, **kwargs):
+        start = time.process_time()
+        try:
+            return _fastest(*args, **kwargs)
+        finally:
+            simulating[0] += time.process_time() - start
 
+    sim.simulate = counted          # fastest() calls the module's simulate
+    comparison.fastest = timed
+    rows = {}
+    last = [time.process_time(), 0.0]
 
-def cases(large: bool) -> list[tuple[str, object]]:
-    found = [("dgx-a100-2x8.json", load_sample("dgx-a100-2x8.json")),
-             ("8 x DGX A100 (64 GPUs)", generate("cluster", {"servers": "8"}))]
-    if large:
-        found.append(("128 x DGX A100 (1024 GPUs)", generate("cluster", {"servers": "128"})))
-    return found
+    def progress(phase: str, fraction: float) -> None:
+        """At each row's start: close the previous row's phases."""
+        if phase in rows:
+            return
+        now = time.process_time()
+        if rows:
+            previous = rows[next(reversed(rows))]
+            previous["simulate"] = round(simulating[0] - last[1], 2)
+            previous["build"] = round(now - last[0] - previous["simulate"], 2)
+        last[:] = [now, simulating[0]]
+        if phase != "done":
+            rows[phase] = {}
+
+    comp = comparison.compare(topo, collective, progress=progress)
+    for r in comp.rows:
+        rows[r.algorithm].update(
+            {"wall_seconds": round(r.seconds, 2),
+             **({"pieces": {str(s): p for s, p in r.pieces.items()}} if r.reason is None
+                else {"omitted": r.reason})})
+    return {"topology": name, "collective": collective,
+            "cpu_seconds": round(time.process_time(), 2),
+            "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "numba": not no_numba, "sends": sum(sends),
+            "phases": {"import": round(imported, 2), "topology": round(loaded - imported, 2)},
+            "rows": rows}
 
 
 def main(args: list[str]) -> None:
+    if "--child" in args:
+        name, collective = args[args.index("--child") + 1:args.index("--child") + 3]
+        print(json.dumps(child(name, collective, "--no-numba" in args)))
+        return
     collectives = next((a.split(",") for a in args if not a.startswith("--")), ["allgather"])
+    names = list(CASES) if "--large" in args else list(CASES)[:2]
     results = []
-    for name, topo in cases("--large" in args):
+    for name in names:
         for collective in collectives:
-            SENDS.clear()
-            start = time.process_time()
-            comp = compare(topo, collective)
-            row = {"topology": name, "collective": collective,
-                   "cpu_seconds": round(time.process_time() - start, 2),
-                   "numba": "--no-numba" not in args,
-                   "sends": sum(SENDS),
-                   "rows": {r.algorithm: {"wall_seconds": round(r.seconds, 2),
-                                          "pieces": {str(s): p for s, p in r.pieces.items()}}
-                            for r in comp.rows if r.reason is None}}
+            start = time.perf_counter()
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name,
+                                  collective, *(a for a in args if a == "--no-numba")],
+                                 capture_output=True, text=True, check=True)
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            row["wall_seconds"] = round(time.perf_counter() - start, 2)
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     print(json.dumps({"benchmark": "compare_speed", "results": results}, indent=1))

@@ -97,6 +97,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -297,6 +298,9 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
                 _COMPILED[1])
         finally:
             _CHECK[0] = None
+            raised, _RAISED[0] = _RAISED[0], None
+        if raised is not None:
+            raise raised
         if arrivals is not None:
             arrivals[:] = times.tolist()
     else:
@@ -315,32 +319,35 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
 
 _COMPILED: list = []                                  # [loop, poll] once tried
 _CHECK: list[Callable[[], None] | None] = [None]     # the running compiled loop's check
-_objmode: Any = None                                  # numba.objmode once numba is loaded
+_RAISED: list[BaseException | None] = [None]          # what that check raised
 
 
 def _call_check() -> None:
-    if _CHECK[0] is not None:
-        _CHECK[0]()
-
-
-def _poll() -> None:
-    """The compiled loop's ``check``: back in Python, the caller's check (which may raise)."""
-    with _objmode():
-        _call_check()
+    """The compiled loop's ``check``, called back through ctypes: the caller's check, whose
+    exception (a ctypes callback cannot raise) is kept for :func:`_run` to raise when the
+    loop returns; a loop unrolls at most MAX_MESSAGES sends, so that is soon."""
+    if _CHECK[0] is not None and _RAISED[0] is None:
+        try:
+            _CHECK[0]()
+        except BaseException as exc:    # noqa: BLE001  # re-raised by _run
+            _RAISED[0] = exc
 
 
 def _compiled_loop() -> Callable[..., tuple[Any, int]] | None:
-    """:func:`_event_loop` compiled by numba (cached on disk), or None without numba."""
-    global _objmode
+    """:func:`_event_loop` compiled by numba (cached on disk), or None without numba.
+
+    Its check is a ctypes callback: numba types it by its signature, so the disk cache
+    (keyed on the argument types) hits in the next process, where a compiled function
+    passed as the check would be typed by its address and compiled anew (seconds)."""
     if not _COMPILED:
         try:
             import numba
         except ImportError:
             _COMPILED.extend([None, None])
         else:
-            _objmode = numba.objmode
+            import ctypes
             _COMPILED.extend([numba.njit(cache=True)(_event_loop),
-                              numba.njit(cache=True)(_poll)])
+                              ctypes.CFUNCTYPE(None)(_call_check)])
     return _COMPILED[0]
 
 
@@ -893,8 +900,32 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     _check_mode(switch_mode)
-    switches = frozenset(topology.switch_nodes())
     size = Fraction(message_size)
+    key = (id(plan), id(topology), size, pieces, default_latency, switch_mode, exact, budget,
+           symmetry)
+    known = _RESULTS.get(key)
+    if known is not None and known[0]() is plan and known[1]() is topology:
+        return known[2]
+    result = _simulate(topology, plan, size, pieces, default_latency, switch_mode, check,
+                       exact, budget, symmetry)
+    if len(_RESULTS) >= RESULTS_KEPT:
+        _RESULTS.pop(next(iter(_RESULTS)))
+    _RESULTS[key] = (weakref.ref(plan), weakref.ref(topology), result)
+    return result
+
+
+RESULTS_KEPT = 64       # simulations remembered (by plan, topology and arguments)
+_RESULTS: dict[Hashable, tuple[Any, Any, SimulationResult]] = {}
+
+
+def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
+              default_latency: Fraction, switch_mode: str,
+              check: Callable[[], None] | None, exact: bool, budget: int | None,
+              symmetry: bool) -> SimulationResult:
+    """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
+    at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
+    connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
+    switches = frozenset(topology.switch_nodes())
     template = _memo(plan, ("template", switches, switch_mode),
                      lambda: _template(plan, switches, switch_mode))
     # the memo keeps ``topology`` alive with its fold, so its id cannot name another one

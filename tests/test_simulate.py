@@ -298,11 +298,41 @@ def test_compiled_and_python_event_loops_give_the_same_times(monkeypatch):
     plan = schedule_plan(solve(topo, "allgather"))
     monkeypatch.setattr(sim, "COMPILE_FROM", 10**9)
     python = simulate(topo, plan, 1 << 28, 6)
+    sim._RESULTS.clear()          # run again, not from the memo
     monkeypatch.setattr(sim, "COMPILE_FROM", 0)
     compiled = simulate(topo, plan, 1 << 28, 6)
     assert compiled.time_us == python.time_us
     assert abs(python.time_us / simulate(topo, plan, 1 << 28, 6, exact=True).time_us - 1) \
         < Fraction(1, 10**9)
+
+
+def test_a_check_that_raises_stops_either_event_loop(monkeypatch):
+    # The compiled loop calls its check back through ctypes, which cannot raise: the
+    # exception is kept and raised when the loop returns, as the Python loop raises it.
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topo, "allgather"))
+
+    def stop():
+        raise Cancelled("stopped")
+    for first in (10**9, 0):
+        sim._RESULTS.clear()
+        monkeypatch.setattr(sim, "COMPILE_FROM", first)
+        with pytest.raises(Cancelled):
+            simulate(topo, plan, 1 << 28, 6, check=stop)
+    assert sim._RAISED == [None]
+    assert simulate(topo, plan, 1 << 28, 6).time_us > 0     # the next run is not stopped
+
+
+def test_a_plan_timed_twice_at_one_depth_runs_once(monkeypatch):
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topo, "allgather"))
+    first = simulate(topo, plan, 1 << 24, 4)
+    runs = []
+    monkeypatch.setattr(sim, "_simulate", lambda *a: runs.append(a))
+    assert simulate(topo, plan, 1 << 24, 4) is first and not runs
+    simulate(topo, plan, 1 << 24, 5)
+    simulate(topo, schedule_plan(solve(topo, "allgather")), 1 << 24, 4)   # another plan
+    assert len(runs) == 2
 
 
 def test_unknown_switch_mode_is_an_error():
