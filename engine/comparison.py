@@ -60,6 +60,14 @@ FORMAT = "canopy-comparison"
 VERSION = 1
 
 TICK_SECONDS = 0.1     # most time between progress calls while a row is being built
+SLOW_FROM = 512        # compute nodes from which the baselines in SLOW are left out unless forced
+SLOW = {
+    "tacos": "its randomised greedy synthesis matches every chunk at every node, N² "
+             "deliveries per chunk count and seed in Python (minutes from 512 GPUs), and "
+             "its timetable cannot run folded",
+    "blink": "choosing its root takes N - 1 maxflows for each of the N roots (N² maxflows, "
+             "minutes from 512 GPUs)",
+}
 
 
 class _Reporter:
@@ -98,6 +106,7 @@ class ComparisonRow:
     reason: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    omitted: bool = False       # left out for time (SLOW), ``reason`` says how to force it
 
     def algbw_at(self, size: int) -> Fraction:
         """Simulated nccl-tests algbw (GB/s) at ``size`` bytes."""
@@ -181,6 +190,7 @@ class Comparison:
                 {str(s): round(float(r.times_us[s] / self._fc_time(s)), 6)
                  for s in r.times_us},
                 "not_applicable": r.reason,
+                "omitted": r.omitted,
                 "details": _plain(r.details),
             })
         return {"format": FORMAT, "version": VERSION, "collective": self.collective,
@@ -242,7 +252,8 @@ def compare(topology: Topology, collective: str = "allgather",
             tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int | None = None,
             tacos_unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US,
             switch_mode: str = CUT_THROUGH, progress: Progress | None = None,
-            where: str = "", limits: MscclLimits | None = None) -> Comparison:
+            where: str = "", limits: MscclLimits | None = None,
+            force: tuple[str, ...] = ()) -> Comparison:
     """Build every algorithm's schedule on ``topology`` and time it at ``sizes`` bytes.
 
     ForestColl's row always comes first (the ratios refer to it); ``algorithms`` picks
@@ -267,6 +278,10 @@ def compare(topology: Topology, collective: str = "allgather",
     limits : MscclLimits, optional
         The MSCCL runtime's limits ForestColl's layout must keep (default: an A100's 108
         SMs), as ``canopy solve --msccl-sms`` exports it.
+    force : tuple of str, optional
+        Baselines to build even where they would take minutes: from SLOW_FROM compute
+        nodes the baselines in SLOW are otherwise omitted, their row saying why
+        (``canopy compare --algorithms tacos`` forces TACOS).
 
     Returns
     -------
@@ -314,8 +329,14 @@ def compare(topology: Topology, collective: str = "allgather",
     }
     order = ["forestcoll"] + [a for a in algorithms if a != "forestcoll"]
     rows = []
+    nodes = len(topology.compute_nodes())
     for done, name in enumerate(order):
         report.step(name, done / len(order))
+        if name in SLOW and nodes >= SLOW_FROM and name not in force:
+            rows.append(ComparisonRow(name, None, omitted=True, reason=(
+                f"omitted at {nodes} GPUs: {SLOW[name]}; ask for it by name to run it "
+                f"anyway (canopy compare --algorithms {name}).")))
+            continue
         start = time.perf_counter()
         result = builders[name]()
         row = ComparisonRow(name, result.algbw, reason=result.not_applicable_reason,
@@ -338,5 +359,5 @@ def compare(topology: Topology, collective: str = "allgather",
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)
-    return Comparison(topology.name, collective, len(topology.compute_nodes()), tuple(sizes),
-                      rows, default_latency, switch_mode)
+    return Comparison(topology.name, collective, nodes, tuple(sizes), rows, default_latency,
+                      switch_mode)
