@@ -68,6 +68,9 @@ SLOW = {
     "blink": "choosing its root takes N - 1 maxflows for each of the N roots (N² maxflows, "
              "minutes from 512 GPUs)",
 }
+LAYOUT_OMITTED = ("runs without the MSCCL runtime's thread-block limit: at {} GPUs choosing "
+                  "the connections it exports simulates every candidate layout unfolded "
+                  "(minutes); canopy compare --algorithms forestcoll,ring,... chooses them")
 
 
 class _Reporter:
@@ -222,20 +225,27 @@ def _plain(value: Any) -> Any:
 
 
 def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None,
-                limits: MscclLimits | None = None) -> BaselineResult:
+                limits: MscclLimits | None = None, lay_out: bool = True) -> BaselineResult:
     """ForestColl's row: the schedule and layout :func:`runtime_schedule` runs (and the
     MSCCL export writes). ``solve_algbw`` and ``optimum_algbw`` are the exact optimum
     (App. E's LP schedule's for allreduce where that wins); the row's bound is the
-    running schedule's (below the optimum where a fewer-trees schedule runs)."""
+    running schedule's (below the optimum where a fewer-trees schedule runs). Without
+    ``lay_out`` the schedule runs with a connection per tree edge (see LAYOUT_OMITTED)."""
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
     which = describe_choice(schedule) if collective == "allreduce" else ""
-    try:
-        choice = runtime_schedule(topology, schedule, limits)
-        schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
-    except MscclLimitError as exc:
-        laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
+    if not lay_out:
+        laid_out = schedule_plan(schedule)
+        connections: dict[str, Any] = {"layout": "a connection per tree edge",
+                                       "note": LAYOUT_OMITTED.format(
+                                           len(topology.compute_nodes()))}
+    else:
+        try:
+            choice = runtime_schedule(topology, schedule, limits)
+            schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
+        except MscclLimitError as exc:
+            laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
@@ -279,9 +289,11 @@ def compare(topology: Topology, collective: str = "allgather",
         The MSCCL runtime's limits ForestColl's layout must keep (default: an A100's 108
         SMs), as ``canopy solve --msccl-sms`` exports it.
     force : tuple of str, optional
-        Baselines to build even where they would take minutes: from SLOW_FROM compute
-        nodes the baselines in SLOW are otherwise omitted, their row saying why
-        (``canopy compare --algorithms tacos`` forces TACOS).
+        Rows to build in full even where they would take minutes: from SLOW_FROM compute
+        nodes the baselines in SLOW are otherwise omitted, their row saying why, and
+        ForestColl's schedule runs with a connection per tree edge instead of the MSCCL
+        layout chosen by simulation (LAYOUT_OMITTED) unless "forestcoll" is named
+        (``canopy compare --algorithms forestcoll,tacos`` forces both).
 
     Returns
     -------
@@ -318,8 +330,10 @@ def compare(topology: Topology, collective: str = "allgather",
         raise ScheduleError("message sizes must be positive numbers of bytes.")
     Network.from_topology(topology, where)   # one clear sentence for a bad topology
     report = _Reporter(progress)
+    nodes = len(topology.compute_nodes())
     builders: dict[str, Callable[[], BaselineResult]] = {
-        "forestcoll": lambda: _forestcoll(topology, collective, report.tick, limits),
+        "forestcoll": lambda: _forestcoll(topology, collective, report.tick, limits,
+                                          nodes < SLOW_FROM or "forestcoll" in force),
         "ring": lambda: ring_baseline(topology, collective, progress=report.tick),
         "blink": lambda: blink_baseline(topology, collective),
         "tacos": lambda: tacos_baseline(topology, collective, tacos_chunks, tacos_seeds,
@@ -329,7 +343,6 @@ def compare(topology: Topology, collective: str = "allgather",
     }
     order = ["forestcoll"] + [a for a in algorithms if a != "forestcoll"]
     rows = []
-    nodes = len(topology.compute_nodes())
     for done, name in enumerate(order):
         report.step(name, done / len(order))
         if name in SLOW and nodes >= SLOW_FROM and name not in force:

@@ -115,9 +115,13 @@ def test_slow_baselines_are_omitted_on_large_networks_unless_named(tmp_path, cap
     rows = {r.algorithm: r for r in compare(topo, sizes=(1 << 20,), tacos_seeds=1).rows}
     assert rows["tacos"].omitted and rows["blink"].omitted and not rows["ring"].omitted
     assert "--algorithms tacos" in rows["tacos"].reason
+    assert rows["forestcoll"].details["connections"]["layout"] == "a connection per tree edge"
+    assert "thread-block limit" in rows["forestcoll"].details["connections"]["note"]
     forced = compare(topo, sizes=(1 << 20,), algorithms=("tacos",), tacos_seeds=1,
                      force=("tacos",)).row("tacos")
     assert not forced.omitted and forced.times_us
+    laid = compare(topo, sizes=(1 << 20,), algorithms=(), force=("forestcoll",)).rows[0]
+    assert "note" not in laid.details["connections"]
     path = tmp_path / "tree.json"
     save_topology(topo, path)
     assert main(["compare", str(path), "--sizes", "1M", "--tacos-seeds", "1"]) == 0
