@@ -65,6 +65,30 @@ def test_shared_connections_fit_and_the_xml_runs_as_compare_times_it(collective)
     assert abs(timed / expected - 1) <= 0.02
 
 
+def test_unit_connections_fit_where_the_export_fuses_relays():
+    """hypercube-3d allgather (k = 3) needs 43 thread blocks per GPU counted per
+    connection end, 39 as the export lays unit connections out (a relay receives and
+    forwards in one thread block): with 40 SMs it keeps a connection per unit tree edge,
+    the XML has exactly those within 40 thread blocks per GPU, and check-xml's time
+    agrees with compare's within 2 %."""
+    topo = load_sample("hypercube-3d")
+    schedule = solve(topo, "allgather")
+    plan = schedule_plan(schedule)
+    limits = MscclLimits(max_tbs_per_gpu=40)
+    assert runtime_layout(plan, limits) is plan
+    data = plan_xml(plan, schedule.k, MscclOptions(limits=limits))
+    root = etree.fromstring(data)
+    assert max(len(list(g.iter("tb"))) for g in root.iter("gpu")) <= 40
+    conns = {(g.get("id"), tb.get("send"), tb.get("chan")) for g in root.iter("gpu")
+             for tb in g.iter("tb") if tb.get("send") != "-1"}
+    assert len(conns) == describe_layout(plan, plan)["unit_tree_edges"]
+    size = 64 << 20
+    expected = fastest(topo, plan, size).algbw
+    timed = fastest_xml(read_msccl_bytes(data), topo, size).algbw
+    assert abs(timed / expected - 1) <= 0.02
+    assert runtime_layout(plan, MscclLimits(max_tbs_per_gpu=38)) is not plan
+
+
 def test_a_shared_connection_sends_in_the_plans_order():
     """On every shared connection the XML's sends follow (phase, step within the piece,
     tree), the order the execution model gives them, on both ends."""

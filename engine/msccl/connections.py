@@ -19,7 +19,13 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
 1. **Unit connections**: every unit tree edge its own connection. The plan is returned
    unchanged (its edges name no channel: the simulation gives each tree edge one
    connection of weight m; the export writes the ``pipelined`` layout, m connections).
-   Where this fits nothing else is considered.
+   Where this fits nothing else is considered. It fits when a thread block per
+   connection end does, or else when the export's pipelined layout does: a relay
+   receives a unit tree's chunk and forwards it in one thread block (``rcs``), so it
+   needs fewer thread blocks (:func:`_unit_threadblocks`; rail-leaf-spine-4x8
+   allreduce at k = 1: 95 fused, 125 counted per end). Such a thread block streams
+   both connections as the simulation's do: its receive of the next iteration does
+   not wait for its forward of this one (:mod:`canopy.engine.msccl.timing`).
 2. **q chunks per connection**, for the smallest q that fits and for q = the largest
    multiplicity (one connection per tree edge): every tree of multiplicity m is cut into
    ceil(m/q) trees of at most q chunks (as equal as whole chunks allow), and every edge
@@ -46,7 +52,8 @@ few percent of the optimum, and runs the fastest (``canopy compare``, ``canopy s
 
 Thread blocks are counted without fusing receive and send (what the export writes for
 layouts 2 and 3): one per (peer, direction, channel) a GPU uses, plus one for its local
-copies.
+copies; for unit connections, where that count is over the budget, as the export lays
+them out (fused).
 """
 
 from __future__ import annotations
@@ -60,8 +67,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.msccl.lowering import chunks_per_root
-from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits, parser_elements
+from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+from canopy.engine.msccl.threadblocks import (
+    MscclLimitError,
+    MscclLimits,
+    assign_threadblocks,
+    parser_elements,
+)
 from canopy.engine.plan import (
     CollectivePlan,
     FlowEdge,
@@ -105,6 +117,44 @@ def _fits(counts: dict[Key, int], limits: MscclLimits) -> bool:
         ends[u] += 1
         ends[v] += 1
     return all(n <= limits.max_tbs_per_channel for n in ends.values())
+
+
+def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
+    """The most thread blocks a GPU needs when the export writes ``plan`` with unit
+    connections (:mod:`canopy.engine.msccl.writer`'s ``pipelined`` layout at one chunk per
+    step, relays fused), in place or out of place, whichever needs more; None when that
+    layout breaks another of ``limits`` (channels, steps, thread blocks per channel), or
+    cannot meet ``max_tbs_per_gpu`` because even a thread block per receive-and-send
+    pair of its connection ends would be too many."""
+    from canopy.engine.msccl.writer import MscclOptions  # the writer imports this module
+
+    per_gpu: dict[str, int] = defaultdict(int)
+    for (u, v, *_), n in _split_counts(plan, _multiplicities(plan), 1).items():
+        per_gpu[u] += n
+        per_gpu[v] += n
+    if math.ceil(max(per_gpu.values(), default=0) / 2) > limits.max_tbs_per_gpu:
+        return None
+    options = MscclOptions(limits=limits)
+    counting = replace(limits, max_tbs_per_gpu=max(limits.max_tbs_per_gpu, 1 << 20))
+    most = 0
+    for inplace in (True, False):
+        try:
+            steps = plan_steps(plan, chunks_per_root(plan), inplace, limits.max_count, piece=1,
+                               fuse_fanout=False)
+            layout = assign_threadblocks(steps, counting, options.fuse, options.channels, "own")
+        except MscclLimitError:
+            return None
+        most = max(most, *(len(rank) for rank in layout.tbs))
+    return most
+
+
+def _unit_fits(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> bool:
+    """Whether unit connections fit ``limits``: a thread block per connection end, or the
+    export's fused layout (:func:`_unit_threadblocks`)."""
+    if _fits(_split_counts(plan, mult, 1), limits):
+        return True
+    found = _unit_threadblocks(plan, limits)
+    return found is not None and found <= limits.max_tbs_per_gpu
 
 
 def _multiplicities(plan: CollectivePlan) -> list[int]:
@@ -313,7 +363,7 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None
     if plan.ordered_links or any(e.channel is not None for t in plan.trees for e in t.edges):
         return [("as built", plan)]
     mult = _multiplicities(plan)
-    if _fits(_split_counts(plan, mult, 1), limits):
+    if _unit_fits(plan, mult, limits):
         return [("unit", plan)]
     out: list[tuple[str, CollectivePlan]] = []
     fitting = [q for q in range(2, max(mult) + 1)
@@ -360,8 +410,10 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
                     kind: str = "") -> dict[str, object]:
     """What :func:`runtime_layout` chose, for reports: the layout, its connections, the
     most chunks one carries per loop iteration and the most thread blocks one GPU needs
-    for them (counted as in :func:`runtime_layout`). ``kind`` is the name :func:`layouts`
-    gives a shared layout (which sharing); without it, shared is named generically."""
+    for them (counted as in :func:`runtime_layout`; unit connections over the default
+    budget per connection end as the export fuses them). ``kind`` is the name
+    :func:`layouts` gives a shared layout (which sharing); without it, shared is named
+    generically."""
     mult = _multiplicities(original)
     if laid_out is original:
         counts = _split_counts(original, mult, 1)
@@ -389,11 +441,14 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
     for (u, v, _), n in counts.items():
         per_gpu[u] += n
         per_gpu[v] += n
+    threadblocks = max(per_gpu.values(), default=0) + COPY_THREADBLOCKS
+    if laid_out is original and threadblocks > MscclLimits().max_tbs_per_gpu:
+        threadblocks = _unit_threadblocks(original, MscclLimits()) or threadblocks
     return {"layout": name, "connections": sum(counts.values()),
             "chunks_per_connection": most,
             "unit_tree_edges": sum(m * len(t.edges) for m, t in zip(mult, original.trees,
                                                                         strict=True)),
-            "threadblocks_per_gpu": max(per_gpu.values(), default=0) + COPY_THREADBLOCKS}
+            "threadblocks_per_gpu": threadblocks}
 
 
 TOLERANCES = (1, 2, 4, 10)  # percent of the optimum fewer-trees candidates may give up
