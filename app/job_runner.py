@@ -32,6 +32,15 @@ def warm_up() -> None:
     warm_up_fork_server()
 
 
+class _Relay(QObject):
+    """Carries events from the reader thread to the GUI thread. It has no parent and the
+    reader thread holds it, so it outlives its :class:`EngineJob`: when a closing window
+    deletes the job while the reader is emitting, Qt drops the queued event instead of
+    the reader touching a deleted object (that race crashed the process)."""
+
+    event = Signal(object)
+
+
 class EngineJob(QObject):
     """``func(*args, progress=..., **kwargs)`` in a child process. Connect, then start()."""
 
@@ -39,22 +48,24 @@ class EngineJob(QObject):
     finished = Signal(object)          # the engine's result
     failed = Signal(str)               # one-sentence error (input, or where the log is)
     cancelled = Signal()
-    _event = Signal(object)            # from the reader thread to the GUI thread
 
     def __init__(self, func: Callable[..., Any], *args: Any,
                  parent: QObject | None = None, **kwargs: Any) -> None:
         super().__init__(parent)
         self._job = Job(func, *args, **kwargs)
         self._running = False
-        self._event.connect(self._handle)
+        self._relay = _Relay()
+        self._relay.event.connect(self._handle)
+        job = self._job     # a window that closes deletes its jobs: their children end
+        self.destroyed.connect(lambda *_: job.stop())
 
     def start(self) -> None:
         """Start the child from the reader thread: pickling the arguments and, for the
         first job, waiting for the fork server to import the engine (seconds on a busy
         machine) happen off the GUI thread too."""
         self._running = True
-        threading.Thread(target=self._run, args=(self._job,), daemon=True,
-                         name="engine-job").start()
+        threading.Thread(target=_read, args=(self._job, self._relay, self.is_running),
+                         daemon=True, name="engine-job").start()
 
     def is_running(self) -> bool:
         return self._running
@@ -66,31 +77,6 @@ class EngineJob(QObject):
         self._running = False
         self._job.stop()   # the reader sees the child's end and closes the pipe
         self.cancelled.emit()
-
-    def _run(self, job: Job) -> None:
-        """The job's thread: start the child, then pass every event of ``job``, until
-        its last, to the GUI thread."""
-        try:
-            job.start()
-        except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
-            self._emit(job, ("crashed", f"the engine job could not start ({exc})."))
-            return
-        if not self._running:
-            job.stop()  # cancelled while starting
-        fd = job.fileno()
-        while not job.ended:
-            select.select([fd], [], [])
-            for event in job.events():
-                if not self._emit(job, event):
-                    return
-
-    def _emit(self, job: Job, event: Event) -> bool:
-        try:
-            self._event.emit(event)
-        except RuntimeError:  # the EngineJob was deleted (its window closed)
-            job.stop()
-            return False
-        return True
 
     def _handle(self, event: Event) -> None:
         if not self._running:
@@ -104,3 +90,20 @@ class EngineJob(QObject):
             self.finished.emit(event[1])
         else:
             self.failed.emit(event[1])
+
+
+def _read(job: Job, relay: _Relay, running: Callable[[], bool]) -> None:
+    """The job's reader thread: start the child, then pass every event of ``job``, until
+    its last, to the GUI thread through ``relay``."""
+    try:
+        job.start()
+    except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
+        relay.event.emit(("crashed", f"the engine job could not start ({exc})."))
+        return
+    if not running():
+        job.stop()  # cancelled while starting
+    fd = job.fileno()
+    while not job.ended:
+        select.select([fd], [], [])
+        for event in job.events():
+            relay.event.emit(event)

@@ -82,7 +82,7 @@ def child(name: str, collective: str, no_numba: bool) -> dict:
         rows[r.algorithm].update(
             {"wall_seconds": round(r.seconds, 2),
              **({"pieces": {str(s): p for s, p in r.pieces.items()}} if r.reason is None
-                else {"omitted": r.reason})})
+                else {"omitted" if r.omitted else "not_applicable": r.reason})})
     return {"topology": name, "collective": collective,
             "cpu_seconds": round(time.process_time(), 2),
             "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

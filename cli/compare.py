@@ -36,8 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="alltoall compares the MCF schedule with direct and ring all-to-all")
     p.add_argument("--sizes", default=",".join(size_label(s) for s in REPORT_SIZES),
                    help="comma-separated message sizes (default 1M,16M,128M,1G)")
-    p.add_argument("--algorithms", default=",".join(a for a in ALGORITHMS if a != "forestcoll"),
-                   help="baselines to run (ForestColl always runs)")
+    p.add_argument("--algorithms", default=None,
+                   help="baselines to run (ForestColl always runs; default all, TACOS and "
+                   "Blink only below 512 GPUs unless named here)")
     p.add_argument("--tacos-chunks", default="1,2,4",
                    help="chunks per node TACOS tries (default 1,2,4)")
     p.add_argument("--tacos-seeds", type=int, default=None,
@@ -63,7 +64,9 @@ def _options(args: argparse.Namespace) -> dict:
         sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
     except CanopyError as exc:
         raise CanopyError(f"--sizes: {exc}") from None
-    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    named = args.algorithms is not None
+    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip()) if named \
+        else tuple(a for a in ALGORITHMS if a != "forestcoll")
     try:
         chunks = tuple(int(c) for c in args.tacos_chunks.split(",") if c.strip())
         latency = Fraction(args.latency)
@@ -78,7 +81,8 @@ def _options(args: argparse.Namespace) -> dict:
     return {"sizes": sizes, "algorithms": algorithms, "tacos_chunks": chunks,
             "tacos_seeds": args.tacos_seeds, "tacos_unwinding": args.tacos_unwinding,
             "default_latency": latency, "switch_mode": args.switch_mode,
-            "limits": MscclLimits(max_tbs_per_gpu=args.msccl_sms)}
+            "limits": MscclLimits(max_tbs_per_gpu=args.msccl_sms),
+            "force": algorithms if named else ()}
 
 
 def format_table(comp: Comparison, unit: str = "GB/s") -> list[str]:
@@ -93,7 +97,8 @@ def format_table(comp: Comparison, unit: str = "GB/s") -> list[str]:
     for row in comp.rows:
         if row.reason is not None:
             lines.append([row.algorithm, "n/a"] + [""] * (len(head) - 2))
-            notes.append(f"  {row.algorithm}: does not apply: {row.reason}")
+            notes.append(f"  {row.algorithm}: " + (row.reason if row.omitted else
+                                                    f"does not apply: {row.reason}"))
             continue
         ratio = comp.ratio(row)
         cells = [row.algorithm, f"{float(row.algbw) * scale:.2f}",

@@ -60,6 +60,17 @@ FORMAT = "canopy-comparison"
 VERSION = 1
 
 TICK_SECONDS = 0.1     # most time between progress calls while a row is being built
+SLOW_FROM = 512        # compute nodes from which the baselines in SLOW are left out unless forced
+SLOW = {
+    "tacos": "its randomised greedy synthesis matches every chunk at every node, N² "
+             "deliveries per chunk count and seed in Python (minutes from 512 GPUs), and "
+             "its timetable cannot run folded",
+    "blink": "choosing its root takes N - 1 maxflows for each of the N roots (N² maxflows, "
+             "minutes from 512 GPUs)",
+}
+LAYOUT_OMITTED = ("runs without the MSCCL runtime's thread-block limit: at {} GPUs choosing "
+                  "the connections it exports simulates every candidate layout unfolded "
+                  "(minutes); canopy compare --algorithms forestcoll,ring,... chooses them")
 
 
 class _Reporter:
@@ -98,6 +109,7 @@ class ComparisonRow:
     reason: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    omitted: bool = False       # left out for time (SLOW), ``reason`` says how to force it
 
     def algbw_at(self, size: int) -> Fraction:
         """Simulated nccl-tests algbw (GB/s) at ``size`` bytes."""
@@ -181,6 +193,7 @@ class Comparison:
                 {str(s): round(float(r.times_us[s] / self._fc_time(s)), 6)
                  for s in r.times_us},
                 "not_applicable": r.reason,
+                "omitted": r.omitted,
                 "details": _plain(r.details),
             })
         return {"format": FORMAT, "version": VERSION, "collective": self.collective,
@@ -212,20 +225,27 @@ def _plain(value: Any) -> Any:
 
 
 def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None,
-                limits: MscclLimits | None = None) -> BaselineResult:
+                limits: MscclLimits | None = None, lay_out: bool = True) -> BaselineResult:
     """ForestColl's row: the schedule and layout :func:`runtime_schedule` runs (and the
     MSCCL export writes). ``solve_algbw`` and ``optimum_algbw`` are the exact optimum
     (App. E's LP schedule's for allreduce where that wins); the row's bound is the
-    running schedule's (below the optimum where a fewer-trees schedule runs)."""
+    running schedule's (below the optimum where a fewer-trees schedule runs). Without
+    ``lay_out`` the schedule runs with a connection per tree edge (see LAYOUT_OMITTED)."""
     schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
                                 progress=progress)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
     which = describe_choice(schedule) if collective == "allreduce" else ""
-    try:
-        choice = runtime_schedule(topology, schedule, limits)
-        schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
-    except MscclLimitError as exc:
-        laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
+    if not lay_out:
+        laid_out = schedule_plan(schedule)
+        connections: dict[str, Any] = {"layout": "a connection per tree edge",
+                                       "note": LAYOUT_OMITTED.format(
+                                           len(topology.compute_nodes()))}
+    else:
+        try:
+            choice = runtime_schedule(topology, schedule, limits)
+            schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
+        except MscclLimitError as exc:
+            laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
@@ -242,7 +262,8 @@ def compare(topology: Topology, collective: str = "allgather",
             tacos_chunks: tuple[int, ...] = DEFAULT_CHUNKS, tacos_seeds: int | None = None,
             tacos_unwinding: str = "ring", default_latency: Fraction = DEFAULT_LATENCY_US,
             switch_mode: str = CUT_THROUGH, progress: Progress | None = None,
-            where: str = "", limits: MscclLimits | None = None) -> Comparison:
+            where: str = "", limits: MscclLimits | None = None,
+            force: tuple[str, ...] = ()) -> Comparison:
     """Build every algorithm's schedule on ``topology`` and time it at ``sizes`` bytes.
 
     ForestColl's row always comes first (the ratios refer to it); ``algorithms`` picks
@@ -267,6 +288,12 @@ def compare(topology: Topology, collective: str = "allgather",
     limits : MscclLimits, optional
         The MSCCL runtime's limits ForestColl's layout must keep (default: an A100's 108
         SMs), as ``canopy solve --msccl-sms`` exports it.
+    force : tuple of str, optional
+        Rows to build in full even where they would take minutes: from SLOW_FROM compute
+        nodes the baselines in SLOW are otherwise omitted, their row saying why, and
+        ForestColl's schedule runs with a connection per tree edge instead of the MSCCL
+        layout chosen by simulation (LAYOUT_OMITTED) unless "forestcoll" is named
+        (``canopy compare --algorithms forestcoll,tacos`` forces both).
 
     Returns
     -------
@@ -303,8 +330,10 @@ def compare(topology: Topology, collective: str = "allgather",
         raise ScheduleError("message sizes must be positive numbers of bytes.")
     Network.from_topology(topology, where)   # one clear sentence for a bad topology
     report = _Reporter(progress)
+    nodes = len(topology.compute_nodes())
     builders: dict[str, Callable[[], BaselineResult]] = {
-        "forestcoll": lambda: _forestcoll(topology, collective, report.tick, limits),
+        "forestcoll": lambda: _forestcoll(topology, collective, report.tick, limits,
+                                          nodes < SLOW_FROM or "forestcoll" in force),
         "ring": lambda: ring_baseline(topology, collective, progress=report.tick),
         "blink": lambda: blink_baseline(topology, collective),
         "tacos": lambda: tacos_baseline(topology, collective, tacos_chunks, tacos_seeds,
@@ -316,6 +345,11 @@ def compare(topology: Topology, collective: str = "allgather",
     rows = []
     for done, name in enumerate(order):
         report.step(name, done / len(order))
+        if name in SLOW and nodes >= SLOW_FROM and name not in force:
+            rows.append(ComparisonRow(name, None, omitted=True, reason=(
+                f"omitted at {nodes} GPUs: {SLOW[name]}; ask for it by name to run it "
+                f"anyway (canopy compare --algorithms {name}).")))
+            continue
         start = time.perf_counter()
         result = builders[name]()
         row = ComparisonRow(name, result.algbw, reason=result.not_applicable_reason,
@@ -338,5 +372,5 @@ def compare(topology: Topology, collective: str = "allgather",
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)
-    return Comparison(topology.name, collective, len(topology.compute_nodes()), tuple(sizes),
-                      rows, default_latency, switch_mode)
+    return Comparison(topology.name, collective, nodes, tuple(sizes), rows, default_latency,
+                      switch_mode)

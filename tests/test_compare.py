@@ -6,6 +6,7 @@ from fractions import Fraction
 import pytest
 
 from canopy.cli import main
+from canopy.engine import comparison
 from canopy.engine.comparison import compare
 from canopy.engine.errors import ScheduleError
 from canopy.engine.generators import generate
@@ -103,6 +104,32 @@ def test_cli_prints_table_and_writes_json(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert [r["algorithm"] for r in doc["rows"]][0] == "forestcoll"
     assert doc["sizes"] == [1 << 20, 16 << 20]
+
+
+def test_slow_baselines_are_omitted_on_large_networks_unless_named(tmp_path, capsys,
+                                                                    monkeypatch):
+    # From SLOW_FROM compute nodes (here lowered to 6) TACOS and Blink are left out,
+    # one line saying why and how to force them; naming them runs them.
+    monkeypatch.setattr(comparison, "SLOW_FROM", 6)
+    topo = star_of_switches()
+    rows = {r.algorithm: r for r in compare(topo, sizes=(1 << 20,), tacos_seeds=1).rows}
+    assert rows["tacos"].omitted and rows["blink"].omitted and not rows["ring"].omitted
+    assert "--algorithms tacos" in rows["tacos"].reason
+    assert rows["forestcoll"].details["connections"]["layout"] == "a connection per tree edge"
+    assert "thread-block limit" in rows["forestcoll"].details["connections"]["note"]
+    forced = compare(topo, sizes=(1 << 20,), algorithms=("tacos",), tacos_seeds=1,
+                     force=("tacos",)).row("tacos")
+    assert not forced.omitted and forced.times_us
+    laid = compare(topo, sizes=(1 << 20,), algorithms=(), force=("forestcoll",)).rows[0]
+    assert "note" not in laid.details["connections"]
+    path = tmp_path / "tree.json"
+    save_topology(topo, path)
+    assert main(["compare", str(path), "--sizes", "1M", "--tacos-seeds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("omitted at 6 GPUs" in line for line in lines) == 2
+    assert main(["compare", str(path), "--sizes", "1M", "--tacos-seeds", "1",
+                 "--algorithms", "tacos"]) == 0
+    assert "omitted" not in capsys.readouterr().out
 
 
 def test_cli_bad_input_exits_2(tmp_path, capsys):

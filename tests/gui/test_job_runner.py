@@ -50,3 +50,21 @@ def test_cancel_stops_a_long_solve_at_once_without_process_wide_tweaks(qtbot):
         job.cancel()
     assert time.perf_counter() - start < 0.5
     assert not job.is_running()
+
+
+def test_a_job_deleted_with_its_window_mid_run_ends_its_child_without_a_crash(qtbot):
+    """A closing window deletes its jobs while their reader threads are passing events on
+    (that race once crashed the whole process): the child ends, the reader stops."""
+    from PySide6.QtCore import QObject
+    from shiboken6 import delete
+
+    window = QObject()
+    job = EngineJob(solve, dgx_a100_cluster(16), parent=window)
+    engine_job = job._job
+    seen = []
+    job.progress.connect(lambda phase, fraction: seen.append(phase))
+    job.start()
+    qtbot.waitUntil(lambda: "tree packing" in seen, timeout=60000)
+    delete(window)              # progress events keep arriving meanwhile
+    qtbot.waitUntil(lambda: engine_job.ended, timeout=3000)
+    qtbot.wait(50)              # queued events for the deleted job are dropped
