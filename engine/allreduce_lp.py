@@ -37,15 +37,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
 
 from canopy.engine.errors import CanopyError
 from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.network import Network
 from canopy.engine.optimality import collective_algbw, find_optimum
+
+if TYPE_CHECKING:
+    from scipy.sparse import coo_matrix
 
 FEASIBILITY_TOLERANCE = 1e-9   # HiGHS primal and dual feasibility tolerance we set
 RELATIVE_MARGIN = 1e-6         # comparisons with the exact bounds allow this much
@@ -178,6 +180,9 @@ def solve_allreduce_lp(net: Network, equal_rates: bool = False,
         for j in range(1, n_c):
             eq_rows.extend([(n_eq, x0, 1.0), (n_eq, x0 + j, -1.0)])
             n_eq += 1
+
+    from scipy.optimize import linprog  # here: 0.3 s of start-up for allreduce only
+    from scipy.sparse import coo_matrix
 
     def matrix(rows: list[tuple[int, int, float]], count: int) -> coo_matrix:
         r, c, v = zip(*rows, strict=True) if rows else ((), (), ())

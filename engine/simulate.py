@@ -36,8 +36,10 @@ TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
   switches: one stream holds its whole route). A message alone on an idle route so takes
   ``Σα + n / min B``; over one link exactly ``α + n/B``. Bandwidth a message cannot use
   because it is held back elsewhere on its route is not handed to the others (so the
-  model is never optimistic about sharing; measured against max-min fair sharing on 2 x
-  DGX A100 at 13 pieces the times agree to four digits).
+  model is never optimistic about sharing; measured against max-min fair sharing, the
+  work-conserving rule of credit-based fabrics, on 2 x DGX A100 at 13 pieces the times
+  agree to four digits, and on mi250-2x16 allgather, whose inter-server routes cross a
+  switch, at 4 and 16 pieces to twelve: ``bench/sharing.py``).
 * *Long loops are extrapolated.* The iterations of a loop are identical, so once the
   pipeline is full every further iteration adds the same time (the period). A program
   of more than MAX_MESSAGES sends is not unrolled in full: whole loops of n = 2, 4, 8,
