@@ -213,7 +213,8 @@ def test_unit_trees_share_connections_where_links_have_slack():
 
 
 def _greedy_counts(plan, limits, detail):
-    """Layout 3's rule as first written: one pass over every key per connection given up."""
+    """Layout 3's rule as first written: one pass over every key per connection given up
+    (keys of steps weighed by their band, as :func:`_shared_counts` does)."""
     counts = {k: len(v) for k, v in _members(plan, detail).items()}
     budget = limits.max_tbs_per_gpu - 1
     at = defaultdict(list)
@@ -232,7 +233,8 @@ def _greedy_counts(plan, limits, detail):
         choices = crowded or [g for g in at[gpu] if counts[g] > 1]
         if not choices:
             return gpu
-        group = max(choices, key=lambda g: (counts[g], g))
+        group = max(choices, key=lambda g: (counts[g] / (g[-1] + 1) if detail >= 2
+                                            else counts[g], g))
         counts[group] -= 1
         per_gpu[group[0]] -= 1
         per_gpu[group[1]] -= 1
@@ -251,3 +253,19 @@ def test_shared_counts_match_the_plain_greedy_rule(collective):
                     _shared_counts(plan, limits, detail)
             else:
                 assert _shared_counts(plan, limits, detail) == want
+
+
+def test_later_steps_of_a_reduction_keep_their_share_of_the_links():
+    """4x4 torus reduce-scatter (k = 4) with 44 SMs: its tree edges share connections per
+    step of the piece. The leaves' sends are there first; where every step's key gave up
+    connections alike they ran ahead and the joins near the roots drained last (97.9 % of
+    the optimum at 1 GiB); early steps sharing first, it runs at 99.7 %."""
+    topo = generate("torus", {"dims": "4x4"})
+    schedule = solve(topo, "reduce-scatter")
+    limits = MscclLimits(max_tbs_per_gpu=44)
+    choice = runtime_schedule(topo, schedule, limits)
+    assert choice.layout == "shared by step"
+    assert choice.candidates[-1]["executed_fraction"] >= 0.99
+    assert choice.describe()["threadblocks_per_gpu"] <= 44
+    simulate_bytes(plan_xml(choice.plan, choice.schedule.k, MscclOptions(limits=limits)),
+                   limits=limits)
