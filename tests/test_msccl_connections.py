@@ -228,3 +228,27 @@ def test_shared_counts_match_the_plain_greedy_rule(collective):
                     _shared_counts(plan, limits, detail)
             else:
                 assert _shared_counts(plan, limits, detail) == want
+
+
+def test_equal_layouts_are_simulated_once(monkeypatch):
+    # On 2 x DGX A100 allreduce, "shared" and "shared by phase" give the same plan: it
+    # runs once and both are listed with its time.
+    from canopy.engine import simulate
+    from canopy.engine.msccl import connections
+
+    topo = load_sample("dgx-a100-2x8.json")
+    schedule = solve(topo, "allreduce")
+    runs = []
+
+    class Timed:
+        algbw = schedule.algbw * Fraction(9, 10)
+
+    def fake(topology, plan, size):
+        runs.append(plan)
+        return Timed()
+    monkeypatch.setattr(simulate, "fastest", fake)
+    monkeypatch.setattr(connections, "TOLERANCES", ())
+    choice = connections._choose(topo, schedule, MscclLimits())
+    names = [c["layout"] for c in choice.candidates]
+    assert names == ["shared", "shared by phase", "shared by step"]
+    assert len(runs) == 2 and runs[0] != runs[1]

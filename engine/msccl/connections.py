@@ -559,8 +559,12 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: list[tuple[str, CollectivePlan]], tolerance: str) -> None:
         nonlocal best, first_fraction
+        timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
-            fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
+            fraction = next((f for other, f in timed if other == laid), None)
+            if fraction is None:
+                fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
+                timed.append((laid, fraction))
             if not tried:
                 first_fraction = fraction
             tried.append({"k": candidate.k, "trees": len(candidate.trees),
