@@ -658,7 +658,7 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
     # and its order key (phase, step, priority, tree) or, ordered, (phase, priority, tree).
     edge_conns: list[list[int]] = []
     steps: list[int] = []
-    priorities: list[tuple[int, int]] = []    # (numerator, denominator): hashed fast
+    priorities: list[Fraction] = []
     dep_from: list[int] = []          # x's first hop waits for the last hop of y:
     dep_to: list[int] = []            # pairs (y, x) of flat edge indices
     root_done: dict[Hashable, list[int]] = {}
@@ -687,7 +687,7 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
             edge_conns.append(ids)
         if not plan.ordered_links:
             steps.extend(tree_levels(tree))
-        priorities.extend((e.priority.numerator, e.priority.denominator) for e in tree.edges)
+        priorities.extend(e.priority for e in tree.edges)
         # Dependencies between tree edges (same piece).
         if tree.reduce:
             # Child -> parent: waits for everything from the child's children.
@@ -722,7 +722,7 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
     sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
     phase_of = (tree_of >= nphase).astype(np.int64)
-    rank = {p: i for i, p in enumerate(sorted(set(priorities), key=lambda p: Fraction(*p)))}
+    rank = {p: i for i, p in enumerate(sorted(set(priorities)))}
     priority_of = np.array([rank[p] for p in priorities], dtype=np.int64)
     keys = [np.arange(count, dtype=np.int64), tree_of, priority_of]
     if not plan.ordered_links:
