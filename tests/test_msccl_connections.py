@@ -269,3 +269,27 @@ def test_later_steps_of_a_reduction_keep_their_share_of_the_links():
     assert choice.describe()["threadblocks_per_gpu"] <= 44
     simulate_bytes(plan_xml(choice.plan, choice.schedule.k, MscclOptions(limits=limits)),
                    limits=limits)
+
+
+def test_equal_layouts_are_simulated_once(monkeypatch):
+    # On 2 x DGX A100 allreduce, "shared" and "shared by phase" give the same plan: it
+    # runs once and both are listed with its time.
+    from canopy.engine import simulate
+    from canopy.engine.msccl import connections
+
+    topo = load_sample("dgx-a100-2x8.json")
+    schedule = solve(topo, "allreduce")
+    runs = []
+
+    class Timed:
+        algbw = schedule.algbw * Fraction(9, 10)
+
+    def fake(topology, plan, size):
+        runs.append(plan)
+        return Timed()
+    monkeypatch.setattr(simulate, "fastest", fake)
+    monkeypatch.setattr(connections, "TOLERANCES", ())
+    choice = connections._choose(topo, schedule, MscclLimits())
+    names = [c["layout"] for c in choice.candidates]
+    assert names == ["shared", "shared by phase", "shared by step"]
+    assert len(runs) == 2 and runs[0] != runs[1]

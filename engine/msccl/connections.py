@@ -658,8 +658,12 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         if best is not None and \
                 bandwidth_bound(base, topology.capacities())[0] / optimum <= best[0]:
             return                 # executes below its plan's bound: cannot beat the best
+        timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
-            fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
+            fraction = next((f for other, f in timed if other == laid), None)
+            if fraction is None:
+                fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
+                timed.append((laid, fraction))
             if not tried:
                 first_fraction = fraction
             tried.append({"k": candidate.k, "trees": len(candidate.trees),
