@@ -903,8 +903,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     _check_mode(switch_mode)
     size = Fraction(message_size)
-    key = (id(plan), id(topology), size, pieces, default_latency, switch_mode, exact, budget,
-           symmetry)
+    key = (id(plan), _network_key(topology), size, pieces, default_latency, switch_mode,
+           exact, budget, symmetry)
     known = _RESULTS.get(key)
     if known is not None and known[0]() is plan and known[1]() is topology:
         return known[2]
@@ -920,6 +920,13 @@ RESULTS_KEPT = 64       # simulations remembered (by plan, topology and argument
 _RESULTS: dict[Hashable, tuple[Any, Any, SimulationResult]] = {}
 
 
+def _network_key(topology: Topology) -> Hashable:
+    """A topology for the memos, by identity and by content: a network edited in place
+    (links, bandwidths, latencies, switches) is simulated anew."""
+    return (id(topology), tuple(topology.capacities().items()),
+            tuple(topology.latencies().items()), tuple(topology.switch_nodes()))
+
+
 def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
               default_latency: Fraction, switch_mode: str,
               check: Callable[[], None] | None, exact: bool, budget: int | None,
@@ -931,7 +938,7 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     template = _memo(plan, ("template", switches, switch_mode),
                      lambda: _template(plan, switches, switch_mode))
     # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
-    folded = _memo(plan, ("fold", switches, switch_mode, id(topology)),
+    folded = _memo(plan, ("fold", switch_mode, _network_key(topology)),
                    lambda: (topology, _folded(topology, plan, template)))[1] \
         if symmetry else None
 
@@ -1038,7 +1045,7 @@ def _folded(topology: Topology, plan: CollectivePlan, template: _Template
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
-    return _memo(plan, ("floor", id(topology)), lambda: _congestion(topology, plan)) \
+    return _memo(plan, ("floor", _network_key(topology)), lambda: _congestion(topology, plan)) \
         * float(size) / BYTES_PER_US_PER_GBPS
 
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from canopy.engine.baselines.blink import blink_baseline, single_root_counts
+from canopy.engine.baselines.blink import blink_baseline, root_images, single_root_counts
 from canopy.engine.baselines.lr_rings import (
     brute_force_hops,
     is_contention_free,
@@ -26,6 +26,7 @@ from canopy.engine.baselines.tacos import (
     transpose,
     unwind,
 )
+from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.network import Network
 from canopy.engine.optimality import find_optimum
 from canopy.engine.packing import pack_trees
@@ -271,6 +272,25 @@ def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
         for e in b.edges:
             used[e] = used.get(e, 0) + b.m
     assert all(used[e] <= capacity[e] for e in used)
+
+
+@pytest.mark.parametrize("name", ["dgx-a100-4x8.json", "leaf-spine-jobs.json",
+                                  "mi250-2x16.json", "tacos-dragonfly-4x5.json"])
+def test_single_root_counts_per_orbit_match_every_root(name):
+    """K_r computed once per orbit of D*'s server automorphisms equals K_r from every root."""
+    net = Network.from_topology(sample(name))
+    opt = find_optimum(net)
+    y = opt.tree_bandwidth
+    capacity = remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
+                               opt.k).capacity
+    flow = FlowNetwork(net.n)
+    for (a, b), c in capacity.items():
+        if c:
+            flow.add_arc(a, b, c)
+    every = {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
+    assert single_root_counts(net, capacity) == every
+    roots = set(root_images(net, capacity).values())
+    assert len(roots) < len(net.compute)
 
 
 # ------------------------------------------------------------------ ForestColl above all

@@ -335,6 +335,16 @@ def test_a_plan_timed_twice_at_one_depth_runs_once(monkeypatch):
     assert len(runs) == 2
 
 
+def test_a_network_edited_in_place_is_simulated_anew():
+    """The memo knows a topology by content too: halving a link's bandwidth in place
+    (as a sweep or a script might) gives the new time, not the remembered one."""
+    topo = line(2)
+    plan = chain_plan(["v0", "v1"], [("v0", "v1")])
+    before = simulate(topo, plan, 1000, exact=True).time_us
+    topo.links[0].bandwidth /= 2
+    assert simulate(topo, plan, 1000, exact=True).time_us > before
+
+
 def test_unknown_switch_mode_is_an_error():
     topo = line(2)
     plan = chain_plan(["v0", "v1"], [("v0", "v1")])

@@ -9,6 +9,7 @@ ForestColl's switch-free logical topology D* (switch removal by edge splitting, 
 Packing: by Edmonds' branching theorem the largest number of edge-disjoint spanning
 out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the tree
 bandwidth y). We try every root, keep the one with the largest K_r (the first on ties),
+computing K_r once per orbit of interchangeable servers (:func:`root_images`),
 and build the K_r trees with the batched packing of forestcoll.txt §4.4 (Alg. 5,
 Thm 12 after Bérczi & Frank) asked for K_r trees at r alone. Each tree carries
 1/K_r of the whole message. The trees are then mapped back to physical paths.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import map_back
 from canopy.engine.maxflow import FlowNetwork
-from canopy.engine.network import Network
+from canopy.engine.network import Network, identical_groups
 from canopy.engine.optimality import find_optimum
 from canopy.engine.packing import pack_trees
 from canopy.engine.plan import BaselineResult, bandwidth_bound, trees_plan
@@ -30,13 +31,59 @@ from canopy.engine.splitting import remove_switches
 from canopy.engine.topology import Topology
 
 
+def root_images(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:
+    """Each compute node mapped to the first node (in ``net.compute`` order) of its orbit
+    under the automorphisms of D* found among the rotation of all servers (node groups)
+    and the swaps of interchangeable servers
+    (:func:`canopy.engine.network.identical_groups`).
+
+    Switch removal need not keep the physical network's symmetry, so each candidate map
+    σ is used only if it keeps the compute nodes and maps every arc of D* to an arc of
+    the same capacity; then F(σr, σv) = F(r, v) for all v, so K_σr = K_r.
+    """
+    arcs = {e: c for e, c in capacity.items() if c}
+    servers: dict[str | None, list[int]] = {}
+    for i, g in enumerate(net.groups):
+        servers.setdefault(g, []).append(i)
+    servers.pop(None, None)
+    groups = list(servers.values())
+    maps: list[dict[int, int]] = []
+    if len(groups) > 1 and len({len(g) for g in groups}) == 1:
+        maps.append({a: b for k, g in enumerate(groups)
+                     for a, b in zip(g, groups[(k + 1) % len(groups)], strict=True)})
+    for members in identical_groups(net):
+        maps += [dict(zip(members[0], other, strict=True))
+                 | dict(zip(other, members[0], strict=True)) for other in members[1:]]
+    orbit = {c: c for c in net.compute}
+
+    def first(c: int) -> int:
+        while orbit[c] != c:
+            c = orbit[c]
+        return c
+
+    for sigma in maps:
+        if all(net.is_compute(a) == net.is_compute(b) for a, b in sigma.items()) and \
+                all(arcs.get((sigma.get(a, a), sigma.get(b, b))) == c
+                    for (a, b), c in arcs.items()):
+            for a, b in sigma.items():
+                if net.is_compute(a):
+                    ra, rb = first(a), first(b)
+                    orbit[max(ra, rb, key=net.compute.index)] = \
+                        min(ra, rb, key=net.compute.index)
+    return {c: first(c) for c in net.compute}
+
+
 def single_root_counts(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:
-    """K_r = min over compute v != r of F(r, v) for every compute root r (Edmonds)."""
+    """K_r = min over compute v != r of F(r, v) for every compute root r (Edmonds); the
+    flows run from one root per orbit (:func:`root_images`)."""
     flow = FlowNetwork(net.n)
     for (a, b), c in capacity.items():
         if c:
             flow.add_arc(a, b, c)
-    return {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
+    first = root_images(net, capacity)
+    counts = {r: min(flow.max_flow(r, v) for v in net.compute if v != r)
+              for r in net.compute if first[r] == r}
+    return {r: counts[first[r]] for r in net.compute}
 
 
 def blink_baseline(topology: Topology, collective: str = "allgather") -> BaselineResult:
