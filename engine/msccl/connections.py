@@ -236,17 +236,18 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
                    topology: Topology | None = None) -> dict[Key, int]:
     """Layout 3's connections per key (:func:`_members`): from one per tree edge, the key with
     most connections at the GPU furthest over its budget gives one up, until all fit; keys
-    of steps (``detail`` >= 2) count their connections divided by their band plus one, so
-    the early steps of a piece, whose data is there first and would run ahead, share first
-    and the later steps keep their share of the links (reductions' joins: on the 4x4x4 torus
-    reduce-scatter 94.4 % of the optimum at 1 GiB with equal counts, 99 % this way). (First
-    every pair over ``max_channels`` gives up, the key with most connections among them
-    first; a pair never gets crowded again. Ties go to the larger key or GPU name. Heaps
-    with stale entries skipped keep this fast on 1024 GPUs, where a pass over every key per
-    connection given up took minutes.) With ``topology``, the key of the GPU that gives one
-    up is instead the one whose links then take least time (:func:`_slack_choice`):
-    connections merge where links have slack, so trees keep their shares of the links the
-    schedule loads to capacity."""
+    of steps (``detail`` >= 2) count their connections divided by their band plus one
+    (allreduce: broadcast bands after every reduction band), so the early steps of a piece,
+    whose data is there first and would run ahead, share first and the later steps keep
+    their share of the links (reductions' joins: on the 4x4x4 torus reduce-scatter 94.4 % of
+    the optimum at 1 GiB with equal counts, 99 % this way). (First every pair over
+    ``max_channels`` gives up, the key with most connections among them first; a pair never
+    gets crowded again. Ties go to the larger key or GPU name. Heaps with stale entries
+    skipped keep this fast on 1024 GPUs, where a pass over every key per connection given up
+    took minutes.) With ``topology``, the key of the GPU that gives one up is instead the
+    one whose links then take least time (:func:`_slack_choice`): connections merge where
+    links have slack, so trees keep their shares of the links the schedule loads to
+    capacity."""
     members = _members(plan, detail)
     counts: dict[Key, int] = {k: len(v) for k, v in members.items()}
     pick = _slack_choice(plan, members, counts, topology) if topology is not None else None
@@ -263,8 +264,14 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
     gpus = [(-n, -gpu_rank[gpu], gpu) for gpu, n in per_gpu.items()]
     heapq.heapify(gpus)
 
+    # allreduce: a broadcast step follows every reduction step of the piece
+    offset = 1 + max((g[-1] for g in counts if g[-2] == 0), default=-1) \
+        if detail >= 2 and plan.reduce_trees and plan.broadcast_trees else 0
+
     def need(group: Key) -> float:
-        return counts[group] / (group[-1] + 1) if detail >= 2 else counts[group]
+        if detail < 2:
+            return counts[group]
+        return counts[group] / (offset * group[-2] + group[-1] + 1)
 
     def entry(group: Key) -> tuple[float, int, Key]:
         return -need(group), -rank[group], group
@@ -282,8 +289,8 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
     pairs = [entry(g) for g in counts if crowded(g)]
     heapq.heapify(pairs)
     while pairs:
-        n, _, group = heapq.heappop(pairs)
-        if -n == need(group) and crowded(group):
+        weight, _, group = heapq.heappop(pairs)
+        if -weight == need(group) and crowded(group):
             give_up(group)
             if crowded(group):
                 heapq.heappush(pairs, entry(group))
