@@ -35,10 +35,12 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
 import networkx as nx
+import numpy as np
 
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import (
@@ -57,6 +59,7 @@ from canopy.engine.topology import Topology
 UNWINDINGS = ("ring", "mesh")
 DEFAULT_CHUNKS = (1, 2, 4)
 DEFAULT_SEEDS = 4
+_WORDS = 4096          # random outputs drawn at a time (:func:`_random_words`)
 SEED_WORK = 40_000     # seeds x N^2 x (sum of chunk counts) allowed by auto_seeds
 
 
@@ -176,18 +179,39 @@ def transpose(links: list[LogicalLink]) -> list[LogicalLink]:
             for x in links]
 
 
+def _random_words(seed: int) -> Iterator[int]:
+    """The 32-bit outputs of ``random.Random(seed)``'s Mersenne Twister, in order, drawn
+    in bulk: ``getrandbits(32·B)`` holds B successive outputs, the first the least
+    significant (CPython's ``getrandbits``)."""
+    rng = random.Random(seed)
+    while True:
+        block = rng.getrandbits(32 * _WORDS).to_bytes(4 * _WORDS, "little")
+        yield from np.frombuffer(block, dtype="<u4").tolist()
+
+
 def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                chunk_size: Fraction, seed: int) -> Timetable:
-    """One run of TACOS's allgather synthesis (Alg. 2 around Alg. 1) with ``seed``."""
-    rng = random.Random(seed)
+    """One run of TACOS's allgather synthesis (Alg. 2 around Alg. 1) with ``seed``.
+
+    The random draws are those of ``random.Random(seed)``'s ``randrange`` (the shuffle)
+    and ``choice`` (ties), computed as CPython does from its output stream, read in bulk
+    (:func:`_random_words`): ``randrange(n)`` takes an output's top n.bit_length() bits,
+    again until they are below n. At each
+    time only the nodes whose matching can have changed are visited (see below), so the
+    matches are those of the plain loop over every node (tests/test_baselines.py keeps
+    that loop as the reference).
+    """
+    word = _random_words(seed).__next__
     costs = [link_time(chunk_size, x.bandwidth, x.latency) for x in links]
     unit = math.lcm(*(c.denominator for c in costs))
     ticks = [int(c * unit) for c in costs]
     index = {n: i for i, n in enumerate(nodes)}
     chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
     into: list[list[int]] = [[] for _ in nodes]
+    feeds: list[set[int]] = [set() for _ in nodes]     # nodes a link from this one enters
     for li, x in enumerate(links):
         into[index[x.dst]].append(li)
+        feeds[index[x.src]].add(index[x.dst])
     src_of = [index[x.src] for x in links]
     held = [{ci for ci, (o, _) in enumerate(chunks) if o == node} for node in nodes]
     missing = [set(range(len(chunks))) - held[d] for d in range(len(nodes))]
@@ -197,29 +221,56 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     now = 0
     left = sum(len(m) for m in missing)
     in_flight = 0
+    touched = set(range(len(nodes)))
     while left or in_flight:
         while arrivals and arrivals[0][0] <= now:
             _, d, c = heapq.heappop(arrivals)
             held[d].add(c)
             in_flight -= 1
+            touched.add(d)
+            touched |= feeds[d]
         # Alg. 1 shuffles all unsatisfied (d, c) and matches each in turn. Pairs of
         # different d compete for different links, and a chunk no free link into d can
         # supply is skipped, so shuffling each d's suppliable chunks alone (lazily,
-        # stopping once d's free links are used up) draws the same matchings.
-        for d in range(len(nodes)):
+        # stopping once d's free links are used up) draws the same matchings. A node
+        # left with free links has nothing more to take over them until a chunk arrives
+        # at it (freeing the link it came by) or at one of their sources, so only such
+        # nodes are visited (the others would draw nothing).
+        for d in sorted(touched):
             free = [li for li in into[d] if free_at[li] <= now]
             if not free or not missing[d]:
                 continue
             pool = sorted(set().union(*(held[src_of[li]] & missing[d] for li in free)))
-            for drawn in range(len(pool)):
-                pick = rng.randrange(drawn, len(pool))
-                pool[drawn], pool[pick] = pool[pick], pool[drawn]
-                c = pool[drawn]
-                candidates = [li for li in free if c in held[src_of[li]]]
-                if not candidates:
-                    continue
-                cheapest = min(ticks[li] for li in candidates)
-                li = rng.choice([li for li in candidates if ticks[li] == cheapest])
+            size = len(pool)
+            drawn = 0
+            while drawn < size:
+                n = size - drawn          # randrange(drawn, size)
+                shift = 32 - n.bit_length()
+                pick = word() >> shift
+                while pick >= n:
+                    pick = word() >> shift
+                pick += drawn
+                c = pool[pick]
+                pool[pick] = pool[drawn]   # the shuffle's swap (pool[drawn] is not read again)
+                drawn += 1
+                if len(free) == 1:
+                    li = free[0]
+                    if c not in held[src_of[li]]:
+                        continue
+                    while word() >> 31:   # choice of one: randrange(1)
+                        pass
+                else:
+                    candidates = [li for li in free if c in held[src_of[li]]]
+                    if not candidates:
+                        continue
+                    cheapest = min(ticks[li] for li in candidates)
+                    tied = [li for li in candidates if ticks[li] == cheapest]
+                    n = len(tied)
+                    shift = 32 - n.bit_length()
+                    pick = word() >> shift
+                    while pick >= n:
+                        pick = word() >> shift
+                    li = tied[pick]
                 free.remove(li)
                 free_at[li] = now + ticks[li]
                 missing[d].discard(c)
@@ -229,6 +280,7 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                 matches.append(Match(chunks[c], li, now, free_at[li]))
                 if not free:
                     break
+        touched = set()
         if not arrivals:
             if left:
                 d = next(i for i, m in enumerate(missing) if m)
@@ -245,6 +297,21 @@ def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     """The fastest of ``seeds`` runs (TACOS is randomized; its tests keep the best)."""
     runs = [synthesize(links, nodes, chunks_per_node, chunk_size, s) for s in range(seeds)]
     return min(runs, key=lambda t: (t.time, t.seed))
+
+
+def receive_bound(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
+                  chunk_size: Fraction) -> Fraction:
+    """A lower bound on the time (µs) of any allgather timetable on ``links``: node d
+    receives (N-1)·chunks_per_node chunks, and a link into d taking t per chunk carries
+    one at a time, so at most T/t of them by time T; hence T >= (N-1)·chunks_per_node /
+    Σ 1/t, for every d. 0 when a node has no link in (synthesis fails there anyway)."""
+    rate = {d: Fraction(0) for d in nodes}
+    for x in links:
+        rate[x.dst] += 1 / link_time(chunk_size, x.bandwidth, x.latency)
+    if not all(rate.values()):
+        return Fraction(0)
+    need = (len(nodes) - 1) * chunks_per_node
+    return max(need / r for r in rate.values())
 
 
 def check_timetable(table: Timetable) -> None:
@@ -309,7 +376,8 @@ class _Tacos:
 
     With several chunk counts per node, each message size uses the count whose
     synthesized collective time is shortest (TACOS's own cost model decides, as a user
-    sweeping the parameter would).
+    sweeping the parameter would). A count whose :func:`receive_bound` already exceeds
+    the best synthesized time cannot be chosen and is not synthesized.
     """
 
     def __init__(self, topology: Topology, collective: str, chunk_options: tuple[int, ...],
@@ -343,8 +411,29 @@ class _Tacos:
     def total(self, size: Fraction, chunks: int, latency: bool = True) -> Fraction:
         return sum((t.time for t in self.tables(size, chunks, latency) if t), Fraction(0))
 
+    def bound(self, size: Fraction, chunks: int, latency: bool) -> Fraction:
+        """A lower bound on :meth:`total` (:func:`receive_bound` of each phase)."""
+        links = self.links if latency else self.bare
+        chunk = Fraction(size) / (len(self.nodes) * chunks)
+        phases = ([transpose(links)] if self.collective != "allgather" else []) + \
+            ([links] if self.collective != "reduce-scatter" else [])
+        return sum((receive_bound(x, self.nodes, chunks, chunk) for x in phases), Fraction(0))
+
+    def best_chunks(self, size: Fraction, latency: bool = True) -> int:
+        """The count c minimizing (total, c), synthesizing counts in order of their bound
+        and stopping once (bound, c) exceeds the best (total, c) found."""
+        bounds = {c: self.bound(size, c, latency) for c in self.options}
+        best: tuple[Fraction, int] | None = None
+        for c in sorted(self.options, key=lambda c: (bounds[c], c)):
+            if best is not None and (bounds[c], c) > best:
+                break
+            key = (self.total(size, c, latency), c)
+            best = key if best is None else min(best, key)
+        assert best is not None
+        return best[1]
+
     def plan(self, size: Fraction) -> CollectivePlan:
-        chunks = min(self.options, key=lambda c: (self.total(size, c), c))
+        chunks = self.best_chunks(size)
         self.chosen[size] = chunks
         rs, ag = self.tables(size, chunks)
         reduce_trees = timetable_trees(rs, reduce=True) if rs else []
@@ -355,7 +444,7 @@ class _Tacos:
     def bandwidth_only(self) -> tuple[Fraction, int]:
         """Best algbw with α = 0 over the chunk counts (size-independent), and the count."""
         size = Fraction(1)
-        chunks = min(self.options, key=lambda c: (self.total(size, c, False), c))
+        chunks = self.best_chunks(size, latency=False)
         return algbw_gbps(size, self.total(size, chunks, False)), chunks
 
 
