@@ -143,19 +143,19 @@ def test_the_layout_that_executes_fastest_is_chosen_and_exported():
                    limits=limits)
 
 
-def test_a_fewer_trees_schedule_runs_where_it_executes_faster():
-    """mesh-2d-3x3 allreduce with 40 SMs: App. E's LP schedule (k = 3, 4/3 of reduce-
-    scatter + allgather) must share connections and runs at 84 % of its optimum;
-    reduce-scatter + allgather with k = 1 (75 % of it) runs at 85.6 %, so that runs."""
+def test_a_schedule_that_cannot_beat_the_best_is_not_simulated():
+    """mesh-2d-3x3 allreduce with 40 SMs: App. E's LP schedule (k = 3) must share
+    connections; per 2 steps of the piece, later steps keeping their share, it runs at
+    94.8 % of its optimum. Reduce-scatter + allgather with k = 1, the fewest trees at
+    their own optimum, has a plan bound of 85.7 % of it, so it is not simulated. (Where
+    fewer trees do run faster, they run: 2 x DGX A100 allreduce below.)"""
     topo = load_sample("mesh-2d-3x3")
     schedule = choose_allreduce(topo, solve(topo, "allreduce"))
     assert schedule.split_budgets
     choice = runtime_schedule(topo, schedule, MscclLimits(max_tbs_per_gpu=40))
-    assert choice.schedule.k == 1 and not choice.schedule.split_budgets
-    assert choice.optimum == schedule.algbw
-    assert "reduce-scatter + allgather with k = 1" in choice.note
-    best = max(c["executed_fraction"] for c in choice.candidates)
-    assert best == choice.candidates[-1]["executed_fraction"] > 0.85
+    assert choice.schedule is schedule and choice.optimum == schedule.algbw
+    assert {c["k"] for c in choice.candidates} == {3}
+    assert max(c["executed_fraction"] for c in choice.candidates) >= 0.94
 
 
 def test_allreduce_on_two_dgx_a100_runs_at_95_percent_of_the_optimum():
