@@ -208,10 +208,10 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     index = {n: i for i, n in enumerate(nodes)}
     chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
     into: list[list[int]] = [[] for _ in nodes]
-    feeds: list[set[int]] = [set() for _ in nodes]     # nodes a link from this one enters
+    out: list[list[tuple[int, int]]] = [[] for _ in nodes]   # (link, node it enters)
     for li, x in enumerate(links):
         into[index[x.dst]].append(li)
-        feeds[index[x.src]].add(index[x.dst])
+        out[index[x.src]].append((li, index[x.dst]))
     src_of = [index[x.src] for x in links]
     held = [{ci for ci, (o, _) in enumerate(chunks) if o == node} for node in nodes]
     missing = [set(range(len(chunks))) - held[d] for d in range(len(nodes))]
@@ -228,19 +228,24 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
             held[d].add(c)
             in_flight -= 1
             touched.add(d)
-            touched |= feeds[d]
+            for li, e in out[d]:
+                if free_at[li] <= now and c in missing[e]:
+                    touched.add(e)
         # Alg. 1 shuffles all unsatisfied (d, c) and matches each in turn. Pairs of
         # different d compete for different links, and a chunk no free link into d can
         # supply is skipped, so shuffling each d's suppliable chunks alone (lazily,
         # stopping once d's free links are used up) draws the same matchings. A node
         # left with free links has nothing more to take over them until a chunk arrives
-        # at it (freeing the link it came by) or at one of their sources, so only such
-        # nodes are visited (the others would draw nothing).
+        # at it (freeing the link it came by) or a chunk it misses arrives at the source
+        # of a free one, so only such nodes are visited (the others would draw nothing).
         for d in sorted(touched):
             free = [li for li in into[d] if free_at[li] <= now]
             if not free or not missing[d]:
                 continue
-            pool = sorted(set().union(*(held[src_of[li]] & missing[d] for li in free)))
+            if len(free) == 1:
+                pool = sorted(held[src_of[free[0]]] & missing[d])
+            else:
+                pool = sorted(set().union(*(held[src_of[li]] & missing[d] for li in free)))
             size = len(pool)
             drawn = 0
             while drawn < size:
@@ -359,14 +364,15 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     share = Fraction(1, len(table.nodes) * table.chunks_per_node)
     edges: dict[tuple[str, int], list[FlowEdge]] = {}
     end = max((m.end for m in table.matches), default=0)
+    times: dict[int, Fraction] = {}          # one Fraction per distinct tick
+    paths = [tuple(reversed(x.path)) if reduce else x.path for x in table.links]
     for m in sorted(table.matches, key=lambda m: (m.start, m.link)):
         link = table.links[m.link]
-        if reduce:
-            edge = FlowEdge(link.src, link.dst, tuple(reversed(link.path)),
-                            Fraction(end - m.end, table.unit))
-        else:
-            edge = FlowEdge(link.src, link.dst, link.path, Fraction(m.start, table.unit))
-        edges.setdefault(m.chunk, []).append(edge)
+        tick = end - m.end if reduce else m.start
+        at = times.get(tick)
+        if at is None:
+            at = times[tick] = Fraction(tick, table.unit)
+        edges.setdefault(m.chunk, []).append(FlowEdge(link.src, link.dst, paths[m.link], at))
     return [FlowTree(("tacos",) + chunk, chunk[0], tuple(es), share, reduce)
             for chunk, es in sorted(edges.items())]
 
