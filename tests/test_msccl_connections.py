@@ -216,6 +216,8 @@ def _greedy_counts(plan, limits, detail):
     """Layout 3's rule as first written: one pass over every key per connection given up
     (keys of steps weighed by their band, as :func:`_shared_counts` does)."""
     counts = {k: len(v) for k, v in _members(plan, detail).items()}
+    both = plan.reduce_trees and plan.broadcast_trees
+    offset = 1 + max(g[-1] for g in counts if g[-2] == 0) if detail >= 2 and both else 0
     budget = limits.max_tbs_per_gpu - 1
     at = defaultdict(list)
     for group in counts:
@@ -233,8 +235,8 @@ def _greedy_counts(plan, limits, detail):
         choices = crowded or [g for g in at[gpu] if counts[g] > 1]
         if not choices:
             return gpu
-        group = max(choices, key=lambda g: (counts[g] / (g[-1] + 1) if detail >= 2
-                                            else counts[g], g))
+        group = max(choices, key=lambda g: (counts[g] / (offset * g[-2] + g[-1] + 1)
+                                            if detail >= 2 else counts[g], g))
         counts[group] -= 1
         per_gpu[group[0]] -= 1
         per_gpu[group[1]] -= 1
