@@ -38,6 +38,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -81,10 +82,10 @@ class LogicalLink:
     path: Path
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     """Chunk ``chunk`` (origin, index) crosses logical link ``link`` during
-    [start, end], in ticks of 1/``Timetable.unit`` µs."""
+    [start, end], in ticks of 1/``Timetable.unit`` µs (a named tuple: a synthesis makes
+    one per delivery, N²·chunks of them)."""
 
     chunk: tuple[str, int]
     link: int
