@@ -2,8 +2,10 @@
 
 Every algorithm's schedule becomes a :class:`~canopy.engine.plan.CollectivePlan`;
 its bandwidth bound comes from the congestion of the physical links
-(:func:`~canopy.engine.plan.bandwidth_bound`) and its time at each message size from
-the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also picks the pipeline depth).
+(:func:`~canopy.engine.plan.bandwidth_bound`; TACOS synthesizes a schedule per size: the
+best of their bounds, so no executed time beats its row's bound) and its time at each
+message size from the α-β simulator (:func:`canopy.engine.simulate.fastest`, which also
+picks the pipeline depth).
 ForestColl's plan is timed with the connections its MSCCL export takes within the
 runtime's limits (:func:`canopy.engine.msccl.connections.runtime_schedule`: the layout,
 or a schedule with fewer trees where sharing connections would cost more), so compare and
@@ -358,6 +360,7 @@ def compare(topology: Topology, collective: str = "allgather",
             depth = 1
             staged: CollectivePlan | None = None
             stages = 0
+            plans: dict[int, CollectivePlan] = {}
             for step, size in enumerate(sorted(sizes)):
                 report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
                 plan = result.plan_at(Fraction(size))
@@ -368,7 +371,12 @@ def compare(topology: Topology, collective: str = "allgather",
                 row.pieces[size] = sim.pieces
                 if plan is not staged:
                     staged, stages = plan, pipeline_stages(topology, plan, switch_mode)
+                    plans[id(plan)] = plan
                 row.stages[size] = stages
+            if len(plans) > 1:      # a schedule per size (TACOS): the best of their bounds
+                caps = topology.capacities()
+                row.algbw = max([row.algbw] + [bandwidth_bound(p, caps)[0]
+                                               for p in plans.values()])
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)

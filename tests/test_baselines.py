@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from canopy.engine.allreduce_lp import cut_bound
 from canopy.engine.baselines.blink import blink_baseline, root_images, single_root_counts
 from canopy.engine.baselines.lr_rings import (
     brute_force_hops,
@@ -313,10 +314,16 @@ def test_forestcoll_bound_is_at_least_every_baseline(name, collective):
         "tacos": tacos_baseline(topo, collective, chunks_per_node=(1, 2), seeds=1).algbw,
         "lr3": lr_baseline(topo, collective, "lr3").algbw,
     }
+    # TACOS's allreduce pipelines its reduce-scatter into its allgather, which may load
+    # the links in opposite directions: its bound may pass reduce-scatter + allgather's
+    # optimum, never the allreduce cut bound (every cut carries the whole message)
+    allreduce_cut = cut_bound(Network.from_topology(topo)) if collective == "allreduce" \
+        else best
     for algorithm, bound in bounds.items():
         if algorithm != "lr3":
             assert bound is not None, algorithm
-        assert bound is None or bound <= best, algorithm
+        assert bound is None or bound <= (allreduce_cut if algorithm == "tacos" else best), \
+            algorithm
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
