@@ -375,8 +375,8 @@ def compare(topology: Topology, collective: str = "allgather",
                 row.stages[size] = stages
             if len(plans) > 1:      # a schedule per size (TACOS): the best of their bounds
                 caps = topology.capacities()
-                row.algbw = max([row.algbw] + [bandwidth_bound(p, caps)[0]
-                                               for p in plans.values()])
+                bounds = [bandwidth_bound(p, caps)[0] for p in plans.values()]
+                row.algbw = max(bounds if row.algbw is None else [row.algbw, *bounds])
         row.seconds = time.perf_counter() - start
         rows.append(row)
     report.step("done", 1.0)

@@ -236,7 +236,8 @@ def _greedy_counts(plan, limits, detail):
         if not choices:
             return gpu
         group = max(choices, key=lambda g: (counts[g] / (offset * g[-2] + g[-1] + 1)
-                                            if detail >= 2 else counts[g], g))
+                                            if detail >= 2 and plan.reduce_trees
+                                            else counts[g], g))
         counts[group] -= 1
         per_gpu[group[0]] -= 1
         per_gpu[group[1]] -= 1

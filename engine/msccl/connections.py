@@ -236,18 +236,18 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
                    topology: Topology | None = None) -> dict[Key, int]:
     """Layout 3's connections per key (:func:`_members`): from one per tree edge, the key with
     most connections at the GPU furthest over its budget gives one up, until all fit; keys
-    of steps (``detail`` >= 2) count their connections divided by their band plus one
-    (allreduce: broadcast bands after every reduction band), so the early steps of a piece,
-    whose data is there first and would run ahead, share first and the later steps keep
-    their share of the links (reductions' joins: on the 4x4x4 torus reduce-scatter 94.4 % of
-    the optimum at 1 GiB with equal counts, 99 % this way). (First every pair over
-    ``max_channels`` gives up, the key with most connections among them first; a pair never
-    gets crowded again. Ties go to the larger key or GPU name. Heaps with stale entries
-    skipped keep this fast on 1024 GPUs, where a pass over every key per connection given up
-    took minutes.) With ``topology``, the key of the GPU that gives one up is instead the
-    one whose links then take least time (:func:`_slack_choice`): connections merge where
-    links have slack, so trees keep their shares of the links the schedule loads to
-    capacity."""
+    of steps (``detail`` >= 2) of plans that reduce count their connections divided by their
+    band plus one (allreduce: broadcast bands after every reduction band), so the early
+    steps of a piece, whose data is there first and would run ahead, share first and the
+    later steps keep their share of the links (reductions' joins: on the 4x4x4 torus reduce-
+    scatter 94.4 % of the optimum at 1 GiB with equal counts, 99 % this way). (First every
+    pair over ``max_channels`` gives up, the key with most connections among them first; a
+    pair never gets crowded again. Ties go to the larger key or GPU name. Heaps with stale
+    entries skipped keep this fast on 1024 GPUs, where a pass over every key per connection
+    given up took minutes.) With ``topology``, the key of the GPU that gives one up is
+    instead the one whose links then take least time (:func:`_slack_choice`): connections
+    merge where links have slack, so trees keep their shares of the links the schedule loads
+    to capacity."""
     members = _members(plan, detail)
     counts: dict[Key, int] = {k: len(v) for k, v in members.items()}
     pick = _slack_choice(plan, members, counts, topology) if topology is not None else None
@@ -269,7 +269,7 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
         if detail >= 2 and plan.reduce_trees and plan.broadcast_trees else 0
 
     def need(group: Key) -> float:
-        if detail < 2:
+        if detail < 2 or not plan.reduce_trees:    # broadcasts alone: equal counts
             return counts[group]
         return counts[group] / (offset * group[-2] + group[-1] + 1)
 
