@@ -67,8 +67,8 @@ SLOW = {
     "tacos": "its randomised greedy synthesis matches every chunk at every node, N² "
              "deliveries per chunk count and seed in Python (minutes from 512 GPUs), and "
              "its timetable cannot run folded",
-    "blink": "choosing its root takes N - 1 maxflows for each of the N roots (N² maxflows, "
-             "minutes from 512 GPUs)",
+    "blink": "choosing its root takes N - 1 maxflows on the whole network for every root "
+             "it tries (one per class of interchangeable GPUs), minutes from 512 GPUs",
 }
 LAYOUT_OMITTED = ("runs without the MSCCL runtime's thread-block limit: at {} GPUs choosing "
                   "the connections it exports simulates every candidate layout unfolded "
