@@ -233,7 +233,7 @@ def _members(plan: CollectivePlan, detail: int = 0
 
 
 def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
-                   topology: Topology | None = None) -> dict[Key, int]:
+                   topology: Topology | None = None, weighted: bool = True) -> dict[Key, int]:
     """Layout 3's connections per key (:func:`_members`): from one per tree edge, the key with
     most connections at the GPU furthest over its budget gives one up, until all fit; keys
     of steps (``detail`` >= 2) of plans that reduce count their connections divided by their
@@ -269,7 +269,7 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
         if detail >= 2 and plan.reduce_trees and plan.broadcast_trees else 0
 
     def need(group: Key) -> float:
-        if detail < 2 or not plan.reduce_trees:    # broadcasts alone: equal counts
+        if detail < 2 or not plan.reduce_trees or not weighted:   # broadcasts: equal
             return counts[group]
         return counts[group] / (offset * group[-2] + group[-1] + 1)
 
@@ -445,15 +445,19 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     for detail in range(STEP_BANDS + 2):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees) or banded:
             continue
-        try:
-            counts = _shared_counts(plan, limits, detail)
-        except MscclLimitError:
-            continue
-        if _fits(counts, limits):
-            banded = detail >= 2
-            name = ("shared", "shared by phase", "shared by step")[min(detail, 2)]
-            out.append((name if detail <= 2 else f"shared by {detail - 1} steps",
-                        _channel_plan(plan, counts, detail)))
+        name = ("shared", "shared by phase", "shared by step")[min(detail, 2)]
+        name = name if detail <= 2 else f"shared by {detail - 1} steps"
+        # reductions: the bands weighted (early steps share first), and equal counts,
+        # which run faster where the joins are few (mi250-8plus8 allreduce)
+        for weighted in (True, False) if detail >= 2 and plan.reduce_trees else (True,):
+            try:
+                counts = _shared_counts(plan, limits, detail, weighted=weighted)
+            except MscclLimitError:
+                continue
+            if _fits(counts, limits):
+                banded = detail >= 2
+                out.append((name if weighted else f"{name}, equal counts",
+                            _channel_plan(plan, counts, detail)))
     if topology is not None:
         out.extend(_unit_shared(plan, mult, limits, topology))
     return out
