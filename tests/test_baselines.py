@@ -253,15 +253,21 @@ def test_blink_on_dgx():
     check_coverage(result.plan_at(Fraction(1)), whole=True)
 
 
+def switchless(name):
+    """The sample's network and its switch-free logical capacities (units of the optimal
+    tree bandwidth), as Blink+Switch packs on them."""
+    net = Network.from_topology(sample(name))
+    opt = find_optimum(net)
+    y = opt.tree_bandwidth
+    return net, remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
+                                opt.k).capacity
+
+
 @pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "forestcoll-fig2.json",
                                   "hypercube-3d.json"])
 def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
     """On the switch-free logical topology, as Blink+Switch packs."""
-    net = Network.from_topology(sample(name))
-    opt = find_optimum(net)
-    y = opt.tree_bandwidth
-    capacity = remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
-                               opt.k).capacity
+    net, capacity = switchless(name)
     counts = single_root_counts(net, capacity)
     root = net.compute[0]
     batches = pack_trees(net.n, list(net.compute), capacity, {root: counts[root]}).batches
@@ -279,11 +285,7 @@ def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
                                   "mi250-2x16.json", "tacos-dragonfly-4x5.json"])
 def test_single_root_counts_per_orbit_match_every_root(name):
     """K_r computed once per orbit of D*'s server automorphisms equals K_r from every root."""
-    net = Network.from_topology(sample(name))
-    opt = find_optimum(net)
-    y = opt.tree_bandwidth
-    capacity = remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
-                               opt.k).capacity
+    net, capacity = switchless(name)
     flow = FlowNetwork(net.n)
     for (a, b), c in capacity.items():
         if c:
