@@ -83,6 +83,8 @@ def test_unit_connections_fit_where_the_export_fuses_relays():
     conns = {(g.get("id"), tb.get("send"), tb.get("chan")) for g in root.iter("gpu")
              for tb in g.iter("tb") if tb.get("send") != "-1"}
     assert len(conns) == describe_layout(plan, plan)["unit_tree_edges"]
+    # reported as the export lays them out for these limits (not per end: 44)
+    assert describe_layout(plan, plan, limits=limits)["threadblocks_per_gpu"] <= 40
     size = 64 << 20
     expected = fastest(topo, plan, size).algbw
     timed = fastest_xml(read_msccl_bytes(data), topo, size).algbw

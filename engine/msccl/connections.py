@@ -512,11 +512,12 @@ def runtime_layout(plan: CollectivePlan, limits: MscclLimits | None = None) -> C
 
 
 def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
-                    kind: str = "") -> dict[str, object]:
+                    kind: str = "", limits: MscclLimits | None = None) -> dict[str, object]:
     """What :func:`runtime_layout` chose, for reports: the layout, its connections, the
     most chunks one carries per loop iteration and the most thread blocks one GPU needs
     for them (counted as in :func:`runtime_layout`; unit connections over the default
-    budget per connection end as the export fuses them). ``kind`` is the name
+    budget per connection end as the export fuses them; ``limits`` default to an A100's).
+    ``kind`` is the name
     :func:`layouts` gives a shared layout (which sharing); without it, shared is named
     generically."""
     mult = _multiplicities(original)
@@ -547,8 +548,9 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
         per_gpu[u] += n
         per_gpu[v] += n
     threadblocks = max(per_gpu.values(), default=0) + COPY_THREADBLOCKS
-    if laid_out is original and threadblocks > MscclLimits().max_tbs_per_gpu:
-        threadblocks = _unit_threadblocks(original, MscclLimits()) or threadblocks
+    limits = limits or MscclLimits()
+    if laid_out is original and threadblocks > limits.max_tbs_per_gpu:
+        threadblocks = _unit_threadblocks(original, limits) or threadblocks
     return {"layout": name, "connections": sum(counts.values()),
             "chunks_per_connection": most,
             "unit_tree_edges": sum(m * len(t.edges) for m, t in zip(mult, original.trees,
@@ -578,10 +580,11 @@ class RuntimeChoice:
     candidates: list[dict[str, object]] = field(default_factory=list)
     cpu_seconds: float = 0.0          # what choosing cost (time.process_time)
     layout: str = ""                  # the name :func:`layouts` gives the chosen layout
+    limits: MscclLimits = field(default_factory=MscclLimits)   # the limits it was laid out for
 
     def describe(self) -> dict[str, object]:
         """:func:`describe_layout` of the choice, with its note and the candidates."""
-        out = describe_layout(self.base, self.plan, self.layout)
+        out = describe_layout(self.base, self.plan, self.layout, self.limits)
         if self.note is not None:
             out["note"] = self.note
         if self.candidates:
@@ -658,7 +661,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         runtime_layout(plan, limits)      # raises MscclLimitError with the reason
     if found[0][0] in ("unit", "as built"):
         return RuntimeChoice(schedule, plan, found[0][1], optimum=optimum,
-                             layout=found[0][0])
+                             layout=found[0][0], limits=limits)
     best: tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str] | None = None
     tried: list[dict[str, object]] = []
     first_fraction = Fraction(0)
@@ -719,7 +722,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.1%} of the "
                 f"optimum at 1 GiB; "
                 f"{_layout_text(found[0][0])} {float(first_fraction):.1%})")
-    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name)
+    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits)
 
 
 def _layout_text(name: str) -> str:
