@@ -200,7 +200,7 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     (:func:`_random_words`): ``randrange(n)`` takes an output's top n.bit_length() bits,
     again until they are below n. At each
     time only the nodes whose matching can have changed are visited (see below), so the
-    matches are those of the plain loop over every node (tests/test_baselines.py keeps
+    matches are those of the plain loop over every node (tests/test_tacos_synthesis.py keeps
     that loop as the reference).
     """
     word = _random_words(seed).__next__
