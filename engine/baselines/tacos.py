@@ -35,7 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
@@ -191,6 +191,16 @@ def _random_words(seed: int) -> Iterator[int]:
         yield from np.frombuffer(block, dtype="<u4").tolist()
 
 
+def _below(word: Callable[[], int], n: int) -> int:
+    """``randrange(n)`` as CPython draws it from the output stream ``word``: the top
+    n.bit_length() bits of an output, again until they are below n."""
+    shift = 32 - n.bit_length()
+    pick = word() >> shift
+    while pick >= n:
+        pick = word() >> shift
+    return pick
+
+
 def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                chunk_size: Fraction, seed: int) -> Timetable:
     """One run of TACOS's allgather synthesis (Alg. 2 around Alg. 1) with ``seed``.
@@ -251,12 +261,7 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
             size = len(pool)
             drawn = 0
             while drawn < size:
-                n = size - drawn          # randrange(drawn, size)
-                shift = 32 - n.bit_length()
-                pick = word() >> shift
-                while pick >= n:
-                    pick = word() >> shift
-                pick += drawn
+                pick = drawn + _below(word, size - drawn)     # randrange(drawn, size)
                 c = pool[pick]
                 pool[pick] = pool[drawn]   # the shuffle's swap (pool[drawn] is not read again)
                 drawn += 1
@@ -264,20 +269,14 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                     li = free[0]
                     if c not in held[src_of[li]]:
                         continue
-                    while word() >> 31:   # choice of one: randrange(1)
-                        pass
+                    _below(word, 1)       # choice of one still draws
                 else:
                     candidates = [li for li in free if c in held[src_of[li]]]
                     if not candidates:
                         continue
                     cheapest = min(ticks[li] for li in candidates)
                     tied = [li for li in candidates if ticks[li] == cheapest]
-                    n = len(tied)
-                    shift = 32 - n.bit_length()
-                    pick = word() >> shift
-                    while pick >= n:
-                        pick = word() >> shift
-                    li = tied[pick]
+                    li = tied[_below(word, len(tied))]
                 free.remove(li)
                 free_at[li] = now + ticks[li]
                 missing[d].discard(c)
