@@ -434,8 +434,8 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
             chosen[(ti, ei)] = ids[run]
     order = {r: i for i, r in enumerate(sorted(set(ranks.values())))}
     trees = [replace(t, edges=tuple(replace(e, channel=chosen[(ti, ei)],
-                                            **({} if rank is None else
-                                               {"priority": Fraction(order[ranks[(ti, ei)]])}))
+                                            priority=e.priority if rank is None else
+                                            Fraction(order[ranks[(ti, ei)]]))
                                     for ei, e in enumerate(t.edges)))
              for ti, t in enumerate(plan.trees)]
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
