@@ -99,6 +99,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
@@ -340,16 +341,29 @@ def _compiled_loop() -> Callable[..., tuple[Any, int]] | None:
 
     Its check is a ctypes callback: numba types it by its signature, so the disk cache
     (keyed on the argument types) hits in the next process, where a compiled function
-    passed as the check would be typed by its address and compiled anew (seconds)."""
+    passed as the check would be typed by its address and compiled anew (seconds).
+
+    Loading the compiled loop loads numba's NumPy support, whose check for a BLAS
+    imports scipy.linalg (0.16 CPU s, a tenth of ``canopy compare`` at 64 GPUs); the loop
+    uses no linear algebra, so that check is made to fail (the import is blocked while
+    numba's module that asks loads, then unblocked: SciPy itself stays importable)."""
     if not _COMPILED:
+        blas = "scipy.linalg.cython_blas"
+        blocked = blas not in sys.modules
+        if blocked:
+            sys.modules[blas] = None    # type: ignore[assignment]  # import raises
         try:
             import numba
+            import numba.np.arraymath  # noqa: F401  # asks for a BLAS once, on import
         except ImportError:
             _COMPILED.extend([None, None])
         else:
             import ctypes
             _COMPILED.extend([numba.njit(cache=True)(_event_loop),
                               ctypes.CFUNCTYPE(None)(_call_check)])
+        finally:
+            if blocked:
+                del sys.modules[blas]
     return _COMPILED[0]
 
 
@@ -885,14 +899,24 @@ def _expand(template: _Template, size: Fraction, pieces: int) -> _Flat:
     amount_of[index] = template.tree[None, :]
     iteration = np.empty(total, dtype=np.int64)
     iteration[index] = piece
-    src_all, dst_all = index[:, template.src].ravel(), index[:, template.dst].ravel()
-    by = np.lexsort((dst_all, src_all))
+    # The dependencies sorted by (src, dst): one iteration's pairs sorted once, which in
+    # (piece, slot) order keeps every piece's sends after the last piece's; an ordered
+    # plan's sends interleave the pieces, so there the whole list is sorted (one key).
+    pair = np.lexsort((template.dst, template.src))
+    src_all = index[:, template.src[pair]].ravel()
+    dst_all = index[:, template.dst[pair]].ravel()
+    if template.ordered and total * total < 1 << 62:
+        dep_idx = np.sort(src_all * total + dst_all) % total
+    elif template.ordered:
+        dep_idx = dst_all[np.lexsort((dst_all, src_all))]
+    else:
+        dep_idx = dst_all
     dep_ptr = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(np.bincount(src_all, minlength=total), out=dep_ptr[1:])
     pending = np.bincount(dst_all, minlength=total)
     amounts = [share * size / pieces for share in template.shares]
     return _Flat(template.connections, conn, amount_of, amounts, pending, dep_ptr,
-                 dst_all[by], iteration)
+                 dep_idx, iteration)
 
 
 def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,

@@ -367,25 +367,76 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
     return out
 
 
-def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0
-                  ) -> CollectivePlan:
+def _servers(topology: Topology) -> dict[str, tuple[int, int, int]] | None:
+    """Per compute node (server, index within it, servers), where the topology's servers
+    are identical (:func:`canopy.engine.quotient.server_rotation`), else None."""
+    from canopy.engine.quotient import server_rotation
+
+    if server_rotation(topology) is None:
+        return None
+    servers: dict[str, list[str]] = {}
+    for node in topology.nodes:
+        if node.group is not None:
+            servers.setdefault(node.group, []).append(node.id)
+    return {x: (k, i, len(servers)) for k, members in enumerate(servers.values())
+            for i, x in enumerate(members)}
+
+
+def _tie_ranks(plan: CollectivePlan, servers: dict[str, tuple[int, int, int]] | None
+               ) -> Callable[[int, str], tuple[int, ...]] | None:
+    """How tree ``ti``'s edge sent by ``sender`` ranks among the edges of one connection and
+    step: by the tree's index, or on identical servers by where the tree's root sits
+    relative to the sender (servers ahead, index within its server) and the tree's index
+    among those of its root and phase. The rotation of the servers keeps the latter, so
+    the layout and its send order are invariant whenever the trees are, and the
+    simulation runs it folded (:mod:`canopy.engine.quotient`). None (the tree's index)
+    unless every tree edge's root and sender sit in servers and no edge has a priority
+    of its own."""
+    if servers is None or any(t.root not in servers or e.priority
+                              or (e.child if t.reduce else e.parent) not in servers
+                              for t in plan.trees for e in t.edges):
+        return None
+    cut = len(plan.reduce_trees)
+    nth: list[int] = []
+    seen: dict[tuple[bool, str], int] = defaultdict(int)
+    for ti, tree in enumerate(plan.trees):
+        nth.append(seen[(ti < cut, tree.root)])
+        seen[(ti < cut, tree.root)] += 1
+
+    def rank(ti: int, sender: str) -> tuple[int, ...]:
+        root, at = servers[plan.trees[ti].root], servers[sender]
+        return ((root[0] - at[0]) % root[2], root[1], nth[ti])
+    return rank
+
+
+def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
+                  servers: dict[str, tuple[int, int, int]] | None = None) -> CollectivePlan:
     """``plan`` with each key's tree edges (:func:`_members`) on its ``counts[key]``
     connections, in runs of consecutive steps within the piece (phase, then step, then
     tree) of nearly equal chunks: a connection then carries transfers of neighbouring
     steps only, so a piece's late step holds back little (one connection per tree edge
-    where counts allow)."""
+    where counts allow). Trees of one step are ranked by :func:`_tie_ranks` (``servers``
+    from :func:`_servers`), which also becomes each edge's ``priority``, the order of
+    its sends among those of one step on a shared connection."""
     mult = _multiplicities(plan)
     channels = _Channels()
     members = _members(plan, detail)
     cut = len(plan.reduce_trees)
+    rank = _tie_ranks(plan, servers)
     chosen: dict[tuple[int, int], int] = {}
+    ranks: dict[tuple[int, int], tuple[int, ...]] = {}
     for group, items in members.items():
         ids = channels.ids(group, counts[group])
-        items.sort()
+        for _, ti, ei in items:
+            ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
+        items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
         runs = _contiguous([mult[ti] for _, ti, _ in items], len(ids))
         for (_, ti, ei), run in zip(items, runs, strict=True):
             chosen[(ti, ei)] = ids[run]
-    trees = [replace(t, edges=tuple(replace(e, channel=chosen[(ti, ei)])
+    order = {r: i for i, r in enumerate(sorted(set(ranks.values())))}
+    trees = [replace(t, edges=tuple(replace(e, channel=chosen[(ti, ei)],
+                                            priority=e.priority if rank is None else
+                                            Fraction(order[ranks[(ti, ei)]]))
                                     for ei, e in enumerate(t.edges)))
              for ti, t in enumerate(plan.trees)]
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
@@ -431,7 +482,8 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     mult = _multiplicities(plan)
     if _unit_fits(plan, mult, limits):
         return [("unit", plan)]
-    unit = _unit_paired(plan, mult, limits)
+    servers = _servers(topology) if topology is not None else None
+    unit = _unit_paired(plan, mult, limits, servers)
     if unit is not None:
         return [("unit, paired", unit)]
     out: list[tuple[str, CollectivePlan]] = []
@@ -444,7 +496,8 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
         if not _steps_fit(split, limits):
             break
         out.append((f"q = {q}",
-                    _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1))))
+                    _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
+                                  servers=servers)))
     banded = False
     for detail in range(STEP_BANDS + 2):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees) or banded:
@@ -461,8 +514,8 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
             if _fits(counts, limits):
                 banded = detail >= 2
                 out.append((name if weighted else f"{name}, equal counts",
-                            _channel_plan(plan, counts, detail)))
-            paired = _paired_shared(plan, limits, detail, None, weighted)
+                            _channel_plan(plan, counts, detail, servers)))
+            paired = _paired_shared(plan, limits, detail, None, weighted, servers)
             if paired is not None:
                 out.append((f"{name if weighted else f'{name}, equal counts'}, paired",
                             paired))
@@ -471,7 +524,8 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     return out
 
 
-def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits
+def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
+                 servers: dict[str, tuple[int, int, int]] | None = None
                  ) -> CollectivePlan | None:
     """Unit connections (a connection per unit tree edge, as layout 2 with q = 1) with
     receive-only and send-only connection ends paired in thread blocks
@@ -487,12 +541,15 @@ def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits
     split = _split_trees(plan, mult, 1)
     if not _steps_fit(split, limits):
         return None
-    laid = _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1))
+    laid = _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
+                         servers=servers)
     return pair_threadblocks(laid, limits)
 
 
 def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
-                   topology: Topology | None, weighted: bool = True) -> CollectivePlan | None:
+                   topology: Topology | None, weighted: bool = True,
+                   servers: dict[str, tuple[int, int, int]] | None = None
+                   ) -> CollectivePlan | None:
     """Layout 3 with more connections than a thread block per connection end allows, the
     ends paired in thread blocks (:func:`canopy.engine.msccl.pairing.pair_threadblocks`):
     the most connection ends per GPU (up to twice its thread blocks, by bisection) whose
@@ -507,7 +564,7 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
         except MscclLimitError:
             high = budget - 1
             continue
-        laid = pair_threadblocks(_channel_plan(plan, counts, detail), limits) \
+        laid = pair_threadblocks(_channel_plan(plan, counts, detail, servers), limits) \
             if _pairs_fit(counts, limits) else None
         if laid is None:
             high = budget - 1
@@ -546,6 +603,7 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     if not _steps_fit(split, limits):
         return []
     out: list[tuple[str, CollectivePlan]] = []
+    servers = _servers(topology)
     for detail in (1, 3):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees):
             continue
@@ -555,8 +613,9 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
             continue
         name = "shared by phase" if detail == 1 else "shared by 2 steps"
         if _fits(counts, limits):
-            out.append((f"{name}, unit trees", _channel_plan(split, counts, detail)))
-        paired = _paired_shared(split, limits, detail, topology)
+            out.append((f"{name}, unit trees",
+                        _channel_plan(split, counts, detail, servers)))
+        paired = _paired_shared(split, limits, detail, topology, servers=servers)
         if paired is not None:
             out.append((f"{name}, unit trees, paired", paired))
     return out
