@@ -821,6 +821,7 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
                     dep_to.extend([base + ei] * len(done))
         base += len(tree.edges)
     count = len(edge_conns)
+    pairs = _paired_edges(plan, trees) if plan.paired else []
     sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
     phase_of = (tree_of >= nphase).astype(np.int64)
@@ -836,6 +837,13 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
         keys.append(np.array(steps, dtype=np.int64))
     keys.append(phase_of)
     order = np.lexsort(keys)
+    if pairs:
+        place = np.empty(count, dtype=np.int64)     # flat edge -> its place in the order
+        place[order] = np.arange(count, dtype=np.int64)
+        for received, sent in pairs:
+            last = max(received, key=lambda x: place[x])
+            dep_from.extend([last] * len(sent))
+            dep_to.extend(sent)
     # Slots: the edges' hops in that order.
     hops_of = np.array([len(ids) for ids in edge_conns], dtype=np.int64)
     hops = hops_of[order]
@@ -855,6 +863,28 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
     return _Template(program.connections, conn, tree_of[order].repeat(hops), slot_hop,
                      np.repeat(hops, hops), src, dst, [t.share for t in trees],
                      plan.ordered_links, order.repeat(hops))
+
+
+def _paired_edges(plan: CollectivePlan, trees: list[FlowTree]
+                  ) -> list[tuple[list[int], list[int]]]:
+    """Per thread block of ``plan.paired`` (receive peer p, GPU v, send peer w, channel c),
+    the flat indices of the tree edges it receives (p -> v on c) and sends (v -> w on c):
+    every send waits for the last of those receives in the iteration's order, as the
+    thread block runs its receives before its sends."""
+    receives: dict[tuple[str, str, Hashable], list[int]] = {}
+    base = 0
+    for tree in trees:
+        for ei, e in enumerate(tree.edges):
+            if e.channel is not None:
+                sender, receiver = (e.child, e.parent) if tree.reduce else (e.parent, e.child)
+                receives.setdefault((sender, receiver, e.channel), []).append(base + ei)
+        base += len(tree.edges)
+    out = []
+    for p, v, w, c in plan.paired:
+        received, sent = receives.get((p, v, c)), receives.get((v, w, c))
+        if received and sent:
+            out.append((received, sent))
+    return out
 
 
 def _expand(template: _Template, size: Fraction, pieces: int) -> _Flat:
@@ -908,8 +938,10 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
     piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge
     (broadcast) or all edges into the sender (reduce); allreduce's broadcast of a key
-    waits for that key's reduction into its root. (The simulator builds the same sends
-    as flat arrays, from one iteration's template, without this object.)
+    waits for that key's reduction into its root. A thread block of ``plan.paired``
+    runs its receives before its sends, so each of its sends also waits for its last
+    receive of the piece. (The simulator builds the same sends as flat arrays, from one
+    iteration's template, without this object.)
     """
     flat = _expand(_template(plan, switches, switch_mode), Fraction(size), pieces)
     program = Program(list(flat.connections))

@@ -74,6 +74,7 @@ from fractions import Fraction
 from typing import Any
 
 from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+from canopy.engine.msccl.pairing import pair_threadblocks, threadblocks_per_gpu
 from canopy.engine.msccl.threadblocks import (
     MscclLimitError,
     MscclLimits,
@@ -501,6 +502,9 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     if _unit_fits(plan, mult, limits):
         return [("unit", plan)]
     servers = _servers(topology) if topology is not None else None
+    unit = _unit_paired(plan, mult, limits, servers)
+    if unit is not None:
+        return [("unit, paired", unit)]
     out: list[tuple[str, CollectivePlan]] = []
     fitting = [q for q in range(2, max(mult) + 1)
                if _fits(_split_counts(plan, mult, q), limits)][:1]
@@ -530,9 +534,71 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
                 banded = detail >= 2
                 out.append((name if weighted else f"{name}, equal counts",
                             _channel_plan(plan, counts, detail, servers)))
+            paired = _paired_shared(plan, limits, detail, None, weighted, servers)
+            if paired is not None:
+                out.append((f"{name if weighted else f'{name}, equal counts'}, paired",
+                            paired))
     if topology is not None:
         out.extend(_unit_shared(plan, mult, limits, topology))
     return out
+
+
+def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
+                 servers: dict[str, tuple[int, int, int]] | None = None
+                 ) -> CollectivePlan | None:
+    """Unit connections (a connection per unit tree edge, as layout 2 with q = 1) with
+    receive-only and send-only connection ends paired in thread blocks
+    (:func:`canopy.engine.msccl.pairing.pair_threadblocks`), or None when that does not
+    fit: mi250-2x16 allgather at k = 2 needs 123 thread blocks per GPU with relays fused,
+    87 paired."""
+    counts = _split_counts(plan, mult, 1)
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for (u, v, _), n in counts.items():
+        per_pair[(u, v)] += n
+    if any(n > limits.max_channels for n in per_pair.values()):
+        return None
+    split = _split_trees(plan, mult, 1)
+    if not _steps_fit(split, limits):
+        return None
+    laid = _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
+                         servers=servers)
+    return pair_threadblocks(laid, limits)
+
+
+def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
+                   topology: Topology | None, weighted: bool = True,
+                   servers: dict[str, tuple[int, int, int]] | None = None
+                   ) -> CollectivePlan | None:
+    """Layout 3 with more connections than a thread block per connection end allows, the
+    ends paired in thread blocks (:func:`canopy.engine.msccl.pairing.pair_threadblocks`):
+    the most connection ends per GPU (up to twice its thread blocks, by bisection) whose
+    pairing fits ``limits``; None when even the unpaired budget's does not pair."""
+    found: CollectivePlan | None = None
+    low, high = limits.max_tbs_per_gpu + 1, 2 * limits.max_tbs_per_gpu
+    while low <= high:
+        budget = (low + high) // 2
+        wider = replace(limits, max_tbs_per_gpu=budget)
+        try:
+            counts = _shared_counts(plan, wider, detail, topology, weighted=weighted)
+        except MscclLimitError:
+            high = budget - 1
+            continue
+        laid = pair_threadblocks(_channel_plan(plan, counts, detail, servers), limits) \
+            if _pairs_fit(counts, limits) else None
+        if laid is None:
+            high = budget - 1
+        else:
+            found, low = laid, budget + 1
+    return found if found is not None and found.paired else None
+
+
+def _pairs_fit(counts: dict[Key, int], limits: MscclLimits) -> bool:
+    """Whether ``counts`` connections per key keep every pair of GPUs within
+    ``max_channels`` (the thread blocks are :func:`pair_threadblocks`' to check)."""
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for key, n in counts.items():
+        per_pair[key[:2]] += n
+    return all(n <= limits.max_channels for n in per_pair.values())
 
 
 def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
@@ -556,6 +622,7 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     if not _steps_fit(split, limits):
         return []
     out: list[tuple[str, CollectivePlan]] = []
+    servers = _servers(topology)
     for detail in (1, 3):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees):
             continue
@@ -563,10 +630,13 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
             counts = _shared_counts(split, limits, detail, topology)
         except MscclLimitError:
             continue
+        name = "shared by phase" if detail == 1 else "shared by 2 steps"
         if _fits(counts, limits):
-            name = "shared by phase" if detail == 1 else "shared by 2 steps"
             out.append((f"{name}, unit trees",
-                        _channel_plan(split, counts, detail, _servers(topology))))
+                        _channel_plan(split, counts, detail, servers)))
+        paired = _paired_shared(split, limits, detail, topology, servers=servers)
+        if paired is not None:
+            out.append((f"{name}, unit trees, paired", paired))
     return out
 
 
@@ -616,11 +686,16 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
             name = "connections shared by tree edges"
         largest = max(_multiplicities(laid_out))
         name += f" (trees of at most {largest} chunk{'s' if largest > 1 else ''})"
+        if laid_out.paired:
+            name += (f", {len(laid_out.paired)} thread blocks receiving one tree and "
+                     "sending another")
     per_gpu: dict[str, int] = defaultdict(int)
     for (u, v, _), n in counts.items():
         per_gpu[u] += n
         per_gpu[v] += n
     threadblocks = max(per_gpu.values(), default=0) + COPY_THREADBLOCKS
+    if laid_out.paired:
+        threadblocks = max(threadblocks_per_gpu(laid_out).values())
     limits = limits or MscclLimits()
     if laid_out is original and threadblocks > limits.max_tbs_per_gpu:
         threadblocks = _unit_threadblocks(original, limits) or threadblocks
@@ -777,7 +852,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
             other_plan = schedule_plan(other)
             options = layouts(other_plan, limits, topology)
             consider(other, other_plan, options, tolerance)
-            if options and options[0][0] == "unit":
+            if options and options[0][0] in ("unit", "unit, paired"):
                 break
     assert best is not None
     fraction, chosen, base, laid, name, tolerance = best
@@ -801,6 +876,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 def _layout_text(name: str) -> str:
     if name == "unit":
         return "unit connections"
+    if name == "unit, paired":
+        return "unit connections, receive and send ends paired in thread blocks"
     if name == "shared":
         return "shared connections"
     if name.startswith("shared"):
