@@ -544,7 +544,7 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
 
 
 def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
-                 servers: dict[str, tuple[int, int, int]] | None = None
+                 servers: _Servers | None = None
                  ) -> CollectivePlan | None:
     """Unit connections (a connection per unit tree edge, as layout 2 with q = 1) with
     receive-only and send-only connection ends paired in thread blocks
@@ -567,7 +567,7 @@ def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
 
 def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
                    topology: Topology | None, weighted: bool = True,
-                   servers: dict[str, tuple[int, int, int]] | None = None
+                   servers: _Servers | None = None
                    ) -> CollectivePlan | None:
     """Layout 3 with more connections than a thread block per connection end allows, the
     ends paired in thread blocks (:func:`canopy.engine.msccl.pairing.pair_threadblocks`):
