@@ -393,6 +393,9 @@ def _servers(topology: Topology) -> _Servers | None:
                                for i, x in enumerate(members)})
 
 
+_INVARIANT: list[Any] = [None, False]     # the last plan asked about, and whether π keeps it
+
+
 def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key, int]
                ) -> Callable[[int, str], tuple[int, ...]] | None:
     """How tree ``ti``'s edge sent by ``sender`` ranks among the edges of one connection and
@@ -413,7 +416,11 @@ def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key,
            not in where for t in plan.trees for e in t.edges):
         return None
     if any(counts.get((pi[k[0]], pi[k[1]], tuple(pi[x] for x in k[2]), *k[3:])) != n
-           for k, n in counts.items()) or edge_permutation(plan, pi) is None:
+           for k, n in counts.items()):
+        return None
+    if _INVARIANT[0] is not plan:        # layouts() asks about one plan many times
+        _INVARIANT[:] = [plan, edge_permutation(plan, pi) is not None]
+    if not _INVARIANT[1]:
         return None
     cut = len(plan.reduce_trees)
     nth: list[int] = []
@@ -453,9 +460,10 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
         for (_, ti, ei), run in zip(items, runs, strict=True):
             chosen[(ti, ei)] = ids[run]
     order = {r: i for i, r in enumerate(sorted(set(ranks.values())))}
-    trees = [replace(t, edges=tuple(replace(e, channel=chosen[(ti, ei)],
-                                            priority=e.priority if rank is None else
-                                            Fraction(order[ranks[(ti, ei)]]))
+    trees = [replace(t, edges=tuple(FlowEdge(e.parent, e.child, e.path,
+                                             e.priority if rank is None else
+                                             Fraction(order[ranks[(ti, ei)]]),
+                                             chosen[(ti, ei)])
                                     for ei, e in enumerate(t.edges)))
              for ti, t in enumerate(plan.trees)]
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
