@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -25,8 +26,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app.docks.compare import CompareDock
-from canopy.engine.comparison import Comparison
+from canopy.app.docks.compare import FULL_OPTION, CompareDock
+from canopy.engine.comparison import SLOW_FROM, Comparison
 from canopy.engine.errors import CanopyError
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.simulate import REPORT_SIZES, SWITCH_MODES
@@ -57,6 +58,12 @@ class CompareDialog(QDialog):
         self.switch_mode.setToolTip("How simulated switches forward a message: as soon as "
                                     "its header arrives (cut-through, as NVSwitch and "
                                     "InfiniBand do) or after all of it (store-and-forward)")
+        self.full = QCheckBox(f"{FULL_OPTION} (minutes from {SLOW_FROM} GPUs)")
+        self.full.setChecked(bool(options.get("full", False)))
+        self.full.setToolTip(f"From {SLOW_FROM} GPUs TACOS and Blink are left out and "
+                             "ForestColl runs a connection per tree edge, so the "
+                             "comparison stays interactive; tick to build them all (this "
+                             "can take minutes)")
         self.error = QLabel()
         self.error.setStyleSheet("color: #8a1c12;")
         self.error.setWordWrap(True)
@@ -65,6 +72,7 @@ class CompareDialog(QDialog):
         form.addRow("Collective:", self.collective)
         form.addRow("Message sizes:", self.sizes)
         form.addRow("Switches:", self.switch_mode)
+        form.addRow("", self.full)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
         buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Compare")
@@ -94,7 +102,7 @@ class CompareDialog(QDialog):
 
     def options(self) -> dict:
         return {"collective": self.collective.currentText(), "sizes": self.parsed_sizes(),
-                "switch_mode": self.switch_mode.currentText()}
+                "switch_mode": self.switch_mode.currentText(), "full": self.full.isChecked()}
 
     def accept(self) -> None:
         if self.parsed_sizes() is not None:

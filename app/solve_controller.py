@@ -104,6 +104,8 @@ class SolveController(QObject):
         self.legend.hide()
         self.cut_legend = CutLegend(window.view.viewport())
         self.cut_legend.hide()
+        window.view.add_overlay(self.legend)
+        window.view.add_overlay(self.cut_legend)
         self.errors: list[str] | None = None
         """When a list, failures are collected here instead of shown (scripted runs)."""
         self._hops: OrderedDict[int, dict[Hop, list[int]]] = OrderedDict()

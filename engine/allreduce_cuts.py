@@ -48,35 +48,92 @@ FLOW_SCALE = 1 << 40       # budgets (as fractions of the largest bandwidth) in 
 MAX_ROUNDS = 200           # separation rounds before giving up
 
 
-def _cut_row(net: Network, edges: list[tuple[int, int]], side: frozenset[int], reduce: bool,
-             n_c: int) -> list[tuple[int, float]]:
-    """Coefficients of Σ_{v∈S} x_v - c(δ(S)) <= 0 in the layout x | c^RE | c^BC."""
-    m = len(edges)
-    base = n_c if reduce else n_c + m
+def server_rotation(net: Network) -> list[int] | None:
+    """π: each node's image when the servers (node groups) are rotated by one, or None
+    when there are fewer than two servers or π is not an automorphism of ``net`` (servers
+    of different sizes or kinds, a link without an image of the same bandwidth)."""
+    servers: dict[str, list[int]] = {}
+    for v, group in enumerate(net.groups):
+        if group is not None:
+            servers.setdefault(group, []).append(v)
+    members = list(servers.values())
+    if len(members) < 2 or len({len(s) for s in members}) != 1:
+        return None
+    image = list(range(net.n))
+    for k, server in enumerate(members):
+        for v, w in zip(server, members[(k + 1) % len(members)], strict=True):
+            if net.is_compute(v) != net.is_compute(w):
+                return None
+            image[v] = w
+    if any(net.capacity.get((image[a], image[b])) != c for (a, b), c in net.capacity.items()):
+        return None
+    return image
+
+
+class _Orbits:
+    """Links, and compute nodes, up to a symmetry π of the network (the identity when
+    there is none). LP (6)'s feasible set is invariant under every automorphism and is
+    convex, so averaging an optimal solution over the group <π> gives an optimal one that
+    is constant on orbits: the LP keeps one budget per link orbit and the separation needs
+    one maxflow per orbit of compute nodes (a cut violated for t is, moved by π, violated
+    for π(t), and gives the same row)."""
+
+    def __init__(self, net: Network, edges: list[tuple[int, int]], image: list[int] | None):
+        self.edge_orbit = list(range(len(edges)))
+        self.targets = list(net.compute)
+        if image is None:
+            self.count = len(edges)
+            return
+        index = {e: j for j, e in enumerate(edges)}
+        orbit_of: dict[int, int] = {}
+        self.count = 0
+        for j in range(len(edges)):           # labels in order of each orbit's first link
+            if j in orbit_of:
+                continue
+            a, b = edges[j]
+            while index[(a, b)] not in orbit_of:
+                orbit_of[index[(a, b)]] = self.count
+                a, b = image[a], image[b]
+            self.count += 1
+        self.edge_orbit = [orbit_of[j] for j in range(len(edges))]
+        seen: set[int] = set()
+        self.targets = []
+        for t in net.compute:
+            if t not in seen:
+                self.targets.append(t)
+                while t not in seen:
+                    seen.add(t)
+                    t = image[t]
+
+
+def _cut_row(net: Network, edges: list[tuple[int, int]], orbits: _Orbits,
+             side: frozenset[int], reduce: bool, n_c: int) -> list[tuple[int, float]]:
+    """Coefficients of Σ_{v∈S} x_v - c(δ(S)) <= 0 in the layout x | c^RE | c^BC (one
+    budget per link orbit; repeated columns are summed when the matrix is built)."""
+    base = n_c if reduce else n_c + orbits.count
     row = [(j, 1.0) for j, v in enumerate(net.compute) if v in side]
     for j, (a, b) in enumerate(edges):
         leaves = (b in side and a not in side) if reduce else (a in side and b not in side)
         if leaves:
-            row.append((base + j, -1.0))
+            row.append((base + orbits.edge_orbit[j], -1.0))
     return row
 
 
-def _violated(net: Network, edges: list[tuple[int, int]], values: np.ndarray, reduce: bool,
-              n_c: int) -> list[frozenset[int]]:
+def _violated(net: Network, edges: list[tuple[int, int]], orbits: _Orbits, values: np.ndarray,
+              reduce: bool, n_c: int) -> list[frozenset[int]]:
     """Minimum cuts S (source side minus s) whose inequality the solution breaks."""
-    m = len(edges)
-    base = n_c if reduce else n_c + m
+    base = n_c if reduce else n_c + orbits.count
     rates = values[:n_c]
     flow = FlowNetwork(net.n + 1)
     for j, (a, b) in enumerate(edges):
-        cap = int(values[base + j] * FLOW_SCALE)
+        cap = int(values[base + orbits.edge_orbit[j]] * FLOW_SCALE)
         if cap > 0:
             flow.add_arc(*((b, a) if reduce else (a, b)), cap)
     for j, v in enumerate(net.compute):
         flow.add_arc(net.source, v, int(rates[j] * FLOW_SCALE))
     need = float(rates.sum()) * FLOW_SCALE
     found = []
-    for t in net.compute:
+    for t in orbits.targets:
         value, side = flow.min_cut(net.source, t)
         if value < need * (1 - RELATIVE_MARGIN / 10):
             # In the transposed network the source side S is entered by the reduce arcs.
@@ -88,33 +145,43 @@ def solve_allreduce_cuts(net: Network, equal_rates: bool = False,
                          time_limit: float | None = None) -> AllreduceLP:
     """LP (6) on ``net`` by cut generation (see the module doc); the switch-balanced phase
     budgets and the bound checks are those of :func:`~canopy.engine.allreduce_lp.
-    solve_allreduce_lp`. CanopyError when ``time_limit`` seconds (wall) pass first."""
+    solve_allreduce_lp`. On identical servers (:func:`server_rotation`) the budgets are
+    one per link orbit (:class:`_Orbits`). CanopyError when ``time_limit`` seconds (wall)
+    pass first."""
     start = time.perf_counter()
     compute = list(net.compute)
     n_c = len(compute)
     edges = list(net.capacity)
-    m = len(edges)
+    image = server_rotation(net)
+    orbits = _Orbits(net, edges, image)
+    q = orbits.count
     top = max(net.capacity.values())
-    n_vars = n_c + 2 * m
+    n_vars = n_c + 2 * q
     base_ub: list[list[tuple[int, float]]] = []
     base_rhs: list[float] = []
     for j, e in enumerate(edges):
-        base_ub.append([(n_c + j, 1.0), (n_c + m + j, 1.0)])
-        base_rhs.append(float(net.capacity[e] / top))
+        if orbits.edge_orbit[j] == len(base_ub):      # an orbit's first link
+            base_ub.append([(n_c + len(base_ub), 1.0), (n_c + q + len(base_ub), 1.0)])
+            base_rhs.append(float(net.capacity[e] / top))
     eq: list[list[tuple[int, float]]] = []
     for w in range(net.n):
         if net.is_compute(w):
             continue
-        for base in (n_c, n_c + m):
-            eq.append([(base + j, 1.0) for j, (_, b) in enumerate(edges) if b == w]
-                      + [(base + j, -1.0) for j, (a, _) in enumerate(edges) if a == w])
+        for base in (n_c, n_c + q):
+            eq.append([(base + orbits.edge_orbit[j], 1.0)
+                       for j, (_, b) in enumerate(edges) if b == w]
+                      + [(base + orbits.edge_orbit[j], -1.0)
+                         for j, (a, _) in enumerate(edges) if a == w])
     if equal_rates:
         eq += [[(0, 1.0), (j, -1.0)] for j in range(1, n_c)]
+    elif image is not None:
+        position = {v: j for j, v in enumerate(compute)}
+        eq += [[(j, 1.0), (position[image[v]], -1.0)] for j, v in enumerate(compute)]
     cuts: dict[tuple[bool, frozenset[int]], list[tuple[int, float]]] = {}
     for reduce in (True, False):
-        for t in compute:
+        for t in orbits.targets:
             side = frozenset(range(net.n)) - {t}
-            cuts[(reduce, side)] = _cut_row(net, edges, side, reduce, n_c)
+            cuts[(reduce, side)] = _cut_row(net, edges, orbits, side, reduce, n_c)
 
     from scipy.optimize import linprog  # here: 0.3 s of start-up for allreduce only
     from scipy.sparse import coo_matrix
@@ -148,12 +215,12 @@ def solve_allreduce_cuts(net: Network, equal_rates: bool = False,
         if -result.fun <= tie:
             break   # relaxation <= RS + AG <= LP (6): a tie, certified
         new = [(reduce, side) for reduce in (True, False)
-               for side in _violated(net, edges, result.x, reduce, n_c)]
+               for side in _violated(net, edges, orbits, result.x, reduce, n_c)]
         new = [key for key in new if key not in cuts]
         if not new:
             break
         for reduce, side in new:
-            cuts[(reduce, side)] = _cut_row(net, edges, side, reduce, n_c)
+            cuts[(reduce, side)] = _cut_row(net, edges, orbits, side, reduce, n_c)
     else:
         raise CanopyError(f"the allreduce LP's cut generation did not settle in {MAX_ROUNDS} "
                           "rounds.")
@@ -164,8 +231,10 @@ def solve_allreduce_cuts(net: Network, equal_rates: bool = False,
         rates={net.names[v]: float(x[j]) * scale for j, v in enumerate(compute)},
         rs_ag=rs_ag, cut_bound=cut_bound(net),
         variables=n_vars, constraints=len(base_ub) + len(cuts) + len(eq),
-        reduce_budget={e: float(x[n_c + j]) * scale for j, e in enumerate(edges)},
-        broadcast_budget={e: float(x[n_c + m + j]) * scale for j, e in enumerate(edges)},
+        reduce_budget={e: float(x[n_c + orbits.edge_orbit[j]]) * scale
+                       for j, e in enumerate(edges)},
+        broadcast_budget={e: float(x[n_c + q + orbits.edge_orbit[j]]) * scale
+                          for j, e in enumerate(edges)},
         formulation="cuts")
     low, high = float(lp.rs_ag), float(lp.cut_bound)
     if not (low * (1 - RELATIVE_MARGIN) <= lp.value <= high * (1 + RELATIVE_MARGIN)):

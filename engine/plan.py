@@ -77,15 +77,26 @@ class FlowTree:
     reduce: bool = False
 
 
+ThreadBlockPair = tuple[str, str, str, int]    # (receive peer, GPU, send peer, channel)
+
+
 @dataclass(frozen=True)
 class CollectivePlan:
-    """The trees a schedule runs for one collective (reduce phase, then broadcast)."""
+    """The trees a schedule runs for one collective (reduce phase, then broadcast).
+
+    ``paired`` names thread blocks that carry two connections of different trees
+    (:func:`canopy.engine.msccl.connections.pair_threadblocks`): (p, v, w, c) is the thread
+    block of GPU v on channel c that receives from p and sends to w. It runs, in every loop
+    iteration, its receives before its sends, so each send over (v, w, c) also waits for
+    the last receive over (p, v, c) of its iteration (:func:`canopy.engine.simulate
+    .plan_program`); only edges with an integer ``channel`` are paired."""
 
     collective: str
     compute_nodes: tuple[str, ...]
     reduce_trees: tuple[FlowTree, ...] = ()
     broadcast_trees: tuple[FlowTree, ...] = ()
     ordered_links: bool = False
+    paired: tuple[ThreadBlockPair, ...] = ()
 
     @property
     def trees(self) -> tuple[FlowTree, ...]:

@@ -107,3 +107,39 @@ def test_cut_generation_on_a_punctured_torus():
     lp = solve_allreduce_cuts(Network.from_topology(topo), equal_rates=True)
     assert lp.rs_ag == Fraction(8000, 63) and lp.value == pytest.approx(150, rel=1e-7)
     assert lp_schedule(topo, lp).algbw == 150
+
+
+def test_identical_servers_keep_one_budget_per_link_orbit(monkeypatch):
+    """On identical servers cut generation solves for budgets constant on the orbits of
+    the server rotation (App. E's LP is convex and invariant under it): fewer variables,
+    the same value as without the symmetry, and a schedule that verifies."""
+    import canopy.engine.allreduce_cuts as cuts_module
+    from canopy.engine.allreduce_schedule import lp_schedule
+
+    topo = load_sample("mi250-8plus8")
+    net = Network.from_topology(topo)
+    image = cuts_module.server_rotation(net)
+    assert image is not None and sorted(image) == list(range(net.n))
+    for equal in (False, True):     # the schedule below needs equal rates
+        sym = solve_allreduce_cuts(net, equal_rates=equal)
+        for (a, b), budget in sym.reduce_budget.items():
+            assert sym.reduce_budget[(image[a], image[b])] == budget
+        with monkeypatch.context() as patched:
+            patched.setattr(cuts_module, "server_rotation", lambda _net: None)
+            plain = solve_allreduce_cuts(net, equal_rates=equal)
+        assert sym.value == pytest.approx(plain.value, rel=1e-7) == 128.0
+        assert sym.variables < plain.variables
+    assert lp_schedule(topo, sym).algbw == 128
+
+
+def test_a_rotation_that_is_not_an_automorphism_is_refused():
+    """Servers of different sizes, or a link whose image is missing, have no rotation."""
+    import canopy.engine.allreduce_cuts as cuts_module
+    from canopy.engine.generators import generate
+
+    topo = generate("cluster", {"servers": "3", "gpus": "2"})
+    assert cuts_module.server_rotation(Network.from_topology(topo)) is not None
+    first = next(link for link in topo.links if topo.node(link.source).group == "n0"
+                 and topo.node(link.target).group == "n0")
+    topo.links.remove(first)
+    assert cuts_module.server_rotation(Network.from_topology(topo)) is None

@@ -9,7 +9,11 @@ import pytest
 from canopy.engine import simulate as sim
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.ring import ring_baseline
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, ring_plan
+from canopy.engine.forest import solve
+from canopy.engine.generators import generate
+from canopy.engine.msccl.connections import layouts
+from canopy.engine.msccl.threadblocks import MscclLimits
+from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, ring_plan, schedule_plan
 from canopy.engine.quotient import server_rotation
 from canopy.engine.topology import Link, Node, Topology
 from canopy.engine.topology_io import load_sample
@@ -130,5 +134,22 @@ def test_sample_ring_folds_with_the_same_times():
         plan = ring_baseline(sample, collective).plan_at(Fraction(1 << 27))
         folded = sim.simulate(sample, plan, 1 << 27, 8)
         whole = sim.simulate(sample, plan, 1 << 27, 8, symmetry=False)
+        assert 2 * folded.messages == whole.messages
+        assert folded.time_us == whole.time_us
+
+
+def test_forestcoll_shared_layout_folds_with_the_same_exact_times():
+    """ForestColl's trees on shared connections: where every server gives up the same
+    connections, ties between trees go by where their roots sit relative to the sender
+    (not by tree index), so the laid-out program is invariant and runs folded, with the
+    whole program's exact times (2 servers of 4 GPUs, 6 thread blocks per GPU)."""
+    topology = generate("cluster", {"servers": "2", "gpus": "4"})
+    plan = schedule_plan(solve(topology, "allgather"))
+    name, laid = layouts(plan, MscclLimits(max_tbs_per_gpu=6), topology)[0]
+    assert name == "shared"
+    assert any(len({e.priority for e in t.edges}) > 1 for t in laid.trees)
+    for pieces in (1, 3):
+        folded = sim.simulate(topology, laid, 1 << 22, pieces, exact=True)
+        whole = sim.simulate(topology, laid, 1 << 22, pieces, exact=True, symmetry=False)
         assert 2 * folded.messages == whole.messages
         assert folded.time_us == whole.time_us

@@ -5,8 +5,8 @@ Pan with the middle mouse button, or hold Space and drag with the left button.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QWheelEvent
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QTransform, QWheelEvent
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
 from canopy.app.canvas.overview import overview_zoom
@@ -38,6 +38,8 @@ class TopologyView(QGraphicsView):
         self._pan_from: QPoint | None = None
         self._space = False
         self._rubber_band = True
+        self._overlays: list[QWidget] = []
+        self._fitted: QRectF | None = None   # the rect last fitted, until the user moves
         self.zoom_changed.connect(self._choose_overview)
         self._area_timer = QTimer(self)
         self._area_timer.setSingleShot(True)
@@ -46,6 +48,7 @@ class TopologyView(QGraphicsView):
             lambda: self.topology_scene().set_label_area(self.label_area()))
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.valueChanged.connect(lambda _value: self._area_timer.start())
+            bar.sliderMoved.connect(lambda _value: setattr(self, "_fitted", None))
         # a drawing half built is not painted (each slice would cost a repaint)
         scene.building.connect(lambda busy: self.viewport().setUpdatesEnabled(not busy))
 
@@ -73,6 +76,7 @@ class TopologyView(QGraphicsView):
 
     def set_zoom(self, factor: float) -> None:
         """Scale by ``factor``, keeping the point under the mouse (or the centre) still."""
+        self._fitted = None
         target = max(MIN_ZOOM, min(MAX_ZOOM, self.zoom() * factor))
         factor = target / self.zoom()
         if abs(factor - 1.0) > 1e-9:
@@ -94,19 +98,58 @@ class TopologyView(QGraphicsView):
         self.set_zoom(factor)
         self.setTransformationAnchor(anchor)
 
+    def add_overlay(self, widget: QWidget) -> None:
+        """A legend floating over a corner of the canvas: fitting keeps the drawing out
+        from under it, and re-fits when it appears or grows if the user has not zoomed or
+        panned since the last fit."""
+        self._overlays.append(widget)
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (watched in self._overlays and self._fitted is not None
+                and event.type() in (QEvent.Type.Show, QEvent.Type.Resize)):
+            QTimer.singleShot(0, lambda rect=self._fitted: self._refit(rect))
+        return super().eventFilter(watched, event)
+
+    def _refit(self, rect: QRectF) -> None:
+        if self._fitted is not None:      # still untouched by the user
+            self.zoom_to_fit(rect)
+
+    def _reserved(self) -> tuple[float, float]:
+        """Viewport pixels at the top and at the bottom covered by visible overlays
+        (nothing when they would leave less than half the height)."""
+        height = self.viewport().height()
+        top = bottom = 0.0
+        for widget in self._overlays:
+            if not widget.isVisible():
+                continue
+            box = widget.geometry().translated(-self.viewport().pos())
+            if box.center().y() < height / 2:
+                top = max(top, box.bottom() + 6.0)
+            else:
+                bottom = max(bottom, height - box.top() + 6.0)
+        return (top, bottom) if top + bottom < height / 2 else (0.0, 0.0)
+
     def zoom_to_fit(self, rect: QRectF | None = None) -> None:
-        """Show ``rect`` (the whole drawing by default), never magnified beyond 150 %."""
+        """Show ``rect`` (the whole drawing by default) clear of the floating legends,
+        never magnified beyond 150 %."""
         scene = self.topology_scene()
         if rect is None:
             scene.flush_groups()
             rect = scene.drawing_rect()
         if rect.isEmpty():
             return
-        self.fitInView(rect.adjusted(-60, -30, 30, 30), Qt.AspectRatioMode.KeepAspectRatio)
-        if self.zoom() > 1.5:
-            self.set_zoom(1.5 / self.zoom())
-        self.centerOn(rect.center())
+        top, bottom = self._reserved()
+        room = self.viewport().rect()
+        padded = rect.adjusted(-60, -30, 30, 30)
+        zoom = min(room.width() / padded.width(),
+                   max(1.0, room.height() - top - bottom) / padded.height(), 1.5)
+        zoom = max(MIN_ZOOM, min(MAX_ZOOM, zoom))
+        self.setTransform(QTransform.fromScale(zoom, zoom))
+        # the drawing's centre goes to the middle of the free band, not of the viewport
+        self.centerOn(rect.center() + QPointF(0.0, (bottom - top) / 2 / zoom))
         self.zoom_changed.emit(self.zoom())
+        self._fitted = QRectF(rect)
 
     def wheelEvent(self, event: QWheelEvent) -> None:
         steps = event.angleDelta().y() / 120.0
@@ -125,6 +168,7 @@ class TopologyView(QGraphicsView):
 
     def pan_by(self, dx: int, dy: int) -> None:
         """Scroll the view by ``dx``, ``dy`` pixels."""
+        self._fitted = None
         self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() + dx)
         self.verticalScrollBar().setValue(self.verticalScrollBar().value() + dy)
 

@@ -45,7 +45,7 @@ from PySide6.QtWidgets import (
 
 from canopy.app.compute import ComputeController
 from canopy.app.document import Document
-from canopy.engine.comparison import Comparison, ComparisonRow, compare
+from canopy.engine.comparison import SLOW, Comparison, ComparisonRow, compare
 from canopy.engine.simulate import CUT_THROUGH, REPORT_SIZES
 from canopy.engine.sizes import size_label
 from canopy.engine.topology import Topology
@@ -63,6 +63,20 @@ STALE_OPACITY = 0.35
 
 def display_name(algorithm: str) -> str:
     return NAMES.get(algorithm, algorithm)
+
+
+FULL_OPTION = "Build every row in full"
+"""The Compare dialog's check box that builds the rows large topologies leave out."""
+
+
+def row_text(row: ComparisonRow) -> str:
+    """What a row without numbers says in the table: why it does not apply, or, for a
+    row left out for time, how to run it from this window."""
+    assert row.reason is not None
+    if row.omitted:
+        return (f"n/a: {row.reason.split(':')[0]} (slow); tick “{FULL_OPTION}” in "
+                f"Compute ▸ Compare Algorithms… to run it")
+    return f"n/a: {short_reason(row.reason)}"
 
 
 def short_reason(reason: str) -> str:
@@ -215,9 +229,10 @@ class CompareDock(QDockWidget):
         return self._running
 
     def start(self, collective: str = "allgather", sizes: tuple[int, ...] = REPORT_SIZES,
-              switch_mode: str = CUT_THROUGH) -> bool:
+              switch_mode: str = CUT_THROUGH, full: bool = False) -> bool:
         """Compare on the current topology in the background; False while the window's
-        controller is busy (a solve or another comparison)."""
+        controller is busy (a solve or another comparison). ``full`` builds the rows a
+        large topology otherwise leaves out for time (``compare``'s ``force``)."""
         if self.controller.busy:
             return False
         topology = self.doc.snapshot()
@@ -226,11 +241,13 @@ class CompareDock(QDockWidget):
 
         if not self.controller.run(f"Comparing algorithms ({collective})", self._on_finished,
                                    compare, topology, collective, sizes,
-                                   switch_mode=switch_mode, where=where):
+                                   switch_mode=switch_mode, where=where,
+                                   force=("forestcoll", *SLOW) if full else ()):
             return False
         self._running = True
         self._started = time.perf_counter()
-        self.options = {"collective": collective, "sizes": sizes, "switch_mode": switch_mode}
+        self.options = {"collective": collective, "sizes": sizes, "switch_mode": switch_mode,
+                        "full": full}
         self._pending = network_signature(topology)
         self.progress.setValue(0)
         self.progress.setFormat(f"Comparing ({collective})… %p%")
@@ -379,7 +396,7 @@ class CompareDock(QDockWidget):
             font.setBold(True)
             name.setFont(font)
         if row.reason is not None:
-            cell = QStandardItem(f"n/a: {short_reason(row.reason)}")
+            cell = QStandardItem(row_text(row))
             cell.setToolTip(row.reason)
             name.setToolTip(row.reason)
             cell.setForeground(NOT_APPLICABLE)

@@ -164,9 +164,11 @@ class PlotsDock(SolutionDock):
         span = max(high - low, high * 0.01)
         # the curve in the upper part, the legend (bottom right) in the lower part: the
         # values sit within a few per cent of the optimum, so below them is empty
-        plot.setYRange(low - 1.4 * span, high + 0.2 * span)
-        plot.setXRange(0.5, len(ks) + 0.5)
-        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440", labelTextSize="8pt")
+        plot.setYRange(low - 3 * span, high + 0.2 * span)
+        plot.setXRange(0.5, _k_axis_end(solution) + 0.5)
+        legend = plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440",
+                                labelTextSize="8pt")
+        legend.setColumnCount(2)    # two short rows leave the curve above them clear
         # the fixed-k search (§4.5) is over tree schedules: for allreduce, reduce-scatter
         # + allgather, even where the App. E LP schedule runs (and beats it)
         what = "RS + AG allreduce" if schedule.split_budgets else schedule.collective
@@ -177,7 +179,7 @@ class PlotsDock(SolutionDock):
         """The optimum and this schedule on the k plot (after :meth:`_plot_k`)."""
         plot = self.k_plot
         schedule = solution.schedule
-        ks = len(solution.curve)
+        ks = _k_axis_end(solution)
         optimum = float(schedule.optimal_algbw)
         # a two-point line named in the legend: an InfiniteLine with a label costs 12 ms
         # of bounding-box computation each time it is placed
@@ -235,3 +237,11 @@ class PlotsDock(SolutionDock):
                                 pen=pg.mkPen(colour, width=1.5, style=Qt.PenStyle.DashLine),
                                 symbol="t", symbolSize=7, symbolBrush=colour, symbolPen="w",
                                 name=f"{row.algorithm} (executed)")
+
+
+def _k_axis_end(solution: Solution) -> int:
+    """The k plot's last k: the curve's, or this schedule's where that lies a little
+    beyond it (13 on 2 x DGX A100 past a curve to 10), so its star is drawn."""
+    curve_end = len(solution.curve)
+    k = solution.schedule.k
+    return k if curve_end < k <= 2 * curve_end else curve_end

@@ -79,6 +79,7 @@ from fractions import Fraction
 from typing import Any
 
 from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+from canopy.engine.msccl.pairing import pair_threadblocks, threadblocks_per_gpu
 from canopy.engine.msccl.threadblocks import (
     MscclLimitError,
     MscclLimits,
@@ -371,25 +372,103 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
     return out
 
 
-def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0
-                  ) -> CollectivePlan:
+@dataclass(frozen=True)
+class _Servers:
+    """Identical servers: the rotation π of the servers
+    (:func:`canopy.engine.quotient.server_rotation`) and per node in a server (server,
+    index within it, servers)."""
+
+    rotation: dict[str, str]
+    where: dict[str, tuple[int, int, int]]
+
+
+def _servers(topology: Topology) -> _Servers | None:
+    """The topology's identical servers, or None."""
+    from canopy.engine.quotient import server_rotation
+
+    found = server_rotation(topology)
+    if found is None:
+        return None
+    servers: dict[str, list[str]] = {}
+    for node in topology.nodes:
+        if node.group is not None:
+            servers.setdefault(node.group, []).append(node.id)
+    return _Servers(found[0], {x: (k, i, len(servers))
+                               for k, members in enumerate(servers.values())
+                               for i, x in enumerate(members)})
+
+
+_INVARIANT: list[Any] = [None, False]     # the last plan asked about, and whether π keeps it
+
+
+def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key, int]
+               ) -> Callable[[int, str], tuple[int, ...]] | None:
+    """How tree ``ti``'s edge sent by ``sender`` ranks among the edges of one connection and
+    step: by the tree's index (None), or, where that is all that keeps the layout from
+    being invariant under the rotation π of identical servers, by where the tree's root
+    sits relative to the sender (servers ahead, index within its server) and the tree's
+    index among those of its root and phase, which π keeps: the trees are invariant
+    (:func:`canopy.engine.quotient.edge_permutation`), so are the connection ``counts``
+    per key, every root and sender sits in a server and no edge has a priority of its
+    own. Then the layout and its send order are invariant and the simulation runs it
+    folded (:mod:`canopy.engine.quotient`); elsewhere nothing changes."""
+    from canopy.engine.quotient import edge_permutation
+
+    if servers is None:
+        return None
+    where, pi = servers.where, servers.rotation
+    if any(t.root not in where or e.priority or (e.child if t.reduce else e.parent)
+           not in where for t in plan.trees for e in t.edges):
+        return None
+    if any(counts.get((pi[k[0]], pi[k[1]], tuple(pi[x] for x in k[2]), *k[3:])) != n
+           for k, n in counts.items()):
+        return None
+    if _INVARIANT[0] is not plan:        # layouts() asks about one plan many times
+        _INVARIANT[:] = [plan, edge_permutation(plan, pi) is not None]
+    if not _INVARIANT[1]:
+        return None
+    cut = len(plan.reduce_trees)
+    nth: list[int] = []
+    seen: dict[tuple[bool, str], int] = defaultdict(int)
+    for ti, tree in enumerate(plan.trees):
+        nth.append(seen[(ti < cut, tree.root)])
+        seen[(ti < cut, tree.root)] += 1
+
+    def rank(ti: int, sender: str) -> tuple[int, ...]:
+        root, at = where[plan.trees[ti].root], where[sender]
+        return ((root[0] - at[0]) % root[2], root[1], nth[ti])
+    return rank
+
+
+def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
+                  servers: _Servers | None = None) -> CollectivePlan:
     """``plan`` with each key's tree edges (:func:`_members`) on its ``counts[key]``
     connections, in runs of consecutive steps within the piece (phase, then step, then
     tree) of nearly equal chunks: a connection then carries transfers of neighbouring
     steps only, so a piece's late step holds back little (one connection per tree edge
-    where counts allow)."""
+    where counts allow). Trees of one step are ranked by :func:`_tie_ranks` (``servers``
+    from :func:`_servers`), which also becomes each edge's ``priority``, the order of
+    its sends among those of one step on a shared connection."""
     mult = _multiplicities(plan)
     channels = _Channels()
     members = _members(plan, detail)
     cut = len(plan.reduce_trees)
+    rank = _tie_ranks(plan, servers, counts)
     chosen: dict[tuple[int, int], int] = {}
+    ranks: dict[tuple[int, int], tuple[int, ...]] = {}
     for group, items in members.items():
         ids = channels.ids(group, counts[group])
-        items.sort()
+        for _, ti, ei in items:
+            ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
+        items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
         runs = _contiguous([mult[ti] for _, ti, _ in items], len(ids))
         for (_, ti, ei), run in zip(items, runs, strict=True):
             chosen[(ti, ei)] = ids[run]
-    trees = [replace(t, edges=tuple(replace(e, channel=chosen[(ti, ei)])
+    order = {r: i for i, r in enumerate(sorted(set(ranks.values())))}
+    trees = [replace(t, edges=tuple(FlowEdge(e.parent, e.child, e.path,
+                                             e.priority if rank is None else
+                                             Fraction(order[ranks[(ti, ei)]]),
+                                             chosen[(ti, ei)])
                                     for ei, e in enumerate(t.edges)))
              for ti, t in enumerate(plan.trees)]
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
@@ -435,6 +514,10 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     mult = _multiplicities(plan)
     if _unit_fits(plan, mult, limits):
         return [("unit", plan)]
+    servers = _servers(topology) if topology is not None else None
+    unit = _unit_paired(plan, mult, limits, servers)
+    if unit is not None:
+        return [("unit, paired", unit)]
     out: list[tuple[str, CollectivePlan]] = []
     fitting = [q for q in range(2, max(mult) + 1)
                if _fits(_split_counts(plan, mult, q), limits)][:1]
@@ -445,7 +528,8 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
         if not _steps_fit(split, limits):
             break
         out.append((f"q = {q}",
-                    _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1))))
+                    _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
+                                  servers=servers)))
     banded = False
     for detail in range(STEP_BANDS + 2):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees) or banded:
@@ -462,15 +546,19 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
             if _fits(counts, limits):
                 banded = detail >= 2
                 out.append((name if weighted else f"{name}, equal counts",
-                            _channel_plan(plan, counts, detail)))
+                            _channel_plan(plan, counts, detail, servers)))
+            paired = _paired_shared(plan, limits, detail, None, weighted, servers)
+            if paired is not None:
+                out.append((f"{name if weighted else f'{name}, equal counts'}, paired",
+                            paired))
     if topology is not None:
         out.extend(_unit_shared(plan, mult, limits, topology))
-    out.extend(_even_unit(plan, mult, limits))
+    out.extend(_even_unit(plan, mult, limits, servers))
     return out
 
 
-def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits
-               ) -> list[tuple[str, CollectivePlan]]:
+def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
+               servers: _Servers | None = None) -> list[tuple[str, CollectivePlan]]:
     """Layout 5: ``plan`` cut into unit trees (q = 1), and the unit tree edges between two
     GPUs over one route on ceil(chunks / T) connections, for the smallest T that fits,
     in runs of neighbouring steps (:func:`_channel_plan`): every connection of a link then
@@ -488,8 +576,66 @@ def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits
     for most in range(1, max(chunks.values(), default=0) + 1):
         counts = {key: -(-n // most) for key, n in chunks.items()}
         if _fits(counts, limits):
-            return [("shared evenly, unit trees", _channel_plan(split, counts))]
+            return [("shared evenly, unit trees", _channel_plan(split, counts, 0, servers))]
     return []
+
+
+def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
+                 servers: _Servers | None = None
+                 ) -> CollectivePlan | None:
+    """Unit connections (a connection per unit tree edge, as layout 2 with q = 1) with
+    receive-only and send-only connection ends paired in thread blocks
+    (:func:`canopy.engine.msccl.pairing.pair_threadblocks`), or None when that does not
+    fit: mi250-2x16 allgather at k = 2 needs 123 thread blocks per GPU with relays fused,
+    87 paired."""
+    counts = _split_counts(plan, mult, 1)
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for (u, v, _), n in counts.items():
+        per_pair[(u, v)] += n
+    if any(n > limits.max_channels for n in per_pair.values()):
+        return None
+    split = _split_trees(plan, mult, 1)
+    if not _steps_fit(split, limits):
+        return None
+    laid = _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
+                         servers=servers)
+    return pair_threadblocks(laid, limits)
+
+
+def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
+                   topology: Topology | None, weighted: bool = True,
+                   servers: _Servers | None = None
+                   ) -> CollectivePlan | None:
+    """Layout 3 with more connections than a thread block per connection end allows, the
+    ends paired in thread blocks (:func:`canopy.engine.msccl.pairing.pair_threadblocks`):
+    the most connection ends per GPU (up to twice its thread blocks, by bisection) whose
+    pairing fits ``limits``; None when even the unpaired budget's does not pair."""
+    found: CollectivePlan | None = None
+    low, high = limits.max_tbs_per_gpu + 1, 2 * limits.max_tbs_per_gpu
+    while low <= high:
+        budget = (low + high) // 2
+        wider = replace(limits, max_tbs_per_gpu=budget)
+        try:
+            counts = _shared_counts(plan, wider, detail, topology, weighted=weighted)
+        except MscclLimitError:
+            high = budget - 1
+            continue
+        laid = pair_threadblocks(_channel_plan(plan, counts, detail, servers), limits) \
+            if _pairs_fit(counts, limits) else None
+        if laid is None:
+            high = budget - 1
+        else:
+            found, low = laid, budget + 1
+    return found if found is not None and found.paired else None
+
+
+def _pairs_fit(counts: dict[Key, int], limits: MscclLimits) -> bool:
+    """Whether ``counts`` connections per key keep every pair of GPUs within
+    ``max_channels`` (the thread blocks are :func:`pair_threadblocks`' to check)."""
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for key, n in counts.items():
+        per_pair[key[:2]] += n
+    return all(n <= limits.max_channels for n in per_pair.values())
 
 
 def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
@@ -513,6 +659,7 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     if not _steps_fit(split, limits):
         return []
     out: list[tuple[str, CollectivePlan]] = []
+    servers = _servers(topology)
     for detail in (1, 3):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees):
             continue
@@ -520,9 +667,13 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
             counts = _shared_counts(split, limits, detail, topology)
         except MscclLimitError:
             continue
+        name = "shared by phase" if detail == 1 else "shared by 2 steps"
         if _fits(counts, limits):
-            name = "shared by phase" if detail == 1 else "shared by 2 steps"
-            out.append((f"{name}, unit trees", _channel_plan(split, counts, detail)))
+            out.append((f"{name}, unit trees",
+                        _channel_plan(split, counts, detail, servers)))
+        paired = _paired_shared(split, limits, detail, topology, servers=servers)
+        if paired is not None:
+            out.append((f"{name}, unit trees, paired", paired))
     return out
 
 
@@ -572,11 +723,16 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
             name = "connections shared by tree edges"
         largest = max(_multiplicities(laid_out))
         name += f" (trees of at most {largest} chunk{'s' if largest > 1 else ''})"
+        if laid_out.paired:
+            name += (f", {len(laid_out.paired)} thread blocks receiving one tree and "
+                     "sending another")
     per_gpu: dict[str, int] = defaultdict(int)
     for (u, v, _), n in counts.items():
         per_gpu[u] += n
         per_gpu[v] += n
     threadblocks = max(per_gpu.values(), default=0) + COPY_THREADBLOCKS
+    if laid_out.paired:
+        threadblocks = max(threadblocks_per_gpu(laid_out).values())
     limits = limits or MscclLimits()
     if laid_out is original and threadblocks > limits.max_tbs_per_gpu:
         threadblocks = _unit_threadblocks(original, limits) or threadblocks
@@ -733,7 +889,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
             other_plan = schedule_plan(other)
             options = layouts(other_plan, limits, topology)
             consider(other, other_plan, options, tolerance)
-            if options and options[0][0] == "unit":
+            if options and options[0][0] in ("unit", "unit, paired"):
                 break
     assert best is not None
     fraction, chosen, base, laid, name, tolerance = best
@@ -757,6 +913,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 def _layout_text(name: str) -> str:
     if name == "unit":
         return "unit connections"
+    if name == "unit, paired":
+        return "unit connections, receive and send ends paired in thread blocks"
     if name == "shared":
         return "shared connections"
     if name.startswith("shared"):

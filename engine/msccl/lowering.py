@@ -96,6 +96,9 @@ class Plan:
     inplace: bool
     chains: list[Chain] = field(default_factory=list)
     scratch: list[int] = field(default_factory=list)   # s_chunks per rank
+    # thread blocks that pair a receive and a send of different trees: (rank, receive
+    # peer, send peer, channel), from the plan's ``paired`` (canopy.engine.msccl.pairing)
+    paired: set[tuple[int, int, int, int]] = field(default_factory=set)
 
     @property
     def nchunks(self) -> int:
@@ -536,5 +539,7 @@ def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = 
         raise ScheduleError(f"the {plan.collective} plan lacks the trees of one of its phases.")
     builder = _Builder(plan.collective, plan.compute_nodes, chunks, inplace, max_count,
                        piece or max_count, fuse_fanout)
+    rank = {name: r for r, name in enumerate(plan.compute_nodes)}
+    builder.plan.paired = {(rank[v], rank[p], rank[w], c) for p, v, w, c in plan.paired}
     return builder.build(lowered_trees(plan.broadcast_trees, n, chunks, len(plan.reduce_trees)),
                          lowered_trees(plan.reduce_trees, n, chunks))

@@ -290,6 +290,9 @@ def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: 
     rest of the chain goes on as a chain of its own; without ``fuse`` every fused step is
     split. The pieces keep the chain's place in the order."""
     channels = _Channels(limits, connections)
+    for rank, p, s, ch in plan.paired:          # thread blocks the plan pairs
+        channels.state[(rank, ch)].pair_of_recv[p] = s
+        channels.state[(rank, ch)].pair_of_send[s] = p
     waiting: dict[Step, list[Step]] = defaultdict(list)
     for chain in order:
         for step in chain.steps:

@@ -159,3 +159,32 @@ def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
     assert kind == "critical" and "unbalanced" in text and "Comparing" in title
     assert window.compare.dock.comparison is None
     assert "unbalanced" in window.compare.dock.summary.text()
+
+
+def test_rows_left_out_for_time_can_be_run_in_full_from_the_dialog(fig2, qtbot, monkeypatch):
+    """From SLOW_FROM GPUs compare leaves TACOS and Blink out; the table says how to run
+    them from this window (not a command-line flag), and the dialog's check box does."""
+    from dataclasses import replace
+
+    from canopy.app.docks.compare import FULL_OPTION
+    from canopy.engine.comparison import SLOW
+
+    dock = run(fig2, qtbot, collective="allgather", sizes=(1 << 20,))
+    comp = dock.comparison
+    tacos = comp.row("tacos")
+    left_out = replace(tacos, algbw=None, omitted=True, times_us={},
+                       reason="omitted at 1024 GPUs: slow; ask for it by name (canopy "
+                              "compare --algorithms tacos).")
+    dock.show_comparison(replace(comp, rows=[r if r is not tacos else left_out
+                                             for r in comp.rows]))
+    shown = next(t for t in dock.table_text() if t[0] == display_name("tacos"))
+    assert shown[1].startswith("n/a: omitted at 1024 GPUs (slow); tick")
+    assert FULL_OPTION in shown[1] and "canopy" not in shown[1]
+    started = {}
+    monkeypatch.setattr(dock.controller, "run",
+                        lambda *args, **kwargs: started.update(kwargs) or False)
+    dialog = fig2.compare.open_dialog()
+    assert not dialog.full.isChecked()
+    dialog.full.setChecked(True)
+    dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
+    assert set(started["force"]) == {"forestcoll", *SLOW}

@@ -148,3 +148,28 @@ def test_hop_badges_keep_clear_of_node_names(window):
         for badge in badges:
             padded = badge.adjusted(-pad, -pad, pad, pad)
             assert not any(padded.intersects(name) for name in names), (position, badge)
+
+
+def test_fitting_keeps_every_node_clear_of_the_cut_legend(window, qtbot):
+    window.doc.set_topology(load_sample("mesh-2d-3x3"), None, display_name="mesh")
+    window.view.zoom_to_fit()
+    window.solver.solve_and_wait()
+    legend = window.solver.cut_legend
+    assert legend.isVisible()
+    qtbot.waitUntil(lambda: _nodes_clear_of(window, legend))   # re-fitted when it appeared
+    window.view.set_zoom(2.0 / window.view.zoom())             # the user zooms: no re-fit
+    legend.set_cut("a longer sentence " * 12, "the smaller side")
+    qtbot.wait(20)
+    assert window.view.zoom() == 2.0 or abs(window.view.zoom() - 2.0) < 1e-9
+
+
+def _nodes_clear_of(window, legend) -> bool:
+    view = window.view
+    box = legend.geometry().translated(-view.viewport().pos())
+    for node in window.scene.node_items():
+        area = node.sceneBoundingRect()
+        if node.name_label.text:
+            area = area.united(node.name_rect(node.name_label.text, view.zoom()))
+        if view.mapFromScene(area).boundingRect().intersects(box):
+            return False
+    return True

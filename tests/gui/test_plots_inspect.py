@@ -58,8 +58,11 @@ def test_plots_show_the_curves(window, qtbot):
     solution = window.solver.controller.solution
     plots = window.solver.plots
     assert plots.windowTitle() == "Plots" and plots.body.isEnabled()
-    k_curve, optimum = curves_of(plots.k_plot)
+    k_curve, optimum, star = curves_of(plots.k_plot)
     assert list(k_curve.xData) == list(range(1, 11))
+    # k = 13 lies past the curve (k = 1 .. 10): the axis reaches it, and its star is drawn
+    assert star.name() == "this schedule (k = 13)" and list(star.xData) == [13]
+    assert plots.k_plot.getPlotItem().viewRange()[0][1] >= 13.5
     assert list(k_curve.yData) == [float(v) for _, v in solution.curve]
     assert k_curve.name() == "best allgather algbw, k fixed"
     assert optimum.name() == "optimum 346.67 GB/s (k = 13)"

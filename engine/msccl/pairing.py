@@ -1,0 +1,299 @@
+"""Two connections in one thread block, where a thread block per connection end would be
+more than the GPU's SMs.
+
+An MSCCL thread block has at most one receive peer and one send peer on one channel and
+runs its steps in order in every loop iteration (microsoft/msccl ``msccl_interpreter.h``);
+a step is done once it may start and, if it receives, its message has arrived (a send
+completes once its data is handed over). The writer's layouts with given channels
+(:mod:`canopy.engine.msccl.connections`) give every connection end a thread block of its
+own, so a GPU that receives over R connections and sends over S needs R + S. This module
+puts a receive-only and a send-only connection end of a GPU into one thread block, which
+runs the receives, then the sends, every iteration, only where that holds nothing back:
+
+Every step of the receive connection within the piece comes before every step of the
+send connection (forestcoll.txt's trees move a piece one level per step: reduce trees by
+the height of the sender's subtree, allreduce's broadcasts after every reduction), and:
+
+* **Relays** (the pipelined export's ``rcs``/``rrs``): the send connection carries only
+  data that arrives over the receive connection (a broadcast edge and its parent edge, a
+  reduction to the parent and an edge from a child). Its sends wait for those receives
+  anyway, and the receive of the next iteration, which waits for this iteration's sends
+  to start, waits for nothing that has not arrived.
+* **Ends with a later send**: the receive connection carries data its receiver forwards
+  to nobody (broadcast leaves; reduce-scatter's results). The send then waits for a
+  receive that arrives a step before the send's own data, and the receive of the next
+  iteration, held back until this iteration's sends have started, is waited on by no
+  other step (a receive that other steps wait on would hold back its tree: 62 % of the
+  simulated algbw on mi250-2x16).
+
+In the execution model (:func:`canopy.engine.simulate.plan_program`,
+``CollectivePlan.paired``) each send of a paired thread block waits for its last
+receive of the iteration, as in the XML (the writer lists the receives first,
+:func:`canopy.engine.msccl.threadblocks.assign_threadblocks`); the waits go from earlier
+steps to later ones, so the program stays free of cycles. A GPU pairs only as many
+connections as it must to fit ``max_tbs_per_gpu``, relays first, then the ends with the
+most slack (the send latest after the receive).
+
+A thread block has one channel, so the connections of a chain of pairs (a path: each
+connection is paired at most at its receiver and at its sender) share one channel: the
+chains are given channels greedily, the most constrained first, the lowest channel that
+no other connection between the same two GPUs uses and where no GPU gets more than
+``max_tbs_per_channel`` thread blocks; a chain that finds none is cut in two and the
+GPUs it served are matched again without that pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable
+from dataclasses import dataclass, replace
+
+from canopy.engine.msccl.lowering import chunks_per_root
+from canopy.engine.msccl.threadblocks import MscclLimits
+from canopy.engine.plan import CollectivePlan, tree_levels
+
+Conn = tuple[str, str, Hashable]       # (sender, receiver, channel)
+COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block
+
+
+@dataclass
+class _Ends:
+    """A connection's steps within the piece: its earliest and latest, how many XML steps
+    one loop iteration gives it, whether its receiver forwards none of its data, and the
+    receive connections every one of its transfers is fed by (its sender's edges of the
+    same tree: the parent's edge when broadcasting, the children's when reducing)."""
+
+    first: int
+    last: int
+    steps: int
+    terminal: bool
+    fed_by: set[Conn] | None = None
+
+
+def connection_steps(plan: CollectivePlan, max_count: int = 71) -> dict[Conn, _Ends]:
+    """Every connection of a plan whose edges name channels, with the steps (within the
+    piece, reductions first) of the transfers it carries (see :class:`_Ends`): a reduce
+    edge's step is the height of its sender's subtree, a broadcast edge's its sender's
+    depth plus one more than the reductions' last step."""
+    offset = 0
+    if plan.reduce_trees and plan.broadcast_trees:
+        offset = 1 + max(max(tree_levels(t), default=0) for t in plan.reduce_trees)
+    n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
+    found: dict[Conn, _Ends] = {}
+    for tree in plan.trees:
+        shift = 0 if tree.reduce else offset
+        per = math.ceil(tree.share * n * chunks / max_count)
+        into: dict[str, set[Conn]] = defaultdict(set)    # per node, its receives here
+        conns = []
+        for e in tree.edges:
+            sender, receiver = (e.child, e.parent) if tree.reduce else (e.parent, e.child)
+            conns.append((sender, receiver, e.channel))
+            into[receiver].add(conns[-1])
+        senders = {c[0] for c in conns}
+        for key, level in zip(conns, tree_levels(tree), strict=True):
+            sender, receiver = key[0], key[1]
+            terminal = receiver == tree.root and not plan.broadcast_trees if tree.reduce \
+                else receiver not in senders
+            step = level + shift
+            ends = found.get(key)
+            if ends is None:
+                ends = found[key] = _Ends(step, step, per, terminal, set(into[sender]))
+            else:
+                ends.first, ends.last = min(ends.first, step), max(ends.last, step)
+                ends.steps += per
+                ends.terminal = ends.terminal and terminal
+                assert ends.fed_by is not None
+                ends.fed_by &= into[sender]
+    return found
+
+
+def threadblocks_per_gpu(plan: CollectivePlan, ends: dict[Conn, _Ends] | None = None
+                         ) -> dict[str, int]:
+    """Thread blocks each GPU needs for a plan whose edges name channels: one per
+    connection end, one per pair of ``plan.paired`` instead of two, and one for its local
+    copies."""
+    ends = ends if ends is not None else connection_steps(plan)
+    count: dict[str, int] = defaultdict(lambda: COPY_THREADBLOCKS)
+    for u, v, _ in ends:
+        count[u] += 1
+        count[v] += 1
+    for _, v, _, _ in plan.paired:
+        count[v] -= 1
+    return dict(count)
+
+
+ROUNDS = 6      # matchings tried, each avoiding the pairs the colouring had to drop
+
+
+def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> CollectivePlan | None:
+    """``plan`` (edges with channels) with the fewest pairs that bring every GPU within
+    ``limits.max_tbs_per_gpu`` thread blocks (module docstring), its channels renumbered
+    so that paired connections share one; the plan itself when no GPU is over; None when
+    no pairing fits (a GPU with too few receives before its sends, or channels). Pairs
+    the channels cannot hold are dropped and the GPUs they served matched again without
+    them, taking a few more pairs each round."""
+    ends = connection_steps(plan, limits.max_count)
+    count = threadblocks_per_gpu(plan, ends)
+    if all(n <= limits.max_tbs_per_gpu for n in count.values()):
+        return plan
+    receives: dict[str, list[Conn]] = defaultdict(list)
+    sends: dict[str, list[Conn]] = defaultdict(list)
+    for conn in ends:
+        sends[conn[0]].append(conn)
+        receives[conn[1]].append(conn)
+    forbidden: set[tuple[Conn, Conn]] = set()
+    for extra in range(ROUNDS):
+        pairs: list[tuple[Conn, Conn]] = []
+        for gpu in sorted(count):
+            want = count[gpu] - limits.max_tbs_per_gpu
+            if want <= 0:
+                continue
+            found = _pairs(receives[gpu], sends[gpu], ends, limits.max_steps_per_tb,
+                           forbidden, want + extra)
+            if len(found) < want:
+                return None
+            pairs.extend(found)
+        channels, dropped = _colour(list(ends), pairs, limits)
+        if channels is None:
+            return None
+        kept = [p for p in pairs if p not in dropped]
+        left = dict(count)
+        for r, _ in kept:
+            left[r[1]] -= 1
+        if all(n <= limits.max_tbs_per_gpu for n in left.values()):
+            break
+        forbidden |= dropped
+    else:
+        return None
+    trees = [replace(t, edges=tuple(replace(e, channel=channels[
+        ((e.child, e.parent) if t.reduce else (e.parent, e.child)) + (e.channel,)])
+        for e in t.edges)) for t in plan.trees]
+    cut = len(plan.reduce_trees)
+    paired = tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in kept))
+    return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]),
+                   paired=paired)
+
+
+def _pairs(receives: list[Conn], sends: list[Conn], ends: dict[Conn, _Ends], max_steps: int,
+           forbidden: set[tuple[Conn, Conn]], want: int) -> list[tuple[Conn, Conn]]:
+    """Up to ``want`` pairs of one GPU (module docstring), not ``forbidden``: relays
+    first, then ends with a later send, the most slack first (as many as any matching
+    where the loosest do not reach ``want``)."""
+    out: list[tuple[Conn, Conn]] = []
+    used: set[Conn] = set()
+    for send in sorted(sends):
+        if len(out) == want:
+            return out
+        fed_by = ends[send].fed_by or set()
+        for r in sorted(fed_by - used):
+            if ends[r].last < ends[send].first and (r, send) not in forbidden and \
+                    ends[r].steps + ends[send].steps <= max_steps:
+                out.append((r, send))
+                used |= {r, send}
+                break
+    rest_r = [r for r in receives if r not in used and ends[r].terminal]
+    rest_s = [s for s in sends if s not in used]
+    more = _loosest(rest_r, rest_s, ends, max_steps, forbidden, want - len(out))
+    if len(more) < want - len(out):
+        more = _match(rest_r, rest_s, ends, max_steps, forbidden)
+    return out + more[:want - len(out)]
+
+
+def _loosest(receives: list[Conn], sends: list[Conn], ends: dict[Conn, _Ends],
+             max_steps: int, forbidden: set[tuple[Conn, Conn]], want: int
+             ) -> list[tuple[Conn, Conn]]:
+    """Up to ``want`` pairs of one GPU with the most slack: its earliest receives with
+    its latest sends, in turn, while the receive ends before the send begins."""
+    early = sorted(receives, key=lambda c: (ends[c].last, c))
+    late = sorted(sends, key=lambda c: (-ends[c].first, c))
+    out: list[tuple[Conn, Conn]] = []
+    for r, s in zip(early, late, strict=False):
+        if len(out) == want or ends[r].last >= ends[s].first:
+            break
+        if ends[r].steps + ends[s].steps <= max_steps and (r, s) not in forbidden:
+            out.append((r, s))
+    return out
+
+
+def _match(receives: list[Conn], sends: list[Conn], ends: dict[Conn, _Ends],
+           max_steps: int, forbidden: set[tuple[Conn, Conn]]) -> list[tuple[Conn, Conn]]:
+    """A largest set of (receive, send) pairs of one GPU whose receive's last step comes
+    before the send's first (not ``forbidden``), most slack first. Sends taken earliest
+    first each take the waiting receive that ends latest (a receive that fits one send
+    fits every later one, so this pairs as many as any matching), then the pairs are
+    sorted by slack."""
+    order = sorted(receives, key=lambda c: (ends[c].last, c))
+    waiting: list[Conn] = []
+    i = 0
+    out: list[tuple[Conn, Conn]] = []
+    for send in sorted(sends, key=lambda c: (ends[c].first, c)):
+        while i < len(order) and ends[order[i]].last < ends[send].first:
+            waiting.append(order[i])
+            i += 1
+        for j in range(len(waiting) - 1, -1, -1):
+            if ends[waiting[j]].steps + ends[send].steps <= max_steps and \
+                    (waiting[j], send) not in forbidden:
+                out.append((waiting.pop(j), send))
+                break
+    out.sort(key=lambda p: (ends[p[0]].last - ends[p[1]].first, p))
+    return out
+
+
+def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimits
+            ) -> tuple[dict[Conn, int] | None, set[tuple[Conn, Conn]]]:
+    """A channel per connection: paired connections alike, connections between the same
+    two GPUs (one direction) apart, at most ``max_tbs_per_channel`` thread blocks per GPU
+    and channel, channels below ``max_channels``; chains of pairs that find no channel are
+    cut in two (the pair dropped), most constrained chains first (those through the
+    pairs of GPUs with most connections). Returns the channels (None when even single
+    connections find none) and the pairs dropped."""
+    after = {r: s for r, s in pairs}
+    before = {s: r for r, s in pairs}
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for conn in conns:
+        per_pair[conn[:2]] += 1
+    chains: list[list[Conn]] = []
+    for conn in sorted(conns):
+        if conn in before:
+            continue
+        chain = [conn]
+        while chain[-1] in after:
+            chain.append(after[chain[-1]])
+        chains.append(chain)
+
+    def urgency(chain: list[Conn]) -> tuple:
+        return (-max(per_pair[c[:2]] for c in chain), -len(chain), chain)
+
+    chains.sort(key=urgency)
+    used: dict[tuple[str, str], set[int]] = defaultdict(set)
+    load: dict[tuple[str, int], int] = defaultdict(int)
+    out: dict[Conn, int] = {}
+    dropped: set[tuple[Conn, Conn]] = set()
+    while chains:
+        chain = chains.pop(0)
+        pairs_of = [c[:2] for c in chain]
+        tbs: dict[str, int] = defaultdict(int)   # thread blocks the chain adds per GPU
+        tbs[chain[0][0]] += 1
+        for conn in chain:
+            tbs[conn[1]] += 1
+        channel = None
+        if len(set(pairs_of)) == len(pairs_of):
+            channel = next((ch for ch in range(limits.max_channels)
+                            if not any(ch in used[p] for p in pairs_of) and
+                            all(load[(g, ch)] + n <= limits.max_tbs_per_channel
+                                for g, n in tbs.items())), None)
+        if channel is None:
+            if len(chain) == 1:
+                return None, dropped
+            cut = len(chain) // 2
+            dropped.add((chain[cut - 1], chain[cut]))
+            chains.extend([chain[:cut], chain[cut:]])
+            chains.sort(key=urgency)
+            continue
+        for conn in chain:
+            out[conn] = channel
+            used[conn[:2]].add(channel)
+        for g, n in tbs.items():
+            load[(g, channel)] += n
+    return out, dropped
