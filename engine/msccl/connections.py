@@ -393,7 +393,8 @@ def _servers(topology: Topology) -> _Servers | None:
                                for i, x in enumerate(members)})
 
 
-_INVARIANT: list[Any] = [None, False]     # the last plan asked about, and whether π keeps it
+_INVARIANT: list[tuple[Any, Any, bool]] = [(None, None, False)]   # (the last plan and
+# rotation asked about, whether π keeps the plan), replaced as a whole (threads)
 
 
 def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key, int]
@@ -418,9 +419,10 @@ def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key,
     if any(counts.get((pi[k[0]], pi[k[1]], tuple(pi[x] for x in k[2]), *k[3:])) != n
            for k, n in counts.items()):
         return None
-    if _INVARIANT[0] is not plan:        # layouts() asks about one plan many times
-        _INVARIANT[:] = [plan, edge_permutation(plan, pi) is not None]
-    if not _INVARIANT[1]:
+    known = _INVARIANT[0]              # layouts() asks about one plan many times
+    if known[0] is not plan or known[1] is not pi:
+        known = _INVARIANT[0] = (plan, pi, edge_permutation(plan, pi) is not None)
+    if not known[2]:
         return None
     cut = len(plan.reduce_trees)
     nth: list[int] = []
