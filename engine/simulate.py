@@ -825,8 +825,13 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
     sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
     phase_of = (tree_of >= nphase).astype(np.int64)
-    rank = {p: i for i, p in enumerate(sorted(set(priorities)))}
-    priority_of = np.array([rank[p] for p in priorities], dtype=np.int64)
+    # ranked through the priority objects' ids: hashing a Fraction costs a modular
+    # inverse, and edges share a few priority objects (the default, a timetable's ticks)
+    distinct = {id(p): p for p in priorities}
+    value_rank = {v: i for i, v in enumerate(sorted(set(distinct.values())))}
+    rank = {i: value_rank[p] for i, p in distinct.items()}
+    priority_of = np.fromiter((rank[id(p)] for p in priorities), dtype=np.int64,
+                              count=len(priorities))
     keys = [np.arange(count, dtype=np.int64), tree_of, priority_of]
     if not plan.ordered_links:
         keys.append(np.array(steps, dtype=np.int64))

@@ -376,34 +376,60 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
     return out
 
 
-def _servers(topology: Topology) -> dict[str, tuple[int, int, int]] | None:
-    """Per compute node (server, index within it, servers), where the topology's servers
-    are identical (:func:`canopy.engine.quotient.server_rotation`), else None."""
+@dataclass(frozen=True)
+class _Servers:
+    """Identical servers: the rotation π of the servers
+    (:func:`canopy.engine.quotient.server_rotation`) and per node in a server (server,
+    index within it, servers)."""
+
+    rotation: dict[str, str]
+    where: dict[str, tuple[int, int, int]]
+
+
+def _servers(topology: Topology) -> _Servers | None:
+    """The topology's identical servers, or None."""
     from canopy.engine.quotient import server_rotation
 
-    if server_rotation(topology) is None:
+    found = server_rotation(topology)
+    if found is None:
         return None
     servers: dict[str, list[str]] = {}
     for node in topology.nodes:
         if node.group is not None:
             servers.setdefault(node.group, []).append(node.id)
-    return {x: (k, i, len(servers)) for k, members in enumerate(servers.values())
-            for i, x in enumerate(members)}
+    return _Servers(found[0], {x: (k, i, len(servers))
+                               for k, members in enumerate(servers.values())
+                               for i, x in enumerate(members)})
 
 
-def _tie_ranks(plan: CollectivePlan, servers: dict[str, tuple[int, int, int]] | None
+_INVARIANT: list[Any] = [None, False]     # the last plan asked about, and whether π keeps it
+
+
+def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key, int]
                ) -> Callable[[int, str], tuple[int, ...]] | None:
     """How tree ``ti``'s edge sent by ``sender`` ranks among the edges of one connection and
-    step: by the tree's index, or on identical servers by where the tree's root sits
-    relative to the sender (servers ahead, index within its server) and the tree's index
-    among those of its root and phase. The rotation of the servers keeps the latter, so
-    the layout and its send order are invariant whenever the trees are, and the
-    simulation runs it folded (:mod:`canopy.engine.quotient`). None (the tree's index)
-    unless every tree edge's root and sender sit in servers and no edge has a priority
-    of its own."""
-    if servers is None or any(t.root not in servers or e.priority
-                              or (e.child if t.reduce else e.parent) not in servers
-                              for t in plan.trees for e in t.edges):
+    step: by the tree's index (None), or, where that is all that keeps the layout from
+    being invariant under the rotation π of identical servers, by where the tree's root
+    sits relative to the sender (servers ahead, index within its server) and the tree's
+    index among those of its root and phase, which π keeps: the trees are invariant
+    (:func:`canopy.engine.quotient.edge_permutation`), so are the connection ``counts``
+    per key, every root and sender sits in a server and no edge has a priority of its
+    own. Then the layout and its send order are invariant and the simulation runs it
+    folded (:mod:`canopy.engine.quotient`); elsewhere nothing changes."""
+    from canopy.engine.quotient import edge_permutation
+
+    if servers is None:
+        return None
+    where, pi = servers.where, servers.rotation
+    if any(t.root not in where or e.priority or (e.child if t.reduce else e.parent)
+           not in where for t in plan.trees for e in t.edges):
+        return None
+    if any(counts.get((pi[k[0]], pi[k[1]], tuple(pi[x] for x in k[2]), *k[3:])) != n
+           for k, n in counts.items()):
+        return None
+    if _INVARIANT[0] is not plan:        # layouts() asks about one plan many times
+        _INVARIANT[:] = [plan, edge_permutation(plan, pi) is not None]
+    if not _INVARIANT[1]:
         return None
     cut = len(plan.reduce_trees)
     nth: list[int] = []
@@ -413,13 +439,13 @@ def _tie_ranks(plan: CollectivePlan, servers: dict[str, tuple[int, int, int]] | 
         seen[(ti < cut, tree.root)] += 1
 
     def rank(ti: int, sender: str) -> tuple[int, ...]:
-        root, at = servers[plan.trees[ti].root], servers[sender]
+        root, at = where[plan.trees[ti].root], where[sender]
         return ((root[0] - at[0]) % root[2], root[1], nth[ti])
     return rank
 
 
 def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
-                  servers: dict[str, tuple[int, int, int]] | None = None) -> CollectivePlan:
+                  servers: _Servers | None = None) -> CollectivePlan:
     """``plan`` with each key's tree edges (:func:`_members`) on its ``counts[key]``
     connections, in runs of consecutive steps within the piece (phase, then step, then
     tree) of nearly equal chunks: a connection then carries transfers of neighbouring
@@ -431,7 +457,7 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     channels = _Channels()
     members = _members(plan, detail)
     cut = len(plan.reduce_trees)
-    rank = _tie_ranks(plan, servers)
+    rank = _tie_ranks(plan, servers, counts)
     chosen: dict[tuple[int, int], int] = {}
     ranks: dict[tuple[int, int], tuple[int, ...]] = {}
     for group, items in members.items():
@@ -443,9 +469,10 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
         for (_, ti, ei), run in zip(items, runs, strict=True):
             chosen[(ti, ei)] = ids[run]
     order = {r: i for i, r in enumerate(sorted(set(ranks.values())))}
-    trees = [replace(t, edges=tuple(replace(e, channel=chosen[(ti, ei)],
-                                            priority=e.priority if rank is None else
-                                            Fraction(order[ranks[(ti, ei)]]))
+    trees = [replace(t, edges=tuple(FlowEdge(e.parent, e.child, e.path,
+                                             e.priority if rank is None else
+                                             Fraction(order[ranks[(ti, ei)]]),
+                                             chosen[(ti, ei)])
                                     for ei, e in enumerate(t.edges)))
              for ti, t in enumerate(plan.trees)]
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
@@ -534,7 +561,7 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
 
 
 def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
-                 servers: dict[str, tuple[int, int, int]] | None = None
+                 servers: _Servers | None = None
                  ) -> CollectivePlan | None:
     """Unit connections (a connection per unit tree edge, as layout 2 with q = 1) with
     receive-only and send-only connection ends paired in thread blocks
@@ -557,7 +584,7 @@ def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
 
 def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
                    topology: Topology | None, weighted: bool = True,
-                   servers: dict[str, tuple[int, int, int]] | None = None
+                   servers: _Servers | None = None
                    ) -> CollectivePlan | None:
     """Layout 3 with more connections than a thread block per connection end allows, the
     ends paired in thread blocks (:func:`canopy.engine.msccl.pairing.pair_threadblocks`):
