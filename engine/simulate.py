@@ -840,10 +840,11 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
     if pairs:
         place = np.empty(count, dtype=np.int64)     # flat edge -> its place in the order
         place[order] = np.arange(count, dtype=np.int64)
-        for received, sent in pairs:
+        for received, sent, earlier in pairs:
             last = max(received, key=lambda x: place[x])
-            dep_from.extend([last] * len(sent))
-            dep_to.extend(sent)
+            for y in [last, *earlier]:
+                dep_from.extend([y] * len(sent))
+                dep_to.extend(sent)
     # Slots: the edges' hops in that order.
     hops_of = np.array([len(ids) for ids in edge_conns], dtype=np.int64)
     hops = hops_of[order]
@@ -866,24 +867,51 @@ def _template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) 
 
 
 def _paired_edges(plan: CollectivePlan, trees: list[FlowTree]
-                  ) -> list[tuple[list[int], list[int]]]:
+                  ) -> list[tuple[list[int], list[int], list[int]]]:
     """Per thread block of ``plan.paired`` (receive peer p, GPU v, send peer w, channel c),
-    the flat indices of the tree edges it receives (p -> v on c) and sends (v -> w on c):
-    every send waits for the last of those receives in the iteration's order, as the
-    thread block runs its receives before its sends."""
+    the flat indices of the tree edges it receives (p -> v on c) and sends (v -> w on c),
+    and the reductions' receives its receives wait for (:func:`_reduction_chains`): every
+    send waits for the last of its receives in the iteration's order, as the thread block
+    runs its receives before its sends, and for those."""
     receives: dict[tuple[str, str, Hashable], list[int]] = {}
+    before: dict[int, list[int]] = {}       # a reduction's receives earlier in its chain
+    rank = {x: i for i, x in enumerate(plan.compute_nodes)}
     base = 0
     for tree in trees:
         for ei, e in enumerate(tree.edges):
             if e.channel is not None:
                 sender, receiver = (e.child, e.parent) if tree.reduce else (e.parent, e.child)
                 receives.setdefault((sender, receiver, e.channel), []).append(base + ei)
+        if tree.reduce:
+            before.update(_reduction_chains(tree, rank, base))
         base += len(tree.edges)
     out = []
     for p, v, w, c in plan.paired:
         received, sent = receives.get((p, v, c)), receives.get((v, w, c))
         if received and sent:
-            out.append((received, sent))
+            earlier = sorted({x for y in received for x in before.get(y, [])})
+            out.append((received, sent, earlier))
+    return out
+
+
+def _reduction_chains(tree: FlowTree, rank: dict[str, int], base: int) -> dict[int, list[int]]:
+    """Per edge of a reduce tree (flat index from ``base``), the edges into the same node
+    that its receive waits for: the MSCCL export accumulates a node's children shallow
+    first (height, then rank; :mod:`canopy.engine.msccl.lowering`), each receive after the
+    one before it into the same slot, so a thread block's receive, and the sends it runs
+    after it, wait for those arrivals too."""
+    height: dict[str, int] = {}
+    for e in reversed(tree.edges):
+        height.setdefault(e.child, 0)
+        height[e.parent] = max(height.get(e.parent, 0), height[e.child] + 1)
+    into: dict[str, list[tuple[int, int, int]]] = {}
+    for ei, e in enumerate(tree.edges):
+        into.setdefault(e.parent, []).append((height[e.child], rank[e.child], base + ei))
+    out: dict[int, list[int]] = {}
+    for kids in into.values():
+        kids.sort()
+        for j, (_, _, flat) in enumerate(kids):
+            out[flat] = [k[2] for k in kids[:j]]
     return out
 
 

@@ -129,10 +129,9 @@ def test_a_shared_connection_sends_in_the_plans_order():
 def test_the_layout_that_executes_fastest_is_chosen_and_exported():
     """Kautz (k = 2) reduce-scatter with 20 SMs must share connections: the first layout
     that fits (one group's edges on runs of steps) runs at 82 % of the optimum, a
-    connection per step of the piece at 94 %, with receive-only and send-only ends paired
-    in thread blocks (more connections in the same SMs) at 98.7 %, unit trees on
-    connections of nearly equal chunks at 99.6 %. runtime_schedule simulates them all and
-    takes the fastest; the XML of that layout runs in Canopy's MSCCL simulator."""
+    connection per step of the piece at 94 %, unit trees on connections of nearly equal
+    chunks at 99.6 %. runtime_schedule simulates them all and takes the fastest; the XML
+    of that layout runs in Canopy's MSCCL simulator."""
     topo = generate("kautz")
     schedule = solve(topo, "reduce-scatter")
     limits = MscclLimits(max_tbs_per_gpu=20)
@@ -140,7 +139,7 @@ def test_the_layout_that_executes_fastest_is_chosen_and_exported():
     fractions = {c["layout"]: c["executed_fraction"] for c in choice.candidates
                  if c["k"] == schedule.k}
     assert fractions["shared by step"] > fractions["shared"] + 0.05
-    assert fractions["shared evenly, unit trees"] > fractions["shared by step, paired"]
+    assert fractions["shared evenly, unit trees"] > fractions["shared by step"] + 0.02
     assert choice.schedule is schedule and "shared evenly" in (choice.note or "")
     assert choice.describe()["threadblocks_per_gpu"] <= 20
     executed = fastest(topo, choice.plan, REFERENCE_SIZE).algbw / choice.optimum

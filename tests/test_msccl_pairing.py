@@ -50,6 +50,29 @@ def test_a_paired_send_waits_for_its_thread_blocks_receive_exactly():
     assert paired == Fraction(7, 2)
 
 
+def test_a_paired_send_waits_for_the_reductions_before_its_receive():
+    """Reduce tree X into v from c1 and c2 (both leaves: c1 first, by rank), tree Y from
+    u through v to w; 1500 bytes each. c1's data reaches v at 1.5 + 1 = 2.5 µs (1 GB/s),
+    c2's and u's at 0.75 + 1 = 1.75 µs (2 GB/s). Alone, v forwards Y at 1.75 µs (done at
+    3.5 µs). Paired with the receive from c2, which the export accumulates after c1's,
+    the send waits for c1's too: it leaves at 2.5 µs and is done at 4.25 µs."""
+    nodes = [Node(x, "compute") for x in ("c1", "c2", "v", "w", "u")]
+    links = [Link("c1", "v", Fraction(1)), Link("c2", "v", Fraction(2)),
+             Link("u", "v", Fraction(2)), Link("v", "w", Fraction(2))]
+    topo = Topology("join", nodes, links)
+    x = FlowTree("x", "v", (FlowEdge("v", "c1", ("c1", "v"), channel=0),
+                            FlowEdge("v", "c2", ("c2", "v"), channel=0)), Fraction(1, 2),
+                 reduce=True)
+    y = FlowTree("y", "w", (FlowEdge("w", "v", ("v", "w"), channel=0),
+                            FlowEdge("v", "u", ("u", "v"), channel=0)), Fraction(1, 2),
+                 reduce=True)
+    plan = CollectivePlan("reduce-scatter", ("c1", "c2", "v", "w", "u"), reduce_trees=(x, y))
+    assert simulate(topo, plan, 3000, exact=True).time_us == Fraction(7, 2)
+    paired = CollectivePlan(plan.collective, plan.compute_nodes, plan.reduce_trees,
+                            paired=(("c2", "v", "w", 0),))
+    assert simulate(topo, paired, 3000, exact=True).time_us == Fraction(17, 4)
+
+
 def test_pairs_go_from_earlier_steps_to_later_ones():
     """Every pair's receive connection carries steps of the piece before every step of
     its send connection, and its receiver forwards its data only over that send
@@ -63,7 +86,8 @@ def test_pairs_go_from_earlier_steps_to_later_ones():
     for p, v, w, c in laid.paired:
         receive, send = ends[(p, v, c)], ends[(v, w, c)]
         assert receive.last < send.first
-        assert receive.terminal or (p, v, c) in (send.fed_by or set())
+        assert receive.terminal or (p, v, c) in (send.fed_by or set()) and \
+            receive.edges == send.edges == 1
 
 
 @pytest.mark.parametrize(("collective", "sms"), [("allgather", 34), ("reduce-scatter", 34),
