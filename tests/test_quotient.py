@@ -153,3 +153,17 @@ def test_forestcoll_shared_layout_folds_with_the_same_exact_times():
         whole = sim.simulate(topology, laid, 1 << 22, pieces, exact=True, symmetry=False)
         assert 2 * folded.messages == whole.messages
         assert folded.time_us == whole.time_us
+
+
+def test_forestcoll_layout_keeps_tree_order_where_servers_differ():
+    """4 servers of 2 GPUs at 6 thread blocks per GPU: the servers give up different
+    connections, so the layout cannot be invariant and keeps the tree-index order (no
+    priorities), exactly as without identical servers; it runs whole."""
+    topology = generate("cluster", {"servers": "4", "gpus": "2"})
+    plan = schedule_plan(solve(topology, "allgather"))
+    name, laid = layouts(plan, MscclLimits(max_tbs_per_gpu=6), topology)[0]
+    _, alone = layouts(plan, MscclLimits(max_tbs_per_gpu=6))[0]
+    assert name == "shared" and laid == alone
+    assert all(e.priority == 0 for t in laid.trees for e in t.edges)
+    assert sim.simulate(topology, laid, 1 << 22, 2).messages == \
+        sim.simulate(topology, laid, 1 << 22, 2, symmetry=False).messages
