@@ -868,8 +868,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: list[tuple[str, CollectivePlan]], tolerance: str) -> None:
         nonlocal best, first_fraction
-        if best is not None and \
-                bandwidth_bound(base, topology.capacities())[0] / optimum <= best[0]:
+        if best is not None and bandwidth_bound(base, topology.capacities())[0] / optimum \
+                <= best[0] - (EVEN_MARGIN if best[4].startswith("shared evenly") else 0):
             return                 # executes below its plan's bound: cannot beat the best
         timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
