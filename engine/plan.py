@@ -85,7 +85,7 @@ class CollectivePlan:
     """The trees a schedule runs for one collective (reduce phase, then broadcast).
 
     ``paired`` names thread blocks that carry two connections of different trees
-    (:func:`canopy.engine.msccl.connections.pair_threadblocks`): (p, v, w, c) is the thread
+    (:func:`canopy.engine.msccl.pairing.pair_threadblocks`): (p, v, w, c) is the thread
     block of GPU v on channel c that receives from p and sends to w. It runs, in every loop
     iteration, its receives before its sends, so each send over (v, w, c) also waits for
     the last receive over (p, v, c) of its iteration (:func:`canopy.engine.simulate

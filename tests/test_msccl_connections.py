@@ -318,7 +318,7 @@ def test_equal_layouts_are_simulated_once(monkeypatch):
 
 
 def test_unit_trees_on_connections_of_nearly_equal_chunks():
-    """Layout 5 on Kautz (k = 2) reduce-scatter with 20 SMs: the trees cut into unit trees,
+    """Layout 6 on Kautz (k = 2) reduce-scatter with 20 SMs: the trees cut into unit trees,
     every connection between two GPUs carries the same chunks give or take one, within
     the limits. A link is shared equally by its connections, so lighter ones would run
     ahead: this way it runs at 99.6 % of the optimum at 1 GiB (shared by step, whole

@@ -60,7 +60,7 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
    108 thread blocks (123 with relays fused), 2 x DGX A100 allreduce at k = 13 one per
    tree edge (99.6 % of the optimum at 1 GiB, 94.9 % shared).
 
-5. **Unit trees, evenly shared**: the trees cut into unit trees as in 4, the unit tree
+6. **Unit trees, evenly shared**: the trees cut into unit trees as in 4, the unit tree
    edges between two GPUs over one route on as many connections as hold at most T
    chunks each, for the smallest T that fits (:func:`_even_unit`), so the connections of
    a link carry nearly equal chunks.
@@ -570,7 +570,7 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
 
 def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
                servers: _Servers | None = None) -> list[tuple[str, CollectivePlan]]:
-    """Layout 5: ``plan`` cut into unit trees (q = 1), and the unit tree edges between two
+    """Layout 6: ``plan`` cut into unit trees (q = 1), and the unit tree edges between two
     GPUs over one route on ceil(chunks / T) connections, for the smallest T that fits,
     in runs of neighbouring steps (:func:`_channel_plan`): every connection of a link then
     carries nearly the same chunks. A link is shared equally among its connections, so
@@ -757,7 +757,7 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
 TOLERANCES = (1, 2, 4, 10)  # percent of the optimum fewer-trees candidates may give up
 REFERENCE_SIZE = 1 << 30    # bytes at which candidates are simulated
 GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum ends the search
-EVEN_MARGIN = Fraction(1, 100)    # what layout 5 must gain at 1 GiB over the best to run
+EVEN_MARGIN = Fraction(1, 100)    # what layout 6 must gain at 1 GiB over the best to run
 _MEMO_SIZE = 8
 
 
@@ -825,7 +825,7 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     once a candidate executes within GOOD_ENOUGH of the optimum, and at the first
     tolerance whose schedule gets unit connections (larger ones only lose bandwidth).
     A candidate whose plan's bandwidth bound is no higher than the best executed fraction
-    so far is not simulated (no layout executes above it). Layout 5 (unit trees shared
+    so far is not simulated (no layout executes above it). Layout 6 (unit trees shared
     evenly) replaces the best only where it gains EVEN_MARGIN of the optimum, and a layout
     with trees no smaller than its replaces it within that margin (:func:`_even_margin`).
     A schedule with a fixed k keeps its k (only its layouts are compared).
@@ -927,7 +927,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan
                  ) -> Fraction:
     """What a layout must gain at 1 GiB over the best so far to replace it: EVEN_MARGIN for
-    layout 5 (unit trees shared evenly), whose single-chunk messages pipeline less deeply
+    layout 6 (unit trees shared evenly), whose single-chunk messages pipeline less deeply
     at smaller sizes (mi250-8plus8 reduce-scatter: k = 13 shared evenly runs 0.02 % faster
     at 1 GiB than k = 4's unit trees shared by 2 steps, 5 % slower at 256 MiB, 36 % at
     16 MiB); minus EVEN_MARGIN for a layout whose largest tree is no smaller than layout

@@ -75,7 +75,8 @@ class _Ends:
     edges: int = 1
 
 
-def connection_steps(plan: CollectivePlan, max_count: int = 71) -> dict[Conn, _Ends]:
+def connection_steps(plan: CollectivePlan, max_count: int = MscclLimits().max_count
+                     ) -> dict[Conn, _Ends]:
     """Every connection of a plan whose edges name channels, with the steps (within the
     piece, reductions first) of the transfers it carries (see :class:`_Ends`): a reduce
     edge's step is the height of its sender's subtree, a broadcast edge's its sender's
