@@ -108,7 +108,8 @@ class TopologyView(QGraphicsView):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if (watched in self._overlays and self._fitted is not None
                 and event.type() in (QEvent.Type.Show, QEvent.Type.Resize)):
-            QTimer.singleShot(0, lambda rect=self._fitted: self._refit(rect))
+            # with the view as context: dropped if the view goes first
+            QTimer.singleShot(0, self, lambda rect=self._fitted: self._refit(rect))
         return super().eventFilter(watched, event)
 
     def _refit(self, rect: QRectF) -> None:
