@@ -3,7 +3,6 @@ dialogs, a shown window on the default sample, and helpers to drive the mouse.""
 
 from __future__ import annotations
 
-import gc
 import os
 
 import pytest
@@ -75,10 +74,6 @@ def window(qtbot):
     yield win
     win.doc.undo_stack.setClean()
     win.close()
-    # Python wrappers of Qt objects that died in C++ stay registered by address until
-    # collected; a new object at that address could come back as the old wrapper (seen
-    # once: a selection model returned as a QStandardItem in the next test's window)
-    gc.collect()
 
 
 class Mouse:
