@@ -10,8 +10,9 @@ Packing: by Edmonds' branching theorem the largest number of edge-disjoint spann
 out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the tree
 bandwidth y). We try every root, keep the one with the largest K_r (the first on ties),
 computing K_r once per orbit of interchangeable servers (:func:`root_images`) and not
-for roots that cannot beat the best (:func:`best_root`), and build the K_r trees with the batched packing of forestcoll.txt §4.4 (Alg. 5,
-Thm 12 after Bérczi & Frank) asked for K_r trees at r alone. Each tree carries
+for roots that cannot beat the best (:func:`best_root`), and build the K_r trees with
+the batched packing of forestcoll.txt §4.4 (Alg. 5, Thm 12 after Bérczi & Frank) asked
+for K_r trees at r alone. Each tree carries
 1/K_r of the whole message. The trees are then mapped back to physical paths.
 
 Blink performs allgather and reduce-scatter as an allreduce (forestcoll.txt §5.2 cites
