@@ -400,18 +400,16 @@ class _Servers:
 
 def _servers(topology: Topology) -> _Servers | None:
     """The topology's identical servers, or None."""
-    from canopy.engine.quotient import server_rotation
+    from canopy.engine.quotient import server_rotation, servers
 
     found = server_rotation(topology)
     if found is None:
         return None
-    servers: dict[str, list[str]] = {}
-    for node in topology.nodes:
-        if node.group is not None:
-            servers.setdefault(node.group, []).append(node.id)
-    return _Servers(found[0], {x: (k, i, len(servers))
-                               for k, members in enumerate(servers.values())
-                               for i, x in enumerate(members)})
+    nodes = topology.nodes
+    members = servers([node.group for node in nodes])
+    return _Servers(found[0], {nodes[v].id: (k, i, len(members))
+                               for k, server in enumerate(members)
+                               for i, v in enumerate(server)})
 
 
 _INVARIANT: list[tuple[Any, Any, bool]] = [(None, None, False)]   # (the last plan and
