@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
-import networkx as nx
 import numpy as np
 
 from canopy.engine.baselines.tacos_kernel import SHORT, STUCK, compiled_kernel, random_outputs
@@ -135,13 +134,10 @@ def unwind(topology: Topology, unwinding: str = "ring",
         if u in cset and v in cset:
             links.append(LogicalLink(u, v, cap, lats.get((u, v), default_latency), (u, v)))
 
-    switch_graph = nx.Graph()
-    switch_graph.add_nodes_from(topology.switch_nodes())
-    switch_graph.add_edges_from((u, v) for u, v in caps if u not in cset and v not in cset)
     router = Router(topology)
     group_of = {node.id: node.group or "" for node in topology.nodes}
-    groups = sorted((sorted(g, key=order.__getitem__) for g in
-                     nx.connected_components(switch_graph)), key=lambda g: order[g[0]])
+    groups = sorted((sorted(g, key=order.__getitem__) for g in _switch_groups(topology, caps)),
+                    key=lambda g: order[g[0]])
     for group in groups:
         members = frozenset(group)
         up = {c: sum((b for (u, v), b in caps.items() if u == c and v in members), Fraction(0))
@@ -171,6 +167,28 @@ def unwind(topology: Topology, unwinding: str = "ring",
         links += [LogicalLink(x.src, x.dst, x.bandwidth / scale, x.latency, x.path)
                   for x in made]
     return links
+
+
+def _switch_groups(topology: Topology, caps: dict[tuple[str, str], Fraction]
+                   ) -> list[set[str]]:
+    """The connected groups of switch nodes (joined by switch-to-switch links)."""
+    near: dict[str, set[str]] = {w: set() for w in topology.switch_nodes()}
+    for u, v in caps:
+        if u in near and v in near:
+            near[u].add(v)
+            near[v].add(u)
+    groups: list[set[str]] = []
+    placed: set[str] = set()
+    for w in near:
+        if w not in placed:
+            group, todo = {w}, [w]
+            while todo:
+                for x in near[todo.pop()] - group:
+                    group.add(x)
+                    todo.append(x)
+            placed |= group
+            groups.append(group)
+    return groups
 
 
 def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
