@@ -773,7 +773,7 @@ GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum 
 EVEN_MARGIN = Fraction(1, 100)    # what layout 6 must gain at 1 GiB over the best to run
 NEAR = Fraction(1, 200)           # candidates this near the best at 1 GiB (of the optimum) ...
 KEEP = Fraction(95, 100)          # ... but not below this where the best is at least this ...
-SECOND_SIZE = 256 << 20           # ... are also simulated at this size, and the pair decides
+SECOND_SIZE = 256 << 20           # ... are also simulated at this size: both sizes decide
 _MEMO_SIZE = 8
 
 
@@ -985,12 +985,13 @@ def _near_tie(topology: Topology, optimum: Fraction,
               ) -> tuple[tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str],
                          tuple[Fraction, Fraction]]:
     """The candidate to run among ``best`` and those within NEAR of it at 1 GiB: one XML
-    serves every size, so a near tie is decided by the executed fractions at 1 GiB and at
-    SECOND_SIZE added up (``best`` where that ties); none below KEEP of the optimum at
+    serves every size, so a near tie goes to the candidate that runs a SECOND_SIZE and a
+    1 GiB collective fastest together (``best`` where that ties); none below KEEP of the optimum at
     1 GiB where ``best`` is at least that (issue 14's bar). Fewer trees carry larger messages, which
     pipeline deeper at 256 MiB (punctured torus allgather: k = 5 on layout 6 runs at 99.1 %
     of the optimum at 1 GiB and 96.3 % at 256 MiB, behind TACOS's 98.8 and 96.8 %; k = 3
-    on it at 98.9 and 97.3 %).
+    on it at 98.9 and 97.3 %, so 0.02 % faster over both sizes; k = 3 shared by step at 98.6
+    and 97.7 %, 0.15 % slower over both and behind TACOS at 1 GiB).
     Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried``."""
     from canopy.engine.simulate import fastest
@@ -1005,7 +1006,8 @@ def _near_tie(topology: Topology, optimum: Fraction,
         if second is None:
             second = fastest(topology, c[3], SECOND_SIZE).algbw / optimum
             at.append((c[3], second))
-        scored.append((c[0] + second, c is best, second, c))
+        total = SECOND_SIZE / second + REFERENCE_SIZE / c[0]    # both sizes, run once each
+        scored.append((-total, c is best, second, c))
         for entry in tried:
             if entry["k"] == c[1].k and entry["layout"] == c[4] and \
                     entry["tolerance_percent"] == c[5]:
