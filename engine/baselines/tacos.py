@@ -36,6 +36,7 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -140,10 +141,13 @@ def unwind(topology: Topology, unwinding: str = "ring",
                     key=lambda g: order[g[0]])
     for group in groups:
         members = frozenset(group)
-        up = {c: sum((b for (u, v), b in caps.items() if u == c and v in members), Fraction(0))
-              for c in compute}
-        down = {c: sum((b for (u, v), b in caps.items() if v == c and u in members),
-                       Fraction(0)) for c in compute}
+        up = {c: Fraction(0) for c in compute}       # bandwidth into and out of the group
+        down = dict(up)
+        for (u, v), b in caps.items():
+            if u in up and v in members:
+                up[u] += b
+            elif v in down and u in members:
+                down[v] += b
         attached = _interleave([c for c in compute if up[c] or down[c]], group_of)
         n = len(attached)
         if n < 2:
@@ -435,7 +439,7 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     end = max((m.end for m in table.matches), default=0)
     times: dict[int, Fraction] = {}          # one Fraction per distinct tick
     paths = [tuple(reversed(x.path)) if reduce else x.path for x in table.links]
-    for m in sorted(table.matches, key=lambda m: (m.start, m.link)):
+    for m in sorted(table.matches, key=operator.itemgetter(2, 1)):     # (start, link)
         link = table.links[m.link]
         tick = end - m.end if reduce else m.start
         at = times.get(tick)
