@@ -143,11 +143,11 @@ def unwind(topology: Topology, unwinding: str = "ring",
         members = frozenset(group)
         up = {c: Fraction(0) for c in compute}       # bandwidth into and out of the group
         down = dict(up)
-        for (u, v), b in caps.items():
+        for (u, v), bw in caps.items():
             if u in up and v in members:
-                up[u] += b
+                up[u] += bw
             elif v in down and u in members:
-                down[v] += b
+                down[v] += bw
         attached = _interleave([c for c in compute if up[c] or down[c]], group_of)
         n = len(attached)
         if n < 2:
