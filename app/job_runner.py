@@ -10,12 +10,14 @@ tweaks are needed, and :meth:`EngineJob.cancel` ends the child at once.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import select
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 
 from canopy.engine.jobs import Event, Job, warm_up_fork_server
 
@@ -32,13 +34,42 @@ def warm_up() -> None:
     warm_up_fork_server()
 
 
-class _Relay(QObject):
-    """Carries events from the reader thread to the GUI thread. It has no parent and the
-    reader thread holds it, so it outlives its :class:`EngineJob`: when a closing window
-    deletes the job while the reader is emitting, Qt drops the queued event instead of
-    the reader touching a deleted object (that race crashed the process)."""
+class _Dispatcher(QObject):
+    """Carries every job's events from the reader threads to the GUI thread.
 
-    event = Signal(object)
+    It is created once, in the GUI thread, and never deleted, so a reader thread only ever
+    emits through an object that outlives it. Each job is registered here from
+    :meth:`EngineJob.start` until its reader's last event or its deletion, whichever
+    comes first; both happen in the GUI thread. An event for a job that is gone (its
+    window closed) is dropped here: no reader thread holds, emits through or deletes an
+    object that a closing window deletes (that race crashed the process).
+    """
+
+    event = Signal(int, object)     # job key, event
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.jobs: dict[int, EngineJob] = {}
+        self.event.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
+
+    def _deliver(self, key: int, event: Event | None) -> None:
+        if event is None:                   # the reader's end
+            self.jobs.pop(key, None)
+            return
+        job = self.jobs.get(key)
+        if job is not None:
+            job._handle(event)
+
+
+_DISPATCHER: _Dispatcher | None = None
+_KEYS = itertools.count()
+
+
+def _dispatcher() -> _Dispatcher:
+    global _DISPATCHER
+    if _DISPATCHER is None:
+        _DISPATCHER = _Dispatcher()
+    return _DISPATCHER
 
 
 class EngineJob(QObject):
@@ -54,17 +85,20 @@ class EngineJob(QObject):
         super().__init__(parent)
         self._job = Job(func, *args, **kwargs)
         self._running = False
-        self._relay = _Relay()
-        self._relay.event.connect(self._handle)
-        job = self._job     # a window that closes deletes its jobs: their children end
-        self.destroyed.connect(lambda *_: job.stop())
+        self._dispatcher = _dispatcher()
+        self._key = next(_KEYS)
+        job, jobs, key = self._job, self._dispatcher.jobs, self._key
+        # A window that closes deletes its jobs: their children end, later events drop.
+        self.destroyed.connect(lambda *_: (job.stop(), jobs.pop(key, None)))
 
     def start(self) -> None:
         """Start the child from the reader thread: pickling the arguments and, for the
         first job, waiting for the fork server to import the engine (seconds on a busy
         machine) happen off the GUI thread too."""
         self._running = True
-        threading.Thread(target=_read, args=(self._job, self._relay, self.is_running),
+        self._dispatcher.jobs[self._key] = self
+        emit = functools.partial(self._dispatcher.event.emit, self._key)
+        threading.Thread(target=_read, args=(self._job, emit, self.is_running),
                          daemon=True, name="engine-job").start()
 
     def is_running(self) -> bool:
@@ -92,18 +126,19 @@ class EngineJob(QObject):
             self.failed.emit(event[1])
 
 
-def _read(job: Job, relay: _Relay, running: Callable[[], bool]) -> None:
+def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], bool]) -> None:
     """The job's reader thread: start the child, then pass every event of ``job``, until
-    its last, to the GUI thread through ``relay``."""
+    its last, to the GUI thread through the dispatcher, and then the end (``None``)."""
     try:
         job.start()
     except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
-        relay.event.emit(("crashed", f"the engine job could not start ({exc})."))
-        return
-    if not running():
-        job.stop()  # cancelled while starting
-    fd = job.fileno()
-    while not job.ended:
-        select.select([fd], [], [])
-        for event in job.events():
-            relay.event.emit(event)
+        emit(("crashed", f"the engine job could not start ({exc})."))
+    else:
+        if not running():
+            job.stop()  # cancelled while starting
+        fd = job.fileno()
+        while not job.ended:
+            select.select([fd], [], [])
+            for event in job.events():
+                emit(event)
+    emit(None)

@@ -40,6 +40,7 @@ from canopy.engine.errors import CanopyError
 from canopy.engine.maxflow import FlowNetwork
 from canopy.engine.network import Network
 from canopy.engine.optimality import collective_algbw, find_optimum
+from canopy.engine.quotient import rotation_image
 
 if TYPE_CHECKING:
     from scipy.sparse import coo_matrix
@@ -49,22 +50,13 @@ MAX_ROUNDS = 200           # separation rounds before giving up
 
 
 def server_rotation(net: Network) -> list[int] | None:
-    """π: each node's image when the servers (node groups) are rotated by one, or None
-    when there are fewer than two servers or π is not an automorphism of ``net`` (servers
-    of different sizes or kinds, a link without an image of the same bandwidth)."""
-    servers: dict[str, list[int]] = {}
-    for v, group in enumerate(net.groups):
-        if group is not None:
-            servers.setdefault(group, []).append(v)
-    members = list(servers.values())
-    if len(members) < 2 or len({len(s) for s in members}) != 1:
+    """π: each node's image when the servers (node groups) are rotated by one
+    (:func:`canopy.engine.quotient.rotation_image`), or None when there is no such
+    rotation or π is not an automorphism of ``net`` (a link without an image of the same
+    bandwidth)."""
+    image = rotation_image(net.groups, [net.is_compute(v) for v in range(net.n)])
+    if image is None:
         return None
-    image = list(range(net.n))
-    for k, server in enumerate(members):
-        for v, w in zip(server, members[(k + 1) % len(members)], strict=True):
-            if net.is_compute(v) != net.is_compute(w):
-                return None
-            image[v] = w
     if any(net.capacity.get((image[a], image[b])) != c for (a, b), c in net.capacity.items()):
         return None
     return image

@@ -21,7 +21,11 @@ the LP's floating-point solution into a verified schedule:
    (Thm 13-14, the fewest k first, as :mod:`canopy.engine.fewest` does), switches removed
    by edge splitting (§4.3: each phase's budgets are balanced at every switch, an LP
    constraint) and out-trees packed (§4.4). The reduce trees are out-trees of the
-   transposed budget network, run against their arrows.
+   transposed budget network, run against their arrows. Where every link joins two GPUs
+   and is two-way with one bandwidth, N·k' undirected spanning trees for a smaller k'
+   may reach the same x, each reducing up and broadcasting down
+   (:mod:`canopy.engine.spanning_trees`: on the 4x4 mesh k' = 1 against k = 3); then
+   those run.
 5. :func:`canopy.engine.verification.verify` checks the schedule exactly: both phases'
    loads added on every link within its bandwidth, every tree spanning, k trees per root.
 """
@@ -41,6 +45,7 @@ from canopy.engine.optimality import find_fixed_k, find_optimum, floored, ration
 from canopy.engine.plan import bandwidth_bound, check_coverage, schedule_plan
 from canopy.engine.progress import Progress
 from canopy.engine.schedule import OptimumSummary, Schedule, Tree
+from canopy.engine.spanning_trees import symmetric_trees
 from canopy.engine.topology import Topology
 from canopy.engine.verification import verify
 
@@ -117,12 +122,15 @@ def _trees(nets: tuple[Network, Network], x: Fraction, progress: Progress | None
 
 
 def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
-                progress: Progress | None = None, where: str = "") -> Schedule:
+                progress: Progress | None = None, where: str = "",
+                spanning: bool = True) -> Schedule:
     """The verified allreduce schedule of LP (6) with equal rates (see the module doc).
 
     ``lp`` must come from :func:`solve_allreduce_lp` with ``equal_rates=True`` on this
-    topology (solved here if None). ``schedule.extra["allreduce_lp"]`` records the LP,
-    the exact algbw and the gain over reduce-scatter + allgather.
+    topology (solved here if None). ``spanning`` False keeps the per-phase trees of step 4
+    even where spanning trees for both phases would need fewer.
+    ``schedule.extra["allreduce_lp"]`` records the LP, the exact algbw and the gain over
+    reduce-scatter + allgather.
     """
     start = time.perf_counter()
     net = Network.from_topology(topology, where)
@@ -132,6 +140,12 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
     nets = _phase_networks(net, exact_budgets(net, lp))
     x = min(find_optimum(n).x for n in nets)
     k, y, (reduce_trees, trees) = _trees(nets, x, progress, timings)
+    start_symmetric = time.perf_counter()
+    symmetric = symmetric_trees(topology, x, k) if spanning else None
+    if symmetric is not None:      # fewer trees at the same rate, both phases on each
+        k, y, trees = symmetric
+        reduce_trees = trees
+    timings["spanning trees"] = time.perf_counter() - start_symmetric
     opt = find_optimum(net)
     summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
                              opt.k, opt.tree_bandwidth)
@@ -152,7 +166,9 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
     info.update(used=False, schedule_algbw_exact=str(algbw),
                 gain_exact_percent=str((algbw / lp.rs_ag - 1) * 100),
                 rates="equal", budgets_rationalized_to=f"1/{DENOMINATOR_LIMIT} of the "
-                "largest bandwidth")
+                "largest bandwidth",
+                trees=("one spanning tree per unit tree for both phases (two-way links)"
+                       if symmetric is not None else "in-trees and out-trees per phase"))
     schedule.extra["allreduce_lp"] = info
     timings["total"] = time.perf_counter() - start
     return schedule
@@ -169,13 +185,14 @@ def solve_lp(net: Network, time_limit: float | None = None) -> AllreduceLP:
 
 def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",
                      progress: Progress | None = None, where: str = "",
-                     time_limit: float | None = AUTO_TIME_LIMIT_S) -> Schedule:
+                     time_limit: float | None = AUTO_TIME_LIMIT_S,
+                     spanning: bool = True) -> Schedule:
     """The allreduce schedule to run: ``schedule`` (reduce-scatter + allgather, §4.6) or
     LP (6)'s schedule where that is faster; ``extra["allreduce_lp"]`` says which and why.
 
     ``mode`` "auto" solves the LP (:func:`solve_lp`, within ``time_limit`` seconds) unless
     the cut bound already equals RS + AG (then nothing can beat it); "on" solves it with
-    no time limit; "off" never does.
+    no time limit; "off" never does. ``spanning`` is :func:`lp_schedule`'s.
     """
     if mode not in LP_MODES:
         raise ScheduleError(f"unknown allreduce LP mode '{mode}'; use {', '.join(LP_MODES)}.")
@@ -201,7 +218,7 @@ def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",
                 info["note"] = "equals reduce-scatter + allgather"
             else:
                 try:
-                    chosen = lp_schedule(topology, lp, progress, where)
+                    chosen = lp_schedule(topology, lp, progress, where, spanning)
                 except ScheduleError as exc:
                     info.update(lp.to_dict())
                     info["note"] = f"beats reduce-scatter + allgather but not used: {exc}"

@@ -132,6 +132,7 @@ MIN_GAIN = Fraction(1, 200)           # within 0.5 % of the floor, no deeper run
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 CHECK_EVERY = 1 << 12                 # events between calls of a simulation's ``check``
 COMPILE_FROM = 1_000                  # sends from which float runs use the compiled loop
+DELIVERY_QUEUES = 16                  # most distinct latencies whose deliveries queue apart
 CUT_THROUGH = "cut-through"
 STORE_AND_FORWARD = "store-and-forward"
 SWITCH_MODES = (CUT_THROUGH, STORE_AND_FORWARD)
@@ -282,6 +283,10 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
         return Fraction(0)
     amount = [num(a) for a in flat.amounts]
     conn = flat.conn
+    latencies = sorted(set(conn_alpha))
+    lanes = len(latencies) if len(latencies) <= DELIVERY_QUEUES else 0
+    lane_of = {a: i for i, a in enumerate(latencies[:lanes])}
+    lane = [lane_of.get(a, -1) for a in conn_alpha]
     queue_ptr = np.zeros(len(flat.connections) + 1, dtype=np.int64)
     np.cumsum(np.bincount(conn, minlength=len(flat.connections)), out=queue_ptr[1:])
     queue = np.argsort(conn, kind="stable")
@@ -296,6 +301,7 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
             end, delivered = compiled(
                 np.array(cap, f64), np.array(conn_ptr, np.int64),
                 np.array(conn_link, np.int64), np.array(conn_alpha, f64),
+                np.array(lane, np.int64), lanes,
                 np.array(weight, f64), conn, np.array(amount, f64)[flat.amount_of],
                 flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
                 _COMPILED[1])
@@ -309,8 +315,8 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
     else:
         times_list: list = [cap[0] * 0] * n
         size = [amount[a] for a in flat.amount_of.tolist()]
-        end, delivered = _event_loop(cap, conn_ptr, conn_link, conn_alpha, weight,
-                                     conn.tolist(), size, flat.pending.tolist(),
+        end, delivered = _event_loop(cap, conn_ptr, conn_link, conn_alpha, lane, lanes,
+                                     weight, conn.tolist(), size, flat.pending.tolist(),
                                      flat.dep_ptr.tolist(), flat.dep_idx.tolist(),
                                      queue_ptr.tolist(), queue.tolist(), times_list, check)
         if arrivals is not None:
@@ -338,6 +344,7 @@ def _call_check() -> None:
 
 def _compiled_loop() -> Callable[..., tuple[Any, int]] | None:
     """:func:`_event_loop` compiled by numba (cached on disk), or None without numba.
+    Compiled, its state is held in arrays, not lists (:func:`_filled`, :func:`_copied`).
 
     Its check is a ctypes callback: numba types it by its signature, so the disk cache
     (keyed on the argument types) hits in the next process, where a compiled function
@@ -359,7 +366,11 @@ def _compiled_loop() -> Callable[..., tuple[Any, int]] | None:
             _COMPILED.extend([None, None])
         else:
             import ctypes
-            _COMPILED.extend([numba.njit(cache=True)(_event_loop),
+            import types
+            scope = dict(_event_loop.__globals__, _filled=numba.njit(_filled_array),
+                         _copied=numba.njit(_copied_array))
+            loop = types.FunctionType(_event_loop.__code__, scope, "_event_loop")
+            _COMPILED.extend([numba.njit(cache=True)(loop),
                               ctypes.CFUNCTYPE(None)(_call_check)])
         finally:
             if blocked:
@@ -367,9 +378,29 @@ def _compiled_loop() -> Callable[..., tuple[Any, int]] | None:
     return _COMPILED[0]
 
 
-def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, conn: Any,
-                size: Any, pending: Any, dep_ptr: Any, dep_idx: Any, q_ptr: Any, q_idx: Any,
-                arrivals: Any, check: Callable[[], None] | None) -> tuple[Any, int]:
+def _filled(count: int, value: Any) -> Any:
+    """``count`` copies of ``value``: a list in the Python loop; compiled, an array
+    (:func:`_compiled_loop`: no bounds checks, 8-12 % faster at the same operations)."""
+    return [value] * count
+
+
+def _copied(values: Any) -> Any:
+    """A copy of ``values`` the loop may change (a list, or compiled an array)."""
+    return list(values)
+
+
+def _filled_array(count: int, value: Any) -> Any:
+    return np.full(count, value)
+
+
+def _copied_array(values: Any) -> Any:
+    return values.copy()
+
+
+def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes: int,
+                weight: Any, conn: Any, size: Any, pending: Any, dep_ptr: Any, dep_idx: Any,
+                q_ptr: Any, q_idx: Any, arrivals: Any, check: Callable[[], None] | None
+                ) -> tuple[Any, int]:
     """The event loop of the execution model: (time of the last delivery, sends delivered).
 
     Per link ``cap`` (bytes/µs); per connection its links ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``,
@@ -390,53 +421,66 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
     lists a batch fills are allocated once, and the events a batch schedules for its own
     time (starts, and finishes already due) wait in a list in push order for the next
     batch rather than in the heap, which orders them the same way (by sequence number,
-    nothing else being due then); 1.6-2.5x faster compiled.
+    nothing else being due then); 1.6-2.5x faster compiled. Deliveries wait in one queue
+    per distinct latency (``lane``, up to DELIVERY_QUEUES of them; -1: the heap): a
+    connection's deliveries fall due α after its sends finish, so each queue is in time
+    order, and the next event is the earliest of the heap's and the queues' first by
+    (time, sequence number), as the heap alone would give it (TACOS's timetables at
+    8 x DGX A100, 1 M sends, 20 % faster compiled).
     """
     nlinks = len(cap)
     nconn = len(alpha)
     n = len(conn)
     zero = cap[0] - cap[0]
-    link_weight = [zero] * nlinks
-    share = [cap[i] for i in range(nlinks)]
-    clock = [zero] * nlinks
-    mark = [zero] * nlinks
-    link_version = [0] * nlinks
+    link_weight = _filled(nlinks, zero)
+    share = _copied(cap)
+    clock = _filled(nlinks, zero)
+    mark = _filled(nlinks, zero)
+    link_version = _filled(nlinks, 0)
     members = [[(zero, 0, 0, 0)] for _ in range(nlinks)]
     for lid in range(nlinks):
         members[lid].pop()
     # The sends streaming over each link, in the order they started: a linked list over
     # the entries k of ``cl_idx`` (a connection streams one send at a time, so entry k
     # stands for its connection's current send ``who[k]`` on link ``cl_idx[k]``).
-    first = [-1] * nlinks
-    last = [-1] * nlinks
-    nxt = [-1] * len(cl_idx)
-    prv = [-1] * len(cl_idx)
-    who = [0] * len(cl_idx)
-    bottleneck = [-1] * n
-    target = [zero] * n
-    version = [0] * n
-    head = [q_ptr[c] for c in range(nconn)]
-    busy = [False] * nconn
-    pend = [pending[s] for s in range(n)]
+    first = _filled(nlinks, -1)
+    last = _filled(nlinks, -1)
+    nxt = _filled(len(cl_idx), -1)
+    prv = _filled(len(cl_idx), -1)
+    who = _filled(len(cl_idx), 0)
+    bottleneck = _filled(n, -1)
+    target = _filled(n, zero)
+    version = _filled(n, 0)
+    head = _copied(q_ptr[:nconn])
+    busy = _filled(nconn, False)
+    pend = _copied(pending)
     heap = [(zero, 0, 0, 0, 0)]
     heap.pop()
     seq = 0
     START, LINK, ARRIVE = 0, 1, 2
-    touched_at = [-1] * nlinks
-    moved_at = [-1] * n
-    touched = [0] * nlinks          # per batch, with their counts
-    started = [0] * nconn
-    done = [0] * nconn
-    moved = [0] * nconn
-    arrived = [0] * n
+    touched_at = _filled(nlinks, -1)
+    moved_at = _filled(n, -1)
+    touched = _filled(nlinks, 0)          # per batch, with their counts
+    started = _filled(nconn, 0)
+    done = _filled(nconn, 0)
+    moved = _filled(nconn, 0)
+    arrived = _filled(n, 0)
     # Events due at the current time that the batch just handled pushed: the next batch
     # (the heap then holds nothing due before it), kept in push order, as the heap's
     # sequence numbers would order them, without a heap.
     soon = 2 * nconn + nlinks
-    soon_kind = [0] * soon
-    soon_x = [0] * soon
-    soon_version = [0] * soon
+    soon_kind = _filled(soon, 0)
+    soon_x = _filled(soon, 0)
+    soon_version = _filled(soon, 0)
     nsoon = 0
+    # Deliveries of connections with the same latency, in the order their sends finished
+    # (so in time order): per queue its first and last send, per send the next one.
+    lane_first = _filled(lanes, -1)
+    lane_last = _filled(lanes, -1)
+    lane_next = _filled(n, -1)
+    due = _filled(n, zero)
+    due_seq = _filled(n, 0)
+    queued = 0
     for c in range(nconn):
         if q_ptr[c] < q_ptr[c + 1]:
             s = q_idx[q_ptr[c]]
@@ -449,11 +493,18 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
     batch = 0
     events = 0
     now = zero
-    while nsoon > 0 or len(heap) > 0:
+    while nsoon > 0 or len(heap) > 0 or queued > 0:
         pending_soon = nsoon
         nsoon = 0
         if pending_soon == 0:
-            now = heap[0][0]
+            found = len(heap) > 0
+            if found:
+                now = heap[0][0]
+            for k in range(lanes):
+                h = lane_first[k]
+                if h >= 0 and (not found or due[h] < now):
+                    now = due[h]
+                    found = True
         batch += 1
         taken = 0
         ntouched = 0
@@ -468,13 +519,30 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                 x = soon_x[taken]
                 item_version = soon_version[taken]
                 taken += 1
-            elif len(heap) > 0 and heap[0][0] == now:
-                item = heapq.heappop(heap)
-                kind = item[2]
-                x = item[3]
-                item_version = item[4]
             else:
-                break
+                # the earliest event due now (by sequence number): the heap's or a queue's
+                from_lane = -1
+                first_seq = heap[0][1] if len(heap) > 0 and heap[0][0] == now else -1
+                for k in range(lanes):
+                    h = lane_first[k]
+                    if h >= 0 and due[h] == now and (first_seq < 0 or due_seq[h] < first_seq):
+                        first_seq = due_seq[h]
+                        from_lane = k
+                if first_seq < 0:
+                    break
+                if from_lane < 0:
+                    item = heapq.heappop(heap)
+                    kind = item[2]
+                    x = item[3]
+                    item_version = item[4]
+                else:
+                    x = lane_first[from_lane]
+                    lane_first[from_lane] = lane_next[x]
+                    if lane_next[x] < 0:
+                        lane_last[from_lane] = -1
+                    queued -= 1
+                    kind = ARRIVE
+                    item_version = 0
             events += 1
             if check is not None and events % CHECK_EVERY == 0:
                 check()
@@ -636,7 +704,17 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, con
                     soon_x[nsoon] = t
                     nsoon += 1
             seq += 1
-            if now + alpha[c] > now:
+            if now + alpha[c] > now and lane[c] >= 0:
+                k = lane[c]
+                due[s] = now + alpha[c]
+                due_seq[s] = seq
+                if lane_last[k] >= 0:
+                    lane_next[lane_last[k]] = s
+                else:
+                    lane_first[k] = s
+                lane_last[k] = s
+                queued += 1
+            elif now + alpha[c] > now:
                 heapq.heappush(heap, (now + alpha[c], seq, ARRIVE, s, 0))
             else:
                 soon_kind[nsoon] = ARRIVE

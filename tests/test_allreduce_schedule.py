@@ -29,10 +29,16 @@ def mesh():
 
 def test_mesh_schedule_is_exact_and_verified(mesh):
     """3x3 mesh of 25 GB/s links: RS + AG reaches 225/4 GB/s; the LP's budgets give both
-    phases x = 25/3 per node at once, so 9·25/3 = 75 GB/s, exactly 1/3 more."""
+    phases x = 25/3 per node at once, so 9·25/3 = 75 GB/s, exactly 1/3 more. Packed per
+    phase in the LP's budgets that needs k = 3; one spanning tree per GPU, reducing up and
+    broadcasting down, reaches it with k = 1 (every link is two-way)."""
     topo, schedule = mesh
-    assert schedule.split_budgets and schedule.algbw == 75 and schedule.k == 3
-    assert schedule.tree_bandwidth == Fraction(25, 9)
+    assert schedule.split_budgets and schedule.algbw == 75 and schedule.k == 1
+    assert schedule.tree_bandwidth == Fraction(25, 3)
+    assert schedule.reduce_trees == schedule.trees and len(schedule.trees) == 9
+    per_phase = lp_schedule(topo, spanning=False)
+    assert per_phase.k == 3 and per_phase.tree_bandwidth == Fraction(25, 9)
+    assert verify(topo, per_phase) == 75
     assert verify(topo, schedule) == 75
     assert schedule.algbw / Fraction(225, 4) == Fraction(4, 3)
     plan = schedule_plan(schedule)
@@ -47,8 +53,8 @@ def test_verifier_adds_both_phases(mesh):
     a link once reduction and broadcast share it."""
     topo, schedule = mesh
     with pytest.raises(ScheduleError, match="reduction and broadcast at once"):
-        verify(topo, replace(schedule, tree_bandwidth=Fraction(26, 9),
-                             reduce_tree_bandwidth=Fraction(26, 9)))
+        verify(topo, replace(schedule, tree_bandwidth=Fraction(26, 3),
+                             reduce_tree_bandwidth=Fraction(26, 3)))
     rs_ag = solve(topo, "allreduce")
     with pytest.raises(ScheduleError, match="reduction and broadcast at once"):
         verify(topo, replace(rs_ag, split_budgets=True))

@@ -6,9 +6,10 @@ from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from canopy.engine.allreduce_lp import cut_bound
-from canopy.engine.baselines.blink import blink_baseline, root_images, single_root_counts
+from canopy.engine.baselines.blink import best_root, blink_baseline, root_images
 from canopy.engine.baselines.lr_rings import (
     brute_force_hops,
     is_contention_free,
@@ -241,6 +242,48 @@ def test_lr_rings_say_why_they_do_not_apply(name):
     assert "not a tree" in result.not_applicable_reason
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
+                         max_size=14))))
+def test_cycles_and_depth_first_edges_are_networkxs(graph_spec):
+    """find_cycle and the depth-first tree edges switch_tree uses are networkx's, which
+    the lr rows used to call (the cycle a row names stays the same)."""
+    import networkx as nx
+
+    from canopy.engine.baselines.lr_rings import _dfs_edges, find_cycle
+
+    n, edges = graph_spec
+    names = [f"v{i}" for i in reversed(range(n))]          # not sorted: order matters
+    g = nx.Graph()
+    g.add_nodes_from(names)
+    graph = {x: {} for x in names}
+    for a, b in edges:
+        g.add_edge(names[a], names[b])
+        graph[names[a]][names[b]] = graph[names[b]][names[a]] = None
+    try:
+        expected = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        expected = None
+    assert find_cycle(graph) == expected
+    assert _dfs_edges(graph, names[0]) == list(nx.dfs_edges(g, names[0]))
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_tacos_unwinds_the_switch_groups_networkx_finds(name):
+    import networkx as nx
+
+    from canopy.engine.baselines.tacos import _switch_groups
+
+    topo = sample(name)
+    caps = topo.capacities()
+    g = nx.Graph()
+    g.add_nodes_from(topo.switch_nodes())
+    g.add_edges_from((u, v) for u, v in caps if u in g and v in g)
+    expected = sorted(map(sorted, nx.connected_components(g)))
+    assert sorted(map(sorted, _switch_groups(topo, caps))) == expected
+
+
 # ------------------------------------------------------------------ Blink
 
 
@@ -268,10 +311,9 @@ def switchless(name):
 def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
     """On the switch-free logical topology, as Blink+Switch packs."""
     net, capacity = switchless(name)
-    counts = single_root_counts(net, capacity)
-    root = net.compute[0]
-    batches = pack_trees(net.n, list(net.compute), capacity, {root: counts[root]}).batches
-    assert sum(b.m for b in batches) == counts[root]
+    root, count = best_root(net, capacity)
+    batches = pack_trees(net.n, list(net.compute), capacity, {root: count}).batches
+    assert sum(b.m for b in batches) == count
     used = {}
     for b in batches:
         assert b.vertices == set(net.compute)
@@ -283,17 +325,37 @@ def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
 
 @pytest.mark.parametrize("name", ["dgx-a100-4x8.json", "leaf-spine-jobs.json",
                                   "mi250-2x16.json", "tacos-dragonfly-4x5.json"])
-def test_single_root_counts_per_orbit_match_every_root(name):
-    """K_r computed once per orbit of D*'s server automorphisms equals K_r from every root."""
+def test_best_root_matches_every_root(name):
+    """The root with the largest K_r (first on ties), K_r computed once per orbit of D*'s
+    server automorphisms and not for roots that cannot beat the best, is the one K_r from
+    every root picks; every orbit has one K_r."""
     net, capacity = switchless(name)
     flow = FlowNetwork(net.n)
     for (a, b), c in capacity.items():
         if c:
             flow.add_arc(a, b, c)
     every = {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
-    assert single_root_counts(net, capacity) == every
-    roots = set(root_images(net, capacity).values())
-    assert len(roots) < len(net.compute)
+    root = max(net.compute, key=lambda r: (every[r], -net.compute.index(r)))
+    assert best_root(net, capacity) == (root, every[root])
+    images = root_images(net, capacity)
+    assert all(every[r] == every[images[r]] for r in net.compute)
+    assert len(set(images.values())) < len(net.compute)
+
+
+@settings(max_examples=60, deadline=None)
+@given(topologies(max_compute=6, max_switch=2), st.randoms(use_true_random=False))
+def test_best_root_matches_every_root_on_random_networks(topo, rng):
+    """Also where roots differ: random integer capacities on random networks (one-way
+    links too), against K_r from every root."""
+    net = Network.from_topology(topo)
+    capacity = {e: rng.randint(0, 4) for e in net.capacity}
+    flow = FlowNetwork(net.n)
+    for (a, b), c in capacity.items():
+        if c:
+            flow.add_arc(a, b, c)
+    every = {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
+    root = max(net.compute, key=lambda r: (every[r], -net.compute.index(r)))
+    assert best_root(net, capacity) == (root, every[root])
 
 
 # ------------------------------------------------------------------ ForestColl above all

@@ -182,3 +182,15 @@ def test_cli_fail_removes_a_link_from_every_row(tmp_path, capsys):
     assert Fraction(failed["rows"][0]["algbw_exact"]) == Fraction(200, 3)
     assert main(["compare", str(path), "--fail", "n0-n9"]) == 2
     assert "--fail n0-n9" in capsys.readouterr().err
+
+
+def test_canopy_compare_does_not_import_networkx():
+    # 0.1 s of start-up, a twentieth of the 2 s issue 16 allows canopy compare at 64 GPUs
+    import subprocess
+    import sys
+
+    code = ("import sys, canopy.cli.compare, canopy.engine.generators; "
+            "print('networkx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"

@@ -159,7 +159,7 @@ def test_a_schedule_that_cannot_beat_the_best_is_not_simulated():
     their own optimum, has a plan bound of 85.7 % of it, so it is not simulated. (Where
     fewer trees do run faster, they run: 2 x DGX A100 allreduce below.)"""
     topo = load_sample("mesh-2d-3x3")
-    schedule = choose_allreduce(topo, solve(topo, "allreduce"))
+    schedule = choose_allreduce(topo, solve(topo, "allreduce"), spanning=False)
     assert schedule.split_budgets
     choice = runtime_schedule(topo, schedule, MscclLimits(max_tbs_per_gpu=40))
     assert choice.schedule is schedule and choice.optimum == schedule.algbw
@@ -210,7 +210,7 @@ def test_unit_trees_share_connections_where_links_have_slack():
     XML keeps the runtime's limits and the msccl-tools convention, computes the allreduce
     and times as compare."""
     topo = load_sample("mesh-2d-3x3")
-    schedule = choose_allreduce(topo, solve(topo, "allreduce"))
+    schedule = choose_allreduce(topo, solve(topo, "allreduce"), spanning=False)
     choice = runtime_schedule(topo, schedule)
     fractions = {c["layout"]: c["executed_fraction"] for c in choice.candidates}
     assert choice.layout == "unit, paired"
@@ -383,3 +383,55 @@ def test_a_search_ending_on_unit_connections_also_tries_lower_trees():
     assert twin.trees != schedule.trees and names == ["unit"] and tolerance == "4"
     _consider_shallow(topo, schedule, "4", MscclLimits(), consider, GOOD_ENOUGH)
     assert len(offered) == 1
+
+
+def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch):
+    # runtime_schedule stops at the first layout executing within GOOD_ENOUGH of the
+    # optimum, and the layouts after it (the paired ones' bisections above all) are then
+    # never built: the choice is the one the full list gives.
+    from canopy.engine import simulate
+    from canopy.engine.msccl import connections
+
+    topo = load_sample("dgx-a100-2x8.json")
+    schedule = solve(topo, "allreduce")
+    built = []
+    paired = connections._paired_shared
+
+    def counted(*args, **kwargs):
+        built.append(args[2])
+        return paired(*args, **kwargs)
+
+    class Timed:
+        algbw = schedule.algbw
+
+    monkeypatch.setattr(simulate, "fastest", lambda topology, plan, size: Timed())
+    monkeypatch.setattr(connections, "_paired_shared", counted)
+    choice = connections._choose(topo, schedule, MscclLimits())
+    assert [c["layout"] for c in choice.candidates] == ["shared"] and not built
+    name, first = layouts(schedule_plan(schedule), MscclLimits(), topo)[0]
+    assert name == choice.layout == "shared" and first == choice.plan
+    assert built                       # the full list does build them
+
+
+def test_unit_connections_need_a_channel_per_unit_tree_edge_between_two_gpus():
+    # 8 x DGX A100 allgather (k = 1): 56 unit tree edges from n0.gpu0 to n0.gpu7, more
+    # than 32 channels; the export's thread-block assignment of unit connections fails,
+    # and _unit_threadblocks says so without running it.
+    from dataclasses import replace
+
+    from canopy.engine.msccl.connections import _split_counts, _unit_threadblocks
+    from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+    from canopy.engine.msccl.threadblocks import assign_threadblocks
+
+    plan = schedule_plan(solve(generate("cluster", {"servers": "8"}), "allgather"))
+    limits = MscclLimits()
+    per_pair = defaultdict(int)
+    for (u, v, _), n in _split_counts(plan, _multiplicities(plan), 1).items():
+        per_pair[(u, v)] += n
+    assert per_pair[("n0.gpu0", "n0.gpu7")] == max(per_pair.values()) == 56
+    assert _unit_threadblocks(plan, limits) is None
+    steps = plan_steps(plan, chunks_per_root(plan), True, limits.max_count, piece=1,
+                       fuse_fanout=False)
+    with pytest.raises(MscclLimitError, match="more than 32 channels"):
+        assign_threadblocks(steps, replace(limits, max_tbs_per_gpu=1 << 20),
+                            MscclOptions(limits=limits).fuse, MscclOptions().channels, "own")

@@ -481,3 +481,24 @@ def test_forestcoll_runs_at_95_percent_of_its_bound_on_two_dgx_a100_at_1_gib(col
     plan = schedule_plan(solve(topo, collective))
     bound, _ = bandwidth_bound(plan, topo.capacities())
     assert fastest(topo, plan, 1 << 30).algbw >= Fraction(95, 100) * bound
+
+
+@pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "tacos-dragonfly-4x5.json"])
+def test_deliveries_queued_by_latency_run_as_from_the_heap(monkeypatch, name):
+    # Deliveries wait in one queue per distinct latency, merged with the heap by (time,
+    # sequence number): the same times as with every delivery in the heap, compiled and
+    # as Python, on TACOS's timetable (ordered connections) and Blink's trees.
+    from canopy.engine.baselines.tacos import tacos_baseline
+
+    topo = load_sample(name)
+    plans = (tacos_baseline(topo, "allgather").plan_at(1 << 24),
+             blink_baseline(topo, "allgather").plan_at(1 << 24))
+    for plan in plans:
+        times = set()
+        for queues in (0, sim.DELIVERY_QUEUES):
+            for first in (10**9, 0):
+                sim._RESULTS.clear()
+                monkeypatch.setattr(sim, "DELIVERY_QUEUES", queues)
+                monkeypatch.setattr(sim, "COMPILE_FROM", first)
+                times.add(simulate(topo, plan, 1 << 24, 4, symmetry=False).time_us)
+        assert len(times) == 1

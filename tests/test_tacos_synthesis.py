@@ -18,6 +18,7 @@ from canopy.engine.baselines.tacos import (
     transpose,
     unwind,
 )
+from canopy.engine.baselines.tacos_kernel import compiled_kernel
 from canopy.engine.errors import ScheduleError
 from canopy.engine.simulate import link_time
 from canopy.engine.topology_io import load_sample
@@ -83,8 +84,10 @@ def reference_synthesize(links, nodes, chunks_per_node, chunk_size, seed):
                      tuple(matches), unit, seed)
 
 
+@pytest.mark.parametrize("compiled_from", [0, 1 << 60], ids=["compiled", "python"])
 @pytest.mark.parametrize("name", SAMPLES)
-def test_synthesis_draws_the_reference_matches(name):
+def test_synthesis_draws_the_reference_matches(name, compiled_from):
+    assert compiled_kernel() is not None          # numba is in the test extra
     topo = load_sample(name)
     nodes = topo.compute_nodes()
     for unwinding in ("ring", "mesh"):
@@ -92,8 +95,30 @@ def test_synthesis_draws_the_reference_matches(name):
         for chunks, seed, reverse in ((1, 0, False), (2, 5, True), (3, 11, False)):
             logical = transpose(links) if reverse else links
             size = Fraction(1 << 20, len(nodes) * chunks)
-            assert synthesize(logical, nodes, chunks, size, seed) == \
+            assert synthesize(logical, nodes, chunks, size, seed, compiled_from) == \
                 reference_synthesize(logical, nodes, chunks, size, seed)
+
+
+def test_compiled_synthesis_draws_more_random_outputs_when_short(monkeypatch):
+    from canopy.engine.baselines import tacos
+
+    topo = load_sample("tacos-dragonfly-4x5.json")
+    nodes = topo.compute_nodes()
+    links = unwind(topo)
+    size = Fraction(1 << 20, len(nodes) * 2)
+    monkeypatch.setattr(tacos, "DRAWS_PER_DELIVERY", 0)
+    monkeypatch.setattr(tacos, "_WORDS", 5)
+    assert synthesize(links, nodes, 2, size, 3, compiled_from=0) == \
+        reference_synthesize(links, nodes, 2, size, 3)
+
+
+@pytest.mark.parametrize("compiled_from", [0, 1 << 60], ids=["compiled", "python"])
+def test_a_node_no_link_reaches_is_named(compiled_from):
+    topo = load_sample("mesh-2d-3x3.json")
+    nodes = topo.compute_nodes()
+    links = [x for x in unwind(topo) if x.dst != nodes[4]]
+    with pytest.raises(ScheduleError, match=f"cannot deliver every chunk to '{nodes[4]}'"):
+        synthesize(links, nodes, 1, Fraction(1 << 10), 0, compiled_from)
 
 
 @pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "mesh-2d-3x3.json"])

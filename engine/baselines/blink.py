@@ -9,9 +9,10 @@ ForestColl's switch-free logical topology D* (switch removal by edge splitting, 
 Packing: by Edmonds' branching theorem the largest number of edge-disjoint spanning
 out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the tree
 bandwidth y). We try every root, keep the one with the largest K_r (the first on ties),
-computing K_r once per orbit of interchangeable servers (:func:`root_images`),
-and build the K_r trees with the batched packing of forestcoll.txt §4.4 (Alg. 5,
-Thm 12 after Bérczi & Frank) asked for K_r trees at r alone. Each tree carries
+computing K_r once per orbit of interchangeable servers (:func:`root_images`) and not
+for roots that cannot beat the best (:func:`best_root`), and build the K_r trees with
+the batched packing of forestcoll.txt §4.4 (Alg. 5, Thm 12 after Bérczi & Frank) asked
+for K_r trees at r alone. Each tree carries
 1/K_r of the whole message. The trees are then mapped back to physical paths.
 
 Blink performs allgather and reduce-scatter as an allreduce (forestcoll.txt §5.2 cites
@@ -73,17 +74,36 @@ def root_images(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int,
     return {c: first(c) for c in net.compute}
 
 
-def single_root_counts(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:
-    """K_r = min over compute v != r of F(r, v) for every compute root r (Edmonds); the
-    flows run from one root per orbit (:func:`root_images`)."""
+def best_root(net: Network, capacity: dict[tuple[int, int], int]) -> tuple[int, int]:
+    """The root r with the largest K_r = min over compute v != r of F(r, v) (Edmonds), the
+    first in ``net.compute`` order on ties, and its K_r.
+
+    A root is skipped where K_r cannot beat the best so far, which is the same answer:
+    one that is not the first of its orbit (:func:`root_images`; the first has the same
+    K_r and comes earlier), one whose capacity out bounds every F(r, v) by that best,
+    and one whose flows reach it (the rest of its minimum can only be lower)."""
     flow = FlowNetwork(net.n)
+    out: dict[int, int] = {}
     for (a, b), c in capacity.items():
         if c:
             flow.add_arc(a, b, c)
+            out[a] = out.get(a, 0) + c
     first = root_images(net, capacity)
-    counts = {r: min(flow.max_flow(r, v) for v in net.compute if v != r)
-              for r in net.compute if first[r] == r}
-    return {r: counts[first[r]] for r in net.compute}
+    best: tuple[int, int] | None = None          # (K_r, r)
+    for r in net.compute:
+        if first[r] != r or best is not None and out.get(r, 0) <= best[0]:
+            continue
+        count = None
+        for v in net.compute:
+            if v != r:
+                f = flow.max_flow(r, v)
+                count = f if count is None else min(count, f)
+                if best is not None and count <= best[0]:
+                    break
+        else:
+            best = (count or 0, r)
+    assert best is not None
+    return best[1], best[0]
 
 
 def blink_baseline(topology: Topology, collective: str = "allgather") -> BaselineResult:
@@ -97,21 +117,19 @@ def blink_baseline(topology: Topology, collective: str = "allgather") -> Baselin
         y = opt.tree_bandwidth     # capacities in trees, b_e / y (Prop. 3)
         logical = remove_switches(net, {e: int(c / y) for e, c in net.capacity.items()},
                                   opt.k)
-        counts = single_root_counts(net, logical.capacity)
-        root = max(net.compute, key=lambda r: (counts[r], -net.compute.index(r)))
-        if counts[root] == 0:
+        root, count = best_root(net, logical.capacity)
+        if count == 0:
             raise ScheduleError("no node reaches every other on the logical topology.")
-        packing = pack_trees(net.n, list(net.compute), logical.capacity,
-                             {root: counts[root]})
+        packing = pack_trees(net.n, list(net.compute), logical.capacity, {root: count})
         trees = map_back(net, logical, packing.batches)
     except ScheduleError as exc:
         return BaselineResult.not_applicable("blink", collective, str(exc))
     compute = topology.compute_nodes()
-    plan = trees_plan("allreduce", compute, trees, counts[root], whole=True)
+    plan = trees_plan("allreduce", compute, trees, count, whole=True)
     algbw, link = bandwidth_bound(plan, topology.capacities())
     return BaselineResult(
         "blink", collective, algbw, schedule=trees,
-        details={"root": net.names[root], "trees": counts[root],
-                 "broadcast_gbps": counts[root] * y, "runs_as": "allreduce",
+        details={"root": net.names[root], "trees": count,
+                 "broadcast_gbps": count * y, "runs_as": "allreduce",
                  "bottleneck_link": list(link)},
         plan_at=lambda size: plan)

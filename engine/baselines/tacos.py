@@ -32,17 +32,20 @@ one chunk per node: 12 steps of 0.5 + 800 µs = 9606 µs.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import math
+import operator
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
-import networkx as nx
 import numpy as np
 
+from canopy.engine.baselines.tacos_kernel import SHORT, STUCK, compiled_kernel, random_outputs
 from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import (
     BaselineResult,
@@ -63,6 +66,8 @@ DEFAULT_CHUNKS = (1, 2, 4)
 DEFAULT_SEEDS = 4
 _WORDS = 4096          # random outputs drawn at a time (:func:`_random_words`)
 SEED_WORK = 40_000     # seeds x N^2 x (sum of chunk counts) allowed by auto_seeds
+COMPILE_FROM = 1_000   # deliveries from which a synthesis runs compiled (numba installed)
+DRAWS_PER_DELIVERY = 8  # random outputs drawn in advance per delivery (twice the samples')
 
 
 def auto_seeds(nodes: int, chunk_options: tuple[int, ...]) -> int:
@@ -92,6 +97,9 @@ class Match(NamedTuple):
     link: int
     start: int
     end: int
+
+
+_new_match = functools.partial(tuple.__new__, Match)   # Match(*fields), at C speed
 
 
 @dataclass(frozen=True)
@@ -127,19 +135,19 @@ def unwind(topology: Topology, unwinding: str = "ring",
         if u in cset and v in cset:
             links.append(LogicalLink(u, v, cap, lats.get((u, v), default_latency), (u, v)))
 
-    switch_graph = nx.Graph()
-    switch_graph.add_nodes_from(topology.switch_nodes())
-    switch_graph.add_edges_from((u, v) for u, v in caps if u not in cset and v not in cset)
     router = Router(topology)
     group_of = {node.id: node.group or "" for node in topology.nodes}
-    groups = sorted((sorted(g, key=order.__getitem__) for g in
-                     nx.connected_components(switch_graph)), key=lambda g: order[g[0]])
+    groups = sorted((sorted(g, key=order.__getitem__) for g in _switch_groups(topology, caps)),
+                    key=lambda g: order[g[0]])
     for group in groups:
         members = frozenset(group)
-        up = {c: sum((b for (u, v), b in caps.items() if u == c and v in members), Fraction(0))
-              for c in compute}
-        down = {c: sum((b for (u, v), b in caps.items() if v == c and u in members),
-                       Fraction(0)) for c in compute}
+        up = {c: Fraction(0) for c in compute}       # bandwidth into and out of the group
+        down = dict(up)
+        for (u, v), bw in caps.items():
+            if u in up and v in members:
+                up[u] += bw
+            elif v in down and u in members:
+                down[v] += bw
         attached = _interleave([c for c in compute if up[c] or down[c]], group_of)
         n = len(attached)
         if n < 2:
@@ -163,6 +171,28 @@ def unwind(topology: Topology, unwinding: str = "ring",
         links += [LogicalLink(x.src, x.dst, x.bandwidth / scale, x.latency, x.path)
                   for x in made]
     return links
+
+
+def _switch_groups(topology: Topology, caps: dict[tuple[str, str], Fraction]
+                   ) -> list[set[str]]:
+    """The connected groups of switch nodes (joined by switch-to-switch links)."""
+    near: dict[str, set[str]] = {w: set() for w in topology.switch_nodes()}
+    for u, v in caps:
+        if u in near and v in near:
+            near[u].add(v)
+            near[v].add(u)
+    groups: list[set[str]] = []
+    placed: set[str] = set()
+    for w in near:
+        if w not in placed:
+            group, todo = {w}, [w]
+            while todo:
+                for x in near[todo.pop()] - group:
+                    group.add(x)
+                    todo.append(x)
+            placed |= group
+            groups.append(group)
+    return groups
 
 
 def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
@@ -202,8 +232,14 @@ def _below(word: Callable[[], int], n: int) -> int:
 
 
 def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
-               chunk_size: Fraction, seed: int) -> Timetable:
+               chunk_size: Fraction, seed: int, compiled_from: int = COMPILE_FROM
+               ) -> Timetable:
     """One run of TACOS's allgather synthesis (Alg. 2 around Alg. 1) with ``seed``.
+
+    From ``compiled_from`` deliveries (N·(N-1)·chunks per node) the matching runs
+    compiled where numba is installed (:mod:`canopy.engine.baselines.tacos_kernel`, the
+    same matches); below, without numba, or where the times would overflow 64 bits, as
+    written here.
 
     The random draws are those of ``random.Random(seed)``'s ``randrange`` (the shuffle)
     and ``choice`` (ties), computed as CPython does from its output stream, read in bulk
@@ -213,7 +249,6 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     matches are those of the plain loop over every node (tests/test_tacos_synthesis.py keeps
     that loop as the reference).
     """
-    word = _random_words(seed).__next__
     costs = [link_time(chunk_size, x.bandwidth, x.latency) for x in links]
     unit = math.lcm(*(c.denominator for c in costs))
     ticks = [int(c * unit) for c in costs]
@@ -225,6 +260,16 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
         into[index[x.dst]].append(li)
         out[index[x.src]].append((li, index[x.dst]))
     src_of = [index[x.src] for x in links]
+    deliveries = len(nodes) * (len(nodes) - 1) * chunks_per_node
+    kernel = compiled_kernel() if deliveries >= compiled_from and \
+        max(ticks, default=0) * deliveries < 1 << 62 else None
+    found = None if kernel is None else \
+        _compiled(kernel, len(nodes), chunks_per_node, src_of, ticks, into, out, seed)
+    if found is not None:        # else (no numba, or a node no route reaches) as below
+        return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size,
+                         tuple(map(_new_match, zip(map(chunks.__getitem__, found[0]),
+                                                   *found[1:], strict=True))), unit, seed)
+    word = _random_words(seed).__next__
     held = [{ci for ci, (o, _) in enumerate(chunks) if o == node} for node in nodes]
     missing = [set(range(len(chunks))) - held[d] for d in range(len(nodes))]
     free_at = [0] * len(links)
@@ -298,6 +343,33 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                      unit, seed)
 
 
+def _compiled(kernel: Callable[..., int], nodes: int, per_node: int, src_of: list[int],
+              ticks: list[int], into: list[list[int]], out: list[list[tuple[int, int]]],
+              seed: int) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    """The matches the compiled kernel draws (chunks, links, starts, ends), with more
+    random outputs drawn in advance until they suffice; None when some node cannot be
+    reached."""
+    deliveries = nodes * (nodes - 1) * per_node
+    i64 = np.int64
+    arrays = (np.array(src_of, i64), np.array(ticks, i64),
+              np.array([0, *itertools.accumulate(map(len, into))], i64),
+              np.array([li for links in into for li in links], i64),
+              np.array([0, *itertools.accumulate(map(len, out))], i64),
+              np.array([li for pairs in out for li, _ in pairs], i64),
+              np.array([e for pairs in out for _, e in pairs], i64))
+    chunk, link, start, end = (np.empty(deliveries, i64) for _ in range(4))
+    words = DRAWS_PER_DELIVERY * deliveries + _WORDS
+    while True:
+        count = kernel(nodes, per_node, *arrays, random_outputs(seed, words),
+                       chunk, link, start, end)
+        if count != SHORT:
+            break
+        words *= 2
+    if count == STUCK:
+        return None
+    return chunk.tolist(), link.tolist(), start.tolist(), end.tolist()
+
+
 def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
             chunk_size: Fraction, seeds: int) -> Timetable:
     """The fastest of ``seeds`` runs (TACOS is randomized; its tests keep the best)."""
@@ -367,7 +439,7 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     end = max((m.end for m in table.matches), default=0)
     times: dict[int, Fraction] = {}          # one Fraction per distinct tick
     paths = [tuple(reversed(x.path)) if reduce else x.path for x in table.links]
-    for m in sorted(table.matches, key=lambda m: (m.start, m.link)):
+    for m in sorted(table.matches, key=operator.itemgetter(2, 1)):     # (start, link)
         link = table.links[m.link]
         tick = end - m.end if reduce else m.start
         at = times.get(tick)

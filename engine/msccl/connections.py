@@ -82,7 +82,7 @@ import heapq
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -149,14 +149,21 @@ def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
     step, relays fused), in place or out of place, whichever needs more; None when that
     layout breaks another of ``limits`` (channels, steps, thread blocks per channel), or
     cannot meet ``max_tbs_per_gpu`` because even a thread block per receive-and-send
-    pair of its connection ends would be too many."""
+    pair of its connection ends would be too many, or because two GPUs have more unit tree
+    edges between them than ``max_channels`` (each is a send step of its own unit tree's
+    chain, and that layout gives every chain connections of its own, so they would need
+    that many channels: the thread-block assignment fails, as it would only after
+    placing every chain it can, 0.1 CPU s at 8 x DGX A100)."""
     from canopy.engine.msccl.writer import MscclOptions  # the writer imports this module
 
     per_gpu: dict[str, int] = defaultdict(int)
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
     for (u, v, *_), n in _split_counts(plan, _multiplicities(plan), 1).items():
         per_gpu[u] += n
         per_gpu[v] += n
-    if math.ceil(max(per_gpu.values(), default=0) / 2) > limits.max_tbs_per_gpu:
+        per_pair[(u, v)] += n
+    if math.ceil(max(per_gpu.values(), default=0) / 2) > limits.max_tbs_per_gpu or \
+            max(per_pair.values(), default=0) > limits.max_channels:
         return None
     options = MscclOptions(limits=limits)
     counting = replace(limits, max_tbs_per_gpu=max(limits.max_tbs_per_gpu, 1 << 20))
@@ -393,18 +400,16 @@ class _Servers:
 
 def _servers(topology: Topology) -> _Servers | None:
     """The topology's identical servers, or None."""
-    from canopy.engine.quotient import server_rotation
+    from canopy.engine.quotient import server_rotation, servers
 
     found = server_rotation(topology)
     if found is None:
         return None
-    servers: dict[str, list[str]] = {}
-    for node in topology.nodes:
-        if node.group is not None:
-            servers.setdefault(node.group, []).append(node.id)
-    return _Servers(found[0], {x: (k, i, len(servers))
-                               for k, members in enumerate(servers.values())
-                               for i, x in enumerate(members)})
+    nodes = topology.nodes
+    members = servers([node.group for node in nodes])
+    return _Servers(found[0], {nodes[v].id: (k, i, len(members))
+                               for k, server in enumerate(members)
+                               for i, v in enumerate(server)})
 
 
 _INVARIANT: list[tuple[Any, Any, bool]] = [(None, None, False)]   # (the last plan and
@@ -519,17 +524,29 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
 
     With ``topology``, also :func:`_unit_shared` layouts (trees cut into unit trees whose
     connections merge where links have slack), where few connections need merging."""
+    return list(iter_layouts(plan, limits, topology))
+
+
+def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
+                 topology: Topology | None = None) -> Iterator[tuple[str, CollectivePlan]]:
+    """:func:`layouts` one at a time, each built when asked for: :func:`runtime_schedule`
+    stops at the first that executes within GOOD_ENOUGH of the optimum, so the later
+    ones (the paired layouts' bisections above all) are not built for nothing (8 x DGX
+    A100 allgather: the first, shared, runs at 99.5 %; building them all took 0.7 CPU s,
+    more than half of ``canopy compare``'s ForestColl row)."""
     limits = limits or MscclLimits()
     if plan.ordered_links or any(e.channel is not None for t in plan.trees for e in t.edges):
-        return [("as built", plan)]
+        yield ("as built", plan)
+        return
     mult = _multiplicities(plan)
     if _unit_fits(plan, mult, limits):
-        return [("unit", plan)]
+        yield ("unit", plan)
+        return
     servers = _servers(topology) if topology is not None else None
     unit = _unit_paired(plan, mult, limits, servers)
     if unit is not None:
-        return [("unit, paired", unit)]
-    out: list[tuple[str, CollectivePlan]] = []
+        yield ("unit, paired", unit)
+        return
     fitting = [q for q in range(2, max(mult) + 1)
                if _fits(_split_counts(plan, mult, q), limits)][:1]
     if fitting and fitting[0] < max(mult):
@@ -538,9 +555,8 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
         split = _split_trees(plan, mult, q)
         if not _steps_fit(split, limits):
             break
-        out.append((f"q = {q}",
-                    _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
-                                  servers=servers)))
+        yield (f"q = {q}", _channel_plan(split, _split_counts(split, [1] * len(split.trees), 1),
+                                         servers=servers))
     banded = False
     for detail in range(STEP_BANDS + 2):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees) or banded:
@@ -556,16 +572,14 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
                 continue
             if _fits(counts, limits):
                 banded = detail >= 2
-                out.append((name if weighted else f"{name}, equal counts",
-                            _channel_plan(plan, counts, detail, servers)))
+                yield (name if weighted else f"{name}, equal counts",
+                       _channel_plan(plan, counts, detail, servers))
             paired = _paired_shared(plan, limits, detail, None, weighted, servers)
             if paired is not None:
-                out.append((f"{name if weighted else f'{name}, equal counts'}, paired",
-                            paired))
+                yield (f"{name if weighted else f'{name}, equal counts'}, paired", paired)
     if topology is not None:
-        out.extend(_unit_shared(plan, mult, limits, topology))
-    out.extend(_even_unit(plan, mult, limits, servers))
-    return out
+        yield from _unit_shared(plan, mult, limits, topology)
+    yield from _even_unit(plan, mult, limits, servers)
 
 
 def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
@@ -650,26 +664,26 @@ def _pairs_fit(counts: dict[Key, int], limits: MscclLimits) -> bool:
 
 
 def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
-                 topology: Topology) -> list[tuple[str, CollectivePlan]]:
+                 topology: Topology) -> Iterator[tuple[str, CollectivePlan]]:
     """Layout 3 on ``plan`` cut into unit trees (q = 1), merging connections where links
     have slack (:func:`_shared_counts` with the topology), shared by phase and by 2 steps:
     every connection then carries whole chunks, so a tree keeps its share of a link
     (on the 3x3 mesh's allreduce 98.7 % of the optimum at 1 GiB, against 88 % with whole
     trees on shared connections and 92 % with 2-chunk parts). Only where the unit
     connections need at most UNIT_SHARE_FACTOR times a GPU's thread blocks: beyond that
-    most connections are shared anyway and whole trees run faster (punctured torus)."""
+    most connections are shared anyway and whole trees run faster (punctured torus). Built
+    one at a time (:func:`iter_layouts`)."""
     if max(mult) == 1:
-        return []                          # plan's own shared layouts are the same
+        return                             # plan's own shared layouts are the same
     per_gpu: dict[str, int] = defaultdict(int)
     for (u, v, _), n in _split_counts(plan, mult, 1).items():
         per_gpu[u] += n
         per_gpu[v] += n
     if max(per_gpu.values()) > UNIT_SHARE_FACTOR * (limits.max_tbs_per_gpu - COPY_THREADBLOCKS):
-        return []
+        return
     split = _split_trees(plan, mult, 1)
     if not _steps_fit(split, limits):
-        return []
-    out: list[tuple[str, CollectivePlan]] = []
+        return
     servers = _servers(topology)
     for detail in (1, 3):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees):
@@ -680,12 +694,10 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
             continue
         name = "shared by phase" if detail == 1 else "shared by 2 steps"
         if _fits(counts, limits):
-            out.append((f"{name}, unit trees",
-                        _channel_plan(split, counts, detail, servers)))
+            yield (f"{name}, unit trees", _channel_plan(split, counts, detail, servers))
         paired = _paired_shared(split, limits, detail, topology, servers=servers)
         if paired is not None:
-            out.append((f"{name}, unit trees, paired", paired))
-    return out
+            yield (f"{name}, unit trees, paired", paired)
 
 
 def runtime_layout(plan: CollectivePlan, limits: MscclLimits | None = None) -> CollectivePlan:
@@ -694,12 +706,12 @@ def runtime_layout(plan: CollectivePlan, limits: MscclLimits | None = None) -> C
     among all of them by simulation). Plans whose edges already name channels (rings) or
     keep a timetable (TACOS) are returned as they are. Raises :class:`MscclLimitError`
     when no layout fits."""
-    found = layouts(plan, limits)
-    if not found:
+    found = next(iter_layouts(plan, limits), None)
+    if found is None:
         _shared_counts(plan, limits or MscclLimits())   # names the GPU with too many peers
         raise MscclLimitError("the MSCCL program does not fit the runtime's limits: its GPUs "
                               "need more thread blocks per channel than the runtime allows.")
-    return found[0][1]
+    return found[1]
 
 
 def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
@@ -858,7 +870,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 
     optimum = _optimum(schedule)
     plan = schedule_plan(schedule)
-    found = layouts(plan, limits, topology)
+    found = _LazyLayouts(plan, limits, topology)
     if not found:
         runtime_layout(plan, limits)      # raises MscclLimitError with the reason
     if found[0][0] in ("unit", "as built"):
@@ -869,7 +881,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     first_fraction = Fraction(0)
 
     def consider(candidate: Schedule, base: CollectivePlan,
-                 options: list[tuple[str, CollectivePlan]], tolerance: str) -> None:
+                 options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
         nonlocal best, first_fraction
         if best is not None and bandwidth_bound(base, topology.capacities())[0] / optimum \
                 <= best[0] - (EVEN_MARGIN if best[4].startswith("shared evenly") else 0):
@@ -905,7 +917,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                 continue
             seen.add((other.k, False))
             other_plan = schedule_plan(other)
-            options = layouts(other_plan, limits, topology)
+            options = _LazyLayouts(other_plan, limits, topology)
             consider(other, other_plan, options, tolerance)
             if options and options[0][0] in ("unit", "unit, paired"):
                 _consider_shallow(topology, other, tolerance, limits, consider,
@@ -935,7 +947,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
                       limits: MscclLimits,
                       consider: Callable[[Schedule, CollectivePlan,
-                                          list[tuple[str, CollectivePlan]], str], None],
+                                          Iterable[tuple[str, CollectivePlan]], str], None],
                       best: Fraction) -> None:
     """Where the search ends on ``schedule`` (a fewest-trees schedule on unit connections)
     below GOOD_ENOUGH, also simulate its twin with the trees grown together
@@ -954,9 +966,32 @@ def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
     if twin.k != schedule.k or twin.trees == schedule.trees:
         return
     twin_plan = schedule_plan(twin)
-    options = layouts(twin_plan, limits, topology)
+    options = _LazyLayouts(twin_plan, limits, topology)
     if options and options[0][0] in ("unit", "unit, paired"):
         consider(twin, twin_plan, options, tolerance)
+
+
+class _LazyLayouts:
+    """:func:`iter_layouts` with the first layout built at once (``found[0]``, ``not
+    found``) and the rest built as iteration reaches them: what :func:`_choose` reads of
+    a candidate's layouts, stopping where :func:`layouts` would have built them all."""
+
+    def __init__(self, plan: CollectivePlan, limits: MscclLimits,
+                 topology: Topology) -> None:
+        self._rest = iter_layouts(plan, limits, topology)
+        self._built = [first] if (first := next(self._rest, None)) is not None else []
+
+    def __bool__(self) -> bool:
+        return bool(self._built)
+
+    def __getitem__(self, index: int) -> tuple[str, CollectivePlan]:
+        return self._built[index]
+
+    def __iter__(self) -> Iterator[tuple[str, CollectivePlan]]:
+        yield from self._built
+        for layout in self._rest:
+            self._built.append(layout)
+            yield layout
 
 
 def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan

@@ -4,6 +4,7 @@ import sys
 import time
 
 from bench.clusters import dgx_a100_cluster
+from canopy.app import job_runner
 from canopy.app.job_runner import EngineJob
 from canopy.engine.forest import solve
 from canopy.engine.topology_io import load_sample
@@ -68,3 +69,21 @@ def test_a_job_deleted_with_its_window_mid_run_ends_its_child_without_a_crash(qt
     delete(window)              # progress events keep arriving meanwhile
     qtbot.waitUntil(lambda: engine_job.ended, timeout=3000)
     qtbot.wait(50)              # queued events for the deleted job are dropped
+    assert job._key not in job_runner._dispatcher().jobs
+
+
+def test_a_job_nobody_holds_lives_until_its_reader_ends(qtbot):
+    """The dispatcher keeps a started job alive, so its result still arrives after the
+    starter dropped it; the registration ends with the reader, so nothing accumulates."""
+    import gc
+
+    results = []
+    job = EngineJob(solve, load_sample("dgx-a100-2x8"))
+    job.finished.connect(results.append)
+    key = job._key
+    job.start()
+    del job
+    gc.collect()
+    qtbot.waitUntil(lambda: bool(results), timeout=30000)
+    assert results[0].k == 13
+    qtbot.waitUntil(lambda: key not in job_runner._dispatcher().jobs, timeout=3000)
