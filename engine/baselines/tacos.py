@@ -114,9 +114,9 @@ class Timetable:
     unit: int                # ticks per µs
     seed: int
 
-    @property
+    @functools.cached_property
     def time(self) -> Fraction:
-        """The collective time in µs."""
+        """The collective time in µs (computed once: choosing chunk counts asks often)."""
         return Fraction(max((m.end for m in self.matches), default=0), self.unit)
 
 
