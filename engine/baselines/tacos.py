@@ -176,23 +176,12 @@ def unwind(topology: Topology, unwinding: str = "ring",
 def _switch_groups(topology: Topology, caps: dict[tuple[str, str], Fraction]
                    ) -> list[set[str]]:
     """The connected groups of switch nodes (joined by switch-to-switch links)."""
-    near: dict[str, set[str]] = {w: set() for w in topology.switch_nodes()}
-    for u, v in caps:
-        if u in near and v in near:
-            near[u].add(v)
-            near[v].add(u)
-    groups: list[set[str]] = []
-    placed: set[str] = set()
-    for w in near:
-        if w not in placed:
-            group, todo = {w}, [w]
-            while todo:
-                for x in near[todo.pop()] - group:
-                    group.add(x)
-                    todo.append(x)
-            placed |= group
-            groups.append(group)
-    return groups
+    import networkx as nx  # here, not at the top: the comparison's start-up stays lean
+
+    graph = nx.Graph()
+    graph.add_nodes_from(topology.switch_nodes())
+    graph.add_edges_from((u, v) for u, v in caps if u in graph and v in graph)
+    return list(nx.connected_components(graph))
 
 
 def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
