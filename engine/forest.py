@@ -119,8 +119,11 @@ def map_back(net: Network, logical: LogicalTopology, batches: list[Batch]) -> li
 
 def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
                  progress: Progress | None = None,
-                 timings: dict[str, float] | None = None) -> list[Tree]:
-    """Alg. 4 then Alg. 5 then map back: k unit trees per compute node within ``caps``."""
+                 timings: dict[str, float] | None = None,
+                 shallow: bool = False) -> list[Tree]:
+    """Alg. 4 then Alg. 5 then map back: k unit trees per compute node within ``caps``.
+    With ``shallow``, Alg. 5 grows the trees together (no flow-free packing first), so
+    they come out lower (:func:`canopy.engine.packing.pack_trees`' ``interleave``)."""
     timings = {} if timings is None else timings
     compute, demands = list(net.compute), dict.fromkeys(net.compute, k)
 
@@ -133,6 +136,8 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
         return logical
 
     def pack_without_flows(logical: LogicalTopology) -> Packing | None:
+        if shallow:
+            return None
         start = time.perf_counter()
         report(progress, "tree packing", 0.0)
         packing = (pack_symmetric(compute, logical.capacity, demands)
@@ -152,7 +157,8 @@ def build_forest(net: Network, caps: dict[tuple[int, int], int], k: int,
         if not logical.certified:   # Alg. 5 needs Thm 5's guarantee
             logical = split(chords=False, unproven=False)
         start = time.perf_counter()
-        packing = pack_trees(net.n, compute, logical.capacity, demands, progress)
+        packing = pack_trees(net.n, compute, logical.capacity, demands, progress,
+                             interleave=shallow)
         timings["tree packing"] = timings.get("tree packing", 0) + time.perf_counter() - start
     start = time.perf_counter()
     report(progress, "mapping back", 0.0)
@@ -181,7 +187,8 @@ def tree_rate(net: Network, trees: list[Tree]) -> Fraction:
 
 def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
                   inverse_x: Fraction, progress: Progress | None,
-                  timings: dict[str, float]) -> tuple[Fraction, list[Tree]]:
+                  timings: dict[str, float], shallow: bool = False
+                  ) -> tuple[Fraction, list[Tree]]:
     """(y, trees): k unit trees per compute node within floor(U·b_e), for the smallest U
     from ``u`` (at most ``u_max``) at which switch removal succeeds, and the bandwidth
     y >= 1/U each tree carries (:func:`tree_rate`).
@@ -201,7 +208,7 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
         if u_max is not None and u > u_max:
             raise ScheduleError(f"no schedule with k = {k} within U = {u_max}.")
         try:
-            trees = build_forest(net, floored(net, u), k, progress, timings)
+            trees = build_forest(net, floored(net, u), k, progress, timings, shallow)
             if u == k * inverse_x:  # k/U = x*: no schedule is faster, so y is exactly 1/U
                 return 1 / u, trees
             return tree_rate(net, trees), trees
@@ -213,17 +220,19 @@ def build_fixed_k(net: Network, k: int, u: Fraction, u_max: Fraction | None,
 
 
 def _fixed_forests(nets: list[Network], opt: Optimum, k: int, progress: Progress | None,
-                   timings: dict[str, float]) -> list[tuple[Fraction, list[Tree]]]:
+                   timings: dict[str, float], shallow: bool = False
+                   ) -> list[tuple[Fraction, list[Tree]]]:
     """(y, trees) per network with k fixed by the user (Thms 13-14)."""
     out = []
     for n in nets:
         out.append(build_fixed_k(n, k, find_fixed_k(n, k, opt).u_star, None, opt.inverse_x,
-                                 progress, timings))
+                                 progress, timings, shallow))
     return out
 
 
 def _fewest_forests(nets: list[Network], opt: Optimum, tolerance: Fraction,
-                    progress: Progress | None, timings: dict[str, float]
+                    progress: Progress | None, timings: dict[str, float],
+                    shallow: bool = False
                     ) -> tuple[int, list[tuple[Fraction, list[Tree]]], dict[str, Any]]:
     """The fewest k per node within ``tolerance`` percent of x* that builds on every
     network of the collective (:mod:`canopy.engine.fewest`). Prop. 3's k always builds:
@@ -242,7 +251,7 @@ def _fewest_forests(nets: list[Network], opt: Optimum, tolerance: Fraction,
             forests = []
             for n, v in zip(nets, us, strict=True):
                 forests.append(build_fixed_k(n, k, v, k * limit, opt.inverse_x, progress,
-                                             timings))
+                                             timings, shallow))
             break
         except ScheduleError:
             stats.tried.append(k)
@@ -257,7 +266,7 @@ def _fewest_forests(nets: list[Network], opt: Optimum, tolerance: Fraction,
 
 def solve(topology: Topology, collective: str = "allgather", k: int | None = None,
           progress: Progress | None = None, where: str = "",
-          tolerance: Fraction | int | str = 0) -> Schedule:
+          tolerance: Fraction | int | str = 0, shallow: bool = False) -> Schedule:
     """The verified schedule of ``topology`` for ``collective`` with the fewest trees per
     node that reaches the optimum (or comes within ``tolerance`` percent of it); with
     ``k``, the best schedule with exactly k trees per node (§4.5).
@@ -285,6 +294,9 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     tolerance : Fraction, int or str, optional
         With ``k`` None, the fewest trees per node whose algbw is within this many
         percent of the optimum (0 <= tolerance < 100).
+    shallow : bool, optional
+        Grow the trees together (:func:`build_forest`): lower trees, slower on large
+        networks. ``schedule.extra["shallow"]`` says so.
 
     Returns
     -------
@@ -332,9 +344,11 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     extra: dict[str, Any] = {}
     if k is None:
         k_used, forests, extra["k_search"] = _fewest_forests(nets, opt, tolerance, progress,
-                                                             timings)
+                                                             timings, shallow)
     else:
-        k_used, forests = k, _fixed_forests(nets, opt, k, progress, timings)
+        k_used, forests = k, _fixed_forests(nets, opt, k, progress, timings, shallow)
+    if shallow:
+        extra["shallow"] = True
     y, trees = forests[-1]
     reduce_trees = forests[0][1] if len(forests) == 2 else None
     reduce_y = forests[0][0] if len(forests) == 2 else None

@@ -113,11 +113,12 @@ class Topology:
 
     def capacities(self) -> dict[tuple[str, str], Fraction]:
         """Directed link bandwidths of the live links with parallel links added up."""
-        caps: dict[tuple[str, str], Fraction] = defaultdict(Fraction)
+        caps: dict[tuple[str, str], Fraction] = {}
         for link in self.live_links():
+            b = link.bandwidth if type(link.bandwidth) is Fraction else Fraction(link.bandwidth)
             for d in link.directions():
-                caps[d] += link.bandwidth
-        return dict(caps)
+                caps[d] = caps[d] + b if d in caps else b      # no 0 + b: simulate asks often
+        return caps
 
     def latencies(self) -> dict[tuple[str, str], Fraction]:
         """Per directed link, the largest latency (µs) given on any of its parallel links."""

@@ -242,48 +242,6 @@ def test_lr_rings_say_why_they_do_not_apply(name):
     assert "not a tree" in result.not_applicable_reason
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
-    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
-                         max_size=14))))
-def test_cycles_and_depth_first_edges_are_networkxs(graph_spec):
-    """find_cycle and the depth-first tree edges switch_tree uses are networkx's, which
-    the lr rows used to call (the cycle a row names stays the same)."""
-    import networkx as nx
-
-    from canopy.engine.baselines.lr_rings import _dfs_edges, find_cycle
-
-    n, edges = graph_spec
-    names = [f"v{i}" for i in reversed(range(n))]          # not sorted: order matters
-    g = nx.Graph()
-    g.add_nodes_from(names)
-    graph = {x: {} for x in names}
-    for a, b in edges:
-        g.add_edge(names[a], names[b])
-        graph[names[a]][names[b]] = graph[names[b]][names[a]] = None
-    try:
-        expected = nx.find_cycle(g)
-    except nx.NetworkXNoCycle:
-        expected = None
-    assert find_cycle(graph) == expected
-    assert _dfs_edges(graph, names[0]) == list(nx.dfs_edges(g, names[0]))
-
-
-@pytest.mark.parametrize("name", SAMPLES)
-def test_tacos_unwinds_the_switch_groups_networkx_finds(name):
-    import networkx as nx
-
-    from canopy.engine.baselines.tacos import _switch_groups
-
-    topo = sample(name)
-    caps = topo.capacities()
-    g = nx.Graph()
-    g.add_nodes_from(topo.switch_nodes())
-    g.add_edges_from((u, v) for u, v in caps if u in g and v in g)
-    expected = sorted(map(sorted, nx.connected_components(g)))
-    assert sorted(map(sorted, _switch_groups(topo, caps))) == expected
-
-
 # ------------------------------------------------------------------ Blink
 
 

@@ -184,13 +184,14 @@ def test_cli_fail_removes_a_link_from_every_row(tmp_path, capsys):
     assert "--fail n0-n9" in capsys.readouterr().err
 
 
-def test_canopy_compare_does_not_import_networkx():
-    # 0.1 s of start-up, a twentieth of the 2 s issue 16 allows canopy compare at 64 GPUs
+def test_canopy_compare_does_not_import_networkx_or_scipy_optimize_at_start_up():
+    # 0.1 and 0.3 s of start-up (networkx is imported where a baseline needs a graph,
+    # scipy.optimize where an allreduce LP or assignment runs)
     import subprocess
     import sys
 
     code = ("import sys, canopy.cli.compare, canopy.engine.generators; "
-            "print('networkx' in sys.modules)")
+            "print('networkx' in sys.modules, 'scipy.optimize' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"

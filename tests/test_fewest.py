@@ -88,3 +88,28 @@ def test_ndv4_import_k1_reaches_the_optimum():
     schedule = solve(topo)
     assert (schedule.k, schedule.optimum.k) == (1, 8)
     assert schedule.algbw == schedule.optimal_algbw == Fraction(256)
+
+
+def test_fewest_trees_schedules_are_the_same_in_every_process():
+    # runtime_schedule chooses among the fewest-trees schedules by simulating them, so a
+    # schedule that depended on the process (string hashing, the maxflow backend the
+    # process has switched to) would change the choice: 2x MI250 allreduce, each
+    # tolerance's trees, under two hash seeds and two maxflow backends.
+    import os
+    import subprocess
+    import sys
+
+    code = ("from canopy.engine.forest import solve\n"
+            "from canopy.engine.topology_io import load_sample\n"
+            "t = load_sample('mi250-2x16')\n"
+            "for tol in ('1', '4'):\n"
+            "    s = solve(t, 'allreduce', tolerance=tol)\n"
+            "    print(s.k, repr([(x.root, x.multiplicity, x.edges) for x in s.trees]))\n")
+    outputs = set()
+    for seed, backend in (("1", "python"), ("2", "scipy")):
+        env = dict(os.environ, PYTHONHASHSEED=seed, CANOPY_MAXFLOW=backend)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs.add(done.stdout)
+    assert len(outputs) == 1

@@ -16,7 +16,9 @@ from canopy.engine.generators import generate
 from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
 from canopy.engine.msccl.checks import check_structure
 from canopy.engine.msccl.connections import (
+    GOOD_ENOUGH,
     REFERENCE_SIZE,
+    _consider_shallow,
     _contiguous,
     _members,
     _multiplicities,
@@ -372,6 +374,25 @@ def test_unit_trees_shared_evenly_run_only_where_they_gain_a_percent(collective,
     assert chosen["executed_fraction"] < even["executed_fraction"] \
         < chosen["executed_fraction"] + 0.01
     assert 0.97 <= chosen["executed_fraction"]
+
+
+def test_a_search_ending_on_unit_connections_also_tries_lower_trees():
+    """2x MI250 reduce-scatter: the search ends on k = 2 (4 %) on unit connections; its twin
+    with trees grown together (same k and bound, lower trees) is offered on unit
+    connections too, and not once a candidate runs within GOOD_ENOUGH."""
+    topo = load_sample("mi250-2x16")
+    schedule = solve(topo, "reduce-scatter", tolerance="4")
+    offered = []
+
+    def consider(candidate, base, options, tolerance):
+        offered.append((candidate, [name for name, _ in options], tolerance))
+
+    _consider_shallow(topo, schedule, "4", MscclLimits(), consider, Fraction(92, 100))
+    [(twin, names, tolerance)] = offered
+    assert twin.extra["shallow"] and twin.k == schedule.k and twin.algbw == schedule.algbw
+    assert twin.trees != schedule.trees and names == ["unit"] and tolerance == "4"
+    _consider_shallow(topo, schedule, "4", MscclLimits(), consider, GOOD_ENOUGH)
+    assert len(offered) == 1
 
 
 def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch):

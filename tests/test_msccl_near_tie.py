@@ -11,7 +11,7 @@ OPTIMUM = Fraction(100)
 
 def _candidate(k: int, fraction: Fraction, name: str) -> tuple:
     plan = SimpleNamespace(name=name)
-    return (fraction, SimpleNamespace(k=k), plan, plan, name, "0" if k == 5 else "1")
+    return (fraction, SimpleNamespace(k=k, extra={}), plan, plan, name, "0" if k == 5 else "1")
 
 
 def _run(monkeypatch, best, others, at_256):

@@ -88,3 +88,23 @@ def test_servers_pack_without_flows():
     assert packing.mu_flows == 0
     check_packing(net, capacity, k, packing)
     check_trees(net, packing)
+
+
+def test_interleaved_packing_is_a_packing_with_lower_trees():
+    """Alg. 5 with the batches grown together (Thm 12 holds in any order) packs within the
+    capacities, k per root, and its trees are lower than batch by batch (2x MI250, k = 2)."""
+    from canopy.engine.forest import solve
+    from canopy.engine.plan import schedule_plan, tree_levels
+
+    net, capacity, k = logical("mi250-2x16")
+    check_packing(net, capacity, k, pack_trees(net.n, list(net.compute), capacity,
+                                                 dict.fromkeys(net.compute, k),
+                                                 interleave=True))
+    topo = load_sample("mi250-2x16")
+
+    def height(schedule):
+        return max(max(tree_levels(t)) for t in schedule_plan(schedule).trees)
+
+    plain, shallow = solve(topo, k=2), solve(topo, k=2, shallow=True)
+    assert shallow.algbw == plain.algbw and shallow.extra["shallow"]
+    assert height(shallow) <= 9 < 14 == height(plain)

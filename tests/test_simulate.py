@@ -485,9 +485,10 @@ def test_forestcoll_runs_at_95_percent_of_its_bound_on_two_dgx_a100_at_1_gib(col
 
 @pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "tacos-dragonfly-4x5.json"])
 def test_deliveries_queued_by_latency_run_as_from_the_heap(monkeypatch, name):
-    # Deliveries wait in one queue per distinct latency, merged with the heap by (time,
-    # sequence number): the same times as with every delivery in the heap, compiled and
-    # as Python, on TACOS's timetable (ordered connections) and Blink's trees.
+    # Compiled, deliveries wait in one queue per distinct latency, merged with the heap
+    # by (time, sequence number): the same times as with every delivery in the heap
+    # (compiled, and as Python, which keeps them there), on TACOS's timetable (ordered
+    # connections) and Blink's trees.
     from canopy.engine.baselines.tacos import tacos_baseline
 
     topo = load_sample(name)

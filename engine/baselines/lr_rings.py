@@ -22,7 +22,6 @@ equal tables), which visits each distinct order of distinct tables once.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from canopy.engine.errors import ScheduleError
@@ -45,43 +44,45 @@ class SwitchTree:
     machines: dict[str, list[str]]      # switch -> attached compute nodes, in file order
 
 
-Graph = dict[str, dict[str, None]]     # an undirected graph: neighbours in insertion order
-
-
 def switch_tree(topology: Topology) -> SwitchTree:
     """The tree model of ``topology``, or ScheduleError saying why it does not fit."""
+    import networkx as nx  # here, not at the top: the comparison's start-up stays lean
+
     compute_order = topology.compute_nodes()
     compute = set(compute_order)
     order = {n: i for i, n in enumerate(topology.node_ids())}
-    graph: Graph = {n: {} for n in topology.node_ids()}
+    graph = nx.Graph()
+    graph.add_nodes_from(topology.node_ids())
     for link in topology.links:
         if not link.duplex:
             raise ScheduleError(f"link {link.describe()} is one-way; contention-free rings "
                                 "need duplex links.")
-        graph.setdefault(link.source, {})[link.target] = None
-        graph.setdefault(link.target, {})[link.source] = None
-    _remove(graph, [n for n in topology.switch_nodes() if _degree(graph, n) == 0])
-    cycle = find_cycle(graph)
+        graph.add_edge(link.source, link.target)
+    graph.remove_nodes_from([n for n in topology.switch_nodes() if graph.degree(n) == 0])
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = None
     if cycle is not None:
         through = ", ".join(u for u, _ in cycle[:6]) + (", …" if len(cycle) > 6 else "")
         raise ScheduleError(f"the network is not a tree (it has a cycle through {through}), "
                             "so contention-free logical rings do not apply.")
-    if not graph or len(_dfs_edges(graph, next(iter(graph)))) != len(graph) - 1:
+    if not nx.is_connected(graph):
         raise ScheduleError("the network is not connected, so no ring exists.")
     for c in compute_order:
-        nbrs = list(graph[c])
+        nbrs = list(graph.neighbors(c))
         if len(nbrs) != 1 or nbrs[0] in compute:
             raise ScheduleError(f"compute node '{c}' is not a leaf hanging off one switch "
                                 "(the 1-port model of contention-free rings).")
     # Switches with no machine below them carry nothing: prune leaf switches.
-    leaves = [n for n in graph if n not in compute and _degree(graph, n) <= 1]
+    leaves = [n for n in graph if n not in compute and graph.degree(n) <= 1]
     while leaves:
-        _remove(graph, leaves)
-        leaves = [n for n in graph if n not in compute and _degree(graph, n) <= 1]
+        graph.remove_nodes_from(leaves)
+        leaves = [n for n in graph if n not in compute and graph.degree(n) <= 1]
     root = min((n for n in graph if n not in compute), key=order.__getitem__)
     children: dict[str, list[str]] = {}
     machines: dict[str, list[str]] = {}
-    for parent, child in _dfs_edges(graph, root):
+    for parent, child in nx.dfs_edges(graph, root):
         children.setdefault(child, [])
         machines.setdefault(child, [])
         children.setdefault(parent, [])
@@ -94,91 +95,6 @@ def switch_tree(topology: Topology) -> SwitchTree:
         children.pop(c, None)
         machines.pop(c, None)
     return SwitchTree(root, children, machines)
-
-
-def _degree(graph: Graph, node: str) -> int:
-    return len(graph[node]) + (node in graph[node])     # a self-loop counts twice
-
-
-def _remove(graph: Graph, nodes: list[str]) -> None:
-    for n in nodes:
-        for other in graph.pop(n):
-            graph.get(other, {}).pop(n, None)
-
-
-def _dfs_edges(graph: Graph, root: str) -> list[tuple[str, str]]:
-    """The tree edges of a depth-first search from ``root`` in neighbour order, in the
-    order it finds them (``networkx.dfs_edges``'s)."""
-    found: list[tuple[str, str]] = []
-    visited = {root}
-    stack = [(root, iter(graph[root]))]
-    while stack:
-        parent, children = stack[-1]
-        for child in children:
-            if child not in visited:
-                found.append((parent, child))
-                visited.add(child)
-                stack.append((child, iter(graph[child])))
-                break
-        else:
-            stack.pop()
-    return found
-
-
-def find_cycle(graph: Graph) -> list[tuple[str, str]] | None:
-    """A cycle of ``graph`` as its edges, or None: the one ``networkx.find_cycle`` reports
-    (the depth-first search over edges from each node in turn, the path it is on when an
-    edge reaches a node of that path again, from that node on), so that the message
-    naming it stays as it was while the comparison no longer imports networkx (0.1 s of
-    start-up)."""
-    explored: set[str] = set()
-    for start in graph:
-        if start in explored:
-            continue
-        edges: list[tuple[str, str]] = []
-        seen = {start}
-        active = {start}
-        previous: str | None = None
-        for tail, head in _edge_dfs(graph, start):
-            if head in explored:
-                continue
-            if previous is not None and tail != previous:
-                while True:               # backtracking: back to the edge into ``tail``
-                    if not edges:
-                        active = {tail}
-                        break
-                    active.remove(edges.pop()[1])
-                    if edges and edges[-1][1] == tail:
-                        break
-            edges.append((tail, head))
-            if head in active:
-                first = next(i for i, (u, _) in enumerate(edges) if u == head)
-                return edges[first:]
-            seen.add(head)
-            active.add(head)
-            previous = head
-        explored.update(seen)
-    return None
-
-
-def _edge_dfs(graph: Graph, start: str) -> Iterator[tuple[str, str]]:
-    """Every edge reachable from ``start`` once, depth first (``networkx.edge_dfs``)."""
-    visited_edges: set[frozenset[str]] = set()
-    pending: dict[str, Iterator[str]] = {}
-    stack = [start]
-    while stack:
-        node = stack[-1]
-        if node not in pending:
-            pending[node] = iter(graph[node])
-        other = next(pending[node], None)
-        if other is None:
-            stack.pop()
-            continue
-        key = frozenset((node, other))
-        if key not in visited_edges:
-            visited_edges.add(key)
-            stack.append(other)
-            yield node, other
 
 
 def lr1_order(tree: SwitchTree) -> list[str]:

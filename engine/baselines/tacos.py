@@ -36,6 +36,7 @@ import functools
 import heapq
 import itertools
 import math
+import operator
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -113,9 +114,9 @@ class Timetable:
     unit: int                # ticks per µs
     seed: int
 
-    @property
+    @functools.cached_property
     def time(self) -> Fraction:
-        """The collective time in µs."""
+        """The collective time in µs (computed once: choosing chunk counts asks often)."""
         return Fraction(max((m.end for m in self.matches), default=0), self.unit)
 
 
@@ -140,10 +141,13 @@ def unwind(topology: Topology, unwinding: str = "ring",
                     key=lambda g: order[g[0]])
     for group in groups:
         members = frozenset(group)
-        up = {c: sum((b for (u, v), b in caps.items() if u == c and v in members), Fraction(0))
-              for c in compute}
-        down = {c: sum((b for (u, v), b in caps.items() if v == c and u in members),
-                       Fraction(0)) for c in compute}
+        up = {c: Fraction(0) for c in compute}       # bandwidth into and out of the group
+        down = dict(up)
+        for (u, v), bw in caps.items():
+            if u in up and v in members:
+                up[u] += bw
+            elif v in down and u in members:
+                down[v] += bw
         attached = _interleave([c for c in compute if up[c] or down[c]], group_of)
         n = len(attached)
         if n < 2:
@@ -172,23 +176,12 @@ def unwind(topology: Topology, unwinding: str = "ring",
 def _switch_groups(topology: Topology, caps: dict[tuple[str, str], Fraction]
                    ) -> list[set[str]]:
     """The connected groups of switch nodes (joined by switch-to-switch links)."""
-    near: dict[str, set[str]] = {w: set() for w in topology.switch_nodes()}
-    for u, v in caps:
-        if u in near and v in near:
-            near[u].add(v)
-            near[v].add(u)
-    groups: list[set[str]] = []
-    placed: set[str] = set()
-    for w in near:
-        if w not in placed:
-            group, todo = {w}, [w]
-            while todo:
-                for x in near[todo.pop()] - group:
-                    group.add(x)
-                    todo.append(x)
-            placed |= group
-            groups.append(group)
-    return groups
+    import networkx as nx  # here, not at the top: the comparison's start-up stays lean
+
+    graph = nx.Graph()
+    graph.add_nodes_from(topology.switch_nodes())
+    graph.add_edges_from((u, v) for u, v in caps if u in graph and v in graph)
+    return list(nx.connected_components(graph))
 
 
 def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
@@ -435,7 +428,7 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     end = max((m.end for m in table.matches), default=0)
     times: dict[int, Fraction] = {}          # one Fraction per distinct tick
     paths = [tuple(reversed(x.path)) if reduce else x.path for x in table.links]
-    for m in sorted(table.matches, key=lambda m: (m.start, m.link)):
+    for m in sorted(table.matches, key=operator.itemgetter(2, 1)):     # (start, link)
         link = table.links[m.link]
         tick = end - m.end if reduce else m.start
         at = times.get(tick)
