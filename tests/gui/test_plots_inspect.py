@@ -189,4 +189,4 @@ def test_an_allreduce_lp_schedule_is_told_apart_from_the_fixed_k_curve(qtbot):
     names = [item.name() for item in curves_of(dock.k_plot)]
     assert names == ["best RS + AG allreduce algbw, k fixed",
                      "RS + AG optimum 56.25 GB/s (k = 1)", "allreduce LP (App. E) 75 GB/s",
-                     "this schedule (k = 3)"]
+                     "this schedule (k = 1)"]    # spanning trees on two-way links: k = 1
