@@ -281,6 +281,17 @@ def test_single_root_packing_is_edmonds_optimal_and_within_capacity(name):
     assert all(used[e] <= capacity[e] for e in used)
 
 
+def _every_root(net, capacity):
+    """K_r from every root by plain maxflows, and the root with the largest (first on
+    ties): the reference best_root is checked against."""
+    flow = FlowNetwork(net.n)
+    for (a, b), c in capacity.items():
+        if c:
+            flow.add_arc(a, b, c)
+    every = {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
+    return every, max(net.compute, key=lambda r: (every[r], -net.compute.index(r)))
+
+
 @pytest.mark.parametrize("name", ["dgx-a100-4x8.json", "leaf-spine-jobs.json",
                                   "mi250-2x16.json", "tacos-dragonfly-4x5.json"])
 def test_best_root_matches_every_root(name):
@@ -288,12 +299,7 @@ def test_best_root_matches_every_root(name):
     server automorphisms and not for roots that cannot beat the best, is the one K_r from
     every root picks; every orbit has one K_r."""
     net, capacity = switchless(name)
-    flow = FlowNetwork(net.n)
-    for (a, b), c in capacity.items():
-        if c:
-            flow.add_arc(a, b, c)
-    every = {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
-    root = max(net.compute, key=lambda r: (every[r], -net.compute.index(r)))
+    every, root = _every_root(net, capacity)
     assert best_root(net, capacity) == (root, every[root])
     images = root_images(net, capacity)
     assert all(every[r] == every[images[r]] for r in net.compute)
@@ -307,12 +313,7 @@ def test_best_root_matches_every_root_on_random_networks(topo, rng):
     links too), against K_r from every root."""
     net = Network.from_topology(topo)
     capacity = {e: rng.randint(0, 4) for e in net.capacity}
-    flow = FlowNetwork(net.n)
-    for (a, b), c in capacity.items():
-        if c:
-            flow.add_arc(a, b, c)
-    every = {r: min(flow.max_flow(r, v) for v in net.compute if v != r) for r in net.compute}
-    root = max(net.compute, key=lambda r: (every[r], -net.compute.index(r)))
+    every, root = _every_root(net, capacity)
     assert best_root(net, capacity) == (root, every[root])
 
 
