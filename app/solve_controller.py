@@ -47,6 +47,7 @@ from canopy.engine.topology import format_gbps
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
+    from canopy.engine.schedule import Schedule
 
 HOP_CACHE = 256
 """Trees whose hop lists are kept (selecting a tree again is then only recolouring)."""
@@ -58,6 +59,16 @@ SOLVE_ACTIONS = {"allgather": ("solve_allgather", "Solve &Allgather", "F5"),
                                     "Shift+F5"),
                  "allreduce": ("solve_allreduce", "Solve All&reduce", "Ctrl+F5")}
 
+
+
+def trees_text(schedule: Schedule) -> str:
+    """How many distinct trees the schedule runs, as the Trees dock lists them: an
+    allreduce whose reduce phase has trees of its own counts both phases'."""
+    count = len(schedule.trees)
+    if not schedule.reduce_trees:
+        return f"{count} trees"
+    reduce = len(schedule.reduce_trees)
+    return f"{count + reduce} trees ({count} broadcast, {reduce} reduce)"
 
 class FixedKDialog(QDialog):
     """Collective and k for Compute ▸ Solve with Fixed k…"""
@@ -324,7 +335,7 @@ class SolveController(QObject):
             return
         schedule = solution.schedule
         self.window.statusBar().showMessage(
-            f"Solved {schedule.collective}: {len(schedule.trees)} trees, "
+            f"Solved {schedule.collective}: {trees_text(schedule)}, "
             f"k = {number_text(schedule.k)}, in {solution.seconds:.2f} s.", 8000)
         self._show_solved(self.controller.stale)
         self.exporter.update()
@@ -418,9 +429,9 @@ class SolveController(QObject):
         self.solved_label.setText(
             f"{schedule.collective} {format_gbps(schedule.algbw)} GB/s · "
             f"k = {number_text(schedule.k)} · "
-            f"{len(schedule.trees)} trees" + (" (stale)" if stale else ""))
+            f"{trees_text(schedule)}" + (" (stale)" if stale else ""))
         self.solved_label.setToolTip(
-            f"Last solve: {schedule.collective}, {len(schedule.trees)} distinct trees, "
+            f"Last solve: {schedule.collective}, {trees_text(schedule)}, "
             f"k = {number_text(schedule.k)}, {solution.seconds:.2f} s")
 
     def _forgotten(self) -> None:

@@ -190,3 +190,17 @@ def test_an_allreduce_lp_schedule_is_told_apart_from_the_fixed_k_curve(qtbot):
     assert names == ["best RS + AG allreduce algbw, k fixed",
                      "RS + AG optimum 56.25 GB/s (k = 1)", "allreduce LP (App. E) 75 GB/s",
                      "this schedule (k = 1)"]    # spanning trees on two-way links: k = 1
+
+
+def test_the_status_bar_counts_the_trees_the_trees_dock_lists():
+    """An App. E allreduce lists its reduce trees beside its broadcast trees; the status
+    bar and the solved label count both, as the Trees dock does."""
+    from canopy.app.solve_controller import trees_text
+
+    schedule = compute_solution(load_sample("mesh-2d-3x3"), "allreduce").schedule
+    assert schedule.reduce_trees
+    both = len(schedule.trees) + len(schedule.reduce_trees)
+    assert trees_text(schedule) == (f"{both} trees ({len(schedule.trees)} broadcast, "
+                                    f"{len(schedule.reduce_trees)} reduce)")
+    plain = compute_solution(load_sample("mesh-2d-3x3"), "allgather").schedule
+    assert trees_text(plain) == f"{len(plain.trees)} trees"
