@@ -4,14 +4,15 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import canopy.engine.simulate as simulate
-from canopy.engine.msccl.connections import NEAR, SECOND_SIZE, _near_tie
+from canopy.engine.msccl.connections import NEAR, SECOND_SIZE, _Candidate, _near_tie
 
 OPTIMUM = Fraction(100)
 
 
-def _candidate(k: int, fraction: Fraction, name: str) -> tuple:
+def _candidate(k: int, fraction: Fraction, name: str) -> _Candidate:
     plan = SimpleNamespace(name=name)
-    return (fraction, SimpleNamespace(k=k, extra={}), plan, plan, name, "0" if k == 5 else "1")
+    return _Candidate(fraction, SimpleNamespace(k=k, extra={}), plan, plan, name,
+                      "0" if k == 5 else "1")
 
 
 def _run(monkeypatch, best, others, at_256):
@@ -25,9 +26,10 @@ def _run(monkeypatch, best, others, at_256):
 
     monkeypatch.setattr(simulate, "fastest", fake)
     cands = [best, *others]
-    tried = [{"k": c[1].k, "layout": c[4], "tolerance_percent": c[5]} for c in cands]
+    tried = [{"k": c.schedule.k, "layout": c.name, "tolerance_percent": c.tolerance}
+             for c in cands]
     chosen, _ = _near_tie(None, OPTIMUM, best, cands, tried)
-    return chosen[4], sizes, tried
+    return chosen.name, sizes, tried
 
 
 def test_a_near_tie_goes_to_the_faster_pair(monkeypatch):
@@ -47,7 +49,7 @@ def test_the_best_keeps_ties_and_candidates_beyond_near_are_not_simulated(monkey
     name, _, _ = _run(monkeypatch, best, [tie],
                       {"k5": Fraction(963, 1000), "k3": Fraction(965, 1000)})
     assert name == "k5"                 # 1/0.963 + 4/0.991 < 1/0.965 + 4/0.989
-    far = _candidate(3, best[0] - NEAR - Fraction(1, 10**6), "k3")
+    far = _candidate(3, best.fraction - NEAR - Fraction(1, 10**6), "k3")
     name, sizes, _ = _run(monkeypatch, best, [far], {"k5": Fraction(0), "k3": Fraction(1)})
     assert name == "k5" and sizes == []
 

@@ -86,7 +86,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
 from canopy.engine.msccl.pairing import pair_threadblocks, threadblocks_per_gpu
@@ -870,6 +870,17 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     return choice
 
 
+class _Candidate(NamedTuple):
+    """A schedule on one of its layouts, as :func:`_choose` simulated it."""
+
+    fraction: Fraction          # its algbw at REFERENCE_SIZE, of the optimum
+    schedule: Schedule
+    base: CollectivePlan        # the schedule's plan
+    laid: CollectivePlan        # on the layout's connections
+    name: str                   # the layout
+    tolerance: str              # percent of the optimum the schedule was asked within
+
+
 def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> RuntimeChoice:
     """:func:`runtime_schedule` without the memo."""
     from canopy.engine.forest import solve
@@ -883,16 +894,18 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     if found[0][0] in ("unit", "as built"):
         return RuntimeChoice(schedule, plan, found[0][1], optimum=optimum,
                              layout=found[0][0], limits=limits)
-    best: tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str] | None = None
-    simulated: list[tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str]] = []
+    best: _Candidate | None = None
+    simulated: list[_Candidate] = []
     tried: list[dict[str, object]] = []
     first_fraction = Fraction(0)
+    caps = topology.capacities()
 
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
         nonlocal best, first_fraction
-        if best is not None and bandwidth_bound(base, topology.capacities())[0] / optimum \
-                <= best[0] - NEAR - (EVEN_MARGIN if best[4].startswith("shared evenly") else 0):
+        if best is not None and bandwidth_bound(base, caps)[0] / optimum \
+                <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
+                                          else 0):
             return                 # executes below its plan's bound: cannot come near the best
         timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
@@ -907,9 +920,10 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                           "shallow": bool(candidate.extra.get("shallow")),
                           "schedule_fraction": round(float(candidate.algbw / optimum), 4),
                           "executed_fraction": round(float(fraction), 4)})
-            entry = (fraction, candidate, base, laid, name, tolerance)
+            entry = _Candidate(fraction, candidate, base, laid, name, tolerance)
             simulated.append(entry)
-            if best is None or fraction > best[0] + _even_margin(name, laid, best[4], best[3]):
+            if best is None or \
+                    fraction > best.fraction + _even_margin(name, laid, best.name, best.laid):
                 best = entry
             if fraction >= GOOD_ENOUGH:
                 return
@@ -920,7 +934,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         extra = ["0"] if schedule.split_budgets else []
         for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
             assert best is not None
-            if best[0] >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
+            if best.fraction >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
                 break              # (the fewest trees within 1 % may still come NEAR)
             other = solve(topology, schedule.collective, tolerance=tolerance)
             if (other.k, False) in seen or (other.k > schedule.k and not schedule.split_budgets):
@@ -931,7 +945,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
             consider(other, other_plan, options, tolerance)
             if options and options[0][0] in ("unit", "unit, paired"):
                 _consider_shallow(topology, other, tolerance, limits, consider,
-                                  best[0] if best is not None else Fraction(0))
+                                  best.fraction if best is not None else Fraction(0))
                 break
     assert best is not None
     first_best = best
@@ -956,8 +970,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     if best is not first_best:
         note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.2%} of the "
                 f"optimum at 1 GiB, {float(second[0]):.2%} at 256 MiB): k = "
-                f"{first_best[1].k} on {_layout_text(first_best[4])} runs "
-                f"{float(first_best[0]):.2%} at 1 GiB but {float(second[1]):.2%} at 256 MiB, "
+                f"{first_best.schedule.k} on {_layout_text(first_best.name)} runs "
+                f"{float(first_best.fraction):.2%} at 1 GiB but {float(second[1]):.2%} at 256 MiB, "
                 "and one XML serves every size")
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits)
 
@@ -1012,13 +1026,9 @@ class _LazyLayouts:
             yield layout
 
 
-def _near_tie(topology: Topology, optimum: Fraction,
-              best: tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str],
-              simulated: list[tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str,
-                                    str]],
-              tried: list[dict[str, object]]
-              ) -> tuple[tuple[Fraction, Schedule, CollectivePlan, CollectivePlan, str, str],
-                         tuple[Fraction, Fraction]]:
+def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
+              simulated: list[_Candidate], tried: list[dict[str, object]]
+              ) -> tuple[_Candidate, tuple[Fraction, Fraction]]:
     """The candidate to run among ``best`` and those within NEAR of it at 1 GiB: one XML
     serves every size, so a near tie goes to the candidate that runs a SECOND_SIZE and a
     1 GiB collective fastest together (``best`` where that ties); none below KEEP of the optimum at
@@ -1031,22 +1041,23 @@ def _near_tie(topology: Topology, optimum: Fraction,
     simulated there get ``executed_fraction_256M`` in ``tried``."""
     from canopy.engine.simulate import fastest
 
-    near = [c for c in simulated if c[0] >= max(best[0] - NEAR, min(best[0], KEEP))]
+    near = [c for c in simulated
+            if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
     if len(near) < 2:
         return best, (Fraction(0), Fraction(0))
     at: list[tuple[CollectivePlan, Fraction]] = []
     scored = []
     for c in near:
-        second = next((f for laid, f in at if laid == c[3]), None)
+        second = next((f for laid, f in at if laid == c.laid), None)
         if second is None:
-            second = fastest(topology, c[3], SECOND_SIZE).algbw / optimum
-            at.append((c[3], second))
-        total = SECOND_SIZE / second + REFERENCE_SIZE / c[0]    # both sizes, run once each
+            second = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
+            at.append((c.laid, second))
+        total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction  # both sizes, once each
         scored.append((-total, c is best, second, c))
         for entry in tried:
-            if entry["k"] == c[1].k and entry["layout"] == c[4] and \
-                    entry["tolerance_percent"] == c[5] and \
-                    entry.get("shallow", False) == bool(c[1].extra.get("shallow")):
+            if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
+                    entry["tolerance_percent"] == c.tolerance and \
+                    entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")):
                 entry["executed_fraction_256M"] = round(float(second), 4)
     _, _, second, chosen = max(scored, key=lambda s: s[:2])
     return chosen, (second, next(s[2] for s in scored if s[3] is best))
