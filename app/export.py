@@ -47,10 +47,10 @@ from canopy.engine.msccl import (
     MscclOptions,
     largest_fitting_k,
     msccl_xml,
-    plan_xml,
 )
 from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
+from canopy.engine.msccl.ranges import MscclFile, config_path, config_xml, msccl_files
 from canopy.engine.nccl_graph import NcclGraph, export_nccl_graph
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
@@ -166,13 +166,16 @@ class MscclExportDialog(QDialog):
 
 
 def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, path: Path,
-                 progress: Progress) -> str:
-    """Lay out, simulate and write the MSCCL XML; returns the simulator's summary.
+                 progress: Progress) -> tuple[str, str | None]:
+    """Lay out, simulate and write the MSCCL XML; returns the simulator's summary and the
+    config naming an XML per size range where one was written (else None).
 
     The schedule's own collective is written as ``canopy solve --msccl`` writes it
     (:func:`canopy.engine.msccl.connections.runtime_schedule`: the connections ``canopy
     compare`` times, or the fewest-trees schedule within tolerance where the optimal one
-    would have to share connections); the summary then says which.
+    would have to share connections); the summary then says which. Where smaller messages
+    run another schedule, ``path`` becomes an XML per size range and a config
+    (:mod:`canopy.engine.msccl.ranges`).
 
     Runs as an engine job (:mod:`canopy.engine.jobs`), in a child process.
 
@@ -186,9 +189,9 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
         if choice.collective == schedule.collective and options.layout == "auto":
             # What `canopy solve --msccl` writes and `canopy compare` times.
             runtime = runtime_schedule(topology, schedule, options.limits)
-            data, note = plan_xml(runtime.plan, runtime.schedule.k, options), runtime.note
+            files, note = msccl_files(path, runtime, options), runtime.note
         else:
-            data = msccl_xml(schedule, choice.collective, options)
+            files = [MscclFile(str(path), msccl_xml(schedule, choice.collective, options))]
     except MscclLimitError as exc:
         def solver(topo: Topology, collective: str, k: int) -> Schedule:
             return solve(topo, collective, k=k,
@@ -200,16 +203,26 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
         raise MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is "
                               f"{k} (Compute ▸ Solve with Fixed k…).") from None
     progress("MSCCL simulation", 0.5)
+    summaries = []
+    for f in files:
+        try:
+            summaries.append(simulate_bytes(f.data, source=Path(f.path).name).summary())
+        except MscclXmlError as exc:
+            raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
+                                f"bug in Canopy ({exc})") from None
+    config = config_path(path) if len(files) > 1 else None
     try:
-        result = simulate_bytes(data, source=path.name)
-    except MscclXmlError as exc:
-        raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
-                            f"bug in Canopy ({exc})") from None
-    try:
-        atomic_write_bytes(path, data)
+        for f in files:
+            atomic_write_bytes(f.path, f.data)
+        if config is not None:
+            atomic_write_bytes(config, config_xml(files, options.protocol))
     except OSError as exc:
         raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
-    return result.summary() if note is None else f"{result.summary()}; the XML {note}"
+    summary = summaries[0] if config is None else "; ".join(
+        f"{Path(f.path).name} for {f.sizes_text()}: {text}"
+        for f, text in zip(files, summaries, strict=True)) + \
+        f"; {Path(config).name} names each XML's size range"
+    return (summary if note is None else f"{summary}; the XML {note}"), config
 
 
 def render_image(scene: TopologyScene, path: Path) -> None:
@@ -425,12 +438,13 @@ class Exporter:
             return False
         target = path
 
-        def done(summary: str) -> None:
+        def done(result: tuple[str, str | None]) -> None:
+            summary, config = result
             self.window.statusBar().showMessage(f"Exported MSCCL XML to {target}: {summary}",
                                                 10000)
             command = run_command(choice.runtime, target, choice.collective,
                                   len(schedule.compute_nodes),
-                                  len(servers_of(topology)[0]))
+                                  len(servers_of(topology)[0]), config)
             self.run_dialog = RunCommandDialog(target, summary, command, self.window)
             self.run_dialog.show()
 

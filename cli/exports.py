@@ -69,10 +69,10 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             MscclOptions,
             explain_limits,
             msccl_xml,
-            plan_xml,
         )
         from canopy.engine.msccl.connections import runtime_schedule
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
+        from canopy.engine.msccl.ranges import MscclFile, config_path, config_xml, msccl_files
 
         limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
@@ -81,27 +81,41 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         try:
             if options.layout == "auto":
                 choice = runtime_schedule(topology, schedule, limits)
-                data = plan_xml(choice.plan, choice.schedule.k, options)
+                files = msccl_files(args.msccl, choice, options)
                 if choice.note is not None:
                     print(f"MSCCL XML {choice.note}.")
             else:
-                data = msccl_xml(schedule, options=options)
+                files = [MscclFile(args.msccl, msccl_xml(schedule, options=options))]
         except MscclLimitError as exc:
             raise explain_limits(exc, topology, schedule, options=options) from None
-        try:
-            report = simulate_bytes(data, limits=limits, source=args.msccl)
-        except MscclXmlError as exc:
-            raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
-                                f"bug in Canopy ({exc})") from None
-        atomic_write_bytes(args.msccl, data)
-        print(f"MSCCL XML:       {args.msccl} ({report.summary()})")
+        reports = []
+        for f in files:
+            try:
+                reports.append(simulate_bytes(f.data, limits=limits, source=f.path))
+            except MscclXmlError as exc:
+                raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which "
+                                    f"is a bug in Canopy ({exc})") from None
+        config = None
+        if len(files) > 1:
+            config = config_path(args.msccl)
+            print(f"The fastest schedule differs by message size, so {args.msccl} is written "
+                  f"as {len(files)} MSCCL XMLs, one per size range, and a config naming "
+                  "each XML's range (microsoft/msccl: MSCCL_CONFIG; RCCL reads the ranges "
+                  "the XMLs carry from their folder, MSCCL_ALGO_DIR).")
+        for f, report in zip(files, reports, strict=True):
+            atomic_write_bytes(f.path, f.data)
+            where = "" if config is None else f", {f.sizes_text()}"
+            print(f"MSCCL XML:       {f.path} ({report.summary()}{where})")
+        if config is not None:
+            atomic_write_bytes(config, config_xml(files, options.protocol))
+            print(f"MSCCL config:    {config}")
         if args.print_run:
             from canopy.engine.baselines.ring import servers_of
             from canopy.engine.run_commands import run_command
 
             per_server = len(servers_of(topology)[0])
-            print(run_command(args.msccl_runtime, args.msccl, schedule.collective,
-                              len(schedule.compute_nodes), per_server))
+            print(run_command(args.msccl_runtime, files[-1].path, schedule.collective,
+                              len(schedule.compute_nodes), per_server, config))
     if args.trees_xml:
         from canopy.engine.export import write_trees_xml
 

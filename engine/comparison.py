@@ -35,7 +35,7 @@ from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.errors import ScheduleError
 from canopy.engine.forest import solve
 from canopy.engine.limits import check_simulable
-from canopy.engine.msccl.connections import runtime_schedule
+from canopy.engine.msccl.connections import RuntimeChoice, runtime_schedule
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
@@ -227,6 +227,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _plans_by_size(choice: RuntimeChoice) -> Callable[[Fraction], CollectivePlan]:
+    """The laid-out plan a message of each size runs: the MSCCL runtime loads an XML per
+    size range where :func:`runtime_schedule` chose one (``choice.below``)."""
+    return lambda size: choice.at(size).plan
+
+
 def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None,
                 limits: MscclLimits | None = None, lay_out: bool = True) -> BaselineResult:
     """ForestColl's row: the schedule and layout :func:`runtime_schedule` runs (and the
@@ -238,6 +244,7 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                                 progress=progress)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
     which = describe_choice(schedule) if collective == "allreduce" else ""
+    plan_at: Callable[[Fraction], CollectivePlan] | None = None
     if not lay_out:
         laid_out = schedule_plan(schedule)
         connections: dict[str, Any] = {"layout": "a connection per tree edge",
@@ -247,6 +254,7 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
         try:
             choice = runtime_schedule(topology, schedule, limits)
             schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
+            plan_at = _plans_by_size(choice)
         except MscclLimitError as exc:
             laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
@@ -257,7 +265,7 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                                    "bottleneck_link": list(link),
                                    "connections": connections,
                                    **({"allreduce_schedule": which} if which else {})},
-                          plan_at=lambda size: laid_out)
+                          plan_at=plan_at or (lambda size: laid_out))
 
 
 def compare(topology: Topology, collective: str = "allgather",

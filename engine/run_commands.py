@@ -34,10 +34,14 @@ TEST_BINARIES = {"allgather": "all_gather_perf", "reduce-scatter": "reduce_scatt
 RUNTIMES = ("nccl-graph", "msccl", "rccl")
 
 
-def run_environment(runtime: str, path: str) -> dict[str, str]:
-    """The variables that make ``runtime`` load the exported file at ``path``."""
+def run_environment(runtime: str, path: str, config: str | None = None) -> dict[str, str]:
+    """The variables that make ``runtime`` load the exported file at ``path`` (with
+    ``config``, an MSCCL config naming an XML per size range, :mod:`canopy.engine.msccl.
+    ranges`: MSCCL reads it as ``MSCCL_CONFIG``, RCCL the XMLs' folder)."""
     if runtime == "nccl-graph":
         return {"NCCL_GRAPH_FILE": path, "NCCL_ALGO": "Ring"}
+    if runtime == "msccl" and config is not None:
+        return {"MSCCL_CONFIG": config, "NCCL_ALGO": "MSCCL,RING,TREE"}
     if runtime == "msccl":
         return {"MSCCL_XML_FILES": path, "NCCL_ALGO": "MSCCL,RING,TREE"}
     if runtime == "rccl":
@@ -46,7 +50,7 @@ def run_environment(runtime: str, path: str) -> dict[str, str]:
 
 
 def run_command(runtime: str, path: str | os.PathLike[str], collective: str, ranks: int,
-                ranks_per_server: int) -> str:
+                ranks_per_server: int, config: str | None = None) -> str:
     """The shell command that runs nccl-tests on the exported file.
 
     Parameters
@@ -59,6 +63,9 @@ def run_command(runtime: str, path: str | os.PathLike[str], collective: str, ran
         The collective the file implements.
     ranks, ranks_per_server : int
         GPUs in all and per server.
+    config : str, optional
+        The MSCCL config naming an XML per size range, where the export wrote one (made
+        absolute; ``path`` is then one of its XMLs).
 
     Returns
     -------
@@ -72,6 +79,7 @@ def run_command(runtime: str, path: str | os.PathLike[str], collective: str, ran
     where = text if text.startswith("/") else os.path.abspath(text)
     lines = [f"mpirun -np {ranks} -N {ranks_per_server}"]
     lines += [f"  -x {name}={shlex.quote(value)}"
-              for name, value in run_environment(runtime, where).items()]
+              for name, value in run_environment(
+                  runtime, where, None if config is None else os.path.abspath(config)).items()]
     lines.append(f"  ./build/{binary} -b 1M -e 1G -f 2 -g 1")
     return " \\\n".join(lines)

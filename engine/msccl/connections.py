@@ -67,9 +67,9 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
 
 :func:`runtime_schedule` chooses by execution: where the schedule does not get unit
 connections it simulates every layout of it and of the fewest-trees schedules within a
-few percent of the optimum, and runs the fastest at 1 GiB, or among those within NEAR of
-it the fastest at 1 GiB and 256 MiB together (``canopy compare``, ``canopy solve --msccl``
-and the editor's export all call it).
+few percent of the optimum, and runs the fastest at 1 GiB; messages below 512 MiB run the
+fastest at 256 MiB among those within NEAR of it, an XML per size range where that differs
+(``canopy compare``, ``canopy solve --msccl`` and the editor's export all call it).
 
 Thread blocks are counted without fusing receive and send (what the export writes for
 layouts 2 and 3): one per (peer, direction, channel) a GPU uses, plus one for its local
@@ -773,7 +773,8 @@ GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum 
 EVEN_MARGIN = Fraction(1, 100)    # what layout 6 must gain at 1 GiB over the best to run
 NEAR = Fraction(1, 200)           # candidates this near the best at 1 GiB (of the optimum) ...
 KEEP = Fraction(95, 100)          # ... but not below this where the best is at least this ...
-SECOND_SIZE = 256 << 20           # ... are also simulated at this size: both sizes decide
+SECOND_SIZE = 256 << 20           # ... are also simulated at this size: the fastest there
+BOUNDARY = 512 << 20              # ... runs messages below this (between the two sizes)
 _MEMO_SIZE = 8
 SHALLOW_MAX_NODES = 64            # networks on which shallow twins are tried (Alg. 5 flows)
 
@@ -795,12 +796,31 @@ class RuntimeChoice:
     cpu_seconds: float = 0.0          # what choosing cost (time.process_time)
     layout: str = ""                  # the name :func:`layouts` gives the chosen layout
     limits: MscclLimits = field(default_factory=MscclLimits)   # the limits it was laid out for
+    below: RuntimeChoice | None = None   # what messages under ``boundary`` bytes run instead
+    boundary: int = 0                    # (the runtime loads an XML per size range)
+
+    def at(self, size: int | Fraction) -> RuntimeChoice:
+        """The choice a message of ``size`` bytes runs (``below`` under ``boundary``)."""
+        return self.below if self.below is not None and size < self.boundary else self
+
+    def ranges(self) -> list[tuple[int, int | None, RuntimeChoice]]:
+        """(first byte count, byte count it stops before or None, choice) per size range:
+        one range unless ``below`` is set."""
+        if self.below is None:
+            return [(0, None, self)]
+        return [(0, self.boundary, self.below), (self.boundary, None, self)]
 
     def describe(self) -> dict[str, object]:
-        """:func:`describe_layout` of the choice, with its note and the candidates."""
+        """:func:`describe_layout` of the choice, with its note and the candidates (and, where
+        smaller messages run another choice, ``below``: its k, layout and boundary)."""
         out = describe_layout(self.base, self.plan, self.layout, self.limits)
         if self.note is not None:
             out["note"] = self.note
+        if self.below is not None:
+            out["below"] = {"max_bytes": self.boundary, "k": self.below.schedule.k,
+                            "trees": len(self.below.schedule.trees),
+                            **describe_layout(self.below.base, self.below.plan,
+                                              self.below.layout, self.limits)}
         if self.candidates:
             out["candidates"] = self.candidates
             out["choice_cpu_seconds"] = round(self.cpu_seconds, 2)
@@ -849,8 +869,9 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     search ends on unit connections below GOOD_ENOUGH, the same schedule with its trees
     grown together (lower) is simulated too (:func:`_consider_shallow`). Candidates
     within NEAR of the best at 1 GiB (the fewest trees within 1 % are tried for this even
-    past GOOD_ENOUGH) are also simulated at SECOND_SIZE, and the one running both sizes
-    fastest together runs (:func:`_near_tie`): one XML serves every size.
+    past GOOD_ENOUGH) are also simulated at SECOND_SIZE, and the one running
+    fastest there runs messages below BOUNDARY where it is not the best at 1 GiB
+    (:func:`_near_tie`; the choice's ``below``: the runtime loads an XML per size range).
 
     Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
     export take the same schedule and layout; the answer is memoized per topology,
@@ -948,8 +969,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                                   best.fraction if best is not None else Fraction(0))
                 break
     assert best is not None
-    first_best = best
-    best, second = _near_tie(topology, optimum, best, simulated, tried)
+    small, second = _near_tie(topology, optimum, best, simulated, tried)
     fraction, chosen, base, laid, name, tolerance = best
     note = None
     if chosen is not schedule:
@@ -967,13 +987,21 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.1%} of the "
                 f"optimum at 1 GiB; "
                 f"{_layout_text(found[0][0])} {float(first_fraction):.1%})")
-    if best is not first_best:
-        note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.2%} of the "
-                f"optimum at 1 GiB, {float(second[0]):.2%} at 256 MiB): k = "
-                f"{first_best.schedule.k} on {_layout_text(first_best.name)} runs "
-                f"{float(first_best.fraction):.2%} at 1 GiB but {float(second[1]):.2%} at 256 MiB, "
-                "and one XML serves every size")
-    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits)
+    below = None
+    if small is not None:
+        below = RuntimeChoice(small.schedule, small.base, small.laid, optimum=optimum,
+                              layout=small.name, limits=limits)
+        note = (f"runs k = {chosen.k} on {_layout_text(name)} from {_mib(BOUNDARY)} "
+                f"({float(fraction):.2%} of the optimum at 1 GiB, {float(second[1]):.2%} at "
+                f"256 MiB) and k = {small.schedule.k} on {_layout_text(small.name)} below it "
+                f"({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at 256 MiB): "
+                "an MSCCL XML per size range")
+    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
+                         below=below, boundary=BOUNDARY if below is not None else 0)
+
+
+def _mib(size: int) -> str:
+    return f"{size >> 30} GiB" if size % (1 << 30) == 0 else f"{size >> 20} MiB"
 
 
 def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
@@ -1028,23 +1056,24 @@ class _LazyLayouts:
 
 def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
               simulated: list[_Candidate], tried: list[dict[str, object]]
-              ) -> tuple[_Candidate, tuple[Fraction, Fraction]]:
-    """The candidate to run among ``best`` and those within NEAR of it at 1 GiB: one XML
-    serves every size, so a near tie goes to the candidate that runs a SECOND_SIZE and a
-    1 GiB collective fastest together (``best`` where that ties); none below KEEP of the optimum at
-    1 GiB where ``best`` is at least that (issue 14's bar). Fewer trees carry larger messages, which
-    pipeline deeper at 256 MiB (punctured torus allgather: k = 5 on layout 6 runs at 99.1 %
-    of the optimum at 1 GiB and 96.3 % at 256 MiB, behind TACOS's 98.8 and 96.8 %; k = 3
-    on it at 98.9 and 97.3 %, so 0.02 % faster over both sizes; k = 3 shared by step at 98.6
-    and 97.7 %, 0.15 % slower over both and behind TACOS at 1 GiB).
-    Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
+              ) -> tuple[_Candidate | None, tuple[Fraction, Fraction]]:
+    """What smaller messages run instead of ``best`` (the fastest at 1 GiB), or None: the
+    candidates within NEAR of ``best`` at 1 GiB (none below KEEP of the optimum where
+    ``best`` is at least that, issue 14's bar) are simulated at SECOND_SIZE, and the fastest
+    there runs messages below BOUNDARY where it is not ``best`` (ties go to ``best``). The
+    MSCCL runtime loads an XML per message-size range, so no one candidate has to serve
+    every size: fewer trees carry larger messages, which pipeline deeper at 256 MiB, while
+    more trees fill the links better at 1 GiB (punctured torus reduce-scatter: k = 5 on
+    layout 6 runs 99.15 % of the optimum at 1 GiB but 96.5 % at 256 MiB, behind TACOS's
+    96.8 %).
+    Returns that candidate and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried``."""
     from canopy.engine.simulate import fastest
 
     near = [c for c in simulated
             if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
     if len(near) < 2:
-        return best, (Fraction(0), Fraction(0))
+        return None, (Fraction(0), Fraction(0))
     at: list[tuple[CollectivePlan, Fraction]] = []
     scored = []
     for c in near:
@@ -1052,15 +1081,15 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
         if second is None:
             second = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
             at.append((c.laid, second))
-        total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction  # both sizes, once each
-        scored.append((-total, c is best, second, c))
+        scored.append((second, c is best, c))
         for entry in tried:
             if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
                     entry["tolerance_percent"] == c.tolerance and \
                     entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")):
                 entry["executed_fraction_256M"] = round(float(second), 4)
-    _, _, second, chosen = max(scored, key=lambda s: s[:2])
-    return chosen, (second, next(s[2] for s in scored if s[3] is best))
+    second, _, chosen = max(scored, key=lambda s: s[:2])
+    mine = next(s[0] for s in scored if s[2] is best)
+    return (None if chosen is best else chosen), (second, mine)
 
 
 def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan

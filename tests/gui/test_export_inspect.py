@@ -207,8 +207,10 @@ def test_msccl_export_writes_what_the_command_line_writes(tmp_path):
     schedule = solve(topo, "allgather")
     assert schedule.k == 10
     path = tmp_path / "rail.xml"
-    summary = canopy.app.export.export_msccl(topo, schedule, MscclChoice("allgather", True),
-                                            path, lambda phase, fraction: None)
+    summary, config = canopy.app.export.export_msccl(topo, schedule,
+                                                    MscclChoice("allgather", True), path,
+                                                    lambda phase, fraction: None)
+    assert config is None
     assert "fewest trees within" in summary and "runs k = 1 " in summary
     root = parse_xml_file(path)
     assert root.get("nchunksperloop") == "32"     # one chunk per GPU: k = 1

@@ -1,0 +1,102 @@
+"""An MSCCL XML per message-size range where runtime_schedule chooses differently for small
+messages (connections.RuntimeChoice.below): compare's row, the files and their ranges, the
+config, ``canopy solve --msccl`` and ``canopy check-xml`` on each XML."""
+
+from fractions import Fraction
+
+import pytest
+
+import canopy.engine.msccl.connections as connections
+from canopy.cli import main
+from canopy.engine.comparison import _plans_by_size
+from canopy.engine.forest import solve
+from canopy.engine.msccl import MscclOptions, plan_xml
+from canopy.engine.msccl.connections import BOUNDARY, RuntimeChoice, runtime_schedule
+from canopy.engine.msccl.executor import simulate_file
+from canopy.engine.msccl.ranges import config_path, config_xml, msccl_files
+from canopy.engine.plan import schedule_plan
+from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
+from canopy.engine.simulate import fastest
+from canopy.engine.topology_io import load_sample
+
+SAMPLE = "hypercube-3d.json"
+
+
+@pytest.fixture(scope="module")
+def split():
+    """A choice that runs k = 2 from 512 MiB and k = 1 below (as the chooser does where
+    candidates cross between 256 MiB and 1 GiB, test_msccl_near_tie.py)."""
+    topo = load_sample(SAMPLE)
+    large, small = solve(topo, "allgather", k=2), solve(topo, "allgather", k=1)
+    below = RuntimeChoice(small, schedule_plan(small), schedule_plan(small), layout="unit")
+    choice = RuntimeChoice(large, schedule_plan(large), schedule_plan(large), layout="unit",
+                           note="runs k = 2 from 512 MiB and k = 1 below it", below=below,
+                           boundary=BOUNDARY)
+    return topo, choice
+
+
+def test_each_size_runs_its_range(split):
+    _, choice = split
+    assert choice.at(256 << 20) is choice.below and choice.at(BOUNDARY) is choice
+    assert choice.at(1 << 30) is choice
+    assert choice.ranges() == [(0, BOUNDARY, choice.below), (BOUNDARY, None, choice)]
+    plan_at = _plans_by_size(choice)           # compare's ForestColl row
+    assert plan_at(Fraction(256 << 20)) is choice.below.plan
+    assert plan_at(Fraction(1 << 30)) is choice.plan
+    assert choice.describe()["below"]["k"] == 1
+
+
+def test_files_and_config_name_each_range(split, tmp_path):
+    _, choice = split
+    options = MscclOptions()
+    files = msccl_files(tmp_path / "ag.xml", choice, options)
+    assert [f.path for f in files] == [str(tmp_path / "ag-below-512M.xml"),
+                                       str(tmp_path / "ag-from-512M.xml")]
+    small, large = (parse_xml_bytes(f.data) for f in files)
+    # RCCL / msccl-executor-nccl read these (both ends included)
+    assert (small.get("minBytes"), small.get("maxBytes")) == ("0", str(BOUNDARY - 1))
+    assert (large.get("minBytes"), large.get("maxBytes")) == (str(BOUNDARY), str(2**63 - 1))
+    assert small.get("nchunksperloop") == "8" and large.get("nchunksperloop") == "16"
+    config = parse_xml_bytes(config_xml(files, options.protocol))
+    assert config.tag == "msccl_algos"
+    loads = [dict(load.attrib) for load in config]
+    assert loads == [{"path": files[0].path, "minbytes": "0", "maxbytes": str(BOUNDARY),
+                      "proto": "Simple"},
+                     {"path": files[1].path, "minbytes": str(BOUNDARY), "proto": "Simple"}]
+    assert config_path(tmp_path / "ag.xml") == str(tmp_path / "ag-config.xml")
+
+
+def test_one_choice_is_todays_single_xml(tmp_path):
+    topo = load_sample(SAMPLE)
+    choice = runtime_schedule(topo, solve(topo, "allgather"))
+    assert choice.below is None and choice.ranges() == [(0, None, choice)]
+    options = MscclOptions()
+    [only] = msccl_files(tmp_path / "ag.xml", choice, options)
+    assert only.path == str(tmp_path / "ag.xml") and only.sizes_text() == "every size"
+    assert only.data == plan_xml(choice.plan, choice.schedule.k, options)
+
+
+def test_solve_writes_an_xml_per_range_that_check_xml_times_as_compare(split, tmp_path,
+                                                                      capsys, monkeypatch):
+    topo, choice = split
+    monkeypatch.setattr(connections, "runtime_schedule", lambda *args: choice)
+    out = tmp_path / "ag.xml"
+    assert main(["solve", f"samples/{SAMPLE}", "--msccl", str(out), "--print-run"]) == 0
+    printed = capsys.readouterr().out
+    below, above, config = (tmp_path / "ag-below-512M.xml", tmp_path / "ag-from-512M.xml",
+                            tmp_path / "ag-config.xml")
+    assert not out.exists() and below.exists() and above.exists() and config.exists()
+    assert "written as 2 MSCCL XMLs, one per size range" in printed
+    assert f"MSCCL XML:       {below} (" in printed and "below 512M)" in printed
+    assert f"MSCCL XML:       {above} (" in printed and "512M and above)" in printed
+    assert f"MSCCL config:    {config}" in printed
+    assert f"-x MSCCL_CONFIG={config}" in printed
+    assert [load.get("path") for load in parse_xml_file(config)] == [str(below), str(above)]
+    for path, part, size in [(below, choice.below, 256 << 20), (above, choice, 1 << 30)]:
+        assert simulate_file(path).coll == "allgather"
+        assert main(["check-xml", str(path), "--topology", f"samples/{SAMPLE}",
+                     "--size", f"{size >> 20}M"]) == 0
+        line = capsys.readouterr().out
+        algbw = float(line.split("algbw ")[1].split()[0])
+        expected = float(fastest(topo, part.plan, size).algbw)     # GB/s, as compare
+        assert abs(algbw - expected) <= 0.02 * expected, line
