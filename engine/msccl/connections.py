@@ -68,7 +68,7 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
 :func:`runtime_schedule` chooses by execution: where the schedule does not get unit
 connections it simulates every layout of it and of the fewest-trees schedules within a
 few percent of the optimum, and runs the fastest at 1 GiB; messages below 512 MiB run the
-fastest at 256 MiB among those within NEAR of it, an XML per size range where that differs
+fastest at 256 MiB, an XML per size range where that differs
 (``canopy compare``, ``canopy solve --msccl`` and the editor's export all call it).
 
 Thread blocks are counted without fusing receive and send (what the export writes for
@@ -771,9 +771,8 @@ TOLERANCES = (1, 2, 4, 10)  # percent of the optimum fewer-trees candidates may 
 REFERENCE_SIZE = 1 << 30    # bytes at which candidates are simulated
 GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum ends the search
 EVEN_MARGIN = Fraction(1, 100)    # what layout 6 must gain at 1 GiB over the best to run
-NEAR = Fraction(1, 200)           # candidates this near the best at 1 GiB (of the optimum) ...
-KEEP = Fraction(95, 100)          # ... but not below this where the best is at least this ...
-SECOND_SIZE = 256 << 20           # ... are also simulated at this size: the fastest there
+NEAR = Fraction(1, 200)           # the fewest trees within 1 % are simulated this near the best
+SECOND_SIZE = 256 << 20           # candidates are also simulated at this size: the fastest there
 BOUNDARY = 512 << 20              # ... runs messages below this (between the two sizes)
 _MEMO_SIZE = 8
 SHALLOW_MAX_NODES = 64            # networks on which shallow twins are tried (Alg. 5 flows)
@@ -867,11 +866,11 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     with trees no smaller than its replaces it within that margin (:func:`_even_margin`).
     A schedule with a fixed k keeps its k (only its layouts are compared). Where the
     search ends on unit connections below GOOD_ENOUGH, the same schedule with its trees
-    grown together (lower) is simulated too (:func:`_consider_shallow`). Candidates
-    within NEAR of the best at 1 GiB (the fewest trees within 1 % are tried for this even
-    past GOOD_ENOUGH) are also simulated at SECOND_SIZE, and the one running
-    fastest there runs messages below BOUNDARY where it is not the best at 1 GiB
-    (:func:`_near_tie`; the choice's ``below``: the runtime loads an XML per size range).
+    grown together (lower) is simulated too (:func:`_consider_shallow`). The candidate
+    fastest at SECOND_SIZE (the fewest trees within 1 % are tried for this even past
+    GOOD_ENOUGH) runs messages below BOUNDARY where it is not the best at 1 GiB
+    (:func:`_smaller_messages`; the choice's ``below``: the runtime loads an XML per size
+    range).
 
     Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
     export take the same schedule and layout; the answer is memoized per topology,
@@ -956,7 +955,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
             assert best is not None
             if best.fraction >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
-                break              # (the fewest trees within 1 % may still come NEAR)
+                break              # (the fewest trees within 1 % may still win at 256 MiB)
             other = solve(topology, schedule.collective, tolerance=tolerance)
             if (other.k, False) in seen or (other.k > schedule.k and not schedule.split_budgets):
                 continue
@@ -969,7 +968,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                                   best.fraction if best is not None else Fraction(0))
                 break
     assert best is not None
-    small, second = _near_tie(topology, optimum, best, simulated, tried)
+    small, second = _smaller_messages(topology, optimum, best, simulated, tried)
     fraction, chosen, base, laid, name, tolerance = best
     note = None
     if chosen is not schedule:
@@ -1054,42 +1053,49 @@ class _LazyLayouts:
             yield layout
 
 
-def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
+def _smaller_messages(topology: Topology, optimum: Fraction, best: _Candidate,
               simulated: list[_Candidate], tried: list[dict[str, object]]
               ) -> tuple[_Candidate | None, tuple[Fraction, Fraction]]:
-    """What smaller messages run instead of ``best`` (the fastest at 1 GiB), or None: the
-    candidates within NEAR of ``best`` at 1 GiB (none below KEEP of the optimum where
-    ``best`` is at least that, issue 14's bar) are simulated at SECOND_SIZE, and the fastest
-    there runs messages below BOUNDARY where it is not ``best`` (ties go to ``best``). The
-    MSCCL runtime loads an XML per message-size range, so no one candidate has to serve
-    every size: fewer trees carry larger messages, which pipeline deeper at 256 MiB, while
-    more trees fill the links better at 1 GiB (punctured torus reduce-scatter: k = 5 on
-    layout 6 runs 99.15 % of the optimum at 1 GiB but 96.5 % at 256 MiB, behind TACOS's
-    96.8 %).
+    """What messages below BOUNDARY run instead of ``best`` (the fastest at 1 GiB), or None:
+    the candidate fastest at SECOND_SIZE where that is not ``best`` (ties go to ``best``).
+    The MSCCL runtime loads an XML per message-size range, so no one candidate has to
+    serve every size: fewer trees carry larger messages, which pipeline deeper at 256 MiB,
+    while more trees fill the links better at 1 GiB (punctured torus reduce-scatter: k = 5
+    on layout 6 runs 99.16 % of the optimum at 1 GiB but 96.55 % at 256 MiB, behind TACOS's
+    96.83 %; k = 3 shared by step 97.83 and 97.09 %).
+    A pipeline runs a smaller message at no higher algbw (its fill and drain take the same
+    time, its steady part proportionally less), so only candidates running faster at 1 GiB
+    than the fastest at SECOND_SIZE so far can overtake it there: ``best`` is simulated at
+    SECOND_SIZE first, then the others from the fastest at 1 GiB down while that holds.
     Returns that candidate and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried``."""
     from canopy.engine.simulate import fastest
 
-    near = [c for c in simulated
-            if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
-    if len(near) < 2:
-        return None, (Fraction(0), Fraction(0))
     at: list[tuple[CollectivePlan, Fraction]] = []
-    scored = []
-    for c in near:
-        second = next((f for laid, f in at if laid == c.laid), None)
-        if second is None:
-            second = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
-            at.append((c.laid, second))
-        scored.append((second, c is best, c))
+
+    def second(c: _Candidate) -> Fraction:
+        found = next((f for laid, f in at if laid == c.laid), None)
+        if found is None:
+            found = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
+            at.append((c.laid, found))
         for entry in tried:
             if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
                     entry["tolerance_percent"] == c.tolerance and \
                     entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")):
-                entry["executed_fraction_256M"] = round(float(second), 4)
-    second, _, chosen = max(scored, key=lambda s: s[:2])
-    mine = next(s[0] for s in scored if s[2] is best)
-    return (None if chosen is best else chosen), (second, mine)
+                entry["executed_fraction_256M"] = round(float(found), 4)
+        return found
+
+    others = sorted((c for c in simulated if c is not best and c.fraction > 0),
+                    key=lambda c: -c.fraction)
+    if not others or others[0].fraction <= (mine := second(best)):
+        return None, (Fraction(0), Fraction(0))
+    top, chosen = mine, best
+    for c in others:
+        if c.fraction <= top:
+            break
+        if (f := second(c)) > top:
+            top, chosen = f, c
+    return (None if chosen is best else chosen), (top, mine)
 
 
 def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan
