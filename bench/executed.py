@@ -58,6 +58,8 @@ def measure(topology: object, collective: str, sizes: tuple[int, ...]) -> dict:
            "k": fc.details["k"], "trees": fc.details["trees"],
            "layout": fc.details["connections"].get("layout"),
            "why": fc.details["connections"].get("note"),
+           **({"below_512M": {key: below[key] for key in ("k", "trees", "layout")}}
+              if (below := fc.details["connections"].get("below")) else {}),
            "candidates": [f"k={c['k']} tol={c['tolerance_percent']}% {c['layout']}: "
                           f"{c['executed_fraction']}"
                           for c in fc.details["connections"].get("candidates", [])],

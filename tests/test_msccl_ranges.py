@@ -15,6 +15,7 @@ from canopy.engine.msccl.connections import BOUNDARY, RuntimeChoice, runtime_sch
 from canopy.engine.msccl.executor import simulate_file
 from canopy.engine.msccl.ranges import config_path, config_xml, msccl_files
 from canopy.engine.plan import schedule_plan
+from canopy.engine.run_commands import run_command
 from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
 from canopy.engine.simulate import fastest
 from canopy.engine.topology_io import load_sample
@@ -64,6 +65,11 @@ def test_files_and_config_name_each_range(split, tmp_path):
                       "proto": "Simple"},
                      {"path": files[1].path, "minbytes": str(BOUNDARY), "proto": "Simple"}]
     assert config_path(tmp_path / "ag.xml") == str(tmp_path / "ag-config.xml")
+    # microsoft/msccl loads the config; RCCL the folder, whose XMLs carry their ranges
+    msccl = run_command("msccl", "/x/ag-from-512M.xml", "allgather", 8, 8, "/x/ag-config.xml")
+    assert "-x MSCCL_CONFIG=/x/ag-config.xml" in msccl and "MSCCL_XML_FILES" not in msccl
+    rccl = run_command("rccl", "/x/ag-from-512M.xml", "allgather", 8, 8, "/x/ag-config.xml")
+    assert "-x MSCCL_ALGO_DIR=/x " in rccl
 
 
 def test_one_choice_is_todays_single_xml(tmp_path):

@@ -1,0 +1,62 @@
+"""runtime_schedule's near ties at 1 GiB are decided with 256 MiB (connections._near_tie)."""
+
+from fractions import Fraction
+from types import SimpleNamespace
+
+import canopy.engine.simulate as simulate
+from canopy.engine.msccl.connections import NEAR, SECOND_SIZE, _Candidate, _near_tie
+
+OPTIMUM = Fraction(100)
+
+
+def _candidate(k: int, fraction: Fraction, name: str) -> _Candidate:
+    plan = SimpleNamespace(name=name)
+    return _Candidate(fraction, SimpleNamespace(k=k, extra={}), plan, plan, name,
+                      "0" if k == 5 else "1")
+
+
+def _run(monkeypatch, best, others, at_256):
+    """_near_tie with the simulator answering ``at_256[layout name]`` (fraction of the
+    optimum) at SECOND_SIZE; returns (chosen name, the sizes simulated, tried)."""
+    sizes = []
+
+    def fake(topology, plan, size, *args, **kwargs):
+        sizes.append(size)
+        return SimpleNamespace(algbw=at_256[plan.name] * OPTIMUM)
+
+    monkeypatch.setattr(simulate, "fastest", fake)
+    cands = [best, *others]
+    tried = [{"k": c.schedule.k, "layout": c.name, "tolerance_percent": c.tolerance}
+             for c in cands]
+    chosen, _ = _near_tie(None, OPTIMUM, best, cands, tried)
+    return chosen.name, sizes, tried
+
+
+def test_a_near_tie_goes_to_the_faster_pair(monkeypatch):
+    """Punctured torus allgather: k = 5 runs 99.1 % at 1 GiB and 96.3 % at 256 MiB, k = 3
+    98.9 % and 97.3 %: k = 3 runs both sizes faster together (TACOS: 98.8 % and 96.8 %)."""
+    best = _candidate(5, Fraction(991, 1000), "k5")
+    near = _candidate(3, Fraction(989, 1000), "k3")
+    name, sizes, tried = _run(monkeypatch, best, [near],
+                              {"k5": Fraction(963, 1000), "k3": Fraction(973, 1000)})
+    assert name == "k3" and sizes == [SECOND_SIZE, SECOND_SIZE]
+    assert [t["executed_fraction_256M"] for t in tried] == [0.963, 0.973]
+
+
+def test_the_best_keeps_ties_and_candidates_beyond_near_are_not_simulated(monkeypatch):
+    best = _candidate(5, Fraction(991, 1000), "k5")
+    tie = _candidate(3, Fraction(989, 1000), "k3")
+    name, _, _ = _run(monkeypatch, best, [tie],
+                      {"k5": Fraction(963, 1000), "k3": Fraction(965, 1000)})
+    assert name == "k5"                 # 1/0.963 + 4/0.991 < 1/0.965 + 4/0.989
+    far = _candidate(3, best.fraction - NEAR - Fraction(1, 10**6), "k3")
+    name, sizes, _ = _run(monkeypatch, best, [far], {"k5": Fraction(0), "k3": Fraction(1)})
+    assert name == "k5" and sizes == []
+
+
+def test_a_near_tie_does_not_drop_below_95_percent(monkeypatch):
+    """The best at 95.2 %: a candidate at 94.9 % is within NEAR but below issue 14's bar."""
+    best = _candidate(5, Fraction(952, 1000), "k5")
+    low = _candidate(3, Fraction(949, 1000), "k3")
+    name, sizes, _ = _run(monkeypatch, best, [low], {"k5": Fraction(0), "k3": Fraction(1)})
+    assert name == "k5" and sizes == []
