@@ -68,3 +68,34 @@ def test_one_choice_where_the_best_is_also_fastest_at_256M(monkeypatch):
     assert name is None and simulated == ["k5"]
     name, simulated, _ = _run(monkeypatch, best, [], {})
     assert name is None and simulated == []
+
+
+def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch):
+    """2 x DGX A100 allreduce's layouts, timed by a stand-in simulator: the first runs 1 %
+    faster than the others at 1 GiB, the last 10 % faster than the others at 256 MiB. The
+    first runs from 512 MiB (compare's row and the export's upper XML), the last below."""
+    from canopy.engine.forest import solve
+    from canopy.engine.msccl import connections
+    from canopy.engine.msccl.threadblocks import MscclLimits
+    from canopy.engine.topology_io import load_sample
+
+    topo = load_sample("dgx-a100-2x8.json")
+    schedule = solve(topo, "allreduce")
+    order = []
+
+    def fake(topology, plan, size):
+        if size == connections.REFERENCE_SIZE:
+            order.append(plan)
+            share = Fraction(96, 100) if plan is order[0] else Fraction(95, 100)
+        else:
+            share = Fraction(90, 100) if plan is order[-1] else Fraction(80, 100)
+        return SimpleNamespace(algbw=schedule.algbw * share)
+
+    monkeypatch.setattr(simulate, "fastest", fake)
+    monkeypatch.setattr(connections, "TOLERANCES", ())
+    choice = connections._choose(topo, schedule, MscclLimits())
+    assert choice.plan is order[0] and choice.below is not None
+    assert choice.below.plan is order[-1] and choice.boundary == connections.BOUNDARY
+    assert choice.below.layout == "shared evenly, unit trees"
+    assert choice.note.endswith("at 256 MiB): an MSCCL XML per size range")
+    assert "below it (95.00% at 1 GiB, 90.00% at 256 MiB)" in choice.note
