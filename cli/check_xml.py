@@ -65,4 +65,7 @@ def run(args: argparse.Namespace) -> int:
           f"{float(timing.algbw):.2f} GB/s ({timing.iterations} loop iteration"
           f"{'s' if timing.iterations != 1 else ''}, {timing.connections} connections, "
           f"{timing.messages} messages)")
+    if not algo.min_bytes <= size <= algo.max_bytes:
+        print(f"Note: the XML runs messages of {algo.min_bytes} to {algo.max_bytes} bytes "
+              f"(minBytes, maxBytes), so the runtime would not run it at {size_label(size)}.")
     return 0

@@ -106,3 +106,8 @@ def test_solve_writes_an_xml_per_range_that_check_xml_times_as_compare(split, tm
         algbw = float(line.split("algbw ")[1].split()[0])
         expected = float(fastest(topo, part.plan, size).algbw)     # GB/s, as compare
         assert abs(algbw - expected) <= 0.02 * expected, line
+        assert "Note:" not in line
+    assert main(["check-xml", str(below), "--topology", f"samples/{SAMPLE}",
+                 "--size", "1G"]) == 0        # outside its range: said, still timed
+    assert f"runs messages of 0 to {BOUNDARY - 1} bytes (minBytes, maxBytes), so the " \
+        "runtime would not run it at 1G." in capsys.readouterr().out

@@ -105,6 +105,8 @@ class XmlAlgo:
     inplace: bool
     outofplace: bool
     gpus: list[XmlGpu]
+    min_bytes: int = 0                 # the message sizes the runtime runs it at (both
+    max_bytes: int = 2**63 - 1         # included, as RCCL reads them)
 
     @property
     def chunks_per_rank(self) -> int:

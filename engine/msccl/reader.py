@@ -66,8 +66,7 @@ def parse_msccl(root: etree._Element, source: str = "MSCCL XML") -> XmlAlgo:
                    _int(root, "ngpus", source), COLLECTIVES[coll],
                    bool(_int(root, "inplace", source)), bool(_int(root, "outofplace", source)),
                    [])
-    for key in ("minBytes", "maxBytes"):
-        _int(root, key, source)
+    algo.min_bytes, algo.max_bytes = (_int(root, key, source) for key in ("minBytes", "maxBytes"))
     for gpu_elem in root.iter("gpu"):
         gid = _int(gpu_elem, "id", source)
         at = f"{source}: {where(gid)}"
