@@ -973,8 +973,9 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                 break
     assert best is not None
     first_best = best
-    best, tie = _near_tie(topology, optimum, best, simulated, tried)
-    small, second = _smaller_messages(topology, optimum, best, simulated, tried)
+    at: list[tuple[CollectivePlan, Fraction]] = []      # layouts timed at SECOND_SIZE
+    best, tie = _near_tie(topology, optimum, best, simulated, tried, at)
+    small, second = _smaller_messages(topology, optimum, best, simulated, tried, at)
     fraction, chosen, base, laid, name, tolerance = best
     note = None
     if chosen is not schedule:
@@ -1066,7 +1067,8 @@ class _LazyLayouts:
 
 
 def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
-              simulated: list[_Candidate], tried: list[dict[str, object]]
+              simulated: list[_Candidate], tried: list[dict[str, object]],
+              at: list[tuple[CollectivePlan, Fraction]] | None = None
               ) -> tuple[_Candidate, tuple[Fraction, Fraction]]:
     """The candidate to run from BOUNDARY up among ``best`` and those within NEAR of it at
     1 GiB: a near tie goes to the candidate that runs a SECOND_SIZE and a 1 GiB collective
@@ -1078,33 +1080,24 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
     on it at 98.9 and 97.3 %, so 0.02 % faster over both sizes; k = 3 shared by step at 98.6
     and 97.7 %, 0.15 % slower over both and behind TACOS at 1 GiB).
     Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
-    simulated there get ``executed_fraction_256M`` in ``tried``."""
-    from canopy.engine.simulate import fastest
-
+    simulated there get ``executed_fraction_256M`` in ``tried`` (and their layouts' times
+    go to ``at``, :func:`_at_second`)."""
     near = [c for c in simulated
             if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
     if len(near) < 2:
         return best, (Fraction(0), Fraction(0))
-    at: list[tuple[CollectivePlan, Fraction]] = []
     scored = []
     for c in near:
-        second = next((f for laid, f in at if laid == c.laid), None)
-        if second is None:
-            second = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
-            at.append((c.laid, second))
+        second = _at_second(topology, optimum, c, tried, at)
         total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction  # both sizes, once each
         scored.append((-total, c is best, second, c))
-        for entry in tried:
-            if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
-                    entry["tolerance_percent"] == c.tolerance and \
-                    entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")):
-                entry["executed_fraction_256M"] = round(float(second), 4)
     _, _, second, chosen = max(scored, key=lambda s: s[:2])
     return chosen, (second, next(s[2] for s in scored if s[3] is best))
 
 
 def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
-                      simulated: list[_Candidate], tried: list[dict[str, object]]
+                      simulated: list[_Candidate], tried: list[dict[str, object]],
+                      at: list[tuple[CollectivePlan, Fraction]] | None = None
                       ) -> tuple[_Candidate | None, tuple[Fraction, Fraction]]:
     """What messages below BOUNDARY run instead of ``main`` (the choice at 1 GiB, after
     :func:`_near_tie`), or None: the candidate fastest at SECOND_SIZE where that is not
@@ -1121,24 +1114,30 @@ def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
     simulated there get ``executed_fraction_256M`` in ``tried``."""
     others = sorted((c for c in simulated if c is not main and c.fraction > 0),
                     key=lambda c: -c.fraction)
-    if not others or others[0].fraction <= (mine := _at_second(topology, optimum, main, tried)):
+    if not others or \
+            others[0].fraction <= (mine := _at_second(topology, optimum, main, tried, at)):
         return None, (Fraction(0), Fraction(0))
     top, chosen = mine, main
     for c in others:
         if c.fraction <= top:
             break
-        if (f := _at_second(topology, optimum, c, tried)) > top:
+        if (f := _at_second(topology, optimum, c, tried, at)) > top:
             top, chosen = f, c
     return (None if chosen is main else chosen), (top, mine)
 
 
 def _at_second(topology: Topology, optimum: Fraction, c: _Candidate,
-               tried: list[dict[str, object]]) -> Fraction:
-    """``c``'s algbw at SECOND_SIZE as a fraction of the optimum, noted in ``tried`` (the
-    simulator's memo runs a plan once per size and depth)."""
+               tried: list[dict[str, object]],
+               at: list[tuple[CollectivePlan, Fraction]] | None) -> Fraction:
+    """``c``'s algbw at SECOND_SIZE as a fraction of the optimum, noted in ``tried``; equal
+    layouts are timed once (``at``: the layouts timed so far and their fractions)."""
     from canopy.engine.simulate import fastest
 
-    found = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
+    at = at if at is not None else []
+    found = next((f for laid, f in at if laid == c.laid), None)
+    if found is None:
+        found = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
+        at.append((c.laid, found))
     for entry in tried:
         if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
                 entry["tolerance_percent"] == c.tolerance and \
