@@ -40,11 +40,21 @@ def test_solve_msccl_channels(tmp_path, capsys):
     assert "'0' is not a positive integer" in capsys.readouterr().err
 
 
+def _written(out):
+    """The XMLs an export to ``out`` wrote: ``out``, or one per message-size range
+    (2 x DGX A100 reduce-scatter: k = 7 from 512 MiB, k = 13 below, tests/test_msccl_ranges.py)."""
+    if out.exists():
+        return [out]
+    stem = str(out)[:-4]
+    return [type(out)(f"{stem}-below-512M.xml"), type(out)(f"{stem}-from-512M.xml")]
+
+
 def test_solve_msccl_runtime(tmp_path):
     out = tmp_path / "rs.xml"
     assert main(["solve", SAMPLE, "--collective", "reduce-scatter", "--msccl", str(out),
                  "--msccl-runtime", "rccl"]) == 0
-    assert parse_xml_file(out).get("coll") == "reducescatter"
+    for path in _written(out):
+        assert parse_xml_file(path).get("coll") == "reducescatter"
 
 
 def test_check_xml_accepts_an_export(tmp_path, capsys):
@@ -110,7 +120,8 @@ def test_check_xml_runs_as_a_command(tmp_path):
     out = tmp_path / "rs.xml"
     main(["solve", SAMPLE, "--collective", "reduce-scatter", "--msccl", str(out),
           "--out-of-place"])
-    done = subprocess.run([sys.executable, "-m", "canopy.cli", "check-xml", str(out)],
+    done = subprocess.run([sys.executable, "-m", "canopy.cli", "check-xml",
+                           str(_written(out)[-1])],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "reduce_scatter, 16 GPUs, out of place" in done.stdout
@@ -131,7 +142,7 @@ def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, mo
 
 
 def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("canopy.engine.msccl.plan_xml", lambda *args, **kw: b"<algo/>")
+    monkeypatch.setattr("canopy.engine.msccl.ranges.plan_xml", lambda *args, **kw: b"<algo/>")
     assert main(["solve", SAMPLE, "--msccl", str(tmp_path / "x.xml")]) == 2
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err

@@ -57,12 +57,17 @@ def test_the_candidate_fastest_at_256M_runs_below_the_boundary(monkeypatch):
 
 def test_one_choice_where_the_best_is_also_fastest_at_256M(monkeypatch):
     best = _candidate(5, Fraction(991, 1000), "k5")
-    for at_256 in (Fraction(966, 1000), Fraction(965, 1000)):   # k = 3 as fast, or slower
+    # k = 3 as fast, slower, or faster by less than SPLIT_GAIN (0.25 % of the optimum)
+    for at_256 in (Fraction(966, 1000), Fraction(965, 1000), Fraction(9684, 10000)):
         name, simulated, _ = _run(monkeypatch, best, [_candidate(3, Fraction(989, 1000), "k3")],
                                   {"k5": Fraction(966, 1000), "k3": at_256})
         assert name is None and simulated == ["k5", "k3"]      # one XML: k = 5 at every size
-    # a candidate no faster at 1 GiB than the best at 256 MiB cannot overtake it there
-    slow = _candidate(3, Fraction(966, 1000), "k3")
+    name, _, _ = _run(monkeypatch, best, [_candidate(3, Fraction(989, 1000), "k3")],
+                      {"k5": Fraction(966, 1000), "k3": Fraction(9686, 10000)})
+    assert name == "k3"
+    # a candidate no faster at 1 GiB than the best at 256 MiB plus SPLIT_GAIN cannot
+    # overtake it there by that much
+    slow = _candidate(3, Fraction(9685, 10000), "k3")
     name, simulated, _ = _run(monkeypatch, best, [slow], {"k5": Fraction(966, 1000),
                                                           "k3": Fraction(1)})
     assert name is None and simulated == ["k5"]

@@ -776,6 +776,7 @@ NEAR = Fraction(1, 200)           # candidates this near the best at 1 GiB (of t
 KEEP = Fraction(95, 100)          # ... but not below this where the best is at least this ...
 SECOND_SIZE = 256 << 20           # ... are also simulated at this size: both sizes decide;
 BOUNDARY = 512 << 20              # the fastest at SECOND_SIZE runs messages below this
+SPLIT_GAIN = Fraction(1, 400)     # ... where it gains this much there (of the optimum)
 _MEMO_SIZE = 8
 SHALLOW_MAX_NODES = 64            # networks on which shallow twins are tried (Alg. 5 flows)
 
@@ -1100,24 +1101,26 @@ def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
                       at: list[tuple[CollectivePlan, Fraction]] | None = None
                       ) -> tuple[_Candidate | None, tuple[Fraction, Fraction]]:
     """What messages below BOUNDARY run instead of ``main`` (the choice at 1 GiB, after
-    :func:`_near_tie`), or None: the candidate fastest at SECOND_SIZE where that is not
-    ``main`` (ties go to ``main``). The MSCCL runtime loads an XML per message-size range,
-    so no one candidate has to serve every size: fewer trees carry larger messages, which
-    pipeline deeper at 256 MiB, while more trees fill the links better at 1 GiB (punctured
-    torus reduce-scatter: k = 5 on layout 6 runs 99.16 % of the optimum at 1 GiB but
-    96.55 % at 256 MiB, behind TACOS's 96.83 %; k = 3 shared by step 97.83 and 97.09 %).
+    :func:`_near_tie`), or None: the candidate fastest at SECOND_SIZE, where that beats
+    ``main`` there by SPLIT_GAIN of the optimum (a second XML for less is not worth it).
+    The MSCCL runtime loads an XML per message-size range, so no one candidate has to
+    serve every size: fewer trees carry larger messages, which pipeline deeper at 256 MiB,
+    while more trees fill the links better at 1 GiB (punctured torus reduce-scatter: k = 5
+    on layout 6 runs 99.16 % of the optimum at 1 GiB but 96.55 % at 256 MiB, behind TACOS's
+    96.83 %; k = 3 shared by step 97.83 and 97.09 %).
     A pipeline runs a smaller message at no higher algbw (its fill and drain take the same
     time, its steady part proportionally less), so only candidates running faster at 1 GiB
-    than the fastest at SECOND_SIZE so far can overtake it there: ``main`` is simulated at
-    SECOND_SIZE first, then the others from the fastest at 1 GiB down while that holds.
+    than the fastest at SECOND_SIZE so far, and than ``main`` there plus SPLIT_GAIN, can
+    win: ``main`` is simulated at SECOND_SIZE first, then the others from the fastest at
+    1 GiB down while that holds.
     Returns that candidate and (its, ``main``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried``."""
     others = sorted((c for c in simulated if c is not main and c.fraction > 0),
                     key=lambda c: -c.fraction)
-    if not others or \
-            others[0].fraction <= (mine := _at_second(topology, optimum, main, tried, at)):
+    if not others or others[0].fraction <= \
+            (mine := _at_second(topology, optimum, main, tried, at)) + SPLIT_GAIN:
         return None, (Fraction(0), Fraction(0))
-    top, chosen = mine, main
+    top, chosen = mine + SPLIT_GAIN, main
     for c in others:
         if c.fraction <= top:
             break
