@@ -36,8 +36,10 @@ def child(name: str, collective: str, no_numba: bool) -> dict:
         sys.modules["numba"] = None   # type: ignore[assignment]  # import numba fails
     from canopy.engine import comparison
     from canopy.engine import simulate as sim
+    from canopy.engine.collector import batch_collector
     from canopy.engine.generators import generate
     from canopy.engine.topology_io import load_sample
+    batch_collector()               # as the canopy command does once it has started
     imported = time.process_time()
     servers = CASES[name]
     topo = load_sample(name) if servers is None else \
