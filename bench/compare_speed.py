@@ -4,7 +4,8 @@ phase split.
 
 Cases: the 2 x DGX A100 sample, 8 x DGX A100 (64 GPUs, ``canopy generate cluster
 --servers 8``) and, with ``--large``, 128 x DGX A100 (1024 GPUs). Each case runs in its
-own child process, as the command does, so ``cpu_seconds`` (``time.process_time`` at the
+own child process, as the command does (with its collector settings,
+:mod:`canopy.engine.collector`), so ``cpu_seconds`` (``time.process_time`` at the
 end) includes start-up (imports) and ``peak_mb`` (ru_maxrss) is the case's own. Phases
 (CPU s): ``import`` (the engine's modules), ``topology`` (load or generate), per row its
 ``build`` (ForestColl: solve and connection layout; a baseline: its synthesis) and its
