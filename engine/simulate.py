@@ -253,14 +253,43 @@ def run_program(topology: Topology, program: Program,
     return _run(topology, flat, default_latency, exact, check, arrivals)
 
 
-def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool,
-         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
-         links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
-         ) -> Fraction:
-    """:func:`run_program` on a program in flat form: the routes become link ids, then
-    :func:`_event_loop` runs (compiled for float runs when numba is installed). A folded
-    program (:mod:`canopy.engine.quotient`) gives per link its orbit's representative
-    and capacity factor as ``links``."""
+@dataclass
+class _Network:
+    """The links a program's connections cross, as the event loop reads them: per link
+    its capacity (bytes/µs), per connection its links ``conn_link[conn_ptr[c]:
+    conn_ptr[c+1]]``, latency and weight, in the numbers of the run (Fractions or
+    floats); ``compiled`` holds the same as numpy arrays, with the delivery queues per
+    latency, once a compiled run asks for them."""
+
+    cap: list[Any]
+    conn_ptr: list[int]
+    conn_link: list[int]
+    alpha: list[Any]
+    weight: list[Any]
+    compiled: tuple[Any, ...] | None = None
+
+    def arrays(self) -> tuple[Any, ...]:
+        """(cap, conn_ptr, conn_link, alpha, lane, lanes, weight) for the compiled loop:
+        deliveries queue per latency (20 % faster on TACOS); as Python the queues' scan
+        at every event costs more than the heap (the same events either way)."""
+        if self.compiled is None:
+            latencies = sorted(set(self.alpha))
+            lanes = len(latencies) if len(latencies) <= DELIVERY_QUEUES else 0
+            lane_of = {a: i for i, a in enumerate(latencies[:lanes])}
+            f64 = np.float64
+            self.compiled = (np.array(self.cap, f64), np.array(self.conn_ptr, np.int64),
+                             np.array(self.conn_link, np.int64), np.array(self.alpha, f64),
+                             np.array([lane_of.get(a, -1) for a in self.alpha], np.int64),
+                             lanes, np.array(self.weight, f64))
+        return self.compiled
+
+
+def _network(topology: Topology, connections: list[Connection], default_latency: Fraction,
+             exact: bool,
+             links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
+             ) -> _Network:
+    """The routes of ``connections`` as link ids (see :func:`_run`). Raises ScheduleError
+    for a link the topology lacks or a connection without one."""
     num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
     caps = topology.capacities()
     lats = topology.latencies()
@@ -269,7 +298,7 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
     conn_ptr = [0]
     conn_link: list[int] = []
     conn_alpha: list = []
-    for connection in flat.connections:
+    for connection in connections:
         alpha = Fraction(0)
         for link in path_links(connection.route):
             if link not in caps:
@@ -286,34 +315,39 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
                                 "cross.")
         conn_ptr.append(len(conn_link))
         conn_alpha.append(num(alpha))
-    weight = [num(connection.weight) for connection in flat.connections]
+    return _Network(cap, conn_ptr, conn_link, conn_alpha,
+                    [num(connection.weight) for connection in connections])
+
+
+def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool,
+         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
+         links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None,
+         network: _Network | None = None) -> Fraction:
+    """:func:`run_program` on a program in flat form: the routes become link ids
+    (:func:`_network`, or ``network`` where the caller keeps them for its connections),
+    then :func:`_event_loop` runs (compiled for float runs when numba is installed). A
+    folded program (:mod:`canopy.engine.quotient`) gives per link its orbit's
+    representative and capacity factor as ``links``."""
+    net = network if network is not None else \
+        _network(topology, flat.connections, default_latency, exact, links)
     n = len(flat.conn)
     if n == 0:
         return Fraction(0)
+    num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
     amount = [num(a) for a in flat.amounts]
     conn = flat.conn
     queue_ptr = np.zeros(len(flat.connections) + 1, dtype=np.int64)
     np.cumsum(np.bincount(conn, minlength=len(flat.connections)), out=queue_ptr[1:])
     queue = np.argsort(conn, kind="stable")
     compiled = None if exact or n < COMPILE_FROM else _compiled_loop()
-    # compiled, deliveries queue per latency (20 % faster on TACOS); as Python the queues'
-    # scan at every event costs more than the heap (the same events either way)
-    latencies = sorted(set(conn_alpha)) if compiled is not None else []
-    lanes = len(latencies) if len(latencies) <= DELIVERY_QUEUES else 0
-    lane_of = {a: i for i, a in enumerate(latencies[:lanes])}
-    lane = [lane_of.get(a, -1) for a in conn_alpha]
     if compiled is not None:
         if check is not None:
             check()
         times = np.zeros(n)
-        f64 = np.float64
         _CHECK[0] = check
         try:
             end, delivered = compiled(
-                np.array(cap, f64), np.array(conn_ptr, np.int64),
-                np.array(conn_link, np.int64), np.array(conn_alpha, f64),
-                np.array(lane, np.int64), lanes,
-                np.array(weight, f64), conn, np.array(amount, f64)[flat.amount_of],
+                *net.arrays(), conn, np.array(amount, np.float64)[flat.amount_of],
                 flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
                 _COMPILED[1])
         finally:
@@ -324,12 +358,13 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
         if arrivals is not None:
             arrivals[:] = times.tolist()
     else:
-        times_list: list = [cap[0] * 0] * n
+        times_list: list = [net.cap[0] * 0] * n
         size = [amount[a] for a in flat.amount_of.tolist()]
-        end, delivered = _event_loop(cap, conn_ptr, conn_link, conn_alpha, lane, lanes,
-                                     weight, conn.tolist(), size, flat.pending.tolist(),
-                                     flat.dep_ptr.tolist(), flat.dep_idx.tolist(),
-                                     queue_ptr.tolist(), queue.tolist(), times_list, check)
+        end, delivered = _event_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
+                                     [-1] * len(net.alpha), 0, net.weight, conn.tolist(),
+                                     size, flat.pending.tolist(), flat.dep_ptr.tolist(),
+                                     flat.dep_idx.tolist(), queue_ptr.tolist(),
+                                     queue.tolist(), times_list, check)
         if arrivals is not None:
             arrivals[:] = times_list
     if delivered != n:
@@ -1218,12 +1253,15 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
                    lambda: (topology, _folded(topology, plan, template)))[1] \
         if symmetry else None
 
+    running, links = (template, None) if folded is None else folded
+    network = _memo(plan, ("network", switch_mode, _network_key(topology), default_latency,
+                           exact, folded is None),
+                    lambda: (topology, _network(topology, running.connections,
+                                                default_latency, exact, links)))[1]
+
     def run(count: int) -> Fraction:
-        if folded is None:
-            flat = _expand(template, size * count / pieces, count)
-            return _run(topology, flat, default_latency, exact, check, None)
-        flat = _expand(folded[0], size * count / pieces, count)
-        return _run(topology, flat, default_latency, exact, check, None, folded[1])
+        flat = _expand(running, size * count / pieces, count)
+        return _run(topology, flat, default_latency, exact, check, None, links, network)
 
     def floor() -> Fraction:
         return (bandwidth_floor(topology, plan, size) if exact
