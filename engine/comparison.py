@@ -61,6 +61,7 @@ from canopy.engine.simulate import (
     algbw_gbps,
     fastest,
     pipeline_stages,
+    plan_bound,
 )
 from canopy.engine.topology import Topology
 
@@ -376,7 +377,7 @@ def compare(topology: Topology, collective: str = "allgather",
             depth = 1
             staged: CollectivePlan | None = None
             stages = 0
-            plans: dict[int, CollectivePlan] = {}
+            bounds: list[Fraction] = []     # of each distinct plan
             for step, size in enumerate(sorted(sizes)):
                 report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
                 plan = result.plan_at(Fraction(size))
@@ -387,11 +388,9 @@ def compare(topology: Topology, collective: str = "allgather",
                 row.pieces[size] = sim.pieces
                 if plan is not staged:
                     staged, stages = plan, pipeline_stages(topology, plan, switch_mode)
-                    plans[id(plan)] = plan
+                    bounds.append(plan_bound(topology, plan)[0])
                 row.stages[size] = stages
-            if len(plans) > 1:      # a schedule per size (TACOS): the best of their bounds
-                caps = topology.capacities()
-                bounds = [bandwidth_bound(p, caps)[0] for p in plans.values()]
+            if len(bounds) > 1:     # a schedule per size (TACOS): the best of their bounds
                 row.algbw = max(bounds if row.algbw is None else [row.algbw, *bounds])
         row.seconds = time.perf_counter() - start
         rows.append(row)
