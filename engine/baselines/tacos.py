@@ -32,6 +32,7 @@ one chunk per node: 12 steps of 0.5 + 800 µs = 9606 µs.
 
 from __future__ import annotations
 
+import collections
 import functools
 import heapq
 import itertools
@@ -50,12 +51,14 @@ from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import (
     BaselineResult,
     CollectivePlan,
+    Edge,
     FlowEdge,
     FlowTree,
     Path,
     add_path_load,
-    bandwidth_bound,
+    loads_bound,
     path_links,
+    path_loads,
 )
 from canopy.engine.routing import Router
 from canopy.engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
@@ -417,6 +420,22 @@ def check_timetable(table: Timetable) -> None:
                 raise ScheduleError(f"link {x.src} -> {x.dst} carries two chunks at once.")
 
 
+def timetable_loads(tables: list[tuple[Timetable | None, bool]]) -> dict[Edge, Fraction]:
+    """:func:`canopy.engine.plan.link_loads` of the plan of :func:`timetable_trees` of
+    each (table, reduce) (None: no phase), without building the trees: every match is a
+    tree edge over its link's route carrying 1/(N·chunks per node) of the message."""
+    counts: dict[tuple[Path, Fraction], int] = {}
+    for table, reduce in tables:
+        if table is None:
+            continue
+        share = Fraction(1, len(table.nodes) * table.chunks_per_node)
+        for li, count in collections.Counter(m.link for m in table.matches).items():
+            path = table.links[li].path
+            key = (tuple(reversed(path)) if reduce else path, share)
+            counts[key] = counts.get(key, 0) + count
+    return path_loads((path, share * count) for (path, share), count in counts.items())
+
+
 def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     """Each chunk's matches as a tree rooted at its origin.
 
@@ -538,10 +557,7 @@ def tacos_baseline(topology: Topology, collective: str = "allgather",
     # The row's bound, like every other row's, is the link congestion of its schedule; the
     # synthesized timetable's own time (steps of whole chunks, idle links between them)
     # is longer, and the pipelined execution may beat it.
-    plan = CollectivePlan(collective, tuple(tacos.nodes),
-                          tuple(timetable_trees(rs, reduce=True)) if rs else (),
-                          tuple(timetable_trees(ag)) if ag else (), ordered_links=True)
-    bound, _ = bandwidth_bound(plan, topology.capacities())
+    bound, _ = loads_bound(timetable_loads([(rs, True), (ag, False)]), topology.capacities())
     return BaselineResult(
         "tacos", collective, bound, schedule={"reduce-scatter": rs, "allgather": ag},
         details={"timetable_algbw": algbw, "chunks_per_node": chunks,
