@@ -88,3 +88,22 @@ def test_a_one_tree_schedule_is_not_searched_for_fewer_trees(monkeypatch):
     monkeypatch.setattr("canopy.engine.forest.solve", lambda *a, **k: calls.append(a))
     choice = _choose(topo, schedule, MscclLimits())
     assert calls == [] and choice.schedule is schedule and choice.layout
+
+
+@pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "tacos-dragonfly-4x5.json"])
+def test_tacos_link_times_per_kind_give_the_per_link_bound(name):
+    """TACOS computes a chunk's time once per distinct (bandwidth, latency) of its
+    logical links; its receive bound is still Σ over each node's links in of 1/t."""
+    from canopy.engine.baselines.tacos import receive_bound, transpose, unwind
+    from canopy.engine.simulate import link_time
+    from canopy.engine.topology_io import load_sample
+
+    topo = load_sample(name)
+    nodes = topo.compute_nodes()
+    for links in (unwind(topo), transpose(unwind(topo, "mesh"))):
+        for chunk in (Fraction(1), Fraction(3 << 20, 7)):
+            rate = dict.fromkeys(nodes, Fraction(0))
+            for x in links:
+                rate[x.dst] += 1 / link_time(chunk, x.bandwidth, x.latency)
+            assert receive_bound(links, nodes, 3, chunk) == \
+                max((len(nodes) - 1) * 3 / r for r in rate.values())

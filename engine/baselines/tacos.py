@@ -241,9 +241,10 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     matches are those of the plain loop over every node (tests/test_tacos_synthesis.py keeps
     that loop as the reference).
     """
-    costs = [link_time(chunk_size, x.bandwidth, x.latency) for x in links]
+    costs, kind_of = _link_kinds(links, chunk_size)
     unit = math.lcm(*(c.denominator for c in costs))
-    ticks = [int(c * unit) for c in costs]
+    kind_ticks = [int(c * unit) for c in costs]
+    ticks = [kind_ticks[k] for k in kind_of]
     index = {n: i for i, n in enumerate(nodes)}
     chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
     into: list[list[int]] = [[] for _ in nodes]
@@ -369,15 +370,28 @@ def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     return min(runs, key=lambda t: (t.time, t.seed))
 
 
+def _link_kinds(links: list[LogicalLink], chunk_size: Fraction
+                ) -> tuple[list[Fraction], list[int]]:
+    """The distinct :func:`link_time` of a chunk over ``links`` and, per link, its index
+    among them: the links a switch unwinds into share their bandwidth and latency (8 x DGX
+    A100: 128 links, 2 kinds)."""
+    kinds: dict[tuple[Fraction, Fraction], int] = {}
+    kind_of = [kinds.setdefault((x.bandwidth, x.latency), len(kinds)) for x in links]
+    return [link_time(chunk_size, bandwidth, latency) for bandwidth, latency in kinds], kind_of
+
+
 def receive_bound(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                   chunk_size: Fraction) -> Fraction:
     """A lower bound on the time (µs) of any allgather timetable on ``links``: node d
     receives (N-1)·chunks_per_node chunks, and a link into d taking t per chunk carries
     one at a time, so at most T/t of them by time T; hence T >= (N-1)·chunks_per_node /
     Σ 1/t, for every d. 0 when a node has no link in (synthesis fails there anyway)."""
-    rate = {d: Fraction(0) for d in nodes}
-    for x in links:
-        rate[x.dst] += 1 / link_time(chunk_size, x.bandwidth, x.latency)
+    costs, kind_of = _link_kinds(links, chunk_size)
+    into = {d: [0] * len(costs) for d in nodes}      # per node its links in, by kind
+    for x, k in zip(links, kind_of, strict=True):
+        into[x.dst][k] += 1
+    rate = {d: sum((n / t for n, t in zip(counts, costs, strict=True) if n), Fraction(0))
+            for d, counts in into.items()}
     if not all(rate.values()):
         return Fraction(0)
     need = (len(nodes) - 1) * chunks_per_node
