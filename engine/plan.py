@@ -208,7 +208,7 @@ def chain_trees(order: list[str], hops: Mapping[Edge, Path], share: Fraction,
         return [FlowTree((key, root), root, (), share, reduce) for root in order]
     if reduce:
         # chunk j: j+1 -> j+2 -> ... -> j; as a tree rooted at j, parents first. Edge i
-        # runs from order[i] to order[i-1], against the ring's hop order[i-1] -> order[i].
+        # has parent order[i] and child order[i-1]; its data crosses the hop into order[i].
         edge = [FlowEdge(order[i], order[i - 1], hops[(order[i - 1], order[i])], channel=key)
                 for i in range(n)]
         step = -1
