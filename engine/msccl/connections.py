@@ -930,7 +930,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 
     consider(schedule, plan, found, "0")
     seen = {(schedule.k, schedule.split_budgets)}
-    if not schedule.fixed_k:
+    # (With k = 1 and no split budgets every fewer-trees schedule would be k = 1 again.)
+    if not schedule.fixed_k and (schedule.k > 1 or schedule.split_budgets):
         extra = ["0"] if schedule.split_budgets else []
         for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
             assert best is not None
