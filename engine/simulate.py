@@ -338,7 +338,9 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
     conn = flat.conn
     queue_ptr = np.zeros(len(flat.connections) + 1, dtype=np.int64)
     np.cumsum(np.bincount(conn, minlength=len(flat.connections)), out=queue_ptr[1:])
-    queue = np.argsort(conn, kind="stable")
+    # a stable sort of 16-bit keys is NumPy's radix sort: 5-8x faster than of int64s
+    keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
+    queue = np.argsort(keys, kind="stable")
     compiled = None if exact or n < COMPILE_FROM else _compiled_loop()
     if compiled is not None:
         if check is not None:
