@@ -107,3 +107,23 @@ def test_tacos_link_times_per_kind_give_the_per_link_bound(name):
                 rate[x.dst] += 1 / link_time(chunk, x.bandwidth, x.latency)
             assert receive_bound(links, nodes, 3, chunk) == \
                 max((len(nodes) - 1) * 3 / r for r in rate.values())
+
+
+def test_a_plans_connection_members_are_computed_once_and_each_caller_owns_its_lists():
+    """Layout choice asks for one plan's connection members again and again; each caller
+    gets its own lists (callers sort them), equal to a fresh computation."""
+    from canopy.engine.forest import solve
+    from canopy.engine.msccl import connections
+    from canopy.engine.plan import schedule_plan
+    from canopy.engine.topology_io import load_sample
+
+    plan = schedule_plan(solve(load_sample("dgx-a100-2x8.json"), "reduce-scatter"))
+    first = connections._members(plan, 3)
+    for items in first.values():
+        items.reverse()                      # what a caller may do to its lists
+    again = connections._members(plan, 3)
+    connections._MEMBERS[0] = (None, 0, {})
+    fresh = connections._members(plan, 3)
+    assert again == fresh and list(again) == list(fresh)
+    assert all(again[key] is not fresh[key] for key in fresh)
+    assert connections._members(plan, 1) != fresh
