@@ -132,7 +132,7 @@ class CompareController(QObject):
         self.dock.compared.connect(self._compared)
 
     def _compared(self, comparison: Comparison, seconds: float) -> None:
-        self.window.solver.plots.set_comparison(comparison)
+        self.window.solver.plots.set_comparison(comparison, self.dock.signature)
         self.window.statusBar().showMessage(
             f"Compared {len(comparison.rows)} algorithms for {comparison.collective} in "
             f"{seconds:.1f} s.", 8000)

@@ -206,8 +206,8 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
     if not simulable(topology):      # the simulator works in floating point
         note = "bandwidths past floating point"
     elif sends > EDITOR_SENDS_LIMIT:
-        note = (f"{sends:,} sends per loop iteration, over the editor's "
-                f"{EDITOR_SENDS_LIMIT:,}; canopy compare runs it")
+        note = (f"{sends:,} sends per iteration (limit {EDITOR_SENDS_LIMIT:,}); "
+                "Compare runs it")
     else:
         if progress is not None:
             progress("executed time", 0.0)

@@ -4,7 +4,8 @@ phase split.
 
 Cases: the 2 x DGX A100 sample, 8 x DGX A100 (64 GPUs, ``canopy generate cluster
 --servers 8``) and, with ``--large``, 128 x DGX A100 (1024 GPUs). Each case runs in its
-own child process, as the command does, so ``cpu_seconds`` (``time.process_time`` at the
+own child process, as the command does (with its collector settings,
+:mod:`canopy.engine.collector`), so ``cpu_seconds`` (``time.process_time`` at the
 end) includes start-up (imports) and ``peak_mb`` (ru_maxrss) is the case's own. Phases
 (CPU s): ``import`` (the engine's modules), ``topology`` (load or generate), per row its
 ``build`` (ForestColl: solve and connection layout; a baseline: its synthesis) and its
@@ -36,8 +37,10 @@ def child(name: str, collective: str, no_numba: bool) -> dict:
         sys.modules["numba"] = None   # type: ignore[assignment]  # import numba fails
     from canopy.engine import comparison
     from canopy.engine import simulate as sim
+    from canopy.engine.collector import batch_collector
     from canopy.engine.generators import generate
     from canopy.engine.topology_io import load_sample
+    batch_collector()               # as the canopy command does once it has started
     imported = time.process_time()
     servers = CASES[name]
     topo = load_sample(name) if servers is None else \

@@ -17,8 +17,10 @@ simulated algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.c
 the torus case of issue 14 (3x4x5 torus at 50 GiB/s, 0.5 µs per link, 2 GiB allgather,
 TACOS with 2 chunks per node).
 
-Run: .venv/bin/python bench/executed.py [--quick | --baselines] [sample-or-generator ...]
-(``--quick``: 1 GiB only.)
+Run: .venv/bin/python bench/executed.py [--quick | --baselines] [--sms=N]
+[--collective=NAME] [sample-or-generator ...]
+(``--quick``: 1 GiB only; ``--sms=N``: lay ForestColl out for N thread blocks per GPU, e.g.
+104 for an MI250 GCD, instead of an A100's 108; ``--collective``: that collective only.)
 """
 
 import json
@@ -28,6 +30,7 @@ from fractions import Fraction
 
 from canopy.engine.comparison import ComparisonRow, compare
 from canopy.engine.generators import GENERATORS, generate
+from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.topology_io import load_sample, sample_names
 
 SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
@@ -46,13 +49,15 @@ def topologies(names: list[str]) -> list[tuple[str, object]]:
     return found
 
 
-def measure(topology: object, collective: str, sizes: tuple[int, ...]) -> dict:
+def measure(topology: object, collective: str, sizes: tuple[int, ...],
+            limits: MscclLimits | None = None) -> dict:
     """ForestColl's row of ``canopy compare`` alone: the schedule it would export (App. E's
     LP for allreduce where it wins; the schedule and layout
     :func:`canopy.engine.msccl.connections.runtime_schedule` chooses), its bound and its
     simulated algbw; fractions are of the optimum ForestColl proves."""
     start = time.process_time()
-    fc = compare(topology, collective, sizes=sizes, algorithms=()).row("forestcoll")
+    fc = compare(topology, collective, sizes=sizes, algorithms=(),
+                 limits=limits).row("forestcoll")
     optimum = Fraction(fc.details["solve_algbw"])
     row = {"collective": collective, "bound_gbps": round(float(optimum), 2),
            "k": fc.details["k"], "trees": fc.details["trees"],
@@ -133,17 +138,27 @@ def baselines_main(names: list[str]) -> None:
                       "all_won": all(r["forestcoll_wins"] for r in results)}, indent=1))
 
 
+def option(args: list[str], name: str) -> str | None:
+    """The value of ``--name=value`` among ``args``, or None."""
+    return next((a.split("=", 1)[1] for a in args if a.startswith(f"--{name}=")), None)
+
+
 def main(args: list[str]) -> None:
     names = [a for a in args if not a.startswith("--")]
     if "--baselines" in args:
         baselines_main(names)
         return
     sizes = (1 << 30,) if "--quick" in args else SIZES
+    sms = option(args, "sms")
+    limits = MscclLimits(max_tbs_per_gpu=int(sms)) if sms else None
+    only = option(args, "collective")
     results = []
     for name, topo in topologies(names):
-        for collective in COLLECTIVES:
-            row = measure(topo, collective, sizes)
+        for collective in (only,) if only else COLLECTIVES:
+            row = measure(topo, collective, sizes, limits)
             row["topology"] = name
+            if sms:
+                row["threadblocks_per_gpu_limit"] = int(sms)
             results.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     print(json.dumps({"benchmark": "executed", "results": results}, indent=1))

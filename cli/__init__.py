@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from canopy.engine.collector import batch_collector
 from canopy.engine.errors import CanopyError
 from canopy.engine.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
 from canopy.engine.logs import report_internal_error
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command is None:
         args = parser.parse_args(["gui"])
+    if args.command != "gui":       # the editor keeps its own (canopy.app.heap)
+        batch_collector()
     try:
         return int(args.run(args) or 0)
     except CanopyError as exc:

@@ -95,10 +95,15 @@ def summary(schedule: Schedule, topology: Topology, seconds: float,
         f"schedule k:      {number_text(schedule.k)} trees per node, "
         f"y = {exact(schedule.tree_bandwidth)} per tree",
     ]
-    heights = [t.height for t in schedule.trees]
+    # an allreduce whose reduce phase has trees of its own (App. E) counts both phases,
+    # as the Results and Trees docks do
+    trees = schedule.trees + (schedule.reduce_trees or [])
+    heights = [t.height for t in trees]
+    phases = (f": {len(schedule.trees)} broadcast, {len(schedule.reduce_trees)} reduce"
+              if schedule.reduce_trees else "")
     lines += [
-        f"trees:           {len(schedule.trees)} distinct "
-        f"({number_text(n * schedule.k)} unit trees), "
+        f"trees:           {len(trees)} distinct "
+        f"({number_text(sum(t.multiplicity for t in trees))} unit trees{phases}), "
         f"height {min(heights)}-{max(heights)}",
         f"schedule algbw:  {bw(schedule.algbw)} (verified)",
         f"time:            {seconds:.3f} s",

@@ -25,7 +25,10 @@ the LP's floating-point solution into a verified schedule:
    and is two-way with one bandwidth, N·k' undirected spanning trees for a smaller k'
    may reach the same x, each reducing up and broadcasting down
    (:mod:`canopy.engine.spanning_trees`: on the 4x4 mesh k' = 1 against k = 3); then
-   those run.
+   those run. Otherwise, where that k is above 1, integer tree counts per link for
+   k = 1, 2, ... ROUNDED_MAX_K at the same x (:mod:`canopy.engine.allreduce_rounding`, a
+   MILP) may pack fewer trees than the LP's own budgets (mi250-8plus8: k = 1 against 8,
+   so every unit tree edge gets a connection of its own); the first that builds runs.
 5. :func:`canopy.engine.verification.verify` checks the schedule exactly: both phases'
    loads added on every link within its bandwidth, every tree spanning, k trees per root.
 """
@@ -38,6 +41,7 @@ from fractions import Fraction
 
 from canopy.engine.allreduce_cuts import solve_allreduce_cuts
 from canopy.engine.allreduce_lp import AllreduceLP, cut_bound, lp_size, solve_allreduce_lp
+from canopy.engine.allreduce_rounding import MAX_VARIABLES, integer_budgets, milp_size
 from canopy.engine.errors import CanopyError, ScheduleError
 from canopy.engine.forest import build_forest
 from canopy.engine.network import Network
@@ -54,6 +58,7 @@ FEWEST_K_LIMIT = 64         # k tried one by one before the exact k = x / gcd
 FLOWS_MAX_VARIABLES = 20_000  # larger LPs are solved by cut generation (allreduce_cuts)
 AUTO_TIME_LIMIT_S = 60.0    # "auto" gives HiGHS this long
 LP_MODES = ("auto", "on", "off")
+ROUNDED_MAX_K = 3           # integer budgets (allreduce_rounding) are tried up to this k
 
 
 @dataclass(frozen=True)
@@ -121,14 +126,43 @@ def _trees(nets: tuple[Network, Network], x: Fraction, progress: Progress | None
     raise AssertionError("the exact k always builds")
 
 
+def _rounded_trees(net: Network, x: Fraction, below_k: int, progress: Progress | None,
+                   timings: dict[str, float]
+                   ) -> tuple[int, Fraction, list[list[Tree]]] | None:
+    """(k, y, [reduce trees, broadcast trees]) at rate ``x`` for the fewest k below
+    ``below_k`` (at most ROUNDED_MAX_K) whose integer tree counts per link
+    (:func:`canopy.engine.allreduce_rounding.integer_budgets`) build, or None. The counts
+    become budgets n·y, whose floors at U = 1/y are the counts again (Thm 13)."""
+    if milp_size(net) > MAX_VARIABLES:
+        return None
+    start = time.perf_counter()
+    try:
+        for k in range(1, min(below_k, ROUNDED_MAX_K + 1)):
+            y = x / k
+            found = integer_budgets(net, k, y)
+            if found is None:
+                continue
+            budgets = Budgets(*({e: n * y for e, n in counts.items()} for counts in found))
+            try:
+                forests = [build_forest(n, floored(n, 1 / y), k, progress, timings)
+                           for n in _phase_networks(net, budgets)]
+            except ScheduleError:
+                continue
+            return k, y, forests
+        return None
+    finally:
+        timings["integer budgets"] = time.perf_counter() - start
+
+
 def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
                 progress: Progress | None = None, where: str = "",
                 spanning: bool = True) -> Schedule:
     """The verified allreduce schedule of LP (6) with equal rates (see the module doc).
 
     ``lp`` must come from :func:`solve_allreduce_lp` with ``equal_rates=True`` on this
-    topology (solved here if None). ``spanning`` False keeps the per-phase trees of step 4
-    even where spanning trees for both phases would need fewer.
+    topology (solved here if None). ``spanning`` False keeps the per-phase trees of the
+    LP's own budgets (step 4) even where spanning trees for both phases or integer
+    budgets would need fewer.
     ``schedule.extra["allreduce_lp"]`` records the LP, the exact algbw and the gain over
     reduce-scatter + allgather.
     """
@@ -146,6 +180,9 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
         k, y, trees = symmetric
         reduce_trees = trees
     timings["spanning trees"] = time.perf_counter() - start_symmetric
+    fewer = _rounded_trees(net, x, k, progress, timings) if spanning and k > 1 else None
+    if fewer is not None:
+        k, y, (reduce_trees, trees) = fewer
     opt = find_optimum(net)
     summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
                              opt.k, opt.tree_bandwidth)
@@ -167,7 +204,9 @@ def lp_schedule(topology: Topology, lp: AllreduceLP | None = None,
                 gain_exact_percent=str((algbw / lp.rs_ag - 1) * 100),
                 rates="equal", budgets_rationalized_to=f"1/{DENOMINATOR_LIMIT} of the "
                 "largest bandwidth",
-                trees=("one spanning tree per unit tree for both phases (two-way links)"
+                trees=("in-trees and out-trees per phase in integer link budgets (MILP)"
+                       if fewer is not None else
+                       "one spanning tree per unit tree for both phases (two-way links)"
                        if symmetric is not None else "in-trees and out-trees per phase"))
     schedule.extra["allreduce_lp"] = info
     timings["total"] = time.perf_counter() - start

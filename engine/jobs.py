@@ -31,6 +31,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any
 
+from canopy.engine.collector import batch_collector
 from canopy.engine.errors import CanopyError
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class _PipeProgress:
 def _child(conn: Connection, log_path: str, func: Callable[..., Any], args: tuple[Any, ...],
            kwargs: dict[str, Any]) -> None:
     os.nice(CHILD_NICENESS)
+    batch_collector()
     try:
         result = func(*args, progress=_PipeProgress(conn), **kwargs)
     except CanopyError as exc:

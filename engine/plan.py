@@ -139,8 +139,15 @@ def link_loads(plan: CollectivePlan) -> dict[Edge, Fraction]:
 def bandwidth_bound(plan: CollectivePlan, capacities: Mapping[Edge, Fraction]
                     ) -> tuple[Fraction, Edge]:
     """(algbw in GB/s, the most congested link): message size over bandwidth-only time."""
+    return loads_bound(link_loads(plan), capacities)
+
+
+def loads_bound(loads: Mapping[Edge, Fraction], capacities: Mapping[Edge, Fraction]
+                ) -> tuple[Fraction, Edge]:
+    """:func:`bandwidth_bound` of a plan whose :func:`link_loads` are ``loads`` (of the
+    links equally congested, the first in sorted order)."""
     worst: tuple[Fraction, Edge] | None = None
-    for link, load in link_loads(plan).items():
+    for link, load in loads.items():
         if link not in capacities:
             raise ScheduleError(f"internal error: the plan uses link {link[0]} -> {link[1]}, "
                                 "which is not in the topology.")
@@ -193,23 +200,25 @@ def chain_trees(order: list[str], hops: Mapping[Edge, Path], share: Fraction,
     into it (reduce-scatter), each carrying ``share`` of the message.
 
     The ring is ``order`` closed into a cycle; ``hops[(a, b)]`` is the route of the hop
-    a -> b. A reduce-scatter chain for node j starts at j+1 and ends at j.
+    a -> b. A reduce-scatter chain for node j starts at j+1 and ends at j. Every chain
+    crossing a hop holds the same (immutable) edge object: N edges per ring, not N·(N-1).
     """
     n = len(order)
-    trees = []
-    for j in range(n):
-        edges = []
-        if reduce:
-            # chunk j: j+1 -> j+2 -> ... -> j; as a tree rooted at j, parents first.
-            for i in range(n - 1):
-                parent, child = order[(j - i) % n], order[(j - i - 1) % n]
-                edges.append(FlowEdge(parent, child, hops[(child, parent)], channel=key))
-        else:
-            for i in range(n - 1):
-                parent, child = order[(j + i) % n], order[(j + i + 1) % n]
-                edges.append(FlowEdge(parent, child, hops[(parent, child)], channel=key))
-        trees.append(FlowTree((key, order[j]), order[j], tuple(edges), share, reduce))
-    return trees
+    if n < 2:
+        return [FlowTree((key, root), root, (), share, reduce) for root in order]
+    if reduce:
+        # chunk j: j+1 -> j+2 -> ... -> j; as a tree rooted at j, parents first. Edge i
+        # has parent order[i] and child order[i-1]; its data crosses the hop into order[i].
+        edge = [FlowEdge(order[i], order[i - 1], hops[(order[i - 1], order[i])], channel=key)
+                for i in range(n)]
+        step = -1
+    else:
+        edge = [FlowEdge(order[i], order[(i + 1) % n], hops[(order[i], order[(i + 1) % n])],
+                         channel=key) for i in range(n)]
+        step = 1
+    return [FlowTree((key, order[j]), order[j],
+                     tuple(edge[(j + step * i) % n] for i in range(n - 1)), share, reduce)
+            for j in range(n)]
 
 
 def ring_plan(collective: str, compute: list[str], rings: list[tuple[list[str], dict[Edge, Path]]]

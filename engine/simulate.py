@@ -54,7 +54,13 @@ TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
   the former middle-of-run period gave 86 % of the bound, the full run and this
   extrapolation 97.3 %). On chains and rings it is exact or within 0.1 %, on
   ForestColl's forests within 0.1 % of the full run (tests). A loop whose increments
-  have not settled by half its length is run in full.
+  have not settled by half its length is run in full, and so is a loop shorter than
+  fourteen times twice its stages, unless asked for ``saturated`` (``canopy compare``'s
+  baselines): then runs of an eighth, three sixteenths and a quarter of it that show
+  its busiest link saturated give the rest at that link's time per iteration
+  (:func:`loop_time`; Blink and TACOS at 8 x DGX A100 within 0.04 % of the full runs,
+  in 43 % and 56 % of the sends). ForestColl's forests are not timed so: on mi250-2x16
+  their increments dip below the link's time long after the short runs (0.35 % off).
 * Compute nodes store and forward (a GPU forwards a piece once it has it whole, or
   once all its children's pieces have arrived, for reductions). ``switch_mode=
   "store-and-forward"`` makes switches do the same: every link becomes its own
@@ -128,6 +134,9 @@ MAX_MESSAGES = 30_000                 # sends unrolled per simulation; longer lo
 PIECES_PER_STAGE = 2                  # the first depth tried: 2 x stages pieces
 PERIOD_TOLERANCE = Fraction(1, 100)   # successive increments of an extrapolation that agree
 MIN_UNROLL = 4                        # the shortest run when extrapolating
+SATURATION_SHARE = 8                  # a saturated loop's first run: 1/8 of its iterations
+MIN_SATURATED = 8                     # and at least this many
+SATURATED = Fraction(1, 500)          # its increment within 0.2 % of the floor: saturated
 MIN_GAIN = Fraction(1, 200)           # within 0.5 % of the floor, no deeper run
 REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
 CHECK_EVERY = 1 << 12                 # events between calls of a simulation's ``check``
@@ -244,14 +253,43 @@ def run_program(topology: Topology, program: Program,
     return _run(topology, flat, default_latency, exact, check, arrivals)
 
 
-def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool,
-         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
-         links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
-         ) -> Fraction:
-    """:func:`run_program` on a program in flat form: the routes become link ids, then
-    :func:`_event_loop` runs (compiled for float runs when numba is installed). A folded
-    program (:mod:`canopy.engine.quotient`) gives per link its orbit's representative
-    and capacity factor as ``links``."""
+@dataclass
+class _Network:
+    """The links a program's connections cross, as the event loop reads them: per link
+    its capacity (bytes/µs), per connection its links ``conn_link[conn_ptr[c]:
+    conn_ptr[c+1]]``, latency and weight, in the numbers of the run (Fractions or
+    floats); ``compiled`` holds the same as numpy arrays, with the delivery queues per
+    latency, once a compiled run asks for them."""
+
+    cap: list[Any]
+    conn_ptr: list[int]
+    conn_link: list[int]
+    alpha: list[Any]
+    weight: list[Any]
+    compiled: tuple[Any, ...] | None = None
+
+    def arrays(self) -> tuple[Any, ...]:
+        """(cap, conn_ptr, conn_link, alpha, lane, lanes, weight) for the compiled loop:
+        deliveries queue per latency (20 % faster on TACOS); as Python the queues' scan
+        at every event costs more than the heap (the same events either way)."""
+        if self.compiled is None:
+            latencies = sorted(set(self.alpha))
+            lanes = len(latencies) if len(latencies) <= DELIVERY_QUEUES else 0
+            lane_of = {a: i for i, a in enumerate(latencies[:lanes])}
+            f64 = np.float64
+            self.compiled = (np.array(self.cap, f64), np.array(self.conn_ptr, np.int64),
+                             np.array(self.conn_link, np.int64), np.array(self.alpha, f64),
+                             np.array([lane_of.get(a, -1) for a in self.alpha], np.int64),
+                             lanes, np.array(self.weight, f64))
+        return self.compiled
+
+
+def _network(topology: Topology, connections: list[Connection], default_latency: Fraction,
+             exact: bool,
+             links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
+             ) -> _Network:
+    """The routes of ``connections`` as link ids (see :func:`_run`). Raises ScheduleError
+    for a link the topology lacks or a connection without one."""
     num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
     caps = topology.capacities()
     lats = topology.latencies()
@@ -260,7 +298,7 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
     conn_ptr = [0]
     conn_link: list[int] = []
     conn_alpha: list = []
-    for connection in flat.connections:
+    for connection in connections:
         alpha = Fraction(0)
         for link in path_links(connection.route):
             if link not in caps:
@@ -277,34 +315,41 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
                                 "cross.")
         conn_ptr.append(len(conn_link))
         conn_alpha.append(num(alpha))
-    weight = [num(connection.weight) for connection in flat.connections]
+    return _Network(cap, conn_ptr, conn_link, conn_alpha,
+                    [num(connection.weight) for connection in connections])
+
+
+def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool,
+         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
+         links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None,
+         network: _Network | None = None) -> Fraction:
+    """:func:`run_program` on a program in flat form: the routes become link ids
+    (:func:`_network`, or ``network`` where the caller keeps them for its connections),
+    then :func:`_event_loop` runs (compiled for float runs when numba is installed). A
+    folded program (:mod:`canopy.engine.quotient`) gives per link its orbit's
+    representative and capacity factor as ``links``."""
+    net = network if network is not None else \
+        _network(topology, flat.connections, default_latency, exact, links)
     n = len(flat.conn)
     if n == 0:
         return Fraction(0)
+    num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
     amount = [num(a) for a in flat.amounts]
     conn = flat.conn
     queue_ptr = np.zeros(len(flat.connections) + 1, dtype=np.int64)
     np.cumsum(np.bincount(conn, minlength=len(flat.connections)), out=queue_ptr[1:])
-    queue = np.argsort(conn, kind="stable")
+    # a stable sort of 16-bit keys is NumPy's radix sort: 5-8x faster than of int64s
+    keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
+    queue = np.argsort(keys, kind="stable")
     compiled = None if exact or n < COMPILE_FROM else _compiled_loop()
-    # compiled, deliveries queue per latency (20 % faster on TACOS); as Python the queues'
-    # scan at every event costs more than the heap (the same events either way)
-    latencies = sorted(set(conn_alpha)) if compiled is not None else []
-    lanes = len(latencies) if len(latencies) <= DELIVERY_QUEUES else 0
-    lane_of = {a: i for i, a in enumerate(latencies[:lanes])}
-    lane = [lane_of.get(a, -1) for a in conn_alpha]
     if compiled is not None:
         if check is not None:
             check()
         times = np.zeros(n)
-        f64 = np.float64
         _CHECK[0] = check
         try:
             end, delivered = compiled(
-                np.array(cap, f64), np.array(conn_ptr, np.int64),
-                np.array(conn_link, np.int64), np.array(conn_alpha, f64),
-                np.array(lane, np.int64), lanes,
-                np.array(weight, f64), conn, np.array(amount, f64)[flat.amount_of],
+                *net.arrays(), conn, np.array(amount, np.float64)[flat.amount_of],
                 flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
                 _COMPILED[1])
         finally:
@@ -315,12 +360,13 @@ def _run(topology: Topology, flat: _Flat, default_latency: Fraction, exact: bool
         if arrivals is not None:
             arrivals[:] = times.tolist()
     else:
-        times_list: list = [cap[0] * 0] * n
+        times_list: list = [net.cap[0] * 0] * n
         size = [amount[a] for a in flat.amount_of.tolist()]
-        end, delivered = _event_loop(cap, conn_ptr, conn_link, conn_alpha, lane, lanes,
-                                     weight, conn.tolist(), size, flat.pending.tolist(),
-                                     flat.dep_ptr.tolist(), flat.dep_idx.tolist(),
-                                     queue_ptr.tolist(), queue.tolist(), times_list, check)
+        end, delivered = _event_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
+                                     [-1] * len(net.alpha), 0, net.weight, conn.tolist(),
+                                     size, flat.pending.tolist(), flat.dep_ptr.tolist(),
+                                     flat.dep_idx.tolist(), queue_ptr.tolist(),
+                                     queue.tolist(), times_list, check)
         if arrivals is not None:
             arrivals[:] = times_list
     if delivered != n:
@@ -1149,7 +1195,7 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
              pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US,
              switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
              exact: bool = False, budget: int | None = MAX_MESSAGES,
-             symmetry: bool = True) -> SimulationResult:
+             symmetry: bool = True, saturated: bool = False) -> SimulationResult:
     """Run ``plan`` for a message of ``message_size`` bytes in ``pieces`` loop iterations.
 
     ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"``; ``check``
@@ -1157,7 +1203,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     here (see :func:`min_pieces` and :func:`fastest`).
 
     A loop of more than ``budget`` sends (``None``: no limit) is extrapolated from its
-    period (:func:`loop_time`).
+    period (:func:`loop_time`; with ``saturated``, also a loop short next to its pipeline
+    once its busiest link is saturated).
     ``SimulationResult.unrolled`` is the longest run (0 for a full run).
 
     With ``symmetry`` (default), a program invariant under the rotation of identical
@@ -1170,12 +1217,12 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     _check_mode(switch_mode)
     size = Fraction(message_size)
     key = (id(plan), _network_key(topology), size, pieces, default_latency, switch_mode,
-           exact, budget, symmetry)
+           exact, budget, symmetry, saturated)
     known = _RESULTS.get(key)
     if known is not None and known[0]() is plan and known[1]() is topology:
         return known[2]
     result = _simulate(topology, plan, size, pieces, default_latency, switch_mode, check,
-                       exact, budget, symmetry)
+                       exact, budget, symmetry, saturated)
     if len(_RESULTS) >= RESULTS_KEPT:
         _RESULTS.pop(next(iter(_RESULTS)))
     _RESULTS[key] = (weakref.ref(plan), weakref.ref(topology), result)
@@ -1196,7 +1243,7 @@ def _network_key(topology: Topology) -> Hashable:
 def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
               default_latency: Fraction, switch_mode: str,
               check: Callable[[], None] | None, exact: bool, budget: int | None,
-              symmetry: bool) -> SimulationResult:
+              symmetry: bool, saturated: bool = False) -> SimulationResult:
     """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
     at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
     connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
@@ -1208,12 +1255,19 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
                    lambda: (topology, _folded(topology, plan, template)))[1] \
         if symmetry else None
 
+    running, links = (template, None) if folded is None else folded
+    network = _memo(plan, ("network", switch_mode, _network_key(topology), default_latency,
+                           exact, folded is None),
+                    lambda: (topology, _network(topology, running.connections,
+                                                default_latency, exact, links)))[1]
+
     def run(count: int) -> Fraction:
-        if folded is None:
-            flat = _expand(template, size * count / pieces, count)
-            return _run(topology, flat, default_latency, exact, check, None)
-        flat = _expand(folded[0], size * count / pieces, count)
-        return _run(topology, flat, default_latency, exact, check, None, folded[1])
+        # a run is a whole program: the same sends asked for again (Blink's 32
+        # iterations at 16 MiB are the first probe of its 256 at 128 MiB) run once
+        return _memo(plan, ("run", switch_mode, _network_key(topology), default_latency,
+                            exact, folded is None, size * count / pieces, count),
+                     lambda: _run(topology, _expand(running, size * count / pieces, count),
+                                  default_latency, exact, check, None, links, network))
 
     def floor() -> Fraction:
         return (bandwidth_floor(topology, plan, size) if exact
@@ -1221,7 +1275,7 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
 
     per_piece = len(template.conn)
     loop = loop_time(run, pieces, per_piece, pipeline_stages(topology, plan, switch_mode),
-                     floor, budget)
+                     floor, budget, saturated)
     executed = loop.messages if folded is None else \
         loop.messages // per_piece * len(folded[0].conn)
     return SimulationResult(loop.time_us, size, pieces, executed, True, loop.unrolled)
@@ -1238,7 +1292,8 @@ class LoopTime:
 
 
 def loop_time(run: Callable[[int], Fraction], pieces: int, per_piece: int, stages: int,
-              floor: Callable[[], Fraction], budget: int | None = MAX_MESSAGES) -> LoopTime:
+              floor: Callable[[], Fraction], budget: int | None = MAX_MESSAGES,
+              saturated: bool = False) -> LoopTime:
     """The time of a loop of ``pieces`` identical iterations of ``per_piece`` sends each,
     ``run(n)`` being the time of the same loop cut after n iterations (same piece size)
     and ``floor()`` the busiest link's time per iteration. The one extrapolation rule of
@@ -1256,11 +1311,19 @@ def loop_time(run: Callable[[int], Fraction], pieces: int, per_piece: int, stage
     while the pipeline fills, the increments can agree on a period half again too slow
     (mi250-2x16 reduce-scatter: 17.7 µs per iteration from runs of 2, 4 and 8, 11.84
     from 64 on, the stages being 22). A loop shorter than fourteen times h, or whose
-    increments have not settled by half its length, is run in full.
+    increments have not settled by half its length, is run in full; with ``saturated``,
+    one shorter than fourteen times h is first tried by :func:`_saturated` (which counts
+    its runs' sends even where it finds no saturation).
     """
     first = max(MIN_UNROLL, PIECES_PER_STAGE * stages, (budget or 0) // max(7 * per_piece, 1))
-    if budget is None or pieces * per_piece <= budget or pieces < 14 * first:
+    if budget is None or pieces * per_piece <= budget:
         return LoopTime(run(pieces), pieces * per_piece, 0)
+    if pieces < 14 * first:
+        short = _saturated(run, pieces, per_piece, floor) if saturated else LoopTime(
+            Fraction(0), 0, 0)
+        if short.unrolled:
+            return short
+        return LoopTime(run(pieces), short.messages + pieces * per_piece, 0)
     least = floor()
     count, time = first, run(first)
     executed = count
@@ -1275,6 +1338,49 @@ def loop_time(run: Callable[[int], Fraction], pieces: int, per_piece: int, stage
         if len(steps) >= 2 and abs(steps[-1] - steps[-2]) <= PERIOD_TOLERANCE * steps[-1]:
             break
     return LoopTime(time + (pieces - count) * steps[-1], executed * per_piece, count)
+
+
+def _saturated(run: Callable[[int], Fraction], pieces: int, per_piece: int,
+               floor: Callable[[], Fraction]) -> LoopTime:
+    """The loop of ``pieces`` iterations extrapolated at the busiest link's time per
+    iteration (``floor()``) where a short run shows that link saturated: runs of n, 3n/2
+    and 2n iterations, n the even number nearest below ``pieces`` / SATURATION_SHARE
+    (at least MIN_SATURATED), whose increments over both halves (T(3n/2) - T(n),
+    T(2n) - T(3n/2), per iteration) are within PERIOD_TOLERANCE of the floor and over the
+    whole window within SATURATED of it. A link busy all the time moves each further
+    iteration in exactly its time, and no loop runs faster than that, so the rest of the
+    loop adds ``floor()`` per iteration: T(pieces) = T(2n) + (pieces - 2n) · floor.
+
+    This is for the loops :func:`loop_time` would otherwise run in full because they are
+    short next to their pipeline (Blink's single-root trees at 256 iterations, 42
+    stages; TACOS's timetables, whose pieces go back to back): at 8 x DGX A100 their
+    increments reach the floor from n = 32 and n = 8, and the extrapolations differ
+    from the full runs by 0.03 % and less (tests); on the samples' Blink rows by at most
+    0.073 % (dgx-a100-4x8 at 1 GiB). Where the link never saturates (Blink on
+    rail-leaf-spine-4x8: increments 10 % below the floor through 64 iterations, the fill
+    still draining) the probes are lost: up to 9/16 of the loop on top of its full run.
+    Both halves are checked, not only the window: Blink on tacos-2d-switch-8x4 at 68
+    iterations runs +3.1 % and -3.1 % of the floor in them, 0.03 % over the window, and
+    its loop ends 0.33 % from that extrapolation.
+    Returns the runs' sends and, where the floor was not reached, ``unrolled`` 0 (the
+    caller runs the loop in full)."""
+    n = pieces // SATURATION_SHARE // 2 * 2
+    if n < MIN_SATURATED:
+        return LoopTime(Fraction(0), 0, 0)
+    least = floor()
+    start, middle = run(n), run(n + n // 2)
+
+    def near(step: Fraction, tolerance: Fraction) -> bool:
+        return abs(step - least) <= tolerance * least
+
+    if not near((middle - start) / (n // 2), PERIOD_TOLERANCE):
+        return LoopTime(Fraction(0), (n + n + n // 2) * per_piece, 0)
+    end = run(2 * n)
+    executed = (n + n + n // 2 + 2 * n) * per_piece
+    if not (near((end - middle) / (n // 2), PERIOD_TOLERANCE)
+            and near((end - start) / n, SATURATED)):
+        return LoopTime(Fraction(0), executed, 0)
+    return LoopTime(end + (pieces - 2 * n) * least, executed, 2 * n)
 
 
 def _folded(topology: Topology, plan: CollectivePlan, template: _Template
@@ -1317,8 +1423,16 @@ def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float
 
 def _congestion(topology: Topology, plan: CollectivePlan) -> float:
     """The busiest link's load per byte of message over its bandwidth (exact, as a float)."""
-    algbw, _ = bandwidth_bound(plan, topology.capacities())
-    return float(1 / algbw)
+    return float(1 / plan_bound(topology, plan)[0])
+
+
+def plan_bound(topology: Topology, plan: CollectivePlan) -> tuple[Fraction, tuple[str, str]]:
+    """:func:`canopy.engine.plan.bandwidth_bound` of ``plan`` on ``topology``, kept with
+    the plan's other facts (:func:`_memo`) while it is the plan being timed: TACOS's
+    plan per size walks 16,000 tree edges at 64 GPUs for its floor and again for its
+    row's bound."""
+    return _memo(plan, ("bound", _network_key(topology)),
+                 lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
 
 
 def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
@@ -1364,7 +1478,8 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
-            chunk_bytes: int | None = CHUNK_BYTES) -> SimulationResult:
+            chunk_bytes: int | None = CHUNK_BYTES, saturated: bool = False
+            ) -> SimulationResult:
     """The best time over pipeline depths (as a tuned runtime would pick).
 
     Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
@@ -1374,11 +1489,13 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     already within MIN_GAIN of :func:`bandwidth_floor`, the most. In this model a deeper
     pipeline is never slower but for the sharing of links (α is latency, hidden behind
     the connection's next message; fill and drain shrink with the piece), so the deepest
-    is the runtime's best but where a shallower one is measured faster.
+    is the runtime's best but where a shallower one is measured faster. ``saturated``:
+    as in :func:`simulate`.
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
     limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
     target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
     return best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
-                                              default_latency, switch_mode, check),
+                                              default_latency, switch_mode, check,
+                                              saturated=saturated),
                       lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)))

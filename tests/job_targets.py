@@ -15,3 +15,8 @@ def count_to(n, progress):
     for i in range(n):
         progress("counting", i / n)
     return n
+
+
+def collector_threshold(progress):
+    import gc
+    return gc.get_threshold()[0], gc.get_freeze_count() > 0

@@ -24,3 +24,13 @@ def test_within_one_percent_only_where_the_baselines_bound_is_the_optimum():
                                (SIZE,))
     assert not forestcoll_wins(fc, _row("tacos", optimum, Fraction(990)), optimum, (SIZE,))
     assert forestcoll_wins(fc, _row("ring", Fraction(169), Fraction(1005)), optimum, (SIZE,))
+
+
+def test_options_name_the_thread_blocks_and_the_collective():
+    """--sms=104 lays ForestColl out for an MI250 GCD's 104 compute units; --collective
+    picks one collective; absent options are None."""
+    from bench.executed import option
+
+    args = ["mi250-2x16.json", "--quick", "--sms=104", "--collective=allreduce"]
+    assert option(args, "sms") == "104" and option(args, "collective") == "allreduce"
+    assert option(args, "tolerance") is None and option(["--sms"], "sms") is None

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from canopy.engine.errors import CanopyError
 from canopy.engine.maxflow import (
     INT64_SAFE,
+    LOADED_BUDGET,
     PYTHON_BUDGET,
     FlowNetwork,
     available_backends,
@@ -139,3 +140,20 @@ def test_the_python_budget_hands_over_to_the_fastest_backend(monkeypatch):
     monkeypatch.setattr("canopy.engine.maxflow.dinic", lambda *a: calls.append(a) or dinic(*a))
     assert diamond(None).max_flow(0, 3) == 5
     assert len(calls) == (default_backend() == "python")
+
+
+@pytest.mark.parametrize("numpy_loaded", [True, False])
+def test_with_numpy_loaded_ortools_takes_over_sooner(monkeypatch, numpy_loaded):
+    """Where numpy is loaded, loading OR-Tools costs a third of the first load, and so
+    does the python budget (LOADED_BUDGET arcs); without numpy it stays PYTHON_BUDGET."""
+    import sys
+
+    monkeypatch.delenv("CANOPY_MAXFLOW", raising=False)
+    if not numpy_loaded:
+        monkeypatch.delitem(sys.modules, "numpy")   # (restored after the test)
+    monkeypatch.setattr("canopy.engine.maxflow._python_spent", LOADED_BUDGET)
+    calls = []
+    monkeypatch.setattr("canopy.engine.maxflow.dinic", lambda *a: calls.append(a) or dinic(*a))
+    monkeypatch.setattr(FlowNetwork, "_ortools", lambda self, s, t, cut: (5, [s]))
+    assert diamond(None).max_flow(0, 3) == 5
+    assert len(calls) == (not numpy_loaded)

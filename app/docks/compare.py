@@ -130,7 +130,7 @@ class CompareDock(QDockWidget):
         self._started = 0.0
         self.options: dict = {}
         self.stale = False
-        self._signature: tuple | None = None
+        self.signature: tuple | None = None
         self._pending: tuple | None = None      # signature of the run in progress
 
         self.summary = QLabel()
@@ -285,7 +285,7 @@ class CompareDock(QDockWidget):
 
     def _on_finished(self, comparison: Comparison) -> None:
         self._done()
-        self._signature = self._pending
+        self.signature = self._pending
         self.show_comparison(comparison)
         self.check_stale()
         self.compared.emit(comparison, time.perf_counter() - self._started)
@@ -312,7 +312,7 @@ class CompareDock(QDockWidget):
         """Another topology was opened: a comparison of a different network is dropped
         (it was not edited into this one, so "stale" would mislead)."""
         if self.comparison is not None and not self._running \
-                and network_signature(self.doc.topology) != self._signature:
+                and network_signature(self.doc.topology) != self.signature:
             self.clear()
 
     def clear(self) -> None:
@@ -332,7 +332,7 @@ class CompareDock(QDockWidget):
         self._stale_timer.stop()
         if self.comparison is None:
             return
-        self.stale = network_signature(self.doc.topology) != self._signature
+        self.stale = network_signature(self.doc.topology) != self.signature
         self.stale_label.setVisible(self.stale)
         self._fade(self.stale)
         self.setWindowTitle("Compare (stale)" if self.stale else "Compare")

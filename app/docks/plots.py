@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from canopy.app.docks.banner import SolutionDock
+from canopy.app.docks.compare import network_signature
 from canopy.app.solution import Solution
 from canopy.engine.comparison import Comparison
 from canopy.engine.limits import number_text
@@ -58,6 +59,7 @@ class PlotsDock(SolutionDock):
         super().__init__(TITLE, "PlotsDock", parent)
         self.solution: Solution | None = None
         self.comparison: Comparison | None = None
+        self.compared_network: tuple | None = None
         row = QHBoxLayout(self.body)
         row.setContentsMargins(0, 0, 0, 0)
         self.k_plot = _plot_widget("algbw with k fixed", "algbw (GB/s)", "k (trees per node)")
@@ -135,23 +137,46 @@ class PlotsDock(SolutionDock):
         def finish() -> None:
             for widget in (self.k_plot, self.time_plot):
                 self._release(widget)
-            if solution is not None and not failed and solution.executed_note \
-                    and self.solution is solution:
-                self.time_plot.setTitle(f"{TIME_TITLE} (executed time not simulated: "
-                                        f"{solution.executed_note})",
-                                        color="#2d3440", size="10pt")
+            if solution is not None and not failed and self.solution is solution:
+                self._set_time_title(solution)
             self.set_stale(stale)
 
         return [start, plot(self._plot_k), plot(self._plot_k_marks),
                 lambda: self._release(self.k_plot),
                 plot(self._plot_time), lambda: self._release(self.time_plot), finish]
 
-    def set_comparison(self, comparison: Comparison | None) -> None:
-        """Draw the compared algorithms' executed times too (same collective only)."""
+    def set_comparison(self, comparison: Comparison | None, network: tuple | None = None
+                       ) -> None:
+        """Draw the compared algorithms' executed times too: ForestColl's as exported and
+        the baselines'. ``network`` is the compared network's
+        :func:`~canopy.app.docks.compare.network_signature`; a comparison is drawn only
+        beside a solution of the same network and collective."""
         self.comparison = comparison
+        self.compared_network = network
         if self.solution is not None:
             self.time_plot.clear()
             self._plot_time(self.solution)
+            self._set_time_title(self.solution)
+
+    def _compared(self, solution: Solution) -> Comparison | None:
+        """The comparison, when it is of ``solution``'s network and collective."""
+        comp = self.comparison
+        if comp is None or comp.collective != solution.collective \
+                or self.compared_network != network_signature(solution.topology):
+            return None
+        return comp
+
+    def _set_time_title(self, solution: Solution) -> None:
+        """The time plot's title; where the editor did not simulate the schedule, a
+        second line says why, until a comparison draws the exported schedule's times."""
+        title = TIME_TITLE
+        fc = self._compared(solution)
+        exported = fc is not None and fc.row("forestcoll") is not None \
+            and bool(fc.row("forestcoll").times_us)   # type: ignore[union-attr]
+        if solution.executed_note and not exported:
+            title += ("<br><span style='font-size:8pt'>executed time not simulated here: "
+                      f"{solution.executed_note}</span>")
+        self.time_plot.setTitle(title, color="#2d3440", size="10pt")
 
     def _plot_k(self, solution: Solution) -> None:
         plot = self.k_plot
@@ -203,8 +228,10 @@ class PlotsDock(SolutionDock):
 
     def _plot_time(self, solution: Solution) -> None:
         plot = self.time_plot
-        # bottom right: times grow with size, so the curves leave that corner empty
-        plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440", labelTextSize="8pt")
+        # top left: times grow with size, so the curves mostly leave that corner empty;
+        # small sizes' latency can reach it, so the legend has a light background
+        plot.addLegend(offset=(10, 10), labelTextColor="#2d3440", labelTextSize="8pt",
+                       brush=(255, 255, 255, 215), pen="#d0d5de")
         schedule = solution.schedule
         sizes = solution.sizes
         plot.plot(sizes, [float(t) for t in solution.bandwidth_us],
@@ -227,9 +254,17 @@ class PlotsDock(SolutionDock):
         self._plot_baselines(solution)
 
     def _plot_baselines(self, solution: Solution) -> None:
-        comp = self.comparison
-        if comp is None or comp.collective != solution.collective:
+        comp = self._compared(solution)
+        if comp is None:
             return
+        fc = comp.row("forestcoll")
+        if fc is not None and fc.times_us:
+            sizes = sorted(fc.times_us)
+            self.time_plot.plot(sizes, [float(fc.times_us[s]) for s in sizes],
+                                pen=pg.mkPen(EXECUTED, width=1.5, style=Qt.PenStyle.DashLine),
+                                symbol="d", symbolSize=8, symbolBrush=EXECUTED, symbolPen="w",
+                                name=f"ForestColl as exported, k = {fc.details.get('k')} "
+                                     "(executed)")
         rows = [r for r in comp.rows if r.algorithm != "forestcoll" and r.times_us]
         for colour, row in zip(BASELINE_COLOURS, rows, strict=False):
             sizes = sorted(row.times_us)

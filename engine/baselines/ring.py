@@ -68,6 +68,9 @@ class _RingSearch:
         scale = math.lcm(*(c.numerator for c in router.capacity.values()))
         self.inverse = {e: int(scale / c) for e, c in router.capacity.items()}
         self.loads: dict[Edge, int] = {}
+        # Per hop u -> v its routes, each with its links and their inverse capacities
+        # (:meth:`hop` scores them thousands of times per ring).
+        self.routes: dict[Edge, list[tuple[Path, list[tuple[Edge, int]]]]] = {}
         # Warnsdorff's rule on each server's nearest-neighbour graph steers the path
         # search towards Hamiltonian paths in sparse (direct-connect) servers.
         self.near: dict[str, set[str]] = {}
@@ -84,9 +87,15 @@ class _RingSearch:
 
     def hop(self, u: str, v: str) -> tuple[int, int, Path] | None:
         """(max, sum) congestion of the best route u -> v with one more hop on it."""
+        routes = self.routes.get((u, v))
+        if routes is None:
+            routes = self.routes[(u, v)] = [
+                (path, [(e, self.inverse[e]) for e in path_links(path)])
+                for path in self.router.paths(u, v)]
         best = None
-        for path in self.router.paths(u, v):
-            ratios = [(self.loads.get(e, 0) + 1) * self.inverse[e] for e in path_links(path)]
+        loads = self.loads
+        for path, links in routes:
+            ratios = [(loads.get(e, 0) + 1) * inverse for e, inverse in links]
             score = (max(ratios), sum(ratios), path)
             if best is None or score[:2] < best[:2]:
                 best = score

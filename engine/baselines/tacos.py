@@ -32,6 +32,7 @@ one chunk per node: 12 steps of 0.5 + 800 µs = 9606 µs.
 
 from __future__ import annotations
 
+import collections
 import functools
 import heapq
 import itertools
@@ -50,12 +51,14 @@ from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import (
     BaselineResult,
     CollectivePlan,
+    Edge,
     FlowEdge,
     FlowTree,
     Path,
     add_path_load,
-    bandwidth_bound,
+    loads_bound,
     path_links,
+    path_loads,
 )
 from canopy.engine.routing import Router
 from canopy.engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
@@ -100,6 +103,7 @@ class Match(NamedTuple):
 
 
 _new_match = functools.partial(tuple.__new__, Match)   # Match(*fields), at C speed
+_end = operator.itemgetter(3)                            # Match.end, at C speed
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ class Timetable:
     @functools.cached_property
     def time(self) -> Fraction:
         """The collective time in µs (computed once: choosing chunk counts asks often)."""
-        return Fraction(max((m.end for m in self.matches), default=0), self.unit)
+        return Fraction(max(map(_end, self.matches), default=0), self.unit)
 
 
 def unwind(topology: Topology, unwinding: str = "ring",
@@ -238,9 +242,10 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     matches are those of the plain loop over every node (tests/test_tacos_synthesis.py keeps
     that loop as the reference).
     """
-    costs = [link_time(chunk_size, x.bandwidth, x.latency) for x in links]
+    costs, kind_of = _link_kinds(links, chunk_size)
     unit = math.lcm(*(c.denominator for c in costs))
-    ticks = [int(c * unit) for c in costs]
+    kind_ticks = [int(c * unit) for c in costs]
+    ticks = [kind_ticks[k] for k in kind_of]
     index = {n: i for i, n in enumerate(nodes)}
     chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
     into: list[list[int]] = [[] for _ in nodes]
@@ -366,15 +371,28 @@ def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     return min(runs, key=lambda t: (t.time, t.seed))
 
 
+def _link_kinds(links: list[LogicalLink], chunk_size: Fraction
+                ) -> tuple[list[Fraction], list[int]]:
+    """The distinct :func:`link_time` of a chunk over ``links`` and, per link, its index
+    among them: the links a switch unwinds into share their bandwidth and latency (8 x DGX
+    A100: 128 links, 2 kinds)."""
+    kinds: dict[tuple[Fraction, Fraction], int] = {}
+    kind_of = [kinds.setdefault((x.bandwidth, x.latency), len(kinds)) for x in links]
+    return [link_time(chunk_size, bandwidth, latency) for bandwidth, latency in kinds], kind_of
+
+
 def receive_bound(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                   chunk_size: Fraction) -> Fraction:
     """A lower bound on the time (µs) of any allgather timetable on ``links``: node d
     receives (N-1)·chunks_per_node chunks, and a link into d taking t per chunk carries
     one at a time, so at most T/t of them by time T; hence T >= (N-1)·chunks_per_node /
     Σ 1/t, for every d. 0 when a node has no link in (synthesis fails there anyway)."""
-    rate = {d: Fraction(0) for d in nodes}
-    for x in links:
-        rate[x.dst] += 1 / link_time(chunk_size, x.bandwidth, x.latency)
+    costs, kind_of = _link_kinds(links, chunk_size)
+    into = {d: [0] * len(costs) for d in nodes}      # per node its links in, by kind
+    for x, k in zip(links, kind_of, strict=True):
+        into[x.dst][k] += 1
+    rate = {d: sum((n / t for n, t in zip(counts, costs, strict=True) if n), Fraction(0))
+            for d, counts in into.items()}
     if not all(rate.values()):
         return Fraction(0)
     need = (len(nodes) - 1) * chunks_per_node
@@ -417,6 +435,22 @@ def check_timetable(table: Timetable) -> None:
                 raise ScheduleError(f"link {x.src} -> {x.dst} carries two chunks at once.")
 
 
+def timetable_loads(tables: list[tuple[Timetable | None, bool]]) -> dict[Edge, Fraction]:
+    """:func:`canopy.engine.plan.link_loads` of the plan of :func:`timetable_trees` of
+    each (table, reduce) (None: no phase), without building the trees: every match is a
+    tree edge over its link's route carrying 1/(N·chunks per node) of the message."""
+    counts: dict[tuple[Path, Fraction], int] = {}
+    for table, reduce in tables:
+        if table is None:
+            continue
+        share = Fraction(1, len(table.nodes) * table.chunks_per_node)
+        for li, count in collections.Counter(m.link for m in table.matches).items():
+            path = table.links[li].path
+            key = (tuple(reversed(path)) if reduce else path, share)
+            counts[key] = counts.get(key, 0) + count
+    return path_loads((path, share * count) for (path, share), count in counts.items())
+
+
 def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     """Each chunk's matches as a tree rooted at its origin.
 
@@ -425,7 +459,7 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     """
     share = Fraction(1, len(table.nodes) * table.chunks_per_node)
     edges: dict[tuple[str, int], list[FlowEdge]] = {}
-    end = max((m.end for m in table.matches), default=0)
+    end = max(map(_end, table.matches), default=0)
     times: dict[int, Fraction] = {}          # one Fraction per distinct tick
     paths = [tuple(reversed(x.path)) if reduce else x.path for x in table.links]
     for m in sorted(table.matches, key=operator.itemgetter(2, 1)):     # (start, link)
@@ -538,10 +572,7 @@ def tacos_baseline(topology: Topology, collective: str = "allgather",
     # The row's bound, like every other row's, is the link congestion of its schedule; the
     # synthesized timetable's own time (steps of whole chunks, idle links between them)
     # is longer, and the pipelined execution may beat it.
-    plan = CollectivePlan(collective, tuple(tacos.nodes),
-                          tuple(timetable_trees(rs, reduce=True)) if rs else (),
-                          tuple(timetable_trees(ag)) if ag else (), ordered_links=True)
-    bound, _ = bandwidth_bound(plan, topology.capacities())
+    bound, _ = loads_bound(timetable_loads([(rs, True), (ag, False)]), topology.capacities())
     return BaselineResult(
         "tacos", collective, bound, schedule={"reduce-scatter": rs, "allgather": ag},
         details={"timetable_algbw": algbw, "chunks_per_node": chunks,

@@ -238,22 +238,31 @@ def _split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePla
     return replace(plan, reduce_trees=tuple(phases[0]), broadcast_trees=tuple(phases[1]))
 
 
-def _members(plan: CollectivePlan, detail: int = 0
-             ) -> dict[Key, list[tuple[tuple[int, int], int, int]]]:
+Member = tuple[tuple[int, int], int, int]     # ((phase, step within the piece), tree, edge)
+_MEMBERS: list[tuple[Any, int, dict[Key, list[Member]]]] = [(None, 0, {})]   # the last
+# plan and detail asked about, and their members, replaced as a whole (threads)
+
+
+def _members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[Member]]:
     """Tree edges (as ((phase, step within the piece), tree, edge) indices) by the key of
     the connections they may share: their group; with ``detail`` 1 also their phase
     (allreduce's reductions and broadcasts on connections of their own), with d >= 2
     also their band of d - 1 steps (d = 2: a connection carries one step of every
-    piece)."""
-    members: dict[Key, list[tuple[tuple[int, int], int, int]]] = defaultdict(list)
-    cut = len(plan.reduce_trees)
-    for ti, tree in enumerate(plan.trees):
-        phase = 0 if ti < cut else 1
-        for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
-            band = level // (detail - 1) if detail >= 2 else 0
-            key = (*_sender_receiver(tree, e), *(phase, band)[:detail])
-            members[key].append(((phase, level), ti, ei))
-    return members
+    piece). Each call gets lists of its own; the last plan's are computed once (paired
+    layouts' bisections ask about one plan again and again: choosing 8 x DGX A100
+    reduce-scatter's layout asked 18 times about 2 plans)."""
+    known = _MEMBERS[0]
+    if known[0] is not plan or known[1] != detail:
+        members: dict[Key, list[Member]] = defaultdict(list)
+        cut = len(plan.reduce_trees)
+        for ti, tree in enumerate(plan.trees):
+            phase = 0 if ti < cut else 1
+            for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
+                band = level // (detail - 1) if detail >= 2 else 0
+                key = (*_sender_receiver(tree, e), *(phase, band)[:detail])
+                members[key].append(((phase, level), ti, ei))
+        known = _MEMBERS[0] = (plan, detail, members)
+    return defaultdict(list, {key: list(items) for key, items in known[2].items()})
 
 
 def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
@@ -343,7 +352,7 @@ def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
 
 
 def _slack_choice(plan: CollectivePlan,
-                  members: dict[Key, list[tuple[tuple[int, int], int, int]]],
+                  members: dict[Key, list[Member]],
                   counts: dict[Key, int], topology: Topology
                   ) -> Callable[[list[Key]], Key]:
     """How :func:`_shared_counts` picks the key that gives up a connection when it knows
@@ -955,7 +964,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
 
     consider(schedule, plan, found, "0")
     seen = {(schedule.k, schedule.split_budgets)}
-    if not schedule.fixed_k:
+    # (With k = 1 and no split budgets every fewer-trees schedule would be k = 1 again.)
+    if not schedule.fixed_k and (schedule.k > 1 or schedule.split_budgets):
         extra = ["0"] if schedule.split_budgets else []
         for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
             assert best is not None

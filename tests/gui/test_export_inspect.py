@@ -214,3 +214,30 @@ def test_msccl_export_writes_what_the_command_line_writes(tmp_path):
     assert "fewest trees within" in summary and "runs k = 1 " in summary
     root = parse_xml_file(path)
     assert root.get("nchunksperloop") == "32"     # one chunk per GPU: k = 1
+
+
+def test_msccl_export_writes_an_xml_per_size_range_and_the_config(tmp_path, monkeypatch):
+    """Where smaller messages run another schedule (runtime_schedule's ``below``), the
+    editor's export writes an XML per size range and the config, as the command line."""
+    from canopy.engine.forest import solve
+    from canopy.engine.msccl.connections import BOUNDARY, RuntimeChoice
+    from canopy.engine.plan import schedule_plan
+    from canopy.engine.topology_io import load_sample
+
+    topo = load_sample("hypercube-3d.json")
+    large, small = solve(topo, "allgather", k=2), solve(topo, "allgather", k=1)
+    below = RuntimeChoice(small, schedule_plan(small), schedule_plan(small), layout="unit")
+    split = RuntimeChoice(large, schedule_plan(large), schedule_plan(large), layout="unit",
+                          below=below, boundary=BOUNDARY)
+    monkeypatch.setattr(canopy.app.export, "runtime_schedule", lambda *args: split)
+    summary, config = canopy.app.export.export_msccl(topo, large,
+                                                    MscclChoice("allgather", True),
+                                                    tmp_path / "ag.xml",
+                                                    lambda phase, fraction: None)
+    assert config == str(tmp_path / "ag-config.xml")
+    assert summary.startswith("ag-below-512M.xml for below 512M: allgather, 8 GPUs")
+    assert "; ag-from-512M.xml for 512M and above: " in summary
+    assert summary.endswith("; ag-config.xml names each XML's size range")
+    assert [load.get("path") for load in parse_xml_file(config)] == [
+        str(tmp_path / "ag-below-512M.xml"), str(tmp_path / "ag-from-512M.xml")]
+    assert parse_xml_file(tmp_path / "ag-from-512M.xml").get("minBytes") == str(BOUNDARY)

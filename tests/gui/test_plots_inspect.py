@@ -2,6 +2,7 @@
 and collective time from 1 KiB to 4 GiB (bandwidth bound plus latency) beside the executed
 time of the schedule and, once compared, of the baselines."""
 
+import copy
 import math
 from fractions import Fraction
 
@@ -9,6 +10,7 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 
 from canopy.app.commands import edit_links
+from canopy.app.docks.compare import network_signature
 from canopy.app.solution import compute_solution
 from canopy.engine.comparison import compare
 from canopy.engine.curves import (
@@ -75,11 +77,18 @@ def test_plots_show_the_curves(window, qtbot):
     # A comparison of the same collective adds the baselines' executed times.
     comp = compare(solution.topology, "allgather", sizes=(1 << 20, 1 << 24),
                    algorithms=("ring",))
-    plots.set_comparison(comp)
+    plots.set_comparison(comp, network_signature(solution.topology))
     names = [item.name() for item in curves_of(plots.time_plot)]
+    assert names[-2].startswith("ForestColl as exported, k = ")
     assert names[-1] == "ring (executed)"
     ring = curves_of(plots.time_plot)[-1]
     assert list(ring.yData) == [float(comp.row("ring").times_us[s]) for s in (1 << 20, 1 << 24)]
+    # A comparison of another network (edited since) is not drawn beside this solution.
+    other = copy.deepcopy(solution.topology)
+    other.links[0].bandwidth *= 2
+    plots.set_comparison(comp, network_signature(other))
+    names = [item.name() for item in curves_of(plots.time_plot)]
+    assert names == ["bandwidth bound (346.67 GB/s)", "executed (simulated)"]
     plots.set_comparison(None)
     assert plots.time_plot.getPlotItem().ctrl.logXCheck.isChecked()
     ticks = plots.time_plot.getAxis("bottom")._tickLevels[0]
@@ -121,12 +130,23 @@ def test_large_schedules_are_not_simulated_in_the_editor(monkeypatch, qtbot):
     solution = compute_solution(load_sample("dgx-a100-2x8"),
                                 progress=lambda p, f: seen.append(p))
     assert solution.executed_us == [] and "executed time" not in seen
-    assert solution.executed_note == ("480 sends per loop iteration, over the editor's 100; "
-                                      "canopy compare runs it")
+    assert solution.executed_note == "480 sends per iteration (limit 100); Compare runs it"
     dock = PlotsDock()
     qtbot.addWidget(dock)
     dock.set_solution(solution, stale=False)
-    assert "executed time not simulated: 480 sends" in dock.time_plot.getPlotItem().titleLabel.text
+    title = dock.time_plot.getPlotItem().titleLabel
+    assert "executed time not simulated here: 480 sends" in title.text
+    # on its own line, so the plot's width does not cut it off
+    assert title.text.startswith("Collective time<br>")
+    # A comparison of this network draws the exported schedule's times, and the note goes.
+    comp = compare(solution.topology, "allgather", sizes=(1 << 20, 1 << 24), algorithms=())
+    dock.set_comparison(comp, network_signature(solution.topology))
+    exported = curves_of(dock.time_plot)[-1]
+    assert exported.name() == f"ForestColl as exported, k = {comp.row('forestcoll').details['k']}" \
+        " (executed)"
+    assert list(exported.yData) == [float(comp.row("forestcoll").times_us[s])
+                                    for s in (1 << 20, 1 << 24)]
+    assert title.text == "Collective time"
 
 
 class _Paints(QObject):
