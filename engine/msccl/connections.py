@@ -491,10 +491,10 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
         runs = _contiguous([mult[ti] for _, ti, _ in items], len(ids))
         for (_, ti, ei), run in zip(items, runs, strict=True):
             chosen[(ti, ei)] = ids[run]
-    order = {r: i for i, r in enumerate(sorted(set(ranks.values())))}
+    order = {r: Fraction(i) for i, r in enumerate(sorted(set(ranks.values())))}  # shared
     trees = [replace(t, edges=tuple(FlowEdge(e.parent, e.child, e.path,
                                              e.priority if rank is None else
-                                             Fraction(order[ranks[(ti, ei)]]),
+                                             order[ranks[(ti, ei)]],
                                              chosen[(ti, ei)])
                                     for ei, e in enumerate(t.edges)))
              for ti, t in enumerate(plan.trees)]
