@@ -174,8 +174,8 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
     (:func:`canopy.engine.msccl.connections.runtime_schedule`: the connections ``canopy
     compare`` times, or the fewest-trees schedule within tolerance where the optimal one
     would have to share connections); the summary then says which. Where smaller messages
-    run another schedule, ``path`` becomes an XML per size range and a config
-    (:mod:`canopy.engine.msccl.ranges`).
+    run another schedule, ``path`` holds the largest messages' XML, with the smaller
+    messages' XML and a config beside it (:mod:`canopy.engine.msccl.ranges`).
 
     Runs as an engine job (:mod:`canopy.engine.jobs`), in a child process.
 

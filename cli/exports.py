@@ -98,10 +98,10 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         config = None
         if len(files) > 1:
             config = config_path(args.msccl)
-            print(f"The fastest schedule differs by message size, so {args.msccl} is written "
-                  f"as {len(files)} MSCCL XMLs, one per size range, and a config naming "
-                  "each XML's range (microsoft/msccl: MSCCL_CONFIG; RCCL reads the ranges "
-                  "the XMLs carry from their folder, MSCCL_ALGO_DIR).")
+            print(f"The fastest schedule differs by message size, so {len(files)} MSCCL XMLs "
+                  f"are written, one per size range ({args.msccl} for the largest), and a "
+                  "config naming each XML's range (microsoft/msccl: MSCCL_CONFIG; RCCL "
+                  "reads the ranges the XMLs carry from their folder, MSCCL_ALGO_DIR).")
         for f, report in zip(files, reports, strict=True):
             atomic_write_bytes(f.path, f.data)
             where = "" if config is None else f", {f.sizes_text()}"

@@ -52,7 +52,7 @@ def test_files_and_config_name_each_range(split, tmp_path):
     options = MscclOptions()
     files = msccl_files(tmp_path / "ag.xml", choice, options)
     assert [f.path for f in files] == [str(tmp_path / "ag-below-512M.xml"),
-                                       str(tmp_path / "ag-from-512M.xml")]
+                                       str(tmp_path / "ag.xml")]
     small, large = (parse_xml_bytes(f.data) for f in files)
     # RCCL / msccl-executor-nccl read these (both ends included)
     assert (small.get("minBytes"), small.get("maxBytes")) == ("0", str(BOUNDARY - 1))
@@ -66,9 +66,9 @@ def test_files_and_config_name_each_range(split, tmp_path):
                      {"path": files[1].path, "minbytes": str(BOUNDARY), "proto": "Simple"}]
     assert config_path(tmp_path / "ag.xml") == str(tmp_path / "ag-config.xml")
     # microsoft/msccl loads the config; RCCL the folder, whose XMLs carry their ranges
-    msccl = run_command("msccl", "/x/ag-from-512M.xml", "allgather", 8, 8, "/x/ag-config.xml")
+    msccl = run_command("msccl", "/x/ag.xml", "allgather", 8, 8, "/x/ag-config.xml")
     assert "-x MSCCL_CONFIG=/x/ag-config.xml" in msccl and "MSCCL_XML_FILES" not in msccl
-    rccl = run_command("rccl", "/x/ag-from-512M.xml", "allgather", 8, 8, "/x/ag-config.xml")
+    rccl = run_command("rccl", "/x/ag.xml", "allgather", 8, 8, "/x/ag-config.xml")
     assert "-x MSCCL_ALGO_DIR=/x " in rccl
 
 
@@ -89,10 +89,12 @@ def test_solve_writes_an_xml_per_range_that_check_xml_times_as_compare(split, tm
     out = tmp_path / "ag.xml"
     assert main(["solve", f"samples/{SAMPLE}", "--msccl", str(out), "--print-run"]) == 0
     printed = capsys.readouterr().out
-    below, above, config = (tmp_path / "ag-below-512M.xml", tmp_path / "ag-from-512M.xml",
+    below, above, config = (tmp_path / "ag-below-512M.xml", tmp_path / "ag.xml",
                             tmp_path / "ag-config.xml")
-    assert not out.exists() and below.exists() and above.exists() and config.exists()
-    assert "written as 2 MSCCL XMLs, one per size range" in printed
+    # the file the user named holds the largest messages' XML; the smaller ones' beside it
+    assert above == out and below.exists() and above.exists() and config.exists()
+    assert "2 MSCCL XMLs are written, one per size range (" + str(out) + " for the largest)" \
+        in printed
     assert f"MSCCL XML:       {below} (" in printed and "below 512M)" in printed
     assert f"MSCCL XML:       {above} (" in printed and "512M and above)" in printed
     assert f"MSCCL config:    {config}" in printed

@@ -13,8 +13,10 @@ reduce-scatter, as nccl-tests' sizes):
   own ``<algo minBytes maxBytes>`` hold the size (both ends included).
 
 So each XML carries its range in its ``<algo>`` (the lower one ends a byte before the
-boundary) and the config names both. Where ``below`` is None the export is the single XML
-it always was, for every size.
+boundary) and the config names both. The file the user named is always written: it is the
+XML for the largest messages (the one a single-XML export would hold), and the smaller
+messages' XML sits beside it. Where ``below`` is None the export is the single XML it
+always was, for every size.
 """
 
 from __future__ import annotations
@@ -62,15 +64,15 @@ def _stem(path: str | os.PathLike[str]) -> str:
 def msccl_files(path: str | os.PathLike[str], choice: RuntimeChoice,
                 options: MscclOptions) -> list[MscclFile]:
     """The algorithm files of ``choice``: ``path`` itself where one schedule serves every
-    size, else ``STEM-below-512M.xml`` and ``STEM-from-512M.xml`` (``STEM``: ``path``
-    without ``.xml``), each with its range in its ``<algo>``."""
+    size, else ``STEM-below-512M.xml`` (``STEM``: ``path`` without ``.xml``) and ``path``
+    for 512M and above, each with its range in its ``<algo>``."""
     ranges = choice.ranges()
     if len(ranges) == 1:
         return [MscclFile(os.fspath(path), plan_xml(choice.plan, choice.schedule.k, options))]
     files = []
     for low, high, part in ranges:
-        mark = size_label(high if high is not None else low)
-        where = f"{_stem(path)}-{'below' if high is not None else 'from'}-{mark}.xml"
+        where = os.fspath(path) if high is None else \
+            f"{_stem(path)}-below-{size_label(high)}.xml"
         mine = replace(options, min_bytes=low,
                        max_bytes=high - 1 if high is not None else UNBOUNDED)
         files.append(MscclFile(where, plan_xml(part.plan, part.schedule.k, mine), low, high))
