@@ -1,35 +1,20 @@
 """runtime_schedule's near ties at 1 GiB are decided with 256 MiB (connections._near_tie)."""
 
 from fractions import Fraction
-from types import SimpleNamespace
 
-import canopy.engine.simulate as simulate
-from canopy.engine.msccl.connections import NEAR, SECOND_SIZE, _Candidate, _near_tie
-
-OPTIMUM = Fraction(100)
-
-
-def _candidate(k: int, fraction: Fraction, name: str) -> _Candidate:
-    plan = SimpleNamespace(name=name)
-    return _Candidate(fraction, SimpleNamespace(k=k, extra={}), plan, plan, name,
-                      "0" if k == 5 else "1")
+from canopy.engine.msccl.connections import NEAR, SECOND_SIZE, _near_tie
+from tests.runtime_candidates import OPTIMUM, answer_at, tried
+from tests.runtime_candidates import candidate as _candidate
 
 
 def _run(monkeypatch, best, others, at_256):
     """_near_tie with the simulator answering ``at_256[layout name]`` (fraction of the
     optimum) at SECOND_SIZE; returns (chosen name, the sizes simulated, tried)."""
-    sizes = []
-
-    def fake(topology, plan, size, *args, **kwargs):
-        sizes.append(size)
-        return SimpleNamespace(algbw=at_256[plan.name] * OPTIMUM)
-
-    monkeypatch.setattr(simulate, "fastest", fake)
+    asked = answer_at(monkeypatch, at_256)
     cands = [best, *others]
-    tried = [{"k": c.schedule.k, "layout": c.name, "tolerance_percent": c.tolerance}
-             for c in cands]
-    chosen, _ = _near_tie(None, OPTIMUM, best, cands, tried)
-    return chosen.name, sizes, tried
+    records = tried(cands)
+    chosen, _ = _near_tie(None, OPTIMUM, best, cands, records)
+    return chosen.name, [size for size, _ in asked], records
 
 
 def test_a_near_tie_goes_to_the_faster_pair(monkeypatch):

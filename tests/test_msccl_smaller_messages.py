@@ -5,33 +5,20 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import canopy.engine.simulate as simulate
-from canopy.engine.msccl.connections import SECOND_SIZE, _Candidate, _smaller_messages
-
-OPTIMUM = Fraction(100)
-
-
-def _candidate(k: int, fraction: Fraction, name: str) -> _Candidate:
-    plan = SimpleNamespace(name=name)
-    return _Candidate(fraction, SimpleNamespace(k=k, extra={}), plan, plan, name,
-                      "0" if k == 5 else "1")
+from canopy.engine.msccl.connections import SECOND_SIZE, _smaller_messages
+from tests.runtime_candidates import OPTIMUM, answer_at, tried
+from tests.runtime_candidates import candidate as _candidate
 
 
 def _run(monkeypatch, best, others, at_256):
     """_smaller_messages with the simulator answering ``at_256[layout name]`` (fraction of
     the optimum) at SECOND_SIZE; returns (chosen name or None, layouts simulated, tried)."""
-    simulated = []
-
-    def fake(topology, plan, size, *args, **kwargs):
-        assert size == SECOND_SIZE
-        simulated.append(plan.name)
-        return SimpleNamespace(algbw=at_256[plan.name] * OPTIMUM)
-
-    monkeypatch.setattr(simulate, "fastest", fake)
+    asked = answer_at(monkeypatch, at_256)
     cands = [best, *others]
-    tried = [{"k": c.schedule.k, "layout": c.name, "tolerance_percent": c.tolerance}
-             for c in cands]
-    chosen, _ = _smaller_messages(None, OPTIMUM, best, cands, tried)
-    return (None if chosen is None else chosen.name), simulated, tried
+    records = tried(cands)
+    chosen, _ = _smaller_messages(None, OPTIMUM, best, cands, records)
+    assert all(size == SECOND_SIZE for size, _ in asked)
+    return (None if chosen is None else chosen.name), [name for _, name in asked], records
 
 
 def test_the_candidate_fastest_at_256M_runs_below_the_boundary(monkeypatch):
