@@ -4,6 +4,8 @@ where that is not the fastest at 1 GiB (connections._smaller_messages)."""
 from fractions import Fraction
 from types import SimpleNamespace
 
+import pytest
+
 import canopy.engine.simulate as simulate
 from canopy.engine.msccl.connections import SECOND_SIZE, _smaller_messages
 from tests.runtime_candidates import OPTIMUM, answer_at, tried
@@ -62,10 +64,13 @@ def test_one_choice_where_the_best_is_also_fastest_at_256M(monkeypatch):
     assert name is None and simulated == []
 
 
-def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch):
-    """2 x DGX A100 allreduce's layouts, timed by a stand-in simulator: the first runs 1 %
-    faster than the others at 1 GiB, the last 10 % faster than the others at 256 MiB. The
-    first runs from 512 MiB (compare's row and the export's upper XML), the last below."""
+@pytest.mark.parametrize("fastest", [0, 1])
+def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch, fastest):
+    """2 x DGX A100 allreduce's layouts, timed by a stand-in simulator: the first (or the
+    second) runs 1 % faster than the others at 1 GiB, the last 10 % faster than the others
+    at 256 MiB. That one runs from 512 MiB (compare's row and the export's upper XML), the
+    last below; the note names the chosen layout once, and the first layout's figure where
+    another was chosen."""
     from canopy.engine.forest import solve
     from canopy.engine.msccl import connections
     from canopy.engine.msccl.threadblocks import MscclLimits
@@ -78,7 +83,7 @@ def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch):
     def fake(topology, plan, size):
         if size == connections.REFERENCE_SIZE:
             order.append(plan)
-            share = Fraction(96, 100) if plan is order[0] else Fraction(95, 100)
+            share = Fraction(96, 100) if len(order) == fastest + 1 else Fraction(95, 100)
         else:
             share = Fraction(90, 100) if plan is order[-1] else Fraction(80, 100)
         return SimpleNamespace(algbw=schedule.algbw * share)
@@ -86,8 +91,10 @@ def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch):
     monkeypatch.setattr(simulate, "fastest", fake)
     monkeypatch.setattr(connections, "TOLERANCES", ())
     choice = connections._choose(topo, schedule, MscclLimits())
-    assert choice.plan is order[0] and choice.below is not None
+    assert choice.plan is order[fastest] and choice.below is not None
     assert choice.below.plan is order[-1] and choice.boundary == connections.BOUNDARY
     assert choice.below.layout == "shared evenly, unit trees"
-    assert choice.note.endswith("at 256 MiB): an MSCCL XML per size range")
+    assert choice.note.endswith("at 256 MiB): an MSCCL XML per size range"
+                                + ("; shared connections 95.0% at 1 GiB" if fastest else ""))
+    assert choice.note.count("runs k = ") == 1     # the chosen layout is named once
     assert "below it (95.00% at 1 GiB, 90.00% at 256 MiB)" in choice.note

@@ -1018,7 +1018,12 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                   f"256 MiB) and k = {small.schedule.k} on {_layout_text(small.name)} below "
                   f"it ({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
                   "256 MiB): an MSCCL XML per size range")
-        note = ranges if note is None else f"{note}; it {ranges}"
+        if best is first_best and chosen is schedule:
+            # the layout note would only say the ranges' first half again
+            note = ranges if name == found[0][0] else \
+                f"{ranges}; {_layout_text(found[0][0])} {float(first_fraction):.1%} at 1 GiB"
+        else:
+            note = f"{note}; it {ranges}"
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
                          below=below, boundary=BOUNDARY if below is not None else 0)
 
