@@ -94,7 +94,8 @@ class RunCommandDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Exported: run it on the cluster")
         layout = QVBoxLayout(self)
-        about = QLabel(f"<b>{path.name}</b>: {summary}.<br>Run it with nccl-tests on the "
+        lines = summary.replace("\n", ".<br>")     # a line per file (export_msccl)
+        about = QLabel(f"<b>{path.name}</b>: {lines}.<br>Run it with nccl-tests on the "
                        "cluster (adjust the path and the binary's folder):")
         about.setWordWrap(True)
         layout.addWidget(about)
@@ -167,8 +168,9 @@ class MscclExportDialog(QDialog):
 
 def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, path: Path,
                  progress: Progress) -> tuple[str, str | None]:
-    """Lay out, simulate and write the MSCCL XML; returns the simulator's summary and the
-    config naming an XML per size range where one was written (else None).
+    """Lay out, simulate and write the MSCCL XML; returns the simulator's summary (a line
+    per XML written, the config and the layout's note) and the config naming an XML per
+    size range where one was written (else None).
 
     The schedule's own collective is written as ``canopy solve --msccl`` writes it
     (:func:`canopy.engine.msccl.connections.runtime_schedule`: the connections ``canopy
@@ -218,11 +220,13 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
             atomic_write_bytes(config, config_xml(files, options.protocol))
     except OSError as exc:
         raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
-    summary = summaries[0] if config is None else "; ".join(
-        f"{Path(f.path).name} for {f.sizes_text()}: {text}"
-        for f, text in zip(files, summaries, strict=True)) + \
-        f"; {Path(config).name} names each XML's size range"
-    return (summary if note is None else f"{summary}; the XML {note}"), config
+    lines = summaries if config is None else [
+        *(f"{Path(f.path).name} for {f.sizes_text()}: {text}"
+          for f, text in zip(files, summaries, strict=True)),
+        f"{Path(config).name} names each XML's size range"]
+    if note is not None:
+        lines.append(f"the XML {note}")
+    return "\n".join(lines), config
 
 
 def render_image(scene: TopologyScene, path: Path) -> None:
@@ -440,8 +444,8 @@ class Exporter:
 
         def done(result: tuple[str, str | None]) -> None:
             summary, config = result
-            self.window.statusBar().showMessage(f"Exported MSCCL XML to {target}: {summary}",
-                                                10000)
+            self.window.statusBar().showMessage(
+                f"Exported MSCCL XML to {target}: {summary.replace(chr(10), '; ')}", 10000)
             command = run_command(choice.runtime, target, choice.collective,
                                   len(schedule.compute_nodes),
                                   len(servers_of(topology)[0]), config)

@@ -1013,17 +1013,14 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     if small is not None:
         below = RuntimeChoice(small.schedule, small.base, small.laid, optimum=optimum,
                               layout=small.name, limits=limits)
-        ranges = (f"runs k = {chosen.k} on {_layout_text(name)} from {_mib(BOUNDARY)} up "
-                  f"({float(fraction):.2%} of the optimum at 1 GiB, {float(second[1]):.2%} at "
-                  f"256 MiB) and k = {small.schedule.k} on {_layout_text(small.name)} below "
-                  f"it ({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
+        # every note above names the chosen schedule already; the ranges then do not
+        which = "" if note is not None else f"k = {chosen.k} on {_layout_text(name)} "
+        ranges = (f"runs {which}from {_mib(BOUNDARY)} up ({float(fraction):.2%} of the "
+                  f"optimum at 1 GiB, {float(second[1]):.2%} at 256 MiB) and k = "
+                  f"{small.schedule.k} on {_layout_text(small.name)} below it "
+                  f"({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
                   "256 MiB): an MSCCL XML per size range")
-        if best is first_best and chosen is schedule:
-            # the layout note would only say the ranges' first half again
-            note = ranges if name == found[0][0] else \
-                f"{ranges}; {_layout_text(found[0][0])} {float(first_fraction):.1%} at 1 GiB"
-        else:
-            note = f"{note}; it {ranges}"
+        note = ranges if note is None else f"{note}; it {ranges}"
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
                          below=below, boundary=BOUNDARY if below is not None else 0)
 

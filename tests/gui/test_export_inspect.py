@@ -236,8 +236,8 @@ def test_msccl_export_writes_an_xml_per_size_range_and_the_config(tmp_path, monk
                                                     lambda phase, fraction: None)
     assert config == str(tmp_path / "ag-config.xml")
     assert summary.startswith("ag-below-512M.xml for below 512M: allgather, 8 GPUs")
-    assert "; ag.xml for 512M and above: " in summary
-    assert summary.endswith("; ag-config.xml names each XML's size range")
+    assert "\nag.xml for 512M and above: " in summary      # a line per file
+    assert summary.endswith("\nag-config.xml names each XML's size range")
     assert [load.get("path") for load in parse_xml_file(config)] == [
         str(tmp_path / "ag-below-512M.xml"), str(tmp_path / "ag.xml")]
     assert parse_xml_file(tmp_path / "ag.xml").get("minBytes") == str(BOUNDARY)
