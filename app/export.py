@@ -9,6 +9,7 @@ fits (by solving again) can all take a while.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,9 +101,10 @@ class RunCommandDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Exported: run it on the cluster")
         layout = QVBoxLayout(self)
-        lines = summary.replace("\n", ".<br>")     # a line per file (export_msccl)
-        about = QLabel(f"<b>{path.name}</b>: {lines}.<br>Run it with nccl-tests on the "
-                       "cluster (adjust the path and the binary's folder):")
+        lines = "<br>".join(html.escape(line if line.endswith(".") else f"{line}.")
+                            for line in summary.split("\n"))   # a line per file (export_msccl)
+        about = QLabel(f"<b>{html.escape(path.name)}</b>: {lines}<br>Run it with nccl-tests "
+                       "on the cluster (adjust the path and the binary's folder):")
         about.setWordWrap(True)
         layout.addWidget(about)
         self.command = QPlainTextEdit(command)
