@@ -9,6 +9,7 @@ fits (by solving again) can all take a while.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,12 +51,18 @@ from canopy.engine.msccl import (
 )
 from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
-from canopy.engine.msccl.ranges import MscclFile, config_path, config_xml, msccl_files
+from canopy.engine.msccl.ranges import (
+    MscclFile,
+    config_path,
+    config_xml,
+    msccl_files,
+    wants_config,
+)
 from canopy.engine.nccl_graph import NcclGraph, export_nccl_graph
 from canopy.engine.network import Network
 from canopy.engine.optimality import COLLECTIVES
 from canopy.engine.progress import Progress
-from canopy.engine.run_commands import run_command
+from canopy.engine.run_commands import algo_dir_note, run_command
 from canopy.engine.schedule import Schedule
 from canopy.engine.schedule_io import save_schedule
 from canopy.engine.topology import Topology, format_gbps
@@ -94,9 +101,10 @@ class RunCommandDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Exported: run it on the cluster")
         layout = QVBoxLayout(self)
-        lines = summary.replace("\n", ".<br>")     # a line per file (export_msccl)
-        about = QLabel(f"<b>{path.name}</b>: {lines}.<br>Run it with nccl-tests on the "
-                       "cluster (adjust the path and the binary's folder):")
+        lines = "<br>".join(html.escape(line if line.endswith(".") else f"{line}.")
+                            for line in summary.split("\n"))   # a line per file (export_msccl)
+        about = QLabel(f"<b>{html.escape(path.name)}</b>: {lines}<br>Run it with nccl-tests "
+                       "on the cluster (adjust the path and the binary's folder):")
         about.setWordWrap(True)
         layout.addWidget(about)
         self.command = QPlainTextEdit(command)
@@ -212,7 +220,7 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
         except MscclXmlError as exc:
             raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
                                 f"bug in Canopy ({exc})") from None
-    config = config_path(path) if len(files) > 1 else None
+    config = config_path(path) if wants_config(files, options.runtime) else None
     try:
         for f in files:
             atomic_write_bytes(f.path, f.data)
@@ -220,12 +228,16 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
             atomic_write_bytes(config, config_xml(files, options.protocol))
     except OSError as exc:
         raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
-    lines = summaries if config is None else [
-        *(f"{Path(f.path).name} for {f.sizes_text()}: {text}"
-          for f, text in zip(files, summaries, strict=True)),
-        f"{Path(config).name} names each XML's size range"]
+    lines = summaries if len(files) == 1 else [
+        f"{Path(f.path).name} for {f.sizes_text()}: {text}"
+        for f, text in zip(files, summaries, strict=True)]
+    if config is not None:
+        lines.append(f"{Path(config).name} names each XML's size range")
     if note is not None:
         lines.append(f"the XML {note}")
+    stray = algo_dir_note([f.path for f in files]) if options.runtime == "rccl" else None
+    if stray is not None:
+        lines.append(stray)
     return "\n".join(lines), config
 
 

@@ -72,7 +72,13 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         )
         from canopy.engine.msccl.connections import runtime_schedule
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
-        from canopy.engine.msccl.ranges import MscclFile, config_path, config_xml, msccl_files
+        from canopy.engine.msccl.ranges import (
+            MscclFile,
+            config_path,
+            config_xml,
+            msccl_files,
+            wants_config,
+        )
 
         limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
@@ -95,13 +101,12 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             except MscclXmlError as exc:
                 raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which "
                                     f"is a bug in Canopy ({exc})") from None
-        config = None
+        config = config_path(args.msccl) if wants_config(files, options.runtime) else None
         if len(files) > 1:
-            config = config_path(args.msccl)
+            how = ("and a config naming each XML's range (MSCCL_CONFIG)" if config else
+                   "each carrying its range, which RCCL reads from their folder (MSCCL_ALGO_DIR)")
             print(f"The fastest schedule differs by message size, so {len(files)} MSCCL XMLs "
-                  f"are written, one per size range ({args.msccl} for the largest), and a "
-                  "config naming each XML's range (microsoft/msccl: MSCCL_CONFIG; RCCL "
-                  "reads the ranges the XMLs carry from their folder, MSCCL_ALGO_DIR).")
+                  f"are written, one per size range ({args.msccl} for the largest), {how}.")
         for f, report in zip(files, reports, strict=True):
             atomic_write_bytes(f.path, f.data)
             where = "" if config is None else f", {f.sizes_text()}"
@@ -109,6 +114,12 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         if config is not None:
             atomic_write_bytes(config, config_xml(files, options.protocol))
             print(f"MSCCL config:    {config}")
+        if options.runtime == "rccl":
+            from canopy.engine.run_commands import algo_dir_note
+
+            stray = algo_dir_note([f.path for f in files])
+            if stray is not None:
+                print(f"Note: {stray}")
         if args.print_run:
             from canopy.engine.baselines.ring import servers_of
             from canopy.engine.run_commands import run_command

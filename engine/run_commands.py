@@ -11,7 +11,9 @@ one GPU per rank, ``-g 1``).
   ``NCCL_ALGO=MSCCL,RING,TREE`` lets MSCCL take the sizes the XML covers.
 * **RCCL**: MSCCL algorithms are read from the folder ``MSCCL_ALGO_DIR``;
   ``RCCL_MSCCL_FORCE_ENABLE=1`` turns MSCCL on where it is not on by default
-  (anything but MI300X).
+  (anything but MI300X). RCCL reads *every* file of that folder as an algorithm, and one
+  that is not fails the communicator's set-up, so the folder must hold the exported XMLs
+  alone (:func:`algo_dir_note`).
 
 Examples
 --------
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Sequence
 
 from canopy.engine.errors import CanopyError
 
@@ -47,6 +50,25 @@ def run_environment(runtime: str, path: str, config: str | None = None) -> dict[
     if runtime == "rccl":
         return {"RCCL_MSCCL_FORCE_ENABLE": "1", "MSCCL_ALGO_DIR": os.path.dirname(path) or "."}
     raise CanopyError(f"unknown runtime '{runtime}'; use one of {', '.join(RUNTIMES)}.")
+
+
+def algo_dir_note(written: Sequence[str]) -> str | None:
+    """The sentence that says what else the folder of the ``written`` XMLs holds, which
+    RCCL would also load from ``MSCCL_ALGO_DIR`` (its scheduler reads every regular file
+    and link there as an MSCCL algorithm and stops at the first that is not one; another
+    algorithm for the same collective would compete with the export); None where the
+    folder holds the export alone."""
+    folder = os.path.dirname(os.path.abspath(written[0]))
+    mine = {os.path.abspath(path) for path in written}
+    others = sorted(entry.name for entry in os.scandir(folder)
+                    if entry.path not in mine
+                    and (entry.is_symlink() or entry.is_file(follow_symlinks=False)))
+    if not others:
+        return None
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (f"RCCL loads every file in MSCCL_ALGO_DIR ({folder}) as an MSCCL algorithm, and "
+            f"that folder also holds {shown}: move the exported XMLs to a folder of their "
+            "own before running.")
 
 
 def run_command(runtime: str, path: str | os.PathLike[str], collective: str, ranks: int,

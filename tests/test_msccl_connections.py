@@ -376,10 +376,15 @@ def test_unit_trees_shared_evenly_run_only_where_they_gain_a_percent(collective,
     assert 0.97 <= chosen["executed_fraction"]
 
 
-def test_a_search_ending_on_unit_connections_also_tries_lower_trees():
+def test_a_search_ending_on_unit_connections_also_tries_lower_trees(monkeypatch):
     """2x MI250 reduce-scatter: the search ends on k = 2 (4 %) on unit connections; its twin
     with trees grown together (same k and bound, lower trees) is offered on unit
-    connections too, and not once a candidate runs within GOOD_ENOUGH."""
+    connections too, then that twin with parents swapped for a fast fill (a reduction;
+    here without pass 2's simulations), and neither once a candidate runs within
+    GOOD_ENOUGH."""
+    from canopy.engine import reduction_fill
+
+    monkeypatch.setattr(reduction_fill, "FILL_TRIES", 0)
     topo = load_sample("mi250-2x16")
     schedule = solve(topo, "reduce-scatter", tolerance="4")
     offered = []
@@ -388,11 +393,14 @@ def test_a_search_ending_on_unit_connections_also_tries_lower_trees():
         offered.append((candidate, [name for name, _ in options], tolerance))
 
     _consider_shallow(topo, schedule, "4", MscclLimits(), consider, Fraction(92, 100))
-    [(twin, names, tolerance)] = offered
+    [(twin, names, tolerance), (swapped, swapped_names, _)] = offered
     assert twin.extra["shallow"] and twin.k == schedule.k and twin.algbw == schedule.algbw
     assert twin.trees != schedule.trees and names == ["unit"] and tolerance == "4"
+    assert swapped.extra["fill_swaps"] and swapped.extra["shallow"]
+    assert swapped.trees != twin.trees and swapped.algbw == twin.algbw
+    assert swapped_names == ["unit"]
     _consider_shallow(topo, schedule, "4", MscclLimits(), consider, GOOD_ENOUGH)
-    assert len(offered) == 1
+    assert len(offered) == 2
 
 
 def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch):

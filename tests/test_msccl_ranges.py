@@ -113,3 +113,27 @@ def test_solve_writes_an_xml_per_range_that_check_xml_times_as_compare(split, tm
                  "--size", "1G"]) == 0        # outside its range: said, still timed
     assert f"runs messages of 0 to {BOUNDARY - 1} bytes (minBytes, maxBytes), so the " \
         "runtime would not run it at 1G." in capsys.readouterr().out
+
+
+def test_rccl_export_writes_no_config_and_names_what_else_its_folder_holds(split, tmp_path,
+                                                                          capsys,
+                                                                          monkeypatch):
+    """RCCL reads every file of MSCCL_ALGO_DIR as an algorithm: an RCCL export writes the
+    XMLs alone (no config, which RCCL would read as an algorithm) and says which other
+    files of that folder RCCL would also load."""
+    _, choice = split
+    monkeypatch.setattr(connections, "runtime_schedule", lambda *args: choice)
+    out = tmp_path / "ag.xml"
+    argv = ["solve", f"samples/{SAMPLE}", "--msccl", str(out), "--msccl-runtime", "rccl",
+            "--print-run"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ag-below-512M.xml", "ag.xml"]
+    assert "each carrying its range, which RCCL reads from their folder" in printed
+    assert f"-x MSCCL_ALGO_DIR={tmp_path} " in printed and "Note:" not in printed
+    (tmp_path / "trees.xml").write_text("<trees/>")
+    (tmp_path / ".notes").write_text("x")
+    assert main(argv) == 0
+    assert (f"Note: RCCL loads every file in MSCCL_ALGO_DIR ({tmp_path}) as an MSCCL "
+            "algorithm, and that folder also holds .notes, trees.xml: move the exported "
+            "XMLs to a folder of their own before running.") in capsys.readouterr().out

@@ -13,10 +13,11 @@ reduce-scatter, as nccl-tests' sizes):
   own ``<algo minBytes maxBytes>`` hold the size (both ends included).
 
 So each XML carries its range in its ``<algo>`` (the lower one ends a byte before the
-boundary) and the config names both. The file the user named is always written: it is the
-XML for the largest messages (the one a single-XML export would hold), and the smaller
-messages' XML sits beside it. Where ``below`` is None the export is the single XML it
-always was, for every size.
+boundary) and, for microsoft/msccl, a config names both (:func:`wants_config`; not for
+RCCL, which would read the config itself as an algorithm). The file the user named is
+always written: it is the XML for the largest messages (the one a single-XML export would
+hold), and the smaller messages' XML sits beside it. Where ``below`` is None the export is
+the single XML it always was, for every size.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class MscclFile:
             return "every size" if self.min_bytes == 0 else \
                 f"{size_label(self.min_bytes)} and above"
         return f"below {size_label(self.max_bytes)}"
+
+
+def wants_config(files: list[MscclFile], runtime: str) -> bool:
+    """Whether the export also writes the config: several files, for microsoft/msccl."""
+    return len(files) > 1 and runtime == "msccl"
 
 
 def config_path(path: str | os.PathLike[str]) -> str:

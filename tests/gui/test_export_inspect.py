@@ -241,3 +241,14 @@ def test_msccl_export_writes_an_xml_per_size_range_and_the_config(tmp_path, monk
     assert [load.get("path") for load in parse_xml_file(config)] == [
         str(tmp_path / "ag-below-512M.xml"), str(tmp_path / "ag.xml")]
     assert parse_xml_file(tmp_path / "ag.xml").get("minBytes") == str(BOUNDARY)
+    # for RCCL: no config (it would load it as an algorithm), and what else the folder holds
+    for f in tmp_path.iterdir():
+        f.unlink()
+    (tmp_path / "topo.json").write_text("{}")
+    summary, config = canopy.app.export.export_msccl(
+        topo, large, MscclChoice("allgather", True, runtime="rccl"), tmp_path / "ag.xml",
+        lambda phase, fraction: None)
+    assert config is None and not (tmp_path / "ag-config.xml").exists()
+    assert summary.endswith(f"RCCL loads every file in MSCCL_ALGO_DIR ({tmp_path}) as an "
+                            "MSCCL algorithm, and that folder also holds topo.json: move "
+                            "the exported XMLs to a folder of their own before running.")
