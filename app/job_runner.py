@@ -6,6 +6,13 @@ GPUs, half a second to unpickle) and waiting for a busy child to write it never 
 the event loop; each event then reaches the GUI thread as a queued signal. The window
 shares no interpreter lock with the engine (it runs in the child), no process-wide
 tweaks are needed, and :meth:`EngineJob.cancel` ends the child at once.
+
+The reader thread does need the interpreter lock to pickle a job's call and to unpickle
+its events, and a 1024-GPU solution is 70 ms of that. Between two pickle frames it waits
+for the event loop to have a turn (:func:`_turn`), so the two take the lock in turns: on
+a busy machine, a reader that merely let go of the lock for a moment took it back before
+the event loop was scheduled again, and the loop, needing the lock for every call into
+Python, waited up to 165 ms at a time (bench/gui_responsiveness.py, 128 x DGX A100).
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from PySide6.QtCore import QObject, Qt, Signal
 from canopy.engine.jobs import Event, Job, warm_up_fork_server
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
+TURN_WAIT_S = 0.1
+"""Longest a reader thread waits for the event loop's turn between two frames (a loop
+that is not running, in a script or while the application quits, does not stop it)."""
 
 
 def warm_up() -> None:
@@ -46,11 +56,17 @@ class _Dispatcher(QObject):
     """
 
     event = Signal(int, object)     # job key, event
+    turn = Signal(object)           # a threading.Event the event loop sets in its turn
 
     def __init__(self) -> None:
         super().__init__()
         self.jobs: dict[int, EngineJob] = {}
         self.event.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
+        self.turn.connect(self._turn, Qt.ConnectionType.QueuedConnection)
+
+    def _turn(self, done: threading.Event) -> None:
+        """A reader thread waits for the event loop's turn: this is it."""
+        done.set()
 
     def _deliver(self, key: int, event: Event | None) -> None:
         if event is None:                   # the reader's end
@@ -98,7 +114,8 @@ class EngineJob(QObject):
         self._running = True
         self._dispatcher.jobs[self._key] = self
         emit = functools.partial(self._dispatcher.event.emit, self._key)
-        threading.Thread(target=_read, args=(self._job, emit, self.is_running),
+        turn = functools.partial(_turn, self._dispatcher.turn.emit)
+        threading.Thread(target=_read, args=(self._job, emit, self.is_running, turn),
                          daemon=True, name="engine-job").start()
 
     def is_running(self) -> bool:
@@ -126,11 +143,21 @@ class EngineJob(QObject):
             self.failed.emit(event[1])
 
 
-def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], bool]) -> None:
+def _turn(ask: Callable[[threading.Event], None]) -> None:
+    """Between two pickle frames in a reader thread: wait until the event loop has had
+    a turn (it sets the event ``ask`` sends it), or :data:`TURN_WAIT_S`."""
+    done = threading.Event()
+    ask(done)
+    done.wait(TURN_WAIT_S)
+
+
+def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], bool],
+          turn: Callable[[], None]) -> None:
     """The job's reader thread: start the child, then pass every event of ``job``, until
-    its last, to the GUI thread through the dispatcher, and then the end (``None``)."""
+    its last, to the GUI thread through the dispatcher, and then the end (``None``);
+    between pickle frames, ``turn()``."""
     try:
-        job.start()
+        job.start(turn)
     except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
         emit(("crashed", f"the engine job could not start ({exc})."))
     else:
@@ -139,6 +166,6 @@ def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], 
         fd = job.fileno()
         while not job.ended:
             select.select([fd], [], [])
-            for event in job.events():
+            for event in job.events(turn):
                 emit(event)
     emit(None)

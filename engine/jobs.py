@@ -17,6 +17,9 @@ cancelling takes effect at once rather than at the engine's next progress point.
 
 Children come from a fork server (a clean process started once, with the engine's
 modules imported), so a job starts in milliseconds without copying the editor's state.
+The call itself (function and arguments) goes to the child over a pipe of its own, pickled
+a frame at a time like large events (:class:`_FrameSink`), not inside the process object
+the fork server is handed.
 """
 
 from __future__ import annotations
@@ -46,8 +49,9 @@ CHILD_NICENESS = 5
 stays responsive on a busy machine); only the child's priority changes."""
 
 FRAME_PAUSE = 0.0001
-"""Seconds a decoding thread lets go of the interpreter lock between frames of a large
-event (:class:`_Frames`)."""
+"""Seconds a thread decoding a large event (:class:`_Frames`) or encoding a large call
+(:class:`_FrameSink`) lets go of the interpreter lock between frames, unless the caller
+passes a ``between_frames`` of its own."""
 
 Event = tuple[Any, ...]
 
@@ -83,11 +87,14 @@ class _PipeProgress:
             self.conn.send(("progress", phase, float(fraction)))
 
 
-def _child(conn: Connection, log_path: str, func: Callable[..., Any], args: tuple[Any, ...],
-           kwargs: dict[str, Any]) -> None:
+def _child(conn: Connection, calls: Connection, log_path: str) -> None:
     os.nice(CHILD_NICENESS)
     batch_collector()
     try:
+        try:
+            func, args, kwargs = pickle.loads(calls.recv_bytes())
+        finally:
+            calls.close()
         result = func(*args, progress=_PipeProgress(conn), **kwargs)
     except CanopyError as exc:
         conn.send(("failed", str(exc)))
@@ -141,15 +148,16 @@ class _Frames:
     millisecond meanwhile ran every 1.6 ms instead of every 3.3 ms.
     """
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, between_frames: Callable[[], None] | None = None) -> None:
         self._view = memoryview(data)
         self._at = 0
+        self._between = between_frames or _pause
         self.reads = 0
         self.largest_read = 0
 
     def read(self, size: int = -1) -> bytes:
         if self.reads:
-            time.sleep(FRAME_PAUSE)
+            self._between()
         end = len(self._view) if size < 0 else min(len(self._view), self._at + size)
         chunk = bytes(self._view[self._at:end])
         self._at = end
@@ -168,7 +176,38 @@ class _Frames:
         return self.read(len(rest) if end < 0 else end + 1)
 
 
-def _decode(data: bytes) -> Event:
+def _pause() -> None:
+    """Let go of the interpreter lock for a moment (between two pickle frames)."""
+    time.sleep(FRAME_PAUSE)
+
+
+class _FrameSink:
+    """A file for :class:`pickle.Pickler` that keeps what it is given, frame by frame.
+
+    The pickler hands over each protocol 4 frame (about 64 KiB) as it completes it, so
+    ``between_frames`` runs between frames: encoding a 1024-GPU topology (7 ms) no
+    longer holds the interpreter lock in one piece (:class:`_Frames` is the other way).
+    """
+
+    def __init__(self, between_frames: Callable[[], None]) -> None:
+        self._between = between_frames
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        if self.parts:
+            self._between()
+        self.parts.append(bytes(data))
+        return len(data)
+
+
+def _encode(value: Any, between_frames: Callable[[], None] = _pause) -> bytes:
+    """``pickle.dumps(value)``, a frame at a time (:class:`_FrameSink`)."""
+    sink = _FrameSink(between_frames)
+    pickle.Pickler(sink, pickle.HIGHEST_PROTOCOL).dump(value)
+    return b"".join(sink.parts)
+
+
+def _decode(data: bytes, between_frames: Callable[[], None] | None = None) -> Event:
     """Unpickle an event frame by frame (:class:`_Frames`), letting go of the GIL between
     frames, so the editor's event loop runs while a large result decodes.
 
@@ -178,7 +217,7 @@ def _decode(data: bytes) -> Event:
     41.7–46.0 ms showing results without it; 128 x DGX A100 68 / 71 / 55 ms opening /
     solving / showing, 101 / 94 / 79 ms with it).
     """
-    return pickle.Unpickler(_Frames(data)).load()
+    return pickle.Unpickler(_Frames(data, between_frames)).load()
 
 
 class Job:
@@ -201,26 +240,38 @@ class Job:
         self._process: multiprocessing.process.BaseProcess | None = None
         self.ended = False
 
-    def start(self) -> None:
-        """Start the child; ``func`` must accept the ``progress`` keyword."""
+    def start(self, between_frames: Callable[[], None] = _pause) -> None:
+        """Pickle the call, start the child and send it the call; ``func`` must accept
+        the ``progress`` keyword. ``between_frames`` runs between frames of the pickled
+        call (a thread starting a job can give an event loop its turn there)."""
+        data = _encode((self.func, self.args, self.kwargs), between_frames)
         ctx = _context()
         parent, child = ctx.Pipe(duplex=False)
+        calls, call = ctx.Pipe(duplex=False)
         self._process = ctx.Process(target=_child, daemon=True,
-                                    args=(child, log_file(), self.func, self.args, self.kwargs))
+                                    args=(child, calls, log_file()))
         self._process.start()
         child.close()
+        calls.close()
         self._conn = parent
+        try:
+            call.send_bytes(data)
+        except BrokenPipeError:
+            pass  # the child is gone (stopped meanwhile): its pipe's end says so
+        finally:
+            call.close()
 
     def fileno(self) -> int:
         """The pipe's descriptor: readable when an event (or the child's end) is waiting."""
         assert self._conn is not None
         return self._conn.fileno()
 
-    def events(self) -> Iterator[Event]:
-        """Every event waiting now, without blocking; the last one ends the job."""
+    def events(self, between_frames: Callable[[], None] | None = None) -> Iterator[Event]:
+        """Every event waiting now, without blocking; the last one ends the job.
+        ``between_frames`` runs between pickle frames of a large event (:class:`_Frames`)."""
         while not self.ended and self._conn is not None and self._conn.poll():
             try:
-                event = _decode(self._conn.recv_bytes())
+                event = _decode(self._conn.recv_bytes(), between_frames)
             except (EOFError, OSError):
                 event = ("crashed", f"the engine process ended unexpectedly "
                                     f"(exit code {self._exit_code()}).")

@@ -58,3 +58,28 @@ def test_the_frame_reader_reads_lines_and_into_buffers():
     buffer = bytearray(4)
     assert frames.readinto(memoryview(buffer)) == 2 and buffer[:2] == b"cd"
     assert frames.read() == b"" and frames.readline() == b""
+
+
+def test_a_large_call_goes_to_the_child_a_frame_at_a_time_and_arrives_whole():
+    """The call (function and arguments) travels over a pipe of its own, pickled a frame
+    at a time with ``between_frames`` in between, not inside the fork server's process
+    object; the child gets exactly what was sent."""
+    from fractions import Fraction
+
+    value = [(f"gpu{i}", Fraction(i, 7), tuple(range(i % 50))) for i in range(20_000)]
+    pauses = []
+    job = Job(job_targets.echo, value)
+    job.start(lambda: pauses.append(1))
+    assert job.wait(60) == [("done", value)]
+    assert len(pauses) >= len(pickle.dumps(value, protocol=5)) // 65536
+
+
+def test_an_argument_that_cannot_be_pickled_fails_before_a_child_starts():
+    job = Job(job_targets.echo, lambda: None)
+    try:
+        job.start()
+    except (pickle.PicklingError, AttributeError):
+        pass
+    else:
+        raise AssertionError("a lambda was pickled")
+    assert job._process is None

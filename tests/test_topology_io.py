@@ -6,10 +6,13 @@ import pytest
 from canopy.engine.errors import TopologyError
 from canopy.engine.topology import format_number, parse_bandwidth
 from canopy.engine.topology_io import (
+    STEP_ITEMS,
     dumps_topology,
+    finish,
     load_sample,
     load_topology,
     loads_topology,
+    reading_steps,
     sample_names,
     save_topology,
 )
@@ -96,3 +99,30 @@ def test_save_keeps_permissions(tmp_path):
     os.chmod(path, 0o640)
     save_topology(loads_topology(doc()), path)
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_reading_in_steps_gives_the_same_topology_and_the_same_errors(tmp_path):
+    """reading_steps reads a file a step at a time (an editor reads a slice per turn of
+    its event loop): the same topology as load_topology, errors raised from a step."""
+    from bench.clusters import dgx_a100_cluster
+
+    path = tmp_path / "large.json"
+    save_topology(dgx_a100_cluster(8), path)
+    steps = reading_steps(path)
+    count = 0
+    try:
+        while True:
+            next(steps)
+            count += 1
+    except StopIteration as end:
+        topology = end.value
+    assert count >= (len(topology.nodes) + len(topology.links)) // STEP_ITEMS
+    assert topology == load_topology(path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(doc(links=[{"source": "a", "target": "b", "bandwidth": -4}]))
+    with pytest.raises(TopologyError) as error:
+        finish(reading_steps(bad))
+    assert str(error.value) == f"{bad}: link 0 (a - b) has bandwidth -4, which must be positive."
+    bad.write_text("{not json")
+    with pytest.raises(TopologyError, match="is not valid JSON"):
+        finish(reading_steps(bad))

@@ -63,9 +63,9 @@ class FabricMarks:
             if node.failed and self.doc.has_node(node.id):
                 item = self.scene.node_item(node.id)
                 _cross(crosses, item.mapToScene(QPointF(0, 0)), CROSS * 2)
-        for key in self.doc.link_keys():
-            if self.doc.link(key).failed:
-                p1, p2 = self.scene.link_item(key).ends()
+        for link in self.doc.topology.links:   # every edit: no list of keys made
+            if link.failed:
+                p1, p2 = self.scene.link_item(self.doc.link_key(link)).ends()
                 _cross(crosses, (p1 + p2) / 2, CROSS)
         self._item(0, QPen(FAILED, 3.0), 6).setPath(crosses)
         rings_at: dict[str, int] = {}

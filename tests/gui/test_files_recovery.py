@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
 from canopy.app import recovery, settings
 from canopy.app.commands import edit_nodes
 from canopy.app.main_window import MainWindow
-from canopy.engine.topology_io import load_sample, load_topology, sample_names
+from canopy.engine.topology_io import load_sample, load_topology, sample_names, save_topology
 
 UNKNOWN = {
     "format": "canopy-topology", "version": 1, "name": "custom", "owner": "lab-7",
@@ -85,6 +86,29 @@ def test_bad_file_shows_engine_sentence_and_keeps_document(window, tmp_path, dia
     assert window.doc.node_ids() == names_before
     assert not window.open_path(write(tmp_path / "junk.json", "{not json"))
     assert "is not valid JSON" in dialogs.calls[-1][2]
+
+
+def test_a_large_file_opens_over_turns_of_the_event_loop(window, tmp_path, dialogs):
+    """Reading a large file, laying it out and setting the document each take turns of
+    their own (the window paints in between); open_path returns once it is open, and a
+    second File > Open meanwhile is refused with a word in the status bar."""
+    from bench.clusters import dgx_a100_cluster
+
+    path = tmp_path / "large.json"
+    save_topology(dgx_a100_cluster(16), path)
+    seen, again = [], []
+    ticker = QTimer()
+    ticker.setInterval(0)
+    ticker.timeout.connect(lambda: seen.append(window.doc.path))
+    ticker.start()
+    QTimer.singleShot(0, lambda: again.append(window.open_path(path)))
+    assert window.open_path(path)
+    ticker.stop()
+    assert window.doc.path == path and len(window.doc.topology.compute_nodes()) == 128
+    assert window.doc.node("n0.gpu0").x is not None, "laid out on the way"
+    assert len(seen) >= 3 and path not in seen, "the loop ran while the file was read"
+    assert again == [False] and "still being opened" in window.statusBar().currentMessage()
+    assert not dialogs.calls
 
 
 def test_unsaved_changes_prompt_on_close_and_open(window, tmp_path, dialogs):

@@ -87,3 +87,24 @@ def test_a_job_nobody_holds_lives_until_its_reader_ends(qtbot):
     qtbot.waitUntil(lambda: bool(results), timeout=30000)
     assert results[0].k == 13
     qtbot.waitUntil(lambda: key not in job_runner._dispatcher().jobs, timeout=3000)
+
+
+def test_a_large_result_is_read_in_turns_with_the_event_loop(qtbot, monkeypatch):
+    """Between pickle frames of a large call or result the reader thread waits for the
+    event loop's turn (the loop sets the event it is sent), so the two do not fight over
+    the interpreter lock; the result arrives whole."""
+    from fractions import Fraction
+
+    turns = []
+    real = job_runner._turn
+
+    def counted(ask):
+        turns.append(1)
+        real(ask)
+    monkeypatch.setattr(job_runner, "_turn", counted)
+    value = [(f"gpu{i}", Fraction(i, 7), tuple(range(i % 50))) for i in range(20_000)]
+    job = EngineJob(job_targets.echo, value)
+    with qtbot.waitSignal(job.finished, timeout=30000) as blocker:
+        job.start()
+    assert blocker.args[0] == value
+    assert len(turns) >= 2 * 20   # both ways: about 1.3 MB, 64 KiB a frame
