@@ -51,6 +51,8 @@ REFERENCE_PIECES = 256        # the pieces of the reference size (1 GiB at 64 Ki
 POWER = 8                     # the smooth maximum's power in pass 1
 MAX_ROUNDS = 30               # passes over the nodes in pass 1 (it settles in about 5)
 FILL_TRIES = 600              # swaps simulated in pass 2 (0.03 CPU s each on 2x MI250)
+DRAWS_PER_TRY = 100           # pass 2 gives up after this many draws per swap simulated
+# (about 30 on 2x MI250; none keep the trees trees on 2 x DGX A100 at k = 1)
 
 Link = tuple[str, str]
 
@@ -195,8 +197,8 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
     """``schedule`` (a reduce-scatter) with parents swapped between its trees so that its
     pipeline fills sooner (module docstring); the same k, y, link loads and bound, with
     ``extra["fill_swaps"]`` set. Schedules of other collectives, with separate reduce
-    trees, or with nothing saturated are returned as they are. ``tries``: pass 2's swaps
-    simulated (FILL_TRIES by default)."""
+    trees, with nothing saturated or where no swap helps are returned as they are.
+    ``tries``: pass 2's swaps simulated (FILL_TRIES by default)."""
     tries = FILL_TRIES if tries is None else tries
     if schedule.collective != "reduce-scatter" or schedule.reduce_trees is not None:
         return schedule
@@ -212,6 +214,7 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
     if not saturated:
         return schedule
     nodes = list(schedule.compute_nodes)
+    before = [dict(t.parent) for t in trees]
     _pass_one(trees, nodes, saturated)
 
     size = Fraction(1 << 30) * SAMPLE_PIECES / REFERENCE_PIECES
@@ -224,9 +227,13 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
     best = run_time()
     rng = random.Random(seed)
     runs = 0
-    while runs < tries:
+    for _ in range(DRAWS_PER_TRY * tries):
+        if runs == tries:
+            break
         node = rng.choice(nodes)
         holding = [i for i, t in enumerate(trees) if node in t.parent]
+        if len(holding) < 2:
+            continue
         a, b = rng.sample(holding, 2)
         if trees[a].multiplicity != trees[b].multiplicity or not _swap(trees, node, a, b):
             continue
@@ -236,5 +243,7 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
             best = time_us
         else:
             _unswap(trees, node, a, b)
+    if [t.parent for t in trees] == before:
+        return schedule
     return replace(schedule, trees=[t.tree() for t in trees],
                    extra={**schedule.extra, "fill_swaps": True})

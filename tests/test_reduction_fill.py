@@ -61,3 +61,14 @@ def test_pass_two_keeps_only_faster_swaps_and_other_collectives_are_left_alone()
     assert _unit_edges(two) == _unit_edges(twin)
     allgather = solve(topo, "allgather", tolerance="4", shallow=True)
     assert fill_swaps(topo, allgather) is allgather
+
+
+def test_a_forest_without_helpful_swaps_comes_back_as_it_is():
+    """2 x DGX A100 reduce-scatter at k = 1 on lower trees: no swap lowers its saturated
+    links' subtrees and pass 2 finds none that keeps the trees trees; it gives up after
+    DRAWS_PER_TRY draws per swap it was to simulate (it used to draw for ever) and
+    returns the schedule itself, so no candidate is simulated twice."""
+    topo = load_sample("dgx-a100-2x8")
+    twin = solve(topo, "reduce-scatter", tolerance="10", shallow=True)
+    assert twin.k == 1
+    assert fill_swaps(topo, twin) is twin
