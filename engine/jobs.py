@@ -218,11 +218,10 @@ def _decode(data: bytes, between_frames: Callable[[], None] | None = None) -> Ev
     """Unpickle an event frame by frame (:class:`_Frames`), letting go of the GIL between
     frames, so the editor's event loop runs while a large result decodes.
 
-    The cyclic collector is left alone: an earlier version paused it while decoding,
-    which was process-wide state; with frame-by-frame decoding the pause no longer
-    shortens the editor's worst gap (bench/gui_responsiveness.py, ``--load 2``: 64 GPUs
-    41.7–46.0 ms showing results without it; 128 x DGX A100 68 / 71 / 55 ms opening /
-    solving / showing, 101 / 94 / 79 ms with it).
+    The cyclic collector is left alone here; the editor's reader thread pauses it around
+    an event and collects once after a large one (``canopy.app.job_runner._decoded``):
+    a 1024-GPU solution otherwise set off a full pass while it decoded and another in the
+    event loop's turns soon after.
     """
     return pickle.Unpickler(_Frames(data, between_frames)).load()
 
