@@ -15,14 +15,16 @@ and fresh again if the edits are undone.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
+from canopy.app.background import bound_of, solution_of
 from canopy.app.document import Document
 from canopy.app.job_runner import EngineJob
-from canopy.app.solution import Bound, Solution, compute_bound, compute_solution, signature
+from canopy.app.solution import Bound, Solution, signature
 
 BOUND_FIRST_NODES = 64
 """From this many compute nodes on, a solve first runs a bound-only job (the optimum is a
@@ -79,16 +81,16 @@ class ComputeController(QObject):
         """
         if self.job is not None:
             return False
-        topology = self.doc.snapshot()
+        pickled = pickle.dumps(self.doc.topology, pickle.HIGHEST_PROTOCOL)
         self._snapshot_at = self._changes
         what = f"Solving {collective}" + (f" with k = {k}" if k is not None else "")
-        if k is None and len(topology.compute_nodes()) >= self.bound_first_nodes:
+        if k is None and len(self.doc.topology.compute_nodes()) >= self.bound_first_nodes:
             def full(bound: Bound) -> None:
-                self.run(what, self._solved, compute_solution, topology, collective, k)
+                self.run(what, self._solved, solution_of, pickled, collective, k)
                 self._bounded(bound)
-            return self.run(f"Finding the optimum of {collective}", full, compute_bound,
-                            topology, collective)
-        return self.run(what, self._solved, compute_solution, topology, collective, k)
+            return self.run(f"Finding the optimum of {collective}", full, bound_of,
+                            pickled, collective)
+        return self.run(what, self._solved, solution_of, pickled, collective, k)
 
     def run(self, what: str, done: Callable[[Any], None], func: Callable[..., Any],
             *args: Any, **kwargs: Any) -> bool:

@@ -143,3 +143,24 @@ def test_hops_map_to_the_link_items_the_scene_names(window, qtbot, monkeypatch):
         expected = [item.key for item in scene.link_items_between(*hop, directed=True)]
         assert sorted(keys) == sorted(expected), hop
     assert len(overlays._hop_keys[("n0.gpu0", "n0.nvswitch")]) == 2
+
+
+def test_recolouring_links_while_the_overview_is_held_rebuilds_only_their_layer(window):
+    """Recolouring a large tree's links a slice per turn holds the overview; releasing it
+    rebuilds the recoloured links' layer, not every link and node (12 ms at 1024 GPUs),
+    unless the drawing itself changed meanwhile."""
+    from PySide6.QtGui import QColor
+
+    overview = window.scene.overview
+    item = window.scene.link_items()[0]
+    overview._layers, overview._styled_layers = ([], []), []
+    overview.hold()
+    item.set_highlight(QColor("#d62828"), 3.0)
+    overview.release()
+    assert overview._layers == ([], []) and overview._styled_layers is None
+    overview._styled_layers = []
+    overview.hold()
+    item.set_highlight(None)
+    overview.invalidate()
+    overview.release()
+    assert overview._layers is None and overview._styled_layers is None
