@@ -41,10 +41,12 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from canopy.engine.errors import ScheduleError
 from canopy.engine.plan import path_links, schedule_plan
 from canopy.engine.schedule import Schedule, Tree, TreeEdge
 from canopy.engine.simulate import simulate
 from canopy.engine.topology import Topology
+from canopy.engine.verification import verify
 
 SAMPLE_PIECES = 16            # pieces simulated per swap tried in pass 2
 REFERENCE_PIECES = 256        # the pieces of the reference size (1 GiB at 64 KiB slices)
@@ -196,8 +198,9 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
                seed: int = 0) -> Schedule:
     """``schedule`` (a reduce-scatter) with parents swapped between its trees so that its
     pipeline fills sooner (module docstring); the same k, y, link loads and bound, with
-    ``extra["fill_swaps"]`` set. Schedules of other collectives, with separate reduce
-    trees, with nothing saturated or where no swap helps are returned as they are.
+    ``extra["fill_swaps"]`` set, verified again. Schedules of other collectives, with
+    separate reduce trees, with nothing saturated, where no swap helps or (a bug) whose
+    swapped forest fails verification are returned as they are.
     ``tries``: pass 2's swaps simulated (FILL_TRIES by default)."""
     tries = FILL_TRIES if tries is None else tries
     if schedule.collective != "reduce-scatter" or schedule.reduce_trees is not None:
@@ -245,5 +248,10 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
             _unswap(trees, node, a, b)
     if [t.parent for t in trees] == before:
         return schedule
-    return replace(schedule, trees=[t.tree() for t in trees],
-                   extra={**schedule.extra, "fill_swaps": True})
+    swapped = replace(schedule, trees=[t.tree() for t in trees],
+                      extra={**schedule.extra, "fill_swaps": True})
+    try:
+        verify(topology, swapped)       # the argument above, checked (2 ms on 2x MI250)
+    except ScheduleError:
+        return schedule
+    return swapped

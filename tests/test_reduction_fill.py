@@ -72,3 +72,22 @@ def test_a_forest_without_helpful_swaps_comes_back_as_it_is():
     twin = solve(topo, "reduce-scatter", tolerance="10", shallow=True)
     assert twin.k == 1
     assert fill_swaps(topo, twin) is twin
+
+
+def test_a_swapped_forest_that_fails_verification_is_not_returned(monkeypatch):
+    """The swaps keep every load by construction; the result is still verified, and
+    where verification fails (a bug) the forest comes back as it was."""
+    from canopy.engine import reduction_fill
+    from canopy.engine.errors import ScheduleError
+
+    topo = load_sample("mi250-2x16")
+    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    checked = []
+
+    def failing(topology, schedule):
+        checked.append(schedule)
+        raise ScheduleError("tree 3 does not span.")
+
+    monkeypatch.setattr(reduction_fill, "verify", failing)
+    assert fill_swaps(topo, twin, tries=0) is twin
+    assert checked and checked[0].extra["fill_swaps"]
