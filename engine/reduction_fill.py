@@ -41,10 +41,12 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from canopy.engine.plan import path_links, schedule_plan
+from canopy.engine.errors import ScheduleError
+from canopy.engine.plan import path_links, schedule_plan, trees_plan
 from canopy.engine.schedule import Schedule, Tree, TreeEdge
 from canopy.engine.simulate import simulate
 from canopy.engine.topology import Topology
+from canopy.engine.verification import verify
 
 SAMPLE_PIECES = 16            # pieces simulated per swap tried in pass 2
 REFERENCE_PIECES = 256        # the pieces of the reference size (1 GiB at 64 KiB slices)
@@ -84,15 +86,14 @@ class _Tree:
             height[node] = 1 + max((height[c] for c in kids[node]), default=-1)
         return height
 
-    def below(self, node: str) -> set[str]:
-        """``node`` and its descendants."""
-        kids = self.children()
-        found, stack = set(), [node]
-        while stack:
-            v = stack.pop()
-            found.add(v)
-            stack.extend(kids[v])
-        return found
+    def in_subtree(self, node: str, ancestor: str) -> bool:
+        """Whether ``node`` lies in ``ancestor``'s subtree (is it or a descendant): a walk
+        up the parent pointers, not over the subtree."""
+        while node != ancestor:
+            if node not in self.parent:
+                return False
+            node = self.parent[node][0]
+        return True
 
     def tree(self) -> Tree:
         """Back to a :class:`Tree`, parents before children (children by name)."""
@@ -158,7 +159,7 @@ def _swap(trees: list[_Tree], node: str, a: int, b: int) -> bool:
     trees; False (nothing changed) where they would not."""
     ta, tb = trees[a], trees[b]
     pa, pb = ta.parent[node], tb.parent[node]
-    if pa[0] == pb[0] or pb[0] in ta.below(node) or pa[0] in tb.below(node):
+    if pa[0] == pb[0] or ta.in_subtree(pb[0], node) or tb.in_subtree(pa[0], node):
         return False
     ta.parent[node], tb.parent[node] = pb, pa
     return True
@@ -196,8 +197,9 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
                seed: int = 0) -> Schedule:
     """``schedule`` (a reduce-scatter) with parents swapped between its trees so that its
     pipeline fills sooner (module docstring); the same k, y, link loads and bound, with
-    ``extra["fill_swaps"]`` set. Schedules of other collectives, with separate reduce
-    trees, with nothing saturated or where no swap helps are returned as they are.
+    ``extra["fill_swaps"]`` set, verified again. Schedules of other collectives, with
+    separate reduce trees, with nothing saturated, where no swap helps or (a bug) whose
+    swapped forest fails verification are returned as they are.
     ``tries``: pass 2's swaps simulated (FILL_TRIES by default)."""
     tries = FILL_TRIES if tries is None else tries
     if schedule.collective != "reduce-scatter" or schedule.reduce_trees is not None:
@@ -218,11 +220,19 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
     _pass_one(trees, nodes, saturated)
 
     size = Fraction(1 << 30) * SAMPLE_PIECES / REFERENCE_PIECES
+    plan = schedule_plan(replace(schedule, trees=[t.tree() for t in trees]))
+    flows = list(plan.reduce_trees)
 
-    def run_time() -> Fraction:
-        candidate = replace(schedule, trees=[t.tree() for t in trees])
-        return simulate(topology, schedule_plan(candidate), size, SAMPLE_PIECES,
-                        budget=None).time_us
+    def run_time(changed: tuple[int, ...] = ()) -> Fraction:
+        # a swap changes two trees: only theirs are built again (the rest of the plan
+        # is the same FlowTrees, so each run costs the simulation and little else)
+        if changed:
+            two = trees_plan(schedule.collective, schedule.compute_nodes,
+                             [trees[i].tree() for i in changed], schedule.k)
+            for i, flow in zip(changed, two.reduce_trees, strict=True):
+                flows[i] = flow
+        return simulate(topology, replace(plan, reduce_trees=tuple(flows)), size,
+                        SAMPLE_PIECES, budget=None, symmetry=False).time_us
 
     best = run_time()
     rng = random.Random(seed)
@@ -238,12 +248,19 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
         if trees[a].multiplicity != trees[b].multiplicity or not _swap(trees, node, a, b):
             continue
         runs += 1
-        time_us = run_time()
+        kept = flows[a], flows[b]
+        time_us = run_time((a, b))
         if time_us < best:
             best = time_us
         else:
             _unswap(trees, node, a, b)
+            flows[a], flows[b] = kept
     if [t.parent for t in trees] == before:
         return schedule
-    return replace(schedule, trees=[t.tree() for t in trees],
-                   extra={**schedule.extra, "fill_swaps": True})
+    swapped = replace(schedule, trees=[t.tree() for t in trees],
+                      extra={**schedule.extra, "fill_swaps": True})
+    try:
+        verify(topology, swapped)       # the argument above, checked (2 ms on 2x MI250)
+    except ScheduleError:
+        return schedule
+    return swapped

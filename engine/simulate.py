@@ -298,23 +298,30 @@ def _network(topology: Topology, connections: list[Connection], default_latency:
     conn_ptr = [0]
     conn_link: list[int] = []
     conn_alpha: list = []
+    known: dict[tuple[str, ...], tuple[list[int], Any]] = {}   # per route (connections of
+    # one route repeat: a tree edge's unit connections, the trees over one pair of GPUs)
     for connection in connections:
-        alpha = Fraction(0)
-        for link in path_links(connection.route):
-            if link not in caps:
-                raise ScheduleError(f"the schedule uses link {link[0]} -> {link[1]}, which "
-                                    "is not in the topology.")
-            key, factor = (link, 1) if links is None else links[link]
-            if key not in link_id:
-                link_id[key] = len(cap)
-                cap.append(num(caps[link] * factor * BYTES_PER_US_PER_GBPS))
-            conn_link.append(link_id[key])
-            alpha += lats.get(link, default_latency)
-        if len(conn_link) == conn_ptr[-1]:
-            raise ScheduleError(f"a connection from {connection.route[0]} has no link to "
-                                "cross.")
+        found = known.get(connection.route)
+        if found is None:
+            ids: list[int] = []
+            alpha = Fraction(0)
+            for link in path_links(connection.route):
+                if link not in caps:
+                    raise ScheduleError(f"the schedule uses link {link[0]} -> {link[1]}, "
+                                        "which is not in the topology.")
+                key, factor = (link, 1) if links is None else links[link]
+                if key not in link_id:
+                    link_id[key] = len(cap)
+                    cap.append(num(caps[link] * factor * BYTES_PER_US_PER_GBPS))
+                ids.append(link_id[key])
+                alpha += lats.get(link, default_latency)
+            if not ids:
+                raise ScheduleError(f"a connection from {connection.route[0]} has no link "
+                                    "to cross.")
+            found = known[connection.route] = (ids, num(alpha))
+        conn_link.extend(found[0])
         conn_ptr.append(len(conn_link))
-        conn_alpha.append(num(alpha))
+        conn_alpha.append(found[1])
     return _Network(cap, conn_ptr, conn_link, conn_alpha,
                     [num(connection.weight) for connection in connections])
 

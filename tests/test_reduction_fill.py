@@ -72,3 +72,53 @@ def test_a_forest_without_helpful_swaps_comes_back_as_it_is():
     twin = solve(topo, "reduce-scatter", tolerance="10", shallow=True)
     assert twin.k == 1
     assert fill_swaps(topo, twin) is twin
+
+
+def test_a_swapped_forest_that_fails_verification_is_not_returned(monkeypatch):
+    """The swaps keep every load by construction; the result is still verified, and
+    where verification fails (a bug) the forest comes back as it was."""
+    from canopy.engine import reduction_fill
+    from canopy.engine.errors import ScheduleError
+
+    topo = load_sample("mi250-2x16")
+    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    checked = []
+
+    def failing(topology, schedule):
+        checked.append(schedule)
+        raise ScheduleError("tree 3 does not span.")
+
+    monkeypatch.setattr(reduction_fill, "verify", failing)
+    assert fill_swaps(topo, twin, tries=0) is twin
+    assert checked and checked[0].extra["fill_swaps"]
+
+
+def test_pass_two_simulates_the_trees_it_keeps(monkeypatch):
+    """Pass 2 rebuilds only the two trees a swap changes (and puts them back where the
+    swap is undone): the forest it returns is the plan it simulated fastest, faster than
+    pass 1's, and every plan it simulated keeps the trees' roots and shares in place."""
+    from canopy.engine import reduction_fill
+
+    topo = load_sample("mi250-2x16")
+    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    runs = []
+    real = reduction_fill.simulate
+
+    def recording(topology, plan, *args, **kwargs):
+        result = real(topology, plan, *args, **kwargs)
+        runs.append((plan, result.time_us))
+        return result
+
+    monkeypatch.setattr(reduction_fill, "simulate", recording)
+    two = fill_swaps(topo, twin, tries=40)
+    assert len(runs) == 41
+    monkeypatch.setattr(reduction_fill, "simulate", real)
+    mine = schedule_plan(two)
+    size = Fraction(1 << 30) * reduction_fill.SAMPLE_PIECES / reduction_fill.REFERENCE_PIECES
+    assert real(topo, mine, size, reduction_fill.SAMPLE_PIECES, budget=None).time_us == \
+        min(time for _, time in runs) < runs[0][1]
+    for plan, _ in runs:
+        assert [(t.root, t.share) for t in plan.reduce_trees] == \
+            [(t.root, t.share) for t in mine.reduce_trees]
+    best = min(runs, key=lambda run: run[1])[0]
+    assert best.reduce_trees == mine.reduce_trees
