@@ -31,7 +31,7 @@ from canopy.engine.jobs import Event, Job, warm_up_fork_server
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
 LARGE_EVENT_OBJECTS = 20_000
-"""Objects made by decoding an event past which the reader thread collects at once."""
+"""Objects made by decoding an event past which the reader thread makes a middle pass."""
 TURN_WAIT_S = 0.1
 """Longest a reader thread waits for the event loop's turn between two frames (a loop
 that is not running, in a script or while the application quits, does not stop it)."""
@@ -177,13 +177,14 @@ def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], 
 
 def _decoded(events: Iterator[Event]) -> Event | None:
     """The next event (None: no more now), decoded with the cyclic collector paused; a
-    large one (a solution) is collected after, here.
+    large one (a solution) gets a middle pass after, here.
 
-    Decoding a 1024-GPU solution makes 65,000 objects the collector follows, enough to
-    set off a full pass over the editor's whole heap (35 to 50 ms holding the
-    interpreter lock) during the decoding, and then another soon after in the event
-    loop's own turns, while it shows the results. Paused, there is one pass, here,
-    before the event reaches the event loop.
+    Decoding a 1024-GPU solution makes 65,000 objects the collector follows: unpaused,
+    young passes would run over them again and again while they are decoded. A middle
+    pass here, before the event reaches the event loop, walks the new objects once and
+    leaves them to the full passes, which the editor makes when idle
+    (:class:`canopy.app.heap.IdleCollector`; a full pass here took 35 to 50 ms holding the
+    interpreter lock).
     """
     gc.disable()
     try:
@@ -191,5 +192,5 @@ def _decoded(events: Iterator[Event]) -> Event | None:
     finally:
         gc.enable()
     if gc.get_count()[0] > LARGE_EVENT_OBJECTS:
-        gc.collect()
+        gc.collect(1)
     return event
