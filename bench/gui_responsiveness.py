@@ -12,7 +12,9 @@ Cases:
   progress, the result docks, the plots and the canvas overlays are included;
 * ``large`` (``--large S``, default 128 servers = 1024 GPUs): File ▸ Open of a saved file,
   the solve (bound first, then the schedule) and showing the results, each phase with its
-  own worst gap.
+  own worst gap;
+* ``idle``: a shown, empty main window doing nothing for 8 s (the floor the machine's
+  scheduling alone sets under the same load; not run by default).
 
 The engine runs in a child process (:mod:`canopy.engine.jobs`). To make the machine busy,
 ``--load N`` (default 2, one per core here) processes spin on the CPU at the GUI's
@@ -20,7 +22,7 @@ priority for the whole run. Targets: under 50 ms while a 64-GPU solve runs (issu
 under 100 ms in every phase at 1024 GPUs (issue 16.4).
 
 Usage: QT_QPA_PLATFORM=offscreen python -m bench.gui_responsiveness
-       [--load N] [--servers S] [--large S] [--cases bare,editor,large]
+       [--load N] [--servers S] [--large S] [--cases bare,editor,large,idle]
        [--solution FILE] [--large-solution FILE]   (pickled Solutions to show instead of
        waiting for the editor's solve: faster, for profiling the showing phase)
 """
@@ -276,6 +278,22 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
                     "menus", "phases": phases, **result}
 
 
+def idle(seconds: float = 8.0) -> dict:
+    """An empty main window, shown and left alone: the gaps the machine alone causes."""
+    window = MainWindow()
+    window.resize(1400, 900)
+    window.show()
+    QApplication.processEvents()
+
+    def steps(watch: Watch, done: Callable[[], None]) -> None:
+        watch.mark("idle")
+        QTimer.singleShot(int(seconds * 1000), done)
+
+    phases = _run(steps)
+    window.close()
+    return {"case": "an empty main window doing nothing", "phases": {"idle": phases["idle"]}}
+
+
 def load_solution(path: str, progress: object = None) -> object:
     """A pickled Solution, read in an engine job's child process."""
     import pickle
@@ -313,7 +331,8 @@ def main() -> None:
         b.start()
     runs = {"bare": lambda: bare_job(args.servers),
             "editor": lambda: editor(args.servers, False, args.solution),
-            "large": lambda: editor(args.large, True, args.large_solution)}
+            "large": lambda: editor(args.large, True, args.large_solution),
+            "idle": idle}
     try:
         for name in args.cases.split(","):
             start = time.process_time()

@@ -41,12 +41,18 @@ log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL = 0.05
 """Seconds between progress events within one phase."""
-PRELOAD = ["canopy.engine.forest", "canopy.engine.comparison", "canopy.engine.generators"]
-"""Modules the fork server imports once, so that each job starts without importing them."""
+PRELOAD = ["canopy.engine.job_priority", "canopy.engine.forest", "canopy.engine.comparison",
+           "canopy.engine.generators"]
+"""Modules the fork server imports once, so that each job starts without importing them
+(the first lowers its priority before the others are imported)."""
 
 CHILD_NICENESS = 5
 """Engine jobs run at a lower priority than the process that started them (an editor
-stays responsive on a busy machine); only the child's priority changes."""
+stays responsive on a busy machine), and so does the fork server they come from
+(:mod:`canopy.engine.job_priority`); the starting process keeps its own."""
+
+FORK_SERVER_OF = "CANOPY_FORK_SERVER_OF"
+"""Environment variable naming (by process id) the process whose fork server this is."""
 
 FRAME_PAUSE = 0.0001
 """Seconds a thread decoding a large event (:class:`_Frames`) or encoding a large call
@@ -57,6 +63,7 @@ Event = tuple[Any, ...]
 
 
 def _context() -> ForkServerContext | SpawnContext:
+    os.environ[FORK_SERVER_OF] = str(os.getpid())   # see canopy.engine.job_priority
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
@@ -87,8 +94,8 @@ class _PipeProgress:
             self.conn.send(("progress", phase, float(fraction)))
 
 
-def _child(conn: Connection, calls: Connection, log_path: str) -> None:
-    os.nice(CHILD_NICENESS)
+def _child(conn: Connection, calls: Connection, log_path: str, niceness: int) -> None:
+    os.nice(max(0, niceness - os.nice(0)))   # a fork server's children are there already
     batch_collector()
     try:
         try:
@@ -211,11 +218,10 @@ def _decode(data: bytes, between_frames: Callable[[], None] | None = None) -> Ev
     """Unpickle an event frame by frame (:class:`_Frames`), letting go of the GIL between
     frames, so the editor's event loop runs while a large result decodes.
 
-    The cyclic collector is left alone: an earlier version paused it while decoding,
-    which was process-wide state; with frame-by-frame decoding the pause no longer
-    shortens the editor's worst gap (bench/gui_responsiveness.py, ``--load 2``: 64 GPUs
-    41.7–46.0 ms showing results without it; 128 x DGX A100 68 / 71 / 55 ms opening /
-    solving / showing, 101 / 94 / 79 ms with it).
+    The cyclic collector is left alone here; the editor's reader thread pauses it around
+    an event and collects once after a large one (``canopy.app.job_runner._decoded``):
+    a 1024-GPU solution otherwise set off a full pass while it decoded and another in the
+    event loop's turns soon after.
     """
     return pickle.Unpickler(_Frames(data, between_frames)).load()
 
@@ -249,7 +255,7 @@ class Job:
         parent, child = ctx.Pipe(duplex=False)
         calls, call = ctx.Pipe(duplex=False)
         self._process = ctx.Process(target=_child, daemon=True,
-                                    args=(child, calls, log_file()))
+                                    args=(child, calls, log_file(), os.nice(0) + CHILD_NICENESS))
         self._process.start()
         child.close()
         calls.close()

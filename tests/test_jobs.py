@@ -83,3 +83,15 @@ def test_an_argument_that_cannot_be_pickled_fails_before_a_child_starts():
     else:
         raise AssertionError("a lambda was pickled")
     assert job._process is None
+
+
+def test_jobs_and_their_fork_server_run_at_a_lower_priority():
+    """A job runs CHILD_NICENESS below the process that started it, however it was started
+    (the fork server lowers its own priority first, so its imports yield to an editor)."""
+    import os
+
+    from canopy.engine.jobs import CHILD_NICENESS
+
+    job = Job(job_targets.niceness)
+    job.start()
+    assert job.wait(60) == [("done", min(19, os.nice(0) + CHILD_NICENESS))]
