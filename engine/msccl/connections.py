@@ -291,8 +291,8 @@ class _Descent:
     connections gives one up until every GPU fits), so a budget's counts are those at the
     first point of that order where every GPU is within it. The order is followed as far
     as the budgets asked need and kept, so :func:`_paired_shared`'s bisection (up to 8
-    budgets) follows it once: 2x MI250 allreduce's layouts, 10.7 CPU s, spent 4 in
-    :func:`_shared_counts`."""
+    budgets) follows it once: 2x MI250 allreduce's layouts at k = 83, 9, 5 and 2 took
+    10.7 CPU s with an order per budget, 6.9 so (the same layouts)."""
 
     def __init__(self, plan: CollectivePlan, max_channels: int, detail: int,
                  topology: Topology | None, weighted: bool) -> None:
