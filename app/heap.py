@@ -49,7 +49,7 @@ NEVER = 2**31 - 1
 """The third threshold that keeps CPython from starting full passes itself."""
 
 _settled = False
-_collector: IdleCollector | None = None
+_collector: IdleCollector | None = None      # kept alive here: it has no Qt parent
 
 
 def settle_start_up() -> None:
