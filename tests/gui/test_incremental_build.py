@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
 from bench.clusters import dgx_a100_cluster
 from canopy.app.canvas import overlays as overlays_module
+from canopy.app.canvas import overview as overview_module
 from canopy.app.canvas.labels import ScreenLabel
 from canopy.app.canvas.scene import BUILD_AT_ONCE
 from canopy.app.commands import InsertItems, RenameNode, delete, edit_links
@@ -174,3 +175,49 @@ def test_recolouring_a_large_tree_far_out_rebuilds_the_overview_once(qtbot, larg
     styled = {k for k in (overlays.tree_link_keys() | overlays.cut_link_keys())}
     segments = sum(p.elementCount() for p, _pen, _b, _s in overview._styled_layers) // 2
     assert segments == len(styled) == len(overview._styled)
+
+
+def paint_overview(overview) -> None:
+    image = QImage(8, 8, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    overview.paint(painter, QStyleOptionGraphicsItem())
+    painter.end()
+
+
+def test_a_new_large_drawing_gets_its_overview_paths_in_a_turn_of_their_own(
+        qtbot, large, monkeypatch):
+    monkeypatch.setattr(overview_module, "LARGE", 10)   # 128 GPUs count as large here
+    scene = large.scene
+    build_slices(qtbot, scene)
+    large.view.set_zoom(0.05 / large.view.zoom())
+    assert scene.overview_on
+    overview = scene.overview
+    large.doc.set_topology(dgx_a100_cluster(SERVERS), None, display_name="another")
+    build_slices(qtbot, scene)
+    overview._layers = None     # (whatever painted meanwhile)
+    overview._fresh = True
+    paint_overview(overview)
+    assert overview._layers is None, "the first paint of a new drawing does not build"
+    qtbot.waitUntil(lambda: overview._layers is not None, timeout=2000)
+    # once built, an edit rebuilds in the paint as before
+    overview.invalidate()
+    paint_overview(overview)
+    assert overview._layers is not None
+    # screenshots and image exports get the paths at once
+    overview.forget()
+    scene.flush_groups()
+    assert overview._layers is not None
+
+
+def test_the_drawing_rect_follows_moves_edits_and_new_items(qtbot, large):
+    scene, doc = large.scene, large.doc
+    build_slices(qtbot, scene)
+    before = scene.drawing_rect()
+    assert scene.drawing_rect() == before
+    x = before.right() + 5000.0
+    doc.move_nodes({"n0.gpu0": (x, 0.0)})
+    scene.flush_groups()
+    assert scene.drawing_rect().right() > x
+    scene.node_item("n0.gpu1").setPos(QPointF(0.0, before.bottom() + 7000.0))  # a drag
+    scene.flush_groups()
+    assert scene.drawing_rect().bottom() > before.bottom() + 7000.0
