@@ -72,6 +72,16 @@ class GroupItem(QGraphicsItem):
     def box(self) -> QRectF:
         return QRectF(self._rect)
 
+    def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: object) -> object:
+        if change == QGraphicsItem.GraphicsItemChange.ItemFlagsHaveChanged:
+            # far out the overview draws the box with every member and link through it:
+            # the label gets a halo so it stays readable over them
+            halo = bool(self.flags() & QGraphicsItem.GraphicsItemFlag.ItemHasNoContents)
+            if halo != self.block_label.halo:
+                self.block_label.halo = halo
+                self.block_label.update()
+        return super().itemChange(change, value)
+
     def boundingRect(self) -> QRectF:
         return self._rect.adjusted(-1, -1, 1, 1)
 

@@ -221,7 +221,7 @@ class PropertiesDock(QDockWidget):
         if label is not None:
             label.setText(f"Bandwidth ({topo.bandwidth_unit})")
         self.summary.setText(f"{len(topo.compute_nodes())} compute, "
-                             f"{len(topo.switch_nodes())} switch nodes, {len(topo.links)} links")
+                             f"{len(topo.switch_nodes())} switches, {len(topo.links)} links")
         if self._nodes:
             self._show_nodes()
         if self._links:

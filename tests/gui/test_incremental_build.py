@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 from PySide6.QtCore import QPointF
 from PySide6.QtGui import QImage, QPainter
-from PySide6.QtWidgets import QStyleOptionGraphicsItem
+from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from bench.clusters import dgx_a100_cluster
 from canopy.app.canvas import overlays as overlays_module
@@ -130,9 +130,23 @@ def test_a_new_drawing_while_building_replaces_the_old_one(qtbot, large):
 
 
 def test_empty_labels_are_hidden_so_painting_skips_them(window):
-    for item in window.scene.items():
-        if isinstance(item, ScreenLabel):
-            assert item.isVisible() == bool(item.text)
+    ignores = QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations
+    labels = [item for item in window.scene.items() if isinstance(item, ScreenLabel)]
+    assert any(label.text for label in labels) and not all(label.text for label in labels)
+    for item in labels:
+        assert item.isVisible() == bool(item.text)
+        # Qt's index checks labels of a fixed pixel size one by one: only shown ones are
+        assert bool(item.flags() & ignores) == bool(item.text)
+
+
+def test_far_out_group_names_get_a_halo_over_the_overview(qtbot, large):
+    build_slices(qtbot, large.scene)
+    box = next(iter(large.scene.items_so_far()[2]))
+    assert not box.block_label.halo
+    large.view.set_zoom(0.05 / large.view.zoom())
+    assert large.scene.overview_on and box.block_label.halo
+    large.view.set_zoom(1.0 / large.view.zoom())
+    assert not large.scene.overview_on and not box.block_label.halo
 
 
 def test_far_out_the_overview_draws_every_link_of_a_drawing_built_in_slices(qtbot, large):
