@@ -329,7 +329,7 @@ class TopologyScene(QGraphicsScene):
         """Every item exists: labels follow (the level-of-detail timer), then whoever
         waited for the items."""
         self._building = False
-        self._layout_changed()
+        self._labels_changed()   # (the drawing's rectangle was measured by the last stage)
         self._overview_changed()
         large = len(self._nodes) + len(self._links) >= BUILD_AT_ONCE
         if not large:
@@ -498,6 +498,10 @@ class TopologyScene(QGraphicsScene):
 
     def _layout_changed(self) -> None:
         self._rect_cache = None
+        self._labels_changed()
+
+    def _labels_changed(self) -> None:
+        """Where names fit is to be worked out again (after edits, and once built)."""
         self._rooms = None
         self._summaries = {}
         self._lod_timer.start()

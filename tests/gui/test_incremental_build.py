@@ -226,6 +226,7 @@ def test_a_new_large_drawing_gets_its_overview_paths_in_a_turn_of_their_own(
 def test_the_drawing_rect_follows_moves_edits_and_new_items(qtbot, large):
     scene, doc = large.scene, large.doc
     build_slices(qtbot, scene)
+    assert scene._rect_cache is not None, "measured by the last stage, kept once built"
     before = scene.drawing_rect()
     assert scene.drawing_rect() == before
     x = before.right() + 5000.0
