@@ -72,6 +72,18 @@ def test_a_large_drawing_is_built_over_several_turns_into_the_same_scene(qtbot, 
     assert item.label_near == "n0.gpu0"
 
 
+def test_the_heavy_building_stages_take_a_turn_each(qtbot, large):
+    scene = large.scene
+    alone = {stage.__name__ for stage in scene._stages_alone}
+    finished_per_turn = []
+    while scene.is_building():
+        before = [stage.__name__ for stage in scene._stages]
+        scene._build_some()
+        finished_per_turn.append(before[:len(before) - len(scene._stages)])
+    heavy = [done for done in finished_per_turn if set(done) & alone]
+    assert heavy == [["_build_groups"], ["_build_rect"], ["_build_index"]]
+
+
 def test_a_small_drawing_is_built_at_once(window):
     window.doc.set_topology(dgx_a100_cluster(2), None, display_name="small")
     assert not window.scene.is_building()
