@@ -116,8 +116,9 @@ class EngineJob(QObject):
         machine) happen off the GUI thread too."""
         self._running = True
         self._dispatcher.jobs[self._key] = self
-        emit = functools.partial(self._dispatcher.event.emit, self._key)
-        turn = functools.partial(_turn, self._dispatcher.turn.emit)
+        emit = functools.partial(_while_alive, self._dispatcher.event.emit, self._key)
+        turn = functools.partial(_turn, functools.partial(_while_alive,
+                                                          self._dispatcher.turn.emit))
         threading.Thread(target=_read, args=(self._job, emit, self.is_running, turn),
                          daemon=True, name="engine-job").start()
 
@@ -146,12 +147,23 @@ class EngineJob(QObject):
             self.failed.emit(event[1])
 
 
-def _turn(ask: Callable[[threading.Event], None]) -> None:
+def _while_alive(emit: Callable[..., None], *args: object) -> bool:
+    """``emit(*args)`` from a reader thread; False, and nothing raised, once the dispatcher
+    is gone: the interpreter deletes it as the editor quits while a reader may still run
+    (it printed "Signal source has been deleted" with a traceback on the way out)."""
+    try:
+        emit(*args)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _turn(ask: Callable[[threading.Event], bool]) -> None:
     """Between two pickle frames in a reader thread: wait until the event loop has had
     a turn (it sets the event ``ask`` sends it), or :data:`TURN_WAIT_S`."""
     done = threading.Event()
-    ask(done)
-    done.wait(TURN_WAIT_S)
+    if ask(done):
+        done.wait(TURN_WAIT_S)
 
 
 def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], bool],

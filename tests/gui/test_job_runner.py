@@ -108,3 +108,19 @@ def test_a_large_result_is_read_in_turns_with_the_event_loop(qtbot, monkeypatch)
         job.start()
     assert blocker.args[0] == value
     assert len(turns) >= 2 * 20   # both ways: about 1.3 MB, 64 KiB a frame
+
+
+def test_a_reader_that_outlives_the_dispatcher_ends_quietly():
+    """As the editor quits the interpreter deletes the dispatcher while a reader thread
+    may still be running: its emits then do nothing, and it waits for no turn."""
+    def deleted(*args):
+        raise RuntimeError("Signal source has been deleted")
+
+    emitted = []
+    job = job_runner.Job(job_targets.unbalanced)
+    job_runner._read(job, lambda event: job_runner._while_alive(deleted, 7, event),
+                     lambda: True,
+                     lambda: job_runner._turn(lambda done: job_runner._while_alive(deleted, done)))
+    assert job.ended
+    assert job_runner._while_alive(lambda *args: emitted.append(args), 7, None)
+    assert emitted == [(7, None)]
