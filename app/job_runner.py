@@ -166,11 +166,12 @@ def _turn(ask: Callable[[threading.Event], bool]) -> None:
         done.wait(TURN_WAIT_S)
 
 
-def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], bool],
+def _read(job: Job, emit: Callable[[Event | None], bool], running: Callable[[], bool],
           turn: Callable[[], None]) -> None:
     """The job's reader thread: start the child, then pass every event of ``job``, until
     its last, to the GUI thread through the dispatcher, and then the end (``None``);
-    between pickle frames, ``turn()``."""
+    between pickle frames, ``turn()``. Once ``emit`` fails (the editor is quitting) the
+    child is stopped and the thread ends."""
     try:
         job.start(turn)
     except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
@@ -183,7 +184,9 @@ def _read(job: Job, emit: Callable[[Event | None], None], running: Callable[[], 
             select.select([fd], [], [])
             events = job.events(turn)
             while (event := _decoded(events)) is not None:
-                emit(event)
+                if not emit(event):
+                    job.cancel()
+                    return
     emit(None)
 
 

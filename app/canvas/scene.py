@@ -51,6 +51,9 @@ slice at a time, one slice per turn of the event loop, so that opening 1,024 GPU
 (5,250 nodes and links) never holds the window up (issue 16.4)."""
 BUILD_SLICE_S = 0.008
 """Wall-clock seconds of item building per turn of the event loop."""
+STAGES_ALONE = ("_build_groups", "_build_rect", "_build_index")
+"""Building stages of 10 ms or more at 1024 GPUs: each takes a turn of its own (named,
+not held as bound methods: those would keep the scene alive in a reference cycle)."""
 BUILD_CHUNK = 16
 """Nodes, pairs of nodes (their links) or labels built between two looks at the clock."""
 
@@ -96,8 +99,6 @@ class TopologyScene(QGraphicsScene):
         self._finishing = False
         self._in_build = False
         self._stages: deque[Callable[[], bool]] = deque()
-        self._stages_alone = (self._build_groups, self._build_rect, self._build_index)
-        """Stages of 10 ms or more at 1024 GPUs: each takes a turn of its own."""
         self._todo_nodes: deque[str] = deque()
         self._todo_links: deque[list[int]] = deque()
         self._todo_labels: deque[str] = deque()
@@ -282,7 +283,7 @@ class TopologyScene(QGraphicsScene):
         try:
             while self._stages and time.perf_counter() < deadline:
                 stage = self._stages[0]
-                alone = stage in self._stages_alone
+                alone = stage.__name__ in STAGES_ALONE
                 if alone and started:
                     break
                 if stage():
