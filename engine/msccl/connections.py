@@ -64,6 +64,13 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
    edges between two GPUs over one route on as many connections as hold at most T
    chunks each, for the smallest T that fits (:func:`_even_unit`), so the connections of
    a link carry nearly equal chunks.
+7. **Unit trees, shared by link slack** (given the topology, where unit connections need
+   at most 2.5 times the thread blocks): the trees cut into unit trees as in 4, and the
+   tree edges of a phase and band of 2 steps over one route on a connection per unit tree
+   edge where the busiest link of the route is among the most loaded, one per 2 unit
+   tree edges or one for them all where it has slack, the least loaded links coarsened
+   first until every GPU fits (:func:`_slack_tiers`): every connection of a link loaded
+   to capacity carries one chunk, so each keeps its share of it.
 
 :func:`runtime_schedule` chooses by execution: where the schedule does not get unit
 connections it simulates every layout of it and of the fewest-trees schedules within a
@@ -103,6 +110,7 @@ from canopy.engine.plan import (
     FlowTree,
     Path,
     bandwidth_bound,
+    link_loads,
     path_links,
     schedule_plan,
     tree_levels,
@@ -116,6 +124,8 @@ Key = tuple[Any, ...]                  # a group, or a group's edges of one phas
 COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block
 STEP_BANDS = 3                         # most steps of a piece one connection may carry
 UNIT_SHARE_FACTOR = Fraction(5, 2)      # unit connections per thread block still worth merging
+SLACK_GRAINS = (1, 2, 0)                # layout 7's unit chunks per connection (0: one per key)
+SLACK_DETAIL = 3                        # layout 7's keys: by phase and band of 2 steps
 
 
 def _sender_receiver(tree: FlowTree, edge: FlowEdge) -> Group:
@@ -649,6 +659,8 @@ def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     if topology is not None:
         yield from _unit_shared(plan, mult, limits, topology)
     yield from _even_unit(plan, mult, limits, servers)
+    if topology is not None:
+        yield from _slack_tiers(plan, mult, limits, topology, servers)
 
 
 def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
@@ -672,6 +684,61 @@ def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
         if _fits(counts, limits):
             return [("shared evenly, unit trees", _channel_plan(split, counts, 0, servers))]
     return []
+
+
+def _slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
+                 topology: Topology, servers: _Servers | None = None
+                 ) -> Iterator[tuple[str, CollectivePlan]]:
+    """Layout 7: ``plan`` cut into unit trees (q = 1), its tree edges keyed by phase and
+    band of 2 steps (:func:`_members`), and every key's connections set by the slack of
+    the busiest link on its route (that link's load at the plan's bound over its
+    capacity, forestcoll.txt §5.3's congestion, in whole percent): a connection per unit
+    tree edge, one per 2 unit tree edges of a band, or one per key. A link is shared
+    equally among its connections (:mod:`canopy.engine.simulate`), so on the links the
+    schedule loads to capacity every unit tree keeps a connection, and its share, of its
+    own; links with slack carry more chunks per connection. All keys start unit; until
+    the connections fit ``limits``, the least loaded tier still finer than one per key
+    takes the next coarser count. (2x MI250 allreduce, k = 2 with lower trees: the
+    16 GB/s links to the switch unit, the 50 and 100 GB/s Infinity Fabric links at 96 %
+    two chunks per connection, the 200 GB/s ones at 85 % one per key: 90 thread blocks,
+    95.5 % of the optimum at 1 GiB; every unit tree edge its own connection, 249 thread
+    blocks, 95.0 %; the 50 and 100 GB/s links unit too, 135 thread blocks, 95.4 %;
+    merging a few of a link's unit tree edges while the rest keep a connection each,
+    82-91 %: every connection of a loaded link should carry the same chunks. mi250-8plus8
+    reduce-scatter at k = 4: 97.4 %, shared by 2 steps 97.0 %.) Only where
+    unit connections need at most UNIT_SHARE_FACTOR times a GPU's thread blocks (as
+    :func:`_unit_shared`)."""
+    per_gpu: dict[str, int] = defaultdict(int)
+    for (u, v, _), n in _split_counts(plan, mult, 1).items():
+        per_gpu[u] += n
+        per_gpu[v] += n
+    if max(per_gpu.values()) > UNIT_SHARE_FACTOR * (limits.max_tbs_per_gpu - COPY_THREADBLOCKS):
+        return
+    split = _split_trees(plan, mult, 1) if max(mult) > 1 else plan
+    if not _steps_fit(split, limits):
+        return
+    caps = topology.capacities()
+    bound = bandwidth_bound(plan, caps)[0]
+    loads = link_loads(plan)
+    chunks: dict[Key, int] = {}
+    tier: dict[Key, int] = {}
+    for key, items in _members(split, SLACK_DETAIL).items():
+        route = key[2] if key[2][0] == key[0] else tuple(reversed(key[2]))
+        chunks[key] = len(items)
+        tier[key] = math.floor(max(loads[link] * bound / caps[link]
+                                   for link in path_links(route)) * 100)
+    grain = dict.fromkeys(sorted(set(tier.values())), 0)   # index into SLACK_GRAINS
+    while True:
+        counts = {key: -(-n // SLACK_GRAINS[grain[tier[key]]]) if SLACK_GRAINS[grain[tier[key]]]
+                  else 1 for key, n in chunks.items()}
+        if _fits(counts, limits):
+            yield ("shared by link slack, unit trees",
+                   _channel_plan(split, counts, SLACK_DETAIL, servers))
+            return
+        coarser = next((t for t, g in grain.items() if g < len(SLACK_GRAINS) - 1), None)
+        if coarser is None:
+            return
+        grain[coarser] += 1
 
 
 def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
@@ -940,7 +1007,9 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     with trees no smaller than its replaces it within that margin (:func:`_even_margin`).
     A schedule with a fixed k keeps its k (only its layouts are compared). Where the
     search ends on unit connections below GOOD_ENOUGH, the same schedule with its trees
-    grown together (lower) is simulated too (:func:`_consider_shallow`). Candidates
+    grown together (lower) is simulated too (:func:`_consider_shallow`); where no
+    candidate reaches KEEP, the best one's twin with lower trees on layout 7
+    (:func:`_consider_shallow_tiers`). Candidates
     within NEAR of the best at 1 GiB (the fewest trees within 1 % are tried for this even
     past GOOD_ENOUGH) are also simulated at SECOND_SIZE, and the one running both sizes
     fastest together runs from BOUNDARY up (:func:`_near_tie`); the candidate fastest at
@@ -1046,6 +1115,8 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                                   best.fraction if best is not None else Fraction(0))
                 break
     assert best is not None
+    if best.fraction < KEEP and not best.schedule.extra.get("shallow"):
+        _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
     first_best = best
     at: list[tuple[CollectivePlan, Fraction]] = []      # layouts timed at SECOND_SIZE
     best, tie = _near_tie(topology, optimum, best, simulated, tried, at)
@@ -1107,10 +1178,10 @@ def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
     its trees' height: 2x MI250 reduce-scatter at k = 2 runs at 92.5 % of the optimum
     with trees up to 14 hops high, 94.2 % with the twin's 9 (allgather 95.3 and 95.7 %);
     allreduce's shared layouts gain nothing from it (k = 9: 93.4 and 92.3 %), so they are
-    not tried. A reduce-scatter twin is also simulated with parents swapped between its
-    trees so that the links it loads to capacity start sooner
-    (:func:`canopy.engine.reduction_fill.fill_swaps`: same loads and bound; 2x MI250 at
-    k = 2: 95.1 %)."""
+    not tried here (layout 7 is: :func:`_consider_shallow_tiers`). A reduce-scatter twin
+    is also simulated with parents swapped between its trees so that the links it loads
+    to capacity start sooner (:func:`canopy.engine.reduction_fill.fill_swaps`: same loads
+    and bound; 2x MI250 at k = 2: 95.1 %)."""
     from canopy.engine.forest import solve
 
     if best >= GOOD_ENOUGH or len(topology.compute_nodes()) > SHALLOW_MAX_NODES:
@@ -1131,6 +1202,33 @@ def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
     options = _LazyLayouts(swapped_plan, limits, topology)
     if options and options[0][0] in ("unit", "unit, paired"):
         consider(swapped, swapped_plan, options, tolerance)
+
+
+def _consider_shallow_tiers(topology: Topology, schedule: Schedule, tolerance: str,
+                            limits: MscclLimits,
+                            consider: Callable[[Schedule, CollectivePlan,
+                                                Iterable[tuple[str, CollectivePlan]], str],
+                                               None]) -> None:
+    """Where no candidate executes within KEEP of the optimum, also simulate the best
+    one's ``schedule`` (asked within ``tolerance``) as its twin with the trees grown
+    together (:func:`canopy.engine.forest.solve`'s ``shallow``: same k, same bound, lower
+    trees) on layout 7 (:func:`_slack_tiers`) only, on networks of at most
+    SHALLOW_MAX_NODES compute nodes: there the links loaded to capacity keep a connection
+    per unit tree edge, and lower trees fill and drain sooner. (2x MI250 allreduce at
+    k = 2 on layout 7: 94.8 % of the optimum at 1 GiB with ForestColl's trees, 95.5 %
+    with the twin's; the best other candidate, k = 9 shared by 2 steps and paired,
+    93.4 %.)"""
+
+    from canopy.engine.forest import solve
+
+    if len(topology.compute_nodes()) > SHALLOW_MAX_NODES or schedule.split_budgets:
+        return                          # (App. E's schedules have no such twin)
+    twin = solve(topology, schedule.collective, tolerance=tolerance, shallow=True)
+    if twin.k != schedule.k or twin.trees == schedule.trees:
+        return
+    twin_plan = schedule_plan(twin)
+    consider(twin, twin_plan, _slack_tiers(twin_plan, _multiplicities(twin_plan), limits,
+                                           topology, _servers(topology)), tolerance)
 
 
 class _LazyLayouts:
