@@ -686,6 +686,21 @@ def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     return []
 
 
+def _unit_split_to_share(plan: CollectivePlan, mult: list[int], limits: MscclLimits
+                         ) -> CollectivePlan | None:
+    """``plan`` cut into unit trees (q = 1) for layouts that merge its connections, or
+    None where a connection per unit tree edge would need more than UNIT_SHARE_FACTOR
+    times a GPU's thread blocks (most would be shared anyway) or the steps do not fit."""
+    per_gpu: dict[str, int] = defaultdict(int)
+    for (u, v, _), n in _split_counts(plan, mult, 1).items():
+        per_gpu[u] += n
+        per_gpu[v] += n
+    if max(per_gpu.values()) > UNIT_SHARE_FACTOR * (limits.max_tbs_per_gpu - COPY_THREADBLOCKS):
+        return None
+    split = _split_trees(plan, mult, 1) if max(mult) > 1 else plan
+    return split if _steps_fit(split, limits) else None
+
+
 def _slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
                  topology: Topology, servers: _Servers | None = None
                  ) -> Iterator[tuple[str, CollectivePlan]]:
@@ -708,14 +723,8 @@ def _slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     reduce-scatter at k = 4: 97.4 %, shared by 2 steps 97.0 %.) Only where
     unit connections need at most UNIT_SHARE_FACTOR times a GPU's thread blocks (as
     :func:`_unit_shared`)."""
-    per_gpu: dict[str, int] = defaultdict(int)
-    for (u, v, _), n in _split_counts(plan, mult, 1).items():
-        per_gpu[u] += n
-        per_gpu[v] += n
-    if max(per_gpu.values()) > UNIT_SHARE_FACTOR * (limits.max_tbs_per_gpu - COPY_THREADBLOCKS):
-        return
-    split = _split_trees(plan, mult, 1) if max(mult) > 1 else plan
-    if not _steps_fit(split, limits):
+    split = _unit_split_to_share(plan, mult, limits)
+    if split is None:
         return
     caps = topology.capacities()
     bound = bandwidth_bound(plan, caps)[0]
@@ -813,14 +822,8 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     one at a time (:func:`iter_layouts`)."""
     if max(mult) == 1:
         return                             # plan's own shared layouts are the same
-    per_gpu: dict[str, int] = defaultdict(int)
-    for (u, v, _), n in _split_counts(plan, mult, 1).items():
-        per_gpu[u] += n
-        per_gpu[v] += n
-    if max(per_gpu.values()) > UNIT_SHARE_FACTOR * (limits.max_tbs_per_gpu - COPY_THREADBLOCKS):
-        return
-    split = _split_trees(plan, mult, 1)
-    if not _steps_fit(split, limits):
+    split = _unit_split_to_share(plan, mult, limits)
+    if split is None:
         return
     servers = _servers(topology)
     for detail in (1, 3):
