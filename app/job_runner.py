@@ -50,8 +50,9 @@ def warm_up() -> None:
 class _Dispatcher(QObject):
     """Carries every job's events from the reader threads to the GUI thread.
 
-    It is created once, in the GUI thread, and never deleted, so a reader thread only ever
-    emits through an object that outlives it. Each job is registered here from
+    It is created once, in the GUI thread, and never deleted (but by the interpreter as
+    it quits: :func:`_while_alive`), so a reader thread only ever emits through an object
+    that outlives it. Each job is registered here from
     :meth:`EngineJob.start` until its reader's last event or its deletion, whichever
     comes first; both happen in the GUI thread. An event for a job that is gone (its
     window closed) is dropped here: no reader thread holds, emits through or deletes an

@@ -1,9 +1,9 @@
 """Level of detail: text that stays readable at any zoom, shown only where it fits.
 
 Names and bandwidths are :class:`ScreenLabel` children of their items that, while shown,
-ignore the view's scale (so they are always drawn at a readable pixel size). After every zoom the
-scene calls :func:`choose_texts`: each label shows the longest of its candidate texts
-that fits the room its item has on screen (a node's full label, then its short name
+ignore the view's scale (so they are always drawn at a readable pixel size). After every
+zoom the scene calls :func:`choose_texts`: each label shows the longest of its candidate
+texts that fits the room its item has on screen (a node's full label, then its short name
 without the server prefix), or nothing; a hidden label is still in the item's tooltip.
 """
 

@@ -211,10 +211,9 @@ class TopologyScene(QGraphicsScene):
         the links of each pair of nodes, then where bandwidths sit, then group boxes, the
         drawing's rectangle and Qt's index of the items, each of the last three in a turn
         of its own), :data:`BUILD_SLICE_S` per turn of the event loop, and ``built``
-        follows. Edits
-        meanwhile are not lost: an item not built yet is made from the document as it
-        is when its turn comes, and asking for items (:meth:`node_item` and the other
-        lookups) finishes the building first.
+        follows. Edits meanwhile are not lost: an item not built yet is made from the
+        document as it is when its turn comes, and asking for items (:meth:`node_item`
+        and the other lookups) finishes the building first.
         """
         self.interaction.cancel()
         self._build_timer.stop()
