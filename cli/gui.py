@@ -159,6 +159,8 @@ def write_screenshot(window: MainWindow, path: Path, size: tuple[int, int]) -> N
     window.validation.check_now()
     window.view.zoom_to_fit()
     QApplication.processEvents()
+    window.view.settle_labels()
+    QApplication.processEvents()
     pixmap = window.grab()
     data = QByteArray()
     buffer = QBuffer(data)

@@ -66,6 +66,12 @@ class TopologyView(QGraphicsView):
         dx, dy = rect.width() * 0.3, rect.height() * 0.3
         return rect.adjusted(-dx, -dy, dx, dy)
 
+    def settle_labels(self) -> None:
+        """Place the labels for the view as it is now, as the timers would a moment later
+        on a large drawing (screenshots)."""
+        self._area_timer.stop()
+        self.topology_scene().set_zoom(self.zoom(), self.label_area())
+
     def topology_scene(self) -> TopologyScene:
         return self.scene()  # type: ignore[return-value]
 

@@ -173,3 +173,17 @@ def _nodes_clear_of(window, legend) -> bool:
         if view.mapFromScene(area).boundingRect().intersects(box):
             return False
     return True
+
+
+def test_a_screenshot_of_a_large_drawing_has_its_labels_placed(window):
+    """The labels of a large drawing follow a zoom a moment later (a timer); a screenshot
+    places them for the view as it is first (``settle_labels``)."""
+    topo = cluster(160, 8, "nvswitch", 300, 1, 25, 32, "rail", 0, "rail", 2, 2, 1)
+    window.doc.set_topology(topo, None, display_name="1280")
+    view, scene = window.view, window.scene
+    scene.flush_groups()
+    view.set_zoom(1.0 / view.zoom())
+    view.centerOn(scene.node_item("n0.gpu0").pos())
+    assert not scene.node_item("n0.gpu0").name_label.text, "placed later, by the timer"
+    view.settle_labels()
+    assert scene.node_item("n0.gpu0").name_label.text
