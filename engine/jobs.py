@@ -24,6 +24,7 @@ the fork server is handed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -260,12 +261,9 @@ class Job:
         child.close()
         calls.close()
         self._conn = parent
-        try:
+        # a child gone meanwhile (stopped) breaks the pipe: its end tells the reader so
+        with call, contextlib.suppress(BrokenPipeError):
             call.send_bytes(data)
-        except BrokenPipeError:
-            pass  # the child is gone (stopped meanwhile): its pipe's end says so
-        finally:
-            call.close()
 
     def fileno(self) -> int:
         """The pipe's descriptor: readable when an event (or the child's end) is waiting."""

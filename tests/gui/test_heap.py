@@ -49,7 +49,7 @@ def test_nothing_due_means_no_pass_and_the_backstop_ignores_business(collector):
 
 def test_a_garbage_cycle_is_collected_once_idle(collector):
     class Node:
-        pass
+        """An object the collector follows, holding a reference to another."""
 
     _make_middle_passes(heap.FULL_PASS_DUE)
     a, b = Node(), Node()
