@@ -21,9 +21,9 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QLabel, QMessageBox, QSc
 from canopy.app.canvas.overlays import CUT_LINK, utilisation_color
 from canopy.engine.alltoall import AllToAllResult, solve_alltoall
 from canopy.engine.alltoall.msccl import alltoall_xml
-from canopy.engine.errors import CanopyError
-from canopy.engine.topology import format_gbps
-from canopy.engine.topology_io import atomic_write_bytes
+from canopy.engine.io.topology_json import atomic_write_bytes
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import format_gbps
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pickle
 
 from canopy.app.solution import Bound, Solution, compute_bound, compute_solution
-from canopy.engine.progress import Progress
-from canopy.engine.topology import Problem, find_problems
+from canopy.engine.model.progress import Progress
+from canopy.engine.model.topology import Problem, find_problems
 
 
 def problems_of(pickled: bytes, progress: Progress | None = None) -> list[Problem]:
-    """:func:`~canopy.engine.topology.find_problems` of a pickled topology (pickled by
+    """:func:`~canopy.engine.model.topology.find_problems` of a pickled topology (pickled by
     the editor at once, so later edits cannot reach the copy being checked)."""
     return find_problems(pickle.loads(pickled))
 

@@ -18,9 +18,9 @@ from PySide6.QtGui import QClipboard
 from canopy.app.commands import InsertItems
 from canopy.app.document import Document
 from canopy.app.naming import paste_names
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import loads_topology, topology_to_dict
+from canopy.engine.io.topology_json import loads_topology, topology_to_dict
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import Topology
 
 MIME = "application/x-canopy-topology"
 GAP = 110.0

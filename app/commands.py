@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtGui import QUndoCommand
 
 from canopy.app.document import Document
-from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.model.topology import Link, Node, Topology
 
 Position = tuple[float, float]
 

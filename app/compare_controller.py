@@ -27,11 +27,12 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.docks.compare import FULL_OPTION, CompareDock
-from canopy.engine.comparison import SLOW_FROM, Comparison
-from canopy.engine.errors import CanopyError
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.simulate import REPORT_SIZES, SWITCH_MODES
-from canopy.engine.sizes import parse_size, size_label
+from canopy.engine.comparison.table import SLOW_FROM, Comparison
+from canopy.engine.execution.program import SWITCH_MODES
+from canopy.engine.execution.simulate import REPORT_SIZES
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.sizes import parse_size, size_label
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow

@@ -2,7 +2,7 @@
 
 Views never change the topology themselves. They push :mod:`canopy.app.commands` onto
 :attr:`Document.undo_stack`; the commands call the low-level mutators below, which
-change the :class:`~canopy.engine.topology.Topology` and emit one fine-grained signal per
+change the :class:`~canopy.engine.model.topology.Topology` and emit one fine-grained signal per
 change, so the canvas and the docks update only what changed.
 
 Links have no natural identity (parallel links between the same pair are allowed), so
@@ -19,9 +19,9 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from canopy.engine.layout import auto_layout
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_topology, save_topology
+from canopy.engine.io.topology_json import load_topology, save_topology
+from canopy.engine.model.auto_layout import auto_layout
+from canopy.engine.model.topology import Link, Node, Topology
 
 NODE_ATTRS = ("kind", "label", "group", "x", "y", "failed")
 LINK_ATTRS = ("bandwidth", "duplex", "latency", "failed")

@@ -2,7 +2,8 @@
 
 Qt calls Python slots from its event loop; an exception escaping one would otherwise be
 printed as a traceback on the terminal and the edit silently lost. The hook writes it to
-Canopy's log file (:mod:`canopy.engine.logs`) and tells the user where, once per burst.
+Canopy's log file (:mod:`canopy.engine.process.internal_errors`) and tells the user where, once per
+burst.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from types import TracebackType
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from canopy.engine.logs import report_internal_error
+from canopy.engine.process.internal_errors import report_internal_error
 
 
 def install_error_hook(window: QWidget) -> None:

@@ -38,9 +38,25 @@ from PySide6.QtWidgets import (
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
 from canopy.engine.baselines.ring import servers_of
-from canopy.engine.errors import CanopyError, ScheduleError
-from canopy.engine.export import write_trees_xml
-from canopy.engine.forest import is_symmetric, solve
+from canopy.engine.deploy.msccl_ranges import (
+    MscclFile,
+    config_path,
+    config_xml,
+    msccl_files,
+    wants_config,
+)
+from canopy.engine.deploy.nccl_graph import NcclGraph, export_nccl_graph
+from canopy.engine.deploy.run_commands import algo_dir_note, run_command
+from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.forestcoll.solve import is_symmetric, solve
+from canopy.engine.io.schedule_json import save_schedule
+from canopy.engine.io.topology_json import atomic_write_bytes
+from canopy.engine.io.trees_xml import write_trees_xml
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError, ScheduleError
+from canopy.engine.model.progress import Progress
+from canopy.engine.model.schedule import Schedule
+from canopy.engine.model.topology import Topology, format_gbps
 from canopy.engine.msccl import (
     RUNTIMES,
     MscclLimitError,
@@ -49,24 +65,8 @@ from canopy.engine.msccl import (
     largest_fitting_k,
     msccl_xml,
 )
-from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
-from canopy.engine.msccl.ranges import (
-    MscclFile,
-    config_path,
-    config_xml,
-    msccl_files,
-    wants_config,
-)
-from canopy.engine.nccl_graph import NcclGraph, export_nccl_graph
-from canopy.engine.network import Network
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.progress import Progress
-from canopy.engine.run_commands import algo_dir_note, run_command
-from canopy.engine.schedule import Schedule
-from canopy.engine.schedule_io import save_schedule
-from canopy.engine.topology import Topology, format_gbps
-from canopy.engine.topology_io import atomic_write_bytes
+from canopy.engine.network.indexed import Network
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
@@ -181,13 +181,13 @@ def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, pa
     size range where one was written (else None).
 
     The schedule's own collective is written as ``canopy solve --msccl`` writes it
-    (:func:`canopy.engine.msccl.connections.runtime_schedule`: the connections ``canopy
+    (:func:`canopy.engine.deploy.runtime_choice.runtime_schedule`: the connections ``canopy
     compare`` times, or the fewest-trees schedule within tolerance where the optimal one
     would have to share connections); the summary then says which. Where smaller messages
     run another schedule, ``path`` holds the largest messages' XML, with the smaller
-    messages' XML and a config beside it (:mod:`canopy.engine.msccl.ranges`).
+    messages' XML and a config beside it (:mod:`canopy.engine.deploy.msccl_ranges`).
 
-    Runs as an engine job (:mod:`canopy.engine.jobs`), in a child process.
+    Runs as an engine job (:mod:`canopy.engine.process.child_jobs`), in a child process.
 
     Over the runtime's limits, raise :class:`MscclLimitError` naming the largest fixed k
     whose schedule fits (found by solving again, cancellably).

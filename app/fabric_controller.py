@@ -20,8 +20,8 @@ from canopy.app.canvas.fabric_marks import FabricMarks
 from canopy.app.commands import edit_links, edit_nodes
 from canopy.app.docks.jobs import JobsDock
 from canopy.engine.fabric.analysis import ROUTINGS, FabricResult, analyze
-from canopy.engine.progress import Progress
-from canopy.engine.topology import Topology
+from canopy.engine.model.progress import Progress
+from canopy.engine.model.topology import Topology
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow

@@ -1,6 +1,7 @@
 """Engine jobs for the editor: a child process per job, its events read off the GUI thread.
 
-:class:`EngineJob` wraps :class:`canopy.engine.jobs.Job` for Qt. A reader thread waits on
+:class:`EngineJob` wraps :class:`canopy.engine.process.child_jobs.Job` for Qt. A reader thread
+waits on
 the job's pipe and receives each event there, so reading a large result (13 MB for 1024
 GPUs, half a second to unpickle) and waiting for a busy child to write it never hold up
 the event loop; each event then reaches the GUI thread as a queued signal. The window
@@ -27,7 +28,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from canopy.engine.jobs import Event, Job, warm_up_fork_server
+from canopy.engine.process.child_jobs import Event, Job, warm_up_fork_server
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
 LARGE_EVENT_OBJECTS = 20_000

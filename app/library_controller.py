@@ -28,10 +28,10 @@ from canopy.app.dialogs.nccl_import_dialog import (
     ImportWarningsDialog,
     NcclImportDialog,
 )
-from canopy.engine.errors import CanopyError
-from canopy.engine.graphml_io import load_graphml, save_graphml
-from canopy.engine.nccl_import import summarise_warnings
-from canopy.engine.topology import Topology
+from canopy.engine.io.graphml import load_graphml, save_graphml
+from canopy.engine.io.nccl_topology_import import summarise_warnings
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import Topology
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow

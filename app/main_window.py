@@ -49,19 +49,19 @@ from canopy.app.shell import ActionRegistry
 from canopy.app.solve_controller import SolveController
 from canopy.app.turns import END_TURN, Abandoned, run_in_turns
 from canopy.app.versions import canopy_version, library_versions
-from canopy.engine.errors import CanopyError
-from canopy.engine.layout import auto_layout
-from canopy.engine.maxflow import default_backend
+from canopy.engine.io.topology_json import load_sample, load_topology, reading_steps, sample_names
+from canopy.engine.model.auto_layout import auto_layout
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import COMPUTE, SWITCH, Node, Topology, format_gbps
+from canopy.engine.model.units import UNITS, from_gbps, to_gbps
+from canopy.engine.network.maxflow import default_backend
 from canopy.engine.sweep.runner import read_rows
-from canopy.engine.topology import COMPUTE, SWITCH, Node, Topology, format_gbps
-from canopy.engine.topology_io import load_sample, load_topology, reading_steps, sample_names
-from canopy.engine.units import UNITS, from_gbps, to_gbps
 
 FILE_FILTER = "Canopy topology (*.json);;All files (*)"
 
 
 def opening_steps(path: Path) -> Generator[object, None, Topology]:
-    """Read ``path`` (:func:`~canopy.engine.topology_io.reading_steps`), then lay out the
+    """Read ``path`` (:func:`~canopy.engine.io.topology_json.reading_steps`), then lay out the
     nodes without coordinates in a turn of its own (11 ms at 1,024 GPUs), ready for
     :meth:`Document.set_topology <canopy.app.document.Document.set_topology>`."""
     topology = yield from reading_steps(path)

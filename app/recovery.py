@@ -28,9 +28,9 @@ from typing import Any
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
 from canopy.app.document import Document
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import atomic_write_text, topology_from_dict, topology_to_dict
+from canopy.engine.io.topology_json import atomic_write_text, topology_from_dict, topology_to_dict
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import Topology
 
 INTERVAL_MS = 30_000
 DEBOUNCE_MS = 1_000

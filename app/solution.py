@@ -1,11 +1,13 @@
 """Everything the editor shows about one solve, computed off the GUI thread.
 
 :func:`compute_solution` runs in the background job: the verified schedule
-(:func:`canopy.engine.forest.solve`), the load of every physical link
-(:func:`canopy.engine.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
+(:func:`canopy.engine.forestcoll.solve.solve`), the load of every physical link
+(:func:`canopy.engine.model.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
 §4.5, Thms 13-15), the modelled collective time from 1 KiB to 4 GiB
-(:mod:`canopy.engine.curves`) and the schedule's executed time in the execution model
-(:func:`canopy.engine.curves.executed_times`). The GUI thread then only draws. No Qt here.
+(:mod:`canopy.engine.comparison.plot_series`) and the schedule's executed time in the execution
+model
+(:func:`canopy.engine.comparison.plot_series.executed_times`). The GUI thread then only draws. No
+Qt here.
 """
 
 from __future__ import annotations
@@ -16,18 +18,24 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.allreduce_schedule import choose_allreduce
-from canopy.engine.curves import GB, collective_time_us, executed_times, message_sizes
-from canopy.engine.forest import solve
-from canopy.engine.limits import simulable
-from canopy.engine.link_load import LinkLoad, link_loads
-from canopy.engine.network import Network
-from canopy.engine.optimality import Optimum, collective_algbw, find_fixed_k, optimum
-from canopy.engine.plan import schedule_plan
-from canopy.engine.progress import Progress
-from canopy.engine.schedule import OptimumSummary, Schedule, Tree
-from canopy.engine.simulate import sends_per_piece
-from canopy.engine.topology import Topology
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.comparison.plot_series import (
+    GB,
+    collective_time_us,
+    executed_times,
+    message_sizes,
+)
+from canopy.engine.execution.compiler import sends_per_piece
+from canopy.engine.forestcoll.optimum import Optimum, find_fixed_k, optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.model.collectives import collective_algbw
+from canopy.engine.model.limits import simulable
+from canopy.engine.model.link_load import LinkLoad, link_loads
+from canopy.engine.model.plan import schedule_plan
+from canopy.engine.model.progress import Progress
+from canopy.engine.model.schedule import OptimumSummary, Schedule, Tree
+from canopy.engine.model.topology import Topology
+from canopy.engine.network.indexed import Network
 
 CURVE_MAX_K = 10
 EDITOR_SENDS_LIMIT = 5_000

@@ -40,14 +40,14 @@ from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
 from canopy.app.job_runner import PHASES
 from canopy.app.solution import Bound, Hop, Solution, hop_orders, signature
-from canopy.engine.cut_words import describe_cut
-from canopy.engine.limits import number_text
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.topology import format_gbps
+from canopy.engine.forestcoll.bottleneck_words import describe_cut
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.limits import number_text
+from canopy.engine.model.topology import format_gbps
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
-    from canopy.engine.schedule import Schedule
+    from canopy.engine.model.schedule import Schedule
 
 HOP_CACHE = 256
 """Trees whose hop lists are kept (selecting a tree again is then only recolouring)."""

@@ -1,7 +1,7 @@
 """Work done a slice per turn of the event loop, for a caller that waits for its result.
 
 :func:`run_in_turns` drives a generator of steps (such as
-:func:`canopy.engine.topology_io.reading_steps`):
+:func:`canopy.engine.io.topology_json.reading_steps`):
 each turn of the event loop runs steps for :data:`SLICE_S` seconds, or up to a step that
 yields :data:`END_TURN` (heavy work that follows gets a turn of its own), then lets the
 window paint and take input. The caller waits in a local event loop, so it gets the

@@ -28,7 +28,8 @@ def library_versions() -> dict[str, str]:
 def version_report() -> str:
     lines = [f"canopy {canopy_version()}"]
     lines += [f"  {name} {ver}" for name, ver in library_versions().items()]
-    from canopy.engine.maxflow import default_backend
+    from canopy.engine.network.maxflow import default_backend
 
-    lines.append(f"  maxflow backend: {default_backend()} (exact; see canopy.engine.maxflow)")
+    lines.append(f"  maxflow backend: {default_backend()} "
+                 "(exact; see canopy.engine.network.maxflow)")
     return "\n".join(lines)

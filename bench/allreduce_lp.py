@@ -6,13 +6,13 @@ default parameters):
 - ``rs_ag_algbw``: exact algbw of reduce-scatter + allgather (§4.6), a lower bound;
 - ``cut_bound``: exact min B+(S) over cuts splitting the compute nodes, an upper bound;
 - LP (6) with equal rates as written with flow variables (``lp_flows_equal_*``) and by
-  cut generation (``lp_cuts_equal_*``, :mod:`canopy.engine.allreduce_cuts`), and with free
+  cut generation (``lp_cuts_equal_*``, :mod:`canopy.engine.allreduce.lp_cuts`), and with free
   rates by cut generation (``lp_cuts_free_*``): value (HiGHS, feasibility tolerance 1e-9),
   rows, CPU seconds, or the error (a time limit reached);
 - ``formulation_used`` (what ``canopy solve`` would use), ``gain_percent`` over RS + AG;
 - where it beats RS + AG, the schedule built from it
-  (:func:`canopy.engine.allreduce_schedule.lp_schedule`): exact verified algbw, k, trees,
-  CPU seconds, and the simulated algbw at 1 GiB (:func:`canopy.engine.simulate.fastest`,
+  (:func:`canopy.engine.allreduce.lp_schedule.lp_schedule`): exact verified algbw, k, trees,
+  CPU seconds, and the simulated algbw at 1 GiB (:func:`canopy.engine.execution.simulate.fastest`,
   the compare default) with its share of the bound and the pipeline depth, beside RS + AG's.
 CPU seconds are time.process_time().
 """
@@ -24,18 +24,19 @@ import json
 import time
 from typing import Any
 
-from canopy.engine.allreduce_cuts import solve_allreduce_cuts
-from canopy.engine.allreduce_lp import AllreduceLP, cut_bound, lp_size, solve_allreduce_lp
-from canopy.engine.allreduce_schedule import FLOWS_MAX_VARIABLES, lp_schedule
-from canopy.engine.errors import CanopyError
-from canopy.engine.forest import solve
+from canopy.engine.allreduce.lp import AllreduceLP, cut_bound, lp_size, solve_allreduce_lp
+from canopy.engine.allreduce.lp_cuts import solve_allreduce_cuts
+from canopy.engine.allreduce.lp_schedule import FLOWS_MAX_VARIABLES, lp_schedule
+from canopy.engine.execution.simulate import fastest
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import GENERATORS, generate
-from canopy.engine.network import Network
-from canopy.engine.optimality import collective_algbw, find_optimum
-from canopy.engine.plan import schedule_plan
-from canopy.engine.simulate import fastest
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import load_sample, sample_names
+from canopy.engine.io.topology_json import load_sample, sample_names
+from canopy.engine.model.collectives import collective_algbw
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.plan import schedule_plan
+from canopy.engine.model.topology import Topology
+from canopy.engine.network.indexed import Network
 
 GIB = 1 << 30
 

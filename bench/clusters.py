@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 
 
 def dgx_a100_cluster(servers: int) -> Topology:

@@ -12,9 +12,9 @@ import json
 import sys
 import time
 
-from canopy.engine.comparison import compare
-from canopy.engine.simulate import CUT_THROUGH, STORE_AND_FORWARD
-from canopy.engine.topology_io import load_sample, sample_names
+from canopy.engine.comparison.table import compare
+from canopy.engine.execution.program import CUT_THROUGH, STORE_AND_FORWARD
+from canopy.engine.io.topology_json import load_sample, sample_names
 
 SAMPLES = sample_names()
 COLLECTIVES = ["allgather", "reduce-scatter", "allreduce"]

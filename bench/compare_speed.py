@@ -5,7 +5,7 @@ phase split.
 Cases: the 2 x DGX A100 sample, 8 x DGX A100 (64 GPUs, ``canopy generate cluster
 --servers 8``) and, with ``--large``, 128 x DGX A100 (1024 GPUs). Each case runs in its
 own child process, as the command does (with its collector settings,
-:mod:`canopy.engine.collector`), so ``cpu_seconds`` (``time.process_time`` at the
+:mod:`canopy.engine.process.gc_tuning`), so ``cpu_seconds`` (``time.process_time`` at the
 end) includes start-up (imports) and ``peak_mb`` (ru_maxrss) is the case's own. Phases
 (CPU s): ``import`` (the engine's modules), ``topology`` (load or generate), per row its
 ``build`` (ForestColl: solve and connection layout; a baseline: its synthesis) and its
@@ -35,11 +35,11 @@ def child(name: str, collective: str, no_numba: bool) -> dict:
     """One ``compare`` run in this process, as ``canopy compare`` runs it."""
     if no_numba:
         sys.modules["numba"] = None   # type: ignore[assignment]  # import numba fails
-    from canopy.engine import comparison
-    from canopy.engine import simulate as sim
-    from canopy.engine.collector import batch_collector
+    from canopy.engine.comparison import table as comparison
+    from canopy.engine.execution import simulate as sim
     from canopy.engine.generators import generate
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.io.topology_json import load_sample
+    from canopy.engine.process.gc_tuning import batch_collector
     batch_collector()               # as the canopy command does once it has started
     imported = time.process_time()
     servers = CASES[name]

@@ -3,7 +3,7 @@
 For every bundled sample and every generator family at its default parameters, and each
 collective: ForestColl's optimum (GB/s, exact) and the simulated algbw, at 1 MiB, 16 MiB,
 256 MiB and 1 GiB, of the schedule ``canopy compare`` times and the MSCCL export writes
-(:func:`canopy.engine.msccl.connections.runtime_schedule`: App. E's LP for allreduce where
+(:func:`canopy.engine.deploy.runtime_choice.runtime_schedule`: App. E's LP for allreduce where
 it wins, or where its connections would be shared the fastest-executing of its layouts
 and of the fewest-trees schedules within 1, 2, 4 and 10 % of the optimum), with the fraction
 of the optimum it reaches, the layout, why it runs and the candidates simulated. CPU
@@ -11,7 +11,7 @@ seconds per row (``time.process_time``), and what the choice among candidates co
 Prints JSON.
 
 With ``--baselines``, instead: for each topology and collective, every baseline's
-simulated algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.comparison
+simulated algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.comparison.table
 .compare`, the same execution model), and whether ForestColl is at least every baseline
 ("forestcoll_wins"; within 1 % where the baseline's own bound equals ForestColl's), plus
 the torus case of issue 14 (3x4x5 torus at 50 GiB/s, 0.5 µs per link, 2 GiB allgather,
@@ -28,10 +28,10 @@ import sys
 import time
 from fractions import Fraction
 
-from canopy.engine.comparison import ComparisonRow, compare
+from canopy.engine.comparison.table import ComparisonRow, compare
 from canopy.engine.generators import GENERATORS, generate
+from canopy.engine.io.topology_json import load_sample, sample_names
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.topology_io import load_sample, sample_names
 
 SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
@@ -53,7 +53,7 @@ def measure(topology: object, collective: str, sizes: tuple[int, ...],
             limits: MscclLimits | None = None) -> dict:
     """ForestColl's row of ``canopy compare`` alone: the schedule it would export (App. E's
     LP for allreduce where it wins; the schedule and layout
-    :func:`canopy.engine.msccl.connections.runtime_schedule` chooses), its bound and its
+    :func:`canopy.engine.deploy.runtime_choice.runtime_schedule` chooses), its bound and its
     simulated algbw; fractions are of the optimum ForestColl proves."""
     start = time.process_time()
     fc = compare(topology, collective, sizes=sizes, algorithms=(),

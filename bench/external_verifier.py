@@ -34,10 +34,10 @@ from pathlib import Path
 
 from canopy.engine.alltoall import solve_alltoall
 from canopy.engine.alltoall.msccl import alltoall_xml
-from canopy.engine.forest import solve
+from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample, sample_names
 from canopy.engine.msccl import MscclOptions, plan_xml
-from canopy.engine.msccl.connections import runtime_schedule
-from canopy.engine.topology_io import load_sample, sample_names
 
 DEFAULT_ALLTOALL = ("forestcoll-fig2", "mesh-2d-3x3", "hypercube-3d", "tacos-dragonfly-4x5")
 TIMEOUT_S = 600

@@ -20,9 +20,9 @@ import time
 
 from canopy.engine.fabric.analysis import analyze
 from canopy.engine.fabric.ecmp import EcmpRouter, five_tuple_hash
-from canopy.engine.fabric.jobs import Job
 from canopy.engine.generators import generate
-from canopy.engine.plan import path_links
+from canopy.engine.model.plan import path_links
+from canopy.engine.model.workloads import Job
 
 
 def fabric():

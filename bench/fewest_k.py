@@ -1,4 +1,5 @@
-"""Cost of the fewest-k search (engine/fewest.py) on every sample and larger clusters.
+"""Cost of the fewest-k search (engine/forestcoll/fewest_trees.py) on every sample and larger
+clusters.
 
 Usage: python -m bench.fewest_k [--tolerances 0,1,5]
 Prints JSON: per topology and tolerance, Prop. 3's k, the fewest k found, its algbw and
@@ -14,11 +15,11 @@ import time
 from fractions import Fraction
 
 from bench.clusters import dgx_a100_cluster
-from canopy.engine.fewest import SearchStats, fewest_k_candidates
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology_io import load_sample, sample_names
+from canopy.engine.forestcoll.fewest_trees import SearchStats, fewest_k_candidates
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample, sample_names
+from canopy.engine.network.indexed import Network
 
 
 def run(name: str, topo, tolerance: Fraction) -> dict:

@@ -35,8 +35,8 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from canopy.app.commands import edit_links  # noqa: E402
 from canopy.app.main_window import MainWindow  # noqa: E402
-from canopy.engine.topology import Link, Node, Topology  # noqa: E402
-from canopy.engine.topology_io import save_topology  # noqa: E402
+from canopy.engine.io.topology_json import save_topology  # noqa: E402
+from canopy.engine.model.topology import Link, Node, Topology  # noqa: E402
 
 SERVERS, GPUS, RAILS, LEAVES_PER_RAIL, SPINES = 256, 8, 8, 4, 8
 

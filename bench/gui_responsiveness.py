@@ -16,7 +16,8 @@ Cases:
 * ``idle``: a shown, empty main window doing nothing for 8 s (the floor the machine's
   scheduling alone sets under the same load; not run by default).
 
-The engine runs in a child process (:mod:`canopy.engine.jobs`). To make the machine busy,
+The engine runs in a child process (:mod:`canopy.engine.process.child_jobs`). To make the machine
+busy,
 ``--load N`` (default 2, one per core here) processes spin on the CPU at the GUI's
 priority for the whole run. Targets: under 50 ms while a 64-GPU solve runs (issue 13.4),
 under 100 ms in every phase at 1024 GPUs (issue 16.4).
@@ -49,7 +50,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from bench.clusters import dgx_a100_cluster  # noqa: E402
 from canopy.app.job_runner import EngineJob  # noqa: E402
 from canopy.app.main_window import MainWindow  # noqa: E402
-from canopy.engine.forest import solve  # noqa: E402
+from canopy.engine.forestcoll.solve import solve  # noqa: E402
 
 TICK_MS = 10
 SETTLE_MS = 1500
@@ -212,7 +213,7 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
     is delivered instead: at 1024 GPUs the editor's full solve (schedule, fixed-k curve
     and the executed-time simulation) takes about 5 CPU minutes, most of it simulation.
     """
-    from canopy.engine.topology_io import save_topology
+    from canopy.engine.io.topology_json import save_topology
 
     topo = dgx_a100_cluster(servers)
     path = Path(tempfile.mkdtemp(prefix="canopy-bench-")) / f"dgx-a100-{servers}x8.json"

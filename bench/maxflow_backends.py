@@ -20,9 +20,9 @@ from ortools.graph.python import max_flow as ortools_max_flow
 from scipy.sparse.csgraph import maximum_flow
 
 from bench.clusters import dgx_a100_cluster
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.network.indexed import Network
 
 
 def test_network(topo):

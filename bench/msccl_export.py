@@ -11,11 +11,11 @@ import argparse
 import json
 import time
 
-from canopy.engine.forest import solve
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample, sample_names
+from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.msccl import MscclOptions, build_layout, msccl_xml
 from canopy.engine.msccl.executor import simulate_bytes
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.topology_io import load_sample, sample_names
 
 
 def main():

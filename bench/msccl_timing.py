@@ -2,7 +2,7 @@
 ForestColl figure, per sample and collective; print JSON.
 
 For each sample and collective: the connections the default export and compare both take
-(:func:`canopy.engine.msccl.connections.runtime_layout`: its layout, connections, unit tree
+(:func:`canopy.engine.deploy.runtime_choice.runtime_layout`: its layout, connections, unit tree
 edges and thread blocks per GPU), ForestColl's bound, compare's ForestColl algbw at the
 size and its fraction of the bound, the XML's algbw (``canopy check-xml --topology``, loop
 iterations picked as compare picks pipeline depths), their ratio, both depths (the XML's
@@ -16,16 +16,16 @@ import json
 import sys
 import time
 
-from canopy.engine.allreduce_schedule import choose_allreduce
-from canopy.engine.comparison import compare
-from canopy.engine.forest import solve
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.comparison.table import compare
+from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample, sample_names
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.sizes import parse_size
 from canopy.engine.msccl import plan_xml
-from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.sizes import parse_size
-from canopy.engine.topology_io import load_sample, sample_names
 
 
 def main():

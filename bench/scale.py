@@ -62,14 +62,14 @@ def child(name: str) -> None:
     mode, kind, size = CASES[name]
     topo = build(kind, size)
     cpu, wall = time.process_time(), time.perf_counter()
-    from canopy.engine.maxflow import default_backend
+    from canopy.engine.network.maxflow import default_backend
     row: dict = {"case": name, "gpus": len(topo.compute_nodes()), "maxflow": default_backend()}
     if mode == "bound":
-        from canopy.engine.optimality import optimum
+        from canopy.engine.forestcoll.optimum import optimum
         opt = optimum(topo)
         row.update(k=opt.k, algbw=round(float(opt.algbw()), 6), rounds=opt.rounds)
     else:
-        from canopy.engine.forest import solve
+        from canopy.engine.forestcoll.solve import solve
         schedule = solve(topo)
         total = schedule.timings.get("total") or 1.0
         row.update(k=schedule.k, algbw=round(float(schedule.algbw), 6),
@@ -81,7 +81,7 @@ def child(name: str) -> None:
                wall_s=round(time.perf_counter() - wall, 3),
                peak_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
     if mode != "bound":
-        from canopy.engine.schedule_io import schedule_to_dict
+        from canopy.engine.io.schedule_json import schedule_to_dict
         data = schedule_to_dict(schedule)   # as `canopy solve --json` writes it
         text = json.dumps(data, indent=None if "routes" in data else 1,
                           separators=(",", ":") if "routes" in data else None)

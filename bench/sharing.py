@@ -1,15 +1,15 @@
 """Does the execution model's sharing rule cost ForestColl throughput on switched routes?
 
-:mod:`canopy.engine.simulate` shares a link among the messages streaming over it by
+:mod:`canopy.engine.execution.simulate` shares a link among the messages streaming over it by
 processor sharing per link: a message of weight w gets w / W_l of every link l on its
 route and moves at the smallest of these rates, without handing a share it cannot use
 (held back on another link of its route) to the others. Real fabrics (credit-based
 flow control) are work-conserving; the textbook model is max-min fair sharing
 (progressive filling, weighted). Where a route crosses a switch (two links) the two
 rules can differ. This script runs the program that ``canopy compare`` times for
-ForestColl (:func:`canopy.engine.msccl.connections.runtime_schedule`'s plan, 1 GiB, a
+ForestColl (:func:`canopy.engine.deploy.runtime_choice.runtime_schedule`'s plan, 1 GiB, a
 given number of loop iterations) three ways: the simulator's event loop
-(:func:`canopy.engine.simulate.run_program`), and a plain reference event loop written
+(:func:`canopy.engine.execution.kernel.run_program`), and a plain reference event loop written
 here with each rule, and prints the times (µs) and fractions of the optimum as JSON.
 The reference loop recomputes every rate at every event (slow, pure Python, floats):
 it checks the rule, not the speed.
@@ -27,19 +27,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from canopy.engine.allreduce_schedule import choose_allreduce
-from canopy.engine.forest import solve
-from canopy.engine.msccl.connections import runtime_schedule
-from canopy.engine.plan import path_links
-from canopy.engine.simulate import (
-    BYTES_PER_US_PER_GBPS,
-    DEFAULT_LATENCY_US,
-    Program,
-    plan_program,
-    run_program,
-)
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import load_sample
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.execution.compiler import plan_program
+from canopy.engine.execution.kernel import run_program
+from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS, DEFAULT_LATENCY_US, Program
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import path_links
+from canopy.engine.model.topology import Topology
 
 SIZE = 1 << 30
 DEFAULT_CASES = ("mi250-2x16.json:allgather:4", "mi250-2x16.json:allgather:16")

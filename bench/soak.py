@@ -24,15 +24,15 @@ from collections import Counter
 from fractions import Fraction
 from itertools import combinations
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.schedule_io import schedule_from_dict, schedule_to_dict
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology, find_problems
-from canopy.engine.topology_io import dumps_topology, loads_topology
-from canopy.engine.units import UNITS
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.schedule_json import schedule_from_dict, schedule_to_dict
+from canopy.engine.io.topology_json import dumps_topology, loads_topology
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology, find_problems
+from canopy.engine.model.units import UNITS
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 
 AWKWARD = [Fraction(1), Fraction(3), Fraction(1, 3), Fraction(2, 3), Fraction(1000000),
            Fraction("0.3333333333333333"), Fraction("0.001"), Fraction("2.3333333333"),

@@ -12,10 +12,10 @@ import json
 import time
 
 from bench.clusters import dgx_a100_cluster
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.network.indexed import Network
 
 PUBLISHED_S = {"2x DGX A100 optimal": 5.8, "2x MI250 optimal": 34.9,
                "4x DGX A100 k=1": 43.0}

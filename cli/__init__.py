@@ -2,7 +2,7 @@
 
 Errors in the user's input reach stderr as one sentence and exit code 2, never a
 traceback; an internal error (a bug) exits 70 with one sentence pointing to the log file
-that holds its traceback (:mod:`canopy.engine.logs`).
+that holds its traceback (:mod:`canopy.engine.process.internal_errors`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import argparse
 import importlib
 import sys
 
-from canopy.engine.collector import batch_collector
-from canopy.engine.errors import CanopyError
-from canopy.engine.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
-from canopy.engine.logs import report_internal_error
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
+from canopy.engine.process.gc_tuning import batch_collector
+from canopy.engine.process.internal_errors import report_internal_error
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 70, 130
 EPILOG = f"""exit codes:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from canopy.cli.fabric import apply_failures
 from canopy.cli.lazy import LazyChoices
-from canopy.engine.errors import CanopyError
-from canopy.engine.topology import format_gbps, parse_bandwidth
-from canopy.engine.topology_io import atomic_write_bytes, load_topology
+from canopy.engine.io.topology_json import atomic_write_bytes, load_topology
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import format_gbps, parse_bandwidth
 
 if TYPE_CHECKING:
     from canopy.engine.alltoall import AllToAllResult
@@ -125,7 +125,7 @@ def run_alltoall(args: argparse.Namespace) -> int:
 def run_compare(args: argparse.Namespace, *sizes: int) -> int:
     """``canopy compare TOPO --collective alltoall``: MCF against direct and ring."""
     from canopy.engine.alltoall.compare import compare_alltoall
-    from canopy.engine.sizes import size_label
+    from canopy.engine.model.sizes import size_label
     topo = load_topology(args.topology)
     apply_failures(topo, args.fail)
     comp = compare_alltoall(topo, sizes=tuple(sizes), default_latency=Fraction(args.latency),

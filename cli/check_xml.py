@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.exports import positive_int
-from canopy.engine.errors import CanopyError
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.sizes import parse_size, size_label
 from canopy.engine.msccl.executor import simulate
 from canopy.engine.msccl.reader import read_msccl
 from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.msccl.timing import fastest_xml, time_xml
-from canopy.engine.sizes import parse_size, size_label
-from canopy.engine.topology_io import load_topology
 
 
 def register(sub: argparse._SubParsersAction) -> None:

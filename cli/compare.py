@@ -18,15 +18,16 @@ from fractions import Fraction
 from canopy.cli.exports import SMS, positive_int
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.cli.solve import add_bandwidth_unit_argument
-from canopy.engine.comparison import Comparison, compare
-from canopy.engine.errors import CanopyError
+from canopy.engine.comparison.table import Comparison, compare
+from canopy.engine.execution.program import CUT_THROUGH, DEFAULT_LATENCY_US, SWITCH_MODES
+from canopy.engine.execution.simulate import REPORT_SIZES
+from canopy.engine.io.topology_json import atomic_write_text, load_topology
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.plan import ALGORITHMS
+from canopy.engine.model.sizes import parse_size, size_label
+from canopy.engine.model.units import UNIT_FACTORS
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.plan import ALGORITHMS
-from canopy.engine.simulate import CUT_THROUGH, DEFAULT_LATENCY_US, REPORT_SIZES, SWITCH_MODES
-from canopy.engine.sizes import parse_size, size_label
-from canopy.engine.topology_io import atomic_write_text, load_topology
-from canopy.engine.units import UNIT_FACTORS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,9 +1,9 @@
 """``canopy export-nccl-graph TOPO -o graph.xml``: Canopy's best rings for plain NCCL.
 
-Writes an ``NCCL_GRAPH_FILE`` (:mod:`canopy.engine.nccl_graph`), reads it back and checks
+Writes an ``NCCL_GRAPH_FILE`` (:mod:`canopy.engine.deploy.nccl_graph`), reads it back and checks
 that it describes the same rings, then prints the channels, their bandwidth bound
 against the best unconstrained ring set, and with ``--print-run`` the command that runs
-it (:mod:`canopy.engine.run_commands`). NCCL's graph holds rings only, the same on every
+it (:mod:`canopy.engine.deploy.run_commands`). NCCL's graph holds rings only, the same on every
 server: trees through switches (ForestColl) and unequal servers cannot be expressed.
 """
 
@@ -13,10 +13,10 @@ import argparse
 from pathlib import Path
 
 from canopy.engine.baselines.ring import ring_baseline, servers_of
-from canopy.engine.nccl_graph import export_nccl_graph
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.run_commands import run_command
-from canopy.engine.topology_io import load_topology
+from canopy.engine.deploy.nccl_graph import export_nccl_graph
+from canopy.engine.deploy.run_commands import run_command
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.collectives import COLLECTIVES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

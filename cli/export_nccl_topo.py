@@ -1,7 +1,7 @@
 """``canopy export-nccl-topo TOPO -o server.xml``: one server as an ``NCCL_TOPO_FILE``.
 
 Writes the server (``--server GROUP``, else the first with GPUs) in NCCL's topology
-format (:mod:`canopy.engine.nccl_topo_export`), reads the file back with
+format (:mod:`canopy.engine.io.nccl_topology_export`), reads the file back with
 ``canopy import-nccl``'s rules and checks that it is the same server, then prints the
 import command that rebuilds the whole cluster from it.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.nccl_import import NcclImportOptions, import_nccl_file
-from canopy.engine.nccl_topo_export import first_server, same_server, write_nccl_topology
-from canopy.engine.topology_io import load_topology
+from canopy.engine.io.nccl_topology_export import first_server, same_server, write_nccl_topology
+from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl_file
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.errors import CanopyError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

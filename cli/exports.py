@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.lazy import LazyChoices
-from canopy.engine.errors import ScheduleError
-from canopy.engine.schedule import Schedule
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import atomic_write_bytes
+from canopy.engine.io.topology_json import atomic_write_bytes
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.schedule import Schedule
+from canopy.engine.model.topology import Topology
 
 # MSCCL's defaults, spelled here so that building the parser does not import the MSCCL
 # lowering (tests/test_msccl_cli.py checks they equal MscclOptions' own).
@@ -63,6 +63,14 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
+        from canopy.engine.deploy.msccl_ranges import (
+            MscclFile,
+            config_path,
+            config_xml,
+            msccl_files,
+            wants_config,
+        )
+        from canopy.engine.deploy.runtime_choice import runtime_schedule
         from canopy.engine.msccl import (
             MscclLimitError,
             MscclLimits,
@@ -70,15 +78,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             explain_limits,
             msccl_xml,
         )
-        from canopy.engine.msccl.connections import runtime_schedule
         from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
-        from canopy.engine.msccl.ranges import (
-            MscclFile,
-            config_path,
-            config_xml,
-            msccl_files,
-            wants_config,
-        )
 
         limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
@@ -115,20 +115,20 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             atomic_write_bytes(config, config_xml(files, options.protocol))
             print(f"MSCCL config:    {config}")
         if options.runtime == "rccl":
-            from canopy.engine.run_commands import algo_dir_note
+            from canopy.engine.deploy.run_commands import algo_dir_note
 
             stray = algo_dir_note([f.path for f in files])
             if stray is not None:
                 print(f"Note: {stray}")
         if args.print_run:
             from canopy.engine.baselines.ring import servers_of
-            from canopy.engine.run_commands import run_command
+            from canopy.engine.deploy.run_commands import run_command
 
             per_server = len(servers_of(topology)[0])
             print(run_command(args.msccl_runtime, files[-1].path, schedule.collective,
                               len(schedule.compute_nodes), per_server, config))
     if args.trees_xml:
-        from canopy.engine.export import write_trees_xml
+        from canopy.engine.io.trees_xml import write_trees_xml
 
         write_trees_xml(args.trees_xml, schedule)
         print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")

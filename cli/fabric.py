@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import atomic_write_text, load_topology
+from canopy.engine.io.topology_json import atomic_write_text, load_topology
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import Topology
 
 if TYPE_CHECKING:
     from canopy.engine.fabric.analysis import FabricResult
@@ -82,7 +82,7 @@ def summary(result: FabricResult) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from canopy.engine.fabric.analysis import analyze
-    from canopy.engine.fabric.jobs import load_jobs
+    from canopy.engine.model.workloads import load_jobs
     topo = load_topology(args.topology)
     apply_failures(topo, args.fail)
     jobs = load_jobs(args.jobs) if args.jobs else None

@@ -10,9 +10,9 @@ import argparse
 import sys
 
 from canopy.engine.generators import GENERATORS, Generator, generate
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import save_topology
-from canopy.engine.units import GBPS, UNITS
+from canopy.engine.io.topology_json import save_topology
+from canopy.engine.model.topology import find_problems
+from canopy.engine.model.units import GBPS, UNITS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from canopy.engine.graphml_io import load_graphml, save_graphml
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import load_topology, save_topology
+from canopy.engine.io.graphml import load_graphml, save_graphml
+from canopy.engine.io.topology_json import load_topology, save_topology
+from canopy.engine.model.topology import find_problems
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -16,10 +16,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import DEFAULT_SAMPLE, atomic_write_bytes, load_sample, load_topology
+from canopy.engine.io.topology_json import (
+    DEFAULT_SAMPLE,
+    atomic_write_bytes,
+    load_sample,
+    load_topology,
+)
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import Topology
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow

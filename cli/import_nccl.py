@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from canopy.engine.nccl_import import (
+from canopy.engine.io.nccl_topology_import import (
     NETS,
     NcclImportOptions,
     import_nccl_file,
     summarise_warnings,
 )
-from canopy.engine.topology import find_problems, parse_bandwidth
-from canopy.engine.topology_io import save_topology
+from canopy.engine.io.topology_json import save_topology
+from canopy.engine.model.topology import find_problems, parse_bandwidth
 
 
 def _gbps(text: str) -> object:

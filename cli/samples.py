@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import format_gbps
-from canopy.engine.topology_io import load_sample, sample_names, save_topology
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.io.topology_json import load_sample, sample_names, save_topology
+from canopy.engine.model.topology import format_gbps
+from canopy.engine.network.indexed import Network
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,17 +13,18 @@ from typing import TYPE_CHECKING
 from canopy.cli.alltoall_solve import add_alltoall_arguments
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
-from canopy.engine.cut_words import describe_cut
-from canopy.engine.errors import CanopyError
-from canopy.engine.fewest import describe_k
-from canopy.engine.limits import number_text
-from canopy.engine.optimality import COLLECTIVES, Optimum, optimum
-from canopy.engine.topology import Topology, format_gbps
-from canopy.engine.topology_io import load_topology
-from canopy.engine.units import UNITS, from_gbps
+from canopy.engine.forestcoll.bottleneck_words import describe_cut
+from canopy.engine.forestcoll.fewest_trees import describe_k
+from canopy.engine.forestcoll.optimum import Optimum, optimum
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import number_text
+from canopy.engine.model.topology import Topology, format_gbps
+from canopy.engine.model.units import UNITS, from_gbps
 
 if TYPE_CHECKING:
-    from canopy.engine.schedule import Schedule
+    from canopy.engine.model.schedule import Schedule
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     if args.collective == "alltoall":
         from canopy.cli.alltoall_solve import run_alltoall
         return run_alltoall(args)
-    from canopy.engine.forest import solve
+    from canopy.engine.forestcoll.solve import solve
     start = time.perf_counter()
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
@@ -148,12 +149,12 @@ def run(args: argparse.Namespace) -> int:
         schedule = solve(topo, args.collective, k=args.k, where=args.topology,
                          tolerance=args.tolerance)
         if args.collective == "allreduce":
-            from canopy.engine.allreduce_schedule import choose_allreduce, describe_choice
+            from canopy.engine.allreduce.lp_schedule import choose_allreduce, describe_choice
             mode = "off" if args.k is not None and args.allreduce_lp == "auto" \
                 else args.allreduce_lp
             schedule = choose_allreduce(topo, schedule, mode, where=args.topology)
         if args.json:
-            from canopy.engine.schedule_io import save_schedule, schedule_to_dict
+            from canopy.engine.io.schedule_json import save_schedule, schedule_to_dict
         if args.json == "-":
             out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
             out.flush()

@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 
-from canopy.engine.errors import CanopyError
+from canopy.engine.model.errors import CanopyError
 from canopy.engine.sweep.runner import EXECUTORS, read_rows, run_sweep
 from canopy.engine.sweep.spec import load_spec
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.schedule_io import load_schedule
-from canopy.engine.topology import format_gbps
-from canopy.engine.topology_io import load_topology
-from canopy.engine.verification import verify
+from canopy.engine.io.schedule_json import load_schedule
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.topology import format_gbps
+from canopy.engine.model.verification import verify
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from canopy.app.main_window import MainWindow  # noqa: E402
 from canopy.engine.generators.cluster import cluster  # noqa: E402
-from canopy.engine.topology_io import DEFAULT_SAMPLE, load_sample  # noqa: E402
+from canopy.engine.io.topology_json import DEFAULT_SAMPLE, load_sample  # noqa: E402
 
 
 def grab(widget: QWidget, path: Path) -> None:

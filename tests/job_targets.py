@@ -1,6 +1,6 @@
 """Module-level functions for engine-job tests (a child process imports them by name)."""
 
-from canopy.engine.errors import TopologyError
+from canopy.engine.model.errors import TopologyError
 
 
 def unbalanced(progress):

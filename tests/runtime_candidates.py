@@ -5,8 +5,8 @@ and a simulator that answers a given fraction at SECOND_SIZE."""
 from fractions import Fraction
 from types import SimpleNamespace
 
-import canopy.engine.simulate as simulate
-from canopy.engine.msccl.connections import _Candidate
+import canopy.engine.execution.simulate as simulate
+from canopy.engine.deploy.runtime_choice import _Candidate
 
 OPTIMUM = Fraction(100)
 

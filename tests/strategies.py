@@ -6,7 +6,7 @@ from fractions import Fraction
 
 from hypothesis import strategies as st
 
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 
 BANDWIDTHS = [Fraction(1), Fraction(2), Fraction(5, 2), Fraction(3), Fraction(10)]
 

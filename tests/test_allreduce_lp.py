@@ -5,11 +5,11 @@ from fractions import Fraction
 import pytest
 
 from canopy.cli import main
-from canopy.engine.allreduce_cuts import solve_allreduce_cuts
-from canopy.engine.allreduce_lp import cut_bound, solve_allreduce_lp
-from canopy.engine.network import Network
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
-from canopy.engine.topology_io import load_sample
+from canopy.engine.allreduce.lp import cut_bound, solve_allreduce_lp
+from canopy.engine.allreduce.lp_cuts import solve_allreduce_cuts
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.network.indexed import Network
 
 
 def _star(n: int, b: Fraction) -> Topology:
@@ -100,7 +100,7 @@ def test_cut_generation_on_a_star():
 def test_cut_generation_on_a_punctured_torus():
     """A 4x4x4 torus without 3 GPUs (generator defaults, LP (6) as written has 57,396
     variables): RS + AG reaches 8000/63 GB/s, the LP 150 GB/s, built and verified."""
-    from canopy.engine.allreduce_schedule import lp_schedule
+    from canopy.engine.allreduce.lp_schedule import lp_schedule
     from canopy.engine.generators import generate
 
     topo = generate("punctured-torus")
@@ -113,8 +113,8 @@ def test_identical_servers_keep_one_budget_per_link_orbit(monkeypatch):
     """On identical servers cut generation solves for budgets constant on the orbits of
     the server rotation (App. E's LP is convex and invariant under it): fewer variables,
     the same value as without the symmetry, and a schedule that verifies."""
-    import canopy.engine.allreduce_cuts as cuts_module
-    from canopy.engine.allreduce_schedule import lp_schedule
+    import canopy.engine.allreduce.lp_cuts as cuts_module
+    from canopy.engine.allreduce.lp_schedule import lp_schedule
 
     topo = load_sample("mi250-8plus8")
     net = Network.from_topology(topo)
@@ -134,7 +134,7 @@ def test_identical_servers_keep_one_budget_per_link_orbit(monkeypatch):
 
 def test_a_rotation_that_is_not_an_automorphism_is_refused():
     """Servers of different sizes, or a link whose image is missing, have no rotation."""
-    import canopy.engine.allreduce_cuts as cuts_module
+    import canopy.engine.allreduce.lp_cuts as cuts_module
     from canopy.engine.generators import generate
 
     topo = generate("cluster", {"servers": "3", "gpus": "2"})

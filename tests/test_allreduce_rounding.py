@@ -1,25 +1,25 @@
-"""App. E's allreduce with integer link budgets (canopy.engine.allreduce_rounding)."""
+"""App. E's allreduce with integer link budgets (canopy.engine.allreduce.rounding)."""
 
 import math
 from fractions import Fraction
 
 import pytest
 
-from canopy.engine.allreduce_rounding import integer_budgets
-from canopy.engine.allreduce_schedule import lp_schedule
-from canopy.engine.maxflow import FlowNetwork
+from canopy.engine.allreduce.lp_schedule import lp_schedule
+from canopy.engine.allreduce.rounding import integer_budgets
+from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.execution.simulate import fastest
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import bandwidth_bound, schedule_plan
+from canopy.engine.model.verification import verify
 from canopy.engine.msccl import MscclOptions
 from canopy.engine.msccl.checks import check_structure
-from canopy.engine.msccl.connections import runtime_schedule
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.msccl.writer import plan_xml
-from canopy.engine.network import Network
-from canopy.engine.plan import bandwidth_bound, schedule_plan
-from canopy.engine.simulate import fastest
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
+from canopy.engine.network.indexed import Network
+from canopy.engine.network.maxflow import FlowNetwork
 
 MI250_SMS = MscclLimits(max_tbs_per_gpu=104)      # an MI250 GCD's compute units
 

@@ -6,19 +6,19 @@ from fractions import Fraction
 import pytest
 
 from canopy.cli import main
-from canopy.engine.allreduce_schedule import choose_allreduce, describe_choice, lp_schedule
-from canopy.engine.errors import ScheduleError
-from canopy.engine.forest import solve
+from canopy.engine.allreduce.lp_schedule import choose_allreduce, describe_choice, lp_schedule
+from canopy.engine.execution.simulate import fastest
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.schedule_json import schedule_from_dict, schedule_to_dict
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import bandwidth_bound, check_coverage, schedule_plan
+from canopy.engine.model.topology import COMPUTE, Link, Node, Topology
+from canopy.engine.model.verification import verify
 from canopy.engine.msccl import MscclOptions, msccl_xml
 from canopy.engine.msccl.checks import check_structure
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.reader import read_msccl_bytes
-from canopy.engine.plan import bandwidth_bound, check_coverage, schedule_plan
-from canopy.engine.schedule_io import schedule_from_dict, schedule_to_dict
-from canopy.engine.simulate import fastest
-from canopy.engine.topology import COMPUTE, Link, Node, Topology
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
 
 
 @pytest.fixture(scope="module")

@@ -14,10 +14,10 @@ from scipy.optimize import linprog
 from canopy.cli import main
 from canopy.engine.alltoall import build_problem, solve_alltoall, verify
 from canopy.engine.alltoall.bound import cut_ratio, moore_distance_sum
-from canopy.engine.errors import ScheduleError, TopologyError
 from canopy.engine.generators import generate
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import save_topology
+from canopy.engine.io.topology_json import save_topology
+from canopy.engine.model.errors import ScheduleError, TopologyError
+from canopy.engine.model.topology import Link, Node, Topology
 
 
 def star(n, b=Fraction(10)):

@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from canopy.engine.plan import FlowEdge, FlowTree, chain_trees
+from canopy.engine.model.plan import FlowEdge, FlowTree, chain_trees
 
 
 def _chains_one_by_one(order, hops, share, key, reduce=False):
@@ -49,8 +49,8 @@ def test_a_timetables_link_loads_are_its_trees(name):
         transpose,
         unwind,
     )
-    from canopy.engine.plan import CollectivePlan, bandwidth_bound, link_loads, loads_bound
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.io.topology_json import load_sample
+    from canopy.engine.model.plan import CollectivePlan, bandwidth_bound, link_loads, loads_bound
 
     topo = load_sample(name)
     links, nodes = unwind(topo), topo.compute_nodes()
@@ -75,17 +75,17 @@ def test_a_timetables_link_loads_are_its_trees(name):
 def test_a_one_tree_schedule_is_not_searched_for_fewer_trees(monkeypatch):
     """runtime_schedule's search for fewer trees within TOLERANCES is skipped at k = 1
     (every such search would find k = 1 again, and seen schedules are not simulated)."""
-    from canopy.engine.forest import solve
-    from canopy.engine.msccl.connections import TOLERANCES, _choose
+    from canopy.engine.deploy.runtime_choice import TOLERANCES, _choose
+    from canopy.engine.forestcoll.solve import solve
+    from canopy.engine.io.topology_json import load_sample
     from canopy.engine.msccl.threadblocks import MscclLimits
-    from canopy.engine.topology_io import load_sample
 
     topo = load_sample("tacos-3d-rfs-2x4x8.json")
     schedule = solve(topo, "allgather")
     assert schedule.k == 1 and not schedule.split_budgets
     assert {solve(topo, "allgather", tolerance=t).k for t in TOLERANCES} == {1}
     calls = []
-    monkeypatch.setattr("canopy.engine.forest.solve", lambda *a, **k: calls.append(a))
+    monkeypatch.setattr("canopy.engine.forestcoll.solve.solve", lambda *a, **k: calls.append(a))
     choice = _choose(topo, schedule, MscclLimits())
     assert calls == [] and choice.schedule is schedule and choice.layout
 
@@ -95,8 +95,8 @@ def test_tacos_link_times_per_kind_give_the_per_link_bound(name):
     """TACOS computes a chunk's time once per distinct (bandwidth, latency) of its
     logical links; its receive bound is still Σ over each node's links in of 1/t."""
     from canopy.engine.baselines.tacos import receive_bound, transpose, unwind
-    from canopy.engine.simulate import link_time
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.execution.program import link_time
+    from canopy.engine.io.topology_json import load_sample
 
     topo = load_sample(name)
     nodes = topo.compute_nodes()
@@ -112,10 +112,10 @@ def test_tacos_link_times_per_kind_give_the_per_link_bound(name):
 def test_a_plans_connection_members_are_computed_once_and_each_caller_owns_its_lists():
     """Layout choice asks for one plan's connection members again and again; each caller
     gets its own lists (callers sort them), equal to a fresh computation."""
-    from canopy.engine.forest import solve
+    from canopy.engine.forestcoll.solve import solve
+    from canopy.engine.io.topology_json import load_sample
+    from canopy.engine.model.plan import schedule_plan
     from canopy.engine.msccl import connections
-    from canopy.engine.plan import schedule_plan
-    from canopy.engine.topology_io import load_sample
 
     plan = schedule_plan(solve(load_sample("dgx-a100-2x8.json"), "reduce-scatter"))
     first = connections._members(plan, 3)

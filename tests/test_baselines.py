@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canopy.engine.allreduce_lp import cut_bound
+from canopy.engine.allreduce.lp import cut_bound
 from canopy.engine.baselines.blink import best_root, blink_baseline, root_images
 from canopy.engine.baselines.lr_rings import (
     brute_force_hops,
@@ -28,16 +28,16 @@ from canopy.engine.baselines.tacos import (
     transpose,
     unwind,
 )
-from canopy.engine.maxflow import FlowNetwork
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.packing import pack_trees
-from canopy.engine.plan import bandwidth_bound, check_coverage, path_links, ring_plan
-from canopy.engine.routing import Router
-from canopy.engine.simulate import simulate
-from canopy.engine.splitting import remove_switches
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample, sample_names
+from canopy.engine.execution.simulate import simulate
+from canopy.engine.forestcoll.edge_splitting import remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.tree_packing import pack_trees
+from canopy.engine.io.topology_json import load_sample, sample_names
+from canopy.engine.model.plan import bandwidth_bound, check_coverage, path_links, ring_plan
+from canopy.engine.model.topology import Link, Node, Topology
+from canopy.engine.network.indexed import Network
+from canopy.engine.network.maxflow import FlowNetwork
+from canopy.engine.network.routing import Router
 from tests.strategies import topologies
 
 SAMPLES = ["dgx-a100-2x8.json", "mi250-2x16.json", "forestcoll-fig2.json"]

@@ -3,7 +3,7 @@
 from fractions import Fraction
 
 from bench.executed import forestcoll_wins
-from canopy.engine.comparison import ComparisonRow
+from canopy.engine.comparison.table import ComparisonRow
 
 SIZE = 1 << 30
 

@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from canopy.engine.collector import BATCH_THRESHOLD
-from canopy.engine.jobs import Job
+from canopy.engine.process.child_jobs import Job
+from canopy.engine.process.gc_tuning import BATCH_THRESHOLD
 from tests import job_targets
 
 
@@ -17,7 +17,7 @@ def _in_a_fresh_process(code: str) -> str:
 def test_start_up_is_frozen_and_young_passes_come_rarely():
     out = _in_a_fresh_process(
         "import gc\n"
-        "from canopy.engine.collector import batch_collector\n"
+        "from canopy.engine.process.gc_tuning import batch_collector\n"
         "batch_collector()\n"
         "print(gc.get_threshold()[0], gc.get_freeze_count() > 0, gc.isenabled())")
     assert out == f"{BATCH_THRESHOLD} True True"
@@ -26,7 +26,7 @@ def test_start_up_is_frozen_and_young_passes_come_rarely():
 def test_a_collector_switched_off_or_set_rarer_is_left_so():
     out = _in_a_fresh_process(
         "import gc\n"
-        "from canopy.engine.collector import BATCH_THRESHOLD, batch_collector\n"
+        "from canopy.engine.process.gc_tuning import BATCH_THRESHOLD, batch_collector\n"
         "for young in (0, 2 * BATCH_THRESHOLD):\n"
         "    gc.set_threshold(young, 10, 10)\n"
         "    batch_collector()\n"

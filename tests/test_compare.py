@@ -6,14 +6,14 @@ from fractions import Fraction
 import pytest
 
 from canopy.cli import main
-from canopy.engine import comparison
-from canopy.engine.comparison import compare
-from canopy.engine.errors import ScheduleError
+from canopy.engine.comparison import table as comparison
+from canopy.engine.comparison.table import compare
 from canopy.engine.generators import generate
-from canopy.engine.progress import Cancelled
-from canopy.engine.sizes import parse_size
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample, save_topology
+from canopy.engine.io.topology_json import load_sample, save_topology
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.progress import Cancelled
+from canopy.engine.model.sizes import parse_size
+from canopy.engine.model.topology import Link, Node, Topology
 
 SIZES = (1 << 20, 1 << 30)
 

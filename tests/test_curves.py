@@ -1,8 +1,8 @@
 from fractions import Fraction
 
-from canopy.engine.curves import collective_time_us, fixed_k_curve, message_sizes
-from canopy.engine.forest import solve
-from canopy.engine.topology_io import load_sample
+from canopy.engine.comparison.plot_series import collective_time_us, fixed_k_curve, message_sizes
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
 
 
 def test_fixed_k_curve_matches_paper():

@@ -1,9 +1,9 @@
-"""The bottleneck cut in words (engine/cut_words.py) on the bundled samples."""
+"""The bottleneck cut in words (engine/forestcoll/bottleneck_words.py) on the bundled samples."""
 
 from fractions import Fraction
 
-from canopy.engine.cut_words import crossing_links, describe_cut, describe_nodes
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.bottleneck_words import crossing_links, describe_cut, describe_nodes
+from canopy.engine.io.topology_json import load_sample
 
 
 def test_a_whole_server_is_named_with_its_nic_uplinks():

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 
 from canopy.cli import main
-from canopy.engine.errors import TopologyError
+from canopy.engine.execution.simulate import simulate
 from canopy.engine.fabric.analysis import analyze, ecmp_plan
 from canopy.engine.fabric.contention import fair_rates
 from canopy.engine.fabric.ecmp import EcmpRouter, five_tuple_hash
-from canopy.engine.fabric.jobs import Job
 from canopy.engine.fabric.vclos import Placer, leaf_spine
+from canopy.engine.forestcoll.optimum import find_optimum
 from canopy.engine.generators import generate
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.plan import CollectivePlan, FlowTree, path_links
-from canopy.engine.simulate import simulate
-from canopy.engine.topology_io import dumps_topology, load_sample, loads_topology
+from canopy.engine.io.topology_json import dumps_topology, load_sample, loads_topology
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.plan import CollectivePlan, FlowTree, path_links
+from canopy.engine.model.workloads import Job
+from canopy.engine.network.indexed import Network
 
 SAMPLE = "leaf-spine-jobs"
 
@@ -233,7 +233,7 @@ def test_fabric_sizes_are_exact_bytes():
 
 
 def test_graphml_keeps_jobs_and_failures(tmp_path):
-    from canopy.engine.graphml_io import load_graphml, save_graphml
+    from canopy.engine.io.graphml import load_graphml, save_graphml
     topo = load_sample(SAMPLE)
     topo.links[-1].failed = True
     topo.node("spine2").failed = True

@@ -1,4 +1,5 @@
-"""Fewest trees per node at the optimum or within a tolerance (engine/fewest.py)."""
+"""Fewest trees per node at the optimum or within a tolerance
+(engine/forestcoll/fewest_trees.py)."""
 
 from fractions import Fraction
 
@@ -6,13 +7,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from canopy.cli import main
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_fixed_k, find_optimum
-from canopy.engine.progress import Cancelled
-from canopy.engine.schedule_io import schedule_to_dict
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll.optimum import find_fixed_k, find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.schedule_json import schedule_to_dict
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.progress import Cancelled
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 
@@ -81,7 +82,7 @@ def test_ndv4_import_k1_reaches_the_optimum():
     before the importer read PCI widths as NCCL does), one reaches the same 256 GB/s."""
     from pathlib import Path
 
-    from canopy.engine.nccl_import import NcclImportOptions, import_nccl_file
+    from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl_file
     shared = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
     options = NcclImportOptions(hosts=4, nvswitch_bw=Fraction(300))
     topo = import_nccl_file(shared / "azure-ndv4-topo.xml", options).topology
@@ -99,8 +100,8 @@ def test_fewest_trees_schedules_are_the_same_in_every_process():
     import subprocess
     import sys
 
-    code = ("from canopy.engine.forest import solve\n"
-            "from canopy.engine.topology_io import load_sample\n"
+    code = ("from canopy.engine.forestcoll.solve import solve\n"
+            "from canopy.engine.io.topology_json import load_sample\n"
             "t = load_sample('mi250-2x16')\n"
             "for tol in ('1', '4'):\n"
             "    s = solve(t, 'allreduce', tolerance=tol)\n"

@@ -14,12 +14,12 @@ import networkx as nx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canopy.engine.fewest import balanced_u
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_fixed_k, find_optimum
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll.fewest_trees import balanced_u
+from canopy.engine.forestcoll.optimum import find_fixed_k, find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 LIMIT = 3000   # capacity vectors per U the brute force may try

@@ -7,13 +7,13 @@ import networkx as nx
 import pytest
 
 from canopy.cli import main
-from canopy.engine.forest import solve
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import GENERATORS, ParameterError, generate
 from canopy.engine.generators.params import PARAM_TYPES
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import load_topology
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.topology import find_problems
+from canopy.engine.network.indexed import Network
 
 
 def optimum(topo):

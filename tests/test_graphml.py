@@ -8,10 +8,15 @@ import networkx as nx
 import pytest
 
 from canopy.cli import main
-from canopy.engine.errors import CanopyError, TopologyError
-from canopy.engine.graphml_io import dumps_graphml, load_graphml, loads_graphml, save_graphml
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample, load_topology, sample_names, topology_to_dict
+from canopy.engine.io.graphml import dumps_graphml, load_graphml, loads_graphml, save_graphml
+from canopy.engine.io.topology_json import (
+    load_sample,
+    load_topology,
+    sample_names,
+    topology_to_dict,
+)
+from canopy.engine.model.errors import CanopyError, TopologyError
+from canopy.engine.model.topology import Link, Node, Topology
 
 
 def billion_laughs(body):

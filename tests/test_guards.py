@@ -9,11 +9,11 @@ import pytest
 
 from canopy.cli import main
 from canopy.engine.generators import generate
-from canopy.engine.graphml_io import dumps_graphml, loads_graphml
-from canopy.engine.limits import LONG_DIGITS, MAX_FILE_BYTES, TOO_LONG_TEXT, number_text
-from canopy.engine.schedule_io import load_schedule
-from canopy.engine.topology_io import dumps_topology, loads_topology
-from canopy.engine.units import UNITS
+from canopy.engine.io.graphml import dumps_graphml, loads_graphml
+from canopy.engine.io.schedule_json import load_schedule
+from canopy.engine.io.topology_json import dumps_topology, loads_topology
+from canopy.engine.model.limits import LONG_DIGITS, MAX_FILE_BYTES, TOO_LONG_TEXT, number_text
+from canopy.engine.model.units import UNITS
 
 NODES = [{"id": "a"}, {"id": "b"}, {"id": "w", "kind": "switch"}]
 
@@ -127,7 +127,7 @@ def test_internal_error_exits_70_with_the_traceback_in_the_log(tmp_path):
     log = tmp_path / "canopy.log"
     path = tmp_path / "t.json"
     path.write_text(topo_text())
-    code = ("import sys, canopy.engine.forest as s\n"
+    code = ("import sys, canopy.engine.forestcoll.solve as s\n"
             "def boom(*a, **k): raise ZeroDivisionError('boom')\n"
             "s.solve = boom\n"
             "from canopy.cli import main\n"
@@ -165,11 +165,11 @@ def test_a_k_too_long_to_print_is_printed_short_and_kept_exact(tmp_path, capsys)
 
 
 def test_a_result_past_the_long_limit_is_one_sentence(tmp_path, capsys, monkeypatch):
-    import canopy.engine.forest
+    import canopy.engine.forestcoll.solve
 
     def longer(*args, **kwargs):
         return str(10 ** (LONG_DIGITS + 1))
-    monkeypatch.setattr(canopy.engine.forest, "solve", longer)
+    monkeypatch.setattr(canopy.engine.forestcoll.solve, "solve", longer)
     path = tmp_path / "t.json"
     path.write_text(topo_text())
     assert main(["solve", str(path)]) == 2

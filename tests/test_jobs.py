@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from canopy.engine.jobs import Job, _decode
+from canopy.engine.process.child_jobs import Job, _decode
 from tests import job_targets
 
 
@@ -40,7 +40,7 @@ def test_a_large_event_is_decoded_frame_by_frame_into_the_same_value():
     go of the interpreter lock in between, and gets exactly what was sent."""
     from fractions import Fraction
 
-    from canopy.engine import jobs
+    from canopy.engine.process import child_jobs as jobs
 
     value = ("done", {"trees": [(f"gpu{i}", Fraction(i, 7), list(range(i % 50)))
                                 for i in range(20_000)]})
@@ -53,7 +53,7 @@ def test_a_large_event_is_decoded_frame_by_frame_into_the_same_value():
 
 
 def test_the_frame_reader_reads_lines_and_into_buffers():
-    from canopy.engine.jobs import _Frames
+    from canopy.engine.process.child_jobs import _Frames
 
     frames = _Frames(b"ab\ncd")
     assert frames.readline() == b"ab\n"
@@ -88,7 +88,7 @@ def test_jobs_and_their_fork_server_run_at_a_lower_priority():
     (the fork server lowers its own priority first, so its imports yield to an editor)."""
     import os
 
-    from canopy.engine.jobs import CHILD_NICENESS
+    from canopy.engine.process.child_jobs import CHILD_NICENESS
 
     job = Job(job_targets.niceness)
     job.start()

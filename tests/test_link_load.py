@@ -1,8 +1,8 @@
 import pytest
 
-from canopy.engine.forest import solve
-from canopy.engine.link_load import link_loads
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.link_load import link_loads
 
 
 @pytest.mark.parametrize("collective", ["allgather", "reduce-scatter", "allreduce"])

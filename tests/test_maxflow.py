@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.maxflow import (
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.network.maxflow import (
     INT64_SAFE,
     LOADED_BUDGET,
     PYTHON_BUDGET,
@@ -113,10 +113,10 @@ def test_small_networks_use_the_python_backend_unless_one_is_named(monkeypatch):
     """Below SMALL_ARCS an unnamed backend answers in plain Python (no numpy, no OR-Tools
     to load); the answers are the same as a named backend's."""
     monkeypatch.delenv("CANOPY_MAXFLOW", raising=False)
-    monkeypatch.setattr("canopy.engine.maxflow._python_spent", 0)
+    monkeypatch.setattr("canopy.engine.network.maxflow._python_spent", 0)
     auto, named = diamond(None), diamond(BACKENDS[0])
     calls = []
-    monkeypatch.setattr("canopy.engine.maxflow.dinic",
+    monkeypatch.setattr("canopy.engine.network.maxflow.dinic",
                         lambda *a: calls.append(a) or dinic(*a))
     assert auto.min_cut(0, 3)[0] == named.min_cut(0, 3)[0] == 5
     assert len(calls) == 1 + (BACKENDS[0] == "python")
@@ -135,9 +135,10 @@ def test_the_python_budget_hands_over_to_the_fastest_backend(monkeypatch):
     """Once a process has spent PYTHON_BUDGET arcs in python answers, small networks go
     to the default backend too (sweeps of many small solves stay fast)."""
     monkeypatch.delenv("CANOPY_MAXFLOW", raising=False)
-    monkeypatch.setattr("canopy.engine.maxflow._python_spent", PYTHON_BUDGET)
+    monkeypatch.setattr("canopy.engine.network.maxflow._python_spent", PYTHON_BUDGET)
     calls = []
-    monkeypatch.setattr("canopy.engine.maxflow.dinic", lambda *a: calls.append(a) or dinic(*a))
+    monkeypatch.setattr("canopy.engine.network.maxflow.dinic", lambda *a: calls.append(a) or
+    dinic(*a))
     assert diamond(None).max_flow(0, 3) == 5
     assert len(calls) == (default_backend() == "python")
 
@@ -151,9 +152,10 @@ def test_with_numpy_loaded_ortools_takes_over_sooner(monkeypatch, numpy_loaded):
     monkeypatch.delenv("CANOPY_MAXFLOW", raising=False)
     if not numpy_loaded:
         monkeypatch.delitem(sys.modules, "numpy")   # (restored after the test)
-    monkeypatch.setattr("canopy.engine.maxflow._python_spent", LOADED_BUDGET)
+    monkeypatch.setattr("canopy.engine.network.maxflow._python_spent", LOADED_BUDGET)
     calls = []
-    monkeypatch.setattr("canopy.engine.maxflow.dinic", lambda *a: calls.append(a) or dinic(*a))
+    monkeypatch.setattr("canopy.engine.network.maxflow.dinic", lambda *a: calls.append(a) or
+    dinic(*a))
     monkeypatch.setattr(FlowNetwork, "_ortools", lambda self, s, t, cut: (5, [s]))
     assert diamond(None).max_flow(0, 3) == 5
     assert len(calls) == (not numpy_loaded)

@@ -8,9 +8,9 @@ from importlib import resources
 import pytest
 
 from canopy.cli import exports, main
+from canopy.engine.io.safe_xml import parse_xml_file
 from canopy.engine.msccl import MscclLimits, MscclOptions
 from canopy.engine.msccl.executor import simulate_file
-from canopy.engine.safe_xml import parse_xml_file
 
 SAMPLE = str(resources.files("canopy.samples").joinpath("dgx-a100-2x8.json"))
 
@@ -142,7 +142,8 @@ def test_solve_names_the_largest_k_when_limits_are_exceeded(tmp_path, capsys, mo
 
 
 def test_solve_reports_an_export_that_fails_simulation(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("canopy.engine.msccl.ranges.plan_xml", lambda *args, **kw: b"<algo/>")
+    monkeypatch.setattr("canopy.engine.deploy.msccl_ranges.plan_xml", lambda *args, **kw:
+    b"<algo/>")
     assert main(["solve", SAMPLE, "--msccl", str(tmp_path / "x.xml")]) == 2
     err = capsys.readouterr().err
     assert "failed Canopy's simulator, which is a bug in Canopy" in err

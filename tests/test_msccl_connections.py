@@ -1,5 +1,5 @@
 """One connection layout for compare and the MSCCL export, within the runtime's limits
-(:mod:`canopy.engine.msccl.connections`)."""
+(:mod:`canopy.engine.deploy.runtime_choice`)."""
 
 from collections import defaultdict
 from fractions import Fraction
@@ -9,36 +9,38 @@ import pytest
 from lxml import etree
 
 from canopy.cli import main
-from canopy.engine.allreduce_schedule import choose_allreduce
-from canopy.engine.comparison import compare
-from canopy.engine.forest import solve
-from canopy.engine.generators import generate
-from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
-from canopy.engine.msccl.checks import check_structure
-from canopy.engine.msccl.connections import (
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.comparison.table import compare
+from canopy.engine.deploy.runtime_choice import (
     GOOD_ENOUGH,
     REFERENCE_SIZE,
     _consider_shallow,
     _consider_shallow_tiers,
+    _optimum,
+    runtime_schedule,
+)
+from canopy.engine.execution.simulate import fastest
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.generators import generate
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import schedule_plan
+from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
+from canopy.engine.msccl.checks import check_structure
+from canopy.engine.msccl.connections import (
     _contiguous,
     _members,
-    _multiplicities,
-    _optimum,
     _shared_counts,
-    _slack_tiers,
     _unit_shared,
     describe_layout,
     layouts,
+    multiplicities,
     runtime_layout,
-    runtime_schedule,
+    slack_tiers,
 )
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.threadblocks import MscclLimitError
 from canopy.engine.msccl.timing import fastest_xml
-from canopy.engine.plan import schedule_plan
-from canopy.engine.simulate import fastest
-from canopy.engine.topology_io import load_sample
 
 
 def test_runs_of_neighbouring_steps_carry_nearly_equal_chunks():
@@ -222,7 +224,7 @@ def test_unit_trees_share_connections_where_links_have_slack():
     assert fractions[choice.layout] >= 0.98
     assert choice.describe()["threadblocks_per_gpu"] <= 108
     unit = schedule_plan(schedule)
-    slack = {name: laid for name, laid in _unit_shared(unit, _multiplicities(unit),
+    slack = {name: laid for name, laid in _unit_shared(unit, multiplicities(unit),
                                                          MscclLimits(), topo)}
     assert fastest(topo, slack["shared by phase, unit trees"], REFERENCE_SIZE).algbw \
         >= Fraction(95, 100) * choice.optimum
@@ -300,8 +302,8 @@ def test_later_steps_of_a_reduction_keep_their_share_of_the_links():
 def test_equal_layouts_are_simulated_once(monkeypatch):
     # On 2 x DGX A100 allreduce, "shared" and "shared by phase" give the same plan, and
     # so do their paired variants: each runs once and both are listed with its time.
-    from canopy.engine import simulate
-    from canopy.engine.msccl import connections
+    from canopy.engine.deploy import runtime_choice as connections
+    from canopy.engine.execution import simulate
 
     topo = load_sample("dgx-a100-2x8.json")
     schedule = solve(topo, "allreduce")
@@ -389,7 +391,7 @@ def test_a_search_ending_on_unit_connections_also_tries_lower_trees(monkeypatch)
     connections too, then that twin with parents swapped for a fast fill (a reduction;
     here without pass 2's simulations), and neither once a candidate runs within
     GOOD_ENOUGH."""
-    from canopy.engine import reduction_fill
+    from canopy.engine.deploy import reduction_fill
 
     monkeypatch.setattr(reduction_fill, "FILL_TRIES", 0)
     topo = load_sample("mi250-2x16")
@@ -414,8 +416,8 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
     # runtime_schedule stops at the first layout executing within GOOD_ENOUGH of the
     # optimum, and the layouts after it (the paired ones' bisections above all) are then
     # never built: the choice is the one the full list gives.
-    from canopy.engine import simulate
-    from canopy.engine.msccl import connections
+    from canopy.engine.deploy import runtime_choice as connections
+    from canopy.engine.execution import simulate
 
     topo = load_sample("dgx-a100-2x8.json")
     schedule = solve(topo, "allreduce")
@@ -430,7 +432,8 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
         algbw = schedule.algbw
 
     monkeypatch.setattr(simulate, "fastest", lambda topology, plan, size: Timed())
-    monkeypatch.setattr(connections, "_paired_shared", counted)
+    from canopy.engine.msccl import connections as connection_layouts
+    monkeypatch.setattr(connection_layouts, "_paired_shared", counted)
     choice = connections._choose(topo, schedule, MscclLimits())
     # (the fewest trees within 1 %, k = 7, are tried for a near tie, and stop alike)
     assert [(c["k"], c["layout"]) for c in choice.candidates] == [(13, "shared"),
@@ -454,7 +457,7 @@ def test_unit_connections_need_a_channel_per_unit_tree_edge_between_two_gpus():
     plan = schedule_plan(solve(generate("cluster", {"servers": "8"}), "allgather"))
     limits = MscclLimits()
     per_pair = defaultdict(int)
-    for (u, v, _), n in _split_counts(plan, _multiplicities(plan), 1).items():
+    for (u, v, _), n in _split_counts(plan, multiplicities(plan), 1).items():
         per_pair[(u, v)] += n
     assert per_pair[("n0.gpu0", "n0.gpu7")] == max(per_pair.values()) == 56
     assert _unit_threadblocks(plan, limits) is None
@@ -469,7 +472,7 @@ def _chunks_per_connection(topo, laid):
     """Per link class (the route's smallest capacity, in GB/s) the connections of ``laid``
     as (sender, receiver, channel): how many tree edges each carries, and per connection
     the (phase, band of 2 steps) of its edges."""
-    from canopy.engine.plan import path_links, tree_levels
+    from canopy.engine.model.plan import path_links, tree_levels
 
     caps = topo.capacities()
     edges = defaultdict(list)
@@ -496,9 +499,9 @@ def test_links_loaded_to_capacity_keep_a_connection_per_unit_tree_edge():
     topo = load_sample("mi250-2x16")
     twin = solve(topo, "allreduce", tolerance="4", shallow=True)
     plan = schedule_plan(twin)
-    [(name, laid)] = list(_slack_tiers(plan, _multiplicities(plan), MscclLimits(), topo))
+    [(name, laid)] = list(slack_tiers(plan, multiplicities(plan), MscclLimits(), topo))
     assert name == "shared by link slack, unit trees"
-    assert max(_multiplicities(laid)) == 1
+    assert max(multiplicities(laid)) == 1
     by_class = _chunks_per_connection(topo, laid)
     assert {len(items) for items in by_class[16]} == {1}
     assert {len(items) for c in (50, 100) for items in by_class[c]} == {1, 2}

@@ -6,8 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from lxml import etree
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.forest import solve
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.safe_xml import parse_xml_bytes
+from canopy.engine.io.topology_json import load_sample, sample_names
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.schedule import OptimumSummary, Schedule, Tree, TreeEdge
 from canopy.engine.msccl import (
     MscclLimitError,
     MscclLimits,
@@ -19,11 +24,7 @@ from canopy.engine.msccl import (
 )
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.threadblocks import parser_elements
-from canopy.engine.network import Network
-from canopy.engine.optimality import COLLECTIVES, find_optimum
-from canopy.engine.safe_xml import parse_xml_bytes
-from canopy.engine.schedule import OptimumSummary, Schedule, Tree, TreeEdge
-from canopy.engine.topology_io import load_sample, sample_names
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 SAMPLES = [name.removesuffix(".json") for name in sample_names()]
@@ -389,8 +390,8 @@ def test_auto_layout_writes_the_connections_compare_simulates():
     into parts of at most 2 chunks, a connection per edge; with fewer, tree edges share
     connections. The XML has exactly the connections of :func:`runtime_layout`'s plan
     (the one ``canopy compare`` times) and still computes the allgather."""
+    from canopy.engine.model.plan import schedule_plan
     from canopy.engine.msccl.connections import describe_layout, runtime_layout
-    from canopy.engine.plan import schedule_plan
 
     schedule = star_schedule("allgather", k=3)
     plan = schedule_plan(schedule)

@@ -2,7 +2,7 @@
 
 from fractions import Fraction
 
-from canopy.engine.msccl.connections import NEAR, SECOND_SIZE, _near_tie
+from canopy.engine.deploy.runtime_choice import NEAR, SECOND_SIZE, _near_tie
 from tests.runtime_candidates import OPTIMUM, answer_at, tried
 from tests.runtime_candidates import candidate as _candidate
 

@@ -7,17 +7,17 @@ from fractions import Fraction
 import pytest
 from lxml import etree
 
-from canopy.engine.forest import solve
+from canopy.engine.execution.simulate import fastest, simulate
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, schedule_plan
+from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
 from canopy.engine.msccl.connections import describe_layout, layouts
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.pairing import connection_steps, threadblocks_per_gpu
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, schedule_plan
-from canopy.engine.simulate import fastest, simulate
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample
 
 
 def _star() -> Topology:

@@ -6,19 +6,19 @@ from fractions import Fraction
 
 import pytest
 
-import canopy.engine.msccl.connections as connections
+import canopy.engine.deploy.runtime_choice as connections
 from canopy.cli import main
-from canopy.engine.comparison import _plans_by_size
-from canopy.engine.forest import solve
+from canopy.engine.comparison.table import _plans_by_size
+from canopy.engine.deploy.msccl_ranges import config_path, config_xml, msccl_files
+from canopy.engine.deploy.run_commands import run_command
+from canopy.engine.deploy.runtime_choice import BOUNDARY, RuntimeChoice, runtime_schedule
+from canopy.engine.execution.simulate import fastest
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.safe_xml import parse_xml_bytes, parse_xml_file
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import schedule_plan
 from canopy.engine.msccl import MscclOptions, plan_xml
-from canopy.engine.msccl.connections import BOUNDARY, RuntimeChoice, runtime_schedule
 from canopy.engine.msccl.executor import simulate_file
-from canopy.engine.msccl.ranges import config_path, config_xml, msccl_files
-from canopy.engine.plan import schedule_plan
-from canopy.engine.run_commands import run_command
-from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
-from canopy.engine.simulate import fastest
-from canopy.engine.topology_io import load_sample
 
 SAMPLE = "hypercube-3d.json"
 

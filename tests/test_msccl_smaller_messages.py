@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import canopy.engine.simulate as simulate
-from canopy.engine.msccl.connections import SECOND_SIZE, _smaller_messages
+import canopy.engine.execution.simulate as simulate
+from canopy.engine.deploy.runtime_choice import SECOND_SIZE, _smaller_messages
 from tests.runtime_candidates import OPTIMUM, answer_at, tried
 from tests.runtime_candidates import candidate as _candidate
 
@@ -71,10 +71,10 @@ def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch, fastes
     at 256 MiB. That one runs from 512 MiB (compare's row and the export's upper XML), the
     last below; the note names the chosen layout once, and the first layout's figure where
     another was chosen."""
-    from canopy.engine.forest import solve
-    from canopy.engine.msccl import connections
+    from canopy.engine.deploy import runtime_choice as connections
+    from canopy.engine.forestcoll.solve import solve
+    from canopy.engine.io.topology_json import load_sample
     from canopy.engine.msccl.threadblocks import MscclLimits
-    from canopy.engine.topology_io import load_sample
 
     topo = load_sample("dgx-a100-2x8.json")
     schedule = solve(topo, "allreduce")

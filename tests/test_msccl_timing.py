@@ -6,17 +6,18 @@ from importlib import resources
 import pytest
 
 from canopy.cli import main
-from canopy.engine.allreduce_schedule import choose_allreduce
-from canopy.engine.comparison import compare
-from canopy.engine.errors import ScheduleError
-from canopy.engine.forest import solve
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.comparison.table import compare
+from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.execution.simulate import fastest, simulate
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import schedule_plan
 from canopy.engine.msccl import MscclLimits, MscclOptions, msccl_xml, plan_xml
-from canopy.engine.msccl.connections import describe_layout, runtime_layout, runtime_schedule
+from canopy.engine.msccl.connections import describe_layout, runtime_layout
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml, runtime_iterations, time_xml
-from canopy.engine.plan import schedule_plan
-from canopy.engine.simulate import fastest, simulate
-from canopy.engine.topology_io import load_sample
 
 SIZE = 1 << 30
 
@@ -90,7 +91,8 @@ def test_connections_take_the_plans_routes():
 
 
 def test_long_loops_are_extrapolated_as_the_plans_are():
-    """One extrapolation rule (:func:`canopy.engine.simulate.loop_time`) for plans and XML:
+    """One extrapolation rule (:func:`canopy.engine.execution.extrapolation.loop_time`) for
+    plans and XML:
     the pipelined export of a mesh allgather is the plan's program, so past the message
     budget both run the same loops and give the same time, close to the full run."""
     topo = load_sample("mesh-2d-3x3.json")

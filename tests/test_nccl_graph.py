@@ -4,8 +4,7 @@ import pytest
 
 from canopy.cli import main
 from canopy.engine.baselines.ring import ring_baseline
-from canopy.engine.generators import generate
-from canopy.engine.nccl_graph import (
+from canopy.engine.deploy.nccl_graph import (
     Channel,
     NcclGraphError,
     graph_rings,
@@ -13,8 +12,9 @@ from canopy.engine.nccl_graph import (
     nccl_graph_xml,
     read_nccl_graph,
 )
-from canopy.engine.run_commands import run_command
-from canopy.engine.topology_io import load_sample
+from canopy.engine.deploy.run_commands import run_command
+from canopy.engine.generators import generate
+from canopy.engine.io.topology_json import load_sample
 
 
 def test_dgx_rings_round_trip_and_reach_the_best_ring_bound():

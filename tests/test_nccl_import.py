@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from canopy.cli import main
-from canopy.engine.errors import CanopyError
-from canopy.engine.forest import solve
-from canopy.engine.nccl_import import (
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.nccl_topology_import import (
     NcclImportError,
     NcclImportOptions,
     import_nccl_bytes,
@@ -20,10 +20,10 @@ from canopy.engine.nccl_import import (
     nccl_pci_bandwidth,
     nvlink_bandwidth,
 )
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import load_topology
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import find_problems
+from canopy.engine.network.indexed import Network
 
 DATA = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
@@ -349,7 +349,7 @@ def test_external_entity_is_refused_and_never_read(tmp_path):
 
 
 def test_oversized_file_is_refused(tmp_path, monkeypatch):
-    import canopy.engine.safe_xml as safe_xml
+    import canopy.engine.io.safe_xml as safe_xml
     monkeypatch.setattr(safe_xml, "MAX_XML_BYTES", 1000)
     path = tmp_path / "big.xml"
     path.write_bytes(b"<system>" + b"<cpu/>" * 400 + b"</system>")

@@ -5,11 +5,19 @@ from pathlib import Path
 import pytest
 
 from canopy.cli import main
-from canopy.engine.nccl_import import NcclImportError, NcclImportOptions, import_nccl_bytes
-from canopy.engine.nccl_topo_export import NcclTopoExportError, nccl_topology_xml, same_server
-from canopy.engine.optimality import optimum
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.optimum import optimum
+from canopy.engine.io.nccl_topology_export import (
+    NcclTopoExportError,
+    nccl_topology_xml,
+    same_server,
+)
+from canopy.engine.io.nccl_topology_import import (
+    NcclImportError,
+    NcclImportOptions,
+    import_nccl_bytes,
+)
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.topology import find_problems
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted((ROOT.parent / "shared" / "data" / "nccl-topo").glob("*.xml")) + \
@@ -44,7 +52,7 @@ def test_cli_writes_checks_and_names_the_import_command(tmp_path, capsys):
     assert "read back and checked" in text and "--hosts 4 --net rail" in text
     rebuilt = tmp_path / "again.json"
     assert main(["import-nccl", str(out), "--hosts", "4", "-o", str(rebuilt)]) == 0
-    from canopy.engine.topology_io import load_topology
+    from canopy.engine.io.topology_json import load_topology
     assert optimum(load_topology(rebuilt)).inverse_x == \
         optimum(load_topology(cluster)).inverse_x
 

@@ -6,9 +6,9 @@ from itertools import combinations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_fixed_k, find_optimum, rational_gcd
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.optimum import find_fixed_k, find_optimum, rational_gcd
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 REFERENCE = [

@@ -3,11 +3,11 @@
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.packing import _greedy, pack_trees
-from canopy.engine.splitting import remove_switches
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.edge_splitting import remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.tree_packing import _greedy, pack_trees
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 
@@ -93,8 +93,8 @@ def test_servers_pack_without_flows():
 def test_interleaved_packing_is_a_packing_with_lower_trees():
     """Alg. 5 with the batches grown together (Thm 12 holds in any order) packs within the
     capacities, k per root, and its trees are lower than batch by batch (2x MI250, k = 2)."""
-    from canopy.engine.forest import solve
-    from canopy.engine.plan import schedule_plan, tree_levels
+    from canopy.engine.forestcoll.solve import solve
+    from canopy.engine.model.plan import schedule_plan, tree_levels
 
     net, capacity, k = logical("mi250-2x16")
     check_packing(net, capacity, k, pack_trees(net.n, list(net.compute), capacity,

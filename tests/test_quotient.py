@@ -1,4 +1,4 @@
-"""Identical servers simulated once (engine/quotient.py): the folded program gives the
+"""Identical servers simulated once (engine/execution/folding.py): the folded program gives the
 whole program's times (exactly, in exact arithmetic), and programs that are not invariant
 under the rotation of the servers are not folded."""
 
@@ -6,17 +6,17 @@ from fractions import Fraction
 
 import pytest
 
-from canopy.engine import simulate as sim
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.ring import ring_baseline
-from canopy.engine.forest import solve
+from canopy.engine.execution import simulate as sim
+from canopy.engine.execution.folding import server_rotation
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, ring_plan, schedule_plan
+from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl.connections import layouts
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, ring_plan, schedule_plan
-from canopy.engine.quotient import server_rotation
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample
 
 
 def shared_core(servers: int, gpus: int = 2) -> Topology:

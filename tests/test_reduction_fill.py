@@ -1,15 +1,15 @@
 """Reduce-scatter trees with parents swapped for a fast fill
-(:mod:`canopy.engine.reduction_fill`)."""
+(:mod:`canopy.engine.deploy.reduction_fill`)."""
 
 from collections import Counter
 from fractions import Fraction
 
-from canopy.engine.forest import solve
-from canopy.engine.plan import link_loads, schedule_plan
-from canopy.engine.reduction_fill import fill_swaps
-from canopy.engine.simulate import fastest
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
+from canopy.engine.deploy.reduction_fill import fill_swaps
+from canopy.engine.execution.simulate import fastest
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import link_loads, schedule_plan
+from canopy.engine.model.verification import verify
 
 
 def _unit_edges(schedule):
@@ -44,8 +44,8 @@ def test_swaps_keep_every_link_load_and_speed_up_the_fill():
 def test_pass_two_keeps_only_faster_swaps_and_other_collectives_are_left_alone():
     """Pass 2 keeps a simulated swap only where the sample run is faster, so the sample
     never slows down; allgather schedules (no reduction) come back as they are."""
-    from canopy.engine import reduction_fill
-    from canopy.engine.simulate import simulate
+    from canopy.engine.deploy import reduction_fill
+    from canopy.engine.execution.simulate import simulate
 
     topo = load_sample("mi250-2x16")
     twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
@@ -77,8 +77,8 @@ def test_a_forest_without_helpful_swaps_comes_back_as_it_is():
 def test_a_swapped_forest_that_fails_verification_is_not_returned(monkeypatch):
     """The swaps keep every load by construction; the result is still verified, and
     where verification fails (a bug) the forest comes back as it was."""
-    from canopy.engine import reduction_fill
-    from canopy.engine.errors import ScheduleError
+    from canopy.engine.deploy import reduction_fill
+    from canopy.engine.model.errors import ScheduleError
 
     topo = load_sample("mi250-2x16")
     twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
@@ -97,7 +97,7 @@ def test_pass_two_simulates_the_trees_it_keeps(monkeypatch):
     """Pass 2 rebuilds only the two trees a swap changes (and puts them back where the
     swap is undone): the forest it returns is the plan it simulated fastest, faster than
     pass 1's, and every plan it simulated keeps the trees' roots and shares in place."""
-    from canopy.engine import reduction_fill
+    from canopy.engine.deploy import reduction_fill
 
     topo = load_sample("mi250-2x16")
     twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
@@ -127,7 +127,7 @@ def test_pass_two_simulates_the_trees_it_keeps(monkeypatch):
 def test_both_passes_reach_the_rows_figure():
     """The README's mi250-2x16 reduce-scatter row: the twin with both passes (pass 2's
     FILL_TRIES swaps) runs at 95.13 % of the optimum at 1 GiB, up from pass 1's 95.06:
-    what :func:`canopy.engine.msccl.connections.runtime_schedule` chooses there. A
+    what :func:`canopy.engine.deploy.runtime_choice.runtime_schedule` chooses there. A
     faster pass 2 that simulated other swaps, or fewer, would show here."""
     topo = load_sample("mi250-2x16")
     twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)

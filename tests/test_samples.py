@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from canopy.cli import main
-from canopy.engine.forest import solve
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
-from canopy.engine.nccl_import import NcclImportOptions, import_nccl_file
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import Topology, find_problems
-from canopy.engine.topology_io import load_sample, sample_names, topology_to_dict
+from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl_file
+from canopy.engine.io.topology_json import load_sample, sample_names, topology_to_dict
+from canopy.engine.model.topology import Topology, find_problems
+from canopy.engine.network.indexed import Network
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

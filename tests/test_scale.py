@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from canopy.cli import main
-from canopy.engine import packing
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.schedule_io import load_schedule, save_schedule, schedule_to_dict
-from canopy.engine.splitting import remove_switches
-from canopy.engine.topology_io import load_sample, save_topology
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll import tree_packing as packing
+from canopy.engine.forestcoll.edge_splitting import remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.schedule_json import load_schedule, save_schedule, schedule_to_dict
+from canopy.engine.io.topology_json import load_sample, save_topology
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 from tests.test_splitting import all_cuts_hold
 
@@ -129,7 +129,7 @@ def test_large_schedules_are_compact_by_default():
     edges = sum(len(t.edges) for t in schedule.trees)
     data = schedule_to_dict(schedule)
     assert ("routes" in data) == (edges >= 20_000)
-    import canopy.engine.schedule_io as io
+    import canopy.engine.io.schedule_json as io
     io_limit = io.COMPACT_FROM_EDGES
     io.COMPACT_FROM_EDGES = 1
     try:

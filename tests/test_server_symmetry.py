@@ -11,10 +11,10 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canopy.engine.network import Network, identical_groups, source_network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.network.indexed import Network, identical_groups, source_network
 from tests.test_optimality import brute_force_inverse_x
 
 BW = st.sampled_from([Fraction(1), Fraction(2), Fraction(5, 2), Fraction(4)])

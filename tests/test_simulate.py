@@ -5,33 +5,26 @@ from fractions import Fraction
 
 import pytest
 
-from canopy.engine import simulate as sim
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.ring import ring_baseline
-from canopy.engine.errors import ScheduleError
-from canopy.engine.forest import solve
-from canopy.engine.plan import (
+from canopy.engine.execution import kernel
+from canopy.engine.execution import simulate as sim
+from canopy.engine.execution.compiler import min_pieces, pipeline_stages, plan_program
+from canopy.engine.execution.kernel import CHECK_EVERY, run_program
+from canopy.engine.execution.program import Program, algbw_gbps, link_time
+from canopy.engine.execution.simulate import fastest, simulate
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import (
     CollectivePlan,
     FlowEdge,
     FlowTree,
     bandwidth_bound,
     schedule_plan,
 )
-from canopy.engine.progress import Cancelled
-from canopy.engine.simulate import (
-    CHECK_EVERY,
-    Program,
-    algbw_gbps,
-    fastest,
-    link_time,
-    min_pieces,
-    pipeline_stages,
-    plan_program,
-    run_program,
-    simulate,
-)
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample
+from canopy.engine.model.progress import Cancelled
+from canopy.engine.model.topology import Link, Node, Topology
 
 
 def line(n, bandwidth=Fraction(25), latency=None, switch_at=()):
@@ -298,10 +291,10 @@ def test_compiled_and_python_event_loops_give_the_same_times(monkeypatch):
     # numba both runs take the Python loop.
     topo = load_sample("dgx-a100-2x8.json")
     plan = schedule_plan(solve(topo, "allgather"))
-    monkeypatch.setattr(sim, "COMPILE_FROM", 10**9)
+    monkeypatch.setattr(kernel, "COMPILE_FROM", 10**9)
     python = simulate(topo, plan, 1 << 28, 6)
     sim._RESULTS.clear()          # run again, not from the memo
-    monkeypatch.setattr(sim, "COMPILE_FROM", 0)
+    monkeypatch.setattr(kernel, "COMPILE_FROM", 0)
     compiled = simulate(topo, plan, 1 << 28, 6)
     assert compiled.time_us == python.time_us
     assert abs(python.time_us / simulate(topo, plan, 1 << 28, 6, exact=True).time_us - 1) \
@@ -323,7 +316,7 @@ def test_event_loops_agree_where_deliveries_fall_due_in_their_own_batch(monkeypa
         times = []
         for first in (10**9, 0):
             sim._RESULTS.clear()
-            monkeypatch.setattr(sim, "COMPILE_FROM", first)
+            monkeypatch.setattr(kernel, "COMPILE_FROM", first)
             times.append(simulate(topo, plan, 1 << 24, 3, default_latency=latency,
                                   symmetry=False).time_us)
         exact = simulate(topo, plan, 1 << 24, 3, default_latency=latency, exact=True,
@@ -342,10 +335,10 @@ def test_a_check_that_raises_stops_either_event_loop(monkeypatch):
         raise Cancelled("stopped")
     for first in (10**9, 0):
         sim._RESULTS.clear()
-        monkeypatch.setattr(sim, "COMPILE_FROM", first)
+        monkeypatch.setattr(kernel, "COMPILE_FROM", first)
         with pytest.raises(Cancelled):
             simulate(topo, plan, 1 << 28, 6, check=stop)
-    assert sim._RAISED == [None]
+    assert kernel._RAISED == [None]
     assert simulate(topo, plan, 1 << 28, 6).time_us > 0     # the next run is not stopped
 
 
@@ -496,10 +489,10 @@ def test_deliveries_queued_by_latency_run_as_from_the_heap(monkeypatch, name):
              blink_baseline(topo, "allgather").plan_at(1 << 24))
     for plan in plans:
         times = set()
-        for queues in (0, sim.DELIVERY_QUEUES):
+        for queues in (0, kernel.DELIVERY_QUEUES):
             for first in (10**9, 0):
                 sim._RESULTS.clear()
-                monkeypatch.setattr(sim, "DELIVERY_QUEUES", queues)
-                monkeypatch.setattr(sim, "COMPILE_FROM", first)
+                monkeypatch.setattr(kernel, "DELIVERY_QUEUES", queues)
+                monkeypatch.setattr(kernel, "COMPILE_FROM", first)
                 times.add(simulate(topo, plan, 1 << 24, 4, symmetry=False).time_us)
         assert len(times) == 1

@@ -1,4 +1,5 @@
-"""The saturation rule of the loop extrapolation (:func:`canopy.engine.simulate.loop_time`
+"""The saturation rule of the loop extrapolation
+(:func:`canopy.engine.execution.extrapolation.loop_time`
 with ``saturated``): a loop too short next to its pipeline for the period rule, run
 briefly, extrapolated at the busiest link's time per iteration once that link is
 saturated, and run in full otherwise; ``canopy compare`` applies it to the baselines."""
@@ -7,12 +8,13 @@ from fractions import Fraction
 
 import pytest
 
-from canopy.engine import simulate as sim
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
-from canopy.engine.comparison import _saturates, compare
+from canopy.engine.comparison.table import _saturates, compare
+from canopy.engine.execution import simulate as sim
+from canopy.engine.execution.extrapolation import LoopTime, loop_time
+from canopy.engine.execution.simulate import fastest
 from canopy.engine.generators import generate
-from canopy.engine.simulate import LoopTime, fastest, loop_time
 
 FLOOR = Fraction(5)
 FILL = Fraction(300)

@@ -8,14 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.soak import AWKWARD, brute_force_inverse_x
-from canopy.engine.errors import CanopyError
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology, find_problems
-from canopy.engine.topology_io import dumps_topology, loads_topology
-from canopy.engine.units import UNITS
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import dumps_topology, loads_topology
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology, find_problems
+from canopy.engine.model.units import UNITS
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 
 
 @st.composite

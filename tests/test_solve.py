@@ -5,12 +5,13 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from canopy.engine.forest import solve
-from canopy.engine.network import Network
-from canopy.engine.optimality import COLLECTIVES, find_fixed_k
-from canopy.engine.schedule_io import schedule_from_dict, schedule_to_dict
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll.optimum import find_fixed_k
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.schedule_json import schedule_from_dict, schedule_to_dict
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 OPTIMAL = [("dgx-a100-2x8", 13, Fraction(1040, 3)), ("mi250-2x16", 83, Fraction(5312, 15)),
@@ -91,7 +92,7 @@ def test_fixed_k_on_a_one_way_network_with_unbalanced_floors(capsys):
     """floor(U*·b_e) leaves switch w0 unbalanced here; the schedule still exists and
     reaches Thm 14's U*, a lower bound for every schedule with k trees per node."""
     from canopy.cli import main
-    from canopy.engine.topology_io import load_topology
+    from canopy.engine.io.topology_json import load_topology
     topo = load_topology("tests/data/fixed-k-unbalanced.json")
     net = Network.from_topology(topo)
     for k in (1, 2, 3):

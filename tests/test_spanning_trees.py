@@ -1,15 +1,15 @@
-"""Allreduce by spanning trees on two-way links (canopy.engine.spanning_trees)."""
+"""Allreduce by spanning trees on two-way links (canopy.engine.allreduce.spanning_trees)."""
 
 from fractions import Fraction
 from itertools import combinations
 
-from canopy.engine.allreduce_schedule import choose_allreduce
-from canopy.engine.comparison import compare
-from canopy.engine.forest import solve
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.allreduce.spanning_trees import _spanning, pack, symmetric_trees, two_way_pairs
+from canopy.engine.comparison.table import compare
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
-from canopy.engine.spanning_trees import _spanning, pack, symmetric_trees, two_way_pairs
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.verification import verify
 
 
 def test_complete_graph_on_four_nodes_splits_into_two_spanning_trees():

@@ -4,10 +4,10 @@ from itertools import combinations
 
 from hypothesis import HealthCheck, assume, given, settings
 
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.splitting import _Splitter, remove_switches
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.edge_splitting import _Splitter, remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
 

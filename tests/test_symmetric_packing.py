@@ -1,15 +1,15 @@
-"""Packing by translation on vertex-transitive fabrics (engine/symmetric_packing.py)."""
+"""Packing by translation on vertex-transitive fabrics (engine/forestcoll/symmetric_packing.py)."""
 
 import pytest
 
-from canopy.engine import forest
-from canopy.engine.forest import solve
+from canopy.engine.forestcoll import solve as forest
+from canopy.engine.forestcoll.edge_splitting import remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum, optimum
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.forestcoll.symmetric_packing import pack_symmetric
 from canopy.engine.generators import generate
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum, optimum
-from canopy.engine.splitting import remove_switches
-from canopy.engine.symmetric_packing import pack_symmetric
-from canopy.engine.verification import verify
+from canopy.engine.model.verification import verify
+from canopy.engine.network.indexed import Network
 from tests.test_packing import check_packing, check_trees
 
 SYMMETRIC = [("torus", {"dims": "3x4x5"}), ("torus", {"dims": "4x4x4"}),

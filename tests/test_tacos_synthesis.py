@@ -19,9 +19,9 @@ from canopy.engine.baselines.tacos import (
     unwind,
 )
 from canopy.engine.baselines.tacos_kernel import compiled_kernel
-from canopy.engine.errors import ScheduleError
-from canopy.engine.simulate import link_time
-from canopy.engine.topology_io import load_sample
+from canopy.engine.execution.program import link_time
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.errors import ScheduleError
 
 SAMPLES = ["dgx-a100-2x8.json", "mesh-2d-3x3.json", "tacos-dragonfly-4x5.json",
            "leaf-spine-jobs.json", "mi250-8plus8.json"]

@@ -3,9 +3,7 @@ from fractions import Fraction
 
 import pytest
 
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import format_number, parse_bandwidth
-from canopy.engine.topology_io import (
+from canopy.engine.io.topology_json import (
     STEP_ITEMS,
     dumps_topology,
     finish,
@@ -16,6 +14,8 @@ from canopy.engine.topology_io import (
     sample_names,
     save_topology,
 )
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import format_number, parse_bandwidth
 
 
 def doc(**extra):

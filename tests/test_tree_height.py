@@ -12,13 +12,13 @@ from fractions import Fraction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from canopy.engine import forest
-from canopy.engine.forest import solve
+from canopy.engine.forestcoll import solve as forest
+from canopy.engine.forestcoll.edge_splitting import CHORD_SERVERS, remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.splitting import CHORD_SERVERS, remove_switches
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.network.indexed import Network
 from tests.test_splitting import all_cuts_hold
 
 

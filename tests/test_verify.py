@@ -6,12 +6,12 @@ import json
 import pytest
 
 from canopy.cli import main
-from canopy.engine.errors import ScheduleError
-from canopy.engine.forest import solve
-from canopy.engine.schedule import Tree, TreeEdge
-from canopy.engine.schedule_io import save_schedule
-from canopy.engine.topology_io import load_sample
-from canopy.engine.verification import verify
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.schedule_json import save_schedule
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.schedule import Tree, TreeEdge
+from canopy.engine.model.verification import verify
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from canopy.engine.arcs import INT64_MAX, ArcTable
-from canopy.engine.forest import solve
-from canopy.engine.topology import SWITCH, Link, Node, Topology
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.model.topology import SWITCH, Link, Node, Topology
+from canopy.engine.network.capacity_graph import INT64_MAX, ArcTable
 
 
 def star(bandwidths: list[Fraction], extra: Fraction | None = None) -> Topology:

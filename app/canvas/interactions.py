@@ -17,7 +17,7 @@ from canopy.app.canvas import style
 from canopy.app.canvas.node_item import NodeItem
 from canopy.app.commands import InsertItems, delete
 from canopy.app.naming import fresh_id
-from canopy.engine.topology import COMPUTE, Link, Node
+from canopy.engine.model.topology import COMPUTE, Link, Node
 
 if TYPE_CHECKING:
     from canopy.app.canvas.scene import TopologyScene

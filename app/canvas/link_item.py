@@ -25,8 +25,8 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
 from canopy.app.canvas.labels import BANDWIDTH_FONT, ScreenLabel
-from canopy.engine.topology import Link, format_gbps
-from canopy.engine.units import GBPS, from_gbps
+from canopy.engine.model.topology import Link, format_gbps
+from canopy.engine.model.units import GBPS, from_gbps
 
 ARROW = 11.0
 NAME_HALF_WIDTH = 30.0
@@ -68,7 +68,7 @@ def label_text(link: Link, unit: str) -> str:
 
 
 class LinkItem(QGraphicsItem):
-    """Mirrors one :class:`~canopy.engine.topology.Link`, identified by its document key.
+    """Mirrors one :class:`~canopy.engine.model.topology.Link`, identified by its document key.
 
     Its label is the bandwidth in ``unit``, the topology's ``bandwidth_unit``; a unit
     other than GB/s is written out ("400 Gb/s"), so the file's unit shows on the canvas.

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
 from canopy.app.canvas.labels import NAME_FONT, ScreenLabel
-from canopy.engine.topology import COMPUTE, Node
+from canopy.engine.model.topology import COMPUTE, Node
 
 if TYPE_CHECKING:
     from canopy.app.canvas.scene import TopologyScene
@@ -46,7 +46,8 @@ _CENTRE = Qt.AlignmentFlag.AlignCenter
 
 
 class NodeItem(QGraphicsItem):
-    """Mirrors one :class:`~canopy.engine.topology.Node`; its position is the node's (x, y)."""
+    """Mirrors one :class:`~canopy.engine.model.topology.Node`; its position is the node's
+    (x, y)."""
 
     def __init__(self, node: Node):
         super().__init__()

@@ -11,7 +11,8 @@ apply to a link, a selected tree wins over link load, and link load over the cut
   tree colour with an arrow in the direction data runs and the hop number beside it
   (:func:`canopy.app.solution.hop_orders`).
 * **Load**: every link coloured by its utilisation, schedule load / bandwidth
-  (:mod:`canopy.engine.link_load`); its tooltip gives the exact numbers and the trees using it.
+  (:mod:`canopy.engine.model.link_load`); its tooltip gives the exact numbers and the trees using
+  it.
 
 Selecting another tree recolours only the links of the old and the new tree, so
 highlighting stays fast on 512-GPU drawings.
@@ -31,9 +32,9 @@ from canopy.app.canvas import style
 from canopy.app.canvas.link_item import LinkItem
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.solution import Hop, Solution
-from canopy.engine.link_load import LinkLoad
-from canopy.engine.schedule import Tree
-from canopy.engine.topology import format_gbps
+from canopy.engine.model.link_load import LinkLoad
+from canopy.engine.model.schedule import Tree
+from canopy.engine.model.topology import format_gbps
 
 CUT_LINK = QColor("#202124")
 """Links of B+(S*): near-black, so they never read as a load colour."""

@@ -24,7 +24,7 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
-from canopy.engine.topology import COMPUTE
+from canopy.engine.model.topology import COMPUTE
 
 if TYPE_CHECKING:
     from canopy.app.canvas.link_item import LinkItem

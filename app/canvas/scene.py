@@ -31,7 +31,7 @@ from canopy.app.canvas.node_item import NAME_MIN_ZOOM, NodeItem
 from canopy.app.canvas.overview import OverviewItem
 from canopy.app.commands import MoveNodes
 from canopy.app.document import Document
-from canopy.engine.topology import COMPUTE, format_gbps
+from canopy.engine.model.topology import COMPUTE, format_gbps
 
 PARALLEL_GAP = 16.0
 NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents

@@ -42,11 +42,11 @@ from canopy.app.dialogs.preview import (
     PreviewView,
     PreviewWorker,
 )
-from canopy.engine.errors import CanopyError
 from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.generators.params import DIMS, INT
-from canopy.engine.topology import Topology, format_gbps
-from canopy.engine.units import GBPS, UNITS
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import Topology, format_gbps
+from canopy.engine.model.units import GBPS, UNITS
 
 DEBOUNCE_MS = 200
 ERROR_STYLE = "color: #8a1c12;"

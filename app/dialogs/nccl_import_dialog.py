@@ -1,4 +1,5 @@
-"""File ▸ Import ▸ NCCL Topology XML…: the options of canopy.engine.nccl_import, then the import.
+"""File ▸ Import ▸ NCCL Topology XML…: the options of canopy.engine.io.nccl_topology_import,
+then the import.
 
 Static NCCL topology files (NCCL_TOPO_FILE) rarely describe NVLink, and a dump describes
 one host, so the dialog asks what the file cannot say: how many hosts, the network
@@ -30,8 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.nccl_import import (
+from canopy.engine.io.nccl_topology_import import (
     MAX_HOSTS,
     RAIL,
     SINGLE,
@@ -39,7 +39,8 @@ from canopy.engine.nccl_import import (
     NcclImportOptions,
     import_nccl_file,
 )
-from canopy.engine.topology import parse_bandwidth
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import parse_bandwidth
 
 NCCL_FILTER = "NCCL topology (*.xml);;All files (*)"
 NO_FABRIC, NVSWITCH, NVLINK_MESH = "none", "nvswitch", "nvlink"

@@ -1,7 +1,7 @@
 """Live preview of a generated topology: built off the GUI thread, drawn in a few paths.
 
 :func:`build_preview` generates the topology, checks it, computes the exact optimum
-(canopy.engine.optimality.find_optimum, forestcoll.txt §4.2) when it has fewer than
+(canopy.engine.forestcoll.optimum.find_optimum, forestcoll.txt §4.2) when it has fewer than
 :data:`OPTIMUM_LIMIT` nodes, and turns the drawing into a handful of painter paths
 (:class:`Picture`). :class:`PreviewWorker` runs the engine part as an engine job (a child
 process), always on the newest request, so typing in the dialog never waits for it.
@@ -36,12 +36,12 @@ from PySide6.QtWidgets import (
 
 from canopy.app.canvas import style
 from canopy.app.job_runner import EngineJob
-from canopy.engine.errors import CanopyError
+from canopy.engine.forestcoll.optimum import Optimum, find_optimum
 from canopy.engine.generators import generate
-from canopy.engine.network import Network
-from canopy.engine.optimality import Optimum, find_optimum
-from canopy.engine.progress import Progress, report
-from canopy.engine.topology import COMPUTE, Topology, find_problems
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.progress import Progress, report
+from canopy.engine.model.topology import COMPUTE, Topology, find_problems
+from canopy.engine.network.indexed import Network
 
 OPTIMUM_LIMIT = 300
 OPTIMUM_LINKS = 10_000

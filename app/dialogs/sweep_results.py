@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.engine.generators import generate
-from canopy.engine.topology import Topology
+from canopy.engine.model.topology import Topology
 
 COLOURS = ["#1b6ca8", "#d1495b", "#2e8b57", "#edae49", "#6a4c93", "#00798c", "#8d6a9f"]
 

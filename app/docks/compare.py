@@ -1,6 +1,7 @@
 """The Compare dock: ForestColl against today's schedules on the drawn topology.
 
-:meth:`CompareDock.start` runs :func:`canopy.engine.comparison.compare` (ForestColl, NCCL-style
+:meth:`CompareDock.start` runs :func:`canopy.engine.comparison.table.compare` (ForestColl,
+NCCL-style
 rings, Blink, TACOS, contention-free LR rings; one α-β simulator for all) on a snapshot
 of the topology through the window's :class:`canopy.app.compute.ComputeController` (a
 :class:`canopy.app.job_runner.EngineJob`, one engine job at a time, Compute ▸ Cancel and
@@ -45,10 +46,11 @@ from PySide6.QtWidgets import (
 
 from canopy.app.compute import ComputeController
 from canopy.app.document import Document
-from canopy.engine.comparison import SLOW, Comparison, ComparisonRow, compare
-from canopy.engine.simulate import CUT_THROUGH, REPORT_SIZES
-from canopy.engine.sizes import size_label
-from canopy.engine.topology import Topology
+from canopy.engine.comparison.table import SLOW, Comparison, ComparisonRow, compare
+from canopy.engine.execution.program import CUT_THROUGH
+from canopy.engine.execution.simulate import REPORT_SIZES
+from canopy.engine.model.sizes import size_label
+from canopy.engine.model.topology import Topology
 
 NAMES = {"forestcoll": "ForestColl", "ring": "Ring (NCCL)", "blink": "Blink",
          "tacos": "TACOS", "lr1": "LR1 rings", "lr3": "LR3 rings"}

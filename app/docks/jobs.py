@@ -33,10 +33,10 @@ from PySide6.QtWidgets import (
 from canopy.app.canvas.fabric_marks import job_color
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.document import Document
-from canopy.engine.errors import CanopyError
 from canopy.engine.fabric.analysis import FabricResult
-from canopy.engine.fabric.jobs import COLLECTIVES, Job
-from canopy.engine.sizes import parse_size, size_label
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.sizes import parse_size, size_label
+from canopy.engine.model.workloads import COLLECTIVES, Job
 
 COLUMNS = ["Job", "GPUs", "Collective", "Size", "Alone µs", "ECMP", "p99", "Source",
            "vClos"]

@@ -4,8 +4,8 @@ modelled collective time from 1 KiB to 4 GiB.
 The first plot is forestcoll.txt §4.5 (Thms 13-15): with k trees per node the best
 algbw is N·k/U*, approaching the optimum N·x* as k grows. The second is the bandwidth
 bound M / algbw (§3.1) plus, where links carry latencies, the latency of the deepest
-route of any tree (:func:`canopy.engine.curves.collective_time_us`), beside the time
-the schedule takes in the execution model (:mod:`canopy.engine.simulate`) and, once
+route of any tree (:func:`canopy.engine.comparison.plot_series.collective_time_us`), beside the time
+the schedule takes in the execution model (:mod:`canopy.engine.execution.simulate`) and, once
 compared, the baselines' executed times, so the gap can be read at every size.
 """
 
@@ -21,10 +21,10 @@ from PySide6.QtWidgets import QHBoxLayout, QWidget
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.docks.compare import network_signature
 from canopy.app.solution import Solution
-from canopy.engine.comparison import Comparison
-from canopy.engine.limits import number_text
-from canopy.engine.optimality import collective_algbw
-from canopy.engine.topology import format_gbps
+from canopy.engine.comparison.table import Comparison
+from canopy.engine.model.collectives import collective_algbw
+from canopy.engine.model.limits import number_text
+from canopy.engine.model.topology import format_gbps
 
 TITLE = "Plots"
 CURVE = "#2c7bb6"

@@ -32,8 +32,8 @@ from canopy.app.commands import (
     edit_nodes,
 )
 from canopy.app.document import Document
-from canopy.engine.topology import NODE_KINDS, format_gbps, parse_bandwidth
-from canopy.engine.units import UNITS, from_gbps, to_gbps
+from canopy.engine.model.topology import NODE_KINDS, format_gbps, parse_bandwidth
+from canopy.engine.model.units import UNITS, from_gbps, to_gbps
 
 _PARTIAL_NUMBER = re.compile(r"^\s*(\d*\.?\d*|\d+\s*/\s*\d*)\s*$")
 INVALID_STYLE = "QLineEdit { background: #ffd9d6; }"

@@ -22,13 +22,13 @@ from PySide6.QtWidgets import (
 
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Bound, Solution
-from canopy.engine.allreduce_schedule import describe_choice
-from canopy.engine.cut_words import describe_cut as cut_in_words
-from canopy.engine.fewest import describe_k
-from canopy.engine.limits import number_text
-from canopy.engine.optimality import COLLECTIVES, collective_algbw
-from canopy.engine.schedule import OptimumSummary
-from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.allreduce.lp_schedule import describe_choice
+from canopy.engine.forestcoll.bottleneck_words import describe_cut as cut_in_words
+from canopy.engine.forestcoll.fewest_trees import describe_k
+from canopy.engine.model.collectives import COLLECTIVES, collective_algbw
+from canopy.engine.model.limits import number_text
+from canopy.engine.model.schedule import OptimumSummary
+from canopy.engine.model.topology import Topology, format_gbps
 
 TITLE = "Results"
 

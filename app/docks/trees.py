@@ -38,8 +38,8 @@ from PySide6.QtWidgets import (
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.docks.tree_diagram import TreeDiagramView
 from canopy.app.solution import ShownTree, Solution
-from canopy.engine.limits import number_text
-from canopy.engine.topology import format_gbps
+from canopy.engine.model.limits import number_text
+from canopy.engine.model.topology import format_gbps
 
 TITLE = "Trees"
 ALL_ROOTS = "All roots"

@@ -1,6 +1,6 @@
 """The Validation dock: live list of what stops ForestColl from running on the drawing.
 
-The check (:func:`canopy.engine.topology.find_problems`) runs a moment after the last edit, so
+The check (:func:`canopy.engine.model.topology.find_problems`) runs a moment after the last edit, so
 typing and dragging never wait for it; on drawings of :data:`IN_JOB_FROM` links or more
 (40 to 90 ms of checking at 1,024 GPUs) it runs in an engine job's child process. Clicking
 a message selects the nodes and links it names.
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QDockWidget, QListWidget, QListWidgetItem, QWidget
 from canopy.app.background import problems_of
 from canopy.app.document import Document
 from canopy.app.job_runner import EngineJob
-from canopy.engine.topology import Problem, find_problems
+from canopy.engine.model.topology import Problem, find_problems
 
 DELAY_MS = 300
 IN_JOB_FROM = 2000

@@ -1,7 +1,7 @@
 """All-to-all schedules in the execution model: MCF against what users run today.
 
-Every algorithm becomes a :class:`~canopy.engine.plan.CollectivePlan` and runs in
-:mod:`canopy.engine.simulate`, like the allgather baselines. A route of an all-to-all
+Every algorithm becomes a :class:`~canopy.engine.model.plan.CollectivePlan` and runs in
+:mod:`canopy.engine.execution.simulate`, like the allgather baselines. A route of an all-to-all
 pair is a chain: a flow tree rooted at the source whose edges go hop by hop through the
 relaying compute nodes (which store and forward) to the target, each edge with its
 physical path through switches. With a per-rank buffer of M bytes each pair moves M/N,
@@ -23,10 +23,11 @@ from fractions import Fraction
 
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
 from canopy.engine.alltoall.solve import AllToAllResult, solve_alltoall
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, bandwidth_bound
-from canopy.engine.progress import Progress, report
-from canopy.engine.simulate import DEFAULT_LATENCY_US, REPORT_SIZES, algbw_gbps, fastest
-from canopy.engine.topology import Topology
+from canopy.engine.execution.program import DEFAULT_LATENCY_US, algbw_gbps
+from canopy.engine.execution.simulate import REPORT_SIZES, fastest
+from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, bandwidth_bound
+from canopy.engine.model.progress import Progress, report
+from canopy.engine.model.topology import Topology
 
 ALGORITHMS = ("mcf", "direct", "ring")
 

@@ -28,7 +28,7 @@ from scipy.sparse.csgraph import dijkstra
 
 from canopy.engine.alltoall.problem import AllToAllProblem
 from canopy.engine.alltoall.schedule import Route
-from canopy.engine.progress import Progress, report
+from canopy.engine.model.progress import Progress, report
 
 #: Integer lengths of the final certificate are the best lengths scaled to this size.
 LENGTH_SCALE = 1 << 24

@@ -21,7 +21,7 @@ from typing import Any
 
 from canopy.engine.alltoall.solve import AllToAllResult
 from canopy.engine.alltoall.timestep_lp import TimeSteppedResult
-from canopy.engine.topology_io import atomic_write_bytes
+from canopy.engine.io.topology_json import atomic_write_bytes
 
 FORMAT = "canopy-alltoall"
 VERSION = 1

@@ -29,8 +29,8 @@ from scipy.sparse import coo_matrix
 
 from canopy.engine.alltoall.problem import AllToAllProblem
 from canopy.engine.alltoall.schedule import RATIONAL_DENOMINATOR
-from canopy.engine.errors import ScheduleError
-from canopy.engine.progress import Progress, report
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.progress import Progress, report
 
 TOLERANCE = 1e-9
 #: HiGHS's interior point method with crossover (a vertex solution) is the fastest here.

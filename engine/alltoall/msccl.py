@@ -25,7 +25,7 @@ from fractions import Fraction
 from lxml import etree
 
 from canopy.engine.alltoall.schedule import AllToAllSchedule
-from canopy.engine.errors import ScheduleError
+from canopy.engine.model.errors import ScheduleError
 from canopy.engine.msccl.executor import MscclXmlError, SimulationReport, simulate_bytes
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 

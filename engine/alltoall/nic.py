@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import SWITCH, Link, Node, Topology
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import SWITCH, Link, Node, Topology
 
 NIC_FORWARDING = ("nic", "host")
 

@@ -18,8 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import Topology, find_problems
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import Topology, find_problems
 
 FORWARDING = ("all", "switches")
 

@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from canopy.engine.alltoall.problem import AllToAllProblem
-from canopy.engine.errors import ScheduleError
+from canopy.engine.model.errors import ScheduleError
 
 #: Largest denominator used when a solver's floating-point rate is read as a fraction.
 RATIONAL_DENOMINATOR = 10**6

@@ -30,9 +30,9 @@ from canopy.engine.alltoall.schedule import (
     exact_schedule,
     verify,
 )
-from canopy.engine.errors import ScheduleError
-from canopy.engine.progress import Progress, report
-from canopy.engine.topology import Topology
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.progress import Progress, report
+from canopy.engine.model.topology import Topology
 
 METHODS = ("auto", "lp", "decomposition")
 #: ``method="auto"`` uses the link LP up to this many flow variables (N·|E|).

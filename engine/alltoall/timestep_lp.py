@@ -32,7 +32,7 @@ from scipy.sparse import coo_matrix
 
 from canopy.engine.alltoall.lp import METHOD, TOLERANCE, usable_arcs
 from canopy.engine.alltoall.problem import AllToAllProblem
-from canopy.engine.errors import ScheduleError
+from canopy.engine.model.errors import ScheduleError
 
 
 @dataclass(frozen=True)

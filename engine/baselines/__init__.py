@@ -1,6 +1,6 @@
 """Baseline collective schedules to compare ForestColl with (DESIGN.md, issue 8).
 
 Each baseline is a function of a topology returning a
-:class:`~canopy.engine.plan.BaselineResult`: the schedule the algorithm would run,
+:class:`~canopy.engine.model.plan.BaselineResult`: the schedule the algorithm would run,
 its bandwidth-only algbw on the physical links, and a plan the simulator can run.
 """

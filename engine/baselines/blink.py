@@ -4,7 +4,7 @@ Blink packs spanning out-trees all rooted at one node and runs allreduce as a re
 into that root (the trees reversed) pipelined with a broadcast from it. Blink does not
 handle switches; forestcoll.txt §5.2 ("Blink+Switch") applies Blink's packing to
 ForestColl's switch-free logical topology D* (switch removal by edge splitting, §4.3,
-:func:`canopy.engine.splitting.remove_switches`), and so do we.
+:func:`canopy.engine.forestcoll.edge_splitting.remove_switches`), and so do we.
 
 Packing: by Edmonds' branching theorem the largest number of edge-disjoint spanning
 out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the tree
@@ -21,22 +21,22 @@ this suggestion), so every collective runs the allreduce plan.
 
 from __future__ import annotations
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.forest import map_back
-from canopy.engine.maxflow import FlowNetwork
-from canopy.engine.network import Network, identical_groups
-from canopy.engine.optimality import find_optimum
-from canopy.engine.packing import pack_trees
-from canopy.engine.plan import BaselineResult, bandwidth_bound, trees_plan
-from canopy.engine.splitting import remove_switches
-from canopy.engine.topology import Topology
+from canopy.engine.forestcoll.edge_splitting import remove_switches
+from canopy.engine.forestcoll.optimum import find_optimum
+from canopy.engine.forestcoll.solve import map_back
+from canopy.engine.forestcoll.tree_packing import pack_trees
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import BaselineResult, bandwidth_bound, trees_plan
+from canopy.engine.model.topology import Topology
+from canopy.engine.network.indexed import Network, identical_groups
+from canopy.engine.network.maxflow import FlowNetwork
 
 
 def root_images(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:
     """Each compute node mapped to the first node (in ``net.compute`` order) of its orbit
     under the automorphisms of D* found among the rotation of all servers (node groups)
     and the swaps of interchangeable servers
-    (:func:`canopy.engine.network.identical_groups`).
+    (:func:`canopy.engine.network.indexed.identical_groups`).
 
     Switch removal need not keep the physical network's symmetry, so each candidate map
     σ is used only if it keeps the compute nodes and maps every arc of D* to an arc of

@@ -24,10 +24,17 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import BaselineResult, Edge, Path, bandwidth_bound, path_links, ring_plan
-from canopy.engine.routing import Router
-from canopy.engine.topology import Topology
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import (
+    BaselineResult,
+    Edge,
+    Path,
+    bandwidth_bound,
+    path_links,
+    ring_plan,
+)
+from canopy.engine.model.topology import Topology
+from canopy.engine.network.routing import Router
 
 INF = 10**9
 MAX_STATES = 200_000      # LR3 states per switch before we give up (exponential case)

@@ -1,7 +1,7 @@
 """Rings as NCCL/RCCL build them: several rings (channels) with the data split evenly.
 
 Each ring is a Hamiltonian cycle over the compute nodes; each hop is routed over the
-physical network (:class:`~canopy.engine.routing.Router`). As NCCL does, a ring keeps
+physical network (:class:`~canopy.engine.network.routing.Router`). As NCCL does, a ring keeps
 every server's GPUs contiguous (servers are the ``group`` of compute nodes, visited in
 file order) and different rings leave and enter servers through different NICs.
 
@@ -28,9 +28,16 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
-from canopy.engine.plan import BaselineResult, Edge, Path, bandwidth_bound, path_links, ring_plan
-from canopy.engine.routing import Router
-from canopy.engine.topology import Topology
+from canopy.engine.model.plan import (
+    BaselineResult,
+    Edge,
+    Path,
+    bandwidth_bound,
+    path_links,
+    ring_plan,
+)
+from canopy.engine.model.topology import Topology
+from canopy.engine.network.routing import Router
 
 DEFAULT_MAX_RINGS = 32
 DEFAULT_BUDGET = 4000          # DFS hop evaluations per ring

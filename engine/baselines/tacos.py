@@ -47,8 +47,9 @@ from typing import NamedTuple
 import numpy as np
 
 from canopy.engine.baselines.tacos_kernel import SHORT, STUCK, compiled_kernel, random_outputs
-from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import (
+from canopy.engine.execution.program import DEFAULT_LATENCY_US, algbw_gbps, link_time
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import (
     BaselineResult,
     CollectivePlan,
     Edge,
@@ -60,9 +61,8 @@ from canopy.engine.plan import (
     path_links,
     path_loads,
 )
-from canopy.engine.routing import Router
-from canopy.engine.simulate import DEFAULT_LATENCY_US, algbw_gbps, link_time
-from canopy.engine.topology import Topology
+from canopy.engine.model.topology import Topology
+from canopy.engine.network.routing import Router
 
 UNWINDINGS = ("ring", "mesh")
 DEFAULT_CHUNKS = (1, 2, 4)
@@ -436,7 +436,7 @@ def check_timetable(table: Timetable) -> None:
 
 
 def timetable_loads(tables: list[tuple[Timetable | None, bool]]) -> dict[Edge, Fraction]:
-    """:func:`canopy.engine.plan.link_loads` of the plan of :func:`timetable_trees` of
+    """:func:`canopy.engine.model.plan.link_loads` of the plan of :func:`timetable_trees` of
     each (table, reduce) (None: no phase), without building the trees: every match is a
     tree edge over its link's route carrying 1/(N·chunks per node) of the message."""
     counts: dict[tuple[Path, Fraction], int] = {}

@@ -29,12 +29,12 @@ _COMPILED: list[Any] = []
 def compiled_kernel() -> Callable[..., int] | None:
     """:func:`_match` compiled by numba (cached on disk; it calls :func:`_below` compiled
     too), or None without numba. Loads as the simulator's compiled loop does
-    (:func:`canopy.engine.simulate._compiled_loop`, which keeps numba's BLAS probe from
+    (:func:`canopy.engine.execution.kernel.compiled_event_loop`, which keeps numba's BLAS probe from
     importing scipy.linalg)."""
     if not _COMPILED:
-        from canopy.engine.simulate import _compiled_loop
+        from canopy.engine.execution.kernel import compiled_event_loop
 
-        if _compiled_loop() is None:
+        if compiled_event_loop() is None:
             _COMPILED.append(None)
         else:
             import types

@@ -9,7 +9,7 @@ Routing models (vclos.txt §3, §5.2, §6):
 * ``vclos``: jobs are placed and isolated by :mod:`.vclos` and routed inside their
   vClos; refused jobs are reported with the reason.
 
-A job's **alone** time is the execution model's time (:func:`canopy.engine.simulate.
+A job's **alone** time is the execution model's time (:func:`canopy.engine.execution.simulate.
 fastest`) of its plan with the fabric to itself; its **slowdown** is the factor by which
 contention stretches the bandwidth part of that time (:mod:`.contention`). Per directed
 link, ``load`` is the offered load: the traffic the jobs would push through it at their
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from canopy.engine.errors import ScheduleError
+from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
+from canopy.engine.execution.simulate import fastest
 from canopy.engine.fabric.contention import alone_rates, fair_rates
 from canopy.engine.fabric.ecmp import EcmpRouter
-from canopy.engine.fabric.jobs import Job, check_jobs
 from canopy.engine.fabric.plans import Flow, channel_of, job_plan, job_topology, plan_flows
 from canopy.engine.fabric.vclos import (
     Allocation,
@@ -42,10 +42,11 @@ from canopy.engine.fabric.vclos import (
     leaf_spine,
     reserved_bandwidth,
 )
-from canopy.engine.plan import CollectivePlan, FlowEdge, FlowTree, path_links
-from canopy.engine.progress import Progress, report
-from canopy.engine.simulate import BYTES_PER_US_PER_GBPS, fastest
-from canopy.engine.topology import Link, Node, Topology, check
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, path_links
+from canopy.engine.model.progress import Progress, report
+from canopy.engine.model.topology import Link, Node, Topology, check
+from canopy.engine.model.workloads import Job, check_jobs
 
 ROUTINGS = ("ecmp", "source", "vclos")
 DEFAULT_SEEDS = 100
@@ -263,7 +264,7 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
 
     Bad input raises TopologyError naming ``where`` (the topology) or ``jobs_where``
     (the jobs file); ``progress(phase, fraction)`` may raise
-    :class:`canopy.engine.progress.Cancelled` to stop.
+    :class:`canopy.engine.model.progress.Cancelled` to stop.
     """
     if routing not in ROUTINGS:
         raise ScheduleError(f"unknown routing '{routing}'; use {', '.join(ROUTINGS)}.")

@@ -10,9 +10,9 @@ together until some link is full, freezes the jobs with flows on it, and repeats
 is max-min fairness over the jobs' flow rates (Bertsekas & Gallager, Data Networks,
 §6.5.2); it takes at most one round per job.
 
-Relation to the execution model (:mod:`canopy.engine.simulate`): alone, a job's
+Relation to the execution model (:mod:`canopy.engine.execution.simulate`): alone, a job's
 bandwidth-only time ``V̂·M/ρ_alone`` is exactly the congestion bound of its plan
-(:func:`canopy.engine.plan.bandwidth_bound`); the execution model adds latency and
+(:func:`canopy.engine.model.plan.bandwidth_bound`); the execution model adds latency and
 pipeline fill to it. Contention stretches only the bandwidth part, so a job's
 completion time is ``alone_us + (ρ_alone/ρ - 1)·bandwidth_us``, and its slowdown
 ``ρ_alone/ρ`` (latency-bound jobs are hurt less than this, which the completion time

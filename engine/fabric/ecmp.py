@@ -4,7 +4,7 @@ vclos.txt §3.1: switches spread flows over equal-cost paths by hashing the 5-tu
 (source IP, destination IP, source port, destination port, protocol); flows that hash
 onto the same uplink collide. We model it per hop, as switches do: at every node on the
 way, the next hops are the neighbours one hop closer to the destination (shortest paths
-with switch interiors, as :class:`~canopy.engine.routing.Router` routes), and the switch
+with switch interiors, as :class:`~canopy.engine.network.routing.Router` routes), and the switch
 picks ``hash(5-tuple, seed, switch) mod (number of next hops)``.
 
 The hash is a deterministic 64-bit mixer (the splitmix64 finaliser) of the 5-tuple, the
@@ -27,8 +27,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
-from canopy.engine.plan import Path
-from canopy.engine.topology import Topology
+from canopy.engine.model.plan import Path
+from canopy.engine.model.topology import Topology
 
 MASK = (1 << 64) - 1
 ROCE_PORT = 4791

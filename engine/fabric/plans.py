@@ -2,7 +2,7 @@
 
 A job runs its algorithm on the **job network**: its compute nodes, the switches (all of
 them, or the ones a vClos allots it), and the live links among those, dead-end switches
-pruned. Its plan (:class:`~canopy.engine.plan.CollectivePlan`) is routed by Canopy's own
+pruned. Its plan (:class:`~canopy.engine.model.plan.CollectivePlan`) is routed by Canopy's own
 router there (source routing, vclos.txt §5.2: the sender picks the path).
 
 A **flow** is one connection of the plan: a (sender, receiver, channel) triple, as a
@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from canopy.engine.baselines.ring import ring_baseline
-from canopy.engine.errors import CanopyError, ScheduleError
-from canopy.engine.fabric.jobs import Job
-from canopy.engine.forest import solve
-from canopy.engine.plan import (
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.model.errors import CanopyError, ScheduleError
+from canopy.engine.model.plan import (
     CollectivePlan,
     FlowEdge,
     FlowTree,
@@ -29,8 +28,9 @@ from canopy.engine.plan import (
     add_path_load,
     schedule_plan,
 )
-from canopy.engine.routing import Router
-from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.model.topology import Link, Node, Topology
+from canopy.engine.model.workloads import Job
+from canopy.engine.network.routing import Router
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ from fractions import Fraction
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.topology import COMPUTE, Topology
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.topology import COMPUTE, Topology
 
 
 @dataclass

@@ -21,8 +21,8 @@ from typing import Any
 
 from canopy.engine.generators import cluster, direct, multidim, punctured
 from canopy.engine.generators.params import ParameterError, ParamSpec
-from canopy.engine.topology import Topology
-from canopy.engine.units import GBPS, check_unit, to_gbps
+from canopy.engine.model.topology import Topology
+from canopy.engine.model.units import GBPS, check_unit, to_gbps
 
 __all__ = ["GENERATORS", "Generator", "ParamSpec", "ParameterError", "generate"]
 
@@ -106,7 +106,7 @@ def generate(kind: str, values: Mapping[str, Any] | None = None,
         Parameter values, as numbers or as the text a user typed.
     unit : {"GB/s", "GiB/s", "Gb/s", "Gib/s"}, optional
         The unit of the bandwidth parameters; the topology keeps it as its
-        ``bandwidth_unit`` (:mod:`canopy.engine.units`).
+        ``bandwidth_unit`` (:mod:`canopy.engine.model.units`).
 
     Returns
     -------

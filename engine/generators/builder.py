@@ -12,15 +12,14 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 from canopy.engine.generators.params import ParameterError
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.model.limits import MAX_BUILT_LINKS, MAX_BUILT_NODES
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 
-MAX_NODES = 50_000
-MAX_LINKS = 400_000
 SPACING = 80.0
 
 
 class Builder:
-    """Collects nodes and links, refusing to grow past MAX_NODES / MAX_LINKS."""
+    """Collects nodes and links, refusing to grow past MAX_BUILT_NODES / MAX_BUILT_LINKS."""
 
     def __init__(self, name: str) -> None:
         self.topology = Topology(name=name)
@@ -35,23 +34,23 @@ class Builder:
 
     def _node(self, node_id: str, kind: str, x: float, y: float, label: str,
               group: str | None) -> str:
-        if len(self.topology.nodes) >= MAX_NODES:
-            raise ParameterError(f"these parameters make more than {MAX_NODES} nodes; "
+        if len(self.topology.nodes) >= MAX_BUILT_NODES:
+            raise ParameterError(f"these parameters make more than {MAX_BUILT_NODES} nodes; "
                                  "choose a smaller topology.")
         self.topology.nodes.append(Node(node_id, kind, label or node_id, group,
                                         round(x, 3), round(y, 3)))
         return node_id
 
     def link(self, source: str, target: str, bandwidth: Fraction, duplex: bool = True) -> None:
-        if len(self.topology.links) >= MAX_LINKS:
-            raise ParameterError(f"these parameters make more than {MAX_LINKS} links; "
+        if len(self.topology.links) >= MAX_BUILT_LINKS:
+            raise ParameterError(f"these parameters make more than {MAX_BUILT_LINKS} links; "
                                  "choose a smaller topology.")
         self.topology.links.append(Link(source, target, Fraction(bandwidth), duplex))
 
 
 def check_size(count: int, what: str = "nodes") -> None:
     """Refuse early, before building, when a generator would make too many nodes."""
-    limit = MAX_NODES if what == "nodes" else MAX_LINKS
+    limit = MAX_BUILT_NODES if what == "nodes" else MAX_BUILT_LINKS
     if count > limit:
         raise ParameterError(f"these parameters make {count} {what}; the limit is {limit}.")
 

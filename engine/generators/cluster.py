@@ -28,7 +28,7 @@ from canopy.engine.generators.params import (
     ParameterError,
     ParamSpec,
 )
-from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.model.topology import Topology, format_gbps
 
 NVSWITCH, MESH, RING = "nvswitch", "mesh", "ring"
 FABRICS = (NVSWITCH, MESH, RING)

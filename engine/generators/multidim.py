@@ -24,7 +24,7 @@ from canopy.engine.generators.builder import (
     nested_grid,
 )
 from canopy.engine.generators.params import BANDWIDTHS, CHOICES, DIMS, ParameterError, ParamSpec
-from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.model.topology import Topology, format_gbps
 
 RING, FC, SWITCH = "ring", "fc", "switch"
 SHAPES = (RING, FC, SWITCH)

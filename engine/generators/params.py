@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.topology import format_number, parse_bandwidth
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import format_number, parse_bandwidth
 
 # Parameter types. Values are Python objects of the listed kind.
 INT = "int"                  # int

@@ -25,7 +25,7 @@ from canopy.engine.generators.params import (
     ParameterError,
     ParamSpec,
 )
-from canopy.engine.topology import Topology, find_problems
+from canopy.engine.model.topology import Topology, find_problems
 
 
 def puncture(topo: Topology, removed: int, seed: int) -> Topology:

@@ -1,6 +1,6 @@
 """MSCCL XML, all of it: lowering a plan, thread blocks, writing, reading, checking, running.
 
-* :mod:`~canopy.engine.msccl.lowering`: a :class:`canopy.engine.plan.CollectivePlan`
+* :mod:`~canopy.engine.msccl.lowering`: a :class:`canopy.engine.model.plan.CollectivePlan`
   (the one schedule model) to per-rank send/receive/reduce steps;
 * :mod:`~canopy.engine.msccl.threadblocks`: steps to thread blocks and channels, within
   the runtime's limits (:class:`MscclLimits`);
@@ -10,21 +10,19 @@
 * :mod:`~canopy.engine.msccl.checks`: the runtime's rules, one named function each;
 * :mod:`~canopy.engine.msccl.executor`: a symbolic run proving the collective's result;
 * :mod:`~canopy.engine.msccl.timing`: the XML's time in the execution model of
-  :mod:`canopy.engine.simulate` (``canopy check-xml --topology``).
+  :mod:`canopy.engine.execution.simulate` (``canopy check-xml --topology``).
 """
 
+from canopy.engine.msccl.options import LAYOUTS, RUNTIMES, MscclOptions
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 from canopy.engine.msccl.writer import (
-    LAYOUTS,
-    RUNTIMES,
-    MscclOptions,
-    build_layout,
-    explain_limits,
-    largest_fitting_k,
-    msccl_xml,
-    plan_layout,
-    plan_xml,
-    write_msccl,
+           build_layout,
+           explain_limits,
+           largest_fitting_k,
+           msccl_xml,
+           plan_layout,
+           plan_xml,
+           write_msccl,
 )
 
 __all__ = ["LAYOUTS", "RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",

@@ -1,8 +1,8 @@
 """Which connections a tree schedule's transfers take, within the MSCCL runtime's limits.
 
 One decision, used twice: ``canopy compare`` simulates the plan this returns
-(:func:`canopy.engine.simulate.plan_program` reads every
-:class:`~canopy.engine.plan.FlowEdge`'s ``channel``), and the MSCCL export writes the
+(:func:`canopy.engine.execution.simulate.plan_program` reads every
+:class:`~canopy.engine.model.plan.FlowEdge`'s ``channel``), and the MSCCL export writes the
 same connections (:func:`canopy.engine.msccl.writer.plan_layout`: a transfer on the
 channel its edge names, one thread block per connection, each connection's transfers in
 the order the simulation sends them). So the XML that ``canopy check-xml`` times and the
@@ -41,7 +41,7 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
    only: a transfer on a shared connection waits behind the earlier ones of its loop
    iteration, and one far down its tree would hold back those near the root (and the
    next iteration's). Within a loop iteration every shared connection sends in that
-   same order (the one :func:`canopy.engine.simulate.plan_program` uses), successive
+   same order (the one :func:`canopy.engine.execution.simulate.plan_program` uses), successive
    iterations follow each other, and the order only grows along the steps a transfer
    waits on, so the program cannot deadlock.
 4. **Unit trees, shared where links have slack** (given the topology, where unit
@@ -69,42 +69,25 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
    tree edges of a phase and band of 2 steps over one route on a connection per unit tree
    edge where the busiest link of the route is among the most loaded, one per 2 unit
    tree edges or one for them all where it has slack, the least loaded links coarsened
-   first until every GPU fits (:func:`_slack_tiers`): every connection of a link loaded
+   first until every GPU fits (:func:`slack_tiers`): every connection of a link loaded
    to capacity carries one chunk, so each keeps its share of it.
-
-:func:`runtime_schedule` chooses by execution: where the schedule does not get unit
-connections it simulates every layout of it and of the fewest-trees schedules within a
-few percent of the optimum, and runs the fastest at 1 GiB, or among those within NEAR of
-it the fastest at 1 GiB and 256 MiB together; messages below 512 MiB run the fastest at
-256 MiB, an XML per size range where that differs
-(``canopy compare``, ``canopy solve --msccl`` and the editor's export all call it).
 
 Thread blocks are counted without fusing receive and send (what the export writes for
 layouts 2 and 3): one per (peer, direction, channel) a GPU uses, plus one for its local
 copies; for unit connections, where that count is over the budget, as the export lays
 them out (fused); paired layouts one per pair instead of two.
 """
-
 from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any
 
-from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
-from canopy.engine.msccl.pairing import pair_threadblocks, threadblocks_per_gpu
-from canopy.engine.msccl.threadblocks import (
-    MscclLimitError,
-    MscclLimits,
-    assign_threadblocks,
-    parser_elements,
-)
-from canopy.engine.plan import (
+from canopy.engine.model.plan import (
     CollectivePlan,
     FlowEdge,
     FlowTree,
@@ -112,12 +95,18 @@ from canopy.engine.plan import (
     bandwidth_bound,
     link_loads,
     path_links,
-    schedule_plan,
     tree_levels,
 )
-from canopy.engine.reduction_fill import fill_swaps
-from canopy.engine.schedule import Schedule
-from canopy.engine.topology import Topology
+from canopy.engine.model.topology import Topology
+from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+from canopy.engine.msccl.options import MscclOptions
+from canopy.engine.msccl.pairing import pair_threadblocks, threadblocks_per_gpu
+from canopy.engine.msccl.threadblocks import (
+    MscclLimitError,
+    MscclLimits,
+    assign_threadblocks,
+    parser_elements,
+)
 
 Group = tuple[str, str, Path]          # (sender, receiver, route): one kind of connection
 Key = tuple[Any, ...]                  # a group, or a group's edges of one phase (and step)
@@ -167,11 +156,9 @@ def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
     chain, and that layout gives every chain connections of its own, so they would need
     that many channels: the thread-block assignment fails, as it would only after
     placing every chain it can, 0.1 CPU s at 8 x DGX A100)."""
-    from canopy.engine.msccl.writer import MscclOptions  # the writer imports this module
-
     per_gpu: dict[str, int] = defaultdict(int)
     per_pair: dict[tuple[str, str], int] = defaultdict(int)
-    for (u, v, *_), n in _split_counts(plan, _multiplicities(plan), 1).items():
+    for (u, v, *_), n in _split_counts(plan, multiplicities(plan), 1).items():
         per_gpu[u] += n
         per_gpu[v] += n
         per_pair[(u, v)] += n
@@ -201,7 +188,7 @@ def _unit_fits(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> bo
     return found is not None and found <= limits.max_tbs_per_gpu
 
 
-def _multiplicities(plan: CollectivePlan) -> list[int]:
+def multiplicities(plan: CollectivePlan) -> list[int]:
     n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
     return [int(t.share * n * chunks) for t in plan.trees]
 
@@ -428,7 +415,7 @@ def _slack_choice(plan: CollectivePlan,
     over its capacity (connections share a link equally, so the link streams for as
     long as its fullest connection needs at that share); ties: most connections."""
     caps = topology.capacities()
-    mult = _multiplicities(plan)
+    mult = multiplicities(plan)
     load = {k: sum(mult[ti] for _, ti, _ in v) for k, v in members.items()}
     links = {k: path_links(k[2] if k[2][0] == k[0] else tuple(reversed(k[2])))
              for k in members}
@@ -469,7 +456,7 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
 @dataclass(frozen=True)
 class _Servers:
     """Identical servers: the rotation π of the servers
-    (:func:`canopy.engine.quotient.server_rotation`) and per node in a server (server,
+    (:func:`canopy.engine.execution.folding.server_rotation`) and per node in a server (server,
     index within it, servers)."""
 
     rotation: dict[str, str]
@@ -478,7 +465,7 @@ class _Servers:
 
 def _servers(topology: Topology) -> _Servers | None:
     """The topology's identical servers, or None."""
-    from canopy.engine.quotient import server_rotation, servers
+    from canopy.engine.execution.folding import server_rotation, servers
 
     found = server_rotation(topology)
     if found is None:
@@ -501,11 +488,11 @@ def _tie_ranks(plan: CollectivePlan, servers: _Servers | None, counts: dict[Key,
     being invariant under the rotation π of identical servers, by where the tree's root
     sits relative to the sender (servers ahead, index within its server) and the tree's
     index among those of its root and phase, which π keeps: the trees are invariant
-    (:func:`canopy.engine.quotient.edge_permutation`), so are the connection ``counts``
+    (:func:`canopy.engine.execution.folding.edge_permutation`), so are the connection ``counts``
     per key, every root and sender sits in a server and no edge has a priority of its
     own. Then the layout and its send order are invariant and the simulation runs it
-    folded (:mod:`canopy.engine.quotient`); elsewhere nothing changes."""
-    from canopy.engine.quotient import edge_permutation
+    folded (:mod:`canopy.engine.execution.folding`); elsewhere nothing changes."""
+    from canopy.engine.execution.folding import edge_permutation
 
     if servers is None:
         return None
@@ -543,7 +530,7 @@ def _channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     where counts allow). Trees of one step are ranked by :func:`_tie_ranks` (``servers``
     from :func:`_servers`), which also becomes each edge's ``priority``, the order of
     its sends among those of one step on a shared connection."""
-    mult = _multiplicities(plan)
+    mult = multiplicities(plan)
     channels = _Channels()
     members = _members(plan, detail)
     cut = len(plan.reduce_trees)
@@ -573,7 +560,7 @@ def _steps_fit(plan: CollectivePlan, limits: MscclLimits) -> bool:
     the parser's elements (:func:`~canopy.engine.msccl.threadblocks.parser_elements`):
     a step per transfer end (per ``max_count`` chunks) and at most one input copy per tree
     rooted there (reductions copy every tree's chunks on every GPU)."""
-    mult = _multiplicities(plan)
+    mult = multiplicities(plan)
     steps: dict[str, int] = defaultdict(int)
     reduces = bool(plan.reduce_trees)
     for tree, m in zip(plan.trees, mult, strict=True):
@@ -616,7 +603,7 @@ def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
     if plan.ordered_links or any(e.channel is not None for t in plan.trees for e in t.edges):
         yield ("as built", plan)
         return
-    mult = _multiplicities(plan)
+    mult = multiplicities(plan)
     if _unit_fits(plan, mult, limits):
         yield ("unit", plan)
         return
@@ -660,7 +647,7 @@ def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
         yield from _unit_shared(plan, mult, limits, topology)
     yield from _even_unit(plan, mult, limits, servers)
     if topology is not None:
-        yield from _slack_tiers(plan, mult, limits, topology, servers)
+        yield from slack_tiers(plan, mult, limits, topology, servers)
 
 
 def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
@@ -701,7 +688,7 @@ def _unit_split_to_share(plan: CollectivePlan, mult: list[int], limits: MscclLim
     return split if _steps_fit(split, limits) else None
 
 
-def _slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
+def slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
                  topology: Topology, servers: _Servers | None = None
                  ) -> Iterator[tuple[str, CollectivePlan]]:
     """Layout 7: ``plan`` cut into unit trees (q = 1), its tree edges keyed by phase and
@@ -709,7 +696,7 @@ def _slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     the busiest link on its route (that link's load at the plan's bound over its
     capacity, forestcoll.txt §5.3's congestion, in whole percent): a connection per unit
     tree edge, one per 2 unit tree edges of a band, or one per key. A link is shared
-    equally among its connections (:mod:`canopy.engine.simulate`), so on the links the
+    equally among its connections (:mod:`canopy.engine.execution.simulate`), so on the links the
     schedule loads to capacity every unit tree keeps a connection, and its share, of its
     own; links with slack carry more chunks per connection. All keys start unit; until
     the connections fit ``limits``, the least loaded tier still finer than one per key
@@ -866,14 +853,14 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
     ``kind`` is the name
     :func:`layouts` gives a shared layout (which sharing); without it, shared is named
     generically."""
-    mult = _multiplicities(original)
+    mult = multiplicities(original)
     if laid_out is original:
         counts = _split_counts(original, mult, 1)
         name, most = "unit connections", 1
     else:
         load: dict[tuple[Group, object], int] = defaultdict(int)
         edges: dict[tuple[Group, object], int] = defaultdict(int)
-        for tree, m in zip(laid_out.trees, _multiplicities(laid_out), strict=True):
+        for tree, m in zip(laid_out.trees, multiplicities(laid_out), strict=True):
             for e in tree.edges:
                 load[(_sender_receiver(tree, e), e.channel)] += m
                 edges[(_sender_receiver(tree, e), e.channel)] += 1
@@ -884,10 +871,10 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
         if max(edges.values()) == 1:
             name = "a connection per tree edge"
         elif kind.startswith("shared"):
-            name = _layout_text(kind)
+            name = layout_text(kind)
         else:
             name = "connections shared by tree edges"
-        largest = max(_multiplicities(laid_out))
+        largest = max(multiplicities(laid_out))
         name += f" (trees of at most {largest} chunk{'s' if largest > 1 else ''})"
         if laid_out.paired:
             name += (f", {len(laid_out.paired)} thread blocks receiving one tree and "
@@ -909,454 +896,7 @@ def describe_layout(original: CollectivePlan, laid_out: CollectivePlan,
             "threadblocks_per_gpu": threadblocks}
 
 
-TOLERANCES = (1, 2, 4, 10)  # percent of the optimum fewer-trees candidates may give up
-REFERENCE_SIZE = 1 << 30    # bytes at which candidates are simulated
-GOOD_ENOUGH = Fraction(99, 100)   # a candidate executing this near the optimum ends the search
-EVEN_MARGIN = Fraction(1, 100)    # what layout 6 must gain at 1 GiB over the best to run
-NEAR = Fraction(1, 200)           # candidates this near the best at 1 GiB (of the optimum) ...
-KEEP = Fraction(95, 100)          # ... but not below this where the best is at least this ...
-SECOND_SIZE = 256 << 20           # ... are also simulated at this size: both sizes decide;
-BOUNDARY = 512 << 20              # the fastest at SECOND_SIZE runs messages below this
-SPLIT_GAIN = Fraction(1, 400)     # ... where it gains this much there (of the optimum)
-_MEMO_SIZE = 8
-SHALLOW_MAX_NODES = 64            # networks on which shallow twins are tried (Alg. 5 flows)
-
-
-@dataclass
-class RuntimeChoice:
-    """The schedule to run, its plan (``base``) and that plan laid out (``plan``); ``note``
-    says why it is not the schedule asked for, or its first layout (None when it is
-    both); ``optimum`` is the exact optimum the fraction of ``candidates`` refers to;
-    ``candidates`` lists what was simulated (k, tolerance, layout, fraction of the
-    optimum executed at REFERENCE_SIZE), best last chosen."""
-
-    schedule: Schedule
-    base: CollectivePlan
-    plan: CollectivePlan
-    note: str | None = None
-    optimum: Fraction | None = None
-    candidates: list[dict[str, object]] = field(default_factory=list)
-    cpu_seconds: float = 0.0          # what choosing cost (time.process_time)
-    layout: str = ""                  # the name :func:`layouts` gives the chosen layout
-    limits: MscclLimits = field(default_factory=MscclLimits)   # the limits it was laid out for
-    below: RuntimeChoice | None = None   # what messages under ``boundary`` bytes run instead
-    boundary: int = 0                    # (the runtime loads an XML per size range)
-
-    def at(self, size: int | Fraction) -> RuntimeChoice:
-        """The choice a message of ``size`` bytes runs (``below`` under ``boundary``)."""
-        return self.below if self.below is not None and size < self.boundary else self
-
-    def ranges(self) -> list[tuple[int, int | None, RuntimeChoice]]:
-        """(first byte count, byte count it stops before or None, choice) per size range:
-        one range unless ``below`` is set."""
-        if self.below is None:
-            return [(0, None, self)]
-        return [(0, self.boundary, self.below), (self.boundary, None, self)]
-
-    def describe(self) -> dict[str, object]:
-        """:func:`describe_layout` of the choice, with its note and the candidates (and, where
-        smaller messages run another choice, ``below``: its k, layout and boundary)."""
-        out = describe_layout(self.base, self.plan, self.layout, self.limits)
-        if self.note is not None:
-            out["note"] = self.note
-        if self.below is not None:
-            out["below"] = {"max_bytes": self.boundary, "k": self.below.schedule.k,
-                            "trees": len(self.below.schedule.trees),
-                            **describe_layout(self.below.base, self.below.plan,
-                                              self.below.layout, self.limits)}
-        if self.candidates:
-            out["candidates"] = self.candidates
-            out["choice_cpu_seconds"] = round(self.cpu_seconds, 2)
-        return out
-
-
-def _optimum(schedule: Schedule) -> Fraction:
-    """The exact optimum ``schedule`` is measured against: Thm 1's (allreduce: RS + AG,
-    §4.6), or App. E's LP schedule's where that is higher."""
-    return max(schedule.algbw, schedule.optimal_algbw)
-
-
-def _signature(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Hashable:
-    """What :func:`runtime_schedule`'s answer depends on (the memo's key)."""
-    trees = tuple((t.root, t.multiplicity, t.edges) for t in schedule.trees)
-    reduce = tuple((t.root, t.multiplicity, t.edges) for t in schedule.reduce_trees or ())
-    return (topology.name, tuple(sorted(topology.capacities().items())),
-            tuple(sorted(topology.latencies().items())), schedule.collective, schedule.k,
-            schedule.algbw, schedule.fixed_k, schedule.split_budgets, trees, reduce, limits)
-
-
-_MEMO: dict[Hashable, RuntimeChoice] = {}
-
-
-def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits | None = None
-                     ) -> RuntimeChoice:
-    """The schedule to export and simulate, and its layout, chosen by executed speed.
-
-    Where ``schedule`` gets unit connections it runs as its bound says and is taken as it
-    is. Otherwise each of its :func:`layouts` (trees cut into q-chunk parts, shared
-    connections) is simulated (:func:`canopy.engine.simulate.fastest`, REFERENCE_SIZE
-    bytes, the default latency, cut-through switches), and so are those of the
-    fewest-trees schedules within TOLERANCES percent of the optimum (``canopy solve
-    --tolerance``, :mod:`canopy.engine.fewest`; for allreduce also reduce-scatter +
-    allgather where ``schedule`` is App. E's): the candidate with the highest simulated
-    algbw runs. A schedule at 97 % of the optimum that executes at 99 % of its own bound
-    beats an optimal one whose pieces wait on shared connections (rail-leaf-spine-4x8
-    allreduce: k = 10 shared runs at 68 % of the optimum, k = 1 at 94 %). The search stops
-    once a candidate executes within GOOD_ENOUGH of the optimum, and at the first
-    tolerance whose schedule gets unit connections (larger ones only lose bandwidth).
-    A candidate whose plan's bandwidth bound is no higher than the best executed fraction
-    so far is not simulated (no layout executes above it). Layout 6 (unit trees shared
-    evenly) replaces the best only where it gains EVEN_MARGIN of the optimum, and a layout
-    with trees no smaller than its replaces it within that margin (:func:`_even_margin`).
-    A schedule with a fixed k keeps its k (only its layouts are compared). Where the
-    search ends on unit connections below GOOD_ENOUGH, the same schedule with its trees
-    grown together (lower) is simulated too (:func:`_consider_shallow`); where no
-    candidate reaches KEEP, the best one's twin with lower trees on layout 7
-    (:func:`_consider_shallow_tiers`). Candidates
-    within NEAR of the best at 1 GiB (the fewest trees within 1 % are tried for this even
-    past GOOD_ENOUGH) are also simulated at SECOND_SIZE, and the one running both sizes
-    fastest together runs from BOUNDARY up (:func:`_near_tie`); the candidate fastest at
-    SECOND_SIZE runs messages below BOUNDARY where that is another one
-    (:func:`_smaller_messages`; the choice's ``below``: the runtime loads an XML per size
-    range).
-
-    Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
-    export take the same schedule and layout; the answer is memoized per topology,
-    schedule and limits, so a process that compares and exports simulates once. Every
-    candidate is a verified schedule (:func:`canopy.engine.forest.solve`).
-    """
-    limits = limits or MscclLimits()
-    key = _signature(topology, schedule, limits)
-    if key in _MEMO:
-        return _MEMO[key]
-    start = time.process_time()
-    choice = _choose(topology, schedule, limits)
-    choice.cpu_seconds = time.process_time() - start
-    if len(_MEMO) >= _MEMO_SIZE:
-        _MEMO.pop(next(iter(_MEMO)))
-    _MEMO[key] = choice
-    return choice
-
-
-class _Candidate(NamedTuple):
-    """A schedule on one of its layouts, as :func:`_choose` simulated it."""
-
-    fraction: Fraction          # its algbw at REFERENCE_SIZE, of the optimum
-    schedule: Schedule
-    base: CollectivePlan        # the schedule's plan
-    laid: CollectivePlan        # on the layout's connections
-    name: str                   # the layout
-    tolerance: str              # percent of the optimum the schedule was asked within
-
-
-def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> RuntimeChoice:
-    """:func:`runtime_schedule` without the memo."""
-    from canopy.engine.forest import solve
-    from canopy.engine.simulate import fastest
-
-    optimum = _optimum(schedule)
-    plan = schedule_plan(schedule)
-    found = _LazyLayouts(plan, limits, topology)
-    if not found:
-        runtime_layout(plan, limits)      # raises MscclLimitError with the reason
-    if found[0][0] in ("unit", "as built"):
-        return RuntimeChoice(schedule, plan, found[0][1], optimum=optimum,
-                             layout=found[0][0], limits=limits)
-    best: _Candidate | None = None
-    simulated: list[_Candidate] = []
-    tried: list[dict[str, object]] = []
-    first_fraction = Fraction(0)
-    caps = topology.capacities()
-
-    def consider(candidate: Schedule, base: CollectivePlan,
-                 options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
-        nonlocal best, first_fraction
-        if best is not None and bandwidth_bound(base, caps)[0] / optimum \
-                <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
-                                          else 0):
-            return                 # executes below its plan's bound: cannot come near the best
-        timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
-        for name, laid in options:
-            fraction = next((f for other, f in timed if other == laid), None)
-            if fraction is None:
-                fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
-                timed.append((laid, fraction))
-            if not tried:
-                first_fraction = fraction
-            tried.append({"k": candidate.k, "trees": len(candidate.trees),
-                          "tolerance_percent": tolerance, "layout": name,
-                          "shallow": bool(candidate.extra.get("shallow")),
-                          "fill_swaps": bool(candidate.extra.get("fill_swaps")),
-                          "schedule_fraction": round(float(candidate.algbw / optimum), 4),
-                          "executed_fraction": round(float(fraction), 4)})
-            entry = _Candidate(fraction, candidate, base, laid, name, tolerance)
-            simulated.append(entry)
-            if best is None or \
-                    fraction > best.fraction + _even_margin(name, laid, best.name, best.laid):
-                best = entry
-            if fraction >= GOOD_ENOUGH:
-                return
-
-    consider(schedule, plan, found, "0")
-    seen = {(schedule.k, schedule.split_budgets)}
-    # (With k = 1 and no split budgets every fewer-trees schedule would be k = 1 again.)
-    if not schedule.fixed_k and (schedule.k > 1 or schedule.split_budgets):
-        extra = ["0"] if schedule.split_budgets else []
-        for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
-            assert best is not None
-            if best.fraction >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
-                break              # (the fewest trees within 1 % may still come NEAR)
-            other = solve(topology, schedule.collective, tolerance=tolerance)
-            if (other.k, False) in seen or (other.k > schedule.k and not schedule.split_budgets):
-                continue
-            seen.add((other.k, False))
-            other_plan = schedule_plan(other)
-            options = _LazyLayouts(other_plan, limits, topology)
-            consider(other, other_plan, options, tolerance)
-            if options and options[0][0] in ("unit", "unit, paired"):
-                _consider_shallow(topology, other, tolerance, limits, consider,
-                                  best.fraction if best is not None else Fraction(0))
-                break
-    assert best is not None
-    if best.fraction < KEEP and not best.schedule.extra.get("shallow"):
-        _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
-    first_best = best
-    at: list[tuple[CollectivePlan, Fraction]] = []      # layouts timed at SECOND_SIZE
-    best, tie = _near_tie(topology, optimum, best, simulated, tried, at)
-    small, second = _smaller_messages(topology, optimum, best, simulated, tried, at)
-    fraction, chosen, base, laid, name, tolerance = best
-    note = None
-    if chosen is not schedule:
-        what = (f"reduce-scatter + allgather with k = {chosen.k}" if schedule.split_budgets
-                else f"k = {chosen.k}")
-        if chosen.extra.get("shallow"):
-            what += " with trees grown together (lower)"
-        if chosen.extra.get("fill_swaps"):
-            what += ", parents swapped between them for a fast fill"
-        share = float(chosen.algbw / optimum) * 100
-        note = (f"runs {what} (the fewest trees within {tolerance} % of the optimum, "
-                f"{share:.2f} % of it; {_layout_text(name)}) at {float(fraction):.1%} of the "
-                f"optimum at 1 GiB: the optimal k = {schedule.k} needs more connections than "
-                f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and runs at "
-                f"{float(first_fraction):.1%} ({_layout_text(found[0][0])})")
-    elif name != found[0][0]:
-        note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.1%} of the "
-                f"optimum at 1 GiB; "
-                f"{_layout_text(found[0][0])} {float(first_fraction):.1%})")
-    if best is not first_best:
-        note = (f"runs k = {chosen.k} on {_layout_text(name)} ({float(fraction):.2%} of the "
-                f"optimum at 1 GiB, {float(tie[0]):.2%} at 256 MiB): k = "
-                f"{first_best.schedule.k} on {_layout_text(first_best.name)} runs "
-                f"{float(first_best.fraction):.2%} at 1 GiB but {float(tie[1]):.2%} at 256 MiB")
-    below = None
-    if small is not None:
-        below = RuntimeChoice(small.schedule, small.base, small.laid, optimum=optimum,
-                              layout=small.name, limits=limits)
-        # every note above names the chosen schedule already; the ranges then do not
-        which = "" if note is not None else f"k = {chosen.k} on {_layout_text(name)} "
-        ranges = (f"runs {which}from {_mib(BOUNDARY)} up ({float(fraction):.2%} of the "
-                  f"optimum at 1 GiB, {float(second[1]):.2%} at 256 MiB) and k = "
-                  f"{small.schedule.k} on {_layout_text(small.name)} below it "
-                  f"({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
-                  "256 MiB): an MSCCL XML per size range")
-        note = ranges if note is None else f"{note}; it {ranges}"
-    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
-                         below=below, boundary=BOUNDARY if below is not None else 0)
-
-
-def _mib(size: int) -> str:
-    return f"{size >> 30} GiB" if size % (1 << 30) == 0 else f"{size >> 20} MiB"
-
-
-def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
-                      limits: MscclLimits,
-                      consider: Callable[[Schedule, CollectivePlan,
-                                          Iterable[tuple[str, CollectivePlan]], str], None],
-                      best: Fraction) -> None:
-    """Where the search ends on ``schedule`` (a fewest-trees schedule on unit connections)
-    below GOOD_ENOUGH, also simulate its twin with the trees grown together
-    (:func:`canopy.engine.forest.solve`'s ``shallow``: same k, same bound, lower trees),
-    on networks of at most SHALLOW_MAX_NODES compute nodes and only where the twin gets
-    unit connections too (one simulation). A reduction's pipeline fills and drains along
-    its trees' height: 2x MI250 reduce-scatter at k = 2 runs at 92.5 % of the optimum
-    with trees up to 14 hops high, 94.2 % with the twin's 9 (allgather 95.3 and 95.7 %);
-    allreduce's shared layouts gain nothing from it (k = 9: 93.4 and 92.3 %), so they are
-    not tried here (layout 7 is: :func:`_consider_shallow_tiers`). A reduce-scatter twin
-    is also simulated with parents swapped between its trees so that the links it loads
-    to capacity start sooner (:func:`canopy.engine.reduction_fill.fill_swaps`: same loads
-    and bound; 2x MI250 at k = 2: 95.1 %)."""
-    from canopy.engine.forest import solve
-
-    if best >= GOOD_ENOUGH or len(topology.compute_nodes()) > SHALLOW_MAX_NODES:
-        return
-    twin = solve(topology, schedule.collective, tolerance=tolerance, shallow=True)
-    if twin.k != schedule.k or twin.trees == schedule.trees:
-        return
-    twin_plan = schedule_plan(twin)
-    options = _LazyLayouts(twin_plan, limits, topology)
-    if options and options[0][0] in ("unit", "unit, paired"):
-        consider(twin, twin_plan, options, tolerance)
-    else:
-        return
-    swapped = fill_swaps(topology, twin)
-    if swapped is twin:
-        return
-    swapped_plan = schedule_plan(swapped)
-    options = _LazyLayouts(swapped_plan, limits, topology)
-    if options and options[0][0] in ("unit", "unit, paired"):
-        consider(swapped, swapped_plan, options, tolerance)
-
-
-def _consider_shallow_tiers(topology: Topology, schedule: Schedule, tolerance: str,
-                            limits: MscclLimits,
-                            consider: Callable[[Schedule, CollectivePlan,
-                                                Iterable[tuple[str, CollectivePlan]], str],
-                                               None]) -> None:
-    """Where no candidate executes within KEEP of the optimum, also simulate the best
-    one's ``schedule`` (asked within ``tolerance``) as its twin with the trees grown
-    together (:func:`canopy.engine.forest.solve`'s ``shallow``: same k, same bound, lower
-    trees) on layout 7 (:func:`_slack_tiers`) only, on networks of at most
-    SHALLOW_MAX_NODES compute nodes: there the links loaded to capacity keep a connection
-    per unit tree edge, and lower trees fill and drain sooner. (2x MI250 allreduce at
-    k = 2 on layout 7: 94.8 % of the optimum at 1 GiB with ForestColl's trees, 95.5 %
-    with the twin's; the best other candidate, k = 9 shared by 2 steps and paired,
-    93.4 %.)"""
-
-    from canopy.engine.forest import solve
-
-    if len(topology.compute_nodes()) > SHALLOW_MAX_NODES or schedule.split_budgets:
-        return                          # (App. E's schedules have no such twin)
-    twin = solve(topology, schedule.collective, tolerance=tolerance, shallow=True)
-    if twin.k != schedule.k or twin.trees == schedule.trees:
-        return
-    twin_plan = schedule_plan(twin)
-    consider(twin, twin_plan, _slack_tiers(twin_plan, _multiplicities(twin_plan), limits,
-                                           topology, _servers(topology)), tolerance)
-
-
-class _LazyLayouts:
-    """:func:`iter_layouts` with the first layout built at once (``found[0]``, ``not
-    found``) and the rest built as iteration reaches them: what :func:`_choose` reads of
-    a candidate's layouts, stopping where :func:`layouts` would have built them all."""
-
-    def __init__(self, plan: CollectivePlan, limits: MscclLimits,
-                 topology: Topology) -> None:
-        self._rest = iter_layouts(plan, limits, topology)
-        self._built = [first] if (first := next(self._rest, None)) is not None else []
-
-    def __bool__(self) -> bool:
-        return bool(self._built)
-
-    def __getitem__(self, index: int) -> tuple[str, CollectivePlan]:
-        return self._built[index]
-
-    def __iter__(self) -> Iterator[tuple[str, CollectivePlan]]:
-        yield from self._built
-        for layout in self._rest:
-            self._built.append(layout)
-            yield layout
-
-
-def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
-              simulated: list[_Candidate], tried: list[dict[str, object]],
-              at: list[tuple[CollectivePlan, Fraction]] | None = None
-              ) -> tuple[_Candidate, tuple[Fraction, Fraction]]:
-    """The candidate to run from BOUNDARY up among ``best`` and those within NEAR of it at
-    1 GiB: a near tie goes to the candidate that runs a SECOND_SIZE and a 1 GiB collective
-    fastest together (``best`` where that ties; sizes from BOUNDARY to 1 GiB run it); none
-    below KEEP of the optimum at 1 GiB where ``best`` is at least that (issue 14's bar).
-    Fewer trees carry larger messages, which
-    pipeline deeper at 256 MiB (punctured torus allgather: k = 5 on layout 6 runs at 99.1 %
-    of the optimum at 1 GiB and 96.3 % at 256 MiB, behind TACOS's 98.8 and 96.8 %; k = 3
-    on it at 98.9 and 97.3 %, so 0.02 % faster over both sizes; k = 3 shared by step at 98.6
-    and 97.7 %, 0.15 % slower over both and behind TACOS at 1 GiB).
-    Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
-    simulated there get ``executed_fraction_256M`` in ``tried`` (and their layouts' times
-    go to ``at``, :func:`_at_second`)."""
-    near = [c for c in simulated
-            if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
-    if len(near) < 2:
-        return best, (Fraction(0), Fraction(0))
-    scored = []
-    for c in near:
-        second = _at_second(topology, optimum, c, tried, at)
-        total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction  # both sizes, once each
-        scored.append((-total, c is best, second, c))
-    _, _, second, chosen = max(scored, key=lambda s: s[:2])
-    return chosen, (second, next(s[2] for s in scored if s[3] is best))
-
-
-def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
-                      simulated: list[_Candidate], tried: list[dict[str, object]],
-                      at: list[tuple[CollectivePlan, Fraction]] | None = None
-                      ) -> tuple[_Candidate | None, tuple[Fraction, Fraction]]:
-    """What messages below BOUNDARY run instead of ``main`` (the choice at 1 GiB, after
-    :func:`_near_tie`), or None: the candidate fastest at SECOND_SIZE, where that beats
-    ``main`` there by SPLIT_GAIN of the optimum (a second XML for less is not worth it).
-    The MSCCL runtime loads an XML per message-size range, so no one candidate has to
-    serve every size: fewer trees carry larger messages, which pipeline deeper at 256 MiB,
-    while more trees fill the links better at 1 GiB (punctured torus reduce-scatter: k = 5
-    on layout 6 runs 99.16 % of the optimum at 1 GiB but 96.55 % at 256 MiB, behind TACOS's
-    96.83 %; k = 3 shared by step 97.83 and 97.09 %).
-    A pipeline runs a smaller message at no higher algbw (its fill and drain take the same
-    time, its steady part proportionally less), so only candidates running faster at 1 GiB
-    than the fastest at SECOND_SIZE so far, and than ``main`` there plus SPLIT_GAIN, can
-    win: ``main`` is simulated at SECOND_SIZE first, then the others from the fastest at
-    1 GiB down while that holds.
-    Returns that candidate and (its, ``main``'s) fraction at SECOND_SIZE; the candidates
-    simulated there get ``executed_fraction_256M`` in ``tried``."""
-    others = sorted((c for c in simulated if c is not main and c.fraction > 0),
-                    key=lambda c: -c.fraction)
-    if not others or others[0].fraction <= \
-            (mine := _at_second(topology, optimum, main, tried, at)) + SPLIT_GAIN:
-        return None, (Fraction(0), Fraction(0))
-    top, chosen = mine + SPLIT_GAIN, main
-    for c in others:
-        if c.fraction <= top:
-            break
-        if (f := _at_second(topology, optimum, c, tried, at)) > top:
-            top, chosen = f, c
-    return (None if chosen is main else chosen), (top, mine)
-
-
-def _at_second(topology: Topology, optimum: Fraction, c: _Candidate,
-               tried: list[dict[str, object]],
-               at: list[tuple[CollectivePlan, Fraction]] | None) -> Fraction:
-    """``c``'s algbw at SECOND_SIZE as a fraction of the optimum, noted in ``tried``; equal
-    layouts are timed once (``at``: the layouts timed so far and their fractions)."""
-    from canopy.engine.simulate import fastest
-
-    at = at if at is not None else []
-    found = next((f for laid, f in at if laid == c.laid), None)
-    if found is None:
-        found = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
-        at.append((c.laid, found))
-    for entry in tried:
-        if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
-                entry["tolerance_percent"] == c.tolerance and \
-                entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")) and \
-                entry.get("fill_swaps", False) == bool(c.schedule.extra.get("fill_swaps")):
-            entry["executed_fraction_256M"] = round(float(found), 4)
-    return found
-
-
-def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan
-                 ) -> Fraction:
-    """What a layout must gain at 1 GiB over the best so far to replace it: EVEN_MARGIN for
-    layout 6 (unit trees shared evenly), whose single-chunk messages pipeline less deeply
-    at smaller sizes (mi250-8plus8 reduce-scatter: k = 13 shared evenly runs 0.02 % faster
-    at 1 GiB than k = 4's unit trees shared by 2 steps, 5 % slower at 256 MiB, 36 % at
-    16 MiB); minus EVEN_MARGIN for a layout whose largest tree is no smaller than layout
-    5's it would replace; else nothing."""
-    if name.startswith("shared evenly"):
-        return EVEN_MARGIN
-    if best_name.startswith("shared evenly") and \
-            max(t.share for t in laid.trees) >= max(t.share for t in best.trees):
-        return -EVEN_MARGIN
-    return Fraction(0)
-
-
-def _layout_text(name: str) -> str:
+def layout_text(name: str) -> str:
     if name == "unit":
         return "unit connections"
     if name == "unit, paired":

@@ -1,6 +1,6 @@
 """Which data moves where: a schedule's plan as MSCCL steps, grouped into chains.
 
-The input is the one schedule model, :class:`canopy.engine.plan.CollectivePlan` (what the
+The input is the one schedule model, :class:`canopy.engine.model.plan.CollectivePlan` (what the
 execution model simulates and ``canopy compare`` times): its trees, their shares and the
 physical route of every tree edge, which the steps carry on to the thread blocks' ``via``.
 
@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.plan import CollectivePlan, FlowTree, Path
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import CollectivePlan, FlowTree, Path
 
 Loc = tuple[str, int]                   # (buffer "i" | "o" | "s", chunk offset)
 
@@ -179,7 +179,7 @@ class _Shape:
 
     def order(self, child: int) -> tuple:
         """Where the plan puts the transfer over ``child``'s edge among the sends of a
-        shared connection (:func:`canopy.engine.simulate.plan_program`: phase, step within
+        shared connection (:func:`canopy.engine.execution.compiler.plan_program`: phase, step within
         the piece, priority, tree): the parent's depth when broadcasting, the child's
         height when reducing."""
         level = self.height[child] if self.reduce else self.depth[self.parent[child]]
@@ -193,7 +193,7 @@ class _Shape:
 
     def up(self, child: int) -> tuple[str, ...]:
         """The route data takes from ``child`` to its parent (reductions run against the
-        arrows, over the reversed route, as :func:`canopy.engine.plan.trees_plan` does)."""
+        arrows, over the reversed route, as :func:`canopy.engine.model.plan.trees_plan` does)."""
         return tuple(reversed(self.path_to[child]))
 
     def by_height(self, v: int, deepest_first: bool) -> list[int]:
@@ -521,7 +521,7 @@ class _Builder:
 def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = True,
                max_count: int = 71, piece: int | None = None, fuse_fanout: bool = True
                ) -> Plan:
-    """All MSCCL steps of ``plan`` (the schedule model of :mod:`canopy.engine.plan`: its
+    """All MSCCL steps of ``plan`` (the schedule model of :mod:`canopy.engine.model.plan`: its
     reduce trees, then its broadcast trees), grouped into chains, with ``chunks`` chunks
     per root (default :func:`chunks_per_root`; a ForestColl schedule's k). A tree carrying
     m chunks moves them in steps of at most ``piece`` chunks (default ``max_count``):

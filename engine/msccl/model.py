@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from canopy.engine.errors import CanopyError
+from canopy.engine.model.errors import CanopyError
 
 COLLECTIVES = {"allgather": "allgather", "reduce_scatter": "reduce_scatter",
                "reducescatter": "reduce_scatter", "allreduce": "allreduce",

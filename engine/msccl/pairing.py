@@ -5,7 +5,7 @@ An MSCCL thread block has at most one receive peer and one send peer on one chan
 runs its steps in order in every loop iteration (microsoft/msccl ``msccl_interpreter.h``);
 a step is done once it may start and, if it receives, its message has arrived (a send
 completes once its data is handed over). The writer's layouts with given channels
-(:mod:`canopy.engine.msccl.connections`) give every connection end a thread block of its
+(:mod:`canopy.engine.deploy.runtime_choice`) give every connection end a thread block of its
 own, so a GPU that receives over R connections and sends over S needs R + S. This module
 puts a receive-only and a send-only connection end of a GPU into one thread block, which
 runs the receives, then the sends, every iteration, only where that holds nothing back:
@@ -29,7 +29,7 @@ the height of the sender's subtree, allreduce's broadcasts after every reduction
   other step (a receive that other steps wait on would hold back its tree: 62 % of the
   simulated algbw on mi250-2x16).
 
-In the execution model (:func:`canopy.engine.simulate.plan_program`,
+In the execution model (:func:`canopy.engine.execution.compiler.plan_program`,
 ``CollectivePlan.paired``) each send of a paired thread block waits for its last
 receive of the iteration, as in the XML (the writer lists the receives first,
 :func:`canopy.engine.msccl.threadblocks.assign_threadblocks`); the waits go from earlier
@@ -52,9 +52,9 @@ from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
+from canopy.engine.model.plan import CollectivePlan, tree_levels
 from canopy.engine.msccl.lowering import chunks_per_root
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.plan import CollectivePlan, tree_levels
 
 Conn = tuple[str, str, Hashable]       # (sender, receiver, channel)
 COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block

@@ -1,6 +1,6 @@
 """Reading an MSCCL XML file into the :mod:`~canopy.engine.msccl.model` classes.
 
-The file is parsed safely (:mod:`canopy.engine.safe_xml`: no entities, no DTD, a size
+The file is parsed safely (:mod:`canopy.engine.io.safe_xml`: no entities, no DTD, a size
 limit) and every attribute the runtime's parser requires must be present and an integer
 where it expects one (Canopy's optional ``via`` route of a thread block's send connection
 is read too; the runtime ignores it); anything else is one :class:`MscclXmlError` sentence
@@ -13,6 +13,7 @@ import os
 
 from lxml import etree
 
+from canopy.engine.io.safe_xml import parse_xml_bytes, parse_xml_file
 from canopy.engine.msccl.model import (
     COLLECTIVES,
     MscclXmlError,
@@ -22,7 +23,6 @@ from canopy.engine.msccl.model import (
     XmlThreadBlock,
     where,
 )
-from canopy.engine.safe_xml import parse_xml_bytes, parse_xml_file
 
 
 def _int(elem: etree._Element, key: str, at: str) -> int:

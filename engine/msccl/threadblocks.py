@@ -32,7 +32,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from canopy.engine.errors import ScheduleError
+from canopy.engine.model.errors import ScheduleError
 from canopy.engine.msccl.lowering import Chain, Plan, Step, relabel
 
 
@@ -386,7 +386,7 @@ def _rank_threadblocks(channels: dict[int, _Channel], steps: list[Step],
 
 def _plan_order(chain: Chain) -> tuple:
     """Where a placed piece goes in its thread blocks under ``"given"`` channels: the plan's
-    order of its transfer (:func:`canopy.engine.simulate.plan_program`), input copies
+    order of its transfer (:func:`canopy.engine.execution.compiler.plan_program`), input copies
     first, other local steps last."""
     for step in chain.steps:
         if step.send_peer >= 0:
@@ -403,7 +403,7 @@ def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: b
     ``"own"`` gives every chain connections (peer, direction, channel) and thread blocks of
     its own, so no chain waits behind another's steps; ``"prefer-own"`` does so while
     channels last and shares beyond; ``"given"`` puts every transfer on the channel its
-    step names (the plan's, :func:`canopy.engine.msccl.connections.runtime_layout`), one
+    step names (the plan's, :func:`canopy.engine.deploy.runtime_choice.runtime_layout`), one
     thread block per connection, and orders each connection's transfers as the plan's
     simulation does: by the plan's order, then the chains' (a topological order, since a
     transfer's order only grows along the steps it waits on).

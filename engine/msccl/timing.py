@@ -1,24 +1,25 @@
 """How long an MSCCL XML algorithm takes on a topology, in the execution model of
-:mod:`canopy.engine.simulate` (``canopy check-xml FILE --topology TOPO --size S``).
+:mod:`canopy.engine.execution.simulate` (``canopy check-xml FILE --topology TOPO --size S``).
 
-The XML becomes a :class:`~canopy.engine.simulate.Program`, as the MSCCL interpreter
+The XML becomes a :class:`~canopy.engine.execution.program.Program`, as the MSCCL interpreter
 (microsoft/msccl ``msccl_interpreter.h``) runs it:
 
 * **Loop iterations.** The buffer of ``size`` bytes is cut into ``nchunksperloop`` XML
   chunks; the interpreter walks each chunk in iterations of at most the protocol's chunk
-  size (:data:`~canopy.engine.simulate.CHUNK_BYTES`), every thread block running all its
+  size (:data:`~canopy.engine.execution.compiler.CHUNK_BYTES`), every thread block running all its
   steps once per iteration, iterations back to back. A step moves ``cnt`` times the
   iteration's slice of a chunk. ``iterations`` overrides the count (as a smaller
   ``NCCL_BUFFSIZE`` would), slicing every chunk evenly; :func:`fastest_xml` picks it by
-  the rule (:func:`canopy.engine.simulate.best_depth`) and from the same quantities with
-  which :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth, and long
-  loops are extrapolated by the same routine (:func:`canopy.engine.simulate.loop_time`),
+  the rule (:func:`canopy.engine.execution.simulate.best_depth`) and from the same quantities with
+  which :func:`canopy.engine.execution.simulate.fastest` picks a plan's pipeline depth, and long
+  loops are extrapolated by the same routine
+  (:func:`canopy.engine.execution.extrapolation.loop_time`),
   so both time the same pipelining.
 * **Connections.** Every (sender, receiver, channel) of the XML is one in-order
   connection of weight 1 (one thread block at each end). Its physical route is the one
   its sending thread block names with Canopy's ``via`` attribute (the plan's route, see
   :mod:`canopy.engine.msccl.writer`); XML without it is routed over the topology's
-  shortest physical paths (:class:`~canopy.engine.routing.Router`, least congested given
+  shortest physical paths (:class:`~canopy.engine.network.routing.Router`, least congested given
   the bytes of the connections routed before it). A route relaying through another GPU
   is one connection per hop, each hop sent after the previous one arrived.
 * **Order.** A thread block runs its steps one after the other: a step starts once the
@@ -28,17 +29,17 @@ The XML becomes a :class:`~canopy.engine.simulate.Program`, as the MSCCL interpr
   connection, which streams it after the thread block's earlier sends (a thread block has
   one send connection, and the runtime's send completes once the data is in the peer's
   buffer, not when the peer has used it: the connection's latency is hidden behind its
-  next message, as in :func:`canopy.engine.simulate.run_program`). Messages of a
+  next message, as in :func:`canopy.engine.execution.kernel.run_program`). Messages of a
   connection match in order, iteration by iteration.
 
 **Agreement with the plan's program.** The default export writes the connections and
 the send order of the plan ``canopy compare`` times
-(:func:`canopy.engine.msccl.connections.runtime_layout`), so the XML's program here is the
-plan's (:func:`canopy.engine.simulate.plan_program`): the same sends on the same
+(:func:`canopy.engine.deploy.runtime_choice.runtime_layout`), so the XML's program here is the
+plan's (:func:`canopy.engine.execution.compiler.plan_program`): the same sends on the same
 connections in the same order, each waiting for the same arrivals (allreduce included:
 both broadcast each part of a root's shard once that part is reduced). Loop depth and
-extrapolation are one routine for both (:func:`~canopy.engine.simulate.best_depth`,
-:func:`~canopy.engine.simulate.loop_time`), so the times agree to float rounding. One
+extrapolation are one routine for both (:func:`~canopy.engine.execution.simulate.best_depth`,
+:func:`~canopy.engine.execution.extrapolation.loop_time`), so the times agree to float rounding. One
 runtime rule has no counterpart in the plan: a *receiving* thread block also runs its
 steps in order, and a reducing receive (``rrc``) waits for the reduction before it into
 the same slot (the chain that keeps two thread blocks from adding into one buffer at
@@ -58,25 +59,21 @@ from collections import defaultdict
 from dataclasses import dataclass
 from fractions import Fraction
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.msccl.model import XmlAlgo, XmlStep
-from canopy.engine.plan import add_path_load, path_links
-from canopy.engine.routing import Router
-from canopy.engine.simulate import (
+from canopy.engine.execution.compiler import CHUNK_BYTES
+from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
+from canopy.engine.execution.kernel import run_program
+from canopy.engine.execution.program import (
     BYTES_PER_US_PER_GBPS,
-    CHUNK_BYTES,
     DEFAULT_LATENCY_US,
-    MAX_MESSAGES,
-    MAX_PIECES,
-    MIN_SLICE_BYTES,
-    PIECES_PER_STAGE,
     Program,
     algbw_gbps,
-    best_depth,
-    loop_time,
-    run_program,
 )
-from canopy.engine.topology import Topology
+from canopy.engine.execution.simulate import MAX_PIECES, MIN_SLICE_BYTES, best_depth
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import add_path_load, path_links
+from canopy.engine.model.topology import Topology
+from canopy.engine.msccl.model import XmlAlgo, XmlStep
+from canopy.engine.network.routing import Router
 
 StepKey = tuple[int, int, int, int]            # (rank, tb, iteration, step position)
 
@@ -286,8 +283,8 @@ def time_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
     """Simulate ``algo`` moving a buffer of ``size`` bytes on ``topology``.
 
     A loop of more than ``budget`` messages (``None``: no limit) is extrapolated from its
-    period by :func:`canopy.engine.simulate.loop_time`, the rule
-    :func:`canopy.engine.simulate.simulate` applies to a plan's loop: the same runs, the
+    period by :func:`canopy.engine.execution.extrapolation.loop_time`, the rule
+    :func:`canopy.engine.execution.simulate.simulate` applies to a plan's loop: the same runs, the
     same increments, the same floor (the busiest link's time per iteration), so an XML
     whose program is the plan's gets the plan's time. (The runtime's own slicing, whose
     last iteration may be shorter, is run in full.)
@@ -329,7 +326,7 @@ def runtime_iterations(algo: XmlAlgo, size: Fraction | int) -> int:
 
 def stages(algo: XmlAlgo, topology: Topology) -> int:
     """The longest chain of messages one loop iteration goes through (each waiting for
-    the one before to arrive), as :func:`canopy.engine.simulate.pipeline_stages` counts a
+    the one before to arrive), as :func:`canopy.engine.execution.compiler.pipeline_stages` counts a
     plan's."""
     return _stages(_Builder(algo, topology, [Fraction(1)]).build())
 
@@ -356,13 +353,13 @@ def _stages(program: Program) -> int:
 def fastest_xml(algo: XmlAlgo, topology: Topology, size: Fraction | int,
                 default_latency: Fraction = DEFAULT_LATENCY_US) -> XmlTiming:
     """The best time over loop iteration counts, picked by
-    :func:`canopy.engine.simulate.best_depth`, the rule with which
-    :func:`canopy.engine.simulate.fastest` picks a plan's pipeline depth, from the same
+    :func:`canopy.engine.execution.simulate.best_depth`, the rule with which
+    :func:`canopy.engine.execution.simulate.fastest` picks a plan's pipeline depth, from the same
     quantities: at least the runtime's own count (:func:`runtime_iterations`, as
-    :func:`~canopy.engine.simulate.min_pieces`), at most MAX_PIECES and slices of
+    :func:`~canopy.engine.execution.compiler.min_pieces`), at most MAX_PIECES and slices of
     MIN_SLICE_BYTES for the largest message a step sends (as
-    :func:`~canopy.engine.simulate.max_pieces` for the largest tree), PIECES_PER_STAGE ·
-    :func:`stages` (as :func:`~canopy.engine.simulate.pipeline_stages`), and the busiest
+    :func:`~canopy.engine.execution.simulate.max_pieces` for the largest tree), PIECES_PER_STAGE ·
+    :func:`stages` (as :func:`~canopy.engine.execution.compiler.pipeline_stages`), and the busiest
     link's time."""
     size = Fraction(size)
     lowest = runtime_iterations(algo, size)

@@ -43,13 +43,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from fractions import Fraction
 
 from lxml import etree
 
-from canopy.engine.errors import ScheduleError
-from canopy.engine.limits import number_text
+from canopy.engine.io.topology_json import atomic_write_bytes
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.limits import number_text
+from canopy.engine.model.plan import CollectivePlan, trees_plan
+from canopy.engine.model.schedule import Schedule
+from canopy.engine.model.topology import Topology
 from canopy.engine.msccl.connections import runtime_layout
 from canopy.engine.msccl.lowering import (
     XML_COLLECTIVE,
@@ -59,65 +62,19 @@ from canopy.engine.msccl.lowering import (
     chunks_per_root,
     plan_steps,
 )
+from canopy.engine.msccl.options import LAYOUTS, PROTOCOLS, RUNTIMES, MscclOptions
 from canopy.engine.msccl.threadblocks import (
     Layout,
     MscclLimitError,
     MscclLimits,
     assign_threadblocks,
 )
-from canopy.engine.plan import CollectivePlan, trees_plan
-from canopy.engine.schedule import Schedule
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import atomic_write_bytes
-
-PROTOCOLS = ("Simple", "LL128", "LL")
-RUNTIMES = ("msccl", "rccl")
-LAYOUTS = ("auto", "pipelined", "per-tree", "mixed", "compact")
-
-
-@dataclass(frozen=True)
-class MscclOptions:
-    """How to write the program (the GUI's export dialog maps onto these).
-
-    ``layout`` is how transfers share connections. ``"pipelined"``: every unit tree moves
-    its chunk in chains of its own, and every connection (peer, channel) and thread block
-    carries one chain, so successive loop iterations of a tree pipeline as in Canopy's
-    execution model (:mod:`canopy.engine.simulate`: every tree edge its own connection, a
-    tree of multiplicity m on m of them); it needs about k channels per pair of GPUs.
-    Where that does not fit, chains move q chunks per step for the smallest q of
-    :func:`pipeline_pieces` that fits (a tree then has about m/q connections).
-    ``"per-tree"``: the same with a tree's m chunks in one step, one connection per tree
-    edge (fewer channels; a tree of multiplicity m then gets one share of a shared link,
-    not m). ``"mixed"``: per-tree while channels last, shared beyond. ``"compact"``:
-    chains share thread blocks, fewest channels and thread blocks, but a thread block's
-    steps wait on each other. ``"auto"`` (default): the connections
-    :func:`canopy.engine.msccl.connections.runtime_layout` gives the plan (the ones
-    ``canopy compare`` simulates): unit connections (pipelined) where they fit, else
-    trees cut into parts of q chunks with a connection per edge, else shared
-    connections, each in the simulation's order; a plan whose edges name channels
-    (rings) keeps them. Where none of those fits, the first of pipelined, per-tree,
-    mixed and compact that does (compact shares thread blocks).
-    ``fuse`` lets a relay receive and forward in one pipelined step (``rcs``, ``rrs``,
-    ``rrcs``); ``channels`` is how many channels compact chains may spread over before one
-    is cut into a receive and a dependent send.
-    """
-
-    inplace: bool = True
-    protocol: str = "Simple"
-    name: str | None = None
-    min_bytes: int = 0
-    max_bytes: int = 2**63 - 1
-    runtime: str = "msccl"       # "rccl" names reduce-scatter as RCCL's parser does
-    fuse: bool = True            # receive-and-forward in one step where channels allow
-    channels: int = 4            # channels fused chains may spread over before splitting
-    layout: str = "auto"         # "pipelined", "compact" or "auto" (see above)
-    limits: MscclLimits = field(default_factory=MscclLimits)
 
 
 def build_layout(schedule: Schedule, collective: str | None = None,
                  options: MscclOptions | None = None) -> Layout:
     """Steps, thread blocks and channels of ``schedule`` run as ``collective`` (default:
-    the schedule's own): the layout of its plan (:func:`canopy.engine.plan.trees_plan`,
+    the schedule's own): the layout of its plan (:func:`canopy.engine.model.plan.trees_plan`,
     the plan ``canopy compare`` times) with k chunks per root. Raises
     :class:`ScheduleError` (:class:`MscclLimitError` when the runtime's limits cannot be
     met)."""
@@ -317,11 +274,12 @@ def largest_fitting_k(topology: Topology, collective: str, below: int,
                       ) -> int | None:
     """The largest fixed k < ``below`` whose schedule fits the runtime's limits, or None.
 
-    Tries k = below−1, below−2, … 1 with ``solver`` (default :func:`canopy.engine.forest.solve`);
+    Tries k = below−1, below−2, … 1 with ``solver`` (default
+    :func:`canopy.engine.forestcoll.solve.solve`);
     fitting is not monotone in k in general, so the scan does not skip values.
     """
     if solver is None:
-        from canopy.engine.forest import solve
+        from canopy.engine.forestcoll.solve import solve
 
         def solver(topo: Topology, coll: str, k: int) -> Schedule:
             return solve(topo, coll, k=k)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from canopy.engine.comparison import compare
-from canopy.engine.errors import CanopyError
-from canopy.engine.forest import solve
+from canopy.engine.comparison.table import compare
+from canopy.engine.forestcoll.optimum import optimum
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
-from canopy.engine.optimality import optimum
-from canopy.engine.progress import Progress, report
-from canopy.engine.sizes import size_label
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.progress import Progress, report
+from canopy.engine.model.sizes import size_label
 from canopy.engine.sweep.spec import Point
 
 

@@ -1,7 +1,7 @@
 """Running a sweep: points in parallel, a time limit each, rows appended as they finish.
 
 ``local`` runs up to ``workers`` points at once, each an engine job in its own process
-(:mod:`canopy.engine.jobs`), killed when it passes the spec's ``time_limit``. ``ray``
+(:mod:`canopy.engine.process.child_jobs`), killed when it passes the spec's ``time_limit``. ``ray``
 sends the same points to a Ray cluster (``ray.init(address=...)``, or a local Ray
 instance without an address) as remote tasks, cancelled at the time limit; Ray is an
 optional extra (``pip install 'canopy-collectives[ray]'``).
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from canopy.engine.errors import CanopyError
-from canopy.engine.jobs import Job
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.process.child_jobs import Job
 from canopy.engine.sweep.point import base_row, evaluate
 from canopy.engine.sweep.spec import Point, Spec
 

@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from canopy.engine.errors import CanopyError
 from canopy.engine.generators import GENERATORS, generate
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.plan import ALGORITHMS
-from canopy.engine.sizes import parse_size
-from canopy.engine.topology_io import topology_to_dict
+from canopy.engine.io.topology_json import topology_to_dict
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.plan import ALGORITHMS
+from canopy.engine.model.sizes import parse_size
 
 DEFAULT_TIME_LIMIT = 300.0
 ALL_ALGORITHMS = ("bound", *ALGORITHMS)

@@ -14,7 +14,7 @@ from PySide6.QtGui import QMouseEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication, QFileDialog, QMessageBox  # noqa: E402
 
 from canopy.app.main_window import MainWindow  # noqa: E402
-from canopy.engine.topology_io import DEFAULT_SAMPLE, load_sample  # noqa: E402
+from canopy.engine.io.topology_json import DEFAULT_SAMPLE, load_sample  # noqa: E402
 
 
 class Dialogs:

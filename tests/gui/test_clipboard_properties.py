@@ -5,7 +5,7 @@ from fractions import Fraction
 from PySide6.QtCore import Qt
 
 from canopy.app.naming import paste_names
-from canopy.engine.topology import find_problems
+from canopy.engine.model.topology import find_problems
 
 
 def select_group(window, group):

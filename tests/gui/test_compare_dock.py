@@ -11,9 +11,9 @@ from bench.clusters import dgx_a100_cluster
 from canopy.app.commands import MoveNodes, edit_links
 from canopy.app.compare_controller import CompareDialog
 from canopy.app.docks.compare import display_name, short_reason
-from canopy.engine.comparison import compare
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample
+from canopy.engine.comparison.table import compare
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.topology import Link, Node, Topology
 
 SIZES = (1 << 20, 1 << 30)
 
@@ -167,7 +167,7 @@ def test_rows_left_out_for_time_can_be_run_in_full_from_the_dialog(fig2, qtbot, 
     from dataclasses import replace
 
     from canopy.app.docks.compare import FULL_OPTION
-    from canopy.engine.comparison import SLOW
+    from canopy.engine.comparison.table import SLOW
 
     dock = run(fig2, qtbot, collective="allgather", sizes=(1 << 20,))
     comp = dock.comparison

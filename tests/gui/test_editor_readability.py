@@ -7,7 +7,7 @@ from PySide6.QtCore import QRectF
 
 from canopy.app.quick_start import QuickStart
 from canopy.engine.generators.cluster import cluster
-from canopy.engine.topology_io import load_sample
+from canopy.engine.io.topology_json import load_sample
 
 
 def _label_rects(scene, zoom):

@@ -8,11 +8,11 @@ from PySide6.QtGui import QImage
 import canopy.app.export
 from canopy.app.commands import edit_links
 from canopy.app.export import MscclChoice, MscclExportDialog
+from canopy.engine.io.safe_xml import parse_xml_file
+from canopy.engine.io.schedule_json import load_schedule
+from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl import MscclLimits
 from canopy.engine.msccl.executor import simulate_bytes
-from canopy.engine.safe_xml import parse_xml_file
-from canopy.engine.schedule_io import load_schedule
-from canopy.engine.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
@@ -200,8 +200,8 @@ def test_msccl_export_writes_what_the_command_line_writes(tmp_path):
     """On rail-leaf-spine-4x8 the optimal k = 10 would share connections, so the editor's
     export, like `canopy solve --msccl`, writes the schedule that executes fastest, the
     fewest-trees schedule within 1 % (k = 1, one chunk per GPU), and says so."""
-    from canopy.engine.forest import solve
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.forestcoll.solve import solve
+    from canopy.engine.io.topology_json import load_sample
 
     topo = load_sample("rail-leaf-spine-4x8.json")
     schedule = solve(topo, "allgather")
@@ -219,10 +219,10 @@ def test_msccl_export_writes_what_the_command_line_writes(tmp_path):
 def test_msccl_export_writes_an_xml_per_size_range_and_the_config(tmp_path, monkeypatch):
     """Where smaller messages run another schedule (runtime_schedule's ``below``), the
     editor's export writes an XML per size range and the config, as the command line."""
-    from canopy.engine.forest import solve
-    from canopy.engine.msccl.connections import BOUNDARY, RuntimeChoice
-    from canopy.engine.plan import schedule_plan
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.deploy.runtime_choice import BOUNDARY, RuntimeChoice
+    from canopy.engine.forestcoll.solve import solve
+    from canopy.engine.io.topology_json import load_sample
+    from canopy.engine.model.plan import schedule_plan
 
     topo = load_sample("hypercube-3d.json")
     large, small = solve(topo, "allgather", k=2), solve(topo, "allgather", k=1)

@@ -1,7 +1,7 @@
 """Shared fabrics in the editor: jobs from the selection, Analyze Contention (results,
 cancel), the heat map, and the Failed toggle in Properties."""
 
-from canopy.engine.topology_io import load_sample
+from canopy.engine.io.topology_json import load_sample
 
 
 def _open(window, name="leaf-spine-jobs"):

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QMessageBox
 from canopy.app import recovery, settings
 from canopy.app.commands import edit_nodes
 from canopy.app.main_window import MainWindow
-from canopy.engine.topology_io import load_sample, load_topology, sample_names, save_topology
+from canopy.engine.io.topology_json import load_sample, load_topology, sample_names, save_topology
 
 UNKNOWN = {
     "format": "canopy-topology", "version": 1, "name": "custom", "owner": "lab-7",

@@ -9,11 +9,11 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QMessageBox, QSpi
 from canopy.app.commands import edit_nodes
 from canopy.app.dialogs import preview as preview_module
 from canopy.app.dialogs.generator_dialog import GeneratorDialog, recipe_of
+from canopy.engine.forestcoll.optimum import find_optimum
 from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.generators.params import BOOL, CHOICE, INT
-from canopy.engine.network import Network
-from canopy.engine.optimality import find_optimum
-from canopy.engine.topology import format_gbps
+from canopy.engine.model.topology import format_gbps
+from canopy.engine.network.indexed import Network
 
 WIDGETS = {INT: QSpinBox, CHOICE: QComboBox, BOOL: QCheckBox}
 

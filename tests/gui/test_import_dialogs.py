@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from canopy.app.commands import edit_nodes
 from canopy.app.dialogs.nccl_import_dialog import NVSWITCH
-from canopy.engine.topology_io import load_sample
+from canopy.engine.io.topology_json import load_sample
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NDV2 = DATA / "nccl-azure-ndv2-topo.xml"

@@ -15,7 +15,7 @@ from canopy.app.canvas import overview as overview_module
 from canopy.app.canvas.labels import ScreenLabel
 from canopy.app.canvas.scene import BUILD_AT_ONCE, STAGES_ALONE
 from canopy.app.commands import InsertItems, RenameNode, delete, edit_links
-from canopy.engine.topology import COMPUTE, Link, Node
+from canopy.engine.model.topology import COMPUTE, Link, Node
 
 SERVERS = 16
 

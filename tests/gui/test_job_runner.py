@@ -6,8 +6,8 @@ import time
 from bench.clusters import dgx_a100_cluster
 from canopy.app import job_runner
 from canopy.app.job_runner import EngineJob
-from canopy.engine.forest import solve
-from canopy.engine.topology_io import load_sample
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
 from tests import job_targets
 
 

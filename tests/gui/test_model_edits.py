@@ -6,8 +6,8 @@ from PySide6.QtCore import QPointF
 
 from canopy.app.canvas.link_item import LinkItem
 from canopy.app.commands import InsertItems, MoveNodes, RenameNode, delete, edit_links, edit_nodes
-from canopy.engine.topology import Link, Node
-from canopy.engine.topology_io import topology_to_dict
+from canopy.engine.io.topology_json import topology_to_dict
+from canopy.engine.model.topology import Link, Node
 
 
 def snapshot(window):

@@ -6,7 +6,7 @@ from fractions import Fraction
 from canopy.app.canvas.overlays import LOAD_STOPS, TREE_LINK, UNUSED, utilisation_color
 from canopy.app.commands import edit_links
 from canopy.app.solve_controller import FixedKDialog
-from canopy.engine.link_load import link_loads
+from canopy.engine.model.link_load import link_loads
 
 
 def solve_fixed_k(window, qtbot, monkeypatch, k):
@@ -130,8 +130,8 @@ def test_a_large_tree_is_recoloured_a_slice_per_turn(window, qtbot, monkeypatch)
 def test_hops_map_to_the_link_items_the_scene_names(window, qtbot, monkeypatch):
     """The overlays index every hop of the loads in one pass over the items; it gives the
     same items as asking the scene hop by hop (parallel links included)."""
-    from canopy.engine.topology import Link
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.io.topology_json import load_sample
+    from canopy.engine.model.topology import Link
 
     topo = load_sample("dgx-a100-2x8")
     topo.links.append(Link("n0.gpu0", "n0.nvswitch", Fraction(50)))   # a parallel link

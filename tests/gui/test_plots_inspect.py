@@ -12,15 +12,15 @@ from PySide6.QtWidgets import QApplication
 from canopy.app.commands import edit_links
 from canopy.app.docks.compare import network_signature
 from canopy.app.solution import compute_solution
-from canopy.engine.comparison import compare
-from canopy.engine.curves import (
+from canopy.engine.comparison.plot_series import (
     EXECUTED_SIZES,
     collective_time_us,
     executed_times,
     fixed_k_curve,
     message_sizes,
 )
-from canopy.engine.topology_io import load_sample
+from canopy.engine.comparison.table import compare
+from canopy.engine.io.topology_json import load_sample
 
 
 def curves_of(plot):

@@ -21,7 +21,7 @@ app = QApplication([])
 QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.environ["SETTINGS"])
 from canopy.app.commands import edit_nodes
 from canopy.app.main_window import MainWindow
-from canopy.engine.topology_io import load_sample
+from canopy.engine.io.topology_json import load_sample
 window = MainWindow()
 window.doc.set_topology(load_sample(), None, display_name="sample.json")
 window.show()

@@ -8,7 +8,7 @@ from bench.clusters import dgx_a100_cluster
 from canopy.app.canvas.overlays import CUT_LINK
 from canopy.app.commands import MoveNodes, edit_links
 from canopy.app.solve_controller import FixedKDialog
-from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.model.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
@@ -327,7 +327,7 @@ def test_cut_shading_follows_a_moved_node(window, qtbot):
 
 
 def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
-    from canopy.engine.topology_io import load_sample
+    from canopy.engine.io.topology_json import load_sample
     solve_in(window, qtbot)
     overlays = window.solver.overlays
     tree_links = len(overlays.tree_link_keys())
@@ -349,8 +349,8 @@ def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
 
 def test_a_k_too_long_to_print_shows_short(window, qtbot, dialogs):
     """Issue 15: Prop. 3's k of 4995 digits shows as an approximation, not a crash."""
-    from canopy.engine.limits import digit_count
-    from canopy.engine.topology_io import loads_topology
+    from canopy.engine.io.topology_json import loads_topology
+    from canopy.engine.model.limits import digit_count
     from tests.test_guards import big_k_text
 
     window.doc.set_topology(loads_topology(big_k_text()))

@@ -9,7 +9,7 @@ from canopy.app.canvas.overlays import TREE_LINK
 from canopy.app.docks.tree_diagram import LEVEL
 from canopy.app.docks.trees import ALL_ROOTS
 from canopy.app.solution import hop_orders
-from canopy.engine.topology import Link, Node, Topology
+from canopy.engine.model.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):

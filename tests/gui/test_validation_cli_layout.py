@@ -10,9 +10,9 @@ from PySide6.QtGui import QImage
 
 from canopy.app.commands import InsertItems, delete, edit_links
 from canopy.cli import main
-from canopy.engine.layout import auto_layout, has_placeholder_layout
-from canopy.engine.topology import Link, Node, Topology
-from canopy.engine.topology_io import load_sample
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.auto_layout import auto_layout, has_placeholder_layout
+from canopy.engine.model.topology import Link, Node, Topology
 
 
 def test_unbalanced_node_is_reported_and_clickable(window, qtbot):

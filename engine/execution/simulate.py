@@ -1,0 +1,362 @@
+"""The execution model: how long a schedule takes when run the way MSCCL runs an XML.
+
+**What is simulated.** A :class:`Program`: sends over *connections*. A
+:class:`Connection` is one (sender, receiver, channel) stream of the runtime, with the
+physical ``route`` its data takes (sender, switches, receiver; a route through a compute
+node is two connections) and a ``weight`` (how many identical channels it stands for,
+default 1). A :class:`Send` moves ``size`` bytes over one connection once every send in
+``after`` has been delivered. This is what an MSCCL XML is once its steps are unrolled
+over the loop iterations: a step that receives and then sends becomes a send ``after``
+the send that delivers to it; thread-block order and ``depid``/``deps`` become ``after``
+edges too. :func:`run_program` executes a program; :func:`plan_program` builds the
+program of a :class:`~canopy.engine.model.plan.CollectivePlan` (ForestColl, rings, Blink,
+TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
+
+**The runtime (MSCCL's interpreter, msccl.h/prims of microsoft/msccl).**
+
+* *Loop iterations.* The buffer is processed in loop iterations; each moves at most the
+  protocol's chunk size per XML chunk (Simple: ``stepSize · MSCCL_CHUNKSTEPS`` = 512 KiB
+  · 4 = :data:`CHUNK_BYTES`). A plan whose trees carry more than that per piece is cut
+  into more pieces (:func:`min_pieces`); more pieces than that are a tuning choice
+  (:func:`fastest`).
+* *Thread blocks run iterations back to back*, so iteration i+1's first sends go out
+  while iteration i is still travelling down the trees: pieces pipeline. In a program
+  this is nothing but the ``after`` edges: piece i+1 of a tree edge waits only for piece
+  i+1 arriving at its sender (and, on its connection, for piece i to have gone).
+* *Each connection delivers in order, one message at a time.* A send starts streaming
+  once its ``after`` sends have been delivered and its connection has finished streaming
+  the send before it. It is delivered α = Σ α_link over its route after its last byte
+  left: α per message and per link, as latency (synchronisation with the peer, the
+  links' start-up, tacos.txt §IV-F), which the connection hides behind its next message
+  as the runtime's buffer slots (NCCL_STEPS) let it.
+* *A link shared by several connections at once is shared among them* (processor
+  sharing, not first-come-first-served whole messages): a streaming message of weight w
+  gets ``w / W_l`` of every link l on its route, W_l being the summed weight of the
+  messages streaming over l, and moves at the smallest of these rates (cut-through over
+  switches: one stream holds its whole route). A message alone on an idle route so takes
+  ``Σα + n / min B``; over one link exactly ``α + n/B``. Bandwidth a message cannot use
+  because it is held back elsewhere on its route is not handed to the others (so the
+  model is never optimistic about sharing; measured against max-min fair sharing, the
+  work-conserving rule of credit-based fabrics, on 2 x DGX A100 at 13 pieces the times
+  agree to four digits, and on mi250-2x16 allgather, whose inter-server routes cross a
+  switch, at 4 and 16 pieces to twelve: ``bench/sharing.py``).
+* *Long loops are extrapolated.* The iterations of a loop are identical, so once the
+  pipeline is full every further iteration adds the same time (the period). A program
+  of more than MAX_MESSAGES sends is not unrolled in full: whole loops of n = 2, 4, 8,
+  ... iterations of the same pieces are run (longer first runs where MAX_MESSAGES
+  allows), and the increment (T(n) - T(n/2)) / (n/2), never below the busiest link's
+  time per iteration, is the period once two successive increments agree within 1 %;
+  the remaining iterations are added at that period (:func:`simulate`). The increment of
+  whole runs, not the spacing of iterations inside one run, is what a longer loop adds:
+  where sources run ahead of the inner tree edges (reductions), the spacing inside a run
+  is slower than the long loop's rate, because the leaves finish early and the inner
+  edges then drain at full speed (tacos-3d-rfs-2x4x8 reduce-scatter at 128 iterations:
+  the former middle-of-run period gave 86 % of the bound, the full run and this
+  extrapolation 97.3 %). On chains and rings it is exact or within 0.1 %, on
+  ForestColl's forests within 0.1 % of the full run (tests). A loop whose increments
+  have not settled by half its length is run in full, and so is a loop shorter than
+  fourteen times twice its stages, unless asked for ``saturated`` (``canopy compare``'s
+  baselines): then runs of an eighth, three sixteenths and a quarter of it that show
+  its busiest link saturated give the rest at that link's time per iteration
+  (:func:`loop_time`; Blink and TACOS at 8 x DGX A100 within 0.04 % of the full runs,
+  in 43 % and 56 % of the sends). ForestColl's forests are not timed so: on mi250-2x16
+  their increments dip below the link's time long after the short runs (0.35 % off).
+* Compute nodes store and forward (a GPU forwards a piece once it has it whole, or
+  once all its children's pieces have arrived, for reductions). ``switch_mode=
+  "store-and-forward"`` makes switches do the same: every link becomes its own
+  connection, each hop ``after`` the previous one.
+
+Why it fits: NCCL/MSCCL connections are FIFO buffers between fixed peers, and the GPU's
+copy engines and NVLink/PCIe/IB arbitration interleave the streams of concurrent thread
+blocks at fine grain (flits, packets), which in the limit is processor sharing; pipelining
+across loop iterations is how the runtime overlaps the hops of a tree. A simpler
+first-come-first-served whole-message model (this module's previous version) lets a
+late tree take a shared link for a whole message and starves the others; on
+ForestColl's forests, which load links to capacity, that cost 17 % on 2 x DGX A100.
+Grouping all trees between two GPUs on one connection (one channel per peer) is what
+an unpipelined XML would do; its head-of-line blocking costs 40 % there, so every tree
+edge gets its own connection.
+
+**Numbers.** Sizes are bytes, bandwidths GB/s (10^3 bytes per µs), times µs. With
+``exact=True`` the event loop runs on :class:`fractions.Fraction` and times are exact
+(used by the tests); by default it runs on floats, because under processor sharing every
+rate change multiplies the denominators of all remaining byte counts, so exact runs of
+thousands of messages become slow. Float times agree with exact ones to about 1e-12
+relative on most programs; the result is returned as a Fraction of the float. On long
+pipelines over shared links the execution amplifies small differences (processor sharing
+reacts to every start and finish): the ring baseline on 2 x DGX A100 at 128 MiB in 16
+pieces takes 724.25 µs exactly, 731.99 µs in floats, the rounding difference growing
+tenfold every 20 µs or so. Such times are good to about 1 %, whatever the arithmetic.
+
+*Identical servers.* A program that the rotation of identical servers maps onto itself
+runs folded, one send per orbit (:mod:`canopy.engine.execution.folding`): in exact arithmetic
+the times are the whole program's; in floats they differ by that amplified rounding
+(the same ring: 726.95 µs folded). The float loop is compiled
+by numba when it is installed (``pip install -e '.[fast]'``; compiled once, cached on
+disk): one source (:mod:`canopy.engine.execution.kernel`) runs compiled or as Python, with the same
+operations in the same order, so both give the same floats (tests); compiled it is
+about 7x faster. A program is built as flat numpy arrays from one iteration's template
+(:func:`~canopy.engine.execution.compiler.expand_template`), not as Python objects per send.
+
+algbw follows nccl-tests: message size over collective time (GB/s = 10^9 bytes/s).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+from fractions import Fraction
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from canopy.engine.execution.compiler import (
+    CHUNK_BYTES,
+    IterationTemplate,
+    expand_template,
+    min_pieces,
+    pipeline_stages,
+    plan_memo,
+    plan_template,
+)
+from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
+from canopy.engine.execution.folding import edge_permutation, fold, server_rotation
+from canopy.engine.execution.kernel import link_network, run_flat
+from canopy.engine.execution.program import (
+    BYTES_PER_US_PER_GBPS,
+    CUT_THROUGH,
+    DEFAULT_LATENCY_US,
+    SimulationResult,
+    check_switch_mode,
+)
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import (
+    CollectivePlan,
+    bandwidth_bound,
+)
+from canopy.engine.model.topology import Topology
+
+MIN_SLICE_BYTES = 64 << 10           # smallest message worth pipelining
+
+
+MAX_PIECES = 256                      # deepest pipeline tried
+
+
+MIN_GAIN = Fraction(1, 200)           # within 0.5 % of the floor, no deeper run
+
+
+REPORT_SIZES = (1 << 20, 16 << 20, 128 << 20, 1 << 30)
+
+
+def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
+             pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US,
+             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
+             exact: bool = False, budget: int | None = MAX_MESSAGES,
+             symmetry: bool = True, saturated: bool = False) -> SimulationResult:
+    """Run ``plan`` for a message of ``message_size`` bytes in ``pieces`` loop iterations.
+
+    ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"``; ``check``
+    and ``exact`` as in :func:`run_program`. The protocol's chunk bound is not applied
+    here (see :func:`min_pieces` and :func:`fastest`).
+
+    A loop of more than ``budget`` sends (``None``: no limit) is extrapolated from its
+    period (:func:`loop_time`; with ``saturated``, also a loop short next to its pipeline
+    once its busiest link is saturated).
+    ``SimulationResult.unrolled`` is the longest run (0 for a full run).
+
+    With ``symmetry`` (default), a program invariant under the rotation of identical
+    servers runs folded, one send per orbit (:mod:`canopy.engine.execution.folding`; same times);
+    ``messages`` counts the sends executed. The choice of runs above counts the whole
+    program's sends either way.
+    """
+    if pieces < 1:
+        raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
+    check_switch_mode(switch_mode)
+    size = Fraction(message_size)
+    key = (id(plan), _network_key(topology), size, pieces, default_latency, switch_mode,
+           exact, budget, symmetry, saturated)
+    known = _RESULTS.get(key)
+    if known is not None and known[0]() is plan and known[1]() is topology:
+        return known[2]
+    result = _simulate(topology, plan, size, pieces, default_latency, switch_mode, check,
+                       exact, budget, symmetry, saturated)
+    if len(_RESULTS) >= RESULTS_KEPT:
+        _RESULTS.pop(next(iter(_RESULTS)))
+    _RESULTS[key] = (weakref.ref(plan), weakref.ref(topology), result)
+    return result
+
+
+RESULTS_KEPT = 64       # simulations remembered (by plan, topology and arguments)
+
+
+_RESULTS: dict[Hashable, tuple[Any, Any, SimulationResult]] = {}
+
+
+def _network_key(topology: Topology) -> Hashable:
+    """A topology for the memos, by identity and by content: a network edited in place
+    (links, bandwidths, latencies, switches) is simulated anew."""
+    return (id(topology), tuple(topology.capacities().items()),
+            tuple(topology.latencies().items()), tuple(topology.switch_nodes()))
+
+
+def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
+              default_latency: Fraction, switch_mode: str,
+              check: Callable[[], None] | None, exact: bool, budget: int | None,
+              symmetry: bool, saturated: bool = False) -> SimulationResult:
+    """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
+    at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
+    connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
+    switches = frozenset(topology.switch_nodes())
+    template = plan_memo(plan, ("template", switches, switch_mode),
+                     lambda: plan_template(plan, switches, switch_mode))
+    # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
+    folded = plan_memo(plan, ("fold", switch_mode, _network_key(topology)),
+                   lambda: (topology, _folded(topology, plan, template)))[1] \
+        if symmetry else None
+
+    running, links = (template, None) if folded is None else folded
+    network = plan_memo(plan, ("network", switch_mode, _network_key(topology), default_latency,
+                           exact, folded is None),
+                    lambda: (topology, link_network(topology, running.connections,
+                                                default_latency, exact, links)))[1]
+
+    def run(count: int) -> Fraction:
+        # a run is a whole program: the same sends asked for again (Blink's 32
+        # iterations at 16 MiB are the first probe of its 256 at 128 MiB) run once
+        return plan_memo(plan, ("run", switch_mode, _network_key(topology), default_latency,
+                                exact, folded is None, size * count / pieces, count),
+                         lambda: run_flat(topology,
+                                          expand_template(running, size * count / pieces, count),
+                                          default_latency, exact, check, None, links, network))
+
+    def floor() -> Fraction:
+        return (bandwidth_floor(topology, plan, size) if exact
+                else Fraction(_floor_us(topology, plan, size))) / pieces
+
+    per_piece = len(template.conn)
+    loop = loop_time(run, pieces, per_piece, pipeline_stages(topology, plan, switch_mode),
+                     floor, budget, saturated)
+    executed = loop.messages if folded is None else \
+        loop.messages // per_piece * len(folded[0].conn)
+    return SimulationResult(loop.time_us, size, pieces, executed, True, loop.unrolled)
+
+
+FoldedLinks = dict[tuple[str, str], tuple[tuple[str, str], Fraction]]
+
+
+def _folded(topology: Topology, plan: CollectivePlan, template: IterationTemplate
+            ) -> tuple[IterationTemplate, FoldedLinks] | None:
+    """``template`` folded by the rotation of identical servers with its link classes
+    (:mod:`canopy.engine.execution.folding`), or None when the plan is not invariant."""
+    found = server_rotation(topology)
+    if found is None or template.ordered:
+        return None
+    rotation, m = found
+    edges = edge_permutation(plan, rotation)
+    if edges is None:
+        return None
+    first = np.empty(len(edges), dtype=np.int64)     # per tree edge: its first slot, hops
+    hops = np.empty(len(edges), dtype=np.int64)
+    starts = np.nonzero(template.hop == 0)[0]
+    first[template.edge[starts]] = starts
+    hops[template.edge[starts]] = template.hops[starts]
+    if not np.array_equal(hops[edges], hops):
+        return None
+    perm = first[edges[template.edge]] + template.hop
+    found_fold = fold(rotation, m, perm, template.conn,
+                      [c.route for c in template.connections],
+                      [c.weight for c in template.connections], template.src, template.dst)
+    if found_fold is None:
+        return None
+    keep = found_fold.keep
+    folded = IterationTemplate([template.connections[c] for c in found_fold.connections],
+                       found_fold.conn, template.tree[keep], template.hop[keep],
+                       template.hops[keep], found_fold.src, found_fold.dst, template.shares,
+                       False, template.edge[keep])
+    return folded, found_fold.links
+
+
+def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
+    """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
+    return plan_memo(plan, ("floor", _network_key(topology)), lambda: _congestion(topology, plan)) \
+        * float(size) / BYTES_PER_US_PER_GBPS
+
+
+def _congestion(topology: Topology, plan: CollectivePlan) -> float:
+    """The busiest link's load per byte of message over its bandwidth (exact, as a float)."""
+    return float(1 / plan_bound(topology, plan)[0])
+
+
+def plan_bound(topology: Topology, plan: CollectivePlan) -> tuple[Fraction, tuple[str, str]]:
+    """:func:`canopy.engine.model.plan.bandwidth_bound` of ``plan`` on ``topology``, kept with
+    the plan's other facts (:func:`plan_memo`) while it is the plan being timed: TACOS's
+    plan per size walks 16,000 tree edges at 64 GPUs for its floor and again for its
+    row's bound."""
+    return plan_memo(plan, ("bound", _network_key(topology)),
+                 lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
+
+
+def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
+                    ) -> Fraction:
+    """No depth runs faster than the busiest link's bytes at its bandwidth (µs)."""
+    algbw, _ = bandwidth_bound(plan, topology.capacities())
+    return Fraction(message_size) / (algbw * BYTES_PER_US_PER_GBPS)
+
+
+def max_pieces(plan: CollectivePlan, size: Fraction | int,
+               min_slice: int = MIN_SLICE_BYTES) -> int:
+    """The most loop iterations worth running: the largest tree's message stays at least
+    ``min_slice`` bytes (smaller messages are the LL protocols' domain, not modelled)."""
+    largest = max(t.share for t in plan.trees)
+    return max(1, int(largest * Fraction(size) / min_slice))
+
+
+class _Timed(Protocol):
+    @property
+    def time_us(self) -> Fraction: ...
+
+
+Timed = TypeVar("Timed", bound=_Timed)
+
+
+def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target: int,
+               floor_us: float) -> Timed:
+    """The depth rule of :func:`fastest`, which
+    :func:`canopy.engine.msccl.timing.fastest_xml` applies to an XML's loop iterations
+    too, so compare and check-xml time the same pipelining: ``time_at(n)`` times n loop
+    iterations; ``target`` (within ``lowest`` .. ``limit``) is run and, unless that is
+    already within MIN_GAIN of ``floor_us`` (the busiest link's time), ``limit``; the
+    faster is returned."""
+    pieces = min(max(lowest, target), limit)
+    best = time_at(pieces)
+    if pieces < limit and float(best.time_us * (1 - MIN_GAIN)) > floor_us:
+        deepest = time_at(limit)
+        if deepest.time_us < best.time_us:
+            best = deepest
+    return best
+
+
+def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
+            default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
+            switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
+            chunk_bytes: int | None = CHUNK_BYTES, saturated: bool = False
+            ) -> SimulationResult:
+    """The best time over pipeline depths (as a tuned runtime would pick).
+
+    Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
+    (:func:`max_pieces`, MAX_PIECES; loops of more than MAX_MESSAGES sends are extrapolated
+    from their period, :func:`simulate`). Two depths are run: ``PIECES_PER_STAGE ·
+    pipeline_stages`` within that range (or ``start`` if deeper) and, unless that is
+    already within MIN_GAIN of :func:`bandwidth_floor`, the most. In this model a deeper
+    pipeline is never slower but for the sharing of links (α is latency, hidden behind
+    the connection's next message; fill and drain shrink with the piece), so the deepest
+    is the runtime's best but where a shallower one is measured faster. ``saturated``:
+    as in :func:`simulate`.
+    """
+    lowest = min_pieces(plan, message_size, chunk_bytes)
+    limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
+    target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
+    return best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
+                                              default_latency, switch_mode, check,
+                                              saturated=saturated),
+                      lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)))

@@ -1,0 +1,161 @@
+"""GraphML import and export (through networkx), keeping kinds, exact bandwidths, groups,
+coordinates, latencies, failed marks, jobs and scalar unknown keys.
+
+Export writes a directed multigraph: one GraphML edge per canopy link, with ``bandwidth``
+as exact text ("12.5", "1/3"), ``duplex`` as a boolean, ``link_index`` (the link order)
+and the nodes' ``kind``, ``label``, ``group``, ``x`` and ``y``; ``failed`` on failed
+nodes and links; the jobs as canopy JSON text in the graph's ``jobs``. Import reads these back
+and also accepts GraphML from other tools: nodes without ``kind`` are compute nodes,
+``capacity`` stands in for a missing ``bandwidth``, and an undirected graph's edges are
+duplex links.
+
+Untrusted files are parsed by canopy.engine.io.safe_xml (no entities, no DTD, no network, size
+limit); networkx only ever sees the re-serialised, entity-free element tree.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import networkx as nx
+from lxml import etree
+
+from canopy.engine.io.safe_xml import parse_xml_bytes, parse_xml_file
+from canopy.engine.io.topology_json import FORMAT, VERSION, atomic_write_bytes, topology_from_dict
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import Topology, format_number
+from canopy.engine.model.units import from_gbps
+from canopy.engine.model.workloads import job_to_dict
+
+_SCALARS = (str, int, float, bool)
+_NODE_KEYS = ("kind", "label", "group", "x", "y")
+_LINK_KEYS = ("bandwidth", "duplex", "latency")
+_ORDER = "link_index"      # canopy's link order, which networkx does not keep
+
+
+def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
+    """The topology as a networkx MultiDiGraph with canopy's attributes."""
+    g = nx.MultiDiGraph(name=topo.name, bandwidth_unit=topo.bandwidth_unit)
+    g.graph.update({k: v for k, v in topo.extra.items() if isinstance(v, _SCALARS)})
+    if topo.jobs:
+        g.graph["jobs"] = json.dumps([job_to_dict(job) for job in topo.jobs])
+    for n in topo.nodes:
+        attrs: dict[str, Any] = {"kind": n.kind, "label": n.label or n.id}
+        if n.group is not None:
+            attrs["group"] = n.group
+        if n.x is not None and n.y is not None:
+            attrs["x"], attrs["y"] = float(n.x), float(n.y)
+        if n.failed:
+            attrs["failed"] = True
+        attrs.update({k: v for k, v in n.extra.items()
+                      if isinstance(v, _SCALARS) and k not in attrs})
+        g.add_node(n.id, **attrs)
+    for index, link in enumerate(topo.links):
+        attrs = {"bandwidth": str(format_number(from_gbps(link.bandwidth, topo.bandwidth_unit))),
+                 "duplex": link.duplex, _ORDER: index}
+        if link.latency is not None:
+            attrs["latency"] = str(format_number(link.latency))
+        if link.failed:
+            attrs["failed"] = True
+        attrs.update({k: v for k, v in link.extra.items()
+                      if isinstance(v, _SCALARS) and k not in attrs})
+        g.add_edge(link.source, link.target, **attrs)
+    return g
+
+
+def dumps_graphml(topo: Topology) -> bytes:
+    buffer = io.BytesIO()
+    nx.write_graphml_xml(topology_to_graph(topo), buffer, encoding="utf-8")
+    return buffer.getvalue()
+
+
+def save_graphml(topo: Topology, path: str | os.PathLike[str]) -> None:
+    """Write GraphML atomically."""
+    atomic_write_bytes(path, dumps_graphml(topo))
+
+
+def _graph_from_tree(root: etree._Element, source: str) -> nx.Graph:
+    if any(True for _ in root.iter(etree.Entity)):
+        raise TopologyError(f"{source} refers to XML entities, which Canopy does not accept.")
+    seen: set[str] = set()
+    for node in root.iter("{*}node"):
+        node_id = node.get("id")
+        if node_id in seen:
+            raise TopologyError(f"{source}, line {node.sourceline}: node id '{node_id}' is "
+                                "used more than once.")
+        seen.add(node_id or "")
+    text = etree.tostring(root, encoding="unicode")
+    try:
+        return nx.parse_graphml(text)
+    except (nx.NetworkXError, ElementTree.ParseError, KeyError, ValueError,
+            TypeError) as exc:
+        raise TopologyError(f"{source} is not GraphML that Canopy can read "
+                            f"({str(exc).rstrip('.') or exc.__class__.__name__}).") from None
+
+
+def graph_to_topology(g: nx.Graph, source: str) -> Topology:
+    """Map a networkx graph with canopy (or similar) attributes to a Topology."""
+    nodes = []
+    for node_id, data in g.nodes(data=True):
+        node = {"id": str(node_id), "kind": data.get("kind", "compute"),
+                "label": data.get("label", str(node_id)), "group": data.get("group")}
+        for axis in ("x", "y"):
+            if data.get(axis) is not None:
+                node[axis] = _coordinate(data[axis], source, node_id)
+        node.update({k: v for k, v in data.items() if k not in _NODE_KEYS})
+        nodes.append(node)
+    links = []
+    edges = list(g.edges(data=True))
+    if all(isinstance(data.get(_ORDER), int) for _, _, data in edges):
+        edges.sort(key=lambda edge: edge[2][_ORDER])
+    for u, v, data in edges:
+        bandwidth = data.get("bandwidth", data.get("capacity"))
+        if bandwidth is None:
+            raise TopologyError(f"{source}: the edge {u} - {v} has no 'bandwidth'.")
+        duplex = data.get("duplex", True) if g.is_directed() else True
+        link = {"source": str(u), "target": str(v), "bandwidth": str(bandwidth),
+                "duplex": duplex}
+        if data.get("latency") is not None:
+            link["latency"] = str(data["latency"])
+        link.update({k: v for k, v in data.items()
+                     if k not in (*_LINK_KEYS, _ORDER, "capacity", "id")})
+        links.append(link)
+    graph = dict(g.graph)
+    name = graph.pop("name", None) or Path(source).stem
+    unit = graph.pop("bandwidth_unit", "GB/s")
+    for key in ("node_default", "edge_default"):
+        graph.pop(key, None)
+    jobs = graph.pop("jobs", None)
+    data = {"format": FORMAT, "version": VERSION, "name": name, "bandwidth_unit": unit,
+            **{k: v for k, v in graph.items() if isinstance(v, _SCALARS)},
+            "nodes": nodes, "links": links}
+    if isinstance(jobs, str):
+        try:
+            data["jobs"] = json.loads(jobs)
+        except json.JSONDecodeError:
+            raise TopologyError(f"{source}: the graph's 'jobs' is not JSON.") from None
+    return topology_from_dict(data, source)
+
+
+def _coordinate(value: Any, source: str, node_id: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TopologyError(f"{source}: node '{node_id}' has coordinate {value!r}, "
+                            "which is not a number.") from None
+
+
+def loads_graphml(data: bytes, source: str = "GraphML") -> Topology:
+    """Parse GraphML bytes safely and build a Topology."""
+    return graph_to_topology(_graph_from_tree(parse_xml_bytes(data, source), source), source)
+
+
+def load_graphml(path: str | os.PathLike[str]) -> Topology:
+    """Read a GraphML file safely (canopy.engine.io.safe_xml limits) and build a Topology."""
+    source = str(path)
+    return graph_to_topology(_graph_from_tree(parse_xml_file(path), source), source)
