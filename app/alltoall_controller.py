@@ -1,4 +1,4 @@
-"""Compute ▸ Solve All-to-All: the MCF optimum in the editor (issue 20).
+"""Compute ▸ Solve All-to-All: the MCF optimum in the editor.
 
 :class:`AllToAllController` owns the Solve All-to-All action (placed in the Compute menu by
 :mod:`canopy.app.shell`), an "All-to-All" dock (tabbed with the Results dock) with algbw,

@@ -4,12 +4,13 @@
 :func:`canopy.app.solution.compute_solution` in an
 :class:`~canopy.app.job_runner.EngineJob`, and keeps the last
 :class:`~canopy.app.solution.Solution`. On large drawings a bound-only job
-(:func:`canopy.app.solution.compute_bound`: optimum, cut, k; issue 16.3) runs first, so the
+(:func:`canopy.app.solution.compute_bound`: optimum, cut, k) runs first, so the
 bound is shown within a second while the schedule is still being built.
 
 Every edit that could change a schedule (nodes, links, kinds, bandwidths, latencies; not
 moves or labels) is checked against the solved topology's
-:func:`~canopy.app.solution.signature`: the results are *stale* as long as they differ,
+:meth:`~canopy.engine.model.topology.Topology.fingerprint`: the results are *stale* as long as they
+differ,
 and fresh again if the edits are undone.
 """
 
@@ -24,7 +25,7 @@ from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 from canopy.app.background import bound_of, solution_of
 from canopy.app.document import Document
 from canopy.app.job_runner import EngineJob
-from canopy.app.solution import Bound, Solution, signature
+from canopy.app.solution import Bound, Solution
 
 BOUND_FIRST_NODES = 64
 """From this many compute nodes on, a solve first runs a bound-only job (the optimum is a
@@ -148,7 +149,7 @@ class ComputeController(QObject):
         """Whether the document changed since the snapshot with signature ``solved``."""
         if self._changes == self._snapshot_at:
             return False
-        return solved != signature(self.doc.topology)
+        return solved != self.doc.topology.fingerprint()
 
     def _bounded(self, bound: Bound) -> None:
         """The bound of a new solve: it replaces the previous results."""
@@ -192,7 +193,7 @@ class ComputeController(QObject):
         shown = self.solution or self.bound
         if shown is None:
             return
-        stale = shown.signature != signature(self.doc.topology)
+        stale = shown.signature != self.doc.topology.fingerprint()
         if stale != self.stale:
             self.stale = stale
             self.stale_changed.emit(stale)

@@ -37,36 +37,25 @@ from PySide6.QtWidgets import (
 
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.compute import ComputeController
-from canopy.engine.baselines.ring import servers_of
-from canopy.engine.deploy.msccl_ranges import (
-    MscclFile,
-    config_path,
-    config_xml,
-    msccl_files,
-    wants_config,
-)
+from canopy.engine.deploy.msccl_export import export_msccl as write_msccl_files
 from canopy.engine.deploy.nccl_graph import NcclGraph, export_nccl_graph
-from canopy.engine.deploy.run_commands import algo_dir_note, run_command
-from canopy.engine.deploy.runtime_choice import runtime_schedule
+from canopy.engine.deploy.run_commands import run_command
 from canopy.engine.forestcoll.solve import is_symmetric, solve
 from canopy.engine.io.schedule_json import save_schedule
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.io.trees_xml import write_trees_xml
 from canopy.engine.model.collectives import COLLECTIVES
-from canopy.engine.model.errors import CanopyError, ScheduleError
+from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.progress import Progress
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology, format_gbps
 from canopy.engine.msccl import (
     RUNTIMES,
-    MscclLimitError,
     MscclLimits,
     MscclOptions,
-    largest_fitting_k,
-    msccl_xml,
 )
-from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
 from canopy.engine.network.indexed import Network
+from canopy.engine.network.servers import compute_nodes_by_server
 
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
@@ -176,69 +165,16 @@ class MscclExportDialog(QDialog):
 
 def export_msccl(topology: Topology, schedule: Schedule, choice: MscclChoice, path: Path,
                  progress: Progress) -> tuple[str, str | None]:
-    """Lay out, simulate and write the MSCCL XML; returns the simulator's summary (a line
-    per XML written, the config and the layout's note) and the config naming an XML per
-    size range where one was written (else None).
+    """:func:`canopy.engine.deploy.msccl_export.export_msccl` as an engine job (a child
+    process): the summary (a line per XML written, the config and the layout's note) and
+    the config naming an XML per size range where one was written (else None)."""
+    def solver(topo: Topology, collective: str, k: int) -> Schedule:
+        return solve(topo, collective, k=k,
+                     progress=lambda phase, f: progress(f"trying k = {k}: {phase}", f))
 
-    The schedule's own collective is written as ``canopy solve --msccl`` writes it
-    (:func:`canopy.engine.deploy.runtime_choice.runtime_schedule`: the connections ``canopy
-    compare`` times, or the fewest-trees schedule within tolerance where the optimal one
-    would have to share connections); the summary then says which. Where smaller messages
-    run another schedule, ``path`` holds the largest messages' XML, with the smaller
-    messages' XML and a config beside it (:mod:`canopy.engine.deploy.msccl_ranges`).
-
-    Runs as an engine job (:mod:`canopy.engine.process.child_jobs`), in a child process.
-
-    Over the runtime's limits, raise :class:`MscclLimitError` naming the largest fixed k
-    whose schedule fits (found by solving again, cancellably).
-    """
-    options = choice.options()
-    progress("MSCCL layout", 0.0)
-    note = None
-    try:
-        if choice.collective == schedule.collective and options.layout == "auto":
-            # What `canopy solve --msccl` writes and `canopy compare` times.
-            runtime = runtime_schedule(topology, schedule, options.limits)
-            files, note = msccl_files(path, runtime, options), runtime.note
-        else:
-            files = [MscclFile(str(path), msccl_xml(schedule, choice.collective, options))]
-    except MscclLimitError as exc:
-        def solver(topo: Topology, collective: str, k: int) -> Schedule:
-            return solve(topo, collective, k=k,
-                         progress=lambda phase, f: progress(f"trying k = {k}: {phase}", f))
-        k = largest_fitting_k(topology, choice.collective, schedule.k, options, solver)
-        text = str(exc).rstrip(".")
-        if k is None:
-            raise MscclLimitError(f"{text}; no fixed k fits either.") from None
-        raise MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is "
-                              f"{k} (Compute ▸ Solve with Fixed k…).") from None
-    progress("MSCCL simulation", 0.5)
-    summaries = []
-    for f in files:
-        try:
-            summaries.append(simulate_bytes(f.data, source=Path(f.path).name).summary())
-        except MscclXmlError as exc:
-            raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which is a "
-                                f"bug in Canopy ({exc})") from None
-    config = config_path(path) if wants_config(files, options.runtime) else None
-    try:
-        for f in files:
-            atomic_write_bytes(f.path, f.data)
-        if config is not None:
-            atomic_write_bytes(config, config_xml(files, options.protocol))
-    except OSError as exc:
-        raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
-    lines = summaries if len(files) == 1 else [
-        f"{Path(f.path).name} for {f.sizes_text()}: {text}"
-        for f, text in zip(files, summaries, strict=True)]
-    if config is not None:
-        lines.append(f"{Path(config).name} names each XML's size range")
-    if note is not None:
-        lines.append(f"the XML {note}")
-    stray = algo_dir_note([f.path for f in files]) if options.runtime == "rccl" else None
-    if stray is not None:
-        lines.append(stray)
-    return "\n".join(lines), config
+    done = write_msccl_files(topology, schedule, path, choice.options(), choice.collective,
+                             progress, "Compute ▸ Solve with Fixed k…", solver)
+    return "\n".join(done.lines()), done.config
 
 
 def render_image(scene: TopologyScene, path: Path) -> None:
@@ -409,7 +345,8 @@ class Exporter:
             self.window.statusBar().showMessage(f"Exported the NCCL graph to {target}: "
                                                 f"{summary}", 10000)
             command = run_command("nccl-graph", target, "allgather",
-                                  len(topology.compute_nodes()), len(servers_of(topology)[0]))
+                                  len(topology.compute_nodes()),
+                                  len(compute_nodes_by_server(topology)[0]))
             self.run_dialog = RunCommandDialog(target, summary, command, self.window)
             self.run_dialog.show()
 
@@ -460,7 +397,7 @@ class Exporter:
                 f"Exported MSCCL XML to {target}: {summary.replace(chr(10), '; ')}", 10000)
             command = run_command(choice.runtime, target, choice.collective,
                                   len(schedule.compute_nodes),
-                                  len(servers_of(topology)[0]), config)
+                                  len(compute_nodes_by_server(topology)[0]), config)
             self.run_dialog = RunCommandDialog(target, summary, command, self.window)
             self.run_dialog.show()
 

@@ -1,6 +1,6 @@
 """Engine jobs for the editor: a child process per job, its events read off the GUI thread.
 
-:class:`EngineJob` wraps :class:`canopy.engine.process.child_jobs.Job` for Qt. A reader thread
+:class:`EngineJob` wraps :class:`canopy.engine.process.child_jobs.ChildJob` for Qt. A reader thread
 waits on
 the job's pipe and receives each event there, so reading a large result (13 MB for 1024
 GPUs, half a second to unpickle) and waiting for a busy child to write it never hold up
@@ -28,7 +28,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from canopy.engine.process.child_jobs import Event, Job, warm_up_fork_server
+from canopy.engine.process.child_jobs import ChildJob, Event, warm_up_fork_server
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
 LARGE_EVENT_OBJECTS = 20_000
@@ -104,7 +104,7 @@ class EngineJob(QObject):
     def __init__(self, func: Callable[..., Any], *args: Any,
                  parent: QObject | None = None, **kwargs: Any) -> None:
         super().__init__(parent)
-        self._job = Job(func, *args, **kwargs)
+        self._job = ChildJob(func, *args, **kwargs)
         self._running = False
         self._dispatcher = _dispatcher()
         self._key = next(_KEYS)
@@ -168,7 +168,7 @@ def _turn(ask: Callable[[threading.Event], bool]) -> None:
         done.wait(TURN_WAIT_S)
 
 
-def _read(job: Job, emit: Callable[[Event | None], bool], running: Callable[[], bool],
+def _read(job: ChildJob, emit: Callable[[Event | None], bool], running: Callable[[], bool],
           turn: Callable[[], None]) -> None:
     """The job's reader thread: start the child, then pass every event of ``job``, until
     its last, to the GUI thread through the dispatcher, and then the end (``None``);

@@ -424,7 +424,7 @@ class MainWindow(QMainWindow):
 
         The file is read a slice per turn of the event loop, and laying it out and
         putting it in the document take turns of their own (:func:`opening_steps`), so
-        the window stays live while a large file opens (issue 16.4); this returns once
+        the window stays live while a large file opens; this returns once
         the file is open, or could not be.
         """
         if self._opening:

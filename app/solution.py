@@ -2,7 +2,8 @@
 
 :func:`compute_solution` runs in the background job: the verified schedule
 (:func:`canopy.engine.forestcoll.solve.solve`), the load of every physical link
-(:func:`canopy.engine.model.link_load.link_loads`), the algbw with k fixed to 1…10 (forestcoll.txt
+(:func:`canopy.engine.model.link_load.link_loads`), the algbw with k fixed to 1…10
+(ForestColl (arXiv:2402.06787)
 §4.5, Thms 13-15), the modelled collective time from 1 KiB to 4 GiB
 (:mod:`canopy.engine.comparison.plot_series`) and the schedule's executed time in the execution
 model
@@ -18,16 +19,15 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.allreduce.lp_schedule import choose_allreduce
 from canopy.engine.comparison.plot_series import (
     GB,
     collective_time_us,
     executed_times,
     message_sizes,
 )
+from canopy.engine.deploy.best_schedule import best_schedule
 from canopy.engine.execution.compiler import sends_per_piece
 from canopy.engine.forestcoll.optimum import Optimum, find_fixed_k, optimum
-from canopy.engine.forestcoll.solve import solve
 from canopy.engine.model.collectives import collective_algbw
 from canopy.engine.model.limits import simulable
 from canopy.engine.model.link_load import LinkLoad, link_loads
@@ -64,7 +64,7 @@ def shown_trees(schedule: Schedule) -> list[ShownTree]:
 
     Reduce-scatter runs the out-trees against their arrows; allreduce runs the same trees
     both ways unless the network is one-way somewhere, in which case ``reduce_trees``
-    carry the reduce phase (forestcoll.txt §4.6).
+    carry the reduce phase (ForestColl (arXiv:2402.06787) §4.6).
     """
     y = schedule.tree_bandwidth
 
@@ -103,15 +103,6 @@ def hop_orders(shown: ShownTree) -> dict[Hop, list[int]]:
     return {(b, a): sorted(last - n + 1 for n in ns) for (a, b), ns in numbers.items()}
 
 
-def signature(topology: Topology) -> tuple[Any, ...]:
-    """What a schedule depends on: rank order, switches, link bandwidths and latencies.
-
-    Positions, labels and groups are left out, so moving nodes never makes results stale.
-    """
-    return (tuple(topology.compute_nodes()), frozenset(topology.switch_nodes()),
-            topology.capacities(), topology.latencies())
-
-
 @dataclass
 class Solution:
     """One solve's schedule and everything derived from it for display."""
@@ -142,7 +133,7 @@ class Solution:
 @dataclass(frozen=True)
 class Bound:
     """The optimum alone (no trees): what a bound-only job returns, shown while the
-    schedule is still being built (forestcoll.txt §3.1 eq. (1), §4.2 Prop. 3)."""
+    schedule is still being built (ForestColl (arXiv:2402.06787) §3.1 eq. (1), §4.2 Prop. 3)."""
 
     topology: Topology
     signature: tuple[Any, ...]
@@ -165,7 +156,7 @@ def compute_bound(topology: Topology, collective: str = "allgather",
     opt = optimum(topology)
     summary = OptimumSummary(opt.inverse_x, tuple(opt.cut_names()), opt.cut_bandwidth,
                              opt.k, opt.tree_bandwidth)
-    return Bound(topology, signature(topology), collective, len(opt.network.compute),
+    return Bound(topology, topology.fingerprint(), collective, len(opt.network.compute),
                  summary, time.perf_counter() - start)
 
 
@@ -203,8 +194,7 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
                      progress: Progress | None = None) -> Solution:
     """Solve ``topology`` and derive loads, the fixed-k curve and the time model."""
     start = time.perf_counter()
-    schedule = choose_allreduce(topology, solve(topology, collective, k=k, progress=progress),
-                                "off" if k is not None else "auto", progress)
+    schedule = best_schedule(topology, collective, k=k, progress=progress)
     if progress is not None:
         progress("link load", 0.0)
     loads = _compact(link_loads(schedule, topology))
@@ -225,6 +215,6 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
             progress("executed time", 0.0)
         executed = executed_times(schedule, topology, check=None if progress is None
                                   else lambda: progress("executed time", 0.5))
-    return Solution(topology, signature(topology), schedule, shown_trees(schedule), loads,
+    return Solution(topology, topology.fingerprint(), schedule, shown_trees(schedule), loads,
                     curve, sizes, bandwidth_us, latency_us, time.perf_counter() - start,
                     executed, note)

@@ -39,7 +39,7 @@ from canopy.app.docks.results import ResultsDock
 from canopy.app.docks.trees import TreesDock
 from canopy.app.export import Exporter
 from canopy.app.job_runner import PHASES
-from canopy.app.solution import Bound, Hop, Solution, hop_orders, signature
+from canopy.app.solution import Bound, Hop, Solution, hop_orders
 from canopy.engine.forestcoll.bottleneck_words import describe_cut
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.limits import number_text
@@ -86,7 +86,7 @@ class FixedKDialog(QDialog):
         self.k.setRange(1, 100000)
         self.k.setValue(k)
         self.k.setToolTip("Trees per compute node; fewer trees mean fewer, larger chunks "
-                          "(forestcoll.txt §4.5).")
+                          "(ForestColl (arXiv:2402.06787) §4.5).")
         form.addRow("k (trees per node)", self.k)
         layout.addLayout(form)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
@@ -157,7 +157,7 @@ class SolveController(QObject):
         still fit it (the same file opened again) are drawn on the new items; results of
         another topology are dropped, since nothing was edited."""
         solution = self.controller.solution
-        if solution is not None and solution.signature != signature(self.window.doc.topology):
+        if solution is not None and solution.signature != self.window.doc.topology.fingerprint():
             self.controller.forget()
             return
         self.controller.check_now()

@@ -6,7 +6,7 @@ each turn of the event loop runs steps for :data:`SLICE_S` seconds, or up to a s
 yields :data:`END_TURN` (heavy work that follows gets a turn of its own), then lets the
 window paint and take input. The caller waits in a local event loop, so it gets the
 result (or the exception) as from a plain call: opening a 1,024-GPU file held the event
-loop up for 50 ms of CPU in one turn (issue 16.4, bench/gui_responsiveness.py).
+loop up for 50 ms of CPU in one turn (bench/gui_responsiveness.py).
 """
 
 from __future__ import annotations

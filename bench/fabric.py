@@ -6,7 +6,8 @@ spine (non-blocking). Job k (128 GPUs, ring allreduce of 256 MiB) runs on server
 k+8, k+16, ... so its traffic crosses the spines. Prints JSON with CPU seconds
 (time.process_time) per phase and routing; the target is <= 30 s for ECMP, 100 seeds.
 
-Then the shape of vclos.txt Fig. 2 ("the larger the cluster, the more flows contend"):
+Then the shape of vClos (Han et al., arXiv:2308.05692) Fig. 2 ("the larger the cluster, the more
+flows contend"):
 on leaf-spines of L leaves x L spines with L GPUs per leaf, every GPU sends one flow to
 the GPU half the cluster away; per scale, the share of flows whose leaf uplink carries
 1, 2, 3, ... flows, over the seeds.

@@ -71,7 +71,8 @@ def random_topology(rng: random.Random) -> Topology:
 
 
 def brute_force_inverse_x(net: Network) -> Fraction:
-    """max |S ∩ V_c| / B+(S) over every cut S ⊉ V_c meeting V_c (forestcoll.txt eq. 1)."""
+    """max |S ∩ V_c| / B+(S) over every cut S ⊉ V_c meeting V_c (ForestColl (arXiv:2402.06787) eq.
+    1)."""
     compute = set(net.compute)
     best = Fraction(0)
     for size in range(1, net.n):

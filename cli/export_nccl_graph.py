@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from canopy.engine.baselines.ring import ring_baseline, servers_of
+from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.deploy.nccl_graph import export_nccl_graph
 from canopy.engine.deploy.run_commands import run_command
 from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.network.servers import compute_nodes_by_server
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
           f"({float(graph.algbw / best) * 100:.0f} % of the best ring set Canopy finds "
           f"without NCCL's constraints, {float(best):.2f} GB/s)")
     if args.print_run:
-        servers = servers_of(topology)
+        servers = compute_nodes_by_server(topology)
         print(run_command("nccl-graph", out, args.collective, len(topology.compute_nodes()),
                           len(servers[0])))
     return 0

@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.lazy import LazyChoices
-from canopy.engine.io.topology_json import atomic_write_bytes
-from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
 
@@ -28,7 +26,7 @@ def positive_int(text: str) -> int:
 
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     # In a group: argparse formats a parser's own option with choices when it is added,
-    # which would import the MSCCL lowering that LazyChoices defers (issue 16 start-up).
+    # which would import the MSCCL lowering that LazyChoices defers (start-up).
     p = parser.add_argument_group("exports")
     p.add_argument("--msccl", metavar="OUT.xml",
                    help="write the schedule as an MSCCL XML algorithm (checked by simulation)")
@@ -63,68 +61,33 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
     """Write the files the export options ask for and print one line about each."""
     if args.msccl:
-        from canopy.engine.deploy.msccl_ranges import (
-            MscclFile,
-            config_path,
-            config_xml,
-            msccl_files,
-            wants_config,
-        )
-        from canopy.engine.deploy.runtime_choice import runtime_schedule
-        from canopy.engine.msccl import (
-            MscclLimitError,
-            MscclLimits,
-            MscclOptions,
-            explain_limits,
-            msccl_xml,
-        )
-        from canopy.engine.msccl.executor import MscclXmlError, simulate_bytes
+        from canopy.engine.deploy.msccl_export import export_msccl
+        from canopy.engine.msccl import MscclLimits, MscclOptions
 
-        limits = MscclLimits(max_tbs_per_gpu=args.msccl_sms)
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
                                runtime=args.msccl_runtime, layout=args.msccl_layout,
-                               limits=limits)
-        try:
-            if options.layout == "auto":
-                choice = runtime_schedule(topology, schedule, limits)
-                files = msccl_files(args.msccl, choice, options)
-                if choice.note is not None:
-                    print(f"MSCCL XML {choice.note}.")
-            else:
-                files = [MscclFile(args.msccl, msccl_xml(schedule, options=options))]
-        except MscclLimitError as exc:
-            raise explain_limits(exc, topology, schedule, options=options) from None
-        reports = []
-        for f in files:
-            try:
-                reports.append(simulate_bytes(f.data, limits=limits, source=f.path))
-            except MscclXmlError as exc:
-                raise ScheduleError(f"the exported MSCCL XML failed Canopy's simulator, which "
-                                    f"is a bug in Canopy ({exc})") from None
-        config = config_path(args.msccl) if wants_config(files, options.runtime) else None
+                               limits=MscclLimits(max_tbs_per_gpu=args.msccl_sms))
+        done = export_msccl(topology, schedule, args.msccl, options)
+        files, config = done.files, done.config
+        if done.note is not None:
+            print(f"MSCCL XML {done.note}.")
         if len(files) > 1:
             how = ("and a config naming each XML's range (MSCCL_CONFIG)" if config else
                    "each carrying its range, which RCCL reads from their folder (MSCCL_ALGO_DIR)")
             print(f"The fastest schedule differs by message size, so {len(files)} MSCCL XMLs "
                   f"are written, one per size range ({args.msccl} for the largest), {how}.")
-        for f, report in zip(files, reports, strict=True):
-            atomic_write_bytes(f.path, f.data)
+        for f, summary in zip(files, done.summaries, strict=True):
             where = "" if config is None else f", {f.sizes_text()}"
-            print(f"MSCCL XML:       {f.path} ({report.summary()}{where})")
+            print(f"MSCCL XML:       {f.path} ({summary}{where})")
         if config is not None:
-            atomic_write_bytes(config, config_xml(files, options.protocol))
             print(f"MSCCL config:    {config}")
-        if options.runtime == "rccl":
-            from canopy.engine.deploy.run_commands import algo_dir_note
-
-            stray = algo_dir_note([f.path for f in files])
-            if stray is not None:
-                print(f"Note: {stray}")
+        if done.stray is not None:
+            print(f"Note: {done.stray}")
         if args.print_run:
-            from canopy.engine.baselines.ring import servers_of
             from canopy.engine.deploy.run_commands import run_command
+            from canopy.engine.network.servers import compute_nodes_by_server
 
-            per_server = len(servers_of(topology)[0])
+            per_server = len(compute_nodes_by_server(topology)[0])
             print(run_command(args.msccl_runtime, files[-1].path, schedule.collective,
                               len(schedule.compute_nodes), per_server, config))
     if args.trees_xml:

@@ -2,7 +2,7 @@
 
 ``canopy solve`` registers options of other verbs' engines (all-to-all, MSCCL export)
 whose modules import scipy and more; importing them just to build the parser would cost
-most of a small solve's start-up (issue 16). argparse only tests membership when the
+most of a small solve's start-up. argparse only tests membership when the
 option is given and lists the choices for ``--help`` or an error.
 """
 

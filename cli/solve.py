@@ -128,11 +128,10 @@ def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: fl
 
 
 def run(args: argparse.Namespace) -> int:
-    # Imported here so that `canopy solve` on a small file starts fast (issue 16).
+    # Imported here so that `canopy solve` on a small file starts fast.
     if args.collective == "alltoall":
         from canopy.cli.alltoall_solve import run_alltoall
         return run_alltoall(args)
-    from canopy.engine.forestcoll.solve import solve
     start = time.perf_counter()
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
@@ -146,13 +145,11 @@ def run(args: argparse.Namespace) -> int:
             opt = optimum(topo, where=args.topology)
             print(bound_summary(opt, args.collective, topo, time.perf_counter() - start))
             return 0
-        schedule = solve(topo, args.collective, k=args.k, where=args.topology,
-                         tolerance=args.tolerance)
-        if args.collective == "allreduce":
-            from canopy.engine.allreduce.lp_schedule import choose_allreduce, describe_choice
-            mode = "off" if args.k is not None and args.allreduce_lp == "auto" \
-                else args.allreduce_lp
-            schedule = choose_allreduce(topo, schedule, mode, where=args.topology)
+        from canopy.engine.allreduce.lp_schedule import describe_choice
+        from canopy.engine.deploy.best_schedule import best_schedule
+
+        schedule = best_schedule(topo, args.collective, k=args.k, tolerance=args.tolerance,
+                                 allreduce_lp=args.allreduce_lp, where=args.topology)
         if args.json:
             from canopy.engine.io.schedule_json import save_schedule, schedule_to_dict
         if args.json == "-":

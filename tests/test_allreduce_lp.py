@@ -118,14 +118,14 @@ def test_identical_servers_keep_one_budget_per_link_orbit(monkeypatch):
 
     topo = load_sample("mi250-8plus8")
     net = Network.from_topology(topo)
-    image = cuts_module.server_rotation(net)
+    image = cuts_module.network_rotation(net)
     assert image is not None and sorted(image) == list(range(net.n))
     for equal in (False, True):     # the schedule below needs equal rates
         sym = solve_allreduce_cuts(net, equal_rates=equal)
         for (a, b), budget in sym.reduce_budget.items():
             assert sym.reduce_budget[(image[a], image[b])] == budget
         with monkeypatch.context() as patched:
-            patched.setattr(cuts_module, "server_rotation", lambda _net: None)
+            patched.setattr(cuts_module, "network_rotation", lambda _net: None)
             plain = solve_allreduce_cuts(net, equal_rates=equal)
         assert sym.value == pytest.approx(plain.value, rel=1e-7) == 128.0
         assert sym.variables < plain.variables
@@ -138,8 +138,8 @@ def test_a_rotation_that_is_not_an_automorphism_is_refused():
     from canopy.engine.generators import generate
 
     topo = generate("cluster", {"servers": "3", "gpus": "2"})
-    assert cuts_module.server_rotation(Network.from_topology(topo)) is not None
+    assert cuts_module.network_rotation(Network.from_topology(topo)) is not None
     first = next(link for link in topo.links if topo.node(link.source).group == "n0"
                  and topo.node(link.target).group == "n0")
     topo.links.remove(first)
-    assert cuts_module.server_rotation(Network.from_topology(topo)) is None
+    assert cuts_module.network_rotation(Network.from_topology(topo)) is None

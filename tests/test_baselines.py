@@ -19,7 +19,7 @@ from canopy.engine.baselines.lr_rings import (
     ring_hops,
     switch_tree,
 )
-from canopy.engine.baselines.ring import find_rings, ring_baseline, servers_of
+from canopy.engine.baselines.ring import find_rings, ring_baseline
 from canopy.engine.baselines.tacos import (
     best_of,
     check_timetable,
@@ -38,6 +38,7 @@ from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.network.indexed import Network
 from canopy.engine.network.maxflow import FlowNetwork
 from canopy.engine.network.routing import Router
+from canopy.engine.network.servers import compute_nodes_by_server
 from tests.strategies import topologies
 
 SAMPLES = ["dgx-a100-2x8.json", "mi250-2x16.json", "forestcoll-fig2.json"]
@@ -63,7 +64,8 @@ def optimum_algbw(topo, collective):
 
 
 def test_dgx_rings_reach_213_and_8_rings_one_per_nic_pair():
-    """forestcoll.txt §5.3: rings reach at most 213.33 GB/s; 8 rings, one per NIC pair."""
+    """ForestColl (arXiv:2402.06787) §5.3: rings reach at most 213.33 GB/s; 8 rings, one per NIC
+    pair."""
     topo = sample("dgx-a100-2x8.json")
     result = ring_baseline(topo)
     # "At most": every ring crosses the cut around server n0 at least once each way, and
@@ -91,7 +93,7 @@ def test_dgx_rings_reach_213_and_8_rings_one_per_nic_pair():
 def test_rings_are_hamiltonian_with_servers_contiguous(name):
     topo = sample(name)
     compute = topo.compute_nodes()
-    servers = servers_of(topo)
+    servers = compute_nodes_by_server(topo)
     for order, hops in sample_rings(name):
         assert sorted(order) == sorted(compute)
         # Each server's nodes form one contiguous run of the cycle.

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from canopy.engine.process.child_jobs import Job
+from canopy.engine.process.child_jobs import ChildJob
 from canopy.engine.process.gc_tuning import BATCH_THRESHOLD
 from tests import job_targets
 
@@ -54,6 +54,6 @@ def test_the_command_sets_it_but_not_for_the_editor():
 
 
 def test_an_engine_job_runs_with_it():
-    job = Job(job_targets.collector_threshold)
+    job = ChildJob(job_targets.collector_threshold)
     job.start()
     assert job.wait(60) == [("done", (BATCH_THRESHOLD, True))]

@@ -67,7 +67,8 @@ def test_fair_rates_are_max_min_fair():
 
 
 def test_motivating_result_ecmp_collisions_slow_jobs():
-    """vclos.txt §3: on a small leaf-spine, hash collisions slow jobs down (mean above 1,
+    """vClos (Han et al., arXiv:2308.05692) §3: on a small leaf-spine, hash collisions slow jobs
+    down (mean above 1,
     a tail of several-fold), while routing without collisions gives slowdown 1."""
     topo = load_sample(SAMPLE)
     ecmp = analyze(topo, routing="ecmp", seeds=100)

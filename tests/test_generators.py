@@ -260,7 +260,7 @@ def test_cluster_defaults_are_two_dgx_a100():
     assert len(topo.compute_nodes()) == 16
     assert len([n for n in topo.node_ids() if ".nic" in n]) == 16
     assert len([n for n in topo.node_ids() if n.startswith("rail")]) == 8
-    assert optimum(topo).inverse_x == Fraction(3, 65)       # forestcoll.txt §5.3
+    assert optimum(topo).inverse_x == Fraction(3, 65)       # ForestColl (arXiv:2402.06787) §5.3
 
 
 def test_cluster_even_odd_rails_match_the_reference_dgx_sample():

@@ -5,12 +5,12 @@ import time
 
 import pytest
 
-from canopy.engine.process.child_jobs import Job, _decode
+from canopy.engine.process.child_jobs import ChildJob, _decode
 from tests import job_targets
 
 
 def test_progress_is_throttled_and_the_result_comes_last():
-    job = Job(job_targets.count_to, 100_000)
+    job = ChildJob(job_targets.count_to, 100_000)
     job.start()
     events = job.wait(60)
     assert events[-1] == ("done", 100_000)
@@ -20,13 +20,13 @@ def test_progress_is_throttled_and_the_result_comes_last():
 
 
 def test_errors_arrive_as_one_sentence():
-    job = Job(job_targets.unbalanced)
+    job = ChildJob(job_targets.unbalanced)
     job.start()
     assert job.wait(60) == [("failed", "x.json: node 'a' is unbalanced.")]
 
 
 def test_cancel_ends_the_child_at_once():
-    job = Job(job_targets.count_to, 10**12)
+    job = ChildJob(job_targets.count_to, 10**12)
     job.start()
     job.wait(0.5)
     start = time.perf_counter()
@@ -70,14 +70,14 @@ def test_a_large_call_goes_to_the_child_a_frame_at_a_time_and_arrives_whole():
 
     value = [(f"gpu{i}", Fraction(i, 7), tuple(range(i % 50))) for i in range(20_000)]
     pauses = []
-    job = Job(job_targets.echo, value)
+    job = ChildJob(job_targets.echo, value)
     job.start(lambda: pauses.append(1))
     assert job.wait(60) == [("done", value)]
     assert len(pauses) >= len(pickle.dumps(value, protocol=5)) // 65536
 
 
 def test_an_argument_that_cannot_be_pickled_fails_before_a_child_starts():
-    job = Job(job_targets.echo, lambda: None)
+    job = ChildJob(job_targets.echo, lambda: None)
     with pytest.raises((pickle.PicklingError, AttributeError)):
         job.start()
     assert job._process is None
@@ -90,6 +90,6 @@ def test_jobs_and_their_fork_server_run_at_a_lower_priority():
 
     from canopy.engine.process.child_jobs import CHILD_NICENESS
 
-    job = Job(job_targets.niceness)
+    job = ChildJob(job_targets.niceness)
     job.start()
     assert job.wait(60) == [("done", min(19, os.nice(0) + CHILD_NICENESS))]

@@ -9,7 +9,6 @@ import pytest
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.execution import simulate as sim
-from canopy.engine.execution.folding import server_rotation
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
 from canopy.engine.io.topology_json import load_sample
@@ -17,6 +16,7 @@ from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, ring_pl
 from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl.connections import layouts
 from canopy.engine.msccl.threadblocks import MscclLimits
+from canopy.engine.network.servers import server_rotation
 
 
 def shared_core(servers: int, gpus: int = 2) -> Topology:

@@ -21,14 +21,14 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # 1/x* (exact) and k of every sample; see samples/README.md for the bottleneck of each.
 EXPECTED = {
     "aws-p4d-2x8": (Fraction(1, 6), 12),            # NICs behind NCCL's 12 GB/s Gen3 x16
-    "dgx-a100-2x8": (Fraction(3, 65), 13),          # forestcoll.txt §5.3: 346.67 GB/s
+    "dgx-a100-2x8": (Fraction(3, 65), 13),          # ForestColl §5.3: 346.67 GB/s
     "dgx-a100-4x8": (Fraction(3, 25), 1),
     "dgx-h100-2x8": (Fraction(3, 100), 2),
     "forestcoll-fig2": (Fraction(1), 1),
     "leaf-spine-jobs": (Fraction(14, 25), 1),
     "hypercube-3d": (Fraction(7, 150), 3),
     "mesh-2d-3x3": (Fraction(2, 25), 1),
-    "mi250-2x16": (Fraction(15, 166), 83),          # forestcoll.txt §4.5: 354.13 GB/s, k=83
+    "mi250-2x16": (Fraction(15, 166), 83),          # ForestColl §4.5: 354.13 GB/s, k=83
     "mi250-8plus8": (Fraction(1, 13), 13),
     "rail-leaf-spine-4x8": (Fraction(31, 500), 20),
     "tacos-2d-switch-8x4": (Fraction(3, 25), 1),
@@ -108,7 +108,7 @@ def test_p4d_sample_matches_its_nccl_import():
 
 
 def test_mi250_8plus8_is_gpus_0_to_7_of_each_node_of_the_16_gpu_sample():
-    """forestcoll.txt §5.2: the 8+8 setting enables GPUs 0-7 of each cluster."""
+    """ForestColl (arXiv:2402.06787) §5.2: the 8+8 setting enables GPUs 0-7 of each cluster."""
     full, half = load_sample("mi250-2x16"), load_sample("mi250-8plus8")
     keep = {f"n{s}.gpu{g}" for s in (0, 1) for g in range(8)} | {"ib"}
     assert set(half.node_ids()) == keep

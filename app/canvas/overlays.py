@@ -3,7 +3,8 @@
 Three layers recolour link items through :meth:`LinkItem.set_highlight`; when several
 apply to a link, a selected tree wins over link load, and link load over the cut.
 
-* **Cut** (forestcoll.txt §3.1 eq. (1)): the nodes of the smaller side of the cut (S*,
+* **Cut** (ForestColl (arXiv:2402.06787) §3.1 eq. (1)): the nodes of the smaller side of the cut
+(S*,
   or everything outside it) get a shaded halo (a legend names the side), and every
   link leaving S* (the links of B+(S*)) is drawn dark and wide with an arrow pointing out;
   no other link changes.

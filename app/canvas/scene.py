@@ -48,7 +48,7 @@ ROW_BAND = 25.0
 BUILD_AT_ONCE = 600
 """Drawings of fewer nodes plus links are built in one go after New/Open; larger ones a
 slice at a time, one slice per turn of the event loop, so that opening 1,024 GPUs
-(5,250 nodes and links) never holds the window up (issue 16.4)."""
+(5,250 nodes and links) never holds the window up."""
 BUILD_SLICE_S = 0.008
 """Wall-clock seconds of item building per turn of the event loop."""
 STAGES_ALONE = ("_build_groups", "_build_rect", "_build_index")

@@ -1,7 +1,8 @@
 """Live preview of a generated topology: built off the GUI thread, drawn in a few paths.
 
 :func:`build_preview` generates the topology, checks it, computes the exact optimum
-(canopy.engine.forestcoll.optimum.find_optimum, forestcoll.txt §4.2) when it has fewer than
+(canopy.engine.forestcoll.optimum.find_optimum, ForestColl (arXiv:2402.06787) §4.2) when
+it has fewer than
 :data:`OPTIMUM_LIMIT` nodes, and turns the drawing into a handful of painter paths
 (:class:`Picture`). :class:`PreviewWorker` runs the engine part as an engine job (a child
 process), always on the newest request, so typing in the dialog never waits for it.

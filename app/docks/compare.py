@@ -50,7 +50,6 @@ from canopy.engine.comparison.table import SLOW, Comparison, ComparisonRow, comp
 from canopy.engine.execution.program import CUT_THROUGH
 from canopy.engine.execution.simulate import REPORT_SIZES
 from canopy.engine.model.sizes import size_label
-from canopy.engine.model.topology import Topology
 
 NAMES = {"forestcoll": "ForestColl", "ring": "Ring (NCCL)", "blink": "Blink",
          "tacos": "TACOS", "lr1": "LR1 rings", "lr3": "LR3 rings"}
@@ -85,13 +84,6 @@ def short_reason(reason: str) -> str:
     """A reason without its parenthesised details, so it fits the table (the tooltip
     keeps them): "the network is not a tree, so contention-free rings do not apply."."""
     return re.sub(r" \([^()]*\)", "", reason)
-
-
-def network_signature(topology: Topology) -> tuple:
-    """What the comparison depends on: nodes (kind, group: servers), links. Not positions."""
-    return (tuple((n.id, n.kind, n.group) for n in topology.nodes),
-            tuple((link.source, link.target, link.bandwidth, link.duplex, link.latency)
-                  for link in topology.links))
 
 
 def _number(value: Fraction | float, digits: int = 2) -> str:
@@ -250,7 +242,7 @@ class CompareDock(QDockWidget):
         self._started = time.perf_counter()
         self.options = {"collective": collective, "sizes": sizes, "switch_mode": switch_mode,
                         "full": full}
-        self._pending = network_signature(topology)
+        self._pending = topology.fingerprint()
         self.progress.setValue(0)
         self.progress.setFormat(f"Comparing ({collective})… %p%")
         self.progress.show()
@@ -314,7 +306,7 @@ class CompareDock(QDockWidget):
         """Another topology was opened: a comparison of a different network is dropped
         (it was not edited into this one, so "stale" would mislead)."""
         if self.comparison is not None and not self._running \
-                and network_signature(self.doc.topology) != self.signature:
+                and self.doc.topology.fingerprint() != self.signature:
             self.clear()
 
     def clear(self) -> None:
@@ -334,7 +326,7 @@ class CompareDock(QDockWidget):
         self._stale_timer.stop()
         if self.comparison is None:
             return
-        self.stale = network_signature(self.doc.topology) != self.signature
+        self.stale = self.doc.topology.fingerprint() != self.signature
         self.stale_label.setVisible(self.stale)
         self._fade(self.stale)
         self.setWindowTitle("Compare (stale)" if self.stale else "Compare")

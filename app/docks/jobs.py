@@ -4,7 +4,8 @@ A job is made from the selected compute nodes (File order is rank order), given 
 collective, an algorithm and a message size (nccl-tests style: 64M = 64 MiB), and drawn
 with its own colour on the canvas. Edits go on the undo stack. After Compute ▸ Analyze
 Contention the table shows each job's alone time and its slowdown under ECMP (mean and
-p99 over seeds), source routing and vClos side by side (vclos.txt §3, §6).
+p99 over seeds), source routing and vClos side by side (vClos (Han et al., arXiv:2308.05692) §3,
+§6).
 """
 
 from __future__ import annotations

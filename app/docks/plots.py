@@ -1,7 +1,7 @@
 """The Plots dock (pyqtgraph): algbw with k fixed to 1…10 against the optimum, and the
 modelled collective time from 1 KiB to 4 GiB.
 
-The first plot is forestcoll.txt §4.5 (Thms 13-15): with k trees per node the best
+The first plot is ForestColl (arXiv:2402.06787) §4.5 (Thms 13-15): with k trees per node the best
 algbw is N·k/U*, approaching the optimum N·x* as k grows. The second is the bandwidth
 bound M / algbw (§3.1) plus, where links carry latencies, the latency of the deepest
 route of any tree (:func:`canopy.engine.comparison.plot_series.collective_time_us`), beside the time
@@ -19,7 +19,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QWidget
 
 from canopy.app.docks.banner import SolutionDock
-from canopy.app.docks.compare import network_signature
 from canopy.app.solution import Solution
 from canopy.engine.comparison.table import Comparison
 from canopy.engine.model.collectives import collective_algbw
@@ -149,7 +148,7 @@ class PlotsDock(SolutionDock):
                        ) -> None:
         """Draw the compared algorithms' executed times too: ForestColl's as exported and
         the baselines'. ``network`` is the compared network's
-        :func:`~canopy.app.docks.compare.network_signature`; a comparison is drawn only
+        :meth:`~canopy.engine.model.topology.Topology.fingerprint`; a comparison is drawn only
         beside a solution of the same network and collective."""
         self.comparison = comparison
         self.compared_network = network
@@ -162,7 +161,7 @@ class PlotsDock(SolutionDock):
         """The comparison, when it is of ``solution``'s network and collective."""
         comp = self.comparison
         if comp is None or comp.collective != solution.collective \
-                or self.compared_network != network_signature(solution.topology):
+                or self.compared_network != solution.topology.fingerprint():
             return None
         return comp
 

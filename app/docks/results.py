@@ -1,6 +1,7 @@
 """The Results dock: the optimum, k, y, the trees and the bottleneck cut of the last solve.
 
-The numbers follow forestcoll.txt §3.1 eq. (1) (1/x* = |S*∩V_c| / B+(S*)), §4.2 Prop. 3
+The numbers follow ForestColl (arXiv:2402.06787) §3.1 eq. (1) (1/x* = |S*∩V_c| / B+(S*)), §4.2
+Prop. 3
 (k and y) and §4.6 (algbw per collective: N·x*, halved for allreduce).
 """
 
@@ -94,7 +95,7 @@ class ResultsDock(SolutionDock):
         body.addWidget(self.show_load)
         body.addStretch(1)
         self.content_layout.addWidget(self.body)
-        # Compute ▸ Solve All-to-All (issue 20) reports here too, above ForestColl's numbers
+        # Compute ▸ Solve All-to-All reports here too, above ForestColl's numbers
         self.alltoall = QGroupBox("All-to-all (max concurrent flow)")
         self.alltoall.setObjectName("AllToAllResults")
         self.values["alltoall"] = _value_label()
@@ -130,7 +131,7 @@ class ResultsDock(SolutionDock):
         self.set_stale(stale)
 
     def set_bound(self, bound: Bound | None, stale: bool) -> None:
-        """Show the optimum of a solve whose schedule is still being built (issue 16.3);
+        """Show the optimum of a solve whose schedule is still being built;
         None when the schedule arrived or the solve ended."""
         if bound is None:
             if self.bound is not None:

@@ -1,7 +1,8 @@
 """One tree drawn as a tree: root on top, compute nodes as boxes, switch hops on the edges.
 
 Leaves take consecutive columns and every parent sits above the middle of its children,
-so any out-tree (forestcoll.txt §3.2: a spanning out-tree over the compute nodes) draws
+so any out-tree (ForestColl (arXiv:2402.06787) §3.2: a spanning out-tree over the compute nodes)
+draws
 without crossings. The whole drawing is one graphics item that paints only what is
 exposed, so even a 512-node tree is drawn at once.
 """
@@ -172,7 +173,7 @@ class TreeDiagramView(QGraphicsView):
     def show_tree(self, shown: ShownTree | None) -> None:
         """Draw ``shown`` (None: nothing) in a turn of the event loop of its own: a
         1024-GPU tree takes 12 to 16 ms, and selecting a tree also recolours the canvas
-        (issue 16.4)."""
+       ."""
         self._pending = [shown]
         self._timer.start()
 

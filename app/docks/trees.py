@@ -2,7 +2,7 @@
 drawn as a tree (diagram) and listed as an outline.
 
 A tree of multiplicity m stands for m unit trees, each carrying 1/k of its root's shard
-at the tree bandwidth y (forestcoll.txt §3.2), so the listed bandwidth is m·y.
+at the tree bandwidth y (ForestColl (arXiv:2402.06787) §3.2), so the listed bandwidth is m·y.
 """
 
 from __future__ import annotations

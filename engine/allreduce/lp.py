@@ -1,4 +1,4 @@
-"""The allreduce linear program of forestcoll.txt App. E, solved with HiGHS (scipy).
+"""The allreduce linear program of ForestColl (arXiv:2402.06787) App. E, solved with HiGHS (scipy).
 
 Reduce-scatter + allgather (§4.6) gives every compute node an equal share and the same
 bandwidth to both phases. LP (6) lets each node v aggregate and broadcast its own rate

@@ -1,4 +1,5 @@
-"""LP (6) of forestcoll.txt App. E by cut generation: the same optimum, far fewer variables.
+"""LP (6) of ForestColl (arXiv:2402.06787) App. E by cut generation: the same optimum, far fewer
+variables.
 
 LP (6) asks, per phase and per compute node t, a flow of Σ x_v from the source; written
 with flow variables (:func:`canopy.engine.allreduce.lp.solve_allreduce_lp`) that is
@@ -36,31 +37,18 @@ from canopy.engine.allreduce.lp import (
     AllreduceLP,
     cut_bound,
 )
-from canopy.engine.execution.folding import rotation_image
 from canopy.engine.forestcoll.optimum import find_optimum
 from canopy.engine.model.collectives import collective_algbw
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.network.indexed import Network
 from canopy.engine.network.maxflow import FlowNetwork
+from canopy.engine.network.servers import network_rotation
 
 if TYPE_CHECKING:
     from scipy.sparse import coo_matrix
 
 FLOW_SCALE = 1 << 40       # budgets (as fractions of the largest bandwidth) in flow units
 MAX_ROUNDS = 200           # separation rounds before giving up
-
-
-def server_rotation(net: Network) -> list[int] | None:
-    """π: each node's image when the servers (node groups) are rotated by one
-    (:func:`canopy.engine.execution.folding.rotation_image`), or None when there is no such
-    rotation or π is not an automorphism of ``net`` (a link without an image of the same
-    bandwidth)."""
-    image = rotation_image(net.groups, [net.is_compute(v) for v in range(net.n)])
-    if image is None:
-        return None
-    if any(net.capacity.get((image[a], image[b])) != c for (a, b), c in net.capacity.items()):
-        return None
-    return image
 
 
 class _Orbits:
@@ -138,14 +126,15 @@ def solve_allreduce_cuts(net: Network, equal_rates: bool = False,
                          time_limit: float | None = None) -> AllreduceLP:
     """LP (6) on ``net`` by cut generation (see the module doc); the switch-balanced phase
     budgets and the bound checks are those of :func:`~canopy.engine.allreduce.lp.
-    solve_allreduce_lp`. On identical servers (:func:`server_rotation`) the budgets are
+    solve_allreduce_lp`. On identical servers
+    (:func:`canopy.engine.network.servers.network_rotation`) the budgets are
     one per link orbit (:class:`_Orbits`). CanopyError when ``time_limit`` seconds (wall)
     pass first."""
     start = time.perf_counter()
     compute = list(net.compute)
     n_c = len(compute)
     edges = list(net.capacity)
-    image = server_rotation(net)
+    image = network_rotation(net)
     orbits = _Orbits(net, edges, image)
     q = orbits.count
     top = max(net.capacity.values())

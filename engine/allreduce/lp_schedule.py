@@ -1,4 +1,5 @@
-"""The allreduce schedule of ForestColl's LP (6) (forestcoll.txt App. E), built exactly.
+"""The allreduce schedule of ForestColl's LP (6) (ForestColl (arXiv:2402.06787) App. E), built
+exactly.
 
 LP (6) (:mod:`canopy.engine.allreduce.lp`) splits every link into a reduce budget c^RE
 and a broadcast budget c^BC and asks, per phase, a maxflow of Σ x_v from the source to

@@ -10,7 +10,7 @@ y = x / k, a split is a choice of integer tree counts per directed link,
     n^RE_e + n^BC_e <= floor(b_e / y),
 
 such that each phase holds k out-trees per compute node (the reduce phase on the
-transposed links): Edmonds' condition as ForestColl states it (forestcoll.txt §4.2,
+transposed links): Edmonds' condition as ForestColl states it (ForestColl (arXiv:2402.06787) §4.2,
 Thm 5), λ(s, t) >= k·N for every compute t in the network with an arc s -> v of
 capacity k per compute v, written as one flow per (phase, t); and each phase's counts
 balanced at every switch, so edge splitting (§4.3) turns its routes into

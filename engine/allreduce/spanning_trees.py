@@ -1,6 +1,7 @@
 """Allreduce on two-way links by spanning trees: the same trees reduce and broadcast.
 
-ForestColl's allreduce LP (forestcoll.txt App. E) splits every link into a reduction and
+ForestColl's allreduce LP (ForestColl (arXiv:2402.06787) App. E) splits every link into a reduction
+and
 a broadcast budget and packs k in-trees and k out-trees per GPU in them
 (:mod:`canopy.engine.allreduce.lp_schedule`). Where every link is two-way with the same
 bandwidth both ways and there are no switches, another packing reaches the same rate with

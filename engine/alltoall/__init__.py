@@ -1,4 +1,4 @@
-"""All-to-all as a maximum concurrent multi-commodity flow (issue 20).
+"""All-to-all as a maximum concurrent multi-commodity flow.
 
 alltoall-direct-connect-summary: every ordered pair of compute nodes sends λ at once;
 λ* is found exactly by the link LP (:mod:`.lp`) or, on large networks, by per-source

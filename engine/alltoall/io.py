@@ -1,4 +1,4 @@
-"""The ``canopy-alltoall`` v1 JSON file (DESIGN.md, "More collectives and fabrics").
+"""The ``canopy-alltoall`` v1 JSON file (docs/formats.md, "canopy-alltoall").
 
 ``algbw`` = N·λ in GB/s (a per-rank buffer of M bytes takes M / algbw); ``algbw_exact``
 is present only when the verified schedule meets the certified bound; ``paths`` lists

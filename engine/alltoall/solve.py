@@ -1,4 +1,4 @@
-"""All-to-all end to end: optimum, schedule, certificate, bounds (issue 20).
+"""All-to-all end to end: optimum, schedule, certificate, bounds.
 
 ``solve_alltoall`` picks the exact link LP for small and medium networks and the
 decomposition (:mod:`.decomposition`) for large ones (``method="auto"``), turns the solver's

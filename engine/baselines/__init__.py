@@ -1,4 +1,4 @@
-"""Baseline collective schedules to compare ForestColl with (DESIGN.md, issue 8).
+"""Baseline collective schedules to compare ForestColl with (docs/architecture.md, "Baselines").
 
 Each baseline is a function of a topology returning a
 :class:`~canopy.engine.model.plan.BaselineResult`: the schedule the algorithm would run,

@@ -2,7 +2,7 @@
 
 Blink packs spanning out-trees all rooted at one node and runs allreduce as a reduce
 into that root (the trees reversed) pipelined with a broadcast from it. Blink does not
-handle switches; forestcoll.txt §5.2 ("Blink+Switch") applies Blink's packing to
+handle switches; ForestColl (arXiv:2402.06787) §5.2 ("Blink+Switch") applies Blink's packing to
 ForestColl's switch-free logical topology D* (switch removal by edge splitting, §4.3,
 :func:`canopy.engine.forestcoll.edge_splitting.remove_switches`), and so do we.
 
@@ -11,11 +11,13 @@ out-trees rooted at r is K_r = min_v F(r, v) on D* (capacities in units of the t
 bandwidth y). We try every root, keep the one with the largest K_r (the first on ties),
 computing K_r once per orbit of interchangeable servers (:func:`root_images`) and not
 for roots that cannot beat the best (:func:`best_root`), and build the K_r trees with
-the batched packing of forestcoll.txt §4.4 (Alg. 5, Thm 12 after Bérczi & Frank) asked
+the batched packing of ForestColl (arXiv:2402.06787) §4.4 (Alg. 5, Thm 12 after Bérczi & Frank)
+asked
 for K_r trees at r alone. Each tree carries
 1/K_r of the whole message. The trees are then mapped back to physical paths.
 
-Blink performs allgather and reduce-scatter as an allreduce (forestcoll.txt §5.2 cites
+Blink performs allgather and reduce-scatter as an allreduce (ForestColl (arXiv:2402.06787) §5.2
+cites
 this suggestion), so every collective runs the allreduce plan.
 """
 
@@ -28,15 +30,16 @@ from canopy.engine.forestcoll.tree_packing import pack_trees
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import BaselineResult, bandwidth_bound, trees_plan
 from canopy.engine.model.topology import Topology
-from canopy.engine.network.indexed import Network, identical_groups
+from canopy.engine.network.indexed import Network
 from canopy.engine.network.maxflow import FlowNetwork
+from canopy.engine.network.servers import identical_groups
 
 
 def root_images(net: Network, capacity: dict[tuple[int, int], int]) -> dict[int, int]:
     """Each compute node mapped to the first node (in ``net.compute`` order) of its orbit
     under the automorphisms of D* found among the rotation of all servers (node groups)
     and the swaps of interchangeable servers
-    (:func:`canopy.engine.network.indexed.identical_groups`).
+    (:func:`canopy.engine.network.servers.identical_groups`).
 
     Switch removal need not keep the physical network's symmetry, so each candidate map
     σ is used only if it keeps the compute nodes and maps every arc of D* to an arc of

@@ -1,4 +1,5 @@
-"""Contention-free logical rings on tree networks (allgather-switched-clusters.txt §4).
+"""Contention-free logical rings on tree networks (Faraj, Patarasuk and Yuan, "Bandwidth Efficient
+All-to-All Broadcast on Switched Clusters" (IEEE Cluster 2005) §4).
 
 The model of the paper (§3): the network is a tree of switches, machines (compute
 nodes) are leaves hanging off one switch each, and links are duplex. A logical ring is

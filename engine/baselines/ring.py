@@ -12,7 +12,7 @@ its 1/R share, so for allgather (message size M, the nccl-tests convention)
 
 where C_e counts ring hops routed over directed link e. Reduce-scatter has the same
 bound; allreduce moves twice the data (reduce-scatter then allgather), so half of it.
-Check (forestcoll.txt §5.3): on 2 x DGX A100, 8 rings, one per NIC pair, reach
+Check (ForestColl (arXiv:2402.06787) §5.3): on 2 x DGX A100, 8 rings, one per NIC pair, reach
 M/T = 16·8·25/15 = 213.33 GB/s, and no ring set does better, because each of the 16
 GPUs but two must cross the IB in both directions.
 
@@ -38,21 +38,13 @@ from canopy.engine.model.plan import (
 )
 from canopy.engine.model.topology import Topology
 from canopy.engine.network.routing import Router
+from canopy.engine.network.servers import compute_nodes_by_server
 
 DEFAULT_MAX_RINGS = 32
 DEFAULT_BUDGET = 4000          # DFS hop evaluations per ring
 STALE_RINGS = 8                # stop adding rings after this many without improvement
 
 Ring = tuple[list[str], dict[Edge, Path]]
-
-
-def servers_of(topology: Topology) -> list[list[str]]:
-    """Compute nodes grouped by ``group`` (ungrouped ones together), in file order."""
-    groups: dict[str, list[str]] = {}
-    for node in topology.nodes:
-        if node.is_compute:
-            groups.setdefault(node.group or "", []).append(node.id)
-    return list(groups.values())
 
 
 class _RingSearch:
@@ -272,7 +264,7 @@ def find_rings(topology: Topology, max_rings: int = DEFAULT_MAX_RINGS,
     ``progress(fraction)`` is called after each ring placed; it may raise to stop.
     """
     router = Router(topology)
-    servers = servers_of(topology)
+    servers = compute_nodes_by_server(topology)
     search = _RingSearch(router, servers, budget)
     loads: dict[Edge, int] = {}
     rings: list[Ring] = []

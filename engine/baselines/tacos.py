@@ -1,4 +1,5 @@
-"""TACOS: greedy link-chunk matching on a time-expanded network (tacos.txt §IV).
+"""TACOS: greedy link-chunk matching on a time-expanded network (TACOS (Won et al.,
+arXiv:2304.05301) §IV).
 
 * **Switch unwinding** (§IV-G): each switch (here: each connected group of switch nodes,
   e.g. NIC - IB switch - NIC) is replaced by point-to-point logical links among the N

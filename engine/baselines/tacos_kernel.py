@@ -1,4 +1,5 @@
-"""TACOS's allgather synthesis (tacos.txt §IV-D, Alg. 2 around Alg. 1) compiled by numba.
+"""TACOS's allgather synthesis (TACOS (Won et al., arXiv:2304.05301) §IV-D, Alg. 2 around Alg. 1)
+compiled by numba.
 
 The same matching as :func:`canopy.engine.baselines.tacos.synthesize`, the reference
 written with Python sets, on flat arrays: per node a row of flags for the chunks it

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from canopy.engine.allreduce.lp_schedule import choose_allreduce, describe_choice
+from canopy.engine.allreduce.lp_schedule import describe_choice
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.lr_rings import lr_baseline
 from canopy.engine.baselines.ring import ring_baseline
 from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
+from canopy.engine.deploy.best_schedule import best_schedule
 from canopy.engine.deploy.runtime_choice import RuntimeChoice, runtime_schedule
 from canopy.engine.execution.compiler import pipeline_stages
 from canopy.engine.execution.program import (
@@ -47,7 +48,6 @@ from canopy.engine.execution.program import (
     algbw_gbps,
 )
 from canopy.engine.execution.simulate import REPORT_SIZES, fastest, plan_bound
-from canopy.engine.forestcoll.solve import solve
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.limits import check_simulable
@@ -254,8 +254,7 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
     (App. E's LP schedule's for allreduce where that wins); the row's bound is the
     running schedule's (below the optimum where a fewer-trees schedule runs). Without
     ``lay_out`` the schedule runs with a connection per tree edge (see LAYOUT_OMITTED)."""
-    schedule = choose_allreduce(topology, solve(topology, collective, progress=progress),
-                                progress=progress)
+    schedule = best_schedule(topology, collective, progress=progress)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
     which = describe_choice(schedule) if collective == "allreduce" else ""
     plan_at: Callable[[Fraction], CollectivePlan] | None = None

@@ -43,7 +43,7 @@ from fractions import Fraction
 import networkx as nx
 from lxml import etree
 
-from canopy.engine.baselines.ring import find_rings, servers_of
+from canopy.engine.baselines.ring import find_rings
 from canopy.engine.io.safe_xml import parse_xml_bytes
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.model.errors import CanopyError
@@ -51,6 +51,7 @@ from canopy.engine.model.plan import Edge, Path, add_path_load, bandwidth_bound,
 from canopy.engine.model.progress import Progress, report
 from canopy.engine.model.topology import Topology
 from canopy.engine.network.routing import Router
+from canopy.engine.network.servers import compute_nodes_by_server
 
 RING_GRAPH_ID = 0
 PATTERN_RING = 4
@@ -96,7 +97,7 @@ def _servers(topology: Topology) -> list[_Server]:
     """The servers in file order, each with its GPUs and NICs; refuses unequal ones."""
     group_of = {n.id: n.group or "" for n in topology.nodes}
     servers = []
-    for gpus in servers_of(topology):
+    for gpus in compute_nodes_by_server(topology):
         group = group_of[gpus[0]]
         switches = [n.id for n in topology.nodes if not n.is_compute and n.group == group
                     and group]

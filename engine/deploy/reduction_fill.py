@@ -3,7 +3,7 @@
 **Why.** In a reduction every leaf sends from the first loop iteration on, so in the
 execution model (:mod:`canopy.engine.execution.simulate`) every link is shared by all its
 connections from the start and a piece climbs its tree about one level per period of
-the busiest link. A link the schedule loads to the bound (forestcoll.txt §5.3's
+the busiest link. A link the schedule loads to the bound (ForestColl (arXiv:2402.06787) §5.3's
 congestion; on 2x MI250 the 16 GB/s links to the switch) then idles until the subtrees
 below its edges have reduced their first pieces, and it cannot catch up later: it is
 loaded to capacity. The run takes the bound's time plus that fill, which grows with the

@@ -108,8 +108,7 @@ def _signature(topology: Topology, schedule: Schedule, limits: MscclLimits) -> H
     """What :func:`runtime_schedule`'s answer depends on (the memo's key)."""
     trees = tuple((t.root, t.multiplicity, t.edges) for t in schedule.trees)
     reduce = tuple((t.root, t.multiplicity, t.edges) for t in schedule.reduce_trees or ())
-    return (topology.name, tuple(sorted(topology.capacities().items())),
-            tuple(sorted(topology.latencies().items())), schedule.collective, schedule.k,
+    return (topology.fingerprint(), schedule.collective, schedule.k,
             schedule.algbw, schedule.fixed_k, schedule.split_budgets, trees, reduce, limits)
 
 
@@ -392,7 +391,7 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
     """The candidate to run from BOUNDARY up among ``best`` and those within NEAR of it at
     1 GiB: a near tie goes to the candidate that runs a SECOND_SIZE and a 1 GiB collective
     fastest together (``best`` where that ties; sizes from BOUNDARY to 1 GiB run it); none
-    below KEEP of the optimum at 1 GiB where ``best`` is at least that (issue 14's bar).
+    below KEEP of the optimum at 1 GiB where ``best`` is at least that.
     Fewer trees carry larger messages, which
     pipeline deeper at 256 MiB (punctured torus allgather: k = 5 on layout 6 runs at 99.1 %
     of the optimum at 1 GiB and 96.3 % at 256 MiB, behind TACOS's 98.8 and 96.8 %; k = 3

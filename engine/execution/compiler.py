@@ -73,7 +73,7 @@ def _allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTre
     reduction of that part only (key ``("part", root, start)``), not for every
     reduction with the tree's key. Where both phases cut a shard alike (rings, Blink,
     reduce-scatter + allgather) this pairs the same trees as their keys; the allreduce
-    LP's separate trees (forestcoll.txt App. E) are cut into parts. Plans with one
+    LP's separate trees (ForestColl (arXiv:2402.06787) App. E) are cut into parts. Plans with one
     phase, and timetables (``ordered_links``), keep their trees and keys."""
     if plan.ordered_links or not plan.reduce_trees or not plan.broadcast_trees:
         return list(plan.reduce_trees), list(plan.broadcast_trees)
@@ -378,7 +378,7 @@ def pipeline_stages(topology: Topology, plan: CollectivePlan,
     check_switch_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
     return plan_memo(plan, ("stages", switches, switch_mode),
-                 lambda: _stages(plan, switches, switch_mode))
+                     lambda: _stages(plan, switches, switch_mode))
 
 
 def _stages(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> int:

@@ -3,7 +3,8 @@
 When a topology's servers (the ``group`` of its nodes, in file order) are alike and wired
 alike, the rotation π that moves each server's i-th node to the next server's i-th node
 (nodes outside servers stay) can be an automorphism of the network: every link maps to a
-link of the same bandwidth and latency (:func:`server_rotation` checks). If π also maps a
+link of the same bandwidth and latency (:func:`canopy.engine.network.servers.server_rotation`
+checks). If π also maps a
 program onto itself (connections onto connections of the same weight along the image
 route, each connection's sends in the same order, dependencies onto dependencies:
 :func:`fold` checks), the execution is invariant under π: send π(s) is delivered when s
@@ -25,7 +26,6 @@ are not folded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -33,52 +33,6 @@ from typing import Any
 import numpy as np
 
 from canopy.engine.model.plan import CollectivePlan, Edge, path_links
-from canopy.engine.model.topology import Topology
-
-
-def servers(groups: Sequence[str | None]) -> list[list[int]]:
-    """The nodes (indices into ``groups``, a group per node) of each server, servers in
-    order of their first node."""
-    members: dict[str, list[int]] = {}
-    for i, group in enumerate(groups):
-        if group is not None:
-            members.setdefault(group, []).append(i)
-    return list(members.values())
-
-
-def rotation_image(groups: Sequence[str | None], kinds: Sequence[object]
-                   ) -> list[int] | None:
-    """π on node indices: each node's image when the servers (:func:`servers`) are rotated
-    by one, or None when there are fewer than two servers, they differ in size or a node's
-    image is of another kind. Whether π keeps the links is the caller's check."""
-    members = servers(groups)
-    if len(members) < 2 or len({len(s) for s in members}) != 1:
-        return None
-    image = list(range(len(groups)))
-    for k, server in enumerate(members):
-        for v, w in zip(server, members[(k + 1) % len(members)], strict=True):
-            if kinds[v] != kinds[w]:
-                return None
-            image[v] = w
-    return image
-
-
-def server_rotation(topology: Topology) -> tuple[dict[str, str], int] | None:
-    """(π, m): the map of every node to its image under the rotation of the m servers,
-    or None when there are fewer than two servers or π is not an automorphism (servers
-    of different sizes or kinds, a link without an image of the same bandwidth and
-    latency)."""
-    nodes = topology.nodes
-    image = rotation_image([n.group for n in nodes], [n.kind for n in nodes])
-    if image is None:
-        return None
-    rotation = {node.id: nodes[image[i]].id for i, node in enumerate(nodes)}
-    caps, lats = topology.capacities(), topology.latencies()
-    for (a, b), cap in caps.items():
-        moved = (rotation[a], rotation[b])
-        if caps.get(moved) != cap or lats.get(moved) != lats.get((a, b)):
-            return None
-    return rotation, len({n.group for n in nodes if n.group is not None})
 
 
 def edge_permutation(plan: CollectivePlan, rotation: dict[str, str]) -> Any:

@@ -100,8 +100,8 @@ class _Network:
 
 
 def link_network(topology: Topology, connections: list[Connection], default_latency: Fraction,
-             exact: bool,
-             links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
+                 exact: bool,
+                 links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
              ) -> _Network:
     """The routes of ``connections`` as link ids (see :func:`run_flat`). Raises ScheduleError
     for a link the topology lacks or a connection without one."""
@@ -142,9 +142,9 @@ def link_network(topology: Topology, connections: list[Connection], default_late
 
 
 def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, exact: bool,
-         check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
-         links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None,
-         network: _Network | None = None) -> Fraction:
+             check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
+             links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None,
+             network: _Network | None = None) -> Fraction:
     """:func:`run_program` on a program in flat form: the routes become link ids
     (:func:`link_network`, or ``network`` where the caller keeps them for its connections),
     then :func:`_event_loop` runs (compiled for float runs when numba is installed). A

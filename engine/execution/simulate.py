@@ -27,7 +27,8 @@ TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
   once its ``after`` sends have been delivered and its connection has finished streaming
   the send before it. It is delivered α = Σ α_link over its route after its last byte
   left: α per message and per link, as latency (synchronisation with the peer, the
-  links' start-up, tacos.txt §IV-F), which the connection hides behind its next message
+  links' start-up, TACOS (Won et al., arXiv:2304.05301) §IV-F), which the connection hides behind
+  its next message
   as the runtime's buffer slots (NCCL_STEPS) let it.
 * *A link shared by several connections at once is shared among them* (processor
   sharing, not first-come-first-served whole messages): a streaming message of weight w
@@ -120,7 +121,7 @@ from canopy.engine.execution.compiler import (
     plan_template,
 )
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
-from canopy.engine.execution.folding import edge_permutation, fold, server_rotation
+from canopy.engine.execution.folding import edge_permutation, fold
 from canopy.engine.execution.kernel import link_network, run_flat
 from canopy.engine.execution.program import (
     BYTES_PER_US_PER_GBPS,
@@ -135,6 +136,7 @@ from canopy.engine.model.plan import (
     bandwidth_bound,
 )
 from canopy.engine.model.topology import Topology
+from canopy.engine.network.servers import server_rotation
 
 MIN_SLICE_BYTES = 64 << 10           # smallest message worth pipelining
 
@@ -173,7 +175,7 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     check_switch_mode(switch_mode)
     size = Fraction(message_size)
-    key = (id(plan), _network_key(topology), size, pieces, default_latency, switch_mode,
+    key = (id(plan), topology.fingerprint(), size, pieces, default_latency, switch_mode,
            exact, budget, symmetry, saturated)
     known = _RESULTS.get(key)
     if known is not None and known[0]() is plan and known[1]() is topology:
@@ -192,13 +194,6 @@ RESULTS_KEPT = 64       # simulations remembered (by plan, topology and argument
 _RESULTS: dict[Hashable, tuple[Any, Any, SimulationResult]] = {}
 
 
-def _network_key(topology: Topology) -> Hashable:
-    """A topology for the memos, by identity and by content: a network edited in place
-    (links, bandwidths, latencies, switches) is simulated anew."""
-    return (id(topology), tuple(topology.capacities().items()),
-            tuple(topology.latencies().items()), tuple(topology.switch_nodes()))
-
-
 def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
               default_latency: Fraction, switch_mode: str,
               check: Callable[[], None] | None, exact: bool, budget: int | None,
@@ -207,27 +202,28 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
     connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
     switches = frozenset(topology.switch_nodes())
+    network_key = topology.fingerprint()
     template = plan_memo(plan, ("template", switches, switch_mode),
-                     lambda: plan_template(plan, switches, switch_mode))
+                         lambda: plan_template(plan, switches, switch_mode))
     # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
-    folded = plan_memo(plan, ("fold", switch_mode, _network_key(topology)),
-                   lambda: (topology, _folded(topology, plan, template)))[1] \
+    folded = plan_memo(plan, ("fold", switch_mode, network_key),
+                       lambda: (topology, _folded(topology, plan, template)))[1] \
         if symmetry else None
 
     running, links = (template, None) if folded is None else folded
-    network = plan_memo(plan, ("network", switch_mode, _network_key(topology), default_latency,
-                           exact, folded is None),
-                    lambda: (topology, link_network(topology, running.connections,
-                                                default_latency, exact, links)))[1]
+    network = plan_memo(plan, ("network", switch_mode, network_key, default_latency,
+                               exact, folded is None),
+                        lambda: (topology, link_network(topology, running.connections,
+                                                        default_latency, exact, links)))[1]
 
     def run(count: int) -> Fraction:
         # a run is a whole program: the same sends asked for again (Blink's 32
         # iterations at 16 MiB are the first probe of its 256 at 128 MiB) run once
-        return plan_memo(plan, ("run", switch_mode, _network_key(topology), default_latency,
-                                exact, folded is None, size * count / pieces, count),
+        return plan_memo(plan, ("run", switch_mode, network_key, default_latency,
+                         exact, folded is None, size * count / pieces, count),
                          lambda: run_flat(topology,
-                                          expand_template(running, size * count / pieces, count),
-                                          default_latency, exact, check, None, links, network))
+                         expand_template(running, size * count / pieces, count),
+                         default_latency, exact, check, None, links, network))
 
     def floor() -> Fraction:
         return (bandwidth_floor(topology, plan, size) if exact
@@ -278,8 +274,9 @@ def _folded(topology: Topology, plan: CollectivePlan, template: IterationTemplat
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
-    return plan_memo(plan, ("floor", _network_key(topology)), lambda: _congestion(topology, plan)) \
-        * float(size) / BYTES_PER_US_PER_GBPS
+    congestion = plan_memo(plan, ("floor", topology.fingerprint()),
+                           lambda: _congestion(topology, plan))
+    return congestion * float(size) / BYTES_PER_US_PER_GBPS
 
 
 def _congestion(topology: Topology, plan: CollectivePlan) -> float:
@@ -292,8 +289,8 @@ def plan_bound(topology: Topology, plan: CollectivePlan) -> tuple[Fraction, tupl
     the plan's other facts (:func:`plan_memo`) while it is the plan being timed: TACOS's
     plan per size walks 16,000 tree edges at 64 GPUs for its floor and again for its
     row's bound."""
-    return plan_memo(plan, ("bound", _network_key(topology)),
-                 lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
+    return plan_memo(plan, ("bound", topology.fingerprint()),
+                     lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
 
 
 def bandwidth_floor(topology: Topology, plan: CollectivePlan, message_size: Fraction | int

@@ -1,6 +1,6 @@
 """Jobs sharing a fabric under a routing model: per-job slowdown, per-link load.
 
-Routing models (vclos.txt §3, §5.2, §6):
+Routing models (vClos (Han et al., arXiv:2308.05692) §3, §5.2, §6):
 
 * ``source``: Canopy's own routing, each job's routes chosen as if it were alone on the
   fabric (source routing), then all jobs run together: one outcome.

@@ -1,6 +1,7 @@
 """ECMP: every switch hashes a flow's 5-tuple onto one of its equal-cost next hops.
 
-vclos.txt §3.1: switches spread flows over equal-cost paths by hashing the 5-tuple
+vClos (Han et al., arXiv:2308.05692) §3.1: switches spread flows over equal-cost paths by hashing
+the 5-tuple
 (source IP, destination IP, source port, destination port, protocol); flows that hash
 onto the same uplink collide. We model it per hop, as switches do: at every node on the
 way, the next hops are the neighbours one hop closer to the destination (shortest paths

@@ -3,7 +3,7 @@
 A job runs its algorithm on the **job network**: its compute nodes, the switches (all of
 them, or the ones a vClos allots it), and the live links among those, dead-end switches
 pruned. Its plan (:class:`~canopy.engine.model.plan.CollectivePlan`) is routed by Canopy's own
-router there (source routing, vclos.txt §5.2: the sender picks the path).
+router there (source routing, vClos (Han et al., arXiv:2308.05692) §5.2: the sender picks the path).
 
 A **flow** is one connection of the plan: a (sender, receiver, channel) triple, as a
 runtime opens one queue pair per peer per channel. A ring's channel is its ring index;
@@ -80,7 +80,8 @@ def job_topology(topology: Topology, job: Job, switches: frozenset[str] | None =
 
 def alltoall_plan(topology: Topology, nodes: list[str]) -> CollectivePlan:
     """All-to-all as direct exchanges: every node sends 1/N of its buffer to every other
-    over its own connection, routed least congested first (vclos.txt §5.3, "pair-wise
+    over its own connection, routed least congested first (vClos (Han et al.,
+    arXiv:2308.05692) §5.3, "pair-wise
     exchange"; each pair is a one-edge tree)."""
     router = Router(topology)
     loads: dict[tuple[str, str], Fraction] = {}

@@ -1,6 +1,7 @@
 """vClos: each job isolated on its own leaves, spines and reserved leaf-spine ports.
 
-vclos.txt §6.1 and Appendix A.2. The fabric is a two-tier leaf-spine: every server
+vClos (Han et al., arXiv:2308.05692) §6.1 and Appendix A.2. The fabric is a two-tier leaf-spine:
+every server
 (a ``group`` of compute nodes and its own switches, NVSwitch and NICs) hangs off one
 leaf; spines join the leaves. A port is the bandwidth of one leaf downlink (a GPU's
 NIC); C[n, m] counts the free ports between leaf n and spine m. Jobs are placed first in,

@@ -1,7 +1,8 @@
 """The bottleneck cut S* in words, for people rather than for the verifier.
 
 ForestColl's optimum is set by the cut S* minimising |S* ∩ V_c| / B+(S*)
-(forestcoll.txt §3.1 eq. (1)): the compute nodes inside S* must send everything they hold
+(ForestColl (arXiv:2402.06787) §3.1 eq. (1)): the compute nodes inside S* must send
+everything they hold
 out over the links leaving S*. :func:`describe_cut` says how many GPUs S* holds, names the
 smaller side (S* or everything outside it) by whole servers where it can, and says which
 links carry the B+(S*) GB/s out, e.g. "S* holds 8 of 16 GPUs (server n0); 200 GB/s leave

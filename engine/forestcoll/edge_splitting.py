@@ -1,4 +1,5 @@
-"""Switch removal by edge splitting (forestcoll.txt §4.3, App. C.2, Alg. 4, Thms 6-8).
+"""Switch removal by edge splitting (ForestColl (arXiv:2402.06787) §4.3, App. C.2, Alg. 4, Thms
+6-8).
 
 Input: integer capacities in trees (b_e / y) on an Eulerian digraph and k. Each switch w
 is removed by replacing capacity of pairs (u, w), (w, t) with a direct logical edge

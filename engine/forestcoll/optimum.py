@@ -1,6 +1,7 @@
 """The allgather optimum: bottleneck cut S*, x*, k and tree bandwidth y; and fixed-k U*.
 
-forestcoll.txt §3.1 eq. (1): the best allgather time is (M/N)·max |S∩V_c| / B+(S) over
+ForestColl (arXiv:2402.06787) §3.1 eq. (1): the best allgather time is (M/N)·max |S∩V_c| / B+(S)
+over
 cuts S ⊉ V_c. §4.2 / App. C.1 Thm 1 tests a candidate x with one maxflow per compute
 node on the auxiliary network G⃗_x. Instead of the paper's bisection (Alg. 1) we iterate
 on the ratio of the violated cut (Dinkelbach/Newton): when x fails, the minimum cut is a
@@ -39,7 +40,7 @@ def rational_gcd(values: list[Fraction]) -> Fraction:
 
 @dataclass(frozen=True)
 class Optimum:
-    """The exact optimum of a topology (forestcoll.txt §4.2, Prop. 3)."""
+    """The exact optimum of a topology (ForestColl (arXiv:2402.06787) §4.2, Prop. 3)."""
 
     network: Network
     inverse_x: Fraction          # 1/x* = |S*∩V_c| / B+(S*), in 1/(GB/s)
@@ -113,7 +114,8 @@ def optimum(topology: Topology, where: str = "") -> Optimum:
     Returns
     -------
     Optimum
-        ``inverse_x`` is 1/x* = max |S ∩ V_c| / B+(S) over cuts (forestcoll.txt §3, Thm 1),
+        ``inverse_x`` is 1/x* = max |S ∩ V_c| / B+(S) over cuts (ForestColl (arXiv:2402.06787) §3,
+        Thm 1),
         ``bottleneck_cut`` a maximising S*, ``k`` and ``tree_bandwidth`` Prop. 3's k and y;
         ``algbw(collective)`` is the optimal algbw in GB/s.
 

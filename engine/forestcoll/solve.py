@@ -1,6 +1,7 @@
 """The whole ForestColl pipeline: optimum, switch removal, tree packing, map back, verify.
 
-forestcoll.txt §4.1 gives the outline. ``solve`` returns a :class:`Schedule` only after
+ForestColl (arXiv:2402.06787) §4.1 gives the outline. ``solve`` returns a :class:`Schedule` only
+after
 :func:`canopy.engine.model.verification.verify` has accepted it.
 
 Reduce-scatter runs out-trees against their arrows (§4.6). On bidirectional networks the
@@ -269,7 +270,8 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     node that reaches the optimum (or comes within ``tolerance`` percent of it); with
     ``k``, the best schedule with exactly k trees per node (§4.5).
 
-    Finds the optimum (forestcoll.txt §4.2), removes switches by edge splitting (§4.3),
+    Finds the optimum (ForestColl (arXiv:2402.06787) §4.2), removes switches by edge splitting
+    (§4.3),
     packs k spanning out-trees per compute node (§4.4), maps their edges back to physical
     routes and verifies the result (:func:`canopy.engine.model.verification.verify`) before
     returning.

@@ -1,4 +1,4 @@
-"""Tree packing on vertex-transitive fabrics by translation (forestcoll.txt §4.4).
+"""Tree packing on vertex-transitive fabrics by translation (ForestColl (arXiv:2402.06787) §4.4).
 
 §4.4 asks for k out-trees rooted at every compute node, spanning all of them, such that
 every logical edge (x, y) of D* lies in at most g(x, y) trees. When the compute nodes form

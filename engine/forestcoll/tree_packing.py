@@ -1,4 +1,5 @@
-"""Spanning out-tree packing in batches (forestcoll.txt §4.4, App. C.3, Alg. 5, Thm 12).
+"""Spanning out-tree packing in batches (ForestColl (arXiv:2402.06787) §4.4, App. C.3, Alg. 5, Thm
+12).
 
 On the switch-free logical topology D* with integer capacities g, we grow k out-trees
 per compute node. Trees travel in batches: a batch R of multiplicity m(R) is m identical

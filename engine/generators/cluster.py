@@ -5,7 +5,7 @@ Per server: GPUs join an NVSwitch, a direct all-to-all mesh or a ring, with ``gp
 GPU's total intra-server bandwidth per direction (split evenly over its mesh or ring
 links). Each GPU has ``nics_per_gpu`` NICs of ``nic_bw``, or, for 1/q, shares one NIC with
 q-1 other GPUs behind a PCIe switch (as on AWS p4d). NICs are switch nodes, as in
-forestcoll.txt §5 (DGX A100: GPU - NIC 25 GB/s, NIC - IB switch 25 GB/s).
+ForestColl (arXiv:2402.06787) §5 (DGX A100: GPU - NIC 25 GB/s, NIC - IB switch 25 GB/s).
 
 Scale-out: ``single`` puts every NIC on one switch; ``rail`` puts NIC j of every server on
 rail switch j mod R; ``leaf-spine`` groups ``servers_per_leaf`` servers into pods whose

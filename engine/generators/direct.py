@@ -42,7 +42,7 @@ def ring(n: int, bandwidth: Fraction, bidirectional: bool) -> Topology:
     it runs (both when ``bidirectional``, else only i -> i+1).
 
     Its allgather optimum is x* = 2b/(N-1) bidirectional and b/(N-1) one-way for N >= 3
-    (the cut of all nodes but one, forestcoll.txt §3.1).
+    (the cut of all nodes but one, ForestColl (arXiv:2402.06787) §3.1).
     """
     b = Builder(f"{'bidirectional' if bidirectional else 'one-way'} ring of {n} "
                 f"({format_gbps(bandwidth)} GB/s)")

@@ -1,4 +1,5 @@
-"""Multi-dimensional fabrics in the style of ASTRA-sim and TACOS (tacos.txt §V, Table IV):
+"""Multi-dimensional fabrics in the style of ASTRA-sim and TACOS (TACOS (Won et al.,
+arXiv:2304.05301) §V, Table IV):
 NPUs on a d0 x d1 x ... grid, and along each dimension a Ring, a FullyConnected clique or
 a Switch joining the NPUs that differ only in that coordinate.
 

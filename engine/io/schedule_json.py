@@ -1,4 +1,4 @@
-"""canopy-schedule v1 JSON (DESIGN.md): write and read schedules.
+"""canopy-schedule v1 JSON (docs/formats.md): write and read schedules.
 
 Exact values (1/x*, y) are written as "p/q" strings next to float algbw figures for
 people; reading takes the exact strings.

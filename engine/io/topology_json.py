@@ -288,7 +288,7 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
     Parameters
     ----------
     path : str or os.PathLike
-        A canopy-topology JSON file (DESIGN.md, "File formats").
+        A canopy-topology JSON file (docs/formats.md).
 
     Returns
     -------

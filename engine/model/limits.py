@@ -2,7 +2,7 @@
 
 Every number and file Canopy reads is checked against these before any work starts, so
 an absurd input is refused with one sentence instead of running for minutes or exhausting
-memory (issue 15: a bandwidth of ``1e999999999`` grew to 485 MB; 100,000 nested ``[``
+memory (a bandwidth of ``1e999999999`` grew to 485 MB; 100,000 nested ``[``
 overflowed Python's stack).
 
 * A number (bandwidth, latency) is written with at most :data:`MAX_DIGITS` digits and its

@@ -1,7 +1,8 @@
 """How much of each physical link a schedule uses: the data of the link-load overlay.
 
 A unit tree moves its 1/k shard at the tree bandwidth y over every hop of every edge's
-path (forestcoll.txt §3.2), so a directed link carrying L unit trees runs at L·y of its
+path (ForestColl (arXiv:2402.06787) §3.2), so a directed link carrying L unit trees runs at L·y of
+its
 bandwidth b. For reduce phases the hops run against the listed paths (§4.6); allreduce
 runs its two phases one after the other, so a link's utilisation is the larger of them,
 or, for ForestColl's allreduce LP (``split_budgets``, App. E), both at once: their sum.

@@ -14,7 +14,7 @@ link, the bytes it carries per byte of message; the bandwidth-only throughput of
 is then ``algbw = 1 / max_e(load_e / b_e)`` (nccl-tests algbw: message size over time,
 in GB/s), with the exact :class:`fractions.Fraction` capacities of
 :meth:`canopy.engine.model.topology.Topology.capacities`. This is the congestion argument of
-forestcoll.txt §5.3 ("computed based on the congestion of links in the schedule").
+ForestColl (arXiv:2402.06787) §5.3 ("computed based on the congestion of links in the schedule").
 
 Used by the execution model (:mod:`canopy.engine.execution.simulate`), the baselines, the link-load
 overlay (:mod:`canopy.engine.model.link_load`) and verification, which all sum link loads with
@@ -67,7 +67,7 @@ class FlowTree:
     """A ``share`` of the message moving over a tree of compute nodes rooted at ``root``.
 
     ``edges`` list parents before children. ``reduce`` trees move data from the leaves
-    into the root (reduce-scatter's in-trees, forestcoll.txt §4.6).
+    into the root (reduce-scatter's in-trees, ForestColl (arXiv:2402.06787) §4.6).
     """
 
     key: Hashable
@@ -123,7 +123,7 @@ def link_loads(plan: CollectivePlan) -> dict[Edge, Fraction]:
 
     Phases overlap when pipelined (the reduce of one piece runs while an earlier piece is
     broadcast), so their loads add on every link, as in the allreduce model of
-    forestcoll.txt App. E.
+    ForestColl (arXiv:2402.06787) App. E.
     """
     # Each distinct route and share once, with its count: a ring plan on 1024 GPUs has
     # 8 million tree edges over 8 thousand routes (the same exact sums).
@@ -277,7 +277,7 @@ def trees_plan(collective: str, compute: list[str], trees: list[Tree], total: in
 
     A tree of multiplicity m carries m/total of its root's data: its root's shard (1/N of
     the message) or, for single-root forests (``whole``), the whole message. Reduce
-    phases run the trees against their arrows (forestcoll.txt §4.6), or run
+    phases run the trees against their arrows (ForestColl (arXiv:2402.06787) §4.6), or run
     ``reduce_trees`` (out-trees of the transposed network) backwards when given.
     Allreduce's broadcast of a tree's data waits for that tree's reduction (same trees)
     or, with separate reduce trees, for the reduction of its root's whole shard.

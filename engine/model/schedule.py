@@ -1,8 +1,8 @@
 """Schedules: spanning out-trees over the compute nodes, routed through the switches.
 
-A :class:`Schedule` is what ``canopy solve`` returns (canopy-schedule v1, DESIGN.md).
+A :class:`Schedule` is what ``canopy solve`` returns (canopy-schedule v1, docs/formats.md).
 Each :class:`Tree` of multiplicity ``m`` stands for ``m`` identical unit trees; every
-unit tree carries 1/k of its root's shard at the tree bandwidth ``y`` (forestcoll.txt
+unit tree carries 1/k of its root's shard at the tree bandwidth ``y`` (ForestColl (arXiv:2402.06787)
 §3.2, App. C.3). For reduce-scatter the same out-trees are listed and data runs against
 the arrows; allreduce is reduce-scatter followed by allgather (§4.6). On topologies with
 one-way links the reduce phase needs out-trees of the transposed network instead; they

@@ -1,8 +1,9 @@
 """The topology model: compute and switch nodes joined by links with exact bandwidths.
 
 Bandwidths are :class:`fractions.Fraction` in GB/s, parsed from their decimal text
-(DESIGN.md, "The mathematics"). A duplex link is one link each way, each of the full
-bandwidth; parallel links between the same pair add up. ForestColl (forestcoll.txt §4,
+(docs/architecture.md, "The mathematics"). A duplex link is one link each way, each of the full
+bandwidth; parallel links between the same pair add up. ForestColl (ForestColl (arXiv:2402.06787)
+§4,
 App. C) needs every node balanced: total ingress bandwidth equals total egress bandwidth.
 """
 
@@ -130,6 +131,15 @@ class Topology:
                 lat[d] = max(lat.get(d, link.latency), link.latency)
         return lat
 
+    def fingerprint(self) -> tuple[Any, ...]:
+        """What every computation on this network depends on, and nothing else: its nodes in
+        file order (the rank order) with their kinds and servers, and its live directed links
+        with their bandwidths and latencies. Positions, labels and the file's name are left
+        out; a failed link or switch counts through what it removes. Every memo and every
+        check whether a shown result is stale compares these."""
+        return (tuple((n.id, n.kind, n.group) for n in self.nodes if not n.failed),
+                tuple(self.capacities().items()), tuple(self.latencies().items()))
+
     def digraph(self) -> nx.DiGraph:
         """A networkx DiGraph with ``capacity`` (Fraction) on each directed link."""
         import networkx as nx
@@ -250,7 +260,8 @@ def find_problems(topo: Topology) -> list[Problem]:
     """Every problem that stops ForestColl from running on ``topo``, most basic first.
 
     Structural problems (duplicates, unknown nodes, self-loops, bad bandwidths) come
-    first; the graph checks (enough compute nodes, reachability, balance: forestcoll.txt
+    first; the graph checks (enough compute nodes, reachability, balance: ForestColl
+    (arXiv:2402.06787)
     §4.3 needs in = out bandwidth at every switch) run only when the structure is sound.
 
     Parameters

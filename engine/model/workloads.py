@@ -1,6 +1,7 @@
 """Jobs on a shared fabric: which compute nodes run which collective, at what size.
 
-A job (vclos.txt §3-4: a DML task) is a set of compute nodes running one collective
+A job (vClos (Han et al., arXiv:2308.05692) §3-4: a DML task) is a set of compute nodes running one
+collective
 with one algorithm at one message size. Jobs live in the topology file as a top-level
 ``jobs`` list (kept on round trips) or in a separate jobs file::
 

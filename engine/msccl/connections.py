@@ -10,7 +10,8 @@ schedule ``canopy compare`` times are the same program.
 
 A *connection* is (sender, receiver, channel) with one physical route. In the execution
 model a link shared by several connections is shared among them equally, so a tree of
-multiplicity m (m unit trees of forestcoll.txt Prop. 3, m chunks of the XML) keeps its
+multiplicity m (m unit trees of ForestColl (arXiv:2402.06787) Prop. 3, m chunks of the XML) keeps
+its
 share of a link only if it streams on m connections. The runtime bounds connections: at
 most ``max_channels`` channels per pair of GPUs, one thread block per connection end and
 ``max_tbs_per_gpu`` thread blocks per GPU (its SMs), ``max_tbs_per_channel`` per channel.
@@ -107,6 +108,7 @@ from canopy.engine.msccl.threadblocks import (
     assign_threadblocks,
     parser_elements,
 )
+from canopy.engine.network.servers import server_members, server_rotation
 
 Group = tuple[str, str, Path]          # (sender, receiver, route): one kind of connection
 Key = tuple[Any, ...]                  # a group, or a group's edges of one phase (and step)
@@ -456,7 +458,7 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
 @dataclass(frozen=True)
 class _Servers:
     """Identical servers: the rotation π of the servers
-    (:func:`canopy.engine.execution.folding.server_rotation`) and per node in a server (server,
+    (:func:`canopy.engine.network.servers.server_rotation`) and per node in a server (server,
     index within it, servers)."""
 
     rotation: dict[str, str]
@@ -465,13 +467,11 @@ class _Servers:
 
 def _servers(topology: Topology) -> _Servers | None:
     """The topology's identical servers, or None."""
-    from canopy.engine.execution.folding import server_rotation, servers
-
     found = server_rotation(topology)
     if found is None:
         return None
     nodes = topology.nodes
-    members = servers([node.group for node in nodes])
+    members = server_members([node.group for node in nodes])
     return _Servers(found[0], {nodes[v].id: (k, i, len(members))
                                for k, server in enumerate(members)
                                for i, v in enumerate(server)})
@@ -694,7 +694,8 @@ def slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
     """Layout 7: ``plan`` cut into unit trees (q = 1), its tree edges keyed by phase and
     band of 2 steps (:func:`_members`), and every key's connections set by the slack of
     the busiest link on its route (that link's load at the plan's bound over its
-    capacity, forestcoll.txt §5.3's congestion, in whole percent): a connection per unit
+    capacity, ForestColl (arXiv:2402.06787) §5.3's congestion, in whole percent): a connection per
+    unit
     tree edge, one per 2 unit tree edges of a band, or one per key. A link is shared
     equally among its connections (:mod:`canopy.engine.execution.simulate`), so on the links the
     schedule loads to capacity every unit tree keeps a connection, and its share, of its

@@ -4,7 +4,7 @@ The input is the one schedule model, :class:`canopy.engine.model.plan.Collective
 execution model simulates and ``canopy compare`` times): its trees, their shares and the
 physical route of every tree edge, which the steps carry on to the thread blocks' ``via``.
 
-Chunk layout (DESIGN.md, "MSCCL XML"): with N ranks and k unit trees per root, the
+Chunk layout (docs/formats.md, "MSCCL XML"): with N ranks and k unit trees per root, the
 collective's full buffer has N·k chunks and rank r owns chunks r·k … r·k+k−1. A tree of
 multiplicity m rooted at r carries m consecutive chunks of r's range (trees of a root in
 ``index`` order); each send or receive moves those m chunks at once (``cnt`` = m, split
@@ -13,14 +13,14 @@ when m exceeds the runtime's ``cnt`` limit). Pipelining is left to the runtime.
 Slots follow the msccl-tools convention: a piece lives in the same slot on every rank, and
 both steps of a transfer name it as their (src, dst) pair (the receiving step's src and the
 sending step's dst are the peer's side, unused by the runtime). Allgather works in
-``o[chunk]``; reductions accumulate in a *work slot* (:meth:`Plan.work`): ``s[chunk]`` for
+``o[chunk]``; reductions accumulate in a *work slot* (:meth:`StepProgram.work`): ``s[chunk]`` for
 reduce-scatter (the input stays untouched outside the rank's result), the result slot for
 allreduce. Where the work slot is not the input slot, every rank first copies its input
 into it with ``cpy`` steps (one per run of pieces, at most ``cnt`` chunks), and a piece's
 first step depends on its copy. Out-of-place allgather likewise copies the root's chunks
 from ``i`` to ``o`` and sends them from ``o``, so ``rcs`` steps name one slot.
 
-* Allgather (forestcoll.txt §3.2): each out-tree broadcasts its chunks from the root.
+* Allgather (ForestColl (arXiv:2402.06787) §3.2): each out-tree broadcasts its chunks from the root.
   A node with children receives and forwards to its first child in one ``rcs`` step and
   sends to the others with ``s`` steps that depend on it; a leaf receives with ``r``.
 * Reduce-scatter (§4.6): the reduce trees run against their arrows. A leaf sends its
@@ -87,7 +87,7 @@ class Chain:
 
 
 @dataclass
-class Plan:
+class StepProgram:
     """Every step of the program, by chain, with the buffer sizes it needs."""
 
     collective: str                      # the schedule's name: allgather, reduce-scatter, ...
@@ -205,7 +205,7 @@ class _Shape:
 
 
 @dataclass(frozen=True, eq=False)
-class Tree:
+class LoweredTree:
     """A tree of the plan as the lowering reads it: its root, its place among its root's
     trees, the chunks it carries and its edges (parent, child, route parent -> child)."""
 
@@ -220,13 +220,13 @@ class Tree:
 
 
 def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, start: int = 0
-                  ) -> list[Tree]:
+                  ) -> list[LoweredTree]:
     """The trees of one phase of a plan, each carrying ``share · n · chunks`` chunks (a
     whole number: the chunk layout must hold every tree's share exactly). Reduce trees
     carry their data against the arrows, so their routes are turned back to run from
     parent to child. ``start`` is the index of the phase's first tree in the plan's
     trees (reduce trees first)."""
-    out: list[Tree] = []
+    out: list[LoweredTree] = []
     per_root: dict[str, int] = {}
     for t in phase:
         m = t.share * n * chunks
@@ -238,7 +238,7 @@ def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, start: int =
         edges = tuple((e.parent, e.child, tuple(reversed(e.path)) if t.reduce else e.path)
                       for e in t.edges)
         channels = tuple(e.channel if isinstance(e.channel, int) else None for e in t.edges)
-        out.append(Tree(t.root, index, int(m), edges, channels,
+        out.append(LoweredTree(t.root, index, int(m), edges, channels,
                         tuple(e.priority for e in t.edges), start + len(out), t.reduce))
     return out
 
@@ -253,7 +253,7 @@ def chunks_per_root(plan: CollectivePlan) -> int:
     return k
 
 
-def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
+def _shape(tree: LoweredTree, rank: dict[str, int], n: int) -> _Shape:
     label = f"tree {tree.index} of root '{tree.root}'"
     if tree.root not in rank:
         raise ScheduleError(f"{label}: the root is not one of the schedule's compute nodes.")
@@ -288,7 +288,7 @@ def _shape(tree: Tree, rank: dict[str, int], n: int) -> _Shape:
                   priority_to, tree.position, tree.reduce)
 
 
-def _pieces(trees: list[Tree], k: int, where: str) -> list[tuple[int, int, Tree]]:
+def _pieces(trees: list[LoweredTree], k: int, where: str) -> list[tuple[int, int, LoweredTree]]:
     """(first chunk offset within the root's k, count, tree) in tree index order."""
     out = []
     offset = 0
@@ -303,8 +303,11 @@ def _pieces(trees: list[Tree], k: int, where: str) -> list[tuple[int, int, Tree]
     return out
 
 
-def _refine(a: list[tuple[int, int, Tree]], b: list[tuple[int, int, Tree]], max_count: int
-            ) -> Iterator[tuple[int, int, Tree, Tree]]:
+Piece = tuple[int, int, LoweredTree]
+
+
+def _refine(a: list[Piece], b: list[Piece], max_count: int
+            ) -> Iterator[tuple[int, int, LoweredTree, LoweredTree]]:
     """Common refinement of two partitions of 0..k-1, cut further to ``max_count``."""
     cuts = sorted({off for off, _, _ in a} | {off for off, _, _ in b}
                   | {a[-1][0] + a[-1][1]})
@@ -330,7 +333,7 @@ class _Builder:
         self.rank = {name: r for r, name in enumerate(compute_nodes)}
         if len(self.rank) != self.n:
             raise ScheduleError("the schedule lists a compute node twice.")
-        self.plan = Plan(self.collective, self.n, self.k, inplace, [], [0] * self.n)
+        self.plan = StepProgram(self.collective, self.n, self.k, inplace, [], [0] * self.n)
         if self.collective == "reduce-scatter":
             self.plan.scratch = [self.n * self.k] * self.n
         self.chains = self.plan.chains
@@ -339,7 +342,7 @@ class _Builder:
         self.work = self.plan.work
         self._shapes: dict[int, _Shape] = {}
 
-    def shape(self, tree: Tree) -> _Shape:
+    def shape(self, tree: LoweredTree) -> _Shape:
         key = id(tree)
         if key not in self._shapes:
             self._shapes[key] = _shape(tree, self.rank, self.n)
@@ -461,14 +464,14 @@ class _Builder:
         return out
 
     # ------------------------------------------------------------------ collectives
-    def build(self, broadcast: list[Tree], reduce: list[Tree]) -> Plan:
+    def build(self, broadcast: list[LoweredTree], reduce: list[LoweredTree]) -> StepProgram:
         if self.collective == "allgather":
             self.build_allgather(broadcast)
         else:
             self.build_reduction(broadcast, reduce)
         return self.plan
 
-    def build_allgather(self, trees: list[Tree]) -> None:
+    def build_allgather(self, trees: list[LoweredTree]) -> None:
         """Broadcast every piece from ``o[chunk]`` (out of place, after copying it there)."""
         for root_name, r in self.rank.items():
             base = r * self.k
@@ -483,10 +486,10 @@ class _Builder:
                 self.broadcast(self.shape(tree), chunk, cnt, (self.out, chunk),
                                ready=copies.get(chunk))
 
-    def build_reduction(self, trees: list[Tree], reduce_trees: list[Tree]) -> None:
+    def build_reduction(self, trees: list[LoweredTree], reduce_trees: list[LoweredTree]) -> None:
         """Reduce every piece into its root; allreduce then broadcasts it, cut into the
         common refinement of the reduce and broadcast pieces."""
-        pieces: list[tuple[int, int, Tree, Tree | None]] = []
+        pieces: list[tuple[int, int, LoweredTree, LoweredTree | None]] = []
         for root_name, r in self.rank.items():
             where = f"root '{root_name}'"
             base = r * self.k
@@ -520,7 +523,7 @@ class _Builder:
 
 def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = True,
                max_count: int = 71, piece: int | None = None, fuse_fanout: bool = True
-               ) -> Plan:
+               ) -> StepProgram:
     """All MSCCL steps of ``plan`` (the schedule model of :mod:`canopy.engine.model.plan`: its
     reduce trees, then its broadcast trees), grouped into chains, with ``chunks`` chunks
     per root (default :func:`chunks_per_root`; a ForestColl schedule's k). A tree carrying

@@ -11,7 +11,8 @@ puts a receive-only and a send-only connection end of a GPU into one thread bloc
 runs the receives, then the sends, every iteration, only where that holds nothing back:
 
 Every step of the receive connection within the piece comes before every step of the
-send connection (forestcoll.txt's trees move a piece one level per step: reduce trees by
+send connection (ForestColl (arXiv:2402.06787)'s trees move a piece one level per step: reduce
+trees by
 the height of the sender's subtree, allreduce's broadcasts after every reduction), and:
 
 * **Relays** (the pipelined export's ``rcs``/``rrs``): two connections of one tree edge

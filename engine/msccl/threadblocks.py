@@ -33,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from canopy.engine.model.errors import ScheduleError
-from canopy.engine.msccl.lowering import Chain, Plan, Step, relabel
+from canopy.engine.msccl.lowering import Chain, Step, StepProgram, relabel
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class ThreadBlock:
 class Layout:
     """Thread blocks of every rank, ids in list order, steps in execution order."""
 
-    plan: Plan
+    plan: StepProgram
     tbs: list[list[ThreadBlock]]
 
     @property
@@ -282,7 +282,7 @@ class _Channels:
         return None
 
 
-def _assign_channels(plan: Plan, order: list[Chain], limits: MscclLimits, fuse: bool,
+def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits, fuse: bool,
                      spread: int, connections: str
                      ) -> tuple[list[Chain], dict[Chain, int], dict[tuple[int, int], _Channel]]:
     """Channels for the chains in order. Where a fused step's (receive, send) pair cannot
@@ -394,7 +394,7 @@ def _plan_order(chain: Chain) -> tuple:
     return (0,) if all(step.dep is None for step in chain.steps) else (2,)
 
 
-def assign_threadblocks(plan: Plan, limits: MscclLimits = MscclLimits(), fuse: bool = True,
+def assign_threadblocks(plan: StepProgram, limits: MscclLimits = MscclLimits(), fuse: bool = True,
                         spread: int = 1, connections: str = "shared") -> Layout:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
     Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread

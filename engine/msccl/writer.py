@@ -57,8 +57,8 @@ from canopy.engine.msccl.connections import runtime_layout
 from canopy.engine.msccl.lowering import (
     XML_COLLECTIVE,
     Loc,
-    Plan,
     Step,
+    StepProgram,
     chunks_per_root,
     plan_steps,
 )
@@ -190,7 +190,7 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
                       ) -> etree._Element:
     """The ``<algo>`` element of ``layout``."""
     options = options or MscclOptions()
-    plan: Plan = layout.plan
+    plan: StepProgram = layout.plan
     position: dict[Step, tuple[int, int]] = {}
     for rank_tbs in layout.tbs:
         for tb_id, tb in enumerate(rank_tbs):
@@ -293,17 +293,20 @@ def largest_fitting_k(topology: Topology, collective: str, below: int,
 
 
 def explain_limits(error: MscclLimitError, topology: Topology, schedule: Schedule,
-                   collective: str | None = None, options: MscclOptions | None = None
+                   collective: str | None = None, options: MscclOptions | None = None,
+                   solver: Solver | None = None, fixed_k_hint: str = "canopy solve --k {k}"
                    ) -> ScheduleError:
-    """``error`` completed with the largest fixed k that fits, as one sentence."""
+    """``error`` completed with the largest fixed k that fits, as one sentence;
+    ``fixed_k_hint`` says how a user asks for a fixed k (``{k}`` is filled in) and
+    ``solver`` solves for one (:func:`largest_fitting_k`)."""
     collective = collective or schedule.collective
+    text = str(error).rstrip(".")
     most = _most_pieces((options or MscclOptions()).limits)
     if schedule.k > most:
-        return MscclLimitError(f"{str(error).rstrip('.')}; a fixed k of at most {most} may fit "
-                               "(canopy solve --k K).")
-    k = largest_fitting_k(topology, collective, schedule.k, options)
-    text = str(error).rstrip(".")
+        return MscclLimitError(f"{text}; a fixed k of at most {most} may fit "
+                               f"({fixed_k_hint.format(k='K')}).")
+    k = largest_fitting_k(topology, collective, schedule.k, options, solver)
     if k is None:
         return MscclLimitError(f"{text}; no fixed k fits either.")
     return MscclLimitError(f"{text} at k = {schedule.k}; the largest fixed k that fits is {k} "
-                           f"(canopy solve --k {k}).")
+                           f"({fixed_k_hint.format(k=k)}).")

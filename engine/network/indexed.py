@@ -2,7 +2,7 @@
 
 Node ``i`` is ``names[i]``; ``capacity[(u, v)]`` is the exact bandwidth of the directed
 link u -> v with parallel links added up. The auxiliary source ``s`` of ForestColl's flow
-networks (forestcoll.txt §4.2, Fig. 3b) is node ``len(names)`` when a flow network is
+networks (ForestColl (arXiv:2402.06787) §4.2, Fig. 3b) is node ``len(names)`` when a flow network is
 built by :func:`source_network`.
 """
 
@@ -15,6 +15,7 @@ from functools import cached_property
 
 from canopy.engine.model.topology import Topology, check
 from canopy.engine.network.maxflow import FlowNetwork
+from canopy.engine.network.servers import identical_groups
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class Network:
     @cached_property
     def sink_representatives(self) -> tuple[int, ...]:
         """Compute nodes such that every compute node is the image of one of them under
-        an automorphism of the network (:func:`identical_groups`); F(s, v) is the same
+        an automorphism of the network
+        (:func:`canopy.engine.network.servers.identical_groups`); F(s, v) is the same
         for v and its images, so Thm 1's test needs a flow to these only."""
         images: set[int] = set()
         for classes in identical_groups(self):
@@ -71,40 +73,6 @@ class Network:
         """B+(S): total bandwidth of links leaving ``nodes``."""
         return sum((c for (a, b), c in self.capacity.items() if a in nodes and b not in nodes),
                    Fraction(0))
-
-
-def identical_groups(net: Network) -> list[list[tuple[int, ...]]]:
-    """Classes of interchangeable node groups (identical servers), members in index order.
-
-    Two groups G and H of equal signature are interchangeable: the map swapping the i-th
-    node of G with the i-th node of H and fixing every other node keeps every link and
-    its bandwidth and the compute nodes (an automorphism). The signature lists each
-    position's kind and every link touching the group, with an end inside written as its
-    position and an end outside as its node: equal signatures mean every link of G has
-    a twin of H with the same outside end, and there is no link between G and H (G's
-    signature would name H's nodes, which H's writes as positions). Swaps of pairwise
-    interchangeable groups compose, so a whole class is one orbit of its i-th nodes.
-    """
-    members: dict[str, list[int]] = {}
-    for i, g in enumerate(net.groups):
-        if g is not None:
-            members.setdefault(g, []).append(i)
-    position = {i: (g, p) for g, nodes in members.items() for p, i in enumerate(nodes)}
-    links: dict[str, list[tuple]] = {g: [] for g in members}
-
-    def end(node: int, group: str) -> tuple:
-        where = position.get(node)
-        return ("in", where[1]) if where is not None and where[0] == group else ("out", node)
-
-    for (a, b), c in net.capacity.items():
-        for g in {position[x][0] for x in (a, b) if x in position}:
-            links[g].append((end(a, g), end(b, g), c))
-    classes: dict[tuple, list[tuple[int, ...]]] = {}
-    for g, nodes in members.items():
-        kinds = tuple(net.is_compute(i) for i in nodes)
-        key = (kinds, tuple(sorted(links[g])))
-        classes.setdefault(key, []).append(tuple(nodes))
-    return [c for c in classes.values() if len(c) > 1]
 
 
 def source_network(net: Network, link_caps: Mapping[tuple[int, int], int],

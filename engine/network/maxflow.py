@@ -20,7 +20,7 @@ value of a maximum s-t flow, and the source side of a minimum s-t cut.
     numpy and OR-Tools costs about 0.1 s, more than a small solve, so without a named
     backend a network of at most ``SMALL_ARCS`` arcs uses it until the process has
     spent ``PYTHON_BUDGET`` arcs on such answers (about the loading time); then the
-    fastest backend takes over (issue 16: a whole ``canopy solve`` on a 16-GPU file
+    fastest backend takes over (a whole ``canopy solve`` on a 16-GPU file
     takes about 0.12 s, and sweeps of many small solves stay fast). Where numpy is
     loaded already (``canopy compare``'s simulator loads it) OR-Tools alone is left to
     load, 0.035 s, and the budget is ``LOADED_BUDGET`` (at 8 x DGX A100 ``canopy

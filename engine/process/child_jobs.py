@@ -1,7 +1,7 @@
 """Engine work in a child process: progress over a pipe, a cancel that stops at once.
 
 A long engine call (solve, compare, preview, sweep point, contention analysis) runs as a
-:class:`Job`: a module-level function called in a child process with the arguments given
+:class:`ChildJob`: a module-level function called in a child process with the arguments given
 and a ``progress`` keyword. The child sends what happens over a pipe as events:
 
 * ``("progress", phase, fraction)``, at most one per phase every ``PROGRESS_INTERVAL``;
@@ -10,9 +10,9 @@ and a ``progress`` keyword. The child sends what happens over a pipe as events:
 * ``("crashed", message)``, any other exception: its traceback goes through
   :mod:`logging` to the log file (:func:`log_file`), and the message names that file.
 
-The parent reads events without blocking (:meth:`Job.events`, or whenever
-:meth:`Job.fileno` is readable), so an editor's event loop never waits for the engine
-and shares no interpreter lock with it. :meth:`Job.cancel` ends the child process, so
+The parent reads events without blocking (:meth:`ChildJob.events`, or whenever
+:meth:`ChildJob.fileno` is readable), so an editor's event loop never waits for the engine
+and shares no interpreter lock with it. :meth:`ChildJob.cancel` ends the child process, so
 cancelling takes effect at once rather than at the engine's next progress point.
 
 Children come from a fork server (a clean process started once, with the engine's
@@ -228,14 +228,14 @@ def _decode(data: bytes, between_frames: Callable[[], None] | None = None) -> Ev
     return pickle.Unpickler(_Frames(data, between_frames)).load()
 
 
-class Job:
+class ChildJob:
     """One engine call in a child process.
 
     Examples
     --------
     >>> from canopy.engine.forestcoll.solve import solve
     >>> from canopy.engine.io.topology_json import load_sample
-    >>> job = Job(solve, load_sample("forestcoll-fig2.json"), "allreduce")
+    >>> job = ChildJob(solve, load_sample("forestcoll-fig2.json"), "allreduce")
     >>> job.start()
     >>> kind, schedule = job.wait()[-1]
     >>> kind, schedule.collective

@@ -4,7 +4,7 @@ CPython's collector makes a young pass every 700 container allocations (net of f
 and, as the heap grows, full passes over every object it tracks. The engine's work
 allocates millions of containers that stay alive until the result is written and form
 no cycles (plans, trees, timetables, routes): at 8 x DGX A100 ``canopy compare`` made
-six full passes over up to 280,000 objects, 0.26 of its 3 CPU seconds (issue 16), and
+six full passes over up to 280,000 objects, 0.26 of its 3 CPU seconds, and
 they found a few thousand objects of garbage.
 
 :func:`batch_collector` is called where a process starts such work: the ``canopy``

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.model.errors import CanopyError
-from canopy.engine.process.child_jobs import Job
+from canopy.engine.process.child_jobs import ChildJob
 from canopy.engine.sweep.point import base_row, evaluate
 from canopy.engine.sweep.spec import Point, Spec
 
@@ -86,11 +86,11 @@ def _timed_out(point: Point, limit: float) -> Row:
 def _run_local(spec: Spec, points: list[Point], workers: int,
                finished: Callable[[Row], None]) -> None:
     waiting = list(points)
-    running: dict[Job, tuple[Point, float]] = {}
+    running: dict[ChildJob, tuple[Point, float]] = {}
     while waiting or running:
         while waiting and len(running) < workers:
             point = waiting.pop(0)
-            job = Job(evaluate, point, spec.algorithms, spec.sizes)
+            job = ChildJob(evaluate, point, spec.algorithms, spec.sizes)
             job.start()
             running[job] = (point, time.monotonic())
         for job, (point, started) in list(running.items()):

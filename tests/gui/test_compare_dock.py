@@ -129,6 +129,18 @@ def test_network_edits_mark_the_comparison_stale_and_undo_clears_it(fig2, qtbot)
     assert dock.comparison.sizes == (1 << 20,)
 
 
+def test_a_failed_link_marks_the_comparison_stale(fig2, qtbot):
+    # The comparison runs on the live links only, so failing one changes what it would
+    # show: the shown results are stale until the link is back.
+    dock = run(fig2, qtbot, sizes=(1 << 20,))
+    doc = fig2.doc
+    edit_links(doc, [doc.link_keys()[0]], "failed", True)
+    qtbot.waitUntil(lambda: dock.stale, timeout=3000)
+    assert dock.stale_label.isVisible()
+    doc.undo_stack.undo()
+    qtbot.waitUntil(lambda: not dock.stale, timeout=3000)
+
+
 def test_cancel_stops_the_comparison_promptly(window, qtbot):
     window.doc.set_topology(dgx_a100_cluster(16), None, display_name="16 DGX")
     dock = window.compare.dock

@@ -10,7 +10,6 @@ from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 
 from canopy.app.commands import edit_links
-from canopy.app.docks.compare import network_signature
 from canopy.app.solution import compute_solution
 from canopy.engine.comparison.plot_series import (
     EXECUTED_SIZES,
@@ -77,7 +76,7 @@ def test_plots_show_the_curves(window, qtbot):
     # A comparison of the same collective adds the baselines' executed times.
     comp = compare(solution.topology, "allgather", sizes=(1 << 20, 1 << 24),
                    algorithms=("ring",))
-    plots.set_comparison(comp, network_signature(solution.topology))
+    plots.set_comparison(comp, solution.topology.fingerprint())
     names = [item.name() for item in curves_of(plots.time_plot)]
     assert names[-2].startswith("ForestColl as exported, k = ")
     assert names[-1] == "ring (executed)"
@@ -86,7 +85,7 @@ def test_plots_show_the_curves(window, qtbot):
     # A comparison of another network (edited since) is not drawn beside this solution.
     other = copy.deepcopy(solution.topology)
     other.links[0].bandwidth *= 2
-    plots.set_comparison(comp, network_signature(other))
+    plots.set_comparison(comp, other.fingerprint())
     names = [item.name() for item in curves_of(plots.time_plot)]
     assert names == ["bandwidth bound (346.67 GB/s)", "executed (simulated)"]
     plots.set_comparison(None)
@@ -140,7 +139,7 @@ def test_large_schedules_are_not_simulated_in_the_editor(monkeypatch, qtbot):
     assert title.text.startswith("Collective time<br>")
     # A comparison of this network draws the exported schedule's times, and the note goes.
     comp = compare(solution.topology, "allgather", sizes=(1 << 20, 1 << 24), algorithms=())
-    dock.set_comparison(comp, network_signature(solution.topology))
+    dock.set_comparison(comp, solution.topology.fingerprint())
     exported = curves_of(dock.time_plot)[-1]
     assert exported.name() == f"ForestColl as exported, k = {comp.row('forestcoll').details['k']}" \
         " (executed)"

@@ -1,0 +1,118 @@
+"""Servers and their symmetry, defined once for every algorithm.
+
+A *server* is the set of nodes that share a ``group`` in the topology (a DGX, one host of
+an import, one server of a generator), in file order. Identical servers wired alike give
+automorphisms of the network: swapping two of them position by position
+(:func:`identical_groups`), or rotating all of them by one (:func:`server_rotation`). The
+optimum needs flows to one server's compute nodes only, the LP of ForestColl's App. E
+(Zhao et al., arXiv:2402.06787) keeps one budget per link orbit, and the simulator runs one
+send per orbit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from canopy.engine.model.topology import Topology
+
+if TYPE_CHECKING:
+    from canopy.engine.network.indexed import Network
+
+
+def server_members(groups: Sequence[str | None]) -> list[list[int]]:
+    """The nodes (indices into ``groups``, a group per node) of each server, servers in
+    order of their first node: a server is the nodes that share a ``group``."""
+    members: dict[str, list[int]] = {}
+    for i, group in enumerate(groups):
+        if group is not None:
+            members.setdefault(group, []).append(i)
+    return list(members.values())
+
+
+def rotation_image(groups: Sequence[str | None], kinds: Sequence[object]
+                   ) -> list[int] | None:
+    """π on node indices: each node's image when the servers (:func:`server_members`) are rotated
+    by one, or None when there are fewer than two servers, they differ in size or a node's
+    image is of another kind. Whether π keeps the links is the caller's check."""
+    members = server_members(groups)
+    if len(members) < 2 or len({len(s) for s in members}) != 1:
+        return None
+    image = list(range(len(groups)))
+    for k, server in enumerate(members):
+        for v, w in zip(server, members[(k + 1) % len(members)], strict=True):
+            if kinds[v] != kinds[w]:
+                return None
+            image[v] = w
+    return image
+
+
+def server_rotation(topology: Topology) -> tuple[dict[str, str], int] | None:
+    """(π, m): the map of every node to its image under the rotation of the m servers,
+    or None when there are fewer than two servers or π is not an automorphism (servers
+    of different sizes or kinds, a link without an image of the same bandwidth and
+    latency)."""
+    nodes = topology.nodes
+    image = rotation_image([n.group for n in nodes], [n.kind for n in nodes])
+    if image is None:
+        return None
+    rotation = {node.id: nodes[image[i]].id for i, node in enumerate(nodes)}
+    caps, lats = topology.capacities(), topology.latencies()
+    for (a, b), cap in caps.items():
+        moved = (rotation[a], rotation[b])
+        if caps.get(moved) != cap or lats.get(moved) != lats.get((a, b)):
+            return None
+    return rotation, len({n.group for n in nodes if n.group is not None})
+
+
+def compute_nodes_by_server(topology: Topology) -> list[list[str]]:
+    """The compute nodes of each server (:func:`server_members`), in file order; compute
+    nodes of no server form one more, in the place of the first of them."""
+    groups: dict[str, list[str]] = {}
+    for node in topology.nodes:
+        if node.is_compute:
+            groups.setdefault(node.group or "", []).append(node.id)
+    return list(groups.values())
+
+
+def network_rotation(net: Network) -> list[int] | None:
+    """π on the indices of ``net``: :func:`rotation_image` of its servers (compute nodes
+    onto compute nodes), or None when there is none or π is not an automorphism of ``net``
+    (a link without an image of the same bandwidth)."""
+    image = rotation_image(net.groups, [net.is_compute(v) for v in range(net.n)])
+    if image is None:
+        return None
+    if any(net.capacity.get((image[a], image[b])) != c for (a, b), c in net.capacity.items()):
+        return None
+    return image
+
+
+def identical_groups(net: Network) -> list[list[tuple[int, ...]]]:
+    """Classes of interchangeable node groups (identical servers), members in index order.
+
+    Two groups G and H of equal signature are interchangeable: the map swapping the i-th
+    node of G with the i-th node of H and fixing every other node keeps every link and
+    its bandwidth and the compute nodes (an automorphism). The signature lists each
+    position's kind and every link touching the group, with an end inside written as its
+    position and an end outside as its node: equal signatures mean every link of G has
+    a twin of H with the same outside end, and there is no link between G and H (G's
+    signature would name H's nodes, which H's writes as positions). Swaps of pairwise
+    interchangeable groups compose, so a whole class is one orbit of its i-th nodes.
+    """
+    members = {net.groups[server[0]]: server for server in server_members(net.groups)}
+    position = {i: (g, p) for g, nodes in members.items() for p, i in enumerate(nodes)}
+    links: dict[str, list[tuple]] = {g: [] for g in members}
+
+    def end(node: int, group: str) -> tuple:
+        where = position.get(node)
+        return ("in", where[1]) if where is not None and where[0] == group else ("out", node)
+
+    for (a, b), c in net.capacity.items():
+        for g in {position[x][0] for x in (a, b) if x in position}:
+            links[g].append((end(a, g), end(b, g), c))
+    classes: dict[tuple, list[tuple[int, ...]]] = {}
+    for g, nodes in members.items():
+        kinds = tuple(net.is_compute(i) for i in nodes)
+        key = (kinds, tuple(sorted(links[g])))
+        classes.setdefault(key, []).append(tuple(nodes))
+    return [c for c in classes.values() if len(c) > 1]
