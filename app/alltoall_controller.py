@@ -26,6 +26,7 @@ from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.topology import format_gbps
 
 if TYPE_CHECKING:
+    from canopy.app.compute import ComputeController
     from canopy.app.main_window import MainWindow
 
 
@@ -53,9 +54,10 @@ def describe(result: AllToAllResult, heading: bool = True) -> str:
 class AllToAllController(QObject):
     """The action, the dock and the canvas drawing of one window."""
 
-    def __init__(self, window: MainWindow):
+    def __init__(self, window: MainWindow, controller: ComputeController):
         super().__init__(window)
         self.window = window
+        self.controller = controller
         self.result: AllToAllResult | None = None
         self._styled: list[int] = []
         self.label = QLabel("Compute ▸ Solve All-to-All to see the all-to-all optimum.")
@@ -87,7 +89,7 @@ class AllToAllController(QObject):
 
     def solve(self) -> bool:
         """Solve a snapshot as an engine job; False while another job runs."""
-        controller = self.window.solver.controller
+        controller = self.controller
         if controller.busy:
             return False
         self.clear()
@@ -96,7 +98,7 @@ class AllToAllController(QObject):
 
     def wait(self, ms: int = 120000) -> bool:
         """Wait for a running solve (scripts and tests)."""
-        return self.window.solver.controller.wait(ms)
+        return self.controller.wait(ms)
 
     def _done(self, result: AllToAllResult) -> None:
         self.result = result

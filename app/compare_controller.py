@@ -35,6 +35,7 @@ from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.sizes import parse_size, size_label
 
 if TYPE_CHECKING:
+    from canopy.app.compute import ComputeController
     from canopy.app.main_window import MainWindow
 
 DOCK_HEIGHT = 330
@@ -113,10 +114,9 @@ class CompareDialog(QDialog):
 class CompareController(QObject):
     """The Compare Algorithms action, its dialog and the dock."""
 
-    def __init__(self, window: MainWindow):
+    def __init__(self, window: MainWindow, controller: ComputeController):
         super().__init__(window)
         self.window = window
-        controller = window.solver.controller
         self.dock = CompareDock(window.doc, controller, window)
         self.dialog: CompareDialog | None = None
         window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.dock)

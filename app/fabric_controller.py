@@ -24,6 +24,7 @@ from canopy.engine.model.progress import Progress
 from canopy.engine.model.topology import Topology
 
 if TYPE_CHECKING:
+    from canopy.app.compute import ComputeController
     from canopy.app.main_window import MainWindow
 
 
@@ -49,10 +50,10 @@ def analyze_all(topology: Topology, seeds: int, progress: Progress | None = None
 class FabricController(QObject):
     """The Jobs dock, the Analyze Contention action, the Failed toggle and the marks."""
 
-    def __init__(self, window: MainWindow):
+    def __init__(self, window: MainWindow, controller: ComputeController):
         super().__init__(window)
         self.window = window
-        self.controller = window.solver.controller
+        self.controller = controller
         self.dock = JobsDock(window.doc, window.scene, window)
         window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.dock)
         window.tabifyDockWidget(window.properties, self.dock)

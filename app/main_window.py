@@ -99,9 +99,9 @@ class MainWindow(QMainWindow):
         # their engine jobs through the solve controller's ComputeController.
         self.library = LibraryController(self)
         self.solver = SolveController(self)
-        self.compare = CompareController(self)
-        self.fabric = FabricController(self)
-        self.alltoall = AllToAllController(self)
+        self.compare = CompareController(self, self.solver.controller)
+        self.fabric = FabricController(self, self.solver.controller)
+        self.alltoall = AllToAllController(self, self.solver.controller)
         self.properties.raise_()        # the controllers tabified their docks over it
         for owner in (self.library, self.solver, self.solver.exporter, self.compare,
                       self.fabric, self.alltoall):

@@ -10,7 +10,7 @@ gone is the trace of a crash, and the editor offers to restore it.
 The edit's snapshot is taken on the GUI thread (a plain dict, milliseconds even for
 large topologies); serialising and the fsync'd atomic write run on one background
 thread, so a slow disk never stalls the editor. A kill -9 two seconds after an edit loses
-nothing (tests/gui/test_recovery_kill.py).
+nothing (tests/app/test_recovery_kill.py).
 """
 
 from __future__ import annotations

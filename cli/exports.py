@@ -10,7 +10,7 @@ from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
 
 # MSCCL's defaults, spelled here so that building the parser does not import the MSCCL
-# lowering (tests/test_msccl_cli.py checks they equal MscclOptions' own).
+# lowering (tests/cli/test_msccl_cli.py checks they equal MscclOptions' own).
 CHANNELS, LAYOUT, RUNTIME, SMS = 4, "auto", "msccl", 108
 
 

@@ -20,8 +20,8 @@ from canopy.engine.io.schedule_json import load_schedule, save_schedule, schedul
 from canopy.engine.io.topology_json import load_sample, save_topology
 from canopy.engine.model.verification import verify
 from canopy.engine.network.indexed import Network
+from tests.engine.forestcoll.test_edge_splitting import all_cuts_hold
 from tests.strategies import topologies
-from tests.test_splitting import all_cuts_hold
 
 
 def tree_capacities(net, opt, k):

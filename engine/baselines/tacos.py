@@ -240,7 +240,8 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     (:func:`_random_words`): ``randrange(n)`` takes an output's top n.bit_length() bits,
     again until they are below n. At each
     time only the nodes whose matching can have changed are visited (see below), so the
-    matches are those of the plain loop over every node (tests/test_tacos_synthesis.py keeps
+    matches are those of the plain loop over every node
+    (tests/engine/baselines/test_tacos_synthesis.py keeps
     that loop as the reference).
     """
     costs, kind_of = _link_kinds(links, chunk_size)

@@ -4,7 +4,8 @@ compiled by numba.
 The same matching as :func:`canopy.engine.baselines.tacos.synthesize`, the reference
 written with Python sets, on flat arrays: per node a row of flags for the chunks it
 holds and misses, links in CSR form, integer ticks and the random outputs drawn in
-advance. Every draw, tie and match is the reference's (tests/test_tacos_synthesis.py
+advance. Every draw, tie and match is the reference's
+(tests/engine/baselines/test_tacos_synthesis.py
 runs both against the plain loop), in 1/20 of the time or less: at 8 x DGX A100
 ``canopy compare`` synthesizes 12 timetables of 4,032 to 16,128 matches, 0.45 CPU s
 in Python.

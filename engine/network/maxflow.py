@@ -34,7 +34,7 @@ fastest installed one. Any backend that cannot hold a network's capacities exact
 (int64 for OR-Tools, int32 after the gcd for scipy) hands that network to the python
 backend and says so in the ``canopy.engine.network.maxflow`` log at debug level. Arcs are kept in
 Python lists; numpy and OR-Tools are imported only when a backend needs them. Every
-backend answers the same tests (tests/test_maxflow.py).
+backend answers the same tests (tests/engine/network/test_maxflow.py).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.progress import Cancelled
 from canopy.engine.model.verification import verify
 from canopy.engine.network.indexed import Network
+from tests import SHARED
 from tests.strategies import topologies
 
 
@@ -80,10 +81,9 @@ def test_cli_prints_both_k_and_takes_a_tolerance(capsys):
 def test_ndv4_import_k1_reaches_the_optimum():
     """4 x Azure NDv4 from NCCL's own topology file: Prop. 3 needs 8 trees per node (1625
     before the importer read PCI widths as NCCL does), one reaches the same 256 GB/s."""
-    from pathlib import Path
 
     from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl_file
-    shared = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
+    shared = SHARED / "data" / "nccl-topo"
     options = NcclImportOptions(hosts=4, nvswitch_bw=Fraction(300))
     topo = import_nccl_file(shared / "azure-ndv4-topo.xml", options).topology
     schedule = solve(topo)

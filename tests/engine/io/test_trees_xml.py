@@ -10,7 +10,7 @@ from canopy.engine.io.topology_json import load_sample
 from canopy.engine.io.trees_xml import write_trees_xml
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.msccl import msccl_xml
-from tests.test_msccl_export import star_schedule
+from tests.engine.msccl.test_writer import star_schedule
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 from canopy.engine.network.indexed import Network, source_network
 from canopy.engine.network.servers import identical_groups
-from tests.test_optimality import brute_force_inverse_x
+from tests.engine.forestcoll.test_optimum import brute_force_inverse_x
 
 BW = st.sampled_from([Fraction(1), Fraction(2), Fraction(5, 2), Fraction(4)])
 

@@ -19,7 +19,7 @@ from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
 from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 from canopy.engine.network.indexed import Network
-from tests.test_splitting import all_cuts_hold
+from tests.engine.forestcoll.test_edge_splitting import all_cuts_hold
 
 
 @st.composite

@@ -7,7 +7,7 @@ from lxml import etree
 
 from canopy.engine.msccl import MscclLimits, MscclOptions, msccl_xml
 from canopy.engine.msccl.executor import MscclXmlError, describe, simulate_bytes
-from tests.test_msccl_export import star_schedule
+from tests.engine.msccl.test_writer import star_schedule
 
 STEP = ("type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
 

@@ -43,7 +43,7 @@ def test_solve_msccl_channels(tmp_path, capsys):
 def _written(out):
     """The XMLs an export to ``out`` wrote: ``out`` (the largest messages') and, where the
     choice differs by size, one below 512M beside it (2 x DGX A100 reduce-scatter: k = 7
-    from 512 MiB, k = 13 below, tests/test_msccl_ranges.py)."""
+    from 512 MiB, k = 13 below, tests/engine/deploy/test_msccl_ranges.py)."""
     assert out.exists()
     below = type(out)(f"{str(out)[:-4]}-below-512M.xml")
     return [below, out] if below.exists() else [out]

@@ -3,7 +3,6 @@
 
 from collections import defaultdict
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from lxml import etree
@@ -41,6 +40,7 @@ from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.threadblocks import MscclLimitError
 from canopy.engine.msccl.timing import fastest_xml
+from tests import ROOT
 
 
 def test_runs_of_neighbouring_steps_carry_nearly_equal_chunks():
@@ -201,7 +201,7 @@ def test_compare_takes_the_sms_it_is_given():
 def test_compare_says_which_schedule_and_layout_run(capsys):
     """canopy compare --msccl-sms 12 on hypercube-3d's reduce-scatter prints the schedule
     and the layout it runs (its 12 SMs make the tree edges share connections)."""
-    path = str(Path(__file__).parent.parent / "samples" / "hypercube-3d.json")
+    path = str(ROOT / "samples" / "hypercube-3d.json")
     assert main(["compare", path, "--collective", "reduce-scatter", "--sizes", "1M",
                  "--algorithms", "ring", "--msccl-sms", "12"]) == 0
     out = capsys.readouterr().out

@@ -11,8 +11,9 @@ from PySide6.QtWidgets import QMessageBox
 from canopy.app.commands import edit_nodes
 from canopy.app.dialogs.nccl_import_dialog import NVSWITCH
 from canopy.engine.io.topology_json import load_sample
+from tests import ROOT
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = ROOT / "tests" / "data"
 NDV2 = DATA / "nccl-azure-ndv2-topo.xml"
 
 

@@ -4,7 +4,6 @@ elements, hosts and scale-out, and safety against hostile XML."""
 import time
 from collections import Counter
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
@@ -24,9 +23,10 @@ from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.topology import find_problems
 from canopy.engine.network.indexed import Network
+from tests import DATA
+from tests import SHARED as SHARED_DIR
 
-DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-topo"
+SHARED = SHARED_DIR / "data" / "nccl-topo"
 REAL_FILES = sorted(SHARED.glob("*.xml")) if SHARED.is_dir() else []
 GEN3_X16 = Fraction(12)      # NCCL: 16 lanes x 60 (100 Mb/s per lane at 8 GT/s) / 80
 GEN4_X16 = Fraction(24)

@@ -10,7 +10,7 @@ from canopy.engine.forestcoll.symmetric_packing import pack_symmetric
 from canopy.engine.generators import generate
 from canopy.engine.model.verification import verify
 from canopy.engine.network.indexed import Network
-from tests.test_packing import check_packing, check_trees
+from tests.engine.forestcoll.test_tree_packing import check_packing, check_trees
 
 SYMMETRIC = [("torus", {"dims": "3x4x5"}), ("torus", {"dims": "4x4x4"}),
              ("torus", {"dims": "2x3"}), ("ring", {"n": "7"}),

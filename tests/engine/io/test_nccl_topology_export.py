@@ -1,6 +1,5 @@
 """NCCL topology export: every server Canopy imports is written back as the same server."""
 
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,8 @@ from canopy.engine.io.nccl_topology_import import (
 )
 from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.topology import find_problems
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted((ROOT.parent / "shared" / "data" / "nccl-topo").glob("*.xml")) + \
     sorted((ROOT / "tests" / "data").glob("nccl-*.xml"))
 

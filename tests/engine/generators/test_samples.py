@@ -3,7 +3,6 @@ out, matches the recipe it records, and is documented in samples/README.md."""
 
 from fractions import Fraction
 from importlib import resources
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,9 @@ from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl
 from canopy.engine.io.topology_json import load_sample, sample_names, topology_to_dict
 from canopy.engine.model.topology import Topology, find_problems
 from canopy.engine.network.indexed import Network
+from tests import SHARED as SHARED_DIR
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = SHARED_DIR / "data"
 
 # 1/x* (exact) and k of every sample; see samples/README.md for the bottleneck of each.
 EXPECTED = {
