@@ -145,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
             opt = optimum(topo, where=args.topology)
             print(bound_summary(opt, args.collective, topo, time.perf_counter() - start))
             return 0
-        from canopy.engine.allreduce.lp_schedule import describe_choice
         from canopy.engine.deploy.best_schedule import best_schedule
 
         schedule = best_schedule(topo, args.collective, k=args.k, tolerance=args.tolerance,
@@ -159,7 +158,10 @@ def run(args: argparse.Namespace) -> int:
             save_schedule(schedule, args.json)
         unit = args.bandwidth_unit or topo.bandwidth_unit
         print(summary(schedule, topo, time.perf_counter() - start, unit))
-        if args.collective == "allreduce" and describe_choice(schedule):
-            print(f"allreduce:       {describe_choice(schedule)}")
+        if args.collective == "allreduce":
+            from canopy.engine.allreduce.lp_schedule import describe_choice
+
+            if describe_choice(schedule):
+                print(f"allreduce:       {describe_choice(schedule)}")
         write_exports(args, schedule, topo)
     return 0

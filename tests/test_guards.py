@@ -165,11 +165,11 @@ def test_a_k_too_long_to_print_is_printed_short_and_kept_exact(tmp_path, capsys)
 
 
 def test_a_result_past_the_long_limit_is_one_sentence(tmp_path, capsys, monkeypatch):
-    import canopy.engine.forestcoll.solve
+    import canopy.engine.deploy.best_schedule
 
     def longer(*args, **kwargs):
         return str(10 ** (LONG_DIGITS + 1))
-    monkeypatch.setattr(canopy.engine.forestcoll.solve, "solve", longer)
+    monkeypatch.setattr(canopy.engine.deploy.best_schedule, "best_schedule", longer)
     path = tmp_path / "t.json"
     path.write_text(topo_text())
     assert main(["solve", str(path)]) == 2

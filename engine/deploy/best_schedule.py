@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from canopy.engine.allreduce.lp_schedule import choose_allreduce
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.model.progress import Progress
 from canopy.engine.model.schedule import Schedule
@@ -28,5 +27,7 @@ def best_schedule(topology: Topology, collective: str = "allgather", k: int | No
                      tolerance=tolerance)
     if collective != "allreduce":
         return schedule
+    from canopy.engine.allreduce.lp_schedule import choose_allreduce  # numpy, HiGHS: allreduce only
+
     mode = "off" if k is not None and allreduce_lp == "auto" else allreduce_lp
     return choose_allreduce(topology, schedule, mode, progress, where=where)

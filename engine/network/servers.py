@@ -99,7 +99,11 @@ def identical_groups(net: Network) -> list[list[tuple[int, ...]]]:
     signature would name H's nodes, which H's writes as positions). Swaps of pairwise
     interchangeable groups compose, so a whole class is one orbit of its i-th nodes.
     """
-    members = {net.groups[server[0]]: server for server in server_members(net.groups)}
+    members: dict[str, list[int]] = {}
+    for server in server_members(net.groups):
+        group = net.groups[server[0]]
+        assert group is not None          # server_members lists grouped nodes only
+        members[group] = server
     position = {i: (g, p) for g, nodes in members.items() for p, i in enumerate(nodes)}
     links: dict[str, list[tuple]] = {g: [] for g in members}
 

@@ -4,10 +4,9 @@ import pytest
 from lxml import etree
 
 from canopy.engine.forestcoll.solve import solve
-from canopy.engine.io import trees_xml
 from canopy.engine.io.safe_xml import parse_xml_bytes, parse_xml_file
 from canopy.engine.io.topology_json import load_sample
-from canopy.engine.io.trees_xml import write_trees_xml
+from canopy.engine.io.trees_xml import trees_xml, write_trees_xml
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.msccl import msccl_xml
 from tests.engine.msccl.test_writer import star_schedule

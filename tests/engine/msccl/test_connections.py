@@ -418,11 +418,12 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
     # never built: the choice is the one the full list gives.
     from canopy.engine.deploy import runtime_choice as connections
     from canopy.engine.execution import simulate
+    from canopy.engine.msccl import connections as connection_layouts
 
     topo = load_sample("dgx-a100-2x8.json")
     schedule = solve(topo, "allreduce")
     built = []
-    paired = connections._paired_shared
+    paired = connection_layouts._paired_shared
 
     def counted(*args, **kwargs):
         built.append(args[2])
@@ -432,7 +433,6 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
         algbw = schedule.algbw
 
     monkeypatch.setattr(simulate, "fastest", lambda topology, plan, size: Timed())
-    from canopy.engine.msccl import connections as connection_layouts
     monkeypatch.setattr(connection_layouts, "_paired_shared", counted)
     choice = connections._choose(topo, schedule, MscclLimits())
     # (the fewest trees within 1 %, k = 7, are tried for a near tie, and stop alike)
