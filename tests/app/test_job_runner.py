@@ -117,7 +117,7 @@ def test_a_reader_that_outlives_the_dispatcher_ends_quietly():
         raise RuntimeError("Signal source has been deleted")
 
     emitted = []
-    job = job_runner.Job(job_targets.count_to, 10**6)
+    job = job_runner.ChildJob(job_targets.count_to, 10**6)
     job_runner._read(job, lambda event: job_runner._while_alive(deleted, 7, event),
                      lambda: True,
                      lambda: job_runner._turn(lambda done: job_runner._while_alive(deleted, done)))
