@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    choices=("auto", "on", "off"),
                    help="allreduce: solve ForestColl's allreduce LP (App. E) with HiGHS and "
                    "run its schedule where it beats reduce-scatter + allgather; auto (the "
-                   "default) skips it when a cut shows it cannot win and gives HiGHS 60 s; "
-                   "on: no time limit; off: never")
+                   "default) skips it when an exact bound shows it cannot win; on: solves it "
+                   "even then; off: never")
     add_fail_argument(p)
     add_export_arguments(p)
     add_alltoall_arguments(p)

@@ -43,6 +43,7 @@ from fractions import Fraction
 
 from canopy.engine.allreduce.lp import AllreduceLP, cut_bound, lp_size, solve_allreduce_lp
 from canopy.engine.allreduce.lp_cuts import solve_allreduce_cuts
+from canopy.engine.allreduce.partition_bound import best_partition_bound
 from canopy.engine.allreduce.rounding import MAX_VARIABLES, integer_budgets, milp_size
 from canopy.engine.allreduce.spanning_trees import symmetric_trees
 from canopy.engine.forestcoll.optimum import find_fixed_k, find_optimum, floored, rational_gcd
@@ -58,7 +59,6 @@ from canopy.engine.network.indexed import Network
 DENOMINATOR_LIMIT = 10**6   # budgets / largest bandwidth are rationalized to this
 FEWEST_K_LIMIT = 64         # k tried one by one before the exact k = x / gcd
 FLOWS_MAX_VARIABLES = 20_000  # larger LPs are solved by cut generation (allreduce_cuts)
-AUTO_TIME_LIMIT_S = 60.0    # "auto" gives HiGHS this long
 LP_MODES = ("auto", "on", "off")
 ROUNDED_MAX_K = 3           # integer budgets (allreduce_rounding) are tried up to this k
 
@@ -226,51 +226,69 @@ def solve_lp(net: Network, time_limit: float | None = None) -> AllreduceLP:
 
 def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",
                      progress: Progress | None = None, where: str = "",
-                     time_limit: float | None = AUTO_TIME_LIMIT_S,
                      spanning: bool = True) -> Schedule:
     """The allreduce schedule to run: ``schedule`` (reduce-scatter + allgather, §4.6) or
     LP (6)'s schedule where that is faster; ``extra["allreduce_lp"]`` says which and why.
 
-    ``mode`` "auto" solves the LP (:func:`solve_lp`, within ``time_limit`` seconds) unless
-    the cut bound already equals RS + AG (then nothing can beat it); "on" solves it with
-    no time limit; "off" never does. ``spanning`` is :func:`lp_schedule`'s.
+    ``mode`` "auto" solves the LP (:func:`solve_lp`, to its optimum) unless an exact bound
+    already equals RS + AG, so that nothing can beat it: the cut bound, or a partition
+    bound (:mod:`canopy.engine.allreduce.partition_bound`); "on" solves it even then;
+    "off" never does. ``spanning`` is :func:`lp_schedule`'s.
     """
     if mode not in LP_MODES:
         raise ScheduleError(f"unknown allreduce LP mode '{mode}'; use {', '.join(LP_MODES)}.")
     if schedule.collective != "allreduce" or mode == "off":
         return schedule
+    start = time.perf_counter()
     net = Network.from_topology(topology, where)
     rs_ag = schedule.optimal_algbw
     bound = cut_bound(net)
     size = lp_size(net)
     info: dict[str, object] = {"used": False, "rs_ag_algbw_exact": str(rs_ag),
                                "cut_bound_exact": str(bound), "variables": size}
-    if bound == rs_ag:
+    partition = best_partition_bound(net, rs_ag) if bound != rs_ag else None
+    if partition is not None:
+        info["partition_bound_exact"] = str(partition.value)
+    schedule.timings["allreduce bound"] = time.perf_counter() - start
+    if bound == rs_ag and mode == "auto":
         info["note"] = ("not solved: the cut bound equals reduce-scatter + allgather, so no "
                         "allreduce is faster")
+    elif partition is not None and partition.value == rs_ag and mode == "auto":
+        info["note"] = (f"not solved: {partition.describe()}, which equals reduce-scatter + "
+                        "allgather, so no allreduce is faster")
     else:
-        try:
-            lp = solve_lp(net, time_limit if mode == "auto" else None)
-        except CanopyError as exc:
-            info["note"] = f"not solved: {exc} (--allreduce-lp on lifts the time limit)"
-        else:
-            if not lp.beats_rs_ag:
-                info.update(lp.to_dict())
-                info["note"] = "equals reduce-scatter + allgather"
-            else:
-                try:
-                    chosen = lp_schedule(topology, lp, progress, where, spanning)
-                except ScheduleError as exc:
-                    info.update(lp.to_dict())
-                    info["note"] = f"beats reduce-scatter + allgather but not used: {exc}"
-                else:
-                    chosen.extra["allreduce_lp"].update(used=True, note=(
-                        "used: reduction and broadcast run at once on split link budgets"))
-                    chosen.timings["reduce-scatter + allgather"] = schedule.timings.get(
-                        "total", 0.0)
-                    return chosen
+        chosen = _lp_choice(topology, schedule, info, progress, where, spanning)
+        if chosen is not None:
+            return chosen
     schedule.extra["allreduce_lp"] = info
     return schedule
+
+
+def _lp_choice(topology: Topology, schedule: Schedule, info: dict[str, object],
+               progress: Progress | None, where: str, spanning: bool) -> Schedule | None:
+    """LP (6)'s schedule where it beats reduce-scatter + allgather, else None with
+    ``info`` saying why."""
+    start = time.perf_counter()
+    try:
+        lp = solve_lp(Network.from_topology(topology, where))
+    except CanopyError as exc:
+        info["note"] = f"not solved: {exc}"
+        return None
+    finally:
+        schedule.timings["allreduce LP"] = time.perf_counter() - start
+    info.update(lp.to_dict())
+    if not lp.beats_rs_ag:
+        info["note"] = "equals reduce-scatter + allgather"
+        return None
+    try:
+        chosen = lp_schedule(topology, lp, progress, where, spanning)
+    except ScheduleError as exc:
+        info["note"] = f"beats reduce-scatter + allgather but not used: {exc}"
+        return None
+    chosen.extra["allreduce_lp"].update(used=True, note=(
+        "used: reduction and broadcast run at once on split link budgets"))
+    chosen.timings["reduce-scatter + allgather"] = schedule.timings.get("total", 0.0)
+    return chosen
 
 
 def describe_choice(schedule: Schedule) -> str:

@@ -82,14 +82,15 @@ def test_msccl_export_passes_checks(mesh, inplace):
 
 
 def test_ties_keep_reduce_scatter_allgather():
-    """On a bidirectional ring RS + AG is optimal: the LP is solved and not used. On
-    forestcoll-fig2 the cut bound already equals RS + AG, so the LP is not even solved."""
+    """On a bidirectional ring RS + AG is optimal: every node alone bounds the LP by
+    5·2 / (2·4), RS + AG's algbw, so the LP is not solved. On forestcoll-fig2 the cut bound already equals RS + AG."""
     nodes = [Node(f"c{i}", COMPUTE) for i in range(5)]
     ring = Topology("ring", nodes, [Link(f"c{i}", f"c{(i + 1) % 5}", Fraction(1))
                                     for i in range(5)])
     chosen = choose_allreduce(ring, solve(ring, "allreduce"))
     assert not chosen.split_budgets and chosen.algbw == Fraction(5, 4)
-    assert chosen.extra["allreduce_lp"]["note"] == "equals reduce-scatter + allgather"
+    assert chosen.extra["allreduce_lp"]["partition_bound_exact"] == "5/4"
+    assert "a partition into 5 compute nodes bounds" in describe_choice(chosen)
     fig2 = load_sample("forestcoll-fig2")
     chosen = choose_allreduce(fig2, solve(fig2, "allreduce"))
     assert not chosen.split_budgets
