@@ -43,32 +43,73 @@ VERBS = [
     "sweep",
 ]
 
+# Every command's one-line help as its module registers it, in the order of VERBS, and
+# the module that registers it: ``canopy --help`` lists them without importing any
+# (the modules import the engine; tests keep both in step).
+COMMANDS = {
+    "gui": ("gui", "open the topology editor (the default command)"),
+    "solve": ("solve", "compute the optimal schedule of a topology"),
+    "verify": ("verify", "verify a canopy-schedule against a topology"),
+    "check-xml": ("check-xml", "check an MSCCL XML algorithm, and time it on a topology"),
+    "generate": ("generate", "generate a topology (cluster, torus, ring, dragonfly, ...)"),
+    "samples": ("samples", "list the bundled sample topologies or copy one out"),
+    "import-nccl": ("import-nccl", "import an NCCL topology XML file (NCCL_TOPO_FILE or "
+                    "NCCL_TOPO_DUMP_FILE)"),
+    "import-graphml": ("graphml", "convert GraphML to canopy-topology JSON"),
+    "export-graphml": ("graphml", "convert canopy-topology JSON to GraphML"),
+    "compare": ("compare", "compare ForestColl with rings, Blink, TACOS, LR rings"),
+    "fabric": ("fabric", "slowdown of jobs sharing a fabric (ECMP, source routing, vClos)"),
+    "export-nccl-graph": ("export-nccl-graph", "write Canopy's best ring set as an "
+                          "NCCL_GRAPH_FILE for plain NCCL"),
+    "export-nccl-topo": ("export-nccl-topo", "write one server as an NCCL_TOPO_FILE (read "
+                         "back by import-nccl)"),
+    "sweep": ("sweep", "solve and compare a grid of generated designs"),
+}
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The ``canopy`` parser; with ``only``, just that verb's module is imported (start-up
-    of one command does not pay for every other command's imports)."""
+
+def build_parser(only: str | None = None, listing: bool = False) -> argparse.ArgumentParser:
+    """The ``canopy`` parser; with ``only`` (a command or its module's name), just that
+    command's module is imported (start-up of one command does not pay for every other
+    command's imports). ``listing``: every command as a placeholder with its help line
+    (:data:`COMMANDS`), no module imported, for ``canopy --help``."""
     parser = argparse.ArgumentParser(
         prog="canopy",
         description="Design cluster networks and get optimal collective schedules (ForestColl).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="store_true", help="print versions and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for verb in [only] if only in VERBS else VERBS:
+    if listing:
+        for command, (_, text) in COMMANDS.items():
+            sub.add_parser(command, help=text, add_help=False)
+        return parser
+    module = COMMANDS[only][0] if only in COMMANDS else only
+    for verb in [module] if module in VERBS else VERBS:
         importlib.import_module(f"canopy.cli.{verb.replace('-', '_')}").register(sub)
     return parser
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed by the parser of its command only; without a known command first
+    (``canopy --help``, ``canopy --version``, a mistyped command), by the listing parser,
+    then by the command's own parser if one was named after all."""
+    if argv and argv[0] in COMMANDS:
+        return build_parser(argv[0]).parse_args(argv)
+    args = build_parser(listing=True).parse_args(argv)
+    if args.command is not None:
+        args = build_parser(args.command).parse_args(argv)
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     allow_long_integers()
-    parser = build_parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
+    args = _parse(argv)
     if args.version:
         from canopy.app.versions import version_report
         print(version_report())
         return 0
     if args.command is None:
-        args = parser.parse_args(["gui"])
+        args = _parse(["gui"])
     if args.command != "gui":       # the editor keeps its own (canopy.app.heap)
         batch_collector()
     try:
