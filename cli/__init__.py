@@ -94,10 +94,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     then by the command's own parser if one was named after all."""
     if argv and argv[0] in COMMANDS:
         return build_parser(argv[0]).parse_args(argv)
-    args = build_parser(listing=True).parse_args(argv)
+    listing = build_parser(listing=True)
+    args, _ = listing.parse_known_args(argv)
     if args.command is not None:
-        args = build_parser(args.command).parse_args(argv)
-    return args
+        return build_parser(args.command).parse_args(argv)
+    return listing.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
