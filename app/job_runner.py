@@ -102,9 +102,14 @@ class EngineJob(QObject):
     cancelled = Signal()
 
     def __init__(self, func: Callable[..., Any], *args: Any,
-                 parent: QObject | None = None, **kwargs: Any) -> None:
+                 parent: QObject | None = None, background: bool = False,
+                 **kwargs: Any) -> None:
+        """``background``: work the user did not ask for and does not wait on (previews,
+        checks), run at a lower priority
+        (:data:`canopy.engine.process.child_jobs.CHILD_NICENESS`)."""
         super().__init__(parent)
         self._job = ChildJob(func, *args, **kwargs)
+        self._job.background = background
         self._running = False
         self._dispatcher = _dispatcher()
         self._key = next(_KEYS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.lazy import LazyChoices
+from canopy.cli.phases import PhaseClock, TerminalProgress
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
 
@@ -58,16 +59,26 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                    "run the XML on the cluster")
 
 
-def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
-    """Write the files the export options ask for and print one line about each."""
+def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology,
+                  clock: PhaseClock | None = None) -> None:
+    """Write the files the export options ask for and print one line about each; the
+    time of each part goes to ``clock``'s phases (layout choice, XML, XML check)."""
+    clock = clock or PhaseClock()
     if args.msccl:
-        from canopy.engine.deploy.msccl_export import export_msccl
-        from canopy.engine.msccl import MscclLimits, MscclOptions
+        with clock.phase("imports"):
+            from canopy.engine.deploy.msccl_export import export_msccl
+            from canopy.engine.msccl import MscclLimits, MscclOptions
 
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
                                runtime=args.msccl_runtime, layout=args.msccl_layout,
                                limits=MscclLimits(max_tbs_per_gpu=args.msccl_sms))
-        done = export_msccl(topology, schedule, args.msccl, options)
+        follow = clock.follow({"MSCCL layout": "layout choice and XML",
+                               "MSCCL self-check": "XML check"},
+                              TerminalProgress("MSCCL export"))
+        try:
+            done = export_msccl(topology, schedule, args.msccl, options, progress=follow)
+        finally:
+            follow.finish()
         files, config = done.files, done.config
         if done.note is not None:
             print(f"MSCCL XML {done.note}.")
@@ -93,5 +104,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
     if args.trees_xml:
         from canopy.engine.io.trees_xml import write_trees_xml
 
-        write_trees_xml(args.trees_xml, schedule)
+        with clock.phase("trees XML"):
+            write_trees_xml(args.trees_xml, schedule)
         print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")
+

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from canopy.cli.alltoall_solve import add_alltoall_arguments
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
+from canopy.cli.phases import PhaseClock
 from canopy.engine.forestcoll.bottleneck_words import describe_cut
 from canopy.engine.forestcoll.fewest_trees import describe_k
 from canopy.engine.forestcoll.optimum import Optimum, optimum
@@ -71,8 +72,7 @@ def add_bandwidth_unit_argument(p: argparse.ArgumentParser) -> None:
                    "(default: the topology's bandwidth_unit)")
 
 
-def summary(schedule: Schedule, topology: Topology, seconds: float,
-            unit: str = "GB/s") -> str:
+def summary(schedule: Schedule, topology: Topology, unit: str = "GB/s") -> str:
     """The short human summary printed by ``canopy solve``, bandwidths in ``unit``."""
 
     def bw(value: Fraction) -> str:
@@ -107,7 +107,6 @@ def summary(schedule: Schedule, topology: Topology, seconds: float,
         f"({number_text(sum(t.multiplicity for t in trees))} unit trees{phases}), "
         f"height {min(heights)}-{max(heights)}",
         f"schedule algbw:  {bw(schedule.algbw)} (verified)",
-        f"time:            {seconds:.3f} s",
     ]
     return "\n".join(lines)
 
@@ -133,10 +132,12 @@ def run(args: argparse.Namespace) -> int:
         from canopy.cli.alltoall_solve import run_alltoall
         return run_alltoall(args)
     start = time.perf_counter()
+    clock = PhaseClock(start)
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
-        topo = load_topology(args.topology)
-        apply_failures(topo, args.fail)
+        with clock.phase("reading"):
+            topo = load_topology(args.topology)
+            apply_failures(topo, args.fail)
         if args.bound_only:
             if args.json or args.msccl or args.trees_xml or args.k is not None \
                     or args.allreduce_lp == "on":
@@ -147,21 +148,26 @@ def run(args: argparse.Namespace) -> int:
             return 0
         from canopy.engine.deploy.best_schedule import best_schedule
 
+        began = time.perf_counter()
         schedule = best_schedule(topo, args.collective, k=args.k, tolerance=args.tolerance,
                                  allreduce_lp=args.allreduce_lp, where=args.topology)
-        if args.json:
-            from canopy.engine.io.schedule_json import save_schedule, schedule_to_dict
-        if args.json == "-":
-            out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
-            out.flush()
-        elif args.json:
-            save_schedule(schedule, args.json)
+        clock.add_schedule(schedule.timings, time.perf_counter() - began)
+        with clock.phase("saving"):
+            if args.json:
+                from canopy.engine.io.schedule_json import save_schedule, schedule_to_dict
+            if args.json == "-":
+                out.write(json.dumps(schedule_to_dict(schedule), indent=1) + "\n")
+                out.flush()
+            elif args.json:
+                save_schedule(schedule, args.json)
         unit = args.bandwidth_unit or topo.bandwidth_unit
-        print(summary(schedule, topo, time.perf_counter() - start, unit))
-        if args.collective == "allreduce":
-            from canopy.engine.allreduce.lp_schedule import describe_choice
+        with clock.phase("summary"):
+            print(summary(schedule, topo, unit))
+            if args.collective == "allreduce":
+                from canopy.engine.allreduce.lp_schedule import describe_choice
 
-            if describe_choice(schedule):
-                print(f"allreduce:       {describe_choice(schedule)}")
-        write_exports(args, schedule, topo)
+                if describe_choice(schedule):
+                    print(f"allreduce:       {describe_choice(schedule)}")
+        write_exports(args, schedule, topo, clock)
+        print(clock.line())
     return 0

@@ -26,6 +26,7 @@ def echo(value, progress):
     return value
 
 
-def niceness(progress):
+def scheduling(progress):
     import os
-    return os.nice(0)
+    policy = os.sched_getscheduler(0) if hasattr(os, "SCHED_BATCH") else None
+    return os.nice(0), policy

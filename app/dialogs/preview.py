@@ -201,7 +201,7 @@ class PreviewWorker(QObject):
         """Build a preview of ``kind`` with ``texts``; an older one still running stops."""
         self.stop()
         job = self._job = EngineJob(build_preview, kind, dict(texts), OPTIMUM_LIMIT,
-                                    parent=self)
+                                    parent=self, background=True)
         job.finished.connect(lambda preview: self._done(job, serial, preview))
         job.failed.connect(lambda message: self._done(job, serial,
                                                       Preview(kind, dict(texts), error=message)))

@@ -66,7 +66,8 @@ class ValidationDock(QDockWidget):
             self._job.cancel()
             self._job.deleteLater()
         edits = self._edits
-        job = self._job = EngineJob(problems_of, pickle.dumps(self.doc.topology), parent=self)
+        job = self._job = EngineJob(problems_of, pickle.dumps(self.doc.topology), parent=self,
+                                    background=True)
         job.finished.connect(lambda problems: self._checked(job, edits, problems))
         job.failed.connect(lambda _message: self._checked(job, edits, None))
         job.start()

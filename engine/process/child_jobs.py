@@ -49,9 +49,21 @@ PRELOAD = ["canopy.engine.process.priority", "canopy.engine.forestcoll.solve",
 (the first lowers its priority before the others are imported)."""
 
 CHILD_NICENESS = 5
-"""Engine jobs run at a lower priority than the process that started them (an editor
-stays responsive on a busy machine), and so does the fork server they come from
-(:mod:`canopy.engine.process.priority`); the starting process keeps its own."""
+"""Background jobs (``ChildJob(..., background=True)``: previews, checks the user did not ask
+for) run at this much lower a priority than the process that started them. Every job,
+and the fork server they come from, is in the batch scheduling class
+(:func:`batch_scheduling`, :mod:`canopy.engine.process.priority`), which keeps an editor
+responsive without taking CPU share from the job the user waits for."""
+
+
+def batch_scheduling() -> None:
+    """Move this process to the kernel's batch scheduling class (Linux SCHED_BATCH):
+    the same share of the CPU at the same niceness, but it never preempts a task that
+    wakes up (an editor's event loop). Nothing where the class does not exist."""
+    policy = getattr(os, "SCHED_BATCH", None)
+    if policy is not None:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, policy, os.sched_param(0))
 
 FORK_SERVER_OF = "CANOPY_FORK_SERVER_OF"
 """Environment variable naming (by process id) the process whose fork server this is."""
@@ -97,7 +109,8 @@ class _PipeProgress:
 
 
 def _child(conn: Connection, calls: Connection, log_path: str, niceness: int) -> None:
-    os.nice(max(0, niceness - os.nice(0)))   # a fork server's children are there already
+    batch_scheduling()                        # a fork server's children are there already
+    os.nice(max(0, niceness - os.nice(0)))
     batch_collector()
     try:
         try:
@@ -244,6 +257,7 @@ class ChildJob:
 
     def __init__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         self.func, self.args, self.kwargs = func, args, kwargs
+        self.background = False   # True before start(): runs at CHILD_NICENESS lower
         self._conn: Connection | None = None
         self._process: multiprocessing.process.BaseProcess | None = None
         self.ended = False
@@ -257,7 +271,8 @@ class ChildJob:
         parent, child = ctx.Pipe(duplex=False)
         calls, call = ctx.Pipe(duplex=False)
         self._process = ctx.Process(target=_child, daemon=True,
-                                    args=(child, calls, log_file(), os.nice(0) + CHILD_NICENESS))
+                                    args=(child, calls, log_file(), os.nice(0)
+                                          + (CHILD_NICENESS if self.background else 0)))
         self._process.start()
         child.close()
         calls.close()

@@ -83,7 +83,8 @@ def test_msccl_export_passes_checks(mesh, inplace):
 
 def test_ties_keep_reduce_scatter_allgather():
     """On a bidirectional ring RS + AG is optimal: every node alone bounds the LP by
-    5·2 / (2·4), RS + AG's algbw, so the LP is not solved. On forestcoll-fig2 the cut bound already equals RS + AG."""
+    5·2 / (2·4), RS + AG's algbw, so the LP is not solved. On forestcoll-fig2 the cut
+    bound already equals RS + AG."""
     nodes = [Node(f"c{i}", COMPUTE) for i in range(5)]
     ring = Topology("ring", nodes, [Link(f"c{i}", f"c{(i + 1) % 5}", Fraction(1))
                                     for i in range(5)])
