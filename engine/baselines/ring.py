@@ -28,6 +28,7 @@ import math
 from collections.abc import Callable
 from fractions import Fraction
 
+from canopy.engine.baselines.shortfall import relayed_hops
 from canopy.engine.model.plan import (
     BaselineResult,
     Edge,
@@ -323,7 +324,9 @@ def ring_baseline(topology: Topology, collective: str = "allgather",
             "consecutive GPUs has no route.")
     plan = ring_plan(collective, compute, rings)
     algbw, link = bandwidth_bound(plan, topology.capacities())
+    relayed = [list(route) for route in relayed_hops(rings, set(compute))]
     return BaselineResult(
         "ring", collective, algbw, schedule=[order for order, _ in rings],
-        details={"rings": len(rings), "bottleneck_link": list(link)},
+        details={"rings": len(rings), "bottleneck_link": list(link),
+                 "hops": sum(len(hops) for _, hops in rings), "relayed_hops": relayed},
         plan_at=lambda size: plan)

@@ -37,6 +37,7 @@ from canopy.engine.allreduce.lp_schedule import describe_choice
 from canopy.engine.baselines.blink import blink_baseline
 from canopy.engine.baselines.lr_rings import lr_baseline
 from canopy.engine.baselines.ring import ring_baseline
+from canopy.engine.baselines.shortfall import shortfall_line
 from canopy.engine.baselines.tacos import DEFAULT_CHUNKS, tacos_baseline
 from canopy.engine.deploy.best_schedule import best_schedule
 from canopy.engine.deploy.runtime_choice import RuntimeChoice, runtime_schedule
@@ -155,10 +156,30 @@ class Comparison:
         return fc.times_us[size]
 
     def notes(self) -> list[str]:
-        """One line per baseline that runs faster than ForestColl at some size, saying why."""
+        """One line per baseline that runs faster than ForestColl at some size, and one
+        per baseline below SHORTFALL of its own bound at the largest size, saying why."""
         fc = self.row("forestcoll")
         if fc is None or fc.reason is not None:
             return []
+        return self._faster_notes(fc) + self.shortfalls()
+
+    def shortfalls(self) -> list[str]:
+        """Why each baseline runs below SHORTFALL of its own bound at the largest size
+        (:func:`canopy.engine.baselines.shortfall.shortfall_line`)."""
+        lines = []
+        for row in self.rows:
+            if row.algorithm == "forestcoll" or row.reason is not None or not row.times_us \
+                    or not row.algbw:
+                continue
+            size = max(row.times_us)
+            line = shortfall_line(row.algorithm, row.algbw_at(size) / row.algbw,
+                                  _size_text(size), row.details, row.stages.get(size, 0),
+                                  row.pieces.get(size, 1))
+            if line is not None:
+                lines.append(line)
+        return lines
+
+    def _faster_notes(self, fc: ComparisonRow) -> list[str]:
         lines = []
         for row in self.rows:
             if row is fc or row.reason is not None:

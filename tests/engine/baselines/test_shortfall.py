@@ -1,0 +1,59 @@
+"""Rings in the execution model: their latency term grows with the loop iterations, so
+the fastest depth for a ring is the protocol's fewest; relayed hops are named."""
+
+from fractions import Fraction
+
+import pytest
+
+from canopy.engine.baselines.ring import ring_baseline
+from canopy.engine.baselines.shortfall import relayed_hops, shortfall_line
+from canopy.engine.execution.simulate import fastest, min_pieces, simulate
+from canopy.engine.model.topology import COMPUTE, Link, Node, Topology
+
+BANDWIDTH = Fraction(10)      # GB/s: 10^4 bytes per µs
+ALPHA = Fraction(1)           # µs per link (the default latency)
+
+
+def _one_way_ring(n: int) -> Topology:
+    nodes = [Node(f"g{i}", COMPUTE) for i in range(n)]
+    return Topology("ring", nodes, [Link(f"g{i}", f"g{(i + 1) % n}", BANDWIDTH, duplex=False)
+                                    for i in range(n)])
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+@pytest.mark.parametrize("pieces", [1, 2, 5])
+def test_ring_time_is_bandwidth_plus_a_latency_term_per_iteration(n, pieces):
+    """T(P) = (N-1)/N · M/b + P·(N-2)·α + α, exactly: step s on a GPU waits for step
+    s - 1 on its neighbour, and each step pays α before the next can leave."""
+    topo = _one_way_ring(n)
+    size = 3 << 20
+    plan = ring_baseline(topo, "allgather").plan_at(Fraction(size))
+    result = simulate(topo, plan, size, pieces, exact=True)
+    bandwidth_us = Fraction(n - 1, n) * size / (BANDWIDTH * 1000)
+    assert result.time_us == bandwidth_us + pieces * (n - 2) * ALPHA + ALPHA
+
+
+def test_fastest_runs_a_ring_at_the_fewest_iterations():
+    """Deeper pipelines only add latency to a ring: ``fastest`` keeps the protocol's
+    fewest iterations (two deep runs alone, the former rule, were slower)."""
+    topo = _one_way_ring(4)
+    size = 1 << 24
+    plan = ring_baseline(topo, "allgather").plan_at(Fraction(size))
+    lowest = min_pieces(plan, size)
+    best = fastest(topo, plan, size)
+    assert best.pieces == lowest
+    assert best.time_us == simulate(topo, plan, size, lowest).time_us
+
+
+def test_relayed_hops_are_found_and_named():
+    """A 3-GPU line a - b - c has one ring; its hop c -> a relays through b."""
+    nodes = [Node(x, COMPUTE) for x in "abc"]
+    topo = Topology("line", nodes, [Link("a", "b", BANDWIDTH), Link("b", "c", BANDWIDTH)])
+    result = ring_baseline(topo, "allgather")
+    assert result.details["relayed_hops"] == [["c", "b", "a"]]
+    line = shortfall_line("ring", Fraction(60, 100), "1G", result.details, 3, 2)
+    assert line == ("ring runs at 60.0% of its own bound at 1G: 1 of its 3 ring hops relay "
+                    "through other GPUs (e.g. c -> b -> a), which store and forward each "
+                    "message, and every ring step waits for the one before it.")
+    assert relayed_hops([], {"a"}) == []
+    assert shortfall_line("ring", Fraction(96, 100), "1G", result.details, 3, 2) is None
