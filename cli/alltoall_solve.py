@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from canopy.cli.fabric import apply_failures
 from canopy.cli.lazy import LazyChoices
+from canopy.cli.phases import TerminalProgress
 from canopy.engine.io.topology_json import atomic_write_bytes, load_topology
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.topology import format_gbps, parse_bandwidth
@@ -92,9 +93,13 @@ def run_alltoall(args: argparse.Namespace) -> int:
             nic = parse_bandwidth(args.nic_bandwidth)
         except ValueError as exc:
             raise CanopyError(f"--nic-bandwidth {args.nic_bandwidth} {exc}.") from None
-    result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
-                            where=args.topology, nic_bandwidth=nic,
-                            nic_forwarding=args.nic_forwarding)
+    progress = TerminalProgress("all-to-all")
+    try:
+        result = solve_alltoall(topo, forwarding=args.forwarding, method=args.method,
+                                where=args.topology, nic_bandwidth=nic,
+                                nic_forwarding=args.nic_forwarding, progress=progress)
+    finally:
+        progress.done()
     stepped = None
     if args.time_steps is not None:
         stepped = solve_time_steps(result.problem, args.time_steps)
@@ -128,8 +133,13 @@ def run_compare(args: argparse.Namespace, *sizes: int) -> int:
     from canopy.engine.model.sizes import size_label
     topo = load_topology(args.topology)
     apply_failures(topo, args.fail)
-    comp = compare_alltoall(topo, sizes=tuple(sizes), default_latency=Fraction(args.latency),
-                            where=args.topology)
+    progress = TerminalProgress("comparing all-to-all")
+    try:
+        comp = compare_alltoall(topo, sizes=tuple(sizes),
+                                default_latency=Fraction(args.latency), where=args.topology,
+                                progress=progress)
+    finally:
+        progress.done()
     result = comp.result
     print(f"{topo.name}: alltoall, N = {result.num_compute}; MCF optimum "
           f"{format_gbps(result.algbw)} GB/s ({result.method}), bound "

@@ -17,6 +17,7 @@ from fractions import Fraction
 
 from canopy.cli.exports import SMS, positive_int
 from canopy.cli.fabric import add_fail_argument, apply_failures
+from canopy.cli.phases import TerminalProgress
 from canopy.cli.solve import add_bandwidth_unit_argument
 from canopy.engine.comparison.table import Comparison, compare
 from canopy.engine.execution.program import CUT_THROUGH, DEFAULT_LATENCY_US, SWITCH_MODES
@@ -128,7 +129,12 @@ def run(args: argparse.Namespace) -> int:
         topo = load_topology(args.topology)
         apply_failures(topo, args.fail)
         unit = args.bandwidth_unit or topo.bandwidth_unit
-        comp = compare(topo, args.collective, where=args.topology, **options)
+        progress = TerminalProgress(f"comparing {args.collective}")
+        try:
+            comp = compare(topo, args.collective, where=args.topology, progress=progress,
+                           **options)
+        finally:
+            progress.done()
         print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
               "congestion, times from the execution model "
               f"({float(comp.default_latency):g} µs per link unless the topology says; "

@@ -97,3 +97,60 @@ class PhaseFollower:
         done = getattr(self.display, "done", None)
         if done is not None:
             done()
+class TerminalProgress:
+    """An engine ``progress(phase, fraction)`` shown as one line on a terminal's standard
+    error, rewritten at most every INTERVAL seconds and erased by :meth:`done`; silent
+    when standard error is not a terminal (pipes, files, tests) and for the first
+    QUIET seconds, so that short commands print nothing extra."""
+
+    INTERVAL = 0.2
+    QUIET = 1.0
+
+    def __init__(self, what: str) -> None:
+        import sys
+        self.what = what
+        self.stream = sys.stderr
+        self.on = self.stream.isatty()
+        self.start = time.perf_counter()
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, phase: str, fraction: float, /) -> None:
+        now = time.perf_counter()
+        if not self.on or now - self.start < self.QUIET or now - self.last < self.INTERVAL:
+            return
+        self.last = now
+        text = f"{self.what}: {phase} {min(max(fraction, 0.0), 1.0):.0%}"[:79]
+        self.stream.write(f"\r{text:<79}")
+        self.stream.flush()
+        self.shown = True
+
+    @contextmanager
+    def ticking(self, phase: str) -> Iterator[None]:
+        """Show ``phase`` with its seconds so far, for work that reports no progress of
+        its own (the MSCCL layout choice), rewritten by a thread until the block ends."""
+        import threading
+        stop = threading.Event()
+        began = time.perf_counter()
+
+        def tick() -> None:
+            while not stop.wait(self.INTERVAL):
+                now = time.perf_counter()
+                if self.on and now - self.start >= self.QUIET:
+                    self.stream.write(f"\r{f'{self.what}: {phase} {now - began:.0f} s':<79}")
+                    self.stream.flush()
+                    self.shown = True
+
+        thread = threading.Thread(target=tick, daemon=True, name="terminal-progress")
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\r" + " " * 79 + "\r")
+            self.stream.flush()
+            self.shown = False

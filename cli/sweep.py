@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.spec or not args.output:
         raise CanopyError("canopy sweep needs a spec and -o RESULTS.csv (or --plot RESULTS).")
     spec = load_spec(args.spec)
+    _bar(0, len(spec.points))      # at once: the first point may take minutes
     rows = run_sweep(spec, args.output, args.executor, args.address, args.workers, _bar)
     errors = sum(1 for r in rows if r.get("error"))
     print(f"{len(rows)} rows in {args.output} ({len(spec.points)} points in the spec, "
