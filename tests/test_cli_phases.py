@@ -1,0 +1,46 @@
+"""The time line of ``canopy solve`` and progress on a terminal."""
+
+import io
+import time
+
+from canopy.cli import main
+from canopy.cli.phases import PhaseClock, TerminalProgress
+
+
+def test_the_time_line_is_the_whole_command_split_by_phase(capsys, tmp_path):
+    assert main(["solve", "samples/dgx-a100-2x8.json", "--trees-xml",
+                 str(tmp_path / "t.xml")]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("time:            ") and "trees XML" in last
+
+
+def test_phases_add_up_with_other():
+    clock = PhaseClock(time.perf_counter() - 1.0)
+    clock.add("optimum", 0.25)
+    clock.add_schedule({"optimum": 0.1, "verification": 0.2, "total": 9.0}, within=0.5)
+    line = clock.line()
+    assert "optimum 0.35 s" in line and "verification 0.20 s" in line
+    assert "trees 0.20 s" in line and "other 0." in line
+
+
+def test_progress_is_silent_off_a_terminal():
+    progress = TerminalProgress("comparing")
+    progress.stream = io.StringIO()
+    progress.on = False
+    progress.start -= 10
+    progress("ring", 0.5)
+    with progress.ticking("layout"):
+        time.sleep(0.3)
+    progress.done()
+    assert progress.stream.getvalue() == ""
+
+
+def test_progress_on_a_terminal_shows_and_erases_its_line():
+    progress = TerminalProgress("comparing")
+    progress.stream = io.StringIO()
+    progress.on = True
+    progress.start -= 10
+    progress("ring", 0.5)
+    progress.done()
+    text = progress.stream.getvalue()
+    assert "comparing: ring 50%" in text and text.endswith("\r")
