@@ -322,14 +322,20 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     :func:`canopy.engine.msccl.timing.fastest_xml` applies to an XML's loop iterations
     too, so compare and check-xml time the same pipelining: ``time_at(n)`` times n loop
     iterations; ``target`` (within ``lowest`` .. ``limit``) is run and, unless that is
-    already within MIN_GAIN of ``floor_us`` (the busiest link's time), ``limit``; the
-    faster is returned."""
+    already within MIN_GAIN of ``floor_us`` (the busiest link's time), ``lowest`` and
+    then ``limit``, each only while the best so far is not within MIN_GAIN; the fastest is
+    returned. The fewest iterations are tried because a ring's steps each wait for the
+    step before on the neighbouring GPU, so its latency term grows with every iteration
+    (exactly (N - 2)·α per iteration for one ring of N GPUs): rings run fastest at the
+    protocol's fewest iterations, as NCCL runs large messages."""
     pieces = min(max(lowest, target), limit)
     best = time_at(pieces)
-    if pieces < limit and float(best.time_us * (1 - MIN_GAIN)) > floor_us:
-        deepest = time_at(limit)
-        if deepest.time_us < best.time_us:
-            best = deepest
+    for depth in (lowest, limit):
+        if depth == pieces or float(best.time_us * (1 - MIN_GAIN)) <= floor_us:
+            continue
+        other = time_at(depth)
+        if other.time_us < best.time_us:
+            best = other
     return best
 
 
@@ -344,11 +350,11 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     (:func:`max_pieces`, MAX_PIECES; loops of more than MAX_MESSAGES sends are extrapolated
     from their period, :func:`simulate`). Two depths are run: ``PIECES_PER_STAGE ·
     pipeline_stages`` within that range (or ``start`` if deeper) and, unless that is
-    already within MIN_GAIN of :func:`bandwidth_floor`, the most. In this model a deeper
-    pipeline is never slower but for the sharing of links (α is latency, hidden behind
-    the connection's next message; fill and drain shrink with the piece), so the deepest
-    is the runtime's best but where a shallower one is measured faster. ``saturated``:
-    as in :func:`simulate`.
+    already within MIN_GAIN of :func:`bandwidth_floor`, the fewest and the most
+    (:func:`best_depth`). For trees a deeper pipeline is rarely slower (α is latency,
+    hidden behind the connection's next message; fill and drain shrink with the piece);
+    for rings every iteration adds the ring's latency term, so the fewest is their best.
+    ``saturated``: as in :func:`simulate`.
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
     limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
