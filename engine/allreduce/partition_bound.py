@@ -139,9 +139,9 @@ def best_partition_bound(net: Network, rs_ag: Fraction | None = None
         if best is None or value < best.value:
             best = PartitionBound(value, len(parts), kind)
     if rs_ag is not None and best is not None and best.value != rs_ag:
-        parts = tight_partition(net, 2 * rs_ag / len(net.compute))
-        if parts is not None:
-            value = partition_value(net, parts)
+        tight = tight_partition(net, 2 * rs_ag / len(net.compute))
+        if tight is not None:
+            value = partition_value(net, tight)
             if value < best.value:
-                best = PartitionBound(value, len(parts), "tight sets")
+                best = PartitionBound(value, len(tight), "tight sets")
     return best

@@ -42,8 +42,8 @@ def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
     if fraction >= SHORTFALL:
         return None
     head = f"{algorithm} runs at {float(fraction):.1%} of its own bound at {size_text}"
-    relayed = details.get("relayed_hops") or []
-    if relayed:
+    relayed = details.get("relayed_hops")
+    if isinstance(relayed, list) and relayed:
         route = " -> ".join(relayed[0])
         return (f"{head}: {len(relayed)} of its {details.get('hops', '?')} ring hops relay "
                 f"through other GPUs (e.g. {route}), which store and forward each message, "
