@@ -1,1 +1,3 @@
-"""Dialogs of the editor: new from generator, NCCL topology import, import warnings."""
+"""Dialogs of the editor: new from a generator (with its parameter fields and live preview),
+NCCL topology XML import, and a sweep's results.
+"""

@@ -10,7 +10,7 @@ in exact integer arithmetic, so it certifies the solver's floating-point answer.
 cross from S to its complement: ``λ ≤ c⁺(S) / (a·b)``. It is independent of the LP and can
 be loose (the flow-cut gap of multi-commodity flow).
 
-*Theorem 1* (alltoall-direct-connect-summary): on a d-regular graph, all-to-all time grows
+*Theorem 1* of Basu et al. (arXiv:2309.13541): on a d-regular graph, all-to-all time grows
 as Ω(N log_d N). With hop lengths, each source has at most d^k nodes at distance k (the
 Moore bound), which bounds Σ_t dist(s, t) below and hence λ above.
 """

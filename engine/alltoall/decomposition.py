@@ -1,12 +1,12 @@
 """The decomposition for large networks: per-source shortest-path trees, balanced by
 multiplicative link lengths (Garg-Könemann / Fleischer style).
 
-The link LP has N·|E| variables, too many at a thousand nodes. As in the summary's split
-into a master problem and per-source child problems (alltoall-direct-connect-summary,
-"master LP with parallel child LPs"), the work is split by source. A *routing tree* is an
-arborescence out of one source sending the same rate to every other compute node; every
-single-source flow of the link LP is a convex combination of such trees (choose each
-node's parent arc with probability proportional to its inflow), so trees lose nothing.
+The link LP has N·|E| variables, too many at a thousand nodes. As in the split into a master
+problem and per-source child problems of Basu et al. (arXiv:2309.13541) ("master LP with
+parallel child LPs"), the work is split by source. A *routing tree* is an arborescence out
+of one source sending the same rate to every other compute node; every single-source flow of
+the link LP is a convex combination of such trees (choose each node's parent arc with
+probability proportional to its inflow), so trees lose nothing.
 
 Each child problem is one source's shortest-path tree under the current link lengths
 (one Dijkstra). The master keeps exponential lengths l_e ∝ exp(ε·load_e/c_e): after

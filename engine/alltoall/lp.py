@@ -1,8 +1,8 @@
 """The link-based maximum concurrent flow LP, solved with HiGHS (scipy.optimize.linprog).
 
-alltoall-direct-connect-summary, "link-based schedules" (its Fig. 1): flows on links.
-Commodities with the same source are aggregated: ``f_s(e)`` is the flow on arc ``e`` of
-everything that compute node ``s`` sends, with conservation
+Basu et al. (arXiv:2309.13541), "link-based schedules" (Fig. 1): flows on links. Commodities
+with the same source are aggregated: ``f_s(e)`` is the flow on arc ``e`` of everything that
+compute node ``s`` sends, with conservation
 
     in_s(v) - out_s(v) = λ  at every compute node v ≠ s,   0 at every switch,
 

@@ -1,10 +1,10 @@
 """Lowering an all-to-all schedule to MSCCL XML (``coll="alltoall"``, out of place).
 
-alltoall-direct-connect-summary lowers its link- and route-based schedules to the MSCCL
-runtime (its Fig. 3-4). Here each ordered pair (s, t) sends ``c`` chunks: block t of
-rank s's input goes to block s of rank t's output. The pair's routes share the c chunks
-in proportion to their rates (exactly when c makes every share whole, else the closest
-split with c ≤ :data:`MAX_CHUNKS`, reported as ``share_error``).
+Basu et al. (arXiv:2309.13541) lower their link- and route-based schedules to the MSCCL
+runtime (Fig. 3-4). Here each ordered pair (s, t) sends ``c`` chunks: block t of rank s's
+input goes to block s of rank t's output. The pair's routes share the c chunks in proportion
+to their rates (exactly when c makes every share whole, else the closest split with c ≤
+:data:`MAX_CHUNKS`, reported as ``share_error``).
 
 Switches are transparent to MSCCL: a route's compute nodes are its hops, and a compute
 node in the middle of a route relays: it receives into its scratch buffer and a

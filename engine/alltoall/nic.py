@@ -1,10 +1,10 @@
 """The host-to-NIC bottleneck, modelled by augmenting the topology.
 
-alltoall-direct-connect-summary, Fig. 2 ("Topology augmentation to model host-to-NIC
-bottleneck"): on a direct-connect fabric every host reaches its links through a NIC, and
-the host-NIC path (PCIe) can be narrower than the links. Each compute node ``v`` keeps
-its id (the host, which sends and receives); its links move to NIC nodes joined to the
-host by links of ``bandwidth`` GB/s each way. Two forwarding styles (Fig. 1, top left):
+Basu et al. (arXiv:2309.13541), Fig. 2 ("Topology augmentation to model host-to-NIC
+bottleneck"): on a direct-connect fabric every host reaches its links through a NIC, and the
+host-NIC path (PCIe) can be narrower than the links. Each compute node ``v`` keeps its id
+(the host, which sends and receives); its links move to NIC nodes joined to the host by
+links of ``bandwidth`` GB/s each way. Two forwarding styles (Fig. 1, top left):
 
 * ``"nic"`` — NIC-based forwarding: relayed data turns around in the NIC (a switch node
   ``v/nic``) and never crosses the host-NIC link; only the host's own traffic does.

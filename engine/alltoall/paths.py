@@ -1,11 +1,11 @@
 """Path decomposition of link flows: one source's aggregated flow into paths per target.
 
 The link LP (:mod:`canopy.engine.alltoall.lp`) gives each source one flow serving every
-other compute node with demand λ. The classical flow decomposition walks back from a
-target along arcs that still carry flow until it reaches the source, removes the
-smallest flow on that path (or the target's remaining demand) and repeats; a walk that
-meets itself cancels the cycle it found. This yields the summary's route-based form: a
-set of paths with rates for every commodity (alltoall-direct-connect-summary, Fig. 1).
+other compute node with demand λ. The classical flow decomposition walks back from a target
+along arcs that still carry flow until it reaches the source, removes the smallest flow on
+that path (or the target's remaining demand) and repeats; a walk that meets itself cancels
+the cycle it found. This yields the route-based form of Basu et al. (arXiv:2309.13541,
+Fig. 1): a set of paths with rates for every commodity.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The all-to-all problem: a topology as indexed arcs, with the forwarding rule.
 
-All-to-all is a maximum concurrent multi-commodity flow (alltoall-direct-connect-summary,
-"Max Concurrent Multi-Commodity Flow"): every ordered pair (s, t) of distinct compute
-nodes is a commodity of demand λ, and λ* is the largest λ every pair can send at once
-within the link bandwidths. By default every node may relay (the summary's host- and
-NIC-based forwarding on direct-connect networks); ``forwarding="switches"`` lets only
-switch nodes relay, as in a switched cluster whose hosts do not forward.
+All-to-all is a maximum concurrent multi-commodity flow (Basu et al. (arXiv:2309.13541),
+"Max Concurrent Multi-Commodity Flow"): every ordered pair (s, t) of distinct compute nodes
+is a commodity of demand λ, and λ* is the largest λ every pair can send at once within the
+link bandwidths. By default every node may relay (the paper's host- and NIC-based forwarding
+on direct-connect networks); ``forwarding="switches"`` lets only switch nodes relay, as in a
+switched cluster whose hosts do not forward.
 
 Parallel links are merged into one arc per direction with the bandwidths added up.
 """

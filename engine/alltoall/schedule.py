@@ -1,10 +1,10 @@
 """All-to-all schedules: weighted routes with exact rates, and their verification.
 
-A schedule is a list of :class:`Route` objects. A route is an arborescence out of one
-source compute node given by a parent array; it serves each node of ``targets`` at rate
-``weight`` along the tree path to it. A path-based schedule (the summary's "route-based"
-schedules, its Fig. 1) uses one route per path (a single target); the decomposition
-method yields spanning trees that serve every other compute node.
+A schedule is a list of :class:`Route` objects. A route is an arborescence out of one source
+compute node given by a parent array; it serves each node of ``targets`` at rate ``weight``
+along the tree path to it. A path-based schedule (the "route-based" schedules of Basu
+et al., arXiv:2309.13541, Fig. 1) uses one route per path (a single target); the
+decomposition method yields spanning trees that serve every other compute node.
 
 Rates are exact: integers over one common ``denominator``, in GB/s. :func:`exact_schedule`
 turns the solvers' floating-point rates into exact ones without losing feasibility:

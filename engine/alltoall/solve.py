@@ -107,9 +107,9 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
 
     ``target_gap`` is where the decomposition stops (relative gap to its bound). With
     ``nic_bandwidth`` (GB/s) every compute node reaches its links through a NIC with that
-    host-NIC bandwidth, forwarding in the NIC or the host (:mod:`.nic`, the summary's
-    Fig. 2). Failed links and switches carry nothing. Raises TopologyError for unusable
-    input and ScheduleError if verification fails."""
+    host-NIC bandwidth, forwarding in the NIC or the host (:mod:`.nic`; Basu et al.,
+    arXiv:2309.13541, Fig. 2). Failed links and switches carry nothing. Raises TopologyError
+    for unusable input and ScheduleError if verification fails."""
     if method not in METHODS:
         raise ScheduleError(f"method must be one of {', '.join(METHODS)}, not '{method}'.")
     start = time.process_time()

@@ -1,9 +1,9 @@
 """The time-stepped all-to-all LP: store-and-forward relays, solved with HiGHS.
 
-alltoall-direct-connect-summary, "time-stepped MCF": where a relay stores a whole
-message before forwarding it, the schedule runs in T steps of equal length τ, and a
-compute node can forward in step t+1 only what it held at the end of step t. This is a
-multi-commodity flow over the *time-expanded* network (Ford-Fulkerson's flows over time):
+Basu et al. (arXiv:2309.13541), "time-stepped MCF": where a relay stores a whole message
+before forwarding it, the schedule runs in T steps of equal length τ, and a compute node can
+forward in step t+1 only what it held at the end of step t. This is a multi-commodity flow
+over the *time-expanded* network (Ford-Fulkerson's flows over time):
 
 * layer t = 0..T holds a copy of every compute node (what it has at the end of step t);
   holdover arcs (v, t) -> (v, t+1) keep data at v, uncapacitated;

@@ -1,10 +1,10 @@
 """The time-stepped form of a route schedule, for store-and-forward links.
 
-alltoall-direct-connect-summary, "time-stepped MCF": where every hop stores a whole
-message before forwarding it (host-based forwarding), data cannot stream through a
-relay; a schedule then runs in steps, and step k moves every route's k-th hop. A relay
-forwards in step k+1 only what it received in step k, so each step is a set of
-independent link transfers whose duration is set by its busiest link.
+Basu et al. (arXiv:2309.13541), "time-stepped MCF": where every hop stores a whole message
+before forwarding it (host-based forwarding), data cannot stream through a relay; a schedule
+then runs in steps, and step k moves every route's k-th hop. A relay forwards in step k+1
+only what it received in step k, so each step is a set of independent link transfers whose
+duration is set by its busiest link.
 
 :func:`time_steps` turns a verified schedule into that form: per step, the exact load of
 every link as a fraction of the per-rank buffer M, and the step's time per byte of M

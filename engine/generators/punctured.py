@@ -1,13 +1,12 @@
 """Punctured fabrics: a generated topology with k random links removed (failures).
 
-alltoall-direct-connect-summary, Fig. 5: all-to-all throughput on a 3-D torus with a few
-links removed at random ("punctured"). :func:`puncture` removes ``removed`` links chosen
-by a seeded random generator from any topology, so the same seed gives the same fabric;
-the ``punctured-torus`` and ``punctured-kautz`` generators apply it to a torus and to a
-generalised Kautz graph (the summary's expander). A duplex link goes as a whole, so a
-torus stays balanced; a Kautz arc is one-way, so its ends lose one direction each
-(all-to-all does not need balanced nodes). A removal that disconnects the network is
-refused.
+Basu et al. (arXiv:2309.13541), Fig. 5: all-to-all throughput on a 3-D torus with a few
+links removed at random ("punctured"). :func:`puncture` removes ``removed`` links chosen by
+a seeded random generator from any topology, so the same seed gives the same fabric; the
+``punctured-torus`` and ``punctured-kautz`` generators apply it to a torus and to a
+generalised Kautz graph (the paper's expander). A duplex link goes as a whole, so a torus
+stays balanced; a Kautz arc is one-way, so its ends lose one direction each (all-to-all does
+not need balanced nodes). A removal that disconnects the network is refused.
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ PUNCTURED_TORUS_PARAMS = (
 
 def punctured_kautz(degree: int, n: int, bandwidth: Fraction, removed: int, seed: int
                     ) -> Topology:
-    """GK(degree, n) with ``removed`` random one-way arcs taken out (Fig. 5's experiment on
-    the summary's GenKautz expander)."""
+    """GK(degree, n) with ``removed`` random one-way arcs taken out (the experiment of Basu
+    et al., arXiv:2309.13541, Fig. 5, on their GenKautz expander)."""
     return puncture(kautz(degree, n, bandwidth), removed, seed)
 
 
