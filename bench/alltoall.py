@@ -1,4 +1,4 @@
-"""All-to-all solve times and quality; print JSON (issue 20).
+"""All-to-all solve times and quality; print JSON.
 
 Usage: python -m bench.alltoall [--large N] [--skip-large] [--gap G] [--skip-fig5]
                                 [--removed 0,1,2,3,4,5,6] [--seeds S]

@@ -1,6 +1,5 @@
-"""CPU seconds and peak memory of `canopy compare` (issue 16's targets: <= 2 s at 64 GPUs
-with the default sizes, finishing within 2 min at 1024 GPUs), per collective, with a
-phase split.
+"""CPU seconds and peak memory of `canopy compare` (targets: <= 2 s at 64 GPUs with the
+default sizes, finishing within 2 min at 1024 GPUs), per collective, with a phase split.
 
 Cases: the 2 x DGX A100 sample, 8 x DGX A100 (64 GPUs, ``canopy generate cluster
 --servers 8``) and, with ``--large``, 128 x DGX A100 (1024 GPUs). Each case runs in its

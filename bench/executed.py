@@ -10,12 +10,12 @@ of the optimum it reaches, the layout, why it runs and the candidates simulated.
 seconds per row (``time.process_time``), and what the choice among candidates cost.
 Prints JSON.
 
-With ``--baselines``, instead: for each topology and collective, every baseline's
-simulated algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.comparison.table
+With ``--baselines``, instead: for each topology and collective, every baseline's simulated
+algbw at 256 MiB and 1 GiB beside ForestColl's (:func:`canopy.engine.comparison.table
 .compare`, the same execution model), and whether ForestColl is at least every baseline
-("forestcoll_wins"; within 1 % where the baseline's own bound equals ForestColl's), plus
-the torus case of issue 14 (3x4x5 torus at 50 GiB/s, 0.5 µs per link, 2 GiB allgather,
-TACOS with 2 chunks per node).
+("forestcoll_wins"; within 1 % where the baseline's own bound equals ForestColl's), plus a
+torus case (3x4x5 torus at 50 GiB/s, 0.5 µs per link, 2 GiB allgather, TACOS with 2 chunks
+per node).
 
 Run: .venv/bin/python bench/executed.py [--quick | --baselines] [--sms=N]
 [--collective=NAME] [sample-or-generator ...]
@@ -81,19 +81,19 @@ def measure(topology: object, collective: str, sizes: tuple[int, ...],
 
 def forestcoll_wins(fc: ComparisonRow, baseline: ComparisonRow, optimum: Fraction,
                     sizes: tuple[int, ...]) -> bool:
-    """Issue 14's rule: ForestColl's simulated algbw is at least the baseline's at every
-    size, or within 1 % of it where the baseline's own bound equals ``optimum``."""
+    """The rule: ForestColl's simulated algbw is at least the baseline's at every size, or
+    within 1 % of it where the baseline's own bound equals ``optimum``."""
     slack = Fraction(99, 100) if baseline.algbw == optimum else Fraction(1)
     return all(fc.algbw_at(s) >= slack * baseline.algbw_at(s) for s in sizes)
 
 
 def against_baselines(topology: object, collective: str, sizes: tuple[int, ...],
                       **options: object) -> dict:
-    """ForestColl's simulated algbw against every baseline's at ``sizes``: ForestColl
-    wins where it is at least the baseline at every size, or within 1 % where the
-    baseline's own bound equals the optimum ForestColl proves (issue 14, item 2; the
-    optimum, not the bound of the schedule ForestColl runs, which may have fewer trees),
-    and ``notes`` are compare's lines saying why a baseline is faster where it is."""
+    """ForestColl's simulated algbw against every baseline's at ``sizes``: ForestColl wins
+    where it is at least the baseline at every size, or within 1 % where the baseline's own
+    bound equals the optimum ForestColl proves (the optimum, not the bound of the schedule
+    ForestColl runs, which may have fewer trees), and ``notes`` are compare's lines saying
+    why a baseline is faster where it is."""
     start = time.process_time()
     comp = compare(topology, collective, sizes=sizes, **options)
     fc = comp.row("forestcoll")

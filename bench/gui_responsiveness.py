@@ -16,11 +16,10 @@ Cases:
 * ``idle``: a shown, empty main window doing nothing for 8 s (the floor the machine's
   scheduling alone sets under the same load; not run by default).
 
-The engine runs in a child process (:mod:`canopy.engine.process.child_jobs`). To make the machine
-busy,
-``--load N`` (default 2, one per core here) processes spin on the CPU at the GUI's
-priority for the whole run. Targets: under 50 ms while a 64-GPU solve runs (issue 13.4),
-under 100 ms in every phase at 1024 GPUs (issue 16.4).
+The engine runs in a child process (:mod:`canopy.engine.process.child_jobs`). To make the
+machine busy, ``--load N`` (default 2, one per core here) processes spin on the CPU at the
+GUI's priority for the whole run. Targets: under 50 ms while a 64-GPU solve runs, under
+100 ms in every phase at 1024 GPUs.
 
 Usage: QT_QPA_PLATFORM=offscreen python -m bench.gui_responsiveness
        [--load N] [--servers S] [--large S] [--cases bare,editor,large,idle]

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 16): CPU s, wall s, peak memory and phase split; prints JSON.
+"""Scale benchmark: CPU s, wall s, peak memory and phase split; prints JSON.
 
 Each case runs in its own child process so that its peak resident memory (ru_maxrss)
 is its own. Cases: DGX A100 clusters (bench/clusters.py) from 256 to 4096 GPUs, the 3-D

@@ -101,7 +101,7 @@ def run_one(rng: random.Random) -> str:
         k = rng.randint(1, min(opt.k, 64))
     try:
         schedule = solve(topo, collective, k=k)
-    except CanopyError as exc:   # every k >= 1 has a verified schedule (issue 15 item 6)
+    except CanopyError as exc:   # every k >= 1 has a verified schedule (§4.5)
         raise AssertionError(f"solve refused k = {k}: {exc}") from None
     verify(topo, schedule_from_dict(json.loads(json.dumps(schedule_to_dict(schedule)))))
     if k is None and schedule.algbw != opt.algbw(collective):

@@ -2,7 +2,7 @@
 
 Usage: python -m bench.solve_times [--repeat R] [--max-servers S]
 The published Python implementation takes 5.8 s (2x A100, k=13), 34.9 s (2x MI250,
-k=83) and 43 s (4x A100, fixed k=1) on a comparable machine (issue 3).
+k=83) and 43 s (4x A100, fixed k=1) on a comparable machine.
 """
 
 from __future__ import annotations

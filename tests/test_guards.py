@@ -1,4 +1,5 @@
-"""Issue 15 items 1, 3 and 5; issue 13 item 8: documented limits, units, exit codes, logs."""
+"""Documented limits, units, exit codes and logs: bad input is one sentence and exit code 2,
+an internal error exit code 70 and a log file."""
 
 import json
 import subprocess
@@ -142,7 +143,7 @@ def test_internal_error_exits_70_with_the_traceback_in_the_log(tmp_path):
 
 def big_k_text() -> str:
     """Six GPUs in a ring of 1/(10^999 + odd) GB/s links: Prop. 3's k has 4995 digits, past
-    the 4300 Python prints by default (issue 15 bug: exit 70)."""
+    the 4300 Python prints by default (printing it once failed with exit code 70)."""
     names = "abcdef"
     links = [{"source": a, "target": b, "bandwidth": f"1/{10**999 + 2 * i + 1}"}
              for i, (a, b) in enumerate(zip(names, names[1:] + names[:1], strict=True))]

@@ -1,4 +1,4 @@
-"""Issue 16: the faster paths agree with brute force and with the pair-by-pair algorithm;
+"""The faster paths agree with brute force and with the pair-by-pair algorithm;
 --bound-only; the compact schedule JSON."""
 
 import json
@@ -152,9 +152,9 @@ def test_bad_route_index_is_one_sentence(tmp_path, capsys):
 
 
 def test_a_small_solve_loads_neither_numpy_nor_ortools():
-    """Start-up of a small `canopy solve` (issue 16: <= 0.15 s): the command line imports
-    only its verb, not the MSCCL lowering its export options name, nor logging or
-    multiprocessing, and small networks take the python maxflow backend."""
+    """Start-up of a small `canopy solve` stays quick: the command line imports only its
+    verb, not the MSCCL lowering its export options name, nor logging or multiprocessing,
+    and small networks take the python maxflow backend."""
     code = ("import sys; from canopy.cli import main; "
             "main(['solve', 'samples/dgx-a100-2x8.json']); "
             "print(sorted({m for m in sys.modules if m.startswith('canopy.engine.msccl')} | "

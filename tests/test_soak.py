@@ -1,6 +1,6 @@
-"""Soak property (issue 15, item 7): random topologies with awkward bandwidth mixes,
-one-way cycles and switches always give the brute-force optimum, a verified schedule and
-no traceback. ``bench/soak.py`` runs the same pipeline on thousands of larger cases."""
+"""Soak property: random topologies with awkward bandwidth mixes, one-way cycles and
+switches always give the brute-force optimum, a verified schedule and no traceback.
+``bench/soak.py`` runs the same pipeline on thousands of larger cases."""
 
 from fractions import Fraction
 

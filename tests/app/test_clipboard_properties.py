@@ -140,7 +140,7 @@ def test_nothing_selected_shows_topology_name(window, qtbot):
 
 
 def test_bandwidth_unit_is_chosen_shown_and_undone(window, qtbot):
-    """Issue 15, item 3: the editor shows and takes bandwidths in the document's unit."""
+    """The editor shows and takes bandwidths in the document's unit."""
     doc, dock = window.doc, window.properties
     key = doc.link_keys()[0]
     window.scene.select()
@@ -148,7 +148,7 @@ def test_bandwidth_unit_is_chosen_shown_and_undone(window, qtbot):
     assert window.scene.link_item(key).text == "300"
     dock.unit_combo.activated.emit(dock.unit_combo.findText("Gb/s"))
     assert doc.topology.bandwidth_unit == "Gb/s" and doc.link(key).bandwidth == 300
-    item = window.scene.link_item(key)   # the canvas labels follow the unit (issue 15)
+    item = window.scene.link_item(key)   # the canvas labels follow the unit
     assert item.text == "2400 Gb/s" and "2400 Gb/s" in item.toolTip()
     window.scene.select(link_keys=[key])
     dock.refresh()

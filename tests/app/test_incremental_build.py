@@ -1,6 +1,6 @@
-"""A large drawing's canvas items are built a slice per turn of the event loop (issue 16.4):
-the result is the same scene, edits and undo meanwhile are not lost, and looking an
-item up finishes the building first."""
+"""A large drawing's canvas items are built a slice per turn of the event loop, so the
+editor answers meanwhile: the result is the same scene, edits and undo meanwhile are not
+lost, and looking an item up finishes the building first."""
 
 from fractions import Fraction
 

@@ -1,5 +1,5 @@
-"""No lost edits (issue 15, item 4): a real editor process, killed with SIGKILL two seconds
-after an edit, leaves a recovery file that the next start offers back."""
+"""No lost edits: a real editor process, killed with SIGKILL two seconds after an edit,
+leaves a recovery file that the next start offers back."""
 
 import os
 import signal

@@ -348,7 +348,7 @@ def test_reopening_the_same_topology_keeps_the_overlays(window, qtbot):
 
 
 def test_a_k_too_long_to_print_shows_short(window, qtbot, dialogs):
-    """Issue 15: Prop. 3's k of 4995 digits shows as an approximation, not a crash."""
+    """Prop. 3's k of 4995 digits shows as an approximation, not a crash."""
     from canopy.engine.io.topology_json import loads_topology
     from canopy.engine.model.limits import digit_count
     from tests.test_guards import big_k_text

@@ -1,5 +1,5 @@
-"""All-to-all as maximum concurrent flow (issue 20): closed forms, cut bounds, an
-independent path LP, verification, decomposition, CLI and bad input."""
+"""All-to-all as maximum concurrent flow: closed forms, cut bounds, an independent path LP,
+verification, decomposition, CLI and bad input."""
 
 import itertools
 import json

@@ -1,5 +1,5 @@
-"""The baselines' builds reuse what they computed once (issue 16: ``canopy compare`` at
-64 GPUs within 2 CPU s); each shortcut gives what the plain computation gives."""
+"""The baselines' builds reuse what they computed once, so that ``canopy compare`` stays
+fast on large clusters; each shortcut gives what the plain computation gives."""
 
 from fractions import Fraction
 

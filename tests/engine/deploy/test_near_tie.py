@@ -40,7 +40,8 @@ def test_the_best_keeps_ties_and_candidates_beyond_near_are_not_simulated(monkey
 
 
 def test_a_near_tie_does_not_drop_below_95_percent(monkeypatch):
-    """The best at 95.2 %: a candidate at 94.9 % is within NEAR but below issue 14's bar."""
+    """The best at 95.2 %: a candidate at 94.9 % is within NEAR but below the bar of 95 % of
+    the optimum."""
     best = _candidate(5, Fraction(952, 1000), "k5")
     low = _candidate(3, Fraction(949, 1000), "k3")
     name, sizes, _ = _run(monkeypatch, best, [low], {"k5": Fraction(0), "k3": Fraction(1)})

@@ -76,7 +76,7 @@ def test_short_or_cheap_loops_run_in_full_without_probes(pieces, per_piece):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """8 x DGX A100 (64 GPUs), the size issue 16 times ``canopy compare`` at."""
+    """8 x DGX A100 (64 GPUs), a size ``canopy compare`` is timed at (bench/compare_speed.py)."""
     return generate("cluster", {"servers": "8"})
 
 

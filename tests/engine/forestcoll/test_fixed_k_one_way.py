@@ -1,4 +1,4 @@
-"""Fixed k on one-way networks against brute force (issue 15 item 6).
+"""Fixed k on one-way networks against brute force.
 
 A runtime routes each tree edge as a compute-to-compute path, so the trees of a schedule
 use integer capacities c_e <= floor(U·b_e) that are balanced at every switch and keep
@@ -73,7 +73,7 @@ def test_fixed_k_matches_brute_force(topo, k):
 
 def _slack_topology() -> Topology:
     """Found by hypothesis: at k = 1 the trees built at U > U* leave slack on every link,
-    and a claim of 1/U (4.5 GB/s) fell short of the 6 GB/s they achieve (issue 15)."""
+    and a claim of 1/U (4.5 GB/s) fell short of the 6 GB/s they achieve."""
     nodes = [Node(n, COMPUTE if n[0] == "c" else SWITCH) for n in ("c0", "c1", "c2", "w0", "w1")]
     duplex = [("c1", "c0", 1), ("c0", "w0", 1), ("w0", "c2", 2), ("c2", "w1", 1),
               ("c0", "c2", 1), ("c0", "c2", 1), ("c0", "w0", 2), ("c1", "w0", 2)]

@@ -80,7 +80,7 @@ def test_random_topologies_reach_optimum(topo):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topologies(max_compute=4, max_switch=3))
 def test_random_topologies_fixed_k(topo):
-    """Every k has a verified schedule, one-way networks included (§4.5, issue 15)."""
+    """Every k has a verified schedule, one-way networks included (§4.5)."""
     for k in (1, 2):
         for collective in ("allgather", "allreduce"):
             schedule = solve(topo, collective, k=k)

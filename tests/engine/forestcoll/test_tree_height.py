@@ -1,4 +1,4 @@
-"""Low trees on rail clusters (issue 16): rail switches split as chords, not rings.
+"""Low trees on rail clusters: rail switches split as chords, not rings.
 
 A ring split of a d-port rail switch makes every tree cross the servers one by one
 (height d - 1 + 7 on 8-GPU servers); chords 1, 2, 4, ... keep it near log2(d). The

@@ -61,8 +61,8 @@ def check_trees(net, packing):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(topologies(max_compute=6, max_switch=3), st.data())
 def test_greedy_packing_is_a_packing_or_gives_up(topo, data):
-    """The flow-free greedy (issue 16) returns a valid packing or None; pack_trees with
-    groups returns a valid packing either way (Alg. 5 when the greedy gives up)."""
+    """The flow-free greedy returns a valid packing or None; pack_trees with groups returns
+    a valid packing either way (Alg. 5 when the greedy gives up)."""
     net = Network.from_topology(topo)
     opt = find_optimum(net)
     caps = {e: int(c / opt.tree_bandwidth) for e, c in net.capacity.items()}

@@ -1,4 +1,4 @@
-"""Bandwidths of any range stay exact through the whole pipeline (issue 15, item 1)."""
+"""Bandwidths of any range stay exact through the whole pipeline."""
 
 from __future__ import annotations
 

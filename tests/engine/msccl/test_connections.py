@@ -490,12 +490,12 @@ def _chunks_per_connection(topo, laid):
 
 def test_links_loaded_to_capacity_keep_a_connection_per_unit_tree_edge():
     """2x MI250 allreduce at k = 2 with lower trees (the fewest within 4 % of the optimum):
-    layout 7 keeps a connection per unit tree edge on the 16 GB/s links to the switch,
-    which the schedule loads to capacity; on the 50 and 100 GB/s links (96 % loaded) a
-    connection carries two unit tree edges of one phase and band of 2 steps, on the
-    200 GB/s ones (85 %) one connection carries a whole band. That fits 90 thread blocks
-    per GPU (each unit tree edge on a connection of its own: 249) and runs at 95.5 % of
-    the optimum at 1 GiB, issue 14's 95 % (the other layouts of k = 2 at most 90.4 %)."""
+    layout 7 keeps a connection per unit tree edge on the 16 GB/s links to the switch, which
+    the schedule loads to capacity; on the 50 and 100 GB/s links (96 % loaded) a connection
+    carries two unit tree edges of one phase and band of 2 steps, on the 200 GB/s ones
+    (85 %) one connection carries a whole band. That fits 90 thread blocks per GPU (each
+    unit tree edge on a connection of its own: 249) and runs at 95.5 % of the optimum at
+    1 GiB, above the bar of 95 % (the other layouts of k = 2 at most 90.4 %)."""
     topo = load_sample("mi250-2x16")
     twin = solve(topo, "allreduce", tolerance="4", shallow=True)
     plan = schedule_plan(twin)
@@ -532,11 +532,10 @@ def test_a_search_below_keep_also_tries_lower_trees_shared_by_link_slack():
 
 @pytest.mark.slow
 def test_allreduce_on_two_mi250_servers_runs_at_95_percent_of_the_optimum():
-    """2x MI250 allreduce (issue 14, item 2): the choice runs k = 2 with lower trees on
-    layout 7 at 95.5 % of the optimum at 1 GiB within 108 thread blocks per GPU (the best
-    before it, k = 9 shared by 2 steps with paired thread blocks: 93.4 %), and its XML
-    keeps the runtime's limits, computes the allreduce and times as compare does
-    (60-70 CPU s)."""
+    """2x MI250 allreduce: the choice runs k = 2 with lower trees on layout 7 at 95.5 % of
+    the optimum at 1 GiB within 108 thread blocks per GPU (the best before it, k = 9 shared
+    by 2 steps with paired thread blocks: 93.4 %), and its XML keeps the runtime's limits,
+    computes the allreduce and times as compare does."""
     topo = load_sample("mi250-2x16")
     choice = runtime_schedule(topo, solve(topo, "allreduce"))
     assert choice.layout == "shared by link slack, unit trees"

@@ -1,4 +1,4 @@
-"""Identical servers (issue 16): Thm 1's test flows only to one GPU per orbit.
+"""Identical servers: Thm 1's test flows only to one GPU per orbit.
 
 ``identical_groups`` claims that swapping two groups of a class position by position is
 an automorphism; these tests check that claim link by link, check that every compute

@@ -1,4 +1,4 @@
-"""The collector settings of a process that runs one engine computation (issue 16)."""
+"""The collector settings of a process that runs one engine computation."""
 
 import subprocess
 import sys
