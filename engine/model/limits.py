@@ -1,9 +1,9 @@
 """The documented limits on what Canopy reads (README "Limits", docs of canopy-topology).
 
-Every number and file Canopy reads is checked against these before any work starts, so
-an absurd input is refused with one sentence instead of running for minutes or exhausting
-memory (a bandwidth of ``1e999999999`` grew to 485 MB; 100,000 nested ``[``
-overflowed Python's stack).
+Every number and file Canopy reads is checked against these before any work starts, so an
+absurd input is refused with one sentence instead of running for minutes or exhausting
+memory (a bandwidth of ``1e999999999`` is an integer of a billion digits; 100,000 nested
+``[`` overflow Python's stack).
 
 * A number (bandwidth, latency) is written with at most :data:`MAX_DIGITS` digits and its
   decimal exponent lies within ±:data:`MAX_EXPONENT`: every positive value from 1e-1000 to
@@ -12,12 +12,12 @@ overflowed Python's stack).
 * A file (JSON, GraphML, NCCL XML) is at most :data:`MAX_FILE_BYTES` bytes.
 * JSON nested deeper than Python's parser allows (about 1000 levels) is refused.
 
-Results can be longer than any input: Prop. 3's k of six links with 1000-digit
-bandwidths has about 5000 digits, past the 4300 digits Python converts to text by default.
+Results can be longer than any input: Prop. 3's k of six links with 1000-digit bandwidths
+has about 5000 digits, past the 4300 digits Python converts to text by default.
 :func:`allow_long_integers` (called by the ``canopy`` command and the editor) raises that
-limit to :data:`LONG_DIGITS`, enough for such results and still fast (0.1 s per number);
-:func:`number_text` prints them for people as about 6 significant digits and their
-length, and JSON keeps them exact. A result longer still is reported in one sentence
+limit to :data:`LONG_DIGITS`, enough for such results and still quick to convert;
+:func:`number_text` prints them for people as about 6 significant digits and their length,
+and JSON keeps them exact. A result longer still is reported in one sentence
 (:data:`TOO_LONG_TEXT`).
 """
 

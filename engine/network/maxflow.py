@@ -7,24 +7,23 @@ value of a maximum s-t flow, and the source side of a minimum s-t cut.
 
 ``ortools``
     OR-Tools' ``SimpleMaxFlow`` (C++ push-relabel, int64). The fastest by measurement
-    (``bench/maxflow_backends.py``: about 12 µs per flow on the networks ForestColl
-    builds, ten times faster than scipy), and it keeps its graph between questions, so a
-    capacity change costs one call instead of a rebuild. Optional: ``pip install
-    'canopy-collectives[ortools]'`` (it pulls protobuf and pandas, about 170 MB).
+    (``bench/maxflow_backends.py``; docs/performance.md, "Maxflow backends"), and it keeps
+    its graph between questions, so a capacity change costs one call instead of a rebuild.
+    Optional: ``pip install 'canopy-collectives[ortools]'`` (it pulls protobuf and pandas, a
+    large install).
 ``scipy``
     ``scipy.sparse.csgraph.maximum_flow`` (Dinic), always installed. It takes int32
     capacities only, so capacities are divided by their gcd first; when they still do
     not fit, the question goes to ``networkx``.
 ``python``
-    Dinic's algorithm in plain Python on Python integers: exact at any size. Loading
-    numpy and OR-Tools costs about 0.1 s, more than a small solve, so without a named
-    backend a network of at most ``SMALL_ARCS`` arcs uses it until the process has
-    spent ``PYTHON_BUDGET`` arcs on such answers (about the loading time); then the
-    fastest backend takes over (a whole ``canopy solve`` on a 16-GPU file
-    takes about 0.12 s, and sweeps of many small solves stay fast). Where numpy is
-    loaded already (``canopy compare``'s simulator loads it) OR-Tools alone is left to
-    load, 0.035 s, and the budget is ``LOADED_BUDGET`` (at 8 x DGX A100 ``canopy
-    compare`` spent 0.10 s on 60,000 arcs of python answers, then 0.04 s on OR-Tools).
+    Dinic's algorithm in plain Python on Python integers: exact at any size. Loading numpy
+    and OR-Tools costs more CPU than a small solve takes, so without a named backend a
+    network of at most ``SMALL_ARCS`` arcs uses it until the process has spent
+    ``PYTHON_BUDGET`` arcs on such answers (about what the loading costs); then the fastest
+    backend takes over. So a ``canopy solve`` of a small file never pays for the loading,
+    and sweeps of many small solves stay fast. Where numpy is loaded already (``canopy
+    compare``'s simulator loads it) only OR-Tools is left to load, which costs less, and the
+    budget is ``LOADED_BUDGET``.
 ``networkx``
     networkx's preflow-push on Python integers: exact at any size, slow.
 
@@ -51,8 +50,8 @@ BACKENDS = ("ortools", "scipy", "python", "networkx")
 INT64_SAFE = 2**62
 INT32_SAFE = 2**31 - 1
 SMALL_ARCS = 600        # networks the python backend may answer without a named backend
-PYTHON_BUDGET = 60_000  # arcs scanned by those answers per process (about 80 ms of CPU)
-LOADED_BUDGET = 20_000  # the same where numpy is loaded and OR-Tools is the backend (30 ms)
+PYTHON_BUDGET = 60_000  # arcs those answers scan per process: about numpy + OR-Tools' loading
+LOADED_BUDGET = 20_000  # the same where numpy is loaded: about OR-Tools' loading
 _python_spent = 0
 
 

@@ -157,17 +157,16 @@ def log_file() -> str:
 class _Frames:
     """``data`` as a file for :class:`pickle.Unpickler`, read one pickle frame at a time.
 
-    ``pickle.loads`` decodes a whole event in one call that never lets go of the
-    interpreter lock: a 1024-GPU solution (13 MB) held it for 160 ms, and the editor's
-    event loop, wanting the lock, waited that long. An unpickler reading from this
-    object instead calls :meth:`read` once per frame (protocol 4 frames are about
-    64 KiB, a quarter of a millisecond of decoding) and, from the second frame on,
-    lets go of the lock for ``FRAME_PAUSE`` seconds first. A thread that wants the lock
-    meanwhile (the event loop, which needs it for every call into Python: each paint
-    and each slot) then gets it within a frame, instead of waiting out the interpreter's
-    switch interval (5 ms) again and again. Measured on a 1024-GPU solution: decoding
-    takes 0.27 s of wall time instead of 0.15 s, and a thread taking the lock every
-    millisecond meanwhile ran every 1.6 ms instead of every 3.3 ms.
+    ``pickle.loads`` decodes a whole event in one call that never lets go of the interpreter
+    lock: a large solution holds it for a long stretch, and the editor's event loop, wanting
+    the lock, waits that long. An unpickler reading from this object instead calls
+    :meth:`read` once per frame (protocol 4 frames are about 64 KiB, quick to decode) and,
+    from the second frame on, lets go of the lock for ``FRAME_PAUSE`` seconds first. A
+    thread that wants the lock meanwhile (the event loop, which needs it for every call into
+    Python: each paint and each slot) then gets it within a frame, instead of waiting out
+    the interpreter's switch interval (5 ms) again and again. Decoding so takes longer in
+    wall time, and the editor stays responsive meanwhile (docs/performance.md, "Editor
+    responsiveness").
     """
 
     def __init__(self, data: bytes, between_frames: Callable[[], None] | None = None) -> None:
@@ -207,8 +206,8 @@ class _FrameSink:
     """A file for :class:`pickle.Pickler` that keeps what it is given, frame by frame.
 
     The pickler hands over each protocol 4 frame (about 64 KiB) as it completes it, so
-    ``between_frames`` runs between frames: encoding a 1024-GPU topology (7 ms) no
-    longer holds the interpreter lock in one piece (:class:`_Frames` is the other way).
+    ``between_frames`` runs between frames: encoding a large topology no longer holds the
+    interpreter lock in one piece (:class:`_Frames` is the other way).
     """
 
     def __init__(self, between_frames: Callable[[], None]) -> None:

@@ -1,20 +1,19 @@
 """The cyclic garbage collector set for a process that runs one engine computation.
 
-CPython's collector makes a young pass every 700 container allocations (net of frees)
-and, as the heap grows, full passes over every object it tracks. The engine's work
-allocates millions of containers that stay alive until the result is written and form
-no cycles (plans, trees, timetables, routes): at 8 x DGX A100 ``canopy compare`` made
-six full passes over up to 280,000 objects, 0.26 of its 3 CPU seconds, and
-they found a few thousand objects of garbage.
+CPython's collector makes a young pass every 700 container allocations (net of frees) and,
+as the heap grows, full passes over every object it tracks. The engine's work allocates
+millions of containers that stay alive until the result is written and form no cycles
+(plans, trees, timetables, routes): the collector's full passes walk them again and again
+and find almost no garbage, time the computation loses for nothing.
 
-:func:`batch_collector` is called where a process starts such work: the ``canopy``
-command, an engine job's child process (:mod:`canopy.engine.process.child_jobs`), and the benchmarks
-that time a command in-process as it runs. It moves what start-up made (modules,
-classes, functions, alive as long as the process) out of the collector's sight
-(:func:`gc.freeze`) and raises the young generation's threshold to
-:data:`BATCH_THRESHOLD`, so passes come that many times less often (mypy's command does
-the same). Garbage cycles are still collected, only later. The editor's own process
-keeps the default thresholds (:mod:`canopy.app.heap`: short pauses matter more there).
+:func:`batch_collector` is called where a process starts such work: the ``canopy`` command,
+an engine job's child process (:mod:`canopy.engine.process.child_jobs`), and the benchmarks
+that time a command in-process as it runs. It moves what start-up made (modules, classes,
+functions, alive as long as the process) out of the collector's sight (:func:`gc.freeze`)
+and raises the young generation's threshold to :data:`BATCH_THRESHOLD`, so passes come that
+many times less often (mypy's command does the same). Garbage cycles are still collected,
+only later. The editor's own process keeps the default thresholds (:mod:`canopy.app.heap`:
+short pauses matter more there).
 """
 
 from __future__ import annotations
