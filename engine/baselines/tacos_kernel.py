@@ -1,14 +1,13 @@
 """TACOS's allgather synthesis (TACOS (Won et al., arXiv:2304.05301) §IV-D, Alg. 2 around Alg. 1)
 compiled by numba.
 
-The same matching as :func:`canopy.engine.baselines.tacos.synthesize`, the reference
-written with Python sets, on flat arrays: per node a row of flags for the chunks it
-holds and misses, links in CSR form, integer ticks and the random outputs drawn in
-advance. Every draw, tie and match is the reference's
-(tests/engine/baselines/test_tacos_synthesis.py
-runs both against the plain loop), in 1/20 of the time or less: at 8 x DGX A100
-``canopy compare`` synthesizes 12 timetables of 4,032 to 16,128 matches, 0.45 CPU s
-in Python.
+The same matching as :func:`canopy.engine.baselines.tacos.synthesize`, the reference written
+with Python sets, on flat arrays: per node a row of flags for the chunks it holds and
+misses, links in CSR form, integer ticks and the random outputs drawn in advance. Every
+draw, tie and match is the reference's (tests/engine/baselines/test_tacos_synthesis.py runs
+both against the plain loop), only much faster: ``canopy compare`` synthesizes a dozen
+timetables of thousands of matches on a large cluster, which in Python would be much of its
+time (docs/performance.md, "canopy compare").
 
 Used when numba is installed (``pip install -e '.[fast]'``, as the simulator's event
 loop; compiled once, cached on disk) and the times fit 64-bit integers; otherwise the

@@ -12,17 +12,17 @@ or a schedule with fewer trees where sharing connections would cost more), so co
 ``canopy check-xml`` time the same program; the row's ``details["connections"]`` says which.
 Used by ``canopy compare`` and the editor's Compare dock.
 
-Defaults keep this fast on the samples (seconds to tens of seconds for 64 GPUs): TACOS
-tries 1, 2 and 4 chunks per node, keeps the best of 4 seeds for each (fewer on large
-topologies, :func:`canopy.engine.baselines.tacos.auto_seeds`) and unwinds switches into rings;
-the ring search tries up to 32 rings; the simulator (switches cut-through by default)
-unrolls at most MAX_MESSAGES sends of a loop and extrapolates the rest from its period,
-and Blink's and TACOS's loops too short next to their pipeline for that (Blink's 256
-iterations over 42 stages at 64 GPUs; :func:`_saturates`) from the busiest link's time
-per iteration once short runs show it saturated (``saturated``,
-:func:`canopy.engine.execution.extrapolation.loop_time`: within 0.04 % of the full runs at 8 x DGX
-A100, in half the sends). ForestColl's row runs such loops in full, as its layouts were
-chosen and as ``canopy check-xml`` times its XML.
+Defaults keep this fast on the samples: TACOS tries 1, 2 and 4 chunks per node, keeps the
+best of 4 seeds for each (fewer on large topologies,
+:func:`canopy.engine.baselines.tacos.auto_seeds`) and unwinds switches into rings; the ring
+search tries up to 32 rings; the simulator (switches cut-through by default) unrolls at most
+MAX_MESSAGES sends of a loop and extrapolates the rest from its period, and Blink's and
+TACOS's loops too short next to their pipeline for that (Blink's 256 iterations over 42
+stages at 64 GPUs; :func:`_saturates`) from the busiest link's time per iteration once short
+runs show it saturated (``saturated``,
+:func:`canopy.engine.execution.extrapolation.loop_time`: within 0.05 % of the full runs at
+8 x DGX A100 (tests), in fewer sends). ForestColl's row runs such loops in full, as its
+layouts were chosen and as ``canopy check-xml`` times its XML.
 """
 
 from __future__ import annotations
@@ -261,9 +261,9 @@ def _plans_by_size(choice: RuntimeChoice) -> Callable[[Fraction], CollectivePlan
 
 def _saturates(algorithm: str, collective: str) -> bool:
     """Whether ``algorithm``'s row times its loops with the saturation rule
-    (:func:`canopy.engine.execution.extrapolation.loop_time`): Blink's single-root trees and TACOS's
-    timetables, which cannot run folded, and whose busiest link saturates within an
-    eighth of the loop (TACOS's allreduce timetables run 1 % above that link's time, so
+    (:func:`canopy.engine.execution.extrapolation.loop_time`): Blink's single-root trees and
+    TACOS's timetables, which cannot run folded, and whose busiest link saturates within an
+    eighth of the loop (TACOS's allreduce timetables run a little above that link's time, so
     the rule's short runs would only add to the full run, as on rings)."""
     return algorithm == "blink" or (algorithm == "tacos" and collective != "allreduce")
 

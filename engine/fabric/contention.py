@@ -13,13 +13,13 @@ is max-min fairness over the jobs' flow rates (Bertsekas & Gallager, Data Networ
 Relation to the execution model (:mod:`canopy.engine.execution.simulate`): alone, a job's
 bandwidth-only time ``V̂·M/ρ_alone`` is exactly the congestion bound of its plan
 (:func:`canopy.engine.model.plan.bandwidth_bound`); the execution model adds latency and
-pipeline fill to it. Contention stretches only the bandwidth part, so a job's
-completion time is ``alone_us + (ρ_alone/ρ - 1)·bandwidth_us``, and its slowdown
-``ρ_alone/ρ`` (latency-bound jobs are hurt less than this, which the completion time
-shows). tests/engine/fabric/test_fabric.py checks the model against the execution model running the
+pipeline fill to it. Contention stretches only the bandwidth part, so a job's completion
+time is ``alone_us + (ρ_alone/ρ - 1)·bandwidth_us``, and its slowdown ``ρ_alone/ρ``
+(latency-bound jobs are hurt less than this, which the completion time shows).
+tests/engine/fabric/test_fabric.py checks the model against the execution model running the
 jobs' plans together, on their source routes and on each seed's ECMP routes
 (:func:`canopy.engine.fabric.analysis.ecmp_plan`): the last job's completion times agree
-within 3 % (0.5 % on samples/leaf-spine-jobs.json).
+within 3 %.
 """
 
 from __future__ import annotations
