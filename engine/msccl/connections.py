@@ -51,15 +51,15 @@ most ``max_channels`` channels per pair of GPUs, one thread block per connection
    key that gives one up is the one whose links then stream least long (connections
    times the fullest connection's chunks over capacity): every connection carries whole
    chunks, so trees keep their shares of the links the schedule loads to capacity.
-5. **Paired thread blocks** (:mod:`canopy.engine.msccl.pairing`): where a thread block
-   per connection end is too many, a GPU's receive-only and send-only connection ends
-   share thread blocks, receives before sends, where that holds nothing back (a relay's
-   receive and forward; a receive nobody forwards before a later send). Unit connections
-   paired ("unit, paired", then nothing else, as unit) and each shared layout with as
-   many more connections as pairing fits (", paired"; by bisection on the connection
-   ends per GPU): mi250-2x16 allgather at k = 2 keeps a connection per unit tree edge in
-   108 thread blocks (123 with relays fused), 2 x DGX A100 allreduce at k = 13 one per
-   tree edge (99.6 % of the optimum at 1 GiB, 94.9 % shared).
+5. **Paired thread blocks** (:mod:`canopy.engine.msccl.pairing`): where a thread block per
+   connection end is too many, a GPU's receive-only and send-only connection ends share
+   thread blocks, receives before sends, where that holds nothing back (a relay's receive
+   and forward; a receive nobody forwards before a later send). Unit connections paired
+   ("unit, paired", then nothing else, as unit) and each shared layout with as many more
+   connections as pairing fits (", paired"; by bisection on the connection ends per GPU):
+   mi250-2x16 allgather at k = 2 keeps a connection per unit tree edge in 108 thread blocks
+   (123 with relays fused), 2 x DGX A100 allreduce at k = 13 one per tree edge, which runs
+   closer to the optimum than any shared layout.
 
 6. **Unit trees, evenly shared**: the trees cut into unit trees as in 4, the unit tree
    edges between two GPUs over one route on as many connections as hold at most T
@@ -152,12 +152,12 @@ def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
     connections (:mod:`canopy.engine.msccl.writer`'s ``pipelined`` layout at one chunk per
     step, relays fused), in place or out of place, whichever needs more; None when that
     layout breaks another of ``limits`` (channels, steps, thread blocks per channel), or
-    cannot meet ``max_tbs_per_gpu`` because even a thread block per receive-and-send
-    pair of its connection ends would be too many, or because two GPUs have more unit tree
-    edges between them than ``max_channels`` (each is a send step of its own unit tree's
-    chain, and that layout gives every chain connections of its own, so they would need
-    that many channels: the thread-block assignment fails, as it would only after
-    placing every chain it can, 0.1 CPU s at 8 x DGX A100)."""
+    cannot meet ``max_tbs_per_gpu`` because even a thread block per receive-and-send pair of
+    its connection ends would be too many, or because two GPUs have more unit tree edges
+    between them than ``max_channels`` (each is a send step of its own unit tree's chain,
+    and that layout gives every chain connections of its own, so they would need that many
+    channels: the thread-block assignment fails, as it would only after placing every chain
+    it can, slowly on large clusters)."""
     per_gpu: dict[str, int] = defaultdict(int)
     per_pair: dict[tuple[str, str], int] = defaultdict(int)
     for (u, v, *_), n in _split_counts(plan, multiplicities(plan), 1).items():
@@ -267,31 +267,30 @@ def _members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[Member]]:
 
 def _shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
                    topology: Topology | None = None, weighted: bool = True) -> dict[Key, int]:
-    """Layout 3's connections per key (:func:`_members`): from one per tree edge, the key with
-    most connections at the GPU furthest over its budget gives one up, until all fit; keys
-    of steps (``detail`` >= 2) of plans that reduce count their connections divided by their
-    band plus one (allreduce: broadcast bands after every reduction band), so the early
-    steps of a piece, whose data is there first and would run ahead, share first and the
-    later steps keep their share of the links (reductions' joins: on the 4x4x4 torus reduce-
-    scatter 94.4 % of the optimum at 1 GiB with equal counts, 99 % this way). (First every
-    pair over ``max_channels`` gives up, the key with most connections among them first; a
-    pair never gets crowded again. Ties go to the larger key or GPU name. Heaps with stale
-    entries skipped keep this fast on 1024 GPUs, where a pass over every key per connection
-    given up took minutes.) With ``topology``, the key of the GPU that gives one up is
-    instead the one whose links then take least time (:func:`_slack_choice`): connections
-    merge where links have slack, so trees keep their shares of the links the schedule loads
-    to capacity."""
+    """Layout 3's connections per key (:func:`_members`): from one per tree edge, the key
+    with most connections at the GPU furthest over its budget gives one up, until all fit;
+    keys of steps (``detail`` >= 2) of plans that reduce count their connections divided by
+    their band plus one (allreduce: broadcast bands after every reduction band), so the
+    early steps of a piece, whose data is there first and would run ahead, share first and
+    the later steps keep their share of the links (reductions' joins wait for the later
+    steps: on the 4x4x4 torus's reduce-scatter equal counts run well below the optimum,
+    these close to it). (First every pair over ``max_channels`` gives up, the key with most
+    connections among them first; a pair never gets crowded again. Ties go to the larger key
+    or GPU name. Heaps with stale entries skipped keep this fast on 1024 GPUs, where a pass
+    over every key per connection given up is far too slow.) With ``topology``, the key of
+    the GPU that gives one up is instead the one whose links then take least time
+    (:func:`_slack_choice`): connections merge where links have slack, so trees keep their
+    shares of the links the schedule loads to capacity."""
     return _Descent(plan, limits.max_channels, detail, topology, weighted).counts(limits)
 
 
 class _Descent:
     """:func:`_shared_counts` for every thread-block budget of one plan: the order in which
-    keys give up connections does not depend on the budget (the GPU with most
-    connections gives one up until every GPU fits), so a budget's counts are those at the
-    first point of that order where every GPU is within it. The order is followed as far
-    as the budgets asked need and kept, so :func:`_paired_shared`'s bisection (up to 8
-    budgets) follows it once: 2x MI250 allreduce's layouts at k = 83, 9, 5 and 2 took
-    10.7 CPU s with an order per budget, 6.9 so (the same layouts)."""
+    keys give up connections does not depend on the budget (the GPU with most connections
+    gives one up until every GPU fits), so a budget's counts are those at the first point of
+    that order where every GPU is within it. The order is followed as far as the budgets
+    asked need and kept, so :func:`_paired_shared`'s bisection (up to 8 budgets) follows it
+    once instead of once per budget (the same layouts, in less time)."""
 
     def __init__(self, plan: CollectivePlan, max_channels: int, detail: int,
                  topology: Topology | None, weighted: bool) -> None:
@@ -595,10 +594,10 @@ def layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
 def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
                  topology: Topology | None = None) -> Iterator[tuple[str, CollectivePlan]]:
     """:func:`layouts` one at a time, each built when asked for: :func:`runtime_schedule`
-    stops at the first that executes within GOOD_ENOUGH of the optimum, so the later
-    ones (the paired layouts' bisections above all) are not built for nothing (8 x DGX
-    A100 allgather: the first, shared, runs at 99.5 %; building them all took 0.7 CPU s,
-    more than half of ``canopy compare``'s ForestColl row)."""
+    stops at the first that executes within GOOD_ENOUGH of the optimum, so the later ones
+    (the paired layouts' bisections above all) are not built for nothing (on 8 x DGX A100's
+    allgather the first, shared, is good enough, and building them all would take most of
+    ``canopy compare``'s ForestColl row)."""
     limits = limits or MscclLimits()
     if plan.ordered_links or any(e.channel is not None for t in plan.trees for e in t.edges):
         yield ("as built", plan)
@@ -653,15 +652,13 @@ def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
 def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
                servers: _Servers | None = None) -> list[tuple[str, CollectivePlan]]:
     """Layout 6: ``plan`` cut into unit trees (q = 1), and the unit tree edges between two
-    GPUs over one route on ceil(chunks / T) connections, for the smallest T that fits,
-    in runs of neighbouring steps (:func:`_channel_plan`): every connection of a link then
-    carries nearly the same chunks. A link is shared equally among its connections, so
-    one carrying fewer chunks than its neighbours runs ahead at their expense and the
-    heavy ones drain last: the punctured torus's allgather (k = 3) runs at 98.6 % of the
-    optimum with whole trees shared by step and at 98.9 % this way (TACOS: 98.8 %);
-    mi250-8plus8's allreduce (App. E, k = 8) at 79.4 and 86.2 % (with every connection's
-    link share in proportion to its chunks, 98.4 %: the rest is what the light
-    connections take)."""
+    GPUs over one route on ceil(chunks / T) connections, for the smallest T that fits, in
+    runs of neighbouring steps (:func:`_channel_plan`): every connection of a link then
+    carries nearly the same chunks. A link is shared equally among its connections, so one
+    carrying fewer chunks than its neighbours runs ahead at their expense and the heavy ones
+    drain last. Equal chunks per connection keep them draining together: on the punctured
+    torus's allgather and mi250-8plus8's allreduce (App. E) this runs closer to the optimum
+    than whole trees shared by step (docs/performance.md, "MSCCL connection layouts")."""
     split = _split_trees(plan, mult, 1) if max(mult) > 1 else plan
     if not _steps_fit(split, limits):
         return []
@@ -692,24 +689,21 @@ def slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
                  topology: Topology, servers: _Servers | None = None
                  ) -> Iterator[tuple[str, CollectivePlan]]:
     """Layout 7: ``plan`` cut into unit trees (q = 1), its tree edges keyed by phase and
-    band of 2 steps (:func:`_members`), and every key's connections set by the slack of
-    the busiest link on its route (that link's load at the plan's bound over its
-    capacity, ForestColl (arXiv:2402.06787) §5.3's congestion, in whole percent): a connection per
-    unit
-    tree edge, one per 2 unit tree edges of a band, or one per key. A link is shared
-    equally among its connections (:mod:`canopy.engine.execution.simulate`), so on the links the
-    schedule loads to capacity every unit tree keeps a connection, and its share, of its
-    own; links with slack carry more chunks per connection. All keys start unit; until
-    the connections fit ``limits``, the least loaded tier still finer than one per key
-    takes the next coarser count. (2x MI250 allreduce, k = 2 with lower trees: the
-    16 GB/s links to the switch unit, the 50 and 100 GB/s Infinity Fabric links at 96 %
-    two chunks per connection, the 200 GB/s ones at 85 % one per key: 90 thread blocks,
-    95.5 % of the optimum at 1 GiB; every unit tree edge its own connection, 249 thread
-    blocks, 95.0 %; the 50 and 100 GB/s links unit too, 135 thread blocks, 95.4 %;
-    merging a few of a link's unit tree edges while the rest keep a connection each,
-    82-91 %: every connection of a loaded link should carry the same chunks. mi250-8plus8
-    reduce-scatter at k = 4: 97.4 %, shared by 2 steps 97.0 %.) Only where
-    unit connections need at most UNIT_SHARE_FACTOR times a GPU's thread blocks (as
+    band of 2 steps (:func:`_members`), and every key's connections set by the slack of the
+    busiest link on its route (that link's load at the plan's bound over its capacity,
+    ForestColl (arXiv:2402.06787) §5.3's congestion, in whole percent): a connection per
+    unit tree edge, one per 2 unit tree edges of a band, or one per key. A link is shared
+    equally among its connections (:mod:`canopy.engine.execution.simulate`), so on the links
+    the schedule loads to capacity every unit tree keeps a connection, and its share, of its
+    own; links with slack carry more chunks per connection. All keys start unit; until the
+    connections fit ``limits``, the least loaded tier still finer than one per key takes the
+    next coarser count. (On 2x MI250's allreduce at k = 2 with lower trees the 16 GB/s links
+    to the switch stay unit, the more lightly loaded Infinity Fabric links take two chunks
+    or a whole key per connection: fewer thread blocks than unit connections everywhere, and
+    faster; merging only a few of a link's unit tree edges while the rest keep a connection
+    each is much slower: every connection of a loaded link should carry the same chunks.
+    docs/performance.md, "MSCCL connection layouts", has the figures.) Only where unit
+    connections need at most UNIT_SHARE_FACTOR times a GPU's thread blocks (as
     :func:`_unit_shared`)."""
     split = _unit_split_to_share(plan, mult, limits)
     if split is None:
@@ -802,12 +796,11 @@ def _unit_shared(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
                  topology: Topology) -> Iterator[tuple[str, CollectivePlan]]:
     """Layout 3 on ``plan`` cut into unit trees (q = 1), merging connections where links
     have slack (:func:`_shared_counts` with the topology), shared by phase and by 2 steps:
-    every connection then carries whole chunks, so a tree keeps its share of a link
-    (on the 3x3 mesh's allreduce 98.7 % of the optimum at 1 GiB, against 88 % with whole
-    trees on shared connections and 92 % with 2-chunk parts). Only where the unit
-    connections need at most UNIT_SHARE_FACTOR times a GPU's thread blocks: beyond that
-    most connections are shared anyway and whole trees run faster (punctured torus). Built
-    one at a time (:func:`iter_layouts`)."""
+    every connection then carries whole chunks, so a tree keeps its share of a link (on the
+    3x3 mesh's allreduce far closer to the optimum than whole trees on shared connections or
+    2-chunk parts). Only where the unit connections need at most UNIT_SHARE_FACTOR times a
+    GPU's thread blocks: beyond that most connections are shared anyway and whole trees run
+    faster (punctured torus). Built one at a time (:func:`iter_layouts`)."""
     if max(mult) == 1:
         return                             # plan's own shared layouts are the same
     split = _unit_split_to_share(plan, mult, limits)

@@ -17,18 +17,17 @@ the height of the sender's subtree, allreduce's broadcasts after every reduction
 
 * **Relays** (the pipelined export's ``rcs``/``rrs``): two connections of one tree edge
   each, the send's edge fed by the receive's (a broadcast edge and its parent edge, a
-  reduction to the parent and an edge from a child). The send waits for that receive
-  anyway, and the receive of the next iteration, which waits for this iteration's send
-  to start, waits for nothing that has not arrived. (Where the receive connection also
-  carried other trees' data, forwarded by other thread blocks, those would wait for the
-  send's other inputs: the XML of the 2x4x8 Ring-FC-Switch's allreduce ran at 60 % of
-  its plan.)
-* **Ends with a later send**: the receive connection carries data its receiver forwards
-  to nobody (broadcast leaves; reduce-scatter's results). The send then waits for a
-  receive that arrives a step before the send's own data, and the receive of the next
-  iteration, held back until this iteration's sends have started, is waited on by no
-  other step (a receive that other steps wait on would hold back its tree: 62 % of the
-  simulated algbw on mi250-2x16).
+  reduction to the parent and an edge from a child). The send waits for that receive anyway,
+  and the receive of the next iteration, which waits for this iteration's send to start,
+  waits for nothing that has not arrived. (Where the receive connection also carried other
+  trees' data, forwarded by other thread blocks, those would wait for the send's other
+  inputs, and the XML would run far below its plan.)
+* **Ends with a later send**: the receive connection carries data its receiver forwards to
+  nobody (broadcast leaves; reduce-scatter's results). The send then waits for a receive
+  that arrives a step before the send's own data, and the receive of the next iteration,
+  held back until this iteration's sends have started, is waited on by no other step (a
+  receive that other steps wait on would hold back its tree, and with it the whole
+  schedule).
 
 In the execution model (:func:`canopy.engine.execution.compiler.plan_program`,
 ``CollectivePlan.paired``) each send of a paired thread block waits for its last
