@@ -52,19 +52,18 @@ def loop_time(run: Callable[[int], Fraction], pieces: int, per_piece: int, stage
     :func:`canopy.engine.msccl.timing.time_xml` times MSCCL XML with it, so equal programs
     get equal times.
 
-    When the loop has more than ``budget`` sends (``None``: no limit) it is not unrolled
-    in full: its iterations are identical, so once the pipeline is full each further
-    iteration adds the same time (the period). Loops of n = h, 2h, 4h, ... iterations
-    are run, h = PIECES_PER_STAGE · ``stages`` (at least MIN_UNROLL, more if ``budget``
-    allows seven times h iterations), each giving the increment (T(n) - T(n/2)) / (n/2),
-    taken at least ``floor()``; once two successive increments agree within
-    PERIOD_TOLERANCE, T(L) = T(n) + (L - n) · increment. Short runs would mislead:
-    while the pipeline fills, the increments can agree on a period half again too slow
-    (mi250-2x16 reduce-scatter: 17.7 µs per iteration from runs of 2, 4 and 8, 11.84
-    from 64 on, the stages being 22). A loop shorter than fourteen times h, or whose
-    increments have not settled by half its length, is run in full; with ``saturated``,
-    one shorter than fourteen times h is first tried by :func:`_saturated` (which counts
-    its runs' sends even where it finds no saturation).
+    When the loop has more than ``budget`` sends (``None``: no limit) it is not unrolled in
+    full: its iterations are identical, so once the pipeline is full each further iteration
+    adds the same time (the period). Loops of n = h, 2h, 4h, ... iterations are run,
+    h = PIECES_PER_STAGE · ``stages`` (at least MIN_UNROLL, more if ``budget`` allows seven
+    times h iterations), each giving the increment (T(n) - T(n/2)) / (n/2), taken at least
+    ``floor()``; once two successive increments agree within PERIOD_TOLERANCE,
+    T(L) = T(n) + (L - n) · increment. Short runs would mislead: while the pipeline fills,
+    the increments can agree on a period half again too slow (as on mi250-2x16's
+    reduce-scatter, whose pipeline has 22 stages). A loop shorter than fourteen times h, or
+    whose increments have not settled by half its length, is run in full; with
+    ``saturated``, one shorter than fourteen times h is first tried by :func:`_saturated`
+    (which counts its runs' sends even where it finds no saturation).
     """
     first = max(MIN_UNROLL, PIECES_PER_STAGE * stages, (budget or 0) // max(7 * per_piece, 1))
     if budget is None or pieces * per_piece <= budget:
@@ -103,17 +102,14 @@ def _saturated(run: Callable[[int], Fraction], pieces: int, per_piece: int,
     loop adds ``floor()`` per iteration: T(pieces) = T(2n) + (pieces - 2n) · floor.
 
     This is for the loops :func:`loop_time` would otherwise run in full because they are
-    short next to their pipeline (Blink's single-root trees at 256 iterations, 42
-    stages; TACOS's timetables, whose pieces go back to back): at 8 x DGX A100 their
-    increments reach the floor from n = 32 and n = 8, and the extrapolations differ
-    from the full runs by 0.03 % and less (tests); on the samples' Blink rows by at most
-    0.073 % (dgx-a100-4x8 at 1 GiB). Where the link never saturates (Blink on
-    rail-leaf-spine-4x8: increments 10 % below the floor through 64 iterations, the fill
-    still draining) the probes are lost: up to 9/16 of the loop on top of its full run.
-    Both halves are checked, not only the window: Blink on tacos-2d-switch-8x4 at 68
-    iterations runs +3.1 % and -3.1 % of the floor in them, 0.03 % over the window, and
-    its loop ends 0.33 % from that extrapolation.
-    Returns the runs' sends and, where the floor was not reached, ``unrolled`` 0 (the
+    short next to their pipeline (Blink's single-root trees at 256 iterations, 42 stages;
+    TACOS's timetables, whose pieces go back to back): at 8 x DGX A100 the extrapolations
+    agree with the full runs within 0.05 % (tests). Where the link never saturates (Blink on
+    rail-leaf-spine-4x8, whose fill is still draining after 64 iterations) the probes are
+    lost: up to 9/16 of the loop on top of its full run. Both halves are checked, not only
+    the window: a window can average out on the floor while its halves run above and below
+    it (Blink on tacos-2d-switch-8x4), and such a loop does not end where that extrapolation
+    says. Returns the runs' sends and, where the floor was not reached, ``unrolled`` 0 (the
     caller runs the loop in full)."""
     n = pieces // SATURATION_SHARE // 2 * 2
     if n < MIN_SATURATED:

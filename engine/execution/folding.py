@@ -49,7 +49,7 @@ def edge_permutation(plan: CollectivePlan, rotation: dict[str, str]) -> Any:
     nodes = {x: i for i, x in enumerate(rotation)}
     paths: dict[tuple[str, ...], int] = {}
     priorities: dict[tuple[int, int], int] = {}    # by (numerator, denominator): a
-    # dict lookup by Fraction costs 0.53 µs, by this pair 0.17 µs (8.4 M edges)
+    # dict lookup by this pair costs far less than one by Fraction, over millions of edges
     parent, child, path, priority = [], [], [], []
     for tree in trees:
         for e in tree.edges:

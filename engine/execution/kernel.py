@@ -85,8 +85,8 @@ class _Network:
 
     def arrays(self) -> tuple[Any, ...]:
         """(cap, conn_ptr, conn_link, alpha, lane, lanes, weight) for the compiled loop:
-        deliveries queue per latency (20 % faster on TACOS); as Python the queues' scan
-        at every event costs more than the heap (the same events either way)."""
+        deliveries queue per latency (faster on TACOS's timetables); as Python the queues'
+        scan at every event costs more than the heap (the same events either way)."""
         if self.compiled is None:
             latencies = sorted(set(self.alpha))
             lanes = len(latencies) if len(latencies) <= DELIVERY_QUEUES else 0
@@ -160,7 +160,7 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     conn = flat.conn
     queue_ptr = np.zeros(len(flat.connections) + 1, dtype=np.int64)
     np.cumsum(np.bincount(conn, minlength=len(flat.connections)), out=queue_ptr[1:])
-    # a stable sort of 16-bit keys is NumPy's radix sort: 5-8x faster than of int64s
+    # a stable sort of 16-bit keys is NumPy's radix sort, much faster than one of int64s
     keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
     queue = np.argsort(keys, kind="stable")
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
@@ -224,10 +224,10 @@ def compiled_event_loop() -> Callable[..., tuple[Any, int]] | None:
     (keyed on the argument types) hits in the next process, where a compiled function
     passed as the check would be typed by its address and compiled anew (seconds).
 
-    Loading the compiled loop loads numba's NumPy support, whose check for a BLAS
-    imports scipy.linalg (0.16 CPU s, a tenth of ``canopy compare`` at 64 GPUs); the loop
-    uses no linear algebra, so that check is made to fail (the import is blocked while
-    numba's module that asks loads, then unblocked: SciPy itself stays importable)."""
+    Loading the compiled loop loads numba's NumPy support, whose check for a BLAS imports
+    scipy.linalg (a noticeable part of a ``canopy compare`` at 64 GPUs); the loop uses no
+    linear algebra, so that check is made to fail (the import is blocked while numba's
+    module that asks loads, then unblocked: SciPy itself stays importable)."""
     if not _COMPILED:
         blas = "scipy.linalg.cython_blas"
         blocked = blas not in sys.modules
@@ -254,7 +254,7 @@ def compiled_event_loop() -> Callable[..., tuple[Any, int]] | None:
 
 def _filled(count: int, value: Any) -> Any:
     """``count`` copies of ``value``: a list in the Python loop; compiled, an array
-    (:func:`compiled_event_loop`: no bounds checks, 8-12 % faster at the same operations)."""
+    (:func:`compiled_event_loop`: no bounds checks, faster at the same operations)."""
     return [value] * count
 
 
@@ -293,15 +293,14 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     Bookkeeping that changes no result (the same events in the same order): the sends
     streaming over a link are a linked list in the order they started (not a dict), the
     lists a batch fills are allocated once, and the events a batch schedules for its own
-    time (starts, and finishes already due) wait in a list in push order for the next
-    batch rather than in the heap, which orders them the same way (by sequence number,
-    nothing else being due then); 1.6-2.5x faster compiled. Deliveries wait in one queue
-    per distinct latency (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the
-    heap): a
+    time (starts, and finishes already due) wait in a list in push order for the next batch
+    rather than in the heap, which orders them the same way (by sequence number, nothing
+    else being due then), much faster compiled. Deliveries wait in one queue per distinct
+    latency (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the heap): a
     connection's deliveries fall due α after its sends finish, so each queue is in time
-    order, and the next event is the earliest of the heap's and the queues' first by
-    (time, sequence number), as the heap alone would give it (TACOS's timetables at
-    8 x DGX A100, 1 M sends, 20 % faster compiled).
+    order, and the next event is the earliest of the heap's and the queues' first by (time,
+    sequence number), as the heap alone would give it (faster compiled on TACOS's
+    timetables, with their millions of sends).
     """
     nlinks = len(cap)
     nconn = len(alpha)

@@ -37,10 +37,10 @@ from canopy.engine.network.maxflow import FlowNetwork
 class Batch:
     """m identical partial out-trees rooted at ``root`` (edges parents first).
 
-    ``frontier`` is a heap of candidate edges (depth of tail, -capacity when found,
-    tail, head); entries whose head joined the tree or whose capacity ran out are
-    skipped when popped. ``depth`` and ``frontier`` serve growth only: a finished batch
-    has both empty (at 4096 GPUs the depths alone would take about 1 GB).
+    ``frontier`` is a heap of candidate edges (depth of tail, -capacity when found, tail,
+    head); entries whose head joined the tree or whose capacity ran out are skipped when
+    popped. ``depth`` and ``frontier`` serve growth only: a finished batch has both empty
+    (the depths of all batches grow with the square of the GPUs).
     """
 
     root: int
@@ -346,10 +346,10 @@ def _pack_interleaved(num_nodes: int, compute: list[int],
     Thm 12's μ keeps every other batch completable whatever their state, so the order in
     which batches grow is free; batch by batch, a late batch finds the capacity near its
     root taken by the earlier ones' deep branches and comes out deep (2x MI250 at k = 2:
-    trees up to 14 hops, 9 this way). Depth is the pipeline's fill and drain: its
-    reduce-scatter at 1 GiB runs at 96.0 % of its bound batch by batch, 97.8 % with these
-    trees. Every batch's vertex set differs while they grow, so each μ that needs a flow
-    gets a node per other batch (:meth:`_Packer._with_sets`): slower on large networks.
+    trees up to 14 hops, 9 this way). Depth is the pipeline's fill and drain, so its
+    reduce-scatter runs closer to its bound with these trees. Every batch's vertex set
+    differs while they grow, so each μ that needs a flow gets a node per other batch
+    (:meth:`_Packer._with_sets`): slower on large networks.
     """
     packer = _Packer(num_nodes, compute, capacity, sum(demands.values()))
     order = 0

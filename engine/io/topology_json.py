@@ -313,9 +313,9 @@ def load_topology(path: str | os.PathLike[str]) -> Topology:
 
 def reading_steps(path: str | os.PathLike[str]) -> Steps[Topology]:
     """:func:`load_topology` a step at a time, so a caller with an event loop can read a
-    large file a slice per turn: the file is read and parsed as JSON in the first step,
-    then each step builds :data:`STEP_ITEMS` nodes or links (1,024 GPUs: 2,178 nodes and
-    3,072 links, 20 ms in all). Errors are the same sentences, raised from a step.
+    large file a slice per turn: the file is read and parsed as JSON in the first step, then
+    each step builds :data:`STEP_ITEMS` nodes or links (a 1,024-GPU cluster has 2,178 nodes
+    and 3,072 links). Errors are the same sentences, raised from a step.
 
     Examples
     --------

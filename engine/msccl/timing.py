@@ -32,23 +32,23 @@ The XML becomes a :class:`~canopy.engine.execution.program.Program`, as the MSCC
   next message, as in :func:`canopy.engine.execution.kernel.run_program`). Messages of a
   connection match in order, iteration by iteration.
 
-**Agreement with the plan's program.** The default export writes the connections and
-the send order of the plan ``canopy compare`` times
-(:func:`canopy.engine.deploy.runtime_choice.runtime_layout`), so the XML's program here is the
-plan's (:func:`canopy.engine.execution.compiler.plan_program`): the same sends on the same
-connections in the same order, each waiting for the same arrivals (allreduce included:
+**Agreement with the plan's program.** The default export writes the connections and the
+send order of the plan ``canopy compare`` times
+(:func:`canopy.engine.deploy.runtime_choice.runtime_layout`), so the XML's program here is
+the plan's (:func:`canopy.engine.execution.compiler.plan_program`): the same sends on the
+same connections in the same order, each waiting for the same arrivals (allreduce included:
 both broadcast each part of a root's shard once that part is reduced). Loop depth and
-extrapolation are one routine for both (:func:`~canopy.engine.execution.simulate.best_depth`,
-:func:`~canopy.engine.execution.extrapolation.loop_time`), so the times agree to float rounding. One
-runtime rule has no counterpart in the plan: a *receiving* thread block also runs its
-steps in order, and a reducing receive (``rrc``) waits for the reduction before it into
-the same slot (the chain that keeps two thread blocks from adding into one buffer at
-once). On a connection of its own (one tree edge) that adds nothing: the sends after it
-wait for those arrivals anyway, and its connection delivers in order. Where a
-connection carries several trees' reductions, a receive waiting for its chain holds
-back the receives behind it, which the plan does not model: on hypercube-3d with 12 SMs
-the allreduce XML differs from the plan by 1 % at 1 GiB (exactly equal for
-reduce-scatter and at 16 MiB); see ``bench/msccl_timing.py`` for the samples.
+extrapolation are one routine for both
+(:func:`~canopy.engine.execution.simulate.best_depth`,
+:func:`~canopy.engine.execution.extrapolation.loop_time`), so the times agree to float
+rounding. One runtime rule has no counterpart in the plan: a *receiving* thread block also
+runs its steps in order, and a reducing receive (``rrc``) waits for the reduction before it
+into the same slot (the chain that keeps two thread blocks from adding into one buffer at
+once). On a connection of its own (one tree edge) that adds nothing: the sends after it wait
+for those arrivals anyway, and its connection delivers in order. Where a connection carries
+several trees' reductions, a receive waiting for its chain holds back the receives behind
+it, which the plan does not model, so such an XML's time can differ slightly from the plan's
+(``bench/msccl_timing.py`` compares them on every sample).
 
 Rank r runs on the topology's r-th compute node (the order exports use).
 """
