@@ -56,9 +56,9 @@ class ComputeController(QObject):
         self.bound_first_nodes = BOUND_FIRST_NODES
         self._busy = False
         self._changes = 0
-        """Edits that could change a schedule so far: a result solved from a snapshot
-        taken at the current count is fresh without comparing signatures (which sums
-        every bandwidth: 0.2 s at 1024 GPUs)."""
+        """Edits that could change a schedule so far: a result solved from a snapshot taken
+        at the current count is fresh without comparing signatures (which sums every
+        bandwidth, slow on large drawings)."""
         self._check = QTimer(self)
         self._check.setSingleShot(True)
         self._check.setInterval(0)

@@ -1,10 +1,10 @@
 """Short pauses of the cyclic garbage collector in the editor.
 
 CPython's cyclic collector now and then makes a full pass over every object it tracks,
-holding up the event loop meanwhile. At start-up the editor's modules (PySide6,
-pyqtgraph, numpy, scipy, the engine) alone are 120,000 such objects: every full pass
-cost 0.1 s before it even reached a drawing, and opening, solving and showing 128 x DGX
-A100 saw passes of 260 to 380 ms (bench/gui_responsiveness.py).
+holding up the event loop meanwhile. At start-up the editor's modules (PySide6, pyqtgraph,
+numpy, scipy, the engine) alone are over a hundred thousand such objects: every full pass
+walked them before it even reached a drawing, and on large clusters such passes held up the
+editor visibly (bench/gui_responsiveness.py measures the event loop's longest gaps).
 
 :func:`settle_start_up` runs once, when ``canopy gui`` starts, before the first window
 exists: it collects what importing left behind, then moves every object alive (modules,
@@ -14,15 +14,15 @@ canvas items, results. Nothing a window creates is ever frozen: frozen garbage c
 are never collected, and a Qt wrapper kept alive that way could be handed out for a new
 object at its address.
 
-Even so, a full pass over a 1024-GPU drawing with its solution shown (145,000 objects)
-takes 45-60 ms of CPU holding the interpreter lock, and CPython starts one whenever ten
-middle passes have gone by, which is while a large result arrives or is drawn. So the
-editor makes full passes itself, when it is idle (:class:`IdleCollector`): the collector's
-own full passes are switched off (their threshold set out of reach), young and middle
-passes run as always, and a full pass that is due (:data:`FULL_PASS_DUE` middle passes
-since the last) runs once the GUI thread has used under :data:`IDLE_CPU_S` of CPU over
-the last :data:`IDLE_S`, or at once past :data:`BACKSTOP` middle passes, so cyclic garbage
-is still collected within seconds. This module and the job reader thread
+Even so, a full pass over a 1024-GPU drawing with its solution shown walks over a hundred
+thousand objects holding the interpreter lock, and CPython starts one whenever ten middle
+passes have gone by, which is while a large result arrives or is drawn. So the editor makes
+full passes itself, when it is idle (:class:`IdleCollector`): the collector's own full
+passes are switched off (their threshold set out of reach), young and middle passes run as
+always, and a full pass that is due (:data:`FULL_PASS_DUE` middle passes since the last)
+runs once the GUI thread has used under :data:`IDLE_CPU_S` of CPU over the last
+:data:`IDLE_S`, or at once past :data:`BACKSTOP` middle passes, so cyclic garbage is still
+collected within seconds. This module and the job reader thread
 (:func:`canopy.app.job_runner._decoded`) are the only places the editor touches the
 collector; engine jobs run in their own processes.
 """

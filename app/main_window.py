@@ -61,9 +61,10 @@ FILE_FILTER = "Canopy topology (*.json);;All files (*)"
 
 
 def opening_steps(path: Path) -> Generator[object, None, Topology]:
-    """Read ``path`` (:func:`~canopy.engine.io.topology_json.reading_steps`), then lay out the
-    nodes without coordinates in a turn of its own (11 ms at 1,024 GPUs), ready for
-    :meth:`Document.set_topology <canopy.app.document.Document.set_topology>`."""
+    """Read ``path`` (:func:`~canopy.engine.io.topology_json.reading_steps`), then lay out
+    the nodes without coordinates in a turn of its own (a noticeable pause on a large
+    drawing), ready for :meth:`Document.set_topology
+    <canopy.app.document.Document.set_topology>`."""
     topology = yield from reading_steps(path)
     yield END_TURN
     auto_layout(topology)

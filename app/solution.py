@@ -39,8 +39,9 @@ from canopy.engine.network.indexed import Network
 
 CURVE_MAX_K = 10
 EDITOR_SENDS_LIMIT = 5_000
-"""Largest loop iteration (sends) whose executed time the editor simulates with a solve:
-about 4 CPU s at 64 GPUs (4,032 sends); 128 GPUs (16,256) would take 18 s more."""
+"""Largest loop iteration (sends) whose executed time the editor simulates with a solve: a
+64-GPU cluster's iteration (4,032 sends) fits; a 128-GPU one (16,256) would make every solve
+wait for a long simulation."""
 Hop = tuple[str, str]
 
 
@@ -180,12 +181,11 @@ def _compact(loads: dict[Hop, LinkLoad]) -> dict[Hop, LinkLoad]:
     """The loads with each link's tree positions in an :class:`array.array` of ints
     instead of a list.
 
-    At 1,024 GPUs these lists hold 2.3 million tree positions: as Python ints they were
-    half of the solution's pickle (6.5 of 12.9 MB) and 87 of its 161 ms of decoding, all
-    of it holding the interpreter lock the editor's event loop needs, and every full pass
-    of the garbage collector walked them. An array pickles as one block of bytes and is
-    no container the collector looks into. Reading them (``load.trees[:12]``, ``len``)
-    is unchanged.
+    At 1,024 GPUs these lists hold millions of tree positions: as Python ints they are much
+    of the solution's pickle and of its decoding, all of it holding the interpreter lock the
+    editor's event loop needs, and every full pass of the garbage collector walked them. An
+    array pickles as one block of bytes and is no container the collector looks into.
+    Reading them (``load.trees[:12]``, ``len``) is unchanged.
     """
     return {hop: replace(load, trees=array("i", load.trees)) for hop, load in loads.items()}
 
