@@ -19,9 +19,9 @@ def problems_of(pickled: bytes, progress: Progress | None = None) -> list[Proble
 
 
 def bound_of(pickled: bytes, collective: str, progress: Progress | None = None) -> Bound:
-    """:func:`~canopy.app.solution.compute_bound` of a pickled topology: the editor
-    pickles the document at once (8 ms at 1,024 GPUs), where a copy made in its process
-    (pickling and unpickling it there) cost twice that in the event loop's turn."""
+    """:func:`~canopy.app.solution.compute_bound` of a pickled topology: the editor pickles
+    the document at once, where a copy made in its process (pickling and unpickling it
+    there) would cost twice that in the event loop's turn."""
     return compute_bound(pickle.loads(pickled), collective, progress)
 
 

@@ -361,8 +361,8 @@ class SolveController(QObject):
 
     def _draw_overlays(self) -> None:
         """The cut (and load) on the canvas, with the tree chosen meanwhile if any; the
-        legend that names the cut follows in a turn of its own (at 1024 GPUs indexing
-        the hops, styling the cut and describing it took 60 ms of one turn under load)."""
+        legend that names the cut follows in a turn of its own (at 1024 GPUs indexing the
+        hops, styling the cut and describing it is too much for one turn)."""
         self.overlays.set_solution(self.controller.solution)
         position = self.trees.current_position()
         if position >= 0:

@@ -1,12 +1,12 @@
 """Work done a slice per turn of the event loop, for a caller that waits for its result.
 
 :func:`run_in_turns` drives a generator of steps (such as
-:func:`canopy.engine.io.topology_json.reading_steps`):
-each turn of the event loop runs steps for :data:`SLICE_S` seconds, or up to a step that
-yields :data:`END_TURN` (heavy work that follows gets a turn of its own), then lets the
-window paint and take input. The caller waits in a local event loop, so it gets the
-result (or the exception) as from a plain call: opening a 1,024-GPU file held the event
-loop up for 50 ms of CPU in one turn (bench/gui_responsiveness.py).
+:func:`canopy.engine.io.topology_json.reading_steps`): each turn of the event loop runs
+steps for :data:`SLICE_S` seconds, or up to a step that yields :data:`END_TURN` (heavy work
+that follows gets a turn of its own), then lets the window paint and take input. The caller
+waits in a local event loop, so it gets the result (or the exception) as from a plain call,
+while opening a 1,024-GPU file no longer holds the event loop up in one long turn
+(bench/gui_responsiveness.py measures the longest).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ LOAD_STOPS = [(0.0, QColor("#2c7bb6")), (0.5, QColor("#a6d96a")), (0.75, QColor(
 TOOLTIP_TREES = 12
 RESTYLE_SLICE = 200
 """Links recoloured per turn of the event loop when another tree is selected: a tree of
-1024 GPUs crosses 1,500 links, 0.17 s of restyling in one go."""
+1024 GPUs crosses 1,500 links, too many to restyle in one turn."""
 
 
 def utilisation_color(utilisation: float) -> QColor:
@@ -310,8 +310,8 @@ class Overlays:
         self._hop_keys, self._key_hops, self._cut_keys = {}, {}, {}
         if self.solution is None:
             return
-        # one pass over the items, then a look-up per hop: asking the scene per hop took
-        # 58 ms for the 6,000 hops of 1024 GPUs, in one turn of the event loop
+        # one pass over the items, then a look-up per hop: asking the scene per hop is slow
+        # for the 6,000 hops of 1024 GPUs, all in one turn of the event loop
         usable: dict[Hop, list[int]] = {}
         for item in self.scene.link_items():
             usable.setdefault((item.source, item.target), []).append(item.key)

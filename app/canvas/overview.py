@@ -1,17 +1,15 @@
 """Zoomed-out drawing of the whole topology in a handful of paint calls.
 
-Far out (thousands of nodes on screen) painting each item from Python costs tens of
-microseconds per item, which makes panning a 2,048-GPU cluster stutter. Below
-:func:`overview_zoom` the scene switches the node, link and group items to
-``ItemHasNoContents`` (they still take clicks, drags and rubber bands) and this one item
-draws everything from a few cached painter paths, rebuilt only after a change. Links an
-overlay recolours (a cut, a tree, link load) are a layer of their own, on top of every
-link in its plain style: recolouring them rebuilds that layer only, from the recoloured
-links alone, instead of walking the 3,000 links of a 1024-GPU drawing (20 to 40 ms).
-The first paths of a newly opened large drawing are built in a turn of the event loop of
-their own, not inside the paint that needs them, and painted in another: building (13 to
-28 ms at 1024 GPUs) and the first paint of the window (another 15 to 20 ms) are then two
-short stalls, not one long one.
+Far out (thousands of nodes on screen) painting each item from Python costs a Python call
+per item, which makes panning a 2,048-GPU cluster stutter. Below :func:`overview_zoom` the
+scene switches the node, link and group items to ``ItemHasNoContents`` (they still take
+clicks, drags and rubber bands) and this one item draws everything from a few cached painter
+paths, rebuilt only after a change. Links an overlay recolours (a cut, a tree, link load)
+are a layer of their own, on top of every link in its plain style: recolouring them rebuilds
+that layer only, from the recoloured links alone, instead of walking the 3,000 links of a
+1024-GPU drawing. The first paths of a newly opened large drawing are built in a turn of the
+event loop of their own, not inside the paint that needs them, and painted in another:
+building and the first paint of the window are then two short stalls, not one long one.
 """
 
 from __future__ import annotations
@@ -120,7 +118,7 @@ class OverviewItem(QGraphicsItem):
 
     def release(self) -> None:
         """Rebuild what changed while held: the recoloured links' layer only, unless
-        something else changed too (a full rebuild of 1024 GPUs: 12 ms)."""
+        something else changed too (a full rebuild walks every link)."""
         self._held = False
         pending, self._pending = self._pending, ""
         if pending == "all":

@@ -52,8 +52,9 @@ slice at a time, one slice per turn of the event loop, so that opening 1,024 GPU
 BUILD_SLICE_S = 0.008
 """Wall-clock seconds of item building per turn of the event loop."""
 STAGES_ALONE = ("_build_groups", "_build_rect", "_build_index")
-"""Building stages of 10 ms or more at 1024 GPUs: each takes a turn of its own (named,
-not held as bound methods: those would keep the scene alive in a reference cycle)."""
+"""Building stages too long for a shared turn at 1024 GPUs: each takes a turn of its own
+(named, not held as bound methods: those would keep the scene alive in a reference
+cycle)."""
 BUILD_CHUNK = 16
 """Nodes, pairs of nodes (their links) or labels built between two looks at the clock."""
 
@@ -338,8 +339,8 @@ class TopologyScene(QGraphicsScene):
         return True
 
     def _build_index(self) -> bool:
-        """Have Qt index every item for painting and lookups now (any lookup does; 20 to
-        50 ms at 1024 GPUs), not in the first paint of the drawing."""
+        """Have Qt index every item for painting and lookups now (any lookup does, and at
+        1024 GPUs it takes a while), not in the first paint of the drawing."""
         self.items(QRectF(0.0, 0.0, 1.0, 1.0))
         return True
 
@@ -378,8 +379,8 @@ class TopologyScene(QGraphicsScene):
                       max(xs) - min(xs) + 2 * dx, max(ys) - min(ys) + 2 * dy + GROUP_TITLE)
 
     def _items_rect(self) -> QRectF:
-        """The union of the group, node and link items' bounds, kept until an item is
-        added, moves or changes (5,000 items of a 1024-GPU drawing: 20 ms)."""
+        """The union of the group, node and link items' bounds, kept until an item is added,
+        moves or changes (a 1024-GPU drawing has 5,000 items to unite)."""
         if self._rect_cache is None:
             rect = QRectF()
             for item in [*self._groups.values(), *self._nodes.values(),

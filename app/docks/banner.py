@@ -34,9 +34,9 @@ class ResultBanner(QLabel):
         self.setVisible(self.state != "fresh")
 
     def _say(self, text: str, style: str) -> None:
-        """Text and style, each set only if it changed: setting a style sheet restyles
-        the label even when it is the same (six banners cost 4 ms of the turn in which
-        a 1024-GPU bound arrives)."""
+        """Text and style, each set only if it changed: setting a style sheet restyles the
+        label even when it is the same (six banners would add to the turn in which a large
+        bound arrives)."""
         if self.text() != text:
             self.setText(text)
         if self.styleSheet() != style:

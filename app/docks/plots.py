@@ -90,8 +90,8 @@ class PlotsDock(SolutionDock):
             step()
 
     def hold(self) -> None:
-        """Paint neither plot until its step has drawn it (:meth:`steps`): the first
-        paint of a pyqtgraph plot lays out its axes' ticks and texts (10 to 20 ms), so
+        """Paint neither plot until its step has drawn it (:meth:`steps`): the first paint
+        of a pyqtgraph plot lays out its axes' ticks and texts, long enough to be felt, so
         each plot gets a turn of the event loop of its own, and a dock brought forward
         meanwhile paints no stale or empty plot."""
         for plot in (self.k_plot, self.time_plot):
@@ -106,8 +106,8 @@ class PlotsDock(SolutionDock):
 
     def steps(self, solution: Solution | None, stale: bool) -> list[Callable[[], None]]:
         """Plotting ``solution`` as steps, one plot each, to be run in order (an editor
-        gives each its own turn of the event loop: building a pyqtgraph plot and its
-        first paint take 10 to 20 ms each). After :meth:`hold`, each plot's first paint
+        gives each its own turn of the event loop: building a pyqtgraph plot and its first
+        paint each take long enough to be felt). After :meth:`hold`, each plot's first paint
         is a step of its own too."""
         self._later = None
         self.solution = solution
@@ -205,8 +205,8 @@ class PlotsDock(SolutionDock):
         schedule = solution.schedule
         ks = _k_axis_end(solution)
         optimum = float(schedule.optimal_algbw)
-        # a two-point line named in the legend: an InfiniteLine with a label costs 12 ms
-        # of bounding-box computation each time it is placed
+        # a two-point line named in the legend: an InfiniteLine with a label recomputes
+        # its bounding box, slowly, each time it is placed
         if schedule.split_budgets:
             rs_ag = collective_algbw("allreduce", len(schedule.compute_nodes),
                                      schedule.optimum.x)

@@ -172,8 +172,8 @@ class TreeDiagramView(QGraphicsView):
 
     def show_tree(self, shown: ShownTree | None) -> None:
         """Draw ``shown`` (None: nothing) in a turn of the event loop of its own: a
-        1024-GPU tree takes 12 to 16 ms, and selecting a tree also recolours the canvas
-       ."""
+        1024-GPU tree takes a while to draw, and selecting a tree also recolours the
+        canvas."""
         self._pending = [shown]
         self._timer.start()
 

@@ -1,9 +1,9 @@
 """The Validation dock: live list of what stops ForestColl from running on the drawing.
 
-The check (:func:`canopy.engine.model.topology.find_problems`) runs a moment after the last edit, so
-typing and dragging never wait for it; on drawings of :data:`IN_JOB_FROM` links or more
-(40 to 90 ms of checking at 1,024 GPUs) it runs in an engine job's child process. Clicking
-a message selects the nodes and links it names.
+The check (:func:`canopy.engine.model.topology.find_problems`) runs a moment after the last
+edit, so typing and dragging never wait for it; on drawings of :data:`IN_JOB_FROM` links or
+more, where checking takes long enough to be felt, it runs in an engine job's child process.
+Clicking a message selects the nodes and links it names.
 """
 
 from __future__ import annotations
