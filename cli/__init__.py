@@ -32,6 +32,7 @@ VERBS = [
     "solve",
     "verify",
     "check-xml",
+    "check-plan",
     "generate",
     "samples",
     "import-nccl",

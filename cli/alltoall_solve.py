@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -124,6 +125,14 @@ def run_alltoall(args: argparse.Namespace) -> int:
         print(f"MSCCL XML:       {args.msccl} (out of place, {xml.chunks_per_pair} chunk(s) "
               f"per pair, {split}; {xml.report.summary()})", file=sys.stderr
               if args.json == "-" else sys.stdout)
+    if getattr(args, "mscclpp", None):
+        from canopy.cli.exports import print_mscclpp
+        from canopy.engine.alltoall.mscclpp_plan import alltoall_plan
+        from canopy.engine.mscclpp.files import write_plans
+        done = write_plans([alltoall_plan(args.mscclpp, topo, result.schedule)], args.mscclpp,
+                           "alltoall", False)
+        with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
+            print_mscclpp(args, done, topo)
     return 0
 
 

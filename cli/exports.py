@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from canopy.cli.lazy import LazyChoices
 from canopy.cli.phases import PhaseClock, TerminalProgress
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
+
+if TYPE_CHECKING:
+    from canopy.engine.mscclpp.files import MscclppExport
 
 # MSCCL's defaults, spelled here so that building the parser does not import the MSCCL
 # lowering (tests/cli/test_msccl_cli.py checks they equal MscclOptions' own).
@@ -53,10 +57,13 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                    default=RUNTIME,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
                    "(default %(default)s)")
+    p.add_argument("--mscclpp", metavar="PLAN.json",
+                   help="write the schedule as an MSCCL++ execution plan (checked by a symbolic "
+                   "run), with a launcher script beside it")
     p.add_argument("--trees-xml", metavar="OUT", help="write the trees as XML for reading")
     p.add_argument("--print-run", action="store_true",
-                   help="with --msccl: print the environment and nccl-tests command that "
-                   "run the XML on the cluster")
+                   help="with --msccl or --mscclpp: print the environment and command that "
+                   "run the export on the cluster")
 
 
 def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topology,
@@ -101,6 +108,9 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             per_server = len(compute_nodes_by_server(topology)[0])
             print(run_command(args.msccl_runtime, files[-1].path, schedule.collective,
                               len(schedule.compute_nodes), per_server, config))
+    if getattr(args, "mscclpp", None):
+        with clock.phase("MSCCL++ plan"):
+            write_mscclpp(args, schedule, topology)
     if args.trees_xml:
         from canopy.engine.io.trees_xml import write_trees_xml
 
@@ -108,3 +118,30 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             write_trees_xml(args.trees_xml, schedule)
         print(f"trees XML:       {args.trees_xml} ({len(schedule.trees)} trees)")
 
+
+def write_mscclpp(args: argparse.Namespace, schedule: Schedule, topology: Topology) -> None:
+    """``--mscclpp PLAN.json``: the plans of the runtime choice (one per size range), each
+    checked, and the launcher beside them."""
+    from canopy.engine.deploy.mscclpp_export import export_mscclpp
+    from canopy.engine.msccl import MscclLimits
+
+    done = export_mscclpp(topology, schedule, args.mscclpp, not args.out_of_place,
+                          MscclLimits(max_tbs_per_gpu=args.msccl_sms))
+    print_mscclpp(args, done, topology)
+
+
+def print_mscclpp(args: argparse.Namespace, done: MscclppExport, topology: Topology) -> None:
+    """A line per plan, the launcher, and with --print-run the command."""
+    from canopy.engine.mscclpp.launcher import run_text
+    from canopy.engine.network.servers import compute_nodes_by_server
+
+    files = done.files
+    if len(files) > 1:
+        print(f"The fastest schedule differs by message size, so {len(files)} MSCCL++ plans "
+              f"are written, one per size range ({args.mscclpp} for the largest).")
+    for f in files:
+        print(f"MSCCL++ plan:    {f.path} ({f.report.summary()}, {f.sizes_text()})")
+    print(f"MSCCL++ launch:  {done.launcher}")
+    if args.print_run:
+        print(run_text(done.launcher, len(topology.compute_nodes()),
+                       len(compute_nodes_by_server(topology)[0])))

@@ -1,0 +1,319 @@
+"""How long an MSCCL++ execution plan takes on a topology, in the execution model of
+:mod:`canopy.engine.execution.simulate` (``canopy check-plan PLAN --topology TOPO --size S``).
+
+The plan becomes a :class:`~canopy.engine.execution.simulate.Program` as the runtime runs it:
+
+* **Sizes.** A chunk is the message over the chunks of the whole buffer (the output for
+  allgather, the input otherwise: ``getSizeAndChunks``); an op moves its chunks, split
+  among a thread-block group; a ``pipeline`` runs ``ceil(num_chunks · chunk / unit_size)``
+  iterations, each op moving its next ``unit_size`` bytes (the last slice shorter).
+* **Connections.** The puts of a thread block to one peer (memory channel) or on one port
+  channel form one in-order connection of weight 1, routed over the thread block's
+  ``canopy_route`` where Canopy wrote one (the plan's route, the one ``canopy compare``
+  simulated), else over the topology's shortest paths, least congested given the
+  connections routed before. A route relaying through another GPU is one connection per
+  hop. Remote reads (``get``, ``rre``/``rres``) are connections from the peer.
+* **Order.** A thread block runs its ops one after the other; a put hands its message to
+  its connection (it does not wait for it), a ``signal`` carries the arrival of the puts
+  before it on its channel (or, without puts, what its thread block has waited for), a
+  ``wait`` waits for the arrival its signal carries; semaphores and barriers pass on what
+  their releasing thread blocks waited for; local copies and reductions take no time, and
+  switch-channel ops are not timed. This is the MSCCL XML model of
+  :mod:`canopy.engine.msccl.timing` step for step, so a plan Canopy wrote from an XML gets
+  that XML's time at the same loop count, which is compare's at its pipeline depth.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from fractions import Fraction
+
+from canopy.engine.execution.extrapolation import MAX_MESSAGES, loop_time
+from canopy.engine.execution.kernel import run_program
+from canopy.engine.execution.program import DEFAULT_LATENCY_US, Program, algbw_gbps
+from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import add_path_load
+from canopy.engine.model.topology import Topology
+from canopy.engine.mscclpp.reader import Op, PlanModel, Ref, ThreadBlock
+from canopy.engine.network.routing import Router
+
+
+@dataclass(frozen=True)
+class PlanTiming:
+    time_us: Fraction
+    message_size: Fraction
+    iterations: int
+    connections: int
+    messages: int
+
+    @property
+    def algbw(self) -> Fraction:
+        return algbw_gbps(self.message_size, self.time_us)
+
+
+def chunk_bytes(plan: PlanModel, size: Fraction) -> Fraction:
+    gpu = plan.gpus[0]
+    if plan.collective == "allgather" and gpu.output_chunks:
+        return size / gpu.output_chunks
+    return size / (gpu.input_chunks or gpu.output_chunks)
+
+
+def iterations(plan: PlanModel, size: Fraction) -> int:
+    """The most iterations any pipeline of the plan runs at ``size``."""
+    chunk = chunk_bytes(plan, size)
+    counts = [-(-(op.num_chunks * chunk) // op.unit_size) for g in plan.gpus for tb in g.tbs
+              for op in tb.ops if op.name == "pipeline"]
+    return int(max(counts, default=1))
+
+
+def size_problem(plan: PlanModel, size: int) -> str | None:
+    """Why the runtime would refuse ``size`` (``checkMessageSize``), or None."""
+    gpu = plan.gpus[0]
+    n = plan.ngpus
+    whole = {"allgather": (size // n, size), "reducescatter": (size, size // n)}.get(
+        plan.collective, (size, size))
+    a = plan.alignment
+    if any(b % a or (c and (b // a) % c) for b, c in zip(whole, (gpu.input_chunks,
+                                                                gpu.output_chunks),
+                                                         strict=True)):
+        return (f"the runtime refuses {size} bytes: input and output must be multiples of "
+                f"{a} bytes times their chunks ({gpu.input_chunks} and {gpu.output_chunks}).")
+    if not plan.min_size <= size <= plan.max_size:
+        return (f"the plan runs messages of {plan.min_size} to {plan.max_size} bytes, so the "
+                f"runtime would not pick it at {size} bytes.")
+    return None
+
+
+class _Builder:
+    def __init__(self, plan: PlanModel, topology: Topology, size: Fraction, count: int) -> None:
+        self.plan, self.topology, self.count = plan, topology, count
+        self.nodes = list(topology.compute_nodes())
+        if len(self.nodes) != plan.ngpus:
+            raise ScheduleError(f"the plan has {plan.ngpus} GPUs but the topology has "
+                                f"{len(self.nodes)} compute nodes.")
+        self.chunk = chunk_bytes(plan, size)
+        self.switches = frozenset(topology.switch_nodes())
+        self.router = Router(topology)
+        self.program = Program()
+        self.hops: dict[tuple, list[int]] = {}
+        self.loads: dict = {}
+        self.size: list[Fraction] = []
+        self.after: list[list[int]] = []
+        self.conn: list[int] = []
+
+    # -- connections and messages ---------------------------------------------------
+    def connection(self, key: tuple, u: int, v: int, tb: ThreadBlock | None) -> list[int]:
+        if key in self.hops:
+            return self.hops[key]
+        route: tuple[str, ...] | None = None
+        caps = self.router.capacity
+        if tb is not None and tb.route:
+            route = (self.nodes[u], *tb.route, self.nodes[v])
+            if any(e not in caps for e in zip(route, route[1:], strict=False)):
+                route = None
+        if route is None:
+            route = self.router.route(self.nodes[u], self.nodes[v], self.loads, Fraction(1))
+            if route is None:
+                raise ScheduleError(f"GPU {u} ({self.nodes[u]}) cannot reach GPU {v} "
+                                    f"({self.nodes[v]}) in the topology.")
+        add_path_load(self.loads, route, Fraction(1))
+        cut = [i for i in range(1, len(route) - 1) if route[i] not in self.switches]
+        bounds = [0, *cut, len(route) - 1]
+        self.hops[key] = [self.program.connect(route[a:b + 1])
+                          for a, b in zip(bounds, bounds[1:], strict=False)]
+        return self.hops[key]
+
+    def message(self, hops: list[int], size: Fraction, after: list[int]) -> int:
+        prev, sid = list(after), -1
+        for hop in hops:
+            sid = len(self.size)
+            self.size.append(size)
+            self.after.append(prev)
+            self.conn.append(hop)
+            prev = [sid]
+        return sid
+
+    def latest(self, sends: list[int]) -> list[int]:
+        last: dict[int, int] = {}
+        for sid in sends:
+            c = self.conn[sid]
+            if last.get(c, -1) < sid:
+                last[c] = sid
+        return sorted(last.values())
+
+    # -- sizes -----------------------------------------------------------------------
+    def bytes_of(self, ref: Ref, op: Op, it: int, piped: Op | None) -> Fraction:
+        total = ref.size * self.chunk / op.tbg[1]
+        if piped is None:
+            return total
+        return max(Fraction(0), min(Fraction(piped.unit_size), total - it * piped.unit_size))
+
+    def pipeline_count(self, op: Op) -> int:
+        n = int(-(-(op.num_chunks * self.chunk) // op.unit_size))
+        return max(1, min(n, self.count))
+
+    # -- the walk ----------------------------------------------------------------------
+    def build(self) -> Program:
+        plan = self.plan
+        seqs: dict[tuple[int, int], list[tuple[Op, int, Op | None]]] = {}
+        for gpu in plan.gpus:
+            for tb in gpu.tbs:
+                seq: list[tuple[Op, int, Op | None]] = []
+                for op in tb.ops:
+                    if op.name == "pipeline":
+                        seq += [(inner, it, op) for it in range(self.pipeline_count(op))
+                                for inner in op.ops]
+                    else:
+                        seq.append((op, 0, None))
+                seqs[(gpu.id, tb.id)] = seq
+        pc = dict.fromkeys(seqs, 0)
+        done: dict[tuple[int, int], list[int]] = defaultdict(list)
+        outbox: dict[tuple, list[int]] = defaultdict(list)
+        queues: dict[tuple, deque] = defaultdict(deque)
+        sems: dict[tuple[int, int], deque[list[int]]] = {
+            (g.id, s): deque([[] for _ in range(v)]) for g in plan.gpus
+            for s, v in enumerate(g.semaphores)}
+        barriers: dict[tuple, list] = defaultdict(list)
+        passed: dict[tuple, int] = defaultdict(int)
+        live = [k for k in seqs if seqs[k]]
+        while live:
+            moved, still = False, []
+            for key in live:
+                g, t = key
+                tb = plan.gpus[g].tbs[t]
+                seq = seqs[key]
+                while pc[key] < len(seq):
+                    op, it, piped = seq[pc[key]]
+                    if not self.step(g, tb, op, it, piped, done, outbox, queues, sems,
+                                     barriers, passed):
+                        break
+                    pc[key] += 1
+                    moved = True
+                if pc[key] < len(seq):
+                    still.append(key)
+            live = still
+            if live and not moved:
+                raise ScheduleError("the plan's waits wait on each other (run canopy "
+                                    "check-plan without --topology for where).")
+        for sid, size in enumerate(self.size):
+            self.program.send(self.conn[sid], size, self.after[sid])
+        return self.program
+
+    def endpoint(self, g: int, kind: str, index: int) -> tuple[int, tuple]:
+        peers = self.plan.gpus[g].peers[kind]
+        h = peers[index]
+        return h, (h, kind, g, peers[:index].count(h))
+
+    def step(self, g: int, tb: ThreadBlock, op: Op, it: int, piped: Op | None,
+             done: dict, outbox: dict, queues: dict, sems: dict, barriers: dict,
+             passed: dict) -> bool:
+        name, key = op.name, (g, tb.id)
+        mine = done[key]
+        gpu = self.plan.gpus[g]
+        if name in ("put", "pws", "pwsf", "res", "rres", "ppkt", "rppkt", "respkt", "recspkt"):
+            dsts = [d for d in op.dst if d.buffer_id is not None]
+            kind = op.channel_type if op.channel_type in ("memory", "port") else "memory"
+            by_target: dict[tuple, Fraction] = defaultdict(Fraction)
+            for n, d in enumerate(dsts):
+                assert d.buffer_id is not None
+                h = gpu.remote[tb.buffers[kind][d.buffer_id]][0]
+                if kind == "port" and name in ("put", "pws", "pwsf"):
+                    index = tb.channels["port"][op.channel_ids[n]]
+                    by_target[("port", g, index, h)] += self.bytes_of(d, op, it, piped)
+                else:
+                    by_target[("memory", g, tb.id, h)] += self.bytes_of(d, op, it, piped)
+            for target, size in by_target.items():
+                h = target[3]
+                hops = self.connection(target[:3] + (h,), g, h, tb)
+                sid = self.message(hops, size, mine)
+                box = (g, tb.id, h) if target[0] == "memory" else (g, tb.id, "port", target[2])
+                outbox[box].append(sid)
+                if target[0] == "port" and name in ("pws", "pwsf"):
+                    _, end = self.endpoint(g, "port", target[2])
+                    queues[end].append(self.latest(outbox.pop(box) + mine))
+            return True
+        if name in ("get", "rre", "rres"):
+            got = []
+            for s in op.src:
+                if s.buffer_id is None:
+                    continue
+                h = gpu.remote[tb.buffers["memory"][s.buffer_id]][0]
+                hops = self.connection(("read", h, g, tb.id), h, g, None)
+                got.append(self.message(hops, self.bytes_of(s, op, it, piped), mine))
+            done[key] = self.latest(mine + got)
+            return True
+        if name in ("signal", "rlxsignal"):
+            for cid in op.channel_ids:
+                index = tb.channels[op.channel_type][cid]
+                h, end = self.endpoint(g, op.channel_type, index)
+                box = (g, tb.id, h) if op.channel_type == "memory" else \
+                    (g, tb.id, "port", index)
+                sent = outbox.pop(box, []) if name == "signal" or op.channel_type == "port" \
+                    else []
+                queues[end].append(self.latest(sent + mine))
+            return True
+        if name in ("wait", "rlxwait"):
+            ends = []
+            for cid in op.channel_ids:
+                index = tb.channels[op.channel_type][cid]
+                h = gpu.peers[op.channel_type][index]
+                ends.append((g, op.channel_type, h, gpu.peers[op.channel_type][:index].count(h)))
+            if any(not queues[e] for e in ends):
+                return False
+            need = list(mine)
+            for e in ends:
+                need += queues[e].popleft()
+            done[key] = self.latest(need)
+            return True
+        if name == "sem_acquire":
+            if any(not sems[(g, sem)] for sem in op.semaphores):
+                return False
+            need = list(mine)
+            for sem in op.semaphores:
+                need += sems[(g, sem)].popleft()
+            done[key] = self.latest(need)
+            return True
+        if name == "sem_release":
+            for sem in op.semaphores:
+                sems[(g, sem)].append(list(mine))
+            return True
+        if name == "barrier":
+            gen = passed[(g, tb.id, op.barrier)]
+            arrived = barriers[(g, op.barrier, gen)]
+            if tb.id not in [a for a, _ in arrived]:
+                arrived.append((tb.id, list(mine)))
+            if len(arrived) < op.nblocks:
+                return False
+            done[key] = self.latest([s for _, sends in arrived for s in sends])
+            passed[(g, tb.id, op.barrier)] += 1
+            return True
+        return True          # local data ops, switch ops, nop, flush: no time
+
+
+def time_plan(plan: PlanModel, topology: Topology, size: Fraction | int,
+              default_latency: Fraction = DEFAULT_LATENCY_US,
+              budget: int | None = MAX_MESSAGES) -> PlanTiming:
+    """Simulate ``plan`` moving a buffer of ``size`` bytes on ``topology`` (see the module
+    docstring). Long loops are extrapolated as :func:`canopy.engine.execution.simulate.loop_time`
+    extrapolates a plan's (the same rule for every program of the execution model)."""
+    size = Fraction(size)
+    if size <= 0:
+        raise ScheduleError("the message size must be positive.")
+    count = iterations(plan, size)
+
+    def build(n: int) -> Program:
+        return _Builder(plan, topology, size, n).build()
+
+    one = build(1)
+
+    def run(n: int) -> Fraction:
+        return run_program(topology, build(n), default_latency)
+
+    def floor() -> Fraction:
+        from canopy.engine.msccl.timing import _floor_period
+        return _floor_period(one, topology, 1)
+
+    from canopy.engine.msccl.timing import _stages
+    loop = loop_time(run, count, len(one.sends), _stages(one), floor, budget)
+    return PlanTiming(loop.time_us, size, count, len(one.connections), loop.messages)
