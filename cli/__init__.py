@@ -52,6 +52,7 @@ COMMANDS = {
     "solve": ("solve", "compute the optimal schedule of a topology"),
     "verify": ("verify", "verify a canopy-schedule against a topology"),
     "check-xml": ("check-xml", "check an MSCCL XML algorithm, and time it on a topology"),
+    "check-plan": ("check-plan", "check an MSCCL++ execution plan, and time it on a topology"),
     "generate": ("generate", "generate a topology (cluster, torus, ring, dragonfly, ...)"),
     "samples": ("samples", "list the bundled sample topologies or copy one out"),
     "import-nccl": ("import-nccl", "import an NCCL topology XML file (NCCL_TOPO_FILE or "
