@@ -300,7 +300,7 @@ class _Parser:
         """Pair the two ends of every cable; check the peers exist (else: cut short)."""
         nodes = self.fabric.nodes
         last = self.order[-1]
-        for (guid, port), (peer, peer_port, width, speed, number) in self.ports.items():
+        for (guid, port), (peer, peer_port, _w, _s, number) in self.ports.items():
             if peer not in nodes:
                 raise self.fail(number, f"port {port} of {_shown(nodes[guid].kind, guid)} leads "
                                         f"to node {peer}, which has no record in the dump (is "
