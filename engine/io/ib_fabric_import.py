@@ -484,7 +484,7 @@ def _layout(result: IbImport, blocks: dict[str, dict[str, tuple[float, float]]])
     leaves = {ids[g] for g, t in result.tiers.items() if t == 1}
     for node_id, host in host_of.items():
         leaf_of_host[host].update(v for v in adjacent[node_id] if v in leaves)
-    pods = _pods(list(blocks), leaf_of_host)
+    pods = group_pods(list(blocks), leaf_of_host)
     positions: dict[str, tuple[float, float]] = {}
     drawn = []
     block_w = max(max(x for x, _ in b.values()) for b in blocks.values()) + SPACING
@@ -530,7 +530,7 @@ def _layout(result: IbImport, blocks: dict[str, dict[str, tuple[float, float]]])
         by_id[node_id].x, by_id[node_id].y = round(x, 1), round(y, 1)
 
 
-def _pods(hosts: list[str], leaves: dict[str, set[str]]) -> list[list[str]]:
+def group_pods(hosts: list[str], leaves: dict[str, set[str]]) -> list[list[str]]:
     """Hosts joined through shared leaves, each pod in host order, pods by first host."""
     parent = {h: h for h in hosts}
 
