@@ -15,9 +15,10 @@ topology.conf(5) for ``Nodes=`` and ``Switches=``), written here from its behavi
   unbalanced brackets, or brackets inside brackets are errors (:class:`HostlistError`,
   one sentence naming the expression).
 
-:func:`compress_hostlist` writes names back as the shortest such expression it finds:
-names ending in digits are grouped by the text before the digits, each group sorted by
-number, and runs of consecutive numbers written with the same padding become ranges.
+:func:`compress_hostlist` writes names back as a short expression: names are grouped by
+the text around their last run of digits (then, for names left alone, the run before),
+each group sorted by number, and runs of consecutive numbers written with the same
+padding become ranges.
 
 >>> expand_hostlist("node[01-03,10],login")
 ['node01', 'node02', 'node03', 'node10', 'login']
@@ -40,7 +41,6 @@ MAX_NAMES = 1_000_000
 FORBIDDEN = re.compile(r"[\s,\[\]=#\"\\]")
 """Characters a name cannot hold in a hostlist or topology.conf."""
 
-_NUMBER = re.compile(r"^(.*?)(\d+)$")
 
 
 class HostlistError(CanopyError):
@@ -134,23 +134,32 @@ def check_name(name: str, what: str = "name") -> None:
 
 
 def compress_hostlist(names: Iterable[str]) -> str:
-    """The shortest expression (see the module docstring) for the set of ``names``."""
-    plain: set[str] = set()
-    numbered: dict[str, set[str]] = {}
+    """The shortest expression (see the module docstring) for the set of ``names``: names
+    are grouped by the text around their last run of digits; a name alone in its group
+    tries the run of digits before (``leaf00-0`` ... ``leaf03-0`` is ``leaf[00-03]-0``)."""
+    left: set[str] = set()
     for name in names:
         check_name(name)
-        match = _NUMBER.match(name)
-        if match is None:
-            plain.add(name)
-        else:
-            numbered.setdefault(match.group(1), set()).add(match.group(2))
-    items: list[tuple[tuple, str]] = [(_key(n), n) for n in plain]
-    for prefix, numbers in numbered.items():
-        if len(numbers) == 1:
-            only = next(iter(numbers))
-            items.append((_key(prefix + only), prefix + only))
-            continue
-        items.append((_key(prefix), f"{prefix}[{','.join(_ranges(numbers))}]"))
+        left.add(name)
+    items: list[tuple[tuple, str]] = []
+    field = 1
+    while left:
+        groups: dict[tuple[str, str], set[str]] = {}
+        for name in left:
+            runs = list(re.finditer(r"\d+", name))
+            if len(runs) < field:
+                items.append((_key(name), name))
+                continue
+            run = runs[-field]
+            groups.setdefault((name[:run.start()], name[run.end():]), set()).add(run.group())
+        left = set()
+        for (prefix, suffix), numbers in groups.items():
+            if len(numbers) == 1:
+                left.add(prefix + next(iter(numbers)) + suffix)
+            else:
+                items.append((_key(prefix + suffix),
+                              f"{prefix}[{','.join(_ranges(numbers))}]{suffix}"))
+        field += 1
     return ",".join(text for _, text in sorted(items))
 
 

@@ -185,6 +185,7 @@ class _Parser:
         self.order: list[str] = []
         self.pending_header: int | None = None     # line of a header awaiting its node line
         self.peer_port_guids: dict[tuple[str, int], str] = {}
+        self.peer_kinds: dict[str, str] = {}
 
     def fail(self, line: int, message: str) -> IbDumpError:
         return IbDumpError(f"{self.source}, line {line}: {message}")
@@ -232,7 +233,7 @@ class _Parser:
             raise self.fail(number, f"node {match.group(3)}-{match.group(4)} is a "
                                     f"{match.group(1)} but its name says otherwise.")
         if guid in self.fabric.nodes:
-            raise self.fail(number, f"node {_shown(kind, guid)} is listed a second time (first "
+            raise self.fail(number, f"the {_shown(kind, guid)} is listed a second time (first "
                                     f"on line {self.fabric.nodes[guid].line}).")
         rest = match.group(5)
         quoted = _QUOTED.search(rest[rest.find("#"):]) if "#" in rest else None
@@ -291,8 +292,9 @@ class _Parser:
             else:
                 speed = speed.upper()
         peer = (_guid(match.group(4)), int(match.group(5)))
-        self.ports[(node.guid, port)] = (*peer, width, speed, number)
         peer_kind = _NAME_TYPES[match.group(3)]
+        self.ports[(node.guid, port)] = (*peer, width, speed, number)
+        self.peer_kinds[peer[0]] = peer_kind
         if match.group(6) and peer_kind != SWITCH:
             self.peer_port_guids.setdefault(peer, _guid(match.group(6)))
 
@@ -303,8 +305,8 @@ class _Parser:
         for (guid, port), (peer, peer_port, _w, _s, number) in self.ports.items():
             if peer not in nodes:
                 raise self.fail(number, f"port {port} of {_shown(nodes[guid].kind, guid)} leads "
-                                        f"to node {peer}, which has no record in the dump (is "
-                                        "the dump truncated?).")
+                                        f"to the {_shown(self.peer_kinds[peer], peer)}, which "
+                                        "has no record in the dump (is the dump truncated?).")
             if peer_port > nodes[peer].ports:
                 raise self.fail(number, f"port {port} of {_shown(nodes[guid].kind, guid)} leads "
                                         f"to port {peer_port} of {_shown(nodes[peer].kind, peer)}"

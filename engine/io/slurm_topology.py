@@ -318,6 +318,7 @@ def topology_from_slurm(conf: SlurmTopology, bandwidths: list[Fraction],
 
     if not bandwidths:
         raise SlurmTopologyError("give at least one bandwidth.")
+    bandwidths = [Fraction(b) for b in bandwidths]
 
     def bw(level: int) -> Fraction:
         return bandwidths[min(level, len(bandwidths) - 1)]
