@@ -149,12 +149,12 @@ def find_defects(result: IbImport, cost: bool = True, cost_limit: int = 20) -> l
 
 def _slow_links(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
     by_level: dict[tuple[int, int], list[IbCable]] = defaultdict(list)
+    out: list[tuple[Defect, _Repair | None]] = []
     for c in fabric.cables:
         if c.bandwidth is None:
             continue
         low, high = fabric.ends(c)
         by_level[(fabric.tier[low], fabric.tier[high])].append(c)
-    out = []
     for cables in by_level.values():
         rates = Counter((c.bandwidth, c.rate) for c in cables)
         (common, common_rate), count = rates.most_common(1)[0]
@@ -406,7 +406,7 @@ def _costs(base: Topology, hosts: tuple[str, ...], repair: _Repair
     keep = set(hosts)
     before = _sub_topology(base, keep, None)
     after = _sub_topology(base, keep, repair)
-    results = []
+    results: list[Fraction | None] = []
     for topo in (before, after):
         if len(topo.compute_nodes()) < 2 or find_problems(topo):
             results.append(None)

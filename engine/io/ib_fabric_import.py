@@ -422,7 +422,7 @@ def _fill_host(result: IbImport, template: _Template, host: str, guids: list[str
 
 def _report_ports(result: IbImport, skip: set[str]) -> None:
     """Adapters with ports that are down (not listed) and cables of unknown rate."""
-    down = []
+    down: list[str] = []
     for guids in result.hosts.values():
         for guid in guids:
             node = result.fabric.nodes[guid]
@@ -519,12 +519,12 @@ def _layout(result: IbImport, blocks: dict[str, dict[str, tuple[float, float]]])
         if ids[guid] not in positions:
             upper[tier].append(ids[guid])
     for rank, tier in enumerate(sorted(upper), start=1):
-        row = sorted(upper[tier], key=lambda v: (_mean_x(v, adjacent, positions),
-                                                 natural_key(v)))
-        span = max(grid_w, len(row) * SPACING)
+        switches = sorted(upper[tier], key=lambda v: (_mean_x(v, adjacent, positions),
+                                                      natural_key(v)))
+        span = max(grid_w, len(switches) * SPACING)
         left = (grid_w - span) / 2
-        for i, node_id in enumerate(row):
-            positions[node_id] = (left + (i + 0.5) * span / len(row) - SPACING / 2,
+        for i, node_id in enumerate(switches):
+            positions[node_id] = (left + (i + 0.5) * span / len(switches) - SPACING / 2,
                                   -TIER_GAP * (rank + 1))
     for node_id, (x, y) in positions.items():
         by_id[node_id].x, by_id[node_id].y = round(x, 1), round(y, 1)

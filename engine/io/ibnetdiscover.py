@@ -196,16 +196,19 @@ class _Parser:
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
+            node = _NODE.match(line) if line.startswith(("Switch", "Ca", "Rt", "Router")) \
+                else None
+            key = _KEY.match(line)
             if line.startswith("["):
                 self._port(line, number)
-            elif line.startswith(("Switch", "Ca", "Rt", "Router")) and _NODE.match(line):
-                self._node(_NODE.match(line), number)
+            elif node is not None:
+                self._node(node, number)
             elif line.startswith(("Switch", "Ca\t", "Ca ", "Rt\t", "Rt ")):
                 raise self.fail(number, f"'{_short(line)}' is not a complete node line "
                                         "(type, port count, \"S-/H-/R-GUID\", description); "
                                         "the dump may be cut short.")
-            elif _KEY.match(line):
-                self._key(_KEY.match(line), number)
+            elif key is not None:
+                self._key(key, number)
             elif line.startswith(("Chassis", "Non-Chassis", "Hostname:")):
                 continue
             else:
