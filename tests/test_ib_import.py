@@ -249,3 +249,24 @@ def test_grouped_and_full_output_accepted():
     text = "Chassis 1 (guid 0x1)\n\nNon-Chassis Nodes\n" + text
     result = import_ib_fabric(parse_ibnetdiscover(text, "grouped.txt"))
     assert len(result.hosts) == 4 and result.warnings == []
+
+
+def test_missing_uplink_costs_on_an_oversubscribed_fabric():
+    # 8 hosts of 50 GB/s per leaf, 2 x 12.5 GB/s up: the leaf's cut binds the allgather
+    dump = fat_tree(32, hosts_per_leaf=8, spines=2, up_rate="1xNDR")
+    port, _ = dump.cable(dump.leaves[(1, 0)], dump.spines[0])
+    dump.disconnect(dump.leaves[(1, 0)], port)
+    defects = find_defects(imported(dump))
+    assert [d.kind for d in defects] == [FEW_UPLINKS]
+    assert "leaf01-0 has 1 uplinks where" in defects[0].message
+    assert defects[0].repaired == 2 * defects[0].with_defect   # the cut halves
+    assert len(defects[0].hosts) == 16
+
+
+def test_single_adapter_host_on_the_wrong_leaf():
+    dump = fat_tree(120, hosts_per_leaf=20, spines=2)
+    recable(dump, dump.adapters[("node027", 0)], dump.leaves[(1, 0)], dump.leaves[(2, 0)])
+    defects = find_defects(imported(dump), cost=False)
+    assert [d.kind for d in defects] == [WRONG_SWITCH]
+    assert "node027 mlx5_0 is cabled to leaf02-0" in defects[0].message
+    assert "belongs on leaf01-0" in defects[0].message

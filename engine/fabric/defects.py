@@ -71,6 +71,7 @@ class _Fabric:
     """The imported fabric seen as cables between named ends, with hosts and tiers."""
 
     def __init__(self, result: IbImport) -> None:
+        self._usual: tuple[dict, dict] | None = None
         self.result = result
         self.ids = result.node_ids
         self.nodes = result.fabric.nodes
@@ -111,13 +112,36 @@ class _Fabric:
                 hosts |= self.leaf_hosts[self.ends(c)[1]]
         return hosts
 
+    def healthy(self, switch: str) -> bool:
+        """Whether every cable of ``switch`` runs at its level's usual rate and it has its
+        tier's usual number of uplinks (a peer to measure a fault against)."""
+        if self._usual is None:
+            rates: dict[tuple[int, int], Counter[Fraction | None]] = defaultdict(Counter)
+            ups: dict[int, Counter[int]] = defaultdict(Counter)
+            for c in self.cables:
+                low, high = self.ends(c)
+                rates[(self.tier[low], self.tier[high])][c.bandwidth] += 1
+            for g, t in self.result.tiers.items():
+                ups[t][len(self.up[g])] += 1
+            self._usual = ({k: v.most_common(1)[0][0] for k, v in rates.items()},
+                           {k: v.most_common(1)[0][0] for k, v in ups.items()})
+        usual_rate, usual_up = self._usual
+        if len(self.up[switch]) != usual_up[self.tier[switch]]:
+            return False
+        for c in self.cables:
+            if switch in (c.a[0], c.b[0]):
+                low, high = self.ends(c)
+                if c.bandwidth != usual_rate[(self.tier[low], self.tier[high])]:
+                    return False
+        return True
+
     def peer(self, switch: str, avoid: set[str]) -> str | None:
-        """A switch of the same tier whose hosts are not in ``avoid`` (for a cross-switch
-        collective that uses the faulty switch's uplinks)."""
+        """A healthy switch of the same tier whose hosts are not in ``avoid`` (for a
+        cross-switch collective that uses the faulty switch's uplinks)."""
         tier = self.tier[switch]
         for other in sorted(self.result.tiers, key=lambda g: natural_key(self.ids[g])):
             if other != switch and self.tier[other] == tier and \
-                    not self.hosts_below(other) & avoid:
+                    not self.hosts_below(other) & avoid and self.healthy(other):
                 return other
         return None
 
@@ -207,7 +231,8 @@ def _few_uplinks(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
         if many < 2:
             continue
         spine_counts = _usual_uplinks(fabric, switches, usual)
-        words = {1: "leaf", 2: "spine"}.get(tier, f"tier-{tier} switch")
+        words, plural = {1: ("leaf", "leaves"), 2: ("spine", "spines")}.get(
+            tier, (f"tier-{tier} switch", f"tier-{tier} switches"))
         for g in switches:
             have = len(fabric.up[g])
             if have >= usual:
@@ -217,7 +242,7 @@ def _few_uplinks(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
             names = ", ".join(fabric.name(s) for s in sorted(
                 missing, key=lambda s: natural_key(fabric.name(s)))[:6])
             message = (f"{words} {fabric.name(g)} has {have} uplinks where {many} of the "
-                       f"{len(switches)} {words}s have {usual}"
+                       f"{len(switches)} {plural} have {usual}"
                        + (f" (none or fewer to {names})" if names else ""))
             hosts = _touched(fabric, g, g)
             repair = _Repair({(fabric.name(g), fabric.name(s)): n * spine_counts[s][1]
@@ -309,8 +334,10 @@ def _wrong_switches(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
                                 if fabric.ends(c)[1] == leaf and fabric.ends(c)[0] in names)
     single = [leaf for leaf in leaves if len(on_leaf[leaf]) == 1]
     multi_adapter_hosts = [h for h, gs in fabric.result.hosts.items() if len(gs) > 1]
-    if not leaves or not multi_adapter_hosts:
+    if not leaves:
         return []
+    if not multi_adapter_hosts:
+        return _misplaced_by_name(fabric, leaves)
     out = []
     if len(single) >= RAIL_SHARE * len(leaves) and len(
             {next(iter(on_leaf[leaf])) for leaf in single}) > 1:
@@ -346,6 +373,41 @@ def _wrong_switches(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
                     out.append(_wrong(fabric, c, g, leaf, main,
                                       f"while host {host}'s other adapters go to "
                                       f"{fabric.name(main)}, as every host's go to one leaf"))
+    return out
+
+
+def _misplaced_by_name(fabric: _Fabric, leaves: list[str]) -> list[tuple[Defect, _Repair | None]]:
+    """Hosts of one adapter: where most leaves hold the same number of hosts, a leaf with
+    one host too many and a leaf with one too few, and a host of the full leaf whose name
+    sits among the short leaf's hosts (hosts are named in cabling order), point to a
+    cable on the wrong switch."""
+    counts = Counter(len(fabric.leaf_hosts[leaf]) for leaf in leaves)
+    usual, many = counts.most_common(1)[0]
+    if many * 2 <= len(leaves):
+        return []
+    order = {h: i for i, h in enumerate(fabric.result.hosts)}
+    short = [leaf for leaf in leaves if 0 < len(fabric.leaf_hosts[leaf]) < usual]
+    out = []
+    for leaf in leaves:
+        if len(fabric.leaf_hosts[leaf]) <= usual:
+            continue
+        for host in fabric.leaf_hosts[leaf]:
+            others = [order[h] for h in fabric.leaf_hosts[leaf] if h != host]
+            if min(others) <= order[host] <= max(others):
+                continue
+            home = next((u for u in short if min(order[h] for h in fabric.leaf_hosts[u]) - 1
+                         <= order[host] <= max(order[h] for h in fabric.leaf_hosts[u]) + 1),
+                        None)
+            if home is None:
+                continue
+            adapter = next(g for g in fabric.result.hosts[host]
+                           if any(fabric.ends(c)[1] == leaf for c in fabric.up[g]))
+            cable = next(c for c in fabric.up[adapter] if fabric.ends(c)[1] == leaf)
+            out.append(_wrong(fabric, cable, adapter, leaf, home,
+                              f"which has {len(fabric.leaf_hosts[leaf])} hosts where most "
+                              f"leaves have {usual}, while the name places it among the "
+                              f"hosts of {fabric.name(home)}, which has "
+                              f"{len(fabric.leaf_hosts[home])}"))
     return out
 
 
