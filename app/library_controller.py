@@ -1,8 +1,10 @@
-"""Topology library actions of the editor: generators, NCCL and GraphML import, GraphML export.
+"""Topology library actions of the editor: generators, NCCL, InfiniBand and GraphML import,
+GraphML and Slurm export.
 
 :func:`install` adds File ▸ New from Generator… (also on the File tool bar), File ▸ Edit
 Generator Parameters… (for documents with a ``generator`` recipe), File ▸ Import ▸ NCCL
-Topology XML… and GraphML…, and File ▸ Export ▸ GraphML… to a :class:`MainWindow`.
+Topology XML…, InfiniBand Fabric… and GraphML…, and File ▸ Export ▸ GraphML… and Slurm
+topology.conf… to a :class:`MainWindow`.
 Dialogs open window-modal without blocking (``QDialog.open``) and report back through
 their ``accepted`` signal.
 
@@ -23,6 +25,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from canopy.app.commands import ReplaceTopology
 from canopy.app.dialogs.generator_dialog import GeneratorDialog, recipe_of
+from canopy.app.dialogs.ib_import_dialog import IbImportDialog
 from canopy.app.dialogs.nccl_import_dialog import (
     NCCL_FILTER,
     ImportWarningsDialog,
@@ -48,6 +51,7 @@ class LibraryController(QObject):
         self.generator_dialog: GeneratorDialog | None = None
         self.nccl_dialog: NcclImportDialog | None = None
         self.warnings_dialog: ImportWarningsDialog | None = None
+        self.ib_dialog: IbImportDialog | None = None
         self.actions: dict[str, QAction] = {}
         a = self._action
         a("new_from_generator", "New from &Generator…", self.new_from_generator,
@@ -56,6 +60,11 @@ class LibraryController(QObject):
           "Change the parameters this topology was generated from (undoable)")
         a("import_nccl", "&NCCL Topology XML…", self.import_nccl, None,
           "Import an NCCL_TOPO_FILE or NCCL_TOPO_DUMP_FILE")
+        a("import_ib", "&InfiniBand Fabric (ibnetdiscover)…", self.import_ib, None,
+          "Import a cluster's InfiniBand fabric from ibnetdiscover output and list its "
+          "defects")
+        a("export_slurm", "&Slurm topology.conf…", self.export_slurm, None,
+          "Export the switch hierarchy as Slurm's topology.conf (tree or block plugin)")
         a("import_graphml", "&GraphML…", self.import_graphml, None,
           "Import a GraphML graph (networkx, yEd, Gephi…)")
         a("export_graphml", "&GraphML…", self.export_graphml, None,
@@ -160,6 +169,80 @@ class LibraryController(QObject):
             f"{summary}. These parts of the file were skipped or completed with the stated "
             "value:", summarise_warnings(result.warnings), self.window)
         self.warnings_dialog.show()
+
+    # ------------------------------------------------------------ InfiniBand and Slurm
+
+    def import_ib(self) -> IbImportDialog | None:
+        from canopy.app.dialogs.ib_import_dialog import IB_FILTER
+
+        path, _ = QFileDialog.getOpenFileName(self.window, "Import InfiniBand fabric",
+                                              self._start(), IB_FILTER)
+        if not path:
+            return None
+        return self.open_ib_dialog(path)
+
+    def open_ib_dialog(self, path: str) -> IbImportDialog:
+        dialog = IbImportDialog(path, self.window)
+        self.ib_dialog = dialog
+        dialog.accepted.connect(lambda: self._ib_imported(dialog))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
+    def _ib_imported(self, dialog: IbImportDialog) -> None:
+        from canopy.engine.io.ib_fabric_import import summary
+
+        result = dialog.imported
+        if result is None:
+            return
+        source = Path(dialog.file.text().strip())
+        if not self._open(result.topology, source.stem):
+            return
+        text = f"Imported {source.name}: {summary(result)}"
+        lines = ([f"port: {r}" for r in result.reports] + [d.line() for d in dialog.defects]
+                 + [f"warning: {w}" for w in summarise_warnings(result.warnings)])
+        self.window.statusBar().showMessage(
+            f"{text}; {len(dialog.defects)} defects." if lines else f"{text}.", 8000)
+        if not lines:
+            return
+        if self.warnings_dialog is not None:
+            self.warnings_dialog.close()
+        self.warnings_dialog = ImportWarningsDialog(
+            "InfiniBand fabric: defects and warnings",
+            f"{text}. Down or unknown ports, departures from the fabric's regularity with "
+            "what each costs, and warnings:", lines, self.window)
+        self.warnings_dialog.show()
+
+    def export_slurm(self) -> bool:
+        from PySide6.QtWidgets import QInputDialog
+
+        from canopy.engine.io.slurm_topology import export_slurm
+        from canopy.engine.topology_io import atomic_write_text
+
+        doc = self.window.doc
+        plugins = ["tree (SwitchName lines)", "block (BlockName lines, BlockSizes)"]
+        choice, ok = QInputDialog.getItem(self.window, "Export Slurm topology.conf",
+                                          "Slurm topology plugin:", plugins, 0, False)
+        if not ok:
+            return False
+        start = str((doc.path.parent if doc.path else Path.cwd()) / "topology.conf")
+        path, _ = QFileDialog.getSaveFileName(self.window, "Export Slurm topology.conf",
+                                              start, "Slurm topology (*.conf);;All files (*)")
+        if not path:
+            return False
+        try:
+            result = export_slurm(doc.topology, choice.split()[0])
+            atomic_write_text(path, result.text)
+        except CanopyError as exc:
+            QMessageBox.critical(self.window, "Cannot export topology.conf", str(exc))
+            return False
+        except OSError as exc:
+            QMessageBox.critical(self.window, "Cannot export topology.conf",
+                                 f"{path} cannot be written ({exc.strerror or exc}).")
+            return False
+        note = f" ({'; '.join(result.warnings)})" if result.warnings else ""
+        self.window.statusBar().showMessage(f"Exported {path}{note}", 8000)
+        return True
 
     # ------------------------------------------------------------ GraphML
 

@@ -43,9 +43,9 @@ MENUS: list[tuple[str, str, tuple[object, ...]]] = [
         Submenu("samples", "Open &Sample", dynamic=True),
         Submenu("recent", "Open &Recent", dynamic=True),
         "open_sweep", SEPARATOR, "save", "save_as", SEPARATOR,
-        Submenu("import", "&Import", ("import_nccl", "import_graphml")),
+        Submenu("import", "&Import", ("import_nccl", "import_ib", "import_graphml")),
         Submenu("export", "&Export", (
-            "export_graphml", SEPARATOR, "export_alltoall_msccl", "export_msccl",
+            "export_graphml", "export_slurm", SEPARATOR, "export_alltoall_msccl", "export_msccl",
             "export_trees", "export_json", "export_image", "export_nccl_graph")),
         SEPARATOR, "quit")),
     ("edit", "&Edit", (
