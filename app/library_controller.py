@@ -217,7 +217,7 @@ class LibraryController(QObject):
         from PySide6.QtWidgets import QInputDialog
 
         from canopy.engine.io.slurm_topology import export_slurm
-        from canopy.engine.topology_io import atomic_write_text
+        from canopy.engine.io.topology_json import atomic_write_text
 
         doc = self.window.doc
         plugins = ["tree (SwitchName lines)", "block (BlockName lines, BlockSizes)"]

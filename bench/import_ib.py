@@ -10,7 +10,8 @@ is one 50 GB/s cable): the same graph, so the optima must be equal.
 Prints JSON with CPU seconds (time.process_time): reading the dump, building the
 topology with its layout, finding defects (without costs, and with the cost of three
 injected defects: a 4xHDR host cable, a leaf missing an uplink, a host cabled to the
-next leaf), and the exact allgather optimum on the import and on the twin (best of two). The
+next leaf), the exact allgather optimum on the import and on the twin (best of two), and
+the whole schedule (ForestColl's trees, verified) of each. The
 target: the import in <= 5 CPU s, the optimum as fast as on the generated cluster.
 
     python bench/import_ib.py [--hosts 2000] [--per-leaf 20] [--spines 100]
@@ -26,11 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.ib_dump_writer import fat_tree, recable, write_dump  # noqa: E402
-from canopy.engine import generate, optimum  # noqa: E402
+from canopy.engine import generate, optimum, solve  # noqa: E402
 from canopy.engine.fabric.defects import find_defects  # noqa: E402
 from canopy.engine.io.ib_fabric_import import import_ib_fabric  # noqa: E402
 from canopy.engine.io.ibnetdiscover import read_ibnetdiscover  # noqa: E402
-from canopy.engine.topology import format_gbps  # noqa: E402
+from canopy.engine.model.topology import format_gbps  # noqa: E402
 
 
 def timed(fn, *args, **kwargs):
@@ -44,6 +45,8 @@ def main():
     parser.add_argument("--hosts", type=int, default=2000)
     parser.add_argument("--per-leaf", type=int, default=20)
     parser.add_argument("--spines", type=int, default=100)
+    parser.add_argument("--solve", action=argparse.BooleanOptionalAction, default=True,
+                        help="also build the schedules (trees) of both (about a minute)")
     args = parser.parse_args()
     leaves = -(-args.hosts // args.per_leaf)
     dump = fat_tree(args.hosts, hosts_per_leaf=args.per_leaf, spines=args.spines)
@@ -64,6 +67,12 @@ def main():
     twin_opt, twin_s = timed(optimum, twin)
     imported_s = min(imported_s, timed(optimum, topo)[1])      # best of two: warm caches
     twin_s = min(twin_s, timed(optimum, twin)[1])
+    solve_s = {}
+    if args.solve:
+        solve(generate("ring", {"n": "4", "bandwidth": "1"}))    # loads the solver's modules
+        imported_schedule, solve_s["imported"] = timed(solve, topo)
+        twin_schedule, solve_s["generated_twin"] = timed(solve, twin)
+        solve_s["same_algbw"] = imported_schedule.algbw == twin_schedule.algbw
 
     broken = fat_tree(args.hosts, hosts_per_leaf=args.per_leaf, spines=args.spines)
     broken.set_rate(broken.adapters[("node003", 0)], broken.leaves[(0, 0)], "4xHDR")
@@ -84,6 +93,7 @@ def main():
                   "defects_without_cost": defects_s,
                   "optimum_imported": imported_s, "optimum_generated_twin": twin_s,
                   "defects_with_cost": costed_s},
+        "solve_cpu_s": solve_s,
         "topology": {"nodes": len(topo.nodes), "links": len(topo.links)},
         "defects_in_clean_dump": len(defects),
         "optimum_equal": imported_opt.x == twin_opt.x,

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from canopy.engine.io.slurm_topology import SlurmTopologyError, export_slurm
-    from canopy.engine.topology_io import atomic_write_text, load_topology
+    from canopy.engine.io.topology_json import atomic_write_text, load_topology
 
     sizes = None
     if args.block_sizes:

@@ -33,9 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from canopy.engine.fabric.defects import find_defects
     from canopy.engine.io.ib_fabric_import import import_ib_file, summary
-    from canopy.engine.nccl_import import summarise_warnings
-    from canopy.engine.topology import find_problems
-    from canopy.engine.topology_io import save_topology
+    from canopy.engine.io.nccl_topology_import import summarise_warnings
+    from canopy.engine.io.topology_json import save_topology
+    from canopy.engine.model.topology import find_problems
 
     result = import_ib_file(args.file, args.host_topo)
     for warning in summarise_warnings(result.warnings):

@@ -26,8 +26,8 @@ def run(args: argparse.Namespace) -> int:
         read_topology_conf,
         topology_from_slurm,
     )
-    from canopy.engine.topology import find_problems, parse_bandwidth
-    from canopy.engine.topology_io import save_topology
+    from canopy.engine.io.topology_json import save_topology
+    from canopy.engine.model.topology import find_problems, parse_bandwidth
 
     bandwidths = []
     for text in args.bw.split(","):

@@ -27,9 +27,9 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.app.dialogs.nccl_import_dialog import ERROR_STYLE, NCCL_FILTER
-from canopy.engine.errors import CanopyError
 from canopy.engine.fabric.defects import Defect, find_defects
 from canopy.engine.io.ib_fabric_import import IbImport, import_ib_file
+from canopy.engine.model.errors import CanopyError
 
 IB_FILTER = "ibnetdiscover output (*.txt *.topo *.out *.lst);;All files (*)"
 

@@ -29,7 +29,7 @@ from fractions import Fraction
 
 from canopy.engine.io.ib_fabric_import import IbImport, import_ib_fabric, natural_key
 from canopy.engine.io.ibnetdiscover import IbCable
-from canopy.engine.topology import Link, Node, Topology, find_problems, format_gbps
+from canopy.engine.model.topology import Link, Node, Topology, find_problems, format_gbps
 
 SLOW_LINK, FEW_UPLINKS, FEW_ADAPTERS, WRONG_SWITCH = (
     "slow link", "few uplinks", "few adapters", "wrong switch")
@@ -180,8 +180,9 @@ def _slow_links(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
         low, high = fabric.ends(c)
         by_level[(fabric.tier[low], fabric.tier[high])].append(c)
     for cables in by_level.values():
-        rates = Counter((c.bandwidth, c.rate) for c in cables)
-        (common, common_rate), count = rates.most_common(1)[0]
+        rates = Counter((c.bandwidth, c.rate) for c in cables if c.bandwidth is not None)
+        (usual, common_rate), count = rates.most_common(1)[0]
+        common = Fraction(usual or 0)
         for c in cables:
             if c.bandwidth is None or c.bandwidth >= common:
                 continue
@@ -463,7 +464,7 @@ def _wrong(fabric: _Fabric, cable: IbCable, adapter: str, leaf: str, expected: s
 def _costs(base: Topology, hosts: tuple[str, ...], repair: _Repair
            ) -> tuple[Fraction | None, Fraction | None]:
     """Allgather algbw of ``hosts`` over the switch network, as is and repaired."""
-    from canopy.engine.optimality import optimum
+    from canopy.engine.forestcoll.optimum import optimum
 
     keep = set(hosts)
     before = _sub_topology(base, keep, None)

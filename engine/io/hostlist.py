@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from canopy.engine.errors import CanopyError
+from canopy.engine.model.errors import CanopyError
 
 SEPARATORS = ",\t\n "
 MAX_RANGE = 65536

@@ -12,7 +12,7 @@ are not hosts: they and their cables are left out and counted.
 adapters (switch nodes) by a link as fast as the adapter's cables together, so the
 fabric alone solves: the optimum is that of the hosts over the InfiniBand network. With
 a host topology (an NCCL topology XML of one host, read by
-:mod:`canopy.engine.nccl_import`), every host gets that host's GPUs, NVLink/NVSwitch and
+:mod:`canopy.engine.io.nccl_topology_import`), every host gets that host's GPUs, NVLink/NVSwitch and
 PCIe; the XML's NICs are matched to the host's adapters by device name (the ``<net
 name>`` against the description's device, ``mlx5_5``), or in order when no name
 matches, and the adapters' cables leave from the matched NICs.
@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from canopy.engine.errors import CanopyError
 from canopy.engine.io.ibnetdiscover import (
     CA,
     SWITCH,
@@ -53,8 +52,9 @@ from canopy.engine.io.ibnetdiscover import (
     describe_node,
     read_ibnetdiscover,
 )
-from canopy.engine.limits import MAX_LINKS, MAX_NODES
-from canopy.engine.topology import COMPUTE, Link, Node, Topology, format_gbps
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_LINKS, MAX_NODES
+from canopy.engine.model.topology import COMPUTE, Link, Node, Topology, format_gbps
 
 SPACING = 80.0
 ROW_GAP = 90.0
@@ -88,12 +88,6 @@ class IbImport:
     aggregation_nodes: list[str] = field(default_factory=list)
     reports: list[str] = field(default_factory=list)   # down and unknown ports
     warnings: list[str] = field(default_factory=list)
-
-    def host_of(self, guid: str) -> str | None:
-        for host, adapters in self.hosts.items():
-            if guid in adapters:
-                return host
-        return None
 
 
 def natural_key(text: str) -> tuple:
@@ -238,12 +232,12 @@ def _cable_links(result: IbImport, skip: set[str]) -> list[Link]:
     rates = Counter(c.bandwidth for c in result.fabric.cables if c.bandwidth is not None)
     typical = rates.most_common(1)[0][0] if rates else Fraction(1)
     for cable in result.fabric.cables:
-        a, b = cable.a, cable.b
-        if a[0] in skip or b[0] in skip:
+        low, high = cable.a[0], cable.b[0]
+        if low in skip or high in skip:
             continue
-        if _order(result, b[0]) < _order(result, a[0]):
-            a, b = b, a
-        pairs[(a[0], b[0])].append(cable)
+        if _order(result, high) < _order(result, low):
+            low, high = high, low
+        pairs[(low, high)].append(cable)
     links = []
     ids = result.node_ids
     for (a, b), cables in pairs.items():
@@ -284,7 +278,7 @@ class _Template:
 
 
 def _host_template(path: str | os.PathLike[str]) -> _Template:
-    from canopy.engine.nccl_import import import_nccl_file
+    from canopy.engine.io.nccl_topology_import import import_nccl_file
 
     imported = import_nccl_file(path)
     topo = imported.topology

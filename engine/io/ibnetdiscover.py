@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from canopy.engine.errors import CanopyError
+from canopy.engine.model.errors import CanopyError
 
 SWITCH, CA, ROUTER = "switch", "ca", "router"
 LANES = {"1x": 1, "2x": 2, "4x": 4, "8x": 8, "12x": 12}

@@ -42,14 +42,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from canopy.engine.errors import CanopyError
 from canopy.engine.io.hostlist import (
     FORBIDDEN,
     HostlistError,
     compress_hostlist,
     expand_hostlist,
 )
-from canopy.engine.topology import COMPUTE, SWITCH, Link, Node, Topology
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 
 TREE, BLOCK = "tree", "block"
 PLUGINS = (TREE, BLOCK)
@@ -314,7 +314,7 @@ def _check_tree(conf: SlurmTopology, source: str) -> dict[str, int]:
 def topology_from_slurm(conf: SlurmTopology, bandwidths: list[Fraction],
                         name: str = "slurm") -> Topology:
     """Hosts and switches of ``conf`` joined with ``bandwidths[level]`` GB/s links."""
-    from canopy.engine.layout import auto_layout
+    from canopy.engine.model.auto_layout import auto_layout
 
     if not bandwidths:
         raise SlurmTopologyError("give at least one bandwidth.")

@@ -1,13 +1,13 @@
 """File ▸ Import ▸ InfiniBand Fabric… and File ▸ Export ▸ Slurm topology.conf… in the editor."""
 
-from pathlib import Path
 
 from PySide6.QtWidgets import QInputDialog
 
 from bench.ib_dump_writer import fat_tree, remove_node, write_dump
 from canopy.engine.io.slurm_topology import parse_topology_conf
+from tests import DATA
 
-HOST_XML = Path(__file__).resolve().parents[1] / "data" / "nccl-dgx-a100-dump.xml"
+HOST_XML = DATA / "nccl-dgx-a100-dump.xml"
 
 
 def _dump(tmp_path, text=None):

@@ -27,10 +27,11 @@ from canopy.engine.io.ibnetdiscover import (
     link_bandwidth,
     parse_ibnetdiscover,
 )
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import load_topology
+from canopy.engine.io.topology_json import load_topology
+from canopy.engine.model.topology import find_problems
+from tests import DATA
 
-HOST_XML = "tests/data/nccl-dgx-a100-dump.xml"
+HOST_XML = DATA / "nccl-dgx-a100-dump.xml"
 
 
 def imported(dump, dialect="tab"):

@@ -17,8 +17,8 @@ from canopy.engine.io.slurm_topology import (
     parse_topology_conf,
     topology_from_slurm,
 )
-from canopy.engine.topology import find_problems
-from canopy.engine.topology_io import load_topology, save_topology
+from canopy.engine.io.topology_json import load_topology, save_topology
+from canopy.engine.model.topology import find_problems
 
 # ------------------------------------------------------------------ hostlists
 
