@@ -60,6 +60,11 @@ COMMANDS = {
     "samples": ("samples", "list the bundled sample topologies or copy one out"),
     "import-nccl": ("import-nccl", "import an NCCL topology XML file (NCCL_TOPO_FILE or "
                     "NCCL_TOPO_DUMP_FILE)"),
+    "import-ib": ("import-ib", "import an InfiniBand fabric dump (ibnetdiscover output) and "
+                  "report its defects"),
+    "export-slurm": ("export-slurm", "write a topology's switch hierarchy as Slurm's "
+                     "topology.conf (topology/tree or topology/block)"),
+    "import-slurm": ("import-slurm", "read Slurm's topology.conf into a topology"),
     "import-graphml": ("graphml", "convert GraphML to canopy-topology JSON"),
     "export-graphml": ("graphml", "convert canopy-topology JSON to GraphML"),
     "compare": ("compare", "compare ForestColl with rings, Blink, TACOS, LR rings"),
