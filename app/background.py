@@ -25,6 +25,16 @@ def bound_of(pickled: bytes, collective: str, progress: Progress | None = None) 
     return compute_bound(pickle.loads(pickled), collective, progress)
 
 
+def advice_of(pickled: bytes, collective: str, failures: bool,
+              progress: Progress | None = None) -> dict:
+    """The canopy-advice dict (:mod:`canopy.engine.advise.report`) of a pickled
+    topology: class curves and upgrades, and the failure scan when ``failures``."""
+    from canopy.engine.advise.report import advise
+
+    return advise(pickle.loads(pickled), collective, failures=failures,
+                  progress=progress).to_dict()
+
+
 def solution_of(pickled: bytes, collective: str, k: int | None,
                 progress: Progress | None = None) -> Solution:
     """:func:`~canopy.app.solution.compute_solution` of a pickled topology."""

@@ -24,7 +24,8 @@ from canopy.engine.model.auto_layout import auto_layout
 from canopy.engine.model.topology import Link, Node, Topology
 
 NODE_ATTRS = ("kind", "label", "group", "x", "y", "failed")
-LINK_ATTRS = ("bandwidth", "duplex", "latency", "failed")
+LINK_ATTRS = ("bandwidth", "duplex", "latency", "failed", "link_class")
+"""``link_class`` is the link's ``class`` key (:mod:`canopy.engine.advise.classes`)."""
 
 
 class Document(QObject):
@@ -241,6 +242,12 @@ class Document(QObject):
         for name, value in attrs.items():
             if name not in LINK_ATTRS:
                 raise AttributeError(name)
+            if name == "link_class":
+                if value:
+                    link.extra["class"] = value
+                else:
+                    link.extra.pop("class", None)
+                continue
             setattr(link, name, value)
         self.link_changed.emit(key)
         self.edited.emit()

@@ -37,6 +37,7 @@ from canopy.app.canvas.view import TopologyView
 from canopy.app.commands import MoveNodes, ReplaceTopology, delete
 from canopy.app.compare_controller import CompareController
 from canopy.app.dialogs.sweep_results import SweepResultsDialog
+from canopy.app.docks.design import DesignDock
 from canopy.app.docks.properties import PropertiesDock, UnitNumberValidator, split_unit
 from canopy.app.docks.validation import ValidationDock
 from canopy.app.document import Document
@@ -103,6 +104,10 @@ class MainWindow(QMainWindow):
         self.compare = CompareController(self, self.solver.controller)
         self.fabric = FabricController(self, self.solver.controller)
         self.alltoall = AllToAllController(self, self.solver.controller)
+        self.design = DesignDock(self.doc, self.solver.controller, self.scene, self)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.design)
+        self.tabifyDockWidget(self.validation, self.design)
+        self.validation.raise_()
         self.properties.raise_()        # the controllers tabified their docks over it
         for owner in (self.library, self.solver, self.solver.exporter, self.compare,
                       self.fabric, self.alltoall):
@@ -112,7 +117,7 @@ class MainWindow(QMainWindow):
             ("history", self.history), ("results", self.solver.results),
             ("trees", self.solver.trees), ("plots", self.solver.plots),
             ("compare", self.compare.dock), ("jobs", self.fabric.dock),
-            ("alltoall", self.alltoall.dock)]})
+            ("alltoall", self.alltoall.dock), ("design", self.design)]})
         self.menus, self.toolbars = shell.build(
             self, self.actions,
             fillers={"samples": self._fill_samples_menu, "recent": self._fill_recent_menu},

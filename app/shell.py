@@ -55,7 +55,7 @@ MENUS: list[tuple[str, str, tuple[object, ...]]] = [
         "zoom_in", "zoom_out", "zoom_fit", "zoom_reset", SEPARATOR, "snap", SEPARATOR,
         "dock_properties", "dock_validation", "dock_history", SEPARATOR,
         "dock_results", "dock_trees", "dock_plots", "dock_compare", "dock_jobs",
-        "dock_alltoall")),
+        "dock_alltoall", "dock_design")),
     ("tools", "&Tools", (
         "tool_select", "tool_compute", "tool_switch", "tool_link", "tool_delete")),
     ("arrange", "&Arrange", ("auto_layout",)),

@@ -45,6 +45,7 @@ VERBS = [
     "export-nccl-graph",
     "export-nccl-topo",
     "sweep",
+    "advise",
 ]
 
 # Every command's one-line help as its module registers it, in the order of VERBS, and

@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solve", nargs="?", const="allgather", choices=(*COLLECTIVES, "alltoall"),
                    metavar="COLLECTIVE", help="solve on opening (allgather unless one of "
                    f"{', '.join(COLLECTIVES[1:])} is named)")
+    p.add_argument("--advise", nargs="?", const="allgather", choices=COLLECTIVES,
+                   metavar="COLLECTIVE", help="run the Design dock's advice on opening "
+                   "and show the dock (allgather unless another collective is named)")
     p.add_argument("--screenshot", metavar="OUT.png",
                    help="render the window to this PNG and exit")
     p.add_argument("--size", type=parse_size, default=(1280, 800), metavar="WxH",
@@ -110,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
                 app.processEvents()
             else:
                 failure = window.solver.solve_and_wait(solve)
+        if getattr(args, "advise", None) and not failure:
+            failure = advise_and_wait(window, args.advise, args.size)
         if not failure:
             write_screenshot(window, Path(args.screenshot), args.size)
             print(f"wrote {args.screenshot}")
@@ -124,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
             window.alltoall.solve()
         elif solve:
             window.solver.controller.solve(solve)
+        if getattr(args, "advise", None):
+            show_design(window, args.advise)
+            if not solve:
+                window.design.start()
         code = app.exec()
     name = window.doc.display_name
     # tear the window down while Qt is still alive (avoids crashes at interpreter exit)
@@ -134,6 +143,33 @@ def run(args: argparse.Namespace) -> int:
     if failure:
         raise CanopyError(f"cannot solve {name}: {failure}")
     return code
+
+
+def show_design(window: MainWindow, collective: str) -> None:
+    """Raise the Design dock with ``collective`` chosen, a third of the window high."""
+    from PySide6.QtCore import Qt
+
+    window.design.collective.setCurrentText(collective)
+    window.design.show()
+    window.design.raise_()
+    window.resizeDocks([window.design], [max(300, window.height() * 2 // 5)],
+                       Qt.Orientation.Vertical)
+
+
+def advise_and_wait(window: MainWindow, collective: str, size: tuple[int, int]) -> str | None:
+    """Show the window at ``size``, run the Design dock's advice and wait for it; the
+    engine's sentence when it failed, else None."""
+    from PySide6.QtWidgets import QApplication
+
+    window.resize(*size)
+    window.show()
+    show_design(window, collective)
+    failures: list[str] = []
+    window.solver.controller.failed.connect(lambda _what, message: failures.append(message))
+    if window.design.start():
+        window.solver.controller.wait(600_000)
+    QApplication.processEvents()
+    return failures[0] if failures else None
 
 
 def _quiet_offscreen_warnings() -> None:

@@ -4,7 +4,9 @@ Columns: ``key``, ``generator``, one ``param.NAME`` per parameter, ``collective`
 ``bound_algbw`` (the exact optimum, GB/s), ``k`` (Prop. 3), and when asked for,
 ``forestcoll_k`` and ``solve_seconds`` (CPU seconds of the verified ForestColl schedule),
 ``ALGORITHM_algbw`` (each algorithm's bandwidth bound) and ``ALGORITHM_algbw_SIZE``
-(its simulated nccl-tests algbw at each size), and ``error`` (one sentence, or empty).
+(its simulated nccl-tests algbw at each size), the design advice's columns when
+``advise`` or ``advise-failures`` is asked for (:mod:`canopy.engine.sweep.advice`), and
+``error`` (one sentence, or empty).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from canopy.engine.generators import generate
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.progress import Progress, report
 from canopy.engine.model.sizes import size_label
+from canopy.engine.sweep.advice import ADVICE, advice_columns
 from canopy.engine.sweep.spec import Point
 
 
@@ -46,7 +49,11 @@ def evaluate(point: Point, algorithms: tuple[str, ...], sizes: tuple[int, ...],
             schedule = solve(topology, point.collective, progress=progress)
             row.update(forestcoll_k=schedule.k,
                        solve_seconds=round(time.process_time() - start, 3))
-        baselines = tuple(a for a in algorithms if a not in ("bound", "forestcoll"))
+        if any(a in ADVICE for a in algorithms):
+            row.update(advice_columns(topology, point.collective,
+                                      "advise-failures" in algorithms))
+        baselines = tuple(a for a in algorithms
+                          if a not in ("bound", "forestcoll", *ADVICE))
         if baselines or ("forestcoll" in algorithms and sizes):
             comparison = compare(topology, point.collective, sizes, algorithms=baselines,
                                  progress=progress)

@@ -5,7 +5,8 @@ at every point::
 
     name = "rails, oversubscription and NIC speed"
     collectives = ["allgather"]
-    algorithms = ["bound", "forestcoll", "ring"]   # "bound" alone: optimum only
+    algorithms = ["bound", "forestcoll", "ring"]   # "bound" alone: optimum only;
+                                                   # "advise", "advise-failures": advice
     sizes = ["16M", "1G"]                           # simulated message sizes
     time_limit = 120                                # seconds per point
 
@@ -37,9 +38,12 @@ from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.plan import ALGORITHMS
 from canopy.engine.model.sizes import parse_size
+from canopy.engine.sweep.advice import ADVICE
 
 DEFAULT_TIME_LIMIT = 300.0
-ALL_ALGORITHMS = ("bound", *ALGORITHMS)
+ALL_ALGORITHMS = ("bound", *ADVICE, *ALGORITHMS)
+"""What a spec's ``algorithms`` may name: the bound, the design advice (per-class
+columns; "advise-failures" adds the worst single failure) and the algorithms."""
 
 
 class SpecError(CanopyError):
