@@ -20,7 +20,7 @@ from typing import Any
 
 from canopy.engine.advise.report import Advisor
 from canopy.engine.generators import generate
-from canopy.engine.topology import Topology
+from canopy.engine.model.topology import Topology
 
 
 def cluster(gpus: int) -> Topology:

@@ -10,7 +10,7 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
-from canopy.engine.errors import CanopyError
+from canopy.engine.model.errors import CanopyError
 
 COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 
@@ -63,7 +63,7 @@ def parse_target(text: str) -> Fraction:
 
 def run(args: argparse.Namespace) -> int:
     from canopy.engine.advise.report import advise
-    from canopy.engine.topology_io import atomic_write_text, load_topology
+    from canopy.engine.io.topology_json import atomic_write_text, load_topology
 
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():

@@ -47,9 +47,9 @@ from canopy.app.commands import EditLinks
 from canopy.app.compute import ComputeController
 from canopy.app.document import Document
 from canopy.engine.advise.classes import link_class_name, link_classes
-from canopy.engine.errors import CanopyError
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.topology import format_gbps
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.topology import format_gbps
 
 TITLE = "Design"
 CURVE = "#2c7bb6"

@@ -26,8 +26,8 @@ from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 
-from canopy.engine.errors import TopologyError
-from canopy.engine.topology import Topology, format_gbps
+from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.topology import Topology, format_gbps
 
 CLASS_KEY = "class"
 """The link key that names a link's class in canopy-topology JSON and GraphML."""

@@ -5,7 +5,7 @@ network without it (Zhao et al., "ForestColl", arXiv:2402.06787, §3.1 eq. (1));
 failure that cuts compute nodes apart leaves x* = 0. Elements that an automorphism of
 the network maps onto each other fail alike, so one of each class is solved: the
 automorphisms used are the swaps of identical servers
-(:func:`canopy.engine.network.identical_groups`), which map a link to the link between
+(:func:`canopy.engine.network.indexed.identical_groups`), which map a link to the link between
 the images of its ends. Each solve starts from today's bottleneck cut, whose ratio
 after the failure bounds the new optimum from above, so it usually takes one or two
 rounds of maxflows.
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from canopy.engine.advise.parametric import ParametricNetwork, min_ratio_scaled
-from canopy.engine.network import Network, identical_groups
+from canopy.engine.network.indexed import Network
+from canopy.engine.network.servers import identical_groups
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,11 @@ def failure_scan(pnet: ParametricNetwork, bandwidths: list[Fraction] | None = No
     bws = list(pnet.today() if bandwidths is None else bandwidths)
     caps = pnet.capacities(bws)
     assert all(c is not None for c in caps)
-    scale = math.lcm(*(c.denominator for c in caps if c is not None))
+    # one scale for the network and every single link, so a failed link's bandwidth is
+    # a whole number of units too (parallel links can add up to a coarser total)
+    scale = math.lcm(*(c.denominator for c in caps if c is not None),
+                     *(link_bandwidth(pnet, i, bws).denominator
+                       for i in range(len(pnet.topology.links))))
     ints = [int(c * scale) for c in caps if c is not None]
     position = {e: j for j, e in enumerate(pnet.edges)}
     index = {name: i for i, name in enumerate(pnet.names)}
@@ -96,6 +101,7 @@ def failure_scan(pnet: ParametricNetwork, bandwidths: list[Fraction] | None = No
         if kind == "link":
             link = topology.links[members[0]]
             b = link_bandwidth(pnet, members[0], bws) * scale
+            assert b.denominator == 1
             touched = [index[link.source], index[link.target]]
             for u, v in link.directions():
                 after[position[(index[u], index[v])]] -= int(b)
@@ -116,7 +122,7 @@ def failure_scan(pnet: ParametricNetwork, bandwidths: list[Fraction] | None = No
 
 
 class _Symmetry:
-    """Swaps of identical servers (:func:`canopy.engine.network.identical_groups`) of
+    """Swaps of identical servers (:func:`canopy.engine.network.indexed.identical_groups`) of
     the network as it is, and what is left of them after one element fails."""
 
     def __init__(self, pnet: ParametricNetwork, caps: list) -> None:

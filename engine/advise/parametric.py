@@ -9,7 +9,7 @@ class bandwidths B_c, so for each cut B+(S) is linear in them.
 
 :func:`min_ratio` finds x* and a cut attaining it for given bandwidths, by ForestColl's
 Thm 1 test (one maxflow per compute node of the network of §4.2 / Fig. 3b) iterated on
-the ratio of the violated cut (Dinkelbach), as :mod:`canopy.engine.optimality` does;
+the ratio of the violated cut (Dinkelbach), as :mod:`canopy.engine.forestcoll.optimum` does;
 it also takes links of unbounded bandwidth (a class "bought without limit") and may
 start from a known cut. Only compute nodes that no automorphism of the parametrised
 network maps onto each other need a flow (identical servers, with their links' classes).
@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from canopy.engine.advise.classes import LinkClass, link_classes
-from canopy.engine.maxflow import FlowNetwork
-from canopy.engine.network import Network, identical_groups
-from canopy.engine.topology import Topology, check
+from canopy.engine.model.topology import Topology, check
+from canopy.engine.network.indexed import Network
+from canopy.engine.network.maxflow import FlowNetwork
+from canopy.engine.network.servers import identical_groups
 
 Edge = tuple[int, int]
 
@@ -133,7 +134,7 @@ class ParametricNetwork:
 
 def representatives(names: tuple[str, ...], compute: tuple[int, ...], signature: dict,
                     groups: tuple[str | None, ...]) -> tuple[int, ...]:
-    """:attr:`canopy.engine.network.Network.sink_representatives` of a network whose
+    """:attr:`canopy.engine.network.indexed.Network.sink_representatives` of a network whose
     links carry ``signature`` values (anything sortable) instead of bandwidths."""
     view = Network(names, compute, signature, frozenset(compute), groups)
     images: set[int] = set()

@@ -17,11 +17,11 @@ from canopy.engine.advise.curves import ClassCurve, class_curve
 from canopy.engine.advise.failures import Failure, failure_scan
 from canopy.engine.advise.parametric import ParametricNetwork, solve_ratio
 from canopy.engine.advise.target import TargetAnswer, cheapest_upgrade
-from canopy.engine.cut_words import describe_cut
-from canopy.engine.errors import CanopyError
-from canopy.engine.optimality import COLLECTIVES
-from canopy.engine.progress import Progress, report
-from canopy.engine.topology import Topology, format_gbps, format_number
+from canopy.engine.forestcoll.bottleneck_words import describe_cut
+from canopy.engine.model.collectives import COLLECTIVES
+from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.progress import Progress, report
+from canopy.engine.model.topology import Topology, format_gbps, format_number
 
 FORMAT = "canopy-advice"
 VERSION = 1
@@ -57,7 +57,7 @@ def read_prices(pnet: ParametricNetwork, prices: dict[str, Any],
                 where: str = "the price file") -> dict[int, Fraction]:
     """Class index -> price per GB/s per link, from a name -> number mapping; unknown
     classes, non-numbers and negative prices are refused in one sentence."""
-    from canopy.engine.topology import parse_bandwidth
+    from canopy.engine.model.topology import parse_bandwidth
 
     chosen: dict[int, Fraction] = {}
     for name, value in prices.items():

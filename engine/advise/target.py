@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from canopy.engine.advise.parametric import ParametricNetwork, solve_ratio
-from canopy.engine.errors import CanopyError
+from canopy.engine.model.errors import CanopyError
 
 MAX_ROUNDS = 200
 

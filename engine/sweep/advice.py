@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from canopy.engine.topology import Topology
+from canopy.engine.model.topology import Topology
 
 ADVICE = ("advise", "advise-failures")
 

@@ -17,9 +17,9 @@ from canopy.engine.advise.failures import failure_scan
 from canopy.engine.advise.parametric import ParametricNetwork, solve_ratio
 from canopy.engine.advise.report import advise
 from canopy.engine.advise.target import cheapest_upgrade
-from canopy.engine.optimality import optimum
-from canopy.engine.topology import Topology
-from canopy.engine.topology_io import load_sample, loads_topology, save_topology
+from canopy.engine.forestcoll.optimum import optimum
+from canopy.engine.io.topology_json import load_sample, loads_topology, save_topology
+from canopy.engine.model.topology import Topology
 from tests.strategies import topologies
 
 SETTINGS = settings(max_examples=40, deadline=None,
@@ -203,7 +203,7 @@ def test_roles_and_automatic_classes_of_a_leaf_spine(tmp_path):
     save_topology(topo, tmp_path / "t.json")
     back = loads_topology((tmp_path / "t.json").read_text(), "t.json")
     assert link_classes(back)[0].name == "my uplink"
-    from canopy.engine.graphml_io import load_graphml, save_graphml
+    from canopy.engine.io.graphml import load_graphml, save_graphml
     save_graphml(topo, tmp_path / "t.graphml")
     assert link_classes(load_graphml(tmp_path / "t.graphml"))[0].name == "my uplink"
 
@@ -293,8 +293,8 @@ def test_failures_of_identical_servers_match_a_solve_of_each_failed_network(para
     network with that element marked failed, solved from scratch."""
     import copy
 
-    from canopy.engine.errors import TopologyError
     from canopy.engine.generators import generate
+    from canopy.engine.model.errors import TopologyError
     topo = generate("cluster", params)
     pnet = ParametricNetwork.from_topology(topo)
     scan = failure_scan(pnet, start=solve_ratio(pnet, pnet.today()).nodes)
