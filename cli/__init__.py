@@ -75,6 +75,8 @@ COMMANDS = {
     "export-nccl-topo": ("export-nccl-topo", "write one server as an NCCL_TOPO_FILE (read "
                          "back by import-nccl)"),
     "sweep": ("sweep", "solve and compare a grid of generated designs"),
+    "advise": ("advise", "per link class: what limits the optimum, the cheapest upgrades, "
+               "single failures, a target"),
 }
 
 
