@@ -322,20 +322,28 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     :func:`canopy.engine.msccl.timing.fastest_xml` applies to an XML's loop iterations
     too, so compare and check-xml time the same pipelining: ``time_at(n)`` times n loop
     iterations; ``target`` (within ``lowest`` .. ``limit``) is run and, unless that is
-    already within MIN_GAIN of ``floor_us`` (the busiest link's time), ``lowest`` and
-    then ``limit``, each only while the best so far is not within MIN_GAIN; the fastest is
-    returned. The fewest iterations are tried because a ring's steps each wait for the
-    step before on the neighbouring GPU, so its latency term grows with every iteration
-    (exactly (N - 2)·α per iteration for one ring of N GPUs): rings run fastest at the
-    protocol's fewest iterations, as NCCL runs large messages."""
+    already within MIN_GAIN of ``floor_us`` (the busiest link's time), ``limit``, and,
+    where going deeper did not help and the best is still not within MIN_GAIN,
+    ``lowest``; the fastest is returned. The fewest iterations are tried because a
+    ring's steps each wait for the step before on the neighbouring GPU, so its latency
+    term grows with every iteration (exactly (N - 2)·α per iteration for one ring of N
+    GPUs): rings run fastest at the protocol's fewest iterations, as NCCL runs large
+    messages, while trees gain from depth and need no third run."""
     pieces = min(max(lowest, target), limit)
     best = time_at(pieces)
-    for depth in (lowest, limit):
-        if depth == pieces or float(best.time_us * (1 - MIN_GAIN)) <= floor_us:
-            continue
-        other = time_at(depth)
-        if other.time_us < best.time_us:
-            best = other
+
+    def settled() -> bool:
+        return float(best.time_us * (1 - MIN_GAIN)) <= floor_us
+
+    deeper_helped = False
+    if pieces < limit and not settled():
+        deepest = time_at(limit)
+        if deepest.time_us < best.time_us:
+            best, deeper_helped = deepest, True
+    if lowest < pieces and not deeper_helped and not settled():
+        shallow = time_at(lowest)
+        if shallow.time_us < best.time_us:
+            best = shallow
     return best
 
 
@@ -350,10 +358,11 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     (:func:`max_pieces`, MAX_PIECES; loops of more than MAX_MESSAGES sends are extrapolated
     from their period, :func:`simulate`). Two depths are run: ``PIECES_PER_STAGE ·
     pipeline_stages`` within that range (or ``start`` if deeper) and, unless that is
-    already within MIN_GAIN of :func:`bandwidth_floor`, the fewest and the most
-    (:func:`best_depth`). For trees a deeper pipeline is rarely slower (α is latency,
-    hidden behind the connection's next message; fill and drain shrink with the piece);
-    for rings every iteration adds the ring's latency term, so the fewest is their best.
+    already within MIN_GAIN of :func:`bandwidth_floor`, the most and, where that did not
+    help, the fewest (:func:`best_depth`). For trees a deeper pipeline is rarely slower
+    (α is latency, hidden behind the connection's next message; fill and drain shrink
+    with the piece); for rings every iteration adds the ring's latency term, so the
+    fewest is their best.
     ``saturated``: as in :func:`simulate`.
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
