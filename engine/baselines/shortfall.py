@@ -13,8 +13,9 @@ says which of these it is:
   relay through a GPU's compute engines; a topology without a Hamiltonian cycle of direct
   links (an odd mesh) has no ring that avoids it.
 * *filling and draining the pipeline.* A piece crosses ``stages`` sends in a row; with
-  ``pieces`` loop iterations about (stages - 1) / (pieces + stages - 1) of the time is
-  spent while the pipeline fills and drains.
+  ``pieces`` loop iterations up to (stages - 1) / (pieces + stages - 1) of the time is
+  spent while the pipeline fills and drains (all of it where every stage is as slow as
+  the busiest).
 * otherwise, waiting on connections and links shared with other trees or rings, named
   with the busiest link.
 """
@@ -51,7 +52,7 @@ def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
     fill = Fraction(max(0, stages - 1), pieces + max(0, stages - 1))
     if fill >= (1 - fraction) / 2:
         return (f"{head}: its pieces cross {stages} sends in a row, and at {pieces} loop "
-                f"iterations filling and draining that pipeline takes about {float(fill):.1%} "
+                f"iterations filling and draining that pipeline takes up to {float(fill):.1%} "
                 f"of the time.")
     link = details.get("bottleneck_link")
     where = f" (busiest link {' -> '.join(link)})" if isinstance(link, list | tuple) else ""
