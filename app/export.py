@@ -363,8 +363,9 @@ class Exporter:
         return self._write("image", path, lambda: render_image(self.window.scene, path))
 
     def msccl_collectives(self) -> list[str]:
-        """Collectives the current trees can be exported as: all three on a network
-        whose links all run both ways (§4.6), otherwise only the solved one."""
+        """Collectives the current trees can be exported as: all three on a network whose
+        links all run both ways (ForestColl, arXiv:2402.06787, §4.6), otherwise only the
+        solved one."""
         solution = self.controller.solution
         assert solution is not None
         if is_symmetric(Network.from_topology(solution.topology)):

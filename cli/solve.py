@@ -96,7 +96,7 @@ def summary(schedule: Schedule, topology: Topology, unit: str = "GB/s") -> str:
         f"schedule k:      {number_text(schedule.k)} trees per node, "
         f"y = {exact(schedule.tree_bandwidth)} per tree",
     ]
-    # an allreduce whose reduce phase has trees of its own (App. E) counts both phases,
+    # an allreduce whose reduce phase has trees of its own (ForestColl's App. E) counts both phases,
     # as the Results and Trees docks do
     trees = schedule.trees + (schedule.reduce_trees or [])
     heights = [t.height for t in trees]

@@ -1,7 +1,8 @@
 """Data behind the editor's plots: algbw against fixed k, and time against message size.
 
-* ``fixed_k_curve`` gives, for k = 1..K, the best algbw with k trees per node (§4.5,
-  Thms 13-15) next to the optimum; it needs only the U* search, not the trees.
+* ``fixed_k_curve`` gives, for k = 1..K, the best algbw with k trees per node (ForestColl,
+  arXiv:2402.06787, §4.5, Thms 13-15) next to the optimum; it needs only the U* search, not
+  the trees.
 * ``collective_time_us`` is the bandwidth bound M / algbw (§3.1 eq. (1)) plus, where
   links carry latencies, the latency of the deepest root-to-leaf route of any tree
   (twice for allreduce, whose reduce and broadcast phases run one after the other).

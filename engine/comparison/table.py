@@ -272,8 +272,8 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                 limits: MscclLimits | None = None, lay_out: bool = True) -> BaselineResult:
     """ForestColl's row: the schedule and layout :func:`runtime_schedule` runs (and the
     MSCCL export writes). ``solve_algbw`` and ``optimum_algbw`` are the exact optimum
-    (App. E's LP schedule's for allreduce where that wins); the row's bound is the
-    running schedule's (below the optimum where a fewer-trees schedule runs). Without
+    (ForestColl's App. E LP schedule's for allreduce where that wins); the row's bound is
+    the running schedule's (below the optimum where a fewer-trees schedule runs). Without
     ``lay_out`` the schedule runs with a connection per tree edge (see LAYOUT_OMITTED)."""
     schedule = best_schedule(topology, collective, progress=progress)
     optimum = max(schedule.algbw, schedule.optimal_algbw)

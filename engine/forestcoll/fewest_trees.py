@@ -1,4 +1,5 @@
-"""Fewest trees per node at the optimum, or within a tolerance of it (§4.5, App. C.4).
+"""Fewest trees per node at the optimum, or within a tolerance of it (ForestColl: Zhao et al.,
+arXiv:2402.06787, §4.5, App. C.4).
 
 Prop. 3 gives the smallest k whose trees all carry the same bandwidth y = gcd(x*, {b_e}),
 but a schedule with fewer trees often reaches the same x*: with k trees per node and

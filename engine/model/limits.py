@@ -12,13 +12,13 @@ memory (a bandwidth of ``1e999999999`` is an integer of a billion digits; 100,00
 * A file (JSON, GraphML, NCCL XML) is at most :data:`MAX_FILE_BYTES` bytes.
 * JSON nested deeper than Python's parser allows (about 1000 levels) is refused.
 
-Results can be longer than any input: Prop. 3's k of six links with 1000-digit bandwidths
-has about 5000 digits, past the 4300 digits Python converts to text by default.
-:func:`allow_long_integers` (called by the ``canopy`` command and the editor) raises that
-limit to :data:`LONG_DIGITS`, enough for such results and still quick to convert;
-:func:`number_text` prints them for people as about 6 significant digits and their length,
-and JSON keeps them exact. A result longer still is reported in one sentence
-(:data:`TOO_LONG_TEXT`).
+Results can be longer than any input: the k of ForestColl's Prop. 3 (arXiv:2402.06787) for
+six links with 1000-digit bandwidths has about 5000 digits, past the 4300 digits Python
+converts to text by default. :func:`allow_long_integers` (called by the ``canopy`` command
+and the editor) raises that limit to :data:`LONG_DIGITS`, enough for such results and still
+quick to convert; :func:`number_text` prints them for people as about 6 significant digits
+and their length, and JSON keeps them exact. A result longer still is reported in one
+sentence (:data:`TOO_LONG_TEXT`).
 """
 
 from __future__ import annotations

@@ -116,8 +116,8 @@ def verify(topology: Topology, schedule: Schedule) -> Fraction:
 
     Allgather runs ``trees`` forward; reduce-scatter runs the reduce trees (``reduce_trees``
     or else ``trees``) against their arrows; allreduce runs reduce-scatter then allgather,
-    so its time is the sum of both phases', or, with ``split_budgets`` (App. E), both at
-    once, so their loads add up on every link.
+    so its time is the sum of both phases', or, with ``split_budgets`` (ForestColl,
+    arXiv:2402.06787, App. E), both at once, so their loads add up on every link.
 
     Parameters
     ----------

@@ -1,12 +1,12 @@
 """What a sweep computes at one point: one tidy row.
 
 Columns: ``key``, ``generator``, one ``param.NAME`` per parameter, ``collective``, ``N``,
-``bound_algbw`` (the exact optimum, GB/s), ``k`` (Prop. 3), and when asked for,
-``forestcoll_k`` and ``solve_seconds`` (CPU seconds of the verified ForestColl schedule),
-``ALGORITHM_algbw`` (each algorithm's bandwidth bound) and ``ALGORITHM_algbw_SIZE``
-(its simulated nccl-tests algbw at each size), the design advice's columns when
-``advise`` or ``advise-failures`` is asked for (:mod:`canopy.engine.sweep.advice`), and
-``error`` (one sentence, or empty).
+``bound_algbw`` (the exact optimum, GB/s), ``k`` (ForestColl's Prop. 3, arXiv:2402.06787),
+and when asked for, ``forestcoll_k`` and ``solve_seconds`` (CPU seconds of the verified
+ForestColl schedule), ``ALGORITHM_algbw`` (each algorithm's bandwidth bound) and
+``ALGORITHM_algbw_SIZE`` (its simulated nccl-tests algbw at each size), the design advice's
+columns when ``advise`` or ``advise-failures`` is asked for
+(:mod:`canopy.engine.sweep.advice`), and ``error`` (one sentence, or empty).
 """
 
 from __future__ import annotations
