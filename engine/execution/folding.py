@@ -41,10 +41,9 @@ def edge_permutation(plan: CollectivePlan, rotation: dict[str, str]) -> Any:
     edges with their routes and priorities; channels are labels, and whether the images
     share connections as the originals do is :func:`fold`'s check).
 
-    Each edge is coded as one integer (sender, receiver, route, priority), so a tree is
-    its sorted codes and its image the sorted codes of the rotated edges: on 1024 GPUs
-    the ring plan has 8 million edges, which Python tuples per edge would take a minute
-    to compare."""
+    Each edge is coded as one integer (sender, receiver, route, priority), so a tree is its
+    sorted codes and its image the sorted codes of the rotated edges: on 1024 GPUs the ring
+    plan has 8 million edges, far too many to compare as Python tuples per edge."""
     trees = plan.trees
     nodes = {x: i for i, x in enumerate(rotation)}
     paths: dict[tuple[str, ...], int] = {}
