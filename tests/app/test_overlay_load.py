@@ -147,8 +147,8 @@ def test_hops_map_to_the_link_items_the_scene_names(window, qtbot, monkeypatch):
 
 def test_recolouring_links_while_the_overview_is_held_rebuilds_only_their_layer(window):
     """Recolouring a large tree's links a slice per turn holds the overview; releasing it
-    rebuilds the recoloured links' layer, not every link and node (12 ms at 1024 GPUs),
-    unless the drawing itself changed meanwhile."""
+    rebuilds the recoloured links' layer, not every link and node, unless the drawing itself
+    changed meanwhile."""
     from PySide6.QtGui import QColor
 
     overview = window.scene.overview

@@ -164,8 +164,8 @@ class _Paints(QObject):
 
 
 def test_each_plot_is_built_and_first_painted_in_steps_of_its_own(qtbot):
-    """The first paint of a pyqtgraph plot costs 10 to 20 ms: after hold(), no step of
-    showing a solution paints both plots, and neither plot paints before it is drawn."""
+    """The first paint of a pyqtgraph plot is long enough to be felt: after hold(), no step
+    of showing a solution paints both plots, and neither plot paints before it is drawn."""
     from canopy.app.docks.plots import PlotsDock
 
     solution = compute_solution(load_sample("dgx-a100-2x8"))

@@ -213,8 +213,8 @@ def test_a_tree_chosen_right_after_the_solve_stays_selected(window, qtbot):
 
 
 def test_the_diagram_is_drawn_in_a_turn_of_its_own(window, qtbot):
-    """Selecting a tree recolours the canvas at once; its diagram follows in the next
-    turn of the event loop (a 1024-GPU tree takes 12 to 16 ms to lay out)."""
+    """Selecting a tree recolours the canvas at once; its diagram follows in the next turn
+    of the event loop (a 1024-GPU tree takes a while to lay out)."""
     solve_in(window, qtbot)
     dock = window.solver.trees
     qtbot.waitUntil(lambda: dock.diagram._drawing is not None)
