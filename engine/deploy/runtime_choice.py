@@ -24,12 +24,11 @@ from canopy.engine.model.plan import (
 )
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
+from canopy.engine.msccl.connection_counts import multiplicities, server_places
 from canopy.engine.msccl.connections import (
-    _servers,
     describe_layout,
     iter_layouts,
     layout_text,
-    multiplicities,
     runtime_layout,
     slack_tiers,
 )
@@ -358,7 +357,7 @@ def _consider_shallow_tiers(topology: Topology, schedule: Schedule, tolerance: s
         return
     twin_plan = schedule_plan(twin)
     consider(twin, twin_plan, slack_tiers(twin_plan, multiplicities(twin_plan), limits,
-                                           topology, _servers(topology)), tolerance)
+                                           topology, server_places(topology)), tolerance)
 
 
 class _LazyLayouts:

@@ -115,15 +115,15 @@ def test_a_plans_connection_members_are_computed_once_and_each_caller_owns_its_l
     from canopy.engine.forestcoll.solve import solve
     from canopy.engine.io.topology_json import load_sample
     from canopy.engine.model.plan import schedule_plan
-    from canopy.engine.msccl import connections
+    from canopy.engine.msccl import connection_counts
 
     plan = schedule_plan(solve(load_sample("dgx-a100-2x8.json"), "reduce-scatter"))
-    first = connections._members(plan, 3)
+    first = connection_counts.connection_members(plan, 3)
     for items in first.values():
         items.reverse()                      # what a caller may do to its lists
-    again = connections._members(plan, 3)
-    connections._MEMBERS[0] = (None, 0, {})
-    fresh = connections._members(plan, 3)
+    again = connection_counts.connection_members(plan, 3)
+    connection_counts._MEMBERS[0] = (None, 0, {})
+    fresh = connection_counts.connection_members(plan, 3)
     assert again == fresh and list(again) == list(fresh)
     assert all(again[key] is not fresh[key] for key in fresh)
-    assert connections._members(plan, 1) != fresh
+    assert connection_counts.connection_members(plan, 1) != fresh

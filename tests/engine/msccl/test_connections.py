@@ -25,14 +25,13 @@ from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.plan import schedule_plan
 from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
 from canopy.engine.msccl.checks import check_structure
+from canopy.engine.msccl.connection_counts import _contiguous, multiplicities
+from canopy.engine.msccl.connection_counts import connection_members as _members
+from canopy.engine.msccl.connection_counts import shared_counts as _shared_counts
 from canopy.engine.msccl.connections import (
-    _contiguous,
-    _members,
-    _shared_counts,
     _unit_shared,
     describe_layout,
     layouts,
-    multiplicities,
     runtime_layout,
     slack_tiers,
 )
@@ -450,7 +449,8 @@ def test_unit_connections_need_a_channel_per_unit_tree_edge_between_two_gpus():
     # and _unit_threadblocks says so without running it.
     from dataclasses import replace
 
-    from canopy.engine.msccl.connections import _split_counts, _unit_threadblocks
+    from canopy.engine.msccl.connection_counts import split_counts as _split_counts
+    from canopy.engine.msccl.connection_counts import unit_threadblocks as _unit_threadblocks
     from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
     from canopy.engine.msccl.threadblocks import assign_threadblocks
 

@@ -1,0 +1,501 @@
+"""Connections counted against the MSCCL runtime's limits, and given up where they do not fit.
+
+How many connections (sender, receiver, channel) a plan's tree edges take, whether a GPU's
+thread blocks and channels fit :class:`~canopy.engine.msccl.threadblocks.MscclLimits`, and
+the descent that merges the tree edges of one connection key onto fewer connections until
+every GPU fits (:class:`Descent`): the building blocks of the layouts in
+:mod:`canopy.engine.msccl.connections`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
+
+from canopy.engine.model.plan import (
+    CollectivePlan,
+    FlowEdge,
+    FlowTree,
+    Path,
+    path_links,
+    tree_levels,
+)
+from canopy.engine.model.topology import Topology
+from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+from canopy.engine.msccl.options import MscclOptions
+from canopy.engine.msccl.threadblocks import (
+    MscclLimitError,
+    MscclLimits,
+    assign_threadblocks,
+    parser_elements,
+)
+from canopy.engine.network.servers import server_members, server_rotation
+
+Group = tuple[str, str, Path]          # (sender, receiver, route): one kind of connection
+
+
+Key = tuple[Any, ...]                  # a group, or a group's edges of one phase (and step)
+
+
+COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block
+
+
+def sender_receiver(tree: FlowTree, edge: FlowEdge) -> Group:
+    """Who sends over ``edge`` and over which route (reduce trees send child to parent)."""
+    if tree.reduce:
+        return edge.child, edge.parent, edge.path
+    return edge.parent, edge.child, edge.path
+
+
+def fits(counts: dict[Key, int], limits: MscclLimits) -> bool:
+    """Whether ``counts`` connections per group fit the runtime's limits (see the module
+    docstring): channels per pair, thread blocks per GPU and per channel."""
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    per_gpu: dict[str, int] = defaultdict(int)
+    for key, n in counts.items():
+        u, v = key[0], key[1]
+        per_pair[(u, v)] += n
+        per_gpu[u] += n
+        per_gpu[v] += n
+    if any(n > limits.max_channels for n in per_pair.values()):
+        return False
+    if any(n + COPY_THREADBLOCKS > limits.max_tbs_per_gpu for n in per_gpu.values()):
+        return False
+    ends: dict[str, int] = defaultdict(int)        # peer-directions per GPU
+    for u, v in per_pair:
+        ends[u] += 1
+        ends[v] += 1
+    return all(n <= limits.max_tbs_per_channel for n in ends.values())
+
+
+def unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
+    """The most thread blocks a GPU needs when the export writes ``plan`` with unit
+    connections (:mod:`canopy.engine.msccl.writer`'s ``pipelined`` layout at one chunk per
+    step, relays fused), in place or out of place, whichever needs more; None when that
+    layout breaks another of ``limits`` (channels, steps, thread blocks per channel), or
+    cannot meet ``max_tbs_per_gpu`` because even a thread block per receive-and-send pair of
+    its connection ends would be too many, or because two GPUs have more unit tree edges
+    between them than ``max_channels`` (each is a send step of its own unit tree's chain,
+    and that layout gives every chain connections of its own, so they would need that many
+    channels: the thread-block assignment fails, as it would only after placing every chain
+    it can, slowly on large clusters)."""
+    per_gpu: dict[str, int] = defaultdict(int)
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for (u, v, *_), n in split_counts(plan, multiplicities(plan), 1).items():
+        per_gpu[u] += n
+        per_gpu[v] += n
+        per_pair[(u, v)] += n
+    if math.ceil(max(per_gpu.values(), default=0) / 2) > limits.max_tbs_per_gpu or \
+            max(per_pair.values(), default=0) > limits.max_channels:
+        return None
+    options = MscclOptions(limits=limits)
+    counting = replace(limits, max_tbs_per_gpu=max(limits.max_tbs_per_gpu, 1 << 20))
+    most = 0
+    for inplace in (True, False):
+        try:
+            steps = plan_steps(plan, chunks_per_root(plan), inplace, limits.max_count, piece=1,
+                               fuse_fanout=False)
+            layout = assign_threadblocks(steps, counting, options.fuse, options.channels, "own")
+        except MscclLimitError:
+            return None
+        most = max(most, *(len(rank) for rank in layout.tbs))
+    return most
+
+
+def unit_fits(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> bool:
+    """Whether unit connections fit ``limits``: a thread block per connection end, or the
+    export's fused layout (:func:`unit_threadblocks`)."""
+    if fits(split_counts(plan, mult, 1), limits):
+        return True
+    found = unit_threadblocks(plan, limits)
+    return found is not None and found <= limits.max_tbs_per_gpu
+
+
+def multiplicities(plan: CollectivePlan) -> list[int]:
+    n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
+    return [int(t.share * n * chunks) for t in plan.trees]
+
+
+def split_counts(plan: CollectivePlan, mult: list[int], q: int) -> dict[Key, int]:
+    counts: dict[Key, int] = defaultdict(int)
+    for tree, m in zip(plan.trees, mult, strict=True):
+        parts = math.ceil(m / q)
+        for e in tree.edges:
+            counts[sender_receiver(tree, e)] += parts
+    return counts
+
+
+def _parts(m: int, q: int) -> list[int]:
+    """m chunks in ceil(m/q) parts of at most q, as equal as whole chunks allow."""
+    count = math.ceil(m / q)
+    base, extra = divmod(m, count)
+    return [base + 1] * extra + [base] * (count - extra)
+
+
+class Channels:
+    """Channel ids per pair of GPUs: each group (route) of a pair takes the next ids."""
+
+    def __init__(self) -> None:
+        self.next: dict[tuple[str, str], int] = defaultdict(int)
+        self.first: dict[Key, int] = {}
+
+    def ids(self, group: Key, count: int) -> list[int]:
+        if group not in self.first:
+            self.first[group] = self.next[group[:2]]
+            self.next[group[:2]] += count
+        return list(range(self.first[group], self.first[group] + count))
+
+
+def split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan:
+    """``plan`` with every tree of multiplicity m cut into ceil(m/q) trees of at most q
+    chunks (same edges; keys extended by the part where a tree is cut)."""
+    unit = plan.trees[0].share / mult[0]
+    phases: list[list[FlowTree]] = [[], []]
+    for index, (tree, m) in enumerate(zip(plan.trees, mult, strict=True)):
+        phase = phases[0 if index < len(plan.reduce_trees) else 1]
+        for part, size in enumerate(_parts(m, q)):
+            key = tree.key if m <= q else (tree.key, part)
+            phase.append(replace(tree, key=key, share=size * unit))
+    return replace(plan, reduce_trees=tuple(phases[0]), broadcast_trees=tuple(phases[1]))
+
+
+Member = tuple[tuple[int, int], int, int]     # ((phase, step within the piece), tree, edge)
+
+
+_MEMBERS: list[tuple[Any, int, dict[Key, list[Member]]]] = [(None, 0, {})]   # the last
+
+
+def connection_members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[Member]]:
+    """Tree edges (as ((phase, step within the piece), tree, edge) indices) by the key of
+    the connections they may share: their group; with ``detail`` 1 also their phase
+    (allreduce's reductions and broadcasts on connections of their own), with d >= 2
+    also their band of d - 1 steps (d = 2: a connection carries one step of every
+    piece). Each call gets lists of its own; the last plan's are computed once (paired
+    layouts' bisections ask about one plan again and again: choosing 8 x DGX A100
+    reduce-scatter's layout asked 18 times about 2 plans)."""
+    known = _MEMBERS[0]
+    if known[0] is not plan or known[1] != detail:
+        members: dict[Key, list[Member]] = defaultdict(list)
+        cut = len(plan.reduce_trees)
+        for ti, tree in enumerate(plan.trees):
+            phase = 0 if ti < cut else 1
+            for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
+                band = level // (detail - 1) if detail >= 2 else 0
+                key = (*sender_receiver(tree, e), *(phase, band)[:detail])
+                members[key].append(((phase, level), ti, ei))
+        known = _MEMBERS[0] = (plan, detail, members)
+    return defaultdict(list, {key: list(items) for key, items in known[2].items()})
+
+
+def shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
+                   topology: Topology | None = None, weighted: bool = True) -> dict[Key, int]:
+    """Layout 3's connections per key (:func:`connection_members`): from one per tree edge, the key
+    with most connections at the GPU furthest over its budget gives one up, until all fit;
+    keys of steps (``detail`` >= 2) of plans that reduce count their connections divided by
+    their band plus one (allreduce: broadcast bands after every reduction band), so the
+    early steps of a piece, whose data is there first and would run ahead, share first and
+    the later steps keep their share of the links (reductions' joins wait for the later
+    steps: on the 4x4x4 torus's reduce-scatter equal counts run well below the optimum,
+    these close to it). (First every pair over ``max_channels`` gives up, the key with most
+    connections among them first; a pair never gets crowded again. Ties go to the larger key
+    or GPU name. Heaps with stale entries skipped keep this fast on 1024 GPUs, where a pass
+    over every key per connection given up is far too slow.) With ``topology``, the key of
+    the GPU that gives one up is instead the one whose links then take least time
+    (:func:`_slack_choice`): connections merge where links have slack, so trees keep their
+    shares of the links the schedule loads to capacity."""
+    return Descent(plan, limits.max_channels, detail, topology, weighted).counts(limits)
+
+
+class Descent:
+    """:func:`shared_counts` for every thread-block budget of one plan: the order in which
+    keys give up connections does not depend on the budget (the GPU with most connections
+    gives one up until every GPU fits), so a budget's counts are those at the first point of
+    that order where every GPU is within it. The order is followed as far as the budgets
+    asked need and kept, so :func:`_paired_shared`'s bisection (up to 8 budgets) follows it
+    once instead of once per budget (the same layouts, in less time)."""
+
+    def __init__(self, plan: CollectivePlan, max_channels: int, detail: int,
+                 topology: Topology | None, weighted: bool) -> None:
+        self._order = _give_ups(plan, max_channels, detail, topology, weighted)
+        start = next(self._order)
+        assert isinstance(start, dict)
+        self.start: dict[Key, int] = start          # after the crowded pairs gave up
+        self.given: list[Key] = []                  # then the keys that gave one up, in order
+        self.most: list[int] = []                   # most connections of a GPU before each
+        self.stuck: str | None = None               # a GPU over budget with none to give up
+        self._step()
+
+    def _step(self) -> None:
+        if self.most and self.stuck is None:
+            self.given.append(self._next)
+        step = next(self._order)
+        assert isinstance(step, tuple)
+        most, gpu, group = step
+        self.most.append(most)
+        if group is None:
+            self.stuck = gpu
+        else:
+            self._next: Key = group
+
+    def counts(self, limits: MscclLimits) -> dict[Key, int]:
+        """The connections per key within ``limits.max_tbs_per_gpu``; raises
+        MscclLimitError where a GPU over it has no key left to give one up."""
+        budget = limits.max_tbs_per_gpu - COPY_THREADBLOCKS
+        while self.most[-1] > budget:
+            if self.stuck is not None:
+                raise MscclLimitError(
+                    f"the MSCCL program does not fit the runtime's limits: GPU {self.stuck} "
+                    f"talks to more peers than its {limits.max_tbs_per_gpu} thread blocks "
+                    "can serve.")
+            self._step()
+        done = next(j for j, most in enumerate(self.most) if most <= budget)
+        counts = dict(self.start)
+        for group in self.given[:done]:
+            counts[group] -= 1
+        return counts
+
+
+def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: Topology | None,
+              weighted: bool) -> Iterator[dict[Key, int] | tuple[int, str, Key | None]]:
+    """:class:`Descent`'s order: first the counts once every pair of GPUs is within
+    ``max_channels``, then before each key gives up a connection (the most connections
+    of a GPU, that GPU, the key; None and the end where it has none left to give up)."""
+    members = connection_members(plan, detail)
+    counts: dict[Key, int] = {k: len(v) for k, v in members.items()}
+    pick = _slack_choice(plan, members, counts, topology) if topology is not None else None
+    rank = {g: i for i, g in enumerate(sorted(counts))}
+    at: dict[str, list[Key]] = defaultdict(list)
+    per_pair: dict[tuple[str, str], int] = defaultdict(int)
+    for group, n in counts.items():
+        at[group[0]].append(group)
+        at[group[1]].append(group)
+        per_pair[group[:2]] += n
+    per_gpu = {gpu: sum(counts[g] for g in groups) for gpu, groups in at.items()}
+    gpu_rank = {gpu: i for i, gpu in enumerate(sorted(per_gpu))}
+    gpus = [(-n, -gpu_rank[gpu], gpu) for gpu, n in per_gpu.items()]
+    heapq.heapify(gpus)
+
+    # allreduce: a broadcast step follows every reduction step of the piece
+    offset = 1 + max((g[-1] for g in counts if g[-2] == 0), default=-1) \
+        if detail >= 2 and plan.reduce_trees and plan.broadcast_trees else 0
+
+    def need(group: Key) -> float:
+        if detail < 2 or not plan.reduce_trees or not weighted:   # broadcasts: equal
+            return counts[group]
+        return counts[group] / (offset * group[-2] + group[-1] + 1)
+
+    def entry(group: Key) -> tuple[float, int, Key]:
+        return -need(group), -rank[group], group
+
+    def give_up(group: Key) -> None:
+        counts[group] -= 1
+        per_pair[group[:2]] -= 1
+        for gpu in group[:2]:
+            per_gpu[gpu] -= 1
+            heapq.heappush(gpus, (-per_gpu[gpu], -gpu_rank[gpu], gpu))
+
+    def crowded(group: Key) -> bool:
+        return per_pair[group[:2]] > max_channels and counts[group] > 1
+
+    pairs = [entry(g) for g in counts if crowded(g)]
+    heapq.heapify(pairs)
+    while pairs:
+        weight, _, group = heapq.heappop(pairs)
+        if -weight == need(group) and crowded(group):
+            give_up(group)
+            if crowded(group):
+                heapq.heappush(pairs, entry(group))
+    mine = {gpu: [entry(g) for g in groups if counts[g] > 1] for gpu, groups in at.items()}
+    for heap in mine.values():
+        heapq.heapify(heap)
+    yield dict(counts)
+    while True:
+        while -gpus[0][0] != per_gpu[gpus[0][2]]:
+            heapq.heappop(gpus)
+        gpu = gpus[0][2]
+        heap = mine[gpu]
+        while heap and (-heap[0][0] != need(heap[0][2]) or counts[heap[0][2]] <= 1):
+            heapq.heappop(heap)
+        if not heap:
+            yield per_gpu[gpu], gpu, None
+            return
+        group = heap[0][2] if pick is None else \
+            pick([g for g in at[gpu] if counts[g] > 1])
+        yield per_gpu[gpu], gpu, group
+        give_up(group)
+        if counts[group] > 1:
+            for end in group[:2]:
+                heapq.heappush(mine[end], entry(group))
+
+
+def _slack_choice(plan: CollectivePlan,
+                  members: dict[Key, list[Member]],
+                  counts: dict[Key, int], topology: Topology
+                  ) -> Callable[[list[Key]], Key]:
+    """How :func:`shared_counts` picks the key that gives up a connection when it knows
+    the topology: the one after which the slowest of its links is fastest, a link's time
+    per loop iteration being its connections times the most chunks one of them carries
+    over its capacity (connections share a link equally, so the link streams for as
+    long as its fullest connection needs at that share); ties: most connections."""
+    caps = topology.capacities()
+    mult = multiplicities(plan)
+    load = {k: sum(mult[ti] for _, ti, _ in v) for k, v in members.items()}
+    links = {k: path_links(k[2] if k[2][0] == k[0] else tuple(reversed(k[2])))
+             for k in members}
+    on_link: dict[tuple[str, str], list[Key]] = defaultdict(list)
+    for k, route in links.items():
+        for link in route:
+            on_link[link].append(k)
+
+    def link_time(link: tuple[str, str], less: Key) -> Fraction:
+        total, fullest = 0, 0
+        for k in on_link[link]:
+            n = counts[k] - (k == less)
+            total += n
+            fullest = max(fullest, -(-load[k] // n))
+        return Fraction(total * fullest) / caps[link]
+
+    def pick(choices: list[Key]) -> Key:
+        return min(choices, key=lambda k: (max(link_time(link, k) for link in links[k]),
+                                           -counts[k], k))
+    return pick
+
+
+def _contiguous(loads: list[int], parts: int) -> list[int]:
+    """Cut ``loads`` (in order) into ``parts`` non-empty runs of nearly equal sums (each
+    item's run: where its prefix sum falls, moving one run at a time, and late enough
+    that every run gets an item); ``parts`` is at most ``len(loads)``."""
+    total, n = sum(loads), len(loads)
+    out: list[int] = []
+    prefix = 0
+    for i, load in enumerate(loads):
+        want = max(prefix * parts // total, parts - (n - i))
+        prev = out[-1] if out else 0
+        out.append(min(prev + 1, max(prev, want)) if out else 0)
+        prefix += load
+    return out
+
+
+@dataclass(frozen=True)
+class ServerPlaces:
+    """Identical servers: the rotation π of the servers
+    (:func:`canopy.engine.network.servers.server_rotation`) and per node in a server (server,
+    index within it, servers)."""
+
+    rotation: dict[str, str]
+    where: dict[str, tuple[int, int, int]]
+
+
+def server_places(topology: Topology) -> ServerPlaces | None:
+    """The topology's identical servers, or None."""
+    found = server_rotation(topology)
+    if found is None:
+        return None
+    nodes = topology.nodes
+    members = server_members([node.group for node in nodes])
+    return ServerPlaces(found[0], {nodes[v].id: (k, i, len(members))
+                               for k, server in enumerate(members)
+                               for i, v in enumerate(server)})
+
+
+_INVARIANT: list[tuple[Any, Any, bool]] = [(None, None, False)]   # (the last plan and
+
+
+def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[Key, int]
+               ) -> Callable[[int, str], tuple[int, ...]] | None:
+    """How tree ``ti``'s edge sent by ``sender`` ranks among the edges of one connection and
+    step: by the tree's index (None), or, where that is all that keeps the layout from
+    being invariant under the rotation π of identical servers, by where the tree's root
+    sits relative to the sender (servers ahead, index within its server) and the tree's
+    index among those of its root and phase, which π keeps: the trees are invariant
+    (:func:`canopy.engine.execution.folding.edge_permutation`), so are the connection ``counts``
+    per key, every root and sender sits in a server and no edge has a priority of its
+    own. Then the layout and its send order are invariant and the simulation runs it
+    folded (:mod:`canopy.engine.execution.folding`); elsewhere nothing changes."""
+    from canopy.engine.execution.folding import edge_permutation
+
+    if servers is None:
+        return None
+    where, pi = servers.where, servers.rotation
+    if any(t.root not in where or e.priority or (e.child if t.reduce else e.parent)
+           not in where for t in plan.trees for e in t.edges):
+        return None
+    if any(counts.get((pi[k[0]], pi[k[1]], tuple(pi[x] for x in k[2]), *k[3:])) != n
+           for k, n in counts.items()):
+        return None
+    known = _INVARIANT[0]              # layouts() asks about one plan many times
+    if known[0] is not plan or known[1] is not pi:
+        known = _INVARIANT[0] = (plan, pi, edge_permutation(plan, pi) is not None)
+    if not known[2]:
+        return None
+    cut = len(plan.reduce_trees)
+    nth: list[int] = []
+    seen: dict[tuple[bool, str], int] = defaultdict(int)
+    for ti, tree in enumerate(plan.trees):
+        nth.append(seen[(ti < cut, tree.root)])
+        seen[(ti < cut, tree.root)] += 1
+
+    def rank(ti: int, sender: str) -> tuple[int, ...]:
+        root, at = where[plan.trees[ti].root], where[sender]
+        return ((root[0] - at[0]) % root[2], root[1], nth[ti])
+    return rank
+
+
+def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
+                  servers: ServerPlaces | None = None) -> CollectivePlan:
+    """``plan`` with each key's tree edges (:func:`connection_members`) on its ``counts[key]``
+    connections, in runs of consecutive steps within the piece (phase, then step, then
+    tree) of nearly equal chunks: a connection then carries transfers of neighbouring
+    steps only, so a piece's late step holds back little (one connection per tree edge
+    where counts allow). Trees of one step are ranked by :func:`_tie_ranks` (``servers``
+    from :func:`server_places`), which also becomes each edge's ``priority``, the order of
+    its sends among those of one step on a shared connection."""
+    mult = multiplicities(plan)
+    channels = Channels()
+    members = connection_members(plan, detail)
+    cut = len(plan.reduce_trees)
+    rank = _tie_ranks(plan, servers, counts)
+    chosen: dict[tuple[int, int], int] = {}
+    ranks: dict[tuple[int, int], tuple[int, ...]] = {}
+    for group, items in members.items():
+        ids = channels.ids(group, counts[group])
+        for _, ti, ei in items:
+            ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
+        items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
+        runs = _contiguous([mult[ti] for _, ti, _ in items], len(ids))
+        for (_, ti, ei), run in zip(items, runs, strict=True):
+            chosen[(ti, ei)] = ids[run]
+    order = {r: Fraction(i) for i, r in enumerate(sorted(set(ranks.values())))}  # shared
+    trees = [replace(t, edges=tuple(FlowEdge(e.parent, e.child, e.path,
+                                             e.priority if rank is None else
+                                             order[ranks[(ti, ei)]],
+                                             chosen[(ti, ei)])
+                                    for ei, e in enumerate(t.edges)))
+             for ti, t in enumerate(plan.trees)]
+    return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
+
+
+def steps_fit(plan: CollectivePlan, limits: MscclLimits) -> bool:
+    """Whether every GPU's steps, with as many thread blocks as it may have, stay within
+    the parser's elements (:func:`~canopy.engine.msccl.threadblocks.parser_elements`):
+    a step per transfer end (per ``max_count`` chunks) and at most one input copy per tree
+    rooted there (reductions copy every tree's chunks on every GPU)."""
+    mult = multiplicities(plan)
+    steps: dict[str, int] = defaultdict(int)
+    reduces = bool(plan.reduce_trees)
+    for tree, m in zip(plan.trees, mult, strict=True):
+        per = math.ceil(m / limits.max_count)
+        for e in tree.edges:
+            steps[e.parent] += per
+            steps[e.child] += per
+        if not reduces:
+            steps[tree.root] += 1
+    copies = len(plan.trees) if reduces else 0
+    most = max(steps.values(), default=0) + copies
+    return parser_elements(len(plan.compute_nodes), limits.max_tbs_per_gpu, most) \
+        <= limits.max_elements_per_gpu
