@@ -86,14 +86,15 @@ class RunCommandDialog(QDialog):
     """After an export: what was written, and the command that runs it on the cluster."""
 
     def __init__(self, path: Path, summary: str, command: str,
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None,
+                 how: str = "Run it with nccl-tests on the cluster (adjust the path and the "
+                            "binary's folder):") -> None:
         super().__init__(parent)
         self.setWindowTitle("Exported: run it on the cluster")
         layout = QVBoxLayout(self)
         lines = "<br>".join(html.escape(line if line.endswith(".") else f"{line}.")
                             for line in summary.split("\n"))   # a line per file (export_msccl)
-        about = QLabel(f"<b>{html.escape(path.name)}</b>: {lines}<br>Run it with nccl-tests "
-                       "on the cluster (adjust the path and the binary's folder):")
+        about = QLabel(f"<b>{html.escape(path.name)}</b>: {lines}<br>{html.escape(how)}")
         about.setWordWrap(True)
         layout.addWidget(about)
         self.command = QPlainTextEdit(command)
@@ -248,6 +249,9 @@ class Exporter:
         self.controller = controller
         self.actions: dict[str, QAction] = {}
         for name, text, slot, tip in [
+                ("export_mscclpp", "MSCCL++ &Plan…", self.export_mscclpp,
+                 "Write the schedule as an MSCCL++ execution plan (checked by a symbolic run) "
+                 "with a launcher, and show the command that runs it"),
                 ("export_msccl", "&MSCCL XML…", self.export_msccl,
                  "Write the schedule as an MSCCL XML algorithm (checked by simulation)"),
                 ("export_trees", "&Trees Listing (XML)…", self.export_trees,
@@ -262,6 +266,8 @@ class Exporter:
                  "that runs it")]:
             action = QAction(text, window)
             action.setStatusTip(tip)
+            if name == "export_mscclpp":        # the default schedule export
+                action.setShortcut("Ctrl+E")
             action.triggered.connect(lambda _=False, s=slot: s())
             self.actions[name] = action
         self.update()
@@ -269,7 +275,7 @@ class Exporter:
     def update(self) -> None:
         """Schedule exports need fresh results (never a schedule of another topology)."""
         fresh = self.controller.fresh
-        for name in ("export_msccl", "export_trees", "export_json"):
+        for name in ("export_mscclpp", "export_msccl", "export_trees", "export_json"):
             self.actions[name].setEnabled(fresh and not self.controller.busy)
         self.actions["export_nccl_graph"].setEnabled(not self.controller.busy)
 
@@ -371,6 +377,11 @@ class Exporter:
         if is_symmetric(Network.from_topology(solution.topology)):
             return list(COLLECTIVES)
         return [solution.schedule.collective]
+
+    def export_mscclpp(self, path: Path | None = None, inplace: bool | None = None) -> bool:
+        """File ▸ Export ▸ MSCCL++ Plan (:mod:`canopy.app.mscclpp_export`)."""
+        from canopy.app.mscclpp_export import export_mscclpp_plan
+        return export_mscclpp_plan(self, path, inplace)
 
     def export_msccl(self, path: Path | None = None, choice: MscclChoice | None = None
                      ) -> bool:

@@ -25,8 +25,9 @@ with arrows.</li>
 <li><b>Inspect.</b> The Trees dock lists the trees; click one (or press [ and ]) to draw
 it through the switches with hop numbers. Compute ▸ Show Link Load colours links by
 use. Edit ▸ Find (Ctrl+F) finds a node or link by name.</li>
-<li><b>Export.</b> File ▸ Export ▸ MSCCL XML writes the schedule for MSCCL (checked by
-Canopy's simulator first); the trees and the schedule JSON are there too.</li>
+<li><b>Export.</b> File ▸ Export ▸ MSCCL++ Plan (Ctrl+E) writes the schedule as an MSCCL++
+execution plan with a launcher (checked by a symbolic run first); MSCCL XML, the trees and
+the schedule JSON are there too.</li>
 <li><b>Compare.</b> Compute ▸ Compare Algorithms… (Ctrl+Shift+C) simulates ForestColl
 against NCCL-style rings, Blink, TACOS and contention-free rings.</li>
 </ol>

@@ -45,7 +45,8 @@ MENUS: list[tuple[str, str, tuple[object, ...]]] = [
         "open_sweep", SEPARATOR, "save", "save_as", SEPARATOR,
         Submenu("import", "&Import", ("import_nccl", "import_ib", "import_graphml")),
         Submenu("export", "&Export", (
-            "export_graphml", "export_slurm", SEPARATOR, "export_alltoall_msccl", "export_msccl",
+            "export_graphml", "export_slurm", SEPARATOR, "export_mscclpp",
+            "export_alltoall_msccl", "export_msccl",
             "export_trees", "export_json", "export_image", "export_nccl_graph")),
         SEPARATOR, "quit")),
     ("edit", "&Edit", (

@@ -99,6 +99,8 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             print(f"MSCCL XML:       {f.path} ({summary}{where})")
         if config is not None:
             print(f"MSCCL config:    {config}")
+        if done.runtime_note is not None:
+            print(f"RCCL:            {done.runtime_note}")
         if done.stray is not None:
             print(f"Note: {done.stray}")
         if args.print_run:

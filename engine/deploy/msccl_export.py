@@ -26,7 +26,7 @@ from canopy.engine.deploy.msccl_ranges import (
     msccl_files,
     wants_config,
 )
-from canopy.engine.deploy.run_commands import algo_dir_note
+from canopy.engine.deploy.run_commands import RCCL_NOTE, algo_dir_note
 from canopy.engine.deploy.runtime_choice import runtime_schedule
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.model.errors import CanopyError, ScheduleError
@@ -50,6 +50,7 @@ class MscclExport:
     config: str | None
     note: str | None
     stray: str | None
+    runtime_note: str | None = None       # which runtimes load no such file any more
 
     def lines(self) -> list[str]:
         """One line per file written, then the note and the warning, for people."""
@@ -62,6 +63,8 @@ class MscclExport:
             out.append(f"{Path(self.config).name} names each XML's size range")
         if self.note is not None:
             out.append(f"the XML {self.note}")
+        if self.runtime_note is not None:
+            out.append(self.runtime_note)
         if self.stray is not None:
             out.append(self.stray)
         return out
@@ -107,4 +110,5 @@ def export_msccl(topology: Topology, schedule: Schedule, path: str | os.PathLike
     except OSError as exc:
         raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
     stray = algo_dir_note([f.path for f in files]) if options.runtime == "rccl" else None
-    return MscclExport(files, summaries, config, note, stray)
+    runtime_note = RCCL_NOTE + "." if options.runtime == "rccl" else None
+    return MscclExport(files, summaries, config, note, stray, runtime_note)

@@ -52,6 +52,12 @@ def run_environment(runtime: str, path: str, config: str | None = None) -> dict[
     raise CanopyError(f"unknown runtime '{runtime}'; use one of {', '.join(RUNTIMES)}.")
 
 
+RCCL_NOTE = ("RCCL 2.28.3 (ROCm 7.13) and later load no MSCCL XML (RCCL removed its MSCCL "
+             "integration; mscclLoadAlgo and mscclRunAlgo are no-ops there): on a current "
+             "ROCm run the schedule as an MSCCL++ plan (canopy solve --mscclpp, or File > "
+             "Export > MSCCL++ Plan)")
+
+
 def algo_dir_note(written: Sequence[str]) -> str | None:
     """The sentence that says what else the folder of the ``written`` XMLs holds, which
     RCCL would also load from ``MSCCL_ALGO_DIR`` (its scheduler reads every regular file

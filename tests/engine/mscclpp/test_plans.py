@@ -317,3 +317,11 @@ def test_limits_are_refused_with_the_limit():
     ops += [{"name": "nop"}] * 64
     with pytest.raises(CanopyError, match="MAX_OPERATION"):
         parse_plan(plan)
+
+
+def test_rccl_export_says_rccl_loads_no_msccl_xml_from_2_28_3(tmp_path, capsys):
+    sample = str(ROOT / "samples" / "hypercube-3d.json")
+    assert main(["solve", sample, "--collective", "allgather", "--msccl",
+                 str(tmp_path / "ag.xml"), "--msccl-runtime", "rccl"]) == 0
+    out = capsys.readouterr().out
+    assert "RCCL 2.28.3 (ROCm 7.13) and later load no MSCCL XML" in out and "--mscclpp" in out
