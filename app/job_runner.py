@@ -1,19 +1,19 @@
 """Engine jobs for the editor: a child process per job, its events read off the GUI thread.
 
-:class:`EngineJob` wraps :class:`canopy.engine.process.child_jobs.ChildJob` for Qt. A reader thread
-waits on
-the job's pipe and receives each event there, so reading a large result (13 MB for 1024
-GPUs, half a second to unpickle) and waiting for a busy child to write it never hold up
-the event loop; each event then reaches the GUI thread as a queued signal. The window
-shares no interpreter lock with the engine (it runs in the child), no process-wide
-tweaks are needed, and :meth:`EngineJob.cancel` ends the child at once.
+:class:`EngineJob` wraps :class:`canopy.engine.process.child_jobs.ChildJob` for Qt. A
+reader thread waits on the job's pipe and receives each event there, so reading a large
+result (a 1024-GPU solution takes a noticeable time to unpickle) and waiting for a busy
+child to write it never hold up the event loop; each event then reaches the GUI thread as
+a queued signal. The window shares no interpreter lock with the engine (it runs in the
+child), no process-wide tweaks are needed, and :meth:`EngineJob.cancel` ends the child at
+once.
 
 The reader thread does need the interpreter lock to pickle a job's call and to unpickle
-its events, and a 1024-GPU solution is 70 ms of that. Between two pickle frames it waits
-for the event loop to have a turn (:func:`_turn`), so the two take the lock in turns: on
-a busy machine, a reader that merely let go of the lock for a moment took it back before
-the event loop was scheduled again, and the loop, needing the lock for every call into
-Python, waited up to 165 ms at a time (bench/gui_responsiveness.py, 128 x DGX A100).
+its events. Between two pickle frames it waits for the event loop to have a turn
+(:func:`_turn`), so the two take the lock in turns: on a busy machine, a reader that
+merely let go of the lock for a moment took it back before the event loop was scheduled
+again, and the loop, needing the lock for every call into Python, stalled
+(bench/gui_responsiveness.py measures it).
 """
 
 from __future__ import annotations
@@ -205,8 +205,8 @@ def _decoded(events: Iterator[Event]) -> Event | None:
     young passes would run over them again and again while they are decoded. A middle
     pass here, before the event reaches the event loop, walks the new objects once and
     leaves them to the full passes, which the editor makes when idle
-    (:class:`canopy.app.heap.IdleCollector`; a full pass here took 35 to 50 ms holding the
-    interpreter lock).
+    (:class:`canopy.app.heap.IdleCollector`; a full pass here would hold the interpreter lock
+    for a long time).
     """
     gc.disable()
     try:

@@ -51,17 +51,16 @@ TACOS, LR rings alike), and :func:`simulate` / :func:`fastest` time a plan.
   whole runs, not the spacing of iterations inside one run, is what a longer loop adds:
   where sources run ahead of the inner tree edges (reductions), the spacing inside a run
   is slower than the long loop's rate, because the leaves finish early and the inner
-  edges then drain at full speed (tacos-3d-rfs-2x4x8 reduce-scatter at 128 iterations:
-  the former middle-of-run period gave 86 % of the bound, the full run and this
-  extrapolation 97.3 %). On chains and rings it is exact or within 0.1 %, on
-  ForestColl's forests within 0.1 % of the full run (tests). A loop whose increments
+  edges then drain at full speed (a middle-of-run period underestimates such a loop's
+  rate). On chains and rings it is exact or within 0.1 %, on ForestColl's forests within
+  0.1 % of the full run (tests). A loop whose increments
   have not settled by half its length is run in full, and so is a loop shorter than
   fourteen times twice its stages, unless asked for ``saturated`` (``canopy compare``'s
   baselines): then runs of an eighth, three sixteenths and a quarter of it that show
   its busiest link saturated give the rest at that link's time per iteration
-  (:func:`loop_time`; Blink and TACOS at 8 x DGX A100 within 0.04 % of the full runs,
-  in 43 % and 56 % of the sends). ForestColl's forests are not timed so: on mi250-2x16
-  their increments dip below the link's time long after the short runs (0.35 % off).
+  (:func:`loop_time`; tests hold Blink and TACOS to the full runs). ForestColl's forests
+  are not timed so: their increments can dip below the link's time long after the short
+  runs.
 * Compute nodes store and forward (a GPU forwards a piece once it has it whole, or
   once all its children's pieces have arrived, for reductions). ``switch_mode=
   "store-and-forward"`` makes switches do the same: every link becomes its own
@@ -72,11 +71,10 @@ copy engines and NVLink/PCIe/IB arbitration interleave the streams of concurrent
 blocks at fine grain (flits, packets), which in the limit is processor sharing; pipelining
 across loop iterations is how the runtime overlaps the hops of a tree. A simpler
 first-come-first-served whole-message model (this module's previous version) lets a
-late tree take a shared link for a whole message and starves the others; on
-ForestColl's forests, which load links to capacity, that cost 17 % on 2 x DGX A100.
-Grouping all trees between two GPUs on one connection (one channel per peer) is what
-an unpipelined XML would do; its head-of-line blocking costs 40 % there, so every tree
-edge gets its own connection.
+late tree take a shared link for a whole message and starves the others, which matters
+on ForestColl's forests because they load links to capacity. Grouping all trees between
+two GPUs on one connection (one channel per peer) is what an unpipelined XML would do;
+its head-of-line blocking is costly, so every tree edge gets its own connection.
 
 **Numbers.** Sizes are bytes, bandwidths GB/s (10^3 bytes per µs), times µs. With
 ``exact=True`` the event loop runs on :class:`fractions.Fraction` and times are exact
@@ -85,18 +83,17 @@ rate change multiplies the denominators of all remaining byte counts, so exact r
 thousands of messages become slow. Float times agree with exact ones to about 1e-12
 relative on most programs; the result is returned as a Fraction of the float. On long
 pipelines over shared links the execution amplifies small differences (processor sharing
-reacts to every start and finish): the ring baseline on 2 x DGX A100 at 128 MiB in 16
-pieces takes 724.25 µs exactly, 731.99 µs in floats, the rounding difference growing
-tenfold every 20 µs or so. Such times are good to about 1 %, whatever the arithmetic.
+reacts to every start and finish), so a rounding difference can grow along a long
+pipeline. Such times are good to about 1 %, whatever the arithmetic.
 
 *Identical servers.* A program that the rotation of identical servers maps onto itself
 runs folded, one send per orbit (:mod:`canopy.engine.execution.folding`): in exact arithmetic
-the times are the whole program's; in floats they differ by that amplified rounding
-(the same ring: 726.95 µs folded). The float loop is compiled
-by numba when it is installed (``pip install -e '.[fast]'``; compiled once, cached on
-disk): one source (:mod:`canopy.engine.execution.kernel`) runs compiled or as Python, with the same
-operations in the same order, so both give the same floats (tests); compiled it is
-about 7x faster. A program is built as flat numpy arrays from one iteration's template
+the times are the whole program's; in floats they differ by that amplified rounding.
+The float loop is compiled by numba when it is installed (``pip install -e '.[fast]'``;
+compiled once, cached on disk): one source (:mod:`canopy.engine.execution.kernel`) runs
+compiled or as Python, with the same operations in the same order, so both give the same
+floats (tests), compiled several times faster. A program is built as flat numpy arrays
+from one iteration's template
 (:func:`~canopy.engine.execution.compiler.expand_template`), not as Python objects per send.
 
 algbw follows nccl-tests: message size over collective time (GB/s = 10^9 bytes/s).
