@@ -30,11 +30,13 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDockWidget,
+    QFrame,
     QHBoxLayout,
     QHeaderView,
     QInputDialog,
     QLabel,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -171,7 +173,13 @@ class DesignDock(QDockWidget):
         layout.addLayout(top)
         layout.addWidget(self.summary)
         layout.addWidget(splitter, 1)
-        self.setWidget(body)
+        # Scrolled, so the dock asks for little room: tabbed with Validation at the bottom,
+        # its full height would otherwise set the window's smallest size.
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(body)
+        self.setWidget(scroll)
         controller.busy_changed.connect(lambda busy: self.run_button.setEnabled(not busy))
         for signal in (doc.link_added, doc.link_removed, doc.link_changed, doc.node_added,
                        doc.node_removed, doc.node_changed, doc.reset):
