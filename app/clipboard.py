@@ -44,10 +44,16 @@ def to_mime(part: Topology) -> QMimeData:
     return data
 
 
-def from_mime(data: QMimeData) -> Topology | None:
-    """The fragment on the clipboard, or None if it holds no topology."""
+def from_mime(data: QMimeData | None) -> Topology | None:
+    """The fragment on the clipboard, or None if it holds no topology (an empty
+    clipboard has no data at all on some platforms)."""
+    if data is None:
+        return None
     if data.hasFormat(MIME):
-        text = bytes(data.data(MIME).data()).decode("utf-8")
+        try:
+            text = bytes(data.data(MIME).data()).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     elif data.hasText() and '"canopy-topology"' in data.text():
         text = data.text()
     else:

@@ -12,6 +12,7 @@ across undo and redo.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from itertools import count
 from pathlib import Path
@@ -22,6 +23,15 @@ from PySide6.QtGui import QUndoStack
 from canopy.engine.io.topology_json import load_topology, save_topology
 from canopy.engine.model.auto_layout import auto_layout
 from canopy.engine.model.topology import Link, Node, Topology
+
+
+def disk_digest(path: Path) -> str | None:
+    """SHA-256 of the file at ``path``, or None when it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
 
 NODE_ATTRS = ("kind", "label", "group", "x", "y", "failed")
 LINK_ATTRS = ("bandwidth", "duplex", "latency", "failed", "link_class")
@@ -50,6 +60,8 @@ class Document(QObject):
         super().__init__(parent)
         self.undo_stack = QUndoStack(self)
         self.path: Path | None = None
+        self.disk_digest: str | None = None
+        """A digest of the file as this document last read or wrote it."""
         self.display_name = "untitled"
         self._keys = count(1)
         self.topology = Topology()
@@ -65,6 +77,7 @@ class Document(QObject):
         """Replace everything (not undoable): lays out nodes without coordinates."""
         self.swap_topology(topology)
         self.path = path
+        self.disk_digest = None
         self.display_name = display_name or (path.name if path else topology.name)
         self.undo_stack.clear()
         self.undo_stack.setClean()
@@ -94,14 +107,24 @@ class Document(QObject):
         """Open ``path``; on a TopologyError the current document is left untouched."""
         topology = load_topology(path)
         self.set_topology(topology, Path(path))
+        self.disk_digest = disk_digest(Path(path))
 
     def save(self, path: Path) -> None:
         """Write atomically to ``path`` and mark the document clean."""
         save_topology(self.topology, path)
+        self.disk_digest = disk_digest(Path(path))
         self.path = Path(path)
         self.display_name = self.path.name
         self.undo_stack.setClean()
         self.path_changed.emit()
+
+    def changed_on_disk(self) -> bool:
+        """Whether the document's file was changed by someone else (another editor, a
+        command) since this document opened or last saved it: saving would lose that."""
+        if self.path is None or self.disk_digest is None:
+            return False
+        now = disk_digest(self.path)
+        return now is not None and now != self.disk_digest
 
     @property
     def modified(self) -> bool:

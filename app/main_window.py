@@ -40,7 +40,7 @@ from canopy.app.dialogs.sweep_results import SweepResultsDialog
 from canopy.app.docks.design import DesignDock
 from canopy.app.docks.properties import PropertiesDock, UnitNumberValidator, split_unit
 from canopy.app.docks.validation import ValidationDock
-from canopy.app.document import Document
+from canopy.app.document import Document, disk_digest
 from canopy.app.fabric_controller import FabricController
 from canopy.app.find import FindBar
 from canopy.app.library_controller import LibraryController
@@ -452,6 +452,7 @@ class MainWindow(QMainWindow):
         if self.doc.undo_stack.index() != edits and not self.maybe_save():
             return False    # edited meanwhile, and the user keeps those edits
         self.doc.set_topology(topology, Path(path))
+        self.doc.disk_digest = disk_digest(Path(path))
         settings.add_recent_file(Path(path))
         return True
 
@@ -522,6 +523,16 @@ class MainWindow(QMainWindow):
         return self._save_to(target)
 
     def _save_to(self, path: Path) -> bool:
+        if path == self.doc.path and self.doc.changed_on_disk():
+            answer = QMessageBox.warning(
+                self, "File changed on disk",
+                f"{path.name} was changed on disk since you opened or saved it (another "
+                "editor or a command wrote it). Overwrite it with your version?",
+                QMessageBox.StandardButton.Save | QMessageBox.StandardButton.Cancel,
+                QMessageBox.StandardButton.Cancel)
+            if answer != QMessageBox.StandardButton.Save:
+                self.statusBar().showMessage(f"Not saved: {path} changed on disk", 6000)
+                return False
         try:
             self.doc.save(path)
         except OSError as exc:

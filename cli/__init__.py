@@ -15,6 +15,7 @@ from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
 from canopy.engine.process.gc_tuning import batch_collector
 from canopy.engine.process.internal_errors import report_internal_error
+from canopy.engine.process.memory_guard import start_memory_guard
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 2, 70, 130
 EPILOG = f"""exit codes:
@@ -126,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse(["gui"])
     if args.command != "gui":       # the editor keeps its own (canopy.app.heap)
         batch_collector()
+        try:
+            start_memory_guard()
+        except CanopyError as exc:   # a CANOPY_MEMORY_BUDGET that is not a size
+            print(f"canopy: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
         return int(args.run(args) or 0)
     except CanopyError as exc:

@@ -10,11 +10,13 @@ from contextlib import nullcontext, redirect_stdout
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from canopy.cli.bounds import bounded_int
 from canopy.cli.fabric import apply_failures
 from canopy.cli.lazy import LazyChoices
 from canopy.cli.phases import TerminalProgress
 from canopy.engine.io.topology_json import atomic_write_bytes, load_topology
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_TIME_STEPS
 from canopy.engine.model.topology import format_gbps, parse_bandwidth
 
 if TYPE_CHECKING:
@@ -30,7 +32,7 @@ def add_alltoall_arguments(p: argparse.ArgumentParser) -> None:
                        choices=LazyChoices("canopy.engine.alltoall", "METHODS"),
                        help="exact link LP, decomposition (per-source trees) for large "
                             "networks, or auto (default)")
-    group.add_argument("--time-steps", type=int, metavar="T",
+    group.add_argument("--time-steps", type=bounded_int(1, MAX_TIME_STEPS), metavar="T",
                        help="also solve the time-stepped LP: T store-and-forward steps "
                             "(relays forward only what they held at the end of a step)")
     group.add_argument("--nic-bandwidth", metavar="GBPS",

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 
-from canopy.cli.exports import positive_int
+from canopy.cli.bounds import bounded_int
 from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_CAPACITY, MAX_ITERATIONS, MAX_SMS
 from canopy.engine.model.sizes import parse_size, size_label
 from canopy.engine.msccl.executor import simulate
 from canopy.engine.msccl.reader import read_msccl
@@ -26,10 +27,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-xml", help="check an MSCCL XML algorithm, and time it on a "
                                          "topology")
     p.add_argument("file", help="MSCCL XML algorithm")
-    p.add_argument("--capacity", type=positive_int, default=1, metavar="N",
+    p.add_argument("--capacity", type=bounded_int(1, MAX_CAPACITY), default=1, metavar="N",
                    help="messages a connection buffers in the symbolic run (default 1, the "
                         "strictest)")
-    p.add_argument("--sms", type=positive_int, default=MscclLimits.max_tbs_per_gpu,
+    p.add_argument("--sms", type=bounded_int(1, MAX_SMS), default=MscclLimits.max_tbs_per_gpu,
                    metavar="N", help="SMs per GPU: the most thread blocks a GPU may run, all "
                    "resident at once (default %(default)s, an A100)")
     p.add_argument("--topology", metavar="TOPO",
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "runs on the r-th compute node)")
     p.add_argument("--size", default="1G",
                    help="buffer size for --topology, nccl-tests style (default 1G)")
-    p.add_argument("--iterations", type=positive_int, metavar="N",
+    p.add_argument("--iterations", type=bounded_int(1, MAX_ITERATIONS), metavar="N",
                    help="loop iterations for --topology (default: picked as canopy compare "
                         "picks pipeline depths: twice the pipeline's stages, at least the "
                         "runtime's count of one per 2 MiB of an XML chunk, or the deepest "

@@ -13,9 +13,11 @@ import json
 import sys
 import time
 from contextlib import nullcontext, redirect_stdout
+from decimal import Decimal
 from fractions import Fraction
 
-from canopy.cli.exports import SMS, positive_int
+from canopy.cli.bounds import bounded_int
+from canopy.cli.exports import SMS
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.cli.phases import TerminalProgress
 from canopy.cli.solve import add_bandwidth_unit_argument
@@ -25,6 +27,14 @@ from canopy.engine.execution.simulate import REPORT_SIZES
 from canopy.engine.io.topology_json import atomic_write_text, load_topology
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import (
+    MAX_LATENCY_US,
+    MAX_SEEDS,
+    MAX_SIZES,
+    MAX_SMS,
+    MAX_TACOS_CHUNKS,
+    check_range,
+)
 from canopy.engine.model.plan import ALGORITHMS
 from canopy.engine.model.sizes import parse_size, size_label
 from canopy.engine.model.units import UNIT_FACTORS
@@ -43,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "Blink only below 512 GPUs unless named here)")
     p.add_argument("--tacos-chunks", default="1,2,4",
                    help="chunks per node TACOS tries (default 1,2,4)")
-    p.add_argument("--tacos-seeds", type=int, default=None,
+    p.add_argument("--tacos-seeds", type=bounded_int(1, MAX_SEEDS), default=None,
                    help="TACOS random seeds (default 4, fewer on large topologies)")
     p.add_argument("--tacos-unwinding", choices=("ring", "mesh"), default="ring",
                    help="how TACOS unwinds switches (default ring)")
@@ -53,12 +63,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how simulated switches forward (default cut-through)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON (GB/s) here; "
                    "'-' for standard output")
-    p.add_argument("--msccl-sms", type=positive_int, default=SMS, metavar="N",
+    p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=SMS, metavar="N",
                    help="SMs per GPU, the most MSCCL thread blocks ForestColl's layout may use "
                    "(as solve --msccl-sms; default %(default)s)")
     add_bandwidth_unit_argument(p)
     add_fail_argument(p)
     p.set_defaults(run=run)
+
+
+def _latency(text: str) -> Fraction:
+    """--latency as an exact number of µs, within the documented range."""
+    try:
+        value = Decimal(text.strip()) if len(text) < 40 else Decimal("NaN")
+    except ArithmeticError:
+        value = Decimal("NaN")
+    if not value.is_finite() or not 0 <= value <= MAX_LATENCY_US:
+        raise CanopyError(f"--latency must be a number of µs from 0 to {MAX_LATENCY_US:,} "
+                          f"(docs/limits.md), not '{text[:40]}'.")
+    if value and value.adjusted() < -12:
+        value = Decimal(0)          # below a picosecond: no latency at all
+    return Fraction(value)
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -70,9 +94,10 @@ def _options(args: argparse.Namespace) -> dict:
     algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip()) if named \
         else tuple(a for a in ALGORITHMS if a != "forestcoll")
     try:
-        chunks = tuple(int(c) for c in args.tacos_chunks.split(",") if c.strip())
-        latency = Fraction(args.latency)
-    except (ValueError, ZeroDivisionError):
+        chunks = tuple(int(c) for c in args.tacos_chunks.split(",") if c.strip()
+                       and len(c) < 20)
+        latency = _latency(args.latency)
+    except (ValueError, ZeroDivisionError, ArithmeticError):
         raise CanopyError("--tacos-chunks takes whole numbers such as 1,2,4 and --latency a "
                           "number of µs.") from None
     if not chunks or min(chunks) < 1 or (args.tacos_seeds or 1) < 1 or latency < 0:
@@ -80,6 +105,10 @@ def _options(args: argparse.Namespace) -> dict:
                           "not negative.")
     if not sizes:
         raise CanopyError("--sizes names no message size.")
+    check_range("the number of --sizes", len(sizes), 1, MAX_SIZES)
+    check_range("the number of --tacos-chunks", len(chunks), 1, 16)
+    check_range("--tacos-chunks", max(chunks), 1, MAX_TACOS_CHUNKS)
+    check_range("--latency", latency, 0, MAX_LATENCY_US, "µs")
     return {"sizes": sizes, "algorithms": algorithms, "tacos_chunks": chunks,
             "tacos_seeds": args.tacos_seeds, "tacos_unwinding": args.tacos_unwinding,
             "default_latency": latency, "switch_mode": args.switch_mode,

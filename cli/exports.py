@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from canopy.cli.bounds import bounded_int
 from canopy.cli.lazy import LazyChoices
 from canopy.cli.phases import PhaseClock, TerminalProgress
+from canopy.engine.model.limits import MAX_CHANNELS, MAX_SMS
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
 
@@ -40,7 +42,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                       help="MSCCL algorithm for in-place buffers (the default)")
     mode.add_argument("--out-of-place", dest="out_of_place", action="store_true",
                       help="MSCCL algorithm for separate input and output buffers")
-    p.add_argument("--msccl-channels", type=positive_int, default=CHANNELS,
+    p.add_argument("--msccl-channels", type=bounded_int(1, MAX_CHANNELS), default=CHANNELS,
                    metavar="C", help="channels the MSCCL program may spread relays over: more "
                    "thread blocks work in parallel (default %(default)s)")
     p.add_argument("--msccl-layout", choices=LazyChoices("canopy.engine.msccl", "LAYOUTS"),
@@ -49,7 +51,7 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                    "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
                    "while channels last; compact: fewest channels and thread blocks; auto: the "
                    "first of these that fits (default %(default)s)")
-    p.add_argument("--msccl-sms", type=positive_int, default=SMS,
+    p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=SMS,
                    metavar="N", help="SMs (compute units) per GPU: the most thread blocks the "
                    "MSCCL program may use on one GPU, as all must be resident at once "
                    "(default %(default)s, an A100; 132 for H100, 104 for an MI250 GCD)")
@@ -105,7 +107,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             print(f"Note: {done.stray}")
         if args.print_run:
             from canopy.engine.deploy.run_commands import run_command
-            from canopy.engine.network.servers import compute_nodes_by_server
+            from canopy.engine.network.indexed.servers import compute_nodes_by_server
 
             per_server = len(compute_nodes_by_server(topology)[0])
             print(run_command(args.msccl_runtime, files[-1].path, schedule.collective,

@@ -6,8 +6,10 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from canopy.cli.bounds import bounded_int
 from canopy.engine.io.topology_json import atomic_write_text, load_topology
 from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.limits import MAX_SEEDS
 from canopy.engine.model.topology import Topology
 
 if TYPE_CHECKING:
@@ -22,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", metavar="JOBS", help="canopy-jobs JSON file (default: the "
                                                   "topology's own 'jobs')")
     p.add_argument("--routing", choices=ROUTINGS, default="ecmp")
-    p.add_argument("--seeds", type=int, default=DEFAULT_SEEDS,
+    p.add_argument("--seeds", type=bounded_int(1, MAX_SEEDS), default=DEFAULT_SEEDS,
                    help=f"ECMP hash seeds (default {DEFAULT_SEEDS})")
     add_fail_argument(p)
     p.add_argument("--json", metavar="OUT", help="write the canopy-fabric JSON here")

@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from canopy.cli.alltoall_solve import add_alltoall_arguments
+from canopy.cli.bounds import bounded_int
 from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.cli.phases import PhaseClock
@@ -20,7 +21,7 @@ from canopy.engine.forestcoll.optimum import Optimum, optimum
 from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import CanopyError
-from canopy.engine.model.limits import number_text
+from canopy.engine.model.limits import MAX_K, number_text
 from canopy.engine.model.topology import Topology, format_gbps
 from canopy.engine.model.units import UNITS, from_gbps
 
@@ -33,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("topology", help="canopy-topology JSON file")
     p.add_argument("--collective", choices=(*COLLECTIVES, "alltoall"), default="allgather")
     k = p.add_mutually_exclusive_group()
-    k.add_argument("--k", type=int, default=None, help="fix the number of trees per node")
+    k.add_argument("--k", type=bounded_int(1, MAX_K), default=None,
+                   help=f"fix the number of trees per node (1 to {MAX_K:.0e})")
     k.add_argument("--tolerance", metavar="P", type=tolerance, default=Fraction(0),
                    help="take the fewest trees per node within P %% of the optimum "
                    "(default 0: the fewest that reach it)")

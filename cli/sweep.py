@@ -13,7 +13,9 @@ import argparse
 import os
 import sys
 
+from canopy.cli.bounds import bounded_int
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_WORKERS
 from canopy.engine.sweep.runner import EXECUTORS, read_rows, run_sweep
 from canopy.engine.sweep.spec import load_spec
 
@@ -25,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executor", choices=EXECUTORS, default="local",
                    help="local cores (default) or a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (default: a local Ray instance)")
-    p.add_argument("--workers", type=int, help="local points at once (default: CPU count)")
+    p.add_argument("--workers", type=bounded_int(1, MAX_WORKERS),
+                   help=f"local points at once (default: CPU count; at most {MAX_WORKERS})")
     p.add_argument("--plot", metavar="RESULTS.csv", help="draw a sweep's results")
     p.add_argument("--x", help="parameter on the plot's x axis (default: the first varied)")
     p.add_argument("--screenshot", metavar="OUT.png", help="with --plot: render and exit")

@@ -30,3 +30,20 @@ def scheduling(progress):
     import os
     policy = os.sched_getscheduler(0) if hasattr(os, "SCHED_BATCH") else None
     return os.nice(0), policy
+
+
+def spin(pid_file, progress):
+    """Compute forever (until killed), after writing this process's id to ``pid_file``."""
+    import os
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        progress("spinning", 0.5)
+
+
+def grow(progress):
+    """Take memory until stopped."""
+    hoard = []
+    while True:
+        hoard.append(bytearray(16 << 20))
+        progress("growing", 0.5)

@@ -33,6 +33,7 @@ from scipy.sparse import coo_matrix
 from canopy.engine.alltoall.lp import METHOD, TOLERANCE, usable_arcs
 from canopy.engine.alltoall.problem import AllToAllProblem
 from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.limits import MAX_LP_NONZEROS, MAX_TIME_STEPS, LimitError
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,15 @@ class TimeSteppedResult:
 def solve_time_steps(problem: AllToAllProblem, steps: int) -> TimeSteppedResult:
     """Maximise D over ``steps`` store-and-forward steps (module docstring). Raises
     ScheduleError when ``steps`` cannot reach every pair."""
-    if steps < 1:
-        raise ScheduleError(f"the time-stepped LP needs at least one step, not {steps}.")
+    if not 1 <= steps <= MAX_TIME_STEPS:
+        raise ScheduleError(f"the time-stepped LP takes 1 to {MAX_TIME_STEPS:,} steps "
+                            f"(docs/limits.md), not {steps:,}.")
+    per_step = 3 * sum(len(usable_arcs(problem, s)) for s in problem.compute)
+    if per_step * steps > MAX_LP_NONZEROS:
+        raise LimitError(f"the time-stepped LP of {steps:,} steps would have about "
+                         f"{per_step * steps:,} matrix entries, over Canopy's limit of "
+                         f"{MAX_LP_NONZEROS:,} (docs/limits.md); this network takes at most "
+                         f"{max(1, MAX_LP_NONZEROS // per_step):,} steps.")
     is_compute = np.zeros(problem.n, dtype=bool)
     is_compute[list(problem.compute)] = True
     cap = problem.float_capacity()

@@ -29,6 +29,7 @@ from canopy.engine.forestcoll.symmetric_packing import pack_symmetric
 from canopy.engine.forestcoll.tree_packing import Batch, Packing, greedy_packing, pack_trees
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.limits import MAX_K, SOLVE_BYTES_PER_PAIR, check_memory, number_text
 from canopy.engine.model.plan import add_path_load
 from canopy.engine.model.progress import Progress, report
 from canopy.engine.model.schedule import OptimumSummary, Schedule, Tree, TreeEdge
@@ -322,8 +323,12 @@ def solve(topology: Topology, collective: str = "allgather", k: int | None = Non
     if collective not in COLLECTIVES:
         raise ScheduleError(f"unknown collective '{collective}'; use one of "
                             f"{', '.join(COLLECTIVES)}.")
-    if k is not None and k < 1:
-        raise ScheduleError(f"k must be a positive integer, not {k}.")
+    if k is not None and not 1 <= k <= MAX_K:
+        raise ScheduleError(f"k must be a whole number from 1 to {MAX_K:,} "
+                            f"(docs/limits.md), not {number_text(k)}.")
+    gpus = len(topology.compute_nodes())
+    check_memory(f"a schedule of {gpus:,} GPUs", SOLVE_BYTES_PER_PAIR * gpus * (gpus - 1),
+                 "canopy solve --bound-only gives the optimum and bottleneck without trees")
     try:
         tolerance = Fraction(str(tolerance))
         target_share(tolerance)

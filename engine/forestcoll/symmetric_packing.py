@@ -87,10 +87,16 @@ def _labels(group: _Group, out: list[list[tuple[int, int]]]) -> dict[int, int] |
     return cap
 
 
-def _trees_at_zero(group: _Group, cap: dict[int, int], k: int) -> list[list[int]] | None:
-    """k spanning trees rooted at 0 as parent-label lists (-1 at 0), each label s used
-    at most cap[s] times in all; grown together in BFS order, each vertex taking the
-    label with the most capacity left, shortest-path parents preferred. None if stuck."""
+def _trees_at_zero(group: _Group, cap: dict[int, int], k: int
+                   ) -> list[tuple[int, list[int]]] | None:
+    """k spanning trees rooted at 0 as (multiplicity, parent-label list) pairs (-1 at 0),
+    each label s used at most cap[s] times in all; grown together in BFS order, each
+    vertex taking the label with the most capacity left, shortest-path parents preferred.
+    None if stuck.
+
+    Up to :data:`ONE_BY_ONE_K` trees are grown one by one; more are grown as groups of
+    equal trees, each vertex splitting a group where its labels change, so the work
+    depends on n and the labels, not on k (a fixed k of 10^12 costs what 10^3 does)."""
     n, labels = group.n, sorted(cap)
     step = {s: group.shift(s) for s in labels}
     dist = {0: 0}
@@ -109,16 +115,89 @@ def _trees_at_zero(group: _Group, cap: dict[int, int], k: int) -> list[list[int]
     rank = {v: i for i, v in enumerate(order)}
     back = {s: [group.combine(v, s, -1) for v in range(n)] for s in labels}
     left = dict(cap)
-    trees = [[-1] * n for _ in range(k)]
+    if k <= ONE_BY_ONE_K:
+        trees = [[-1] * n for _ in range(k)]
+        for v in order[1:]:
+            for tree in trees:
+                best = max((s for s in labels if rank[back[s][v]] < rank[v] and left[s] > 0),
+                           key=lambda s: (dist[back[s][v]] == dist[v] - 1, left[s]),
+                           default=None)
+                if best is None:
+                    return None
+                left[best] -= 1
+                tree[v] = best
+        return [(1, tree) for tree in trees]
+    groups: list[tuple[int, list[int]]] = [(k, [-1] * n)]
     for v in order[1:]:
-        for tree in trees:
-            best = max((s for s in labels if rank[back[s][v]] < rank[v] and left[s] > 0),
-                       key=lambda s: (dist[back[s][v]] == dist[v] - 1, left[s]), default=None)
-            if best is None:
-                return None
-            left[best] -= 1
-            tree[v] = best
-    return trees
+        eligible = [s for s in labels if rank[back[s][v]] < rank[v]]
+        near = [s for s in eligible if dist[back[s][v]] == dist[v] - 1]
+        counts = _greedy_counts(near, left, k)
+        rest = k - sum(counts.values())
+        if rest:
+            far = [s for s in eligible if s not in near]
+            for s, c in _greedy_counts(far, left, rest).items():
+                counts[s] = counts.get(s, 0) + c
+            rest = k - sum(counts.values())
+        if rest:
+            return None
+        for s, c in counts.items():
+            left[s] -= c
+        groups = _split_groups(groups, v, [(s, c) for s, c in counts.items() if c])
+    return groups
+
+
+ONE_BY_ONE_K = 256
+"""Largest k whose trees :func:`_trees_at_zero` grows one by one."""
+
+
+def _greedy_counts(candidates: list[int], left: dict[int, int], picks: int
+                   ) -> dict[int, int]:
+    """How often each candidate label is taken by up to ``picks`` picks, each of the
+    label with the most capacity left (the smallest label among equals): water filling,
+    in time independent of ``picks``."""
+    levels = sorted({left[s] for s in candidates if left[s] > 0}, reverse=True)
+    total = sum(left[s] for s in candidates if left[s] > 0)
+    if picks >= total:
+        return {s: left[s] for s in candidates if left[s] > 0}
+    # the final level: the lowest λ with sum(max(0, left - λ)) <= picks
+    level, taken = levels[0], 0
+    for lower in [*levels[1:], 0]:
+        above = sum(1 for s in candidates if left[s] >= level)
+        need = above * (level - lower)
+        if taken + need > picks:
+            level -= (picks - taken) // above
+            taken += above * ((picks - taken) // above)
+            break
+        taken += need
+        level = lower
+    counts = {s: max(0, left[s] - level) for s in candidates}
+    for s in sorted(candidates):           # the remainder: one each at the level, in order
+        if taken == picks:
+            break
+        if left[s] >= level > 0:
+            counts[s] += 1
+            taken += 1
+    return {s: c for s, c in counts.items() if c}
+
+
+def _split_groups(groups: list[tuple[int, list[int]]], v: int,
+                  blocks: list[tuple[int, int]]) -> list[tuple[int, list[int]]]:
+    """Give vertex ``v`` label s in the next c trees for each (s, c) of ``blocks``, in
+    order over ``groups`` (multiplicity, labels), splitting a group a block ends inside."""
+    out: list[tuple[int, list[int]]] = []
+    blocks = list(reversed(blocks))
+    label, need = blocks.pop()
+    for m, tree in groups:
+        while m:
+            take = min(m, need)
+            part = tree if take == m else list(tree)
+            part[v] = label
+            out.append((take, part))
+            m -= take
+            need -= take
+            if not need and blocks:
+                label, need = blocks.pop()
+    return out
 
 
 def pack_symmetric(compute: list[int], capacity: dict[tuple[int, int], int],
@@ -153,12 +232,13 @@ def pack_symmetric(compute: list[int], capacity: dict[tuple[int, int], int],
     return None
 
 
-def _translate(group: _Group, compute: list[int], trees: list[list[int]]) -> list[Batch]:
+def _translate(group: _Group, compute: list[int], trees: list[tuple[int, list[int]]]
+               ) -> list[Batch]:
     """Every distinct tree at 0 (with its multiplicity) translated to every root."""
     n = group.n
     distinct: dict[tuple[int, ...], int] = {}
-    for labels in trees:
-        distinct[tuple(labels)] = distinct.get(tuple(labels), 0) + 1
+    for count, labels in trees:
+        distinct[tuple(labels)] = distinct.get(tuple(labels), 0) + count
     shapes = []
     for tree, m in distinct.items():
         parent = [group.combine(v, s, -1) if s >= 0 else -1 for v, s in enumerate(tree)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -26,7 +27,14 @@ import networkx as nx
 from lxml import etree
 
 from canopy.engine.io.safe_xml import parse_xml_bytes, parse_xml_file
-from canopy.engine.io.topology_json import FORMAT, VERSION, atomic_write_bytes, topology_from_dict
+from canopy.engine.io.topology_json import (
+    FORMAT,
+    VERSION,
+    _integer,
+    _reject_constant,
+    atomic_write_bytes,
+    topology_from_dict,
+)
 from canopy.engine.model.errors import TopologyError
 from canopy.engine.model.topology import Topology, format_number
 from canopy.engine.model.units import from_gbps
@@ -136,9 +144,11 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
             "nodes": nodes, "links": links}
     if isinstance(jobs, str):
         try:
-            data["jobs"] = json.loads(jobs)
-        except json.JSONDecodeError:
-            raise TopologyError(f"{source}: the graph's 'jobs' is not JSON.") from None
+            data["jobs"] = json.loads(jobs, parse_float=Decimal, parse_int=_integer,
+                                      parse_constant=_reject_constant)
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            raise TopologyError(f"{source}: the graph's 'jobs' is not JSON that Canopy "
+                                "reads.") from None
     return topology_from_dict(data, source)
 
 

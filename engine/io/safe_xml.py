@@ -26,6 +26,12 @@ def _parser() -> etree.XMLParser:
                            dtd_validation=False, huge_tree=False, remove_comments=True)
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: libxml2's messages may end a clause with a line break
+    ("Char 0x0 out of allowed range\\n, line 1, column 8")."""
+    return " ".join(text.split()).replace(" ,", ",")
+
+
 def parse_xml_bytes(data: bytes, source: str = "XML") -> etree._Element:
     """Parse ``data`` and return its root element; unsafe or broken XML raises XmlError."""
     if len(data) > MAX_XML_BYTES:
@@ -35,7 +41,7 @@ def parse_xml_bytes(data: bytes, source: str = "XML") -> etree._Element:
     try:
         root = etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
-        raise XmlError(f"{source} is not well-formed XML ({exc.msg}).") from None
+        raise XmlError(f"{source} is not well-formed XML ({one_line(exc.msg)}).") from None
     if root is None:
         raise XmlError(f"{source} is empty.")
     return root

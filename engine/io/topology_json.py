@@ -14,6 +14,7 @@ import re
 from collections.abc import Generator
 from decimal import Decimal
 from fractions import Fraction
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -84,7 +85,10 @@ def _coord(value: Any, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         raise TopologyError(f"{where} has coordinate {value!r}, which is not a number.")
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:       # an integer of hundreds of digits
+        result = math.inf
     if not math.isfinite(result) or abs(result) > 1e12:
         raise TopologyError(f"{where} has coordinate {_shown(value)}, outside "
                             "-1e12 to 1e12.")
@@ -369,7 +373,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         mode = 0o666 & ~umask
     import tempfile  # here: it loads random and hashing, which start-up need not pay
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp",
+                               dir=p.parent or ".")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -380,6 +385,22 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _remove_orphaned_temporaries(p)
+
+
+def _remove_orphaned_temporaries(p: Path) -> None:
+    """Delete the temporary files that writers of ``p`` killed mid-write left beside it
+    (``.NAME.PID.xxxx.tmp`` whose process is gone); a live writer's file is kept."""
+    for tmp in p.parent.glob(f".{glob_escape(p.name)}.*.tmp"):
+        pid = tmp.name[len(p.name) + 2:].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass                      # alive but someone else's
 
 
 def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:

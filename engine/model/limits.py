@@ -28,7 +28,7 @@ from decimal import Context, Decimal, localcontext
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.errors import CanopyError, TopologyError
 
 if TYPE_CHECKING:
     from canopy.engine.model.topology import Topology
@@ -140,3 +140,93 @@ def check_decimal(value: Decimal) -> None:
         raise ValueError(f"has {len(digits)} digits; {RANGE_TEXT}")
     if value and not -MAX_EXPONENT <= value.adjusted() <= MAX_EXPONENT:
         raise ValueError(f"is outside the range 1e-{MAX_EXPONENT} to 1e{MAX_EXPONENT}")
+
+
+# --- Parameters (options of every command, values of every file); docs/limits.md ---------
+
+MAX_K = 10**15
+"""Trees per compute node a fixed k may ask for (the work does not grow with k)."""
+MAX_MESSAGE_BYTES = 1 << 40
+"""Largest message size (1 TiB) of --size, --sizes, a sweep's sizes and a job's size."""
+MAX_SIZES = 64
+"""Message sizes one list (--sizes, a sweep's sizes) may hold."""
+MAX_TIME_STEPS = 256
+"""Store-and-forward steps of the all-to-all time-stepped LP (--time-steps)."""
+MAX_LP_NONZEROS = 10_000_000
+"""Constraint-matrix entries of an LP Canopy builds (about 1 GB while it is built)."""
+MAX_SEEDS = 1000
+"""ECMP hash seeds of canopy fabric, and TACOS seeds of canopy compare."""
+MAX_TACOS_CHUNKS = 64
+"""Chunks per GPU a TACOS baseline is synthesised with (--tacos-chunks)."""
+MAX_CHANNELS = 32
+"""MSCCL channels (--msccl-channels): the runtime's MAXCHANNELS."""
+MAX_SMS = 1024
+"""SMs (thread blocks resident at once) per GPU (--msccl-sms, --sms)."""
+MAX_CAPACITY = 1 << 20
+"""Messages a connection buffers in check-xml's symbolic run (--capacity)."""
+MAX_ITERATIONS = 4096
+"""Loop iterations an MSCCL XML is timed with (check-xml --iterations)."""
+MAX_LATENCY_US = 10**6
+"""Latency per hop, in µs, of compare's α-β model (--latency): one second."""
+MAX_WORKERS = 256
+"""Sweep points run at once on this machine (sweep --workers)."""
+
+MEMORY_BUDGET = 4 << 30
+"""Memory (resident bytes) one command or engine job may use: 4 GiB, which a full solve
+reaches at about 6,000 GPUs (1.4 GB at 4096). ``$CANOPY_MEMORY_BUDGET`` (bytes, or with
+a K/M/G suffix) changes it; a computation that would pass it is refused first where its
+size is known beforehand (:func:`check_memory`), and stopped with one sentence when it
+gets there otherwise (:mod:`canopy.engine.memory_guard`)."""
+SOLVE_BYTES_PER_PAIR = 96
+"""Peak memory of a full solve per ordered pair of compute nodes (N·(N-1) tree edges at
+k = 1; 1.4 GB at 4096 GPUs)."""
+
+
+class LimitError(CanopyError):
+    """A parameter past its documented limit."""
+
+
+def memory_budget() -> int:
+    """:data:`MEMORY_BUDGET`, or ``$CANOPY_MEMORY_BUDGET`` when set to a size."""
+    import os
+    text = os.environ.get("CANOPY_MEMORY_BUDGET", "").strip().upper().removesuffix("B")
+    if not text:
+        return MEMORY_BUDGET
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:], 1)
+    try:
+        value = int(float(text.rstrip("KMGT")) * scale)
+    except ValueError:
+        raise LimitError(f"CANOPY_MEMORY_BUDGET={text!r} is not a size such as 8G.") from None
+    if value < 64 << 20:
+        raise LimitError("CANOPY_MEMORY_BUDGET is below 64 MB, too little for any command.")
+    return value
+
+
+def gigabytes(n: int) -> str:
+    """``n`` bytes as '1.5 GiB' (or '200 MiB' below a GiB)."""
+    return f"{n / 2**30:.3g} GiB" if n >= 1 << 30 else f"{n / 2**20:.0f} MiB"
+
+
+def check_memory(what: str, needed: int, hint: str = "") -> None:
+    """Raise LimitError (one sentence) when ``what`` would need more than the memory
+    budget: ``needed`` is its estimate in bytes."""
+    budget = memory_budget()
+    if needed > budget:
+        raise LimitError(f"{what} would need about {gigabytes(needed)} of memory, over "
+                         f"Canopy's budget of {gigabytes(budget)} (docs/limits.md; "
+                         f"CANOPY_MEMORY_BUDGET raises it){'; ' + hint if hint else ''}.")
+
+
+def check_range(what: str, value: int | float | Fraction, low: int | float | Fraction,
+                high: int | float | Fraction, unit: str = "") -> None:
+    """Raise LimitError unless low <= value <= high, naming ``what`` and the limits."""
+    if not low <= value <= high:
+        unit = f" {unit}" if unit else ""
+        raise LimitError(f"{what} must be from {low:,}{unit} to {high:,}{unit} "
+                         f"(docs/limits.md), not {_short(value)}{unit}.")
+
+
+def _short(value: int | float | Fraction) -> str:
+    if isinstance(value, int) and abs(value) >= 10**40:
+        return number_text(value)
+    return f"{value:,}" if isinstance(value, int) else str(value)

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_MESSAGE_BYTES
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -22,11 +23,16 @@ def parse_size(text: str) -> int:
     unit = t[-1:] if t[-1:] in _UNITS else ""
     number = t[:len(t) - len(unit)] if unit else t
     try:
+        if len(number) > 20:
+            raise ValueError(number)
         value = int(number) * _UNITS[unit]
     except ValueError:
         raise CanopyError(f"'{text}' is not a message size such as 1M, 16M or 1G.") from None
     if value <= 0:
         raise CanopyError(f"message size '{text}' must be positive.")
+    if value > MAX_MESSAGE_BYTES:
+        raise CanopyError(f"message size '{text}' is over 1 TiB, the largest Canopy "
+                          "simulates (docs/limits.md).")
     return value
 
 

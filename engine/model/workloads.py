@@ -24,7 +24,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.errors import CanopyError, TopologyError
+from canopy.engine.model.limits import MAX_DIGITS, MAX_FILE_BYTES, MAX_MESSAGE_BYTES
+from canopy.engine.model.sizes import parse_size
 from canopy.engine.model.topology import Topology
 
 FORMAT = "canopy-jobs"
@@ -49,6 +51,8 @@ class Job:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
+        if not value.is_finite() or value.adjusted() > MAX_DIGITS:
+            return float(value)        # inf: refused where a number is needed
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
@@ -59,9 +63,17 @@ def _plain(value: Any) -> Any:
 
 def _size(value: Any, where: str) -> int:
     value = _plain(value)
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except CanopyError as exc:
+            raise TopologyError(f"{where}: {exc}") from None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise TopologyError(f"{where} has size {value!r}; give a positive whole number of "
-                            "bytes.")
+        raise TopologyError(f"{where} has size {str(value)[:40]!r}; give a positive whole "
+                            "number of bytes or a size such as 256M.")
+    if value > MAX_MESSAGE_BYTES:
+        raise TopologyError(f"{where} has size {value:.3g} bytes; Canopy simulates messages "
+                            "of up to 1 TiB (docs/limits.md).")
     return value
 
 
@@ -142,20 +154,38 @@ def check_jobs(topology: Topology, jobs: list[Job], source: str = "jobs",
             owner.setdefault(node, job.name)
 
 
+def _integer(text: str) -> int | Decimal:
+    """JSON integers up to the digit limit; longer ones stay Decimal (refused as sizes)."""
+    return int(text) if len(text) <= MAX_DIGITS else Decimal(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON numbers")
+
+
 def load_jobs(path: str | os.PathLike[str]) -> list[Job]:
     """Read a canopy-jobs file (or a bare JSON list of jobs)."""
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise TopologyError(f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB, the most "
+                                "Canopy reads.")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TopologyError(f"{p}: no such file.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TopologyError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
     try:
-        data = json.loads(text, parse_float=Decimal)
+        data = json.loads(text, parse_float=Decimal, parse_int=_integer,
+                          parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise TopologyError(f"{p} is not valid JSON (line {exc.lineno}, column "
                             f"{exc.colno}: {exc.msg}).") from None
+    except RecursionError:
+        raise TopologyError(f"{p} nests arrays or objects too deeply for Canopy to read "
+                            "(a jobs file needs three levels).") from None
+    except ValueError as exc:
+        raise TopologyError(f"{p}: {exc}.") from None
     if isinstance(data, dict):
         if data.get("format") != FORMAT:
             raise TopologyError(f"{p}: format is {data.get('format')!r}, expected "

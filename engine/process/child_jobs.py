@@ -36,7 +36,13 @@ from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any
 
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import memory_budget
 from canopy.engine.process.gc_tuning import batch_collector
+from canopy.engine.process.lifetime import die_with_parent
+from canopy.engine.process.memory_guard import over_budget_text, start_memory_guard
+
+EXIT_OVER_BUDGET = 86
+"""Exit code of a child stopped by its memory guard (its parent says why)."""
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +114,10 @@ class _PipeProgress:
             self.conn.send(("progress", phase, float(fraction)))
 
 
-def _child(conn: Connection, calls: Connection, log_path: str, niceness: int) -> None:
+def _child(conn: Connection, calls: Connection, log_path: str, niceness: int,
+           budget: int | None = None) -> None:
+    die_with_parent()
+    start_memory_guard(lambda message: os._exit(EXIT_OVER_BUDGET), budget)
     batch_scheduling()                        # a fork server's children are there already
     os.nice(max(0, niceness - os.nice(0)))
     batch_collector()
@@ -118,6 +127,8 @@ def _child(conn: Connection, calls: Connection, log_path: str, niceness: int) ->
         finally:
             calls.close()
         result = func(*args, progress=_PipeProgress(conn), **kwargs)
+    except (BrokenPipeError, ConnectionResetError):
+        os._exit(0)           # the parent closed its end: nobody wants the result any more
     except CanopyError as exc:
         conn.send(("failed", str(exc)))
     except Exception as exc:  # an engine bug: the traceback goes to the log, not the pipe
@@ -125,9 +136,11 @@ def _child(conn: Connection, calls: Connection, log_path: str, niceness: int) ->
         conn.send(("crashed", f"internal error ({exc.__class__.__name__}); "
                               f"the traceback is in {log_path}."))
     else:
-        conn.send(("done", result))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            conn.send(("done", result))
     finally:
-        conn.close()
+        with contextlib.suppress(OSError):
+            conn.close()
 
 
 def log_internal_error(exc: BaseException, path: str) -> None:
@@ -271,7 +284,8 @@ class ChildJob:
         calls, call = ctx.Pipe(duplex=False)
         self._process = ctx.Process(target=_child, daemon=True,
                                     args=(child, calls, log_file(), os.nice(0)
-                                          + (CHILD_NICENESS if self.background else 0)))
+                                          + (CHILD_NICENESS if self.background else 0),
+                                          memory_budget()))
         self._process.start()
         child.close()
         calls.close()
@@ -292,8 +306,10 @@ class ChildJob:
             try:
                 event = _decode(self._conn.recv_bytes(), between_frames)
             except (EOFError, OSError):
-                event = ("crashed", f"the engine process ended unexpectedly "
-                                    f"(exit code {self._exit_code()}).")
+                code = self._exit_code()
+                event = ("failed", over_budget_text(memory_budget())) \
+                    if code == EXIT_OVER_BUDGET else \
+                    ("crashed", f"the engine process ended unexpectedly (exit code {code}).")
             if event[0] != "progress":
                 self._finish()
             yield event

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.io.topology_json import topology_to_dict
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_FILE_BYTES
 from canopy.engine.model.plan import ALGORITHMS
 from canopy.engine.model.sizes import parse_size
 from canopy.engine.sweep.advice import ADVICE
@@ -68,6 +70,12 @@ class Spec:
     sizes: tuple[int, ...]
     time_limit: float
     points: tuple[Point, ...]
+
+
+MAX_TIME_LIMIT = 86_400
+"""Longest time_limit (seconds per point) a spec may give."""
+MAX_POINTS = 10_000
+"""Points (topology x collective) a sweep spec may list; each is hashed when read."""
 
 
 def _flag(name: str) -> str:
@@ -111,12 +119,15 @@ def parse_spec(data: dict[str, Any], source: str = "spec") -> Spec:
             raise SpecError(f"{source}: 'algorithms' has '{a}'; use "
                             f"{', '.join(ALL_ALGORITHMS)}.")
     try:
-        sizes = tuple(parse_size(str(s)) for s in data.get("sizes", ["1G"]))
+        sizes = tuple(parse_size(str(s)) for s in _list(data.get("sizes", ["1G"]),
+                                                         f"{source}: 'sizes'"))
     except CanopyError as exc:
         raise SpecError(f"{source}: 'sizes': {exc}") from None
     limit = data.get("time_limit", DEFAULT_TIME_LIMIT)
-    if not isinstance(limit, int | float) or isinstance(limit, bool) or limit <= 0:
-        raise SpecError(f"{source}: 'time_limit' must be a positive number of seconds.")
+    if not isinstance(limit, int | float) or isinstance(limit, bool) \
+            or not 0 < limit <= MAX_TIME_LIMIT:
+        raise SpecError(f"{source}: 'time_limit' must be a number of seconds above 0 and "
+                        f"at most {MAX_TIME_LIMIT:,} (a day).")
     generators = _list(data.get("generator"), f"{source}: '[[generator]]'")
     points: list[Point] = []
     for number, gen in enumerate(generators, 1):
@@ -124,16 +135,25 @@ def parse_spec(data: dict[str, Any], source: str = "spec") -> Spec:
         if not isinstance(gen, dict):
             raise SpecError(f"{where} must be a table with 'kind', 'params' and 'grid'.")
         kind = gen.get("kind")
-        if kind not in GENERATORS:
+        if not isinstance(kind, str) or kind not in GENERATORS:
             raise SpecError(f"{where}: kind '{kind}' is not a generator; use one of "
                             f"{', '.join(GENERATORS)}.")
         for key in gen:
             if key not in ("kind", "params", "grid"):
                 raise SpecError(f"{where}: unknown key '{key}'; use kind, params and grid.")
+        for key in ("params", "grid"):
+            if not isinstance(gen.get(key, {}), dict):
+                raise SpecError(f"{where}: '{key}' must be a table, such as "
+                                "{ servers = 4, gpus = 8 }.")
         fixed = {_flag(k): v for k, v in gen.get("params", {}).items()}
         grid = {_flag(k): _list(v, f"{where}: grid '{k}'")
                 for k, v in gen.get("grid", {}).items()}
         names = list(grid)
+        count = math.prod(len(v) for v in grid.values()) * len(collectives)
+        if len(points) + count > MAX_POINTS:
+            raise SpecError(f"{where}: the grid has {count:,} points (with every "
+                            f"collective); a sweep takes at most {MAX_POINTS:,} (split it "
+                            "into several specs).")
         for values in itertools.product(*(grid[n] for n in names)):
             params = {**fixed, **dict(zip(names, values, strict=True))}
             try:
@@ -150,6 +170,9 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     """Read and check a sweep spec file."""
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise SpecError(f"{p} is larger than {MAX_FILE_BYTES >> 20} MiB, the most Canopy "
+                            "reads.")
         data = tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{p}: no such file.") from None

@@ -126,3 +126,19 @@ def test_reading_in_steps_gives_the_same_topology_and_the_same_errors(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(TopologyError, match="is not valid JSON"):
         finish(reading_steps(bad))
+
+
+def test_a_save_removes_what_a_killed_save_left_beside_the_file(tmp_path):
+    """A writer killed between mkstemp and rename leaves ``.NAME.PID.xxxx.tmp``; the
+    next save of that file removes it (its process is gone), never a live writer's."""
+    import os
+
+    from canopy.engine.topology_io import atomic_write_text
+    target = tmp_path / "a.json"
+    dead = tmp_path / ".a.json.999999999.x1.tmp"
+    live = tmp_path / f".a.json.{os.getppid()}.x2.tmp"
+    dead.write_text("half")
+    live.write_text("half")
+    atomic_write_text(target, "{}")
+    assert not dead.exists() and live.exists()
+    assert target.read_text() == "{}"

@@ -1,0 +1,369 @@
+"""Fuzz every file reader: mutated valid files through the command line's error path.
+
+For each format Canopy reads (topology JSON, GraphML, NCCL topology XML, MSCCL XML via
+``check-xml``, schedule JSON via ``verify``, jobs JSON, sweep TOML), valid files are
+mutated (:mod:`bench.mutations`: structure-aware edits of the parsed file, then now and
+then truncation, a wrong encoding or byte-level damage) and handed to the reader in
+process, through the same error path as the ``canopy`` command. Every result must be a
+clean answer (exit 0) or one sentence with exit 2; a traceback, an internal error
+(exit 70), more than one line of error, a hang over :data:`HANG_SECONDS` or memory past
+:data:`MEMORY_BYTES` is a finding, kept with its input. Every ``--cli-every``-th input
+also goes through the real command (a new process) and must give the same exit code.
+
+Runs happen in a worker process with an address-space limit and a watchdog, so a hang
+or a crash of the reader is recorded rather than stopping the run. Prints one JSON
+summary (inputs per format, outcomes, findings with the inputs saved to ``--keep``).
+
+    nice -n 15 python -m bench.fuzz --count 20000 --seed 1 > fuzz.json
+    python -m bench.fuzz --merge a.json b.json      # one summary of several runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import io
+import json
+import multiprocessing
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.mutations import mutate, mutate_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+HANG_SECONDS = 10
+MAX_INPUT_BYTES = 8 << 20
+"""Mutated inputs are cut to this length (a repeated chunk can grow one past it)."""
+MAX_KEPT = 40
+"""Findings kept (with their inputs) per format and run; all are counted."""
+MEMORY_BYTES = 1 << 30
+"""Memory a reader may take over the worker's own before it counts as a finding."""
+
+
+@dataclass
+class Format:
+    """A file format: its valid seed files, its kind for mutations, its file suffix and
+    the command (in process) that reads a file of it."""
+
+    name: str
+    kind: str
+    suffix: str
+    seeds: list[bytes]
+    argv: Callable[[str], list[str]] | None = None
+    reader: Callable[[str], object] | None = None
+    stems: list[str] | None = None
+    """File name stem per seed (the schedule's topology: ``verify`` needs it)."""
+
+    def draw(self, rng: random.Random, index: int, workdir: str) -> tuple[bytes, str, Path]:
+        """A mutated seed, how it was mutated, and the path it is written to."""
+        which = rng.randrange(len(self.seeds))
+        try:
+            data, how = mutate(rng, self.seeds[which], self.kind)
+        except (ValueError, RecursionError, MemoryError) as exc:   # the mutator's limits
+            data, how = mutate_bytes(rng, self.seeds[which])
+            how = f"{how} (structured mutation failed: {exc.__class__.__name__})"
+        data = data[:MAX_INPUT_BYTES]
+        stem = self.stems[which] if self.stems else "input"
+        path = Path(workdir) / f"{stem}-{index % 7}{self.suffix}"
+        path.write_bytes(data)
+        return data, how, path
+
+
+def _sample(name: str) -> bytes:
+    return (ROOT / "samples" / name).read_bytes()
+
+
+def _made(workdir: Path, argv: list[str], out: str) -> bytes:
+    """A seed file written by ``canopy`` itself (MSCCL XML, schedules)."""
+    from canopy.cli import main
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = main(argv)
+    assert code == 0, argv
+    return (workdir / out).read_bytes()
+
+
+def _check_jobs(path: str) -> object:
+    from canopy.engine.io.topology_json import load_sample
+    from canopy.engine.model.workloads import check_jobs, load_jobs
+    jobs = load_jobs(path)
+    check_jobs(load_sample("leaf-spine-jobs.json"), jobs, path)
+    return jobs
+
+
+def _read_spec(path: str) -> object:
+    from canopy.engine.sweep.spec import load_spec
+    return load_spec(path)
+
+
+def formats(workdir: Path) -> dict[str, Format]:
+    """Every fuzzed format with its seeds (some written into ``workdir`` by canopy)."""
+    from canopy.engine.io.graphml import dumps_graphml
+    from canopy.engine.io.topology_json import load_sample
+    small = ["forestcoll-fig2.json", "dgx-a100-2x8.json", "mesh-2d-3x3.json",
+             "hypercube-3d.json", "aws-p4d-2x8.json", "leaf-spine-jobs.json"]
+    fig2 = str(ROOT / "samples" / "forestcoll-fig2.json")
+    dgx = str(ROOT / "samples" / "dgx-a100-2x8.json")
+    msccl = [_made(workdir, ["solve", fig2, "--collective", c, "--msccl",
+                             str(workdir / f"fig2-{c}.xml")], f"fig2-{c}.xml")
+             for c in ("allgather", "allreduce")]
+    schedules = {
+        "fig2": _made(workdir, ["solve", fig2, "--collective", "allreduce", "--json",
+                                str(workdir / "fig2.sched.json")], "fig2.sched.json"),
+        "dgx": _made(workdir, ["solve", dgx, "--json", str(workdir / "dgx.sched.json")],
+                     "dgx.sched.json")}
+    topo_of = {"fig2": fig2, "dgx": dgx}
+    jobs = json.loads(_sample("leaf-spine-jobs.json"))["jobs"]
+    nccl = [_sample("nccl-h100-topo.xml")] + [
+        p.read_bytes() for p in sorted((ROOT / "tests" / "data").glob("nccl-*.xml"))]
+    return {
+        "topology-json": Format("topology-json", "json", ".json", [_sample(s) for s in small],
+                                argv=lambda p: ["solve", p, "--bound-only"]),
+        "graphml": Format("graphml", "xml", ".graphml",
+                          [dumps_graphml(load_sample(s)) for s in small],
+                          argv=lambda p: ["import-graphml", p, "-o",
+                                          str(workdir / "out.json")]),
+        "nccl-topology-xml": Format("nccl-topology-xml", "xml", ".xml", nccl,
+                                    argv=lambda p: ["import-nccl", p, "-o",
+                                                    str(workdir / "out.json")]),
+        "msccl-xml": Format("msccl-xml", "xml", ".xml", msccl,
+                            argv=lambda p: ["check-xml", p]),
+        "schedule-json": Format(
+            "schedule-json", "json", ".json", list(schedules.values()),
+            argv=lambda p: ["verify", topo_of[Path(p).stem.split("-")[0]], p],
+            stems=list(schedules)),
+        "jobs-json": Format("jobs-json", "json", ".json",
+                            [json.dumps({"format": "canopy-jobs", "version": 1,
+                                         "jobs": jobs}, indent=1).encode()],
+                            reader=_check_jobs),
+        "sweep-toml": Format("sweep-toml", "toml", ".toml", [_sample("sweep-rails.toml")],
+                             reader=_read_spec),
+    }
+
+
+def run_in_process(fmt: Format, path: str) -> tuple[int, str]:
+    """(exit code, stderr) of reading ``path`` as the ``canopy`` command would."""
+    from canopy.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, main
+    from canopy.engine.model.errors import CanopyError
+    from canopy.engine.process.internal_errors import report_internal_error
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        if fmt.argv is not None:
+            code = main(fmt.argv(path))
+        else:
+            assert fmt.reader is not None
+            try:
+                fmt.reader(path)
+                code = 0
+            except CanopyError as exc:
+                print(f"canopy: {exc}", file=sys.stderr)
+                code = EXIT_BAD_INPUT
+            except OSError as exc:
+                print(f"canopy: {exc.strerror or exc}.", file=sys.stderr)
+                code = EXIT_BAD_INPUT
+            except Exception as exc:  # what the command reports as an internal error
+                print(f"canopy: {report_internal_error(fmt.name, exc)}", file=sys.stderr)
+                code = EXIT_INTERNAL
+    return code, err.getvalue()
+
+
+def judge(code: int, stderr: str) -> str:
+    """'answer', 'refused' or the kind of finding."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    if "Traceback" in stderr:
+        return "traceback"
+    if code == 70:
+        return "memory" if "MemoryError" in stderr else "internal error"
+    if code == 0:
+        return "answer"
+    if code != 2:
+        return f"exit {code}"
+    if len([line for line in lines if not line.startswith("canopy: warning")]) != 1:
+        return "not one line"
+    return "refused"
+
+
+class Hang(BaseException):
+    """A reader ran past HANG_SECONDS (raised by the worker's alarm)."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise Hang
+
+
+def _worker(name: str, seed: int, count: int, workdir: str, state: str,
+            results: multiprocessing.Queue) -> None:
+    """Fuzz one format in this process (its memory capped); one result per input."""
+    from canopy.engine.process.lifetime import die_with_parent
+    die_with_parent()
+    os.environ["CANOPY_LOG"] = str(Path(workdir) / "canopy.log")
+    fmt = formats(Path(workdir))[name]
+    with open("/proc/self/statm") as f:
+        size = int(f.read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (size + MEMORY_BYTES, resource.RLIM_INFINITY))
+    signal.signal(signal.SIGALRM, _alarm)
+    rng = random.Random(seed)
+    for i in range(count):
+        data, how, path = fmt.draw(rng, i, workdir)
+        Path(state).write_text(json.dumps({"i": i, "how": how,
+                                           "data": base64.b64encode(data).decode()}))
+        start = time.process_time()
+        signal.alarm(HANG_SECONDS)
+        try:
+            code, stderr = run_in_process(fmt, str(path))
+            outcome = judge(code, stderr)
+        except Hang:
+            code, stderr, outcome = -1, "", "hang"
+        except BaseException as exc:   # escaped main(): a finding  # noqa: BLE001
+            code, stderr, outcome = -1, f"{exc.__class__.__name__}: {exc}", "escaped"
+        finally:
+            signal.alarm(0)
+        results.put((i, outcome, code, stderr[-400:], how, time.process_time() - start,
+                     None if outcome in ("answer", "refused") else
+                     base64.b64encode(data).decode()))
+    results.put(None)
+
+
+def fuzz_format(name: str, seed: int, count: int, keep: Path | None) -> dict[str, object]:
+    """Fuzz one format with ``count`` inputs; restart the worker after a crash or hang."""
+    outcomes: Counter[str] = Counter()
+    findings: list[dict[str, object]] = []
+    cpu = 0.0
+    done = 0
+    ctx = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="canopy-fuzz-") as workdir:
+        state = str(Path(workdir) / "state.json")
+        while done < count:
+            results: multiprocessing.Queue = ctx.Queue()
+            proc = ctx.Process(target=_worker, args=(name, seed * 1_000_003 + done,
+                                                     count - done, workdir, state, results))
+            proc.start()
+            last = time.monotonic()
+            while True:
+                try:
+                    item = results.get(timeout=1.0)
+                except Exception:  # queue.Empty
+                    if not proc.is_alive() or time.monotonic() - last > 3 * HANG_SECONDS:
+                        proc.kill()
+                        proc.join()
+                        lost = json.loads(Path(state).read_text()) \
+                            if Path(state).exists() else {"how": "?", "data": ""}
+                        kind = "hang" if proc.exitcode == -signal.SIGKILL else \
+                            f"worker died ({proc.exitcode})"
+                        outcomes[kind] += 1
+                        findings.append({"format": name, "outcome": kind, "how": lost["how"],
+                                         "input": _kept(keep, name, len(findings),
+                                                        lost.get("data", ""))})
+                        done += 1
+                        break
+                    continue
+                last = time.monotonic()
+                if item is None:
+                    proc.join()
+                    break
+                i, outcome, code, stderr, how, seconds, data = item
+                done += 1
+                cpu += seconds
+                outcomes[outcome] += 1
+                if data is not None and len(findings) < MAX_KEPT:
+                    findings.append({"format": name, "outcome": outcome, "code": code,
+                                     "stderr": stderr, "how": how,
+                                     "input": _kept(keep, name, len(findings), data)})
+            if Path(state).exists():
+                Path(state).unlink()
+    return {"inputs": done, "outcomes": dict(outcomes), "cpu_seconds": round(cpu, 1),
+            "findings": findings}
+
+
+def _kept(keep: Path | None, name: str, n: int, data: str) -> str | None:
+    if keep is None or not data:
+        return None
+    keep.mkdir(parents=True, exist_ok=True)
+    path = keep / f"{name}-{os.getpid()}-{n}.bin"
+    path.write_bytes(base64.b64decode(data))
+    return str(path)
+
+
+def cli_sample(name: str, seed: int, count: int) -> dict[str, object]:
+    """``count`` mutated inputs through the real command; its exit code must match."""
+    rng = random.Random(seed)
+    mismatches: list[dict[str, object]] = []
+    outcomes: Counter[str] = Counter()
+    with tempfile.TemporaryDirectory(prefix="canopy-fuzz-cli-") as workdir:
+        os.environ["CANOPY_LOG"] = str(Path(workdir) / "canopy.log")
+        fmt = formats(Path(workdir))[name]
+        for i in range(count):
+            data, how, path = fmt.draw(rng, i, workdir)
+            expected = judge(*run_in_process(fmt, str(path)))
+            if fmt.argv is None:
+                outcomes[expected] += 1
+                continue
+            proc = subprocess.run([sys.executable, "-m", "canopy.cli", *fmt.argv(str(path))],
+                                  capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, "CANOPY_LOG": os.environ["CANOPY_LOG"]})
+            got = judge(proc.returncode, proc.stderr)
+            outcomes[got] += 1
+            if got != expected:
+                mismatches.append({"how": how, "in_process": expected, "cli": got,
+                                   "stderr": proc.stderr[-300:]})
+    return {"inputs": sum(outcomes.values()), "outcomes": dict(outcomes),
+            "mismatches": mismatches}
+
+
+def merge(paths: list[str]) -> dict[str, object]:
+    """One summary of several runs' summaries."""
+    total: dict[str, dict[str, object]] = {}
+    for p in paths:
+        for name, part in json.loads(Path(p).read_text())["formats"].items():
+            into = total.setdefault(name, {"inputs": 0, "outcomes": Counter(),
+                                           "cpu_seconds": 0.0, "findings": []})
+            into["inputs"] += part["inputs"]
+            into["outcomes"].update(part["outcomes"])
+            into["cpu_seconds"] = round(into["cpu_seconds"] + part["cpu_seconds"], 1)
+            into["findings"] += part["findings"]
+    return {"runs": paths, "inputs": sum(p["inputs"] for p in total.values()),
+            "formats": {n: {**p, "outcomes": dict(p["outcomes"])} for n, p in total.items()}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=1000, help="inputs per format")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--formats", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--cli", type=int, default=5,
+                        help="inputs per format also run through the real command")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="folder to keep the inputs of findings in")
+    parser.add_argument("--merge", nargs="+", help="merge summaries instead of fuzzing")
+    args = parser.parse_args()
+    if args.merge:
+        print(json.dumps(merge(args.merge), indent=1))
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        names = args.formats.split(",") if args.formats else list(formats(Path(scratch)))
+    start = time.monotonic()
+    out: dict[str, object] = {"seed": args.seed, "count_per_format": args.count,
+                              "formats": {}, "cli": {}}
+    for name in names:
+        out["formats"][name] = fuzz_format(name, args.seed, args.count, args.keep)
+        if args.cli:
+            out["cli"][name] = cli_sample(name, args.seed + 7, args.cli)
+        print(f"{name}: {out['formats'][name]['outcomes']}", file=sys.stderr)
+    out["inputs"] = sum(f["inputs"] for f in out["formats"].values())
+    out["findings"] = sum(len(f["findings"]) for f in out["formats"].values())
+    out["wall_seconds"] = round(time.monotonic() - start, 1)
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""Kill the editor anywhere: SIGKILL at random moments of edits, saves, autosaves and
+solves; the file on disk is always the old or the new version, never torn, and the
+recovery file offers back every edit older than 2 s.
+
+Each round starts a real editor (offscreen) on one topology file. A timer in it edits
+(the label of one node counts edits: ``v<n>``), saves, solves and cancels at random,
+writing what it does to a log before and after. At a random moment the round kills it
+with SIGKILL, then checks:
+
+* the file on disk reads, and is a version a save started (old or new, never torn) no
+  older than the last save that finished;
+* the newest of the file and the recovery file holds every edit made more than
+  ``GRACE_SECONDS`` before the kill;
+* no engine job the editor started is still running two seconds later;
+* temporary files a save left behind are counted (a kill inside a save may leave one).
+
+Prints one JSON summary:
+
+    nice -n 15 python -m bench.kill_anywhere --kills 200 --seed 1 > kills.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+GRACE_SECONDS = 2.0
+NODE = "n0.gpu0"
+
+EDITOR = r"""
+import os, random, sys, time
+from pathlib import Path
+from canopy.engine.process.lifetime import die_with_parent
+die_with_parent()         # a stopped benchmark leaves no editor behind
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.environ["SETTINGS"])
+from canopy.app.commands import edit_nodes
+from canopy.app.main_window import MainWindow
+path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)
+rng = random.Random(int(sys.argv[3]))
+window = MainWindow()
+window.doc.load(path)
+window.show()
+n = int(window.doc.node(NODE).label.removeprefix("v") or 0)
+
+def tick():
+    global n
+    pick = rng.random()
+    if pick < 0.6:
+        n += 1
+        edit_nodes(window.doc, [NODE], "label", f"v{n}")
+        log.write(f"E {n} {time.time()}\n")
+    elif pick < 0.85:
+        log.write(f"S {n} {time.time()}\n")
+        window.save()
+        log.write(f"s {n} {time.time()}\n")
+    elif pick < 0.95:
+        if not window.solver.controller.busy:
+            window.solver.controller.solve(rng.choice(["allgather", "allreduce"]))
+            log.write(f"J {n} {time.time()}\n")
+    else:
+        window.solver.controller.cancel()
+    QTimer.singleShot(rng.randint(5, 150), tick)
+
+log.write(f"R {n} {time.time()}\n")
+print("READY", flush=True)
+QTimer.singleShot(0, tick)
+app.exec()
+""".replace("NODE", repr(NODE))
+
+
+LIGHT = r"""
+import os, random, sys, time
+from pathlib import Path
+from canopy.engine.process.lifetime import die_with_parent
+die_with_parent()         # a stopped benchmark leaves no editor behind
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QGuiApplication
+app = QGuiApplication([])
+from canopy.app.commands import edit_nodes
+from canopy.app.document import Document
+from canopy.app.recovery import Autosaver
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.process.child_jobs import Job, warm_up_fork_server
+path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)
+rng = random.Random(int(sys.argv[3]))
+warm_up_fork_server()     # as the editor does at start-up
+doc = Document()
+doc.load(path)
+saver = Autosaver(doc)
+jobs = []
+n = int(doc.node(NODE).label.removeprefix("v") or 0)
+
+def tick():
+    global n
+    pick = rng.random()
+    if pick < 0.6:
+        n += 1
+        edit_nodes(doc, [NODE], "label", f"v{n}")
+        log.write(f"E {n} {time.time()}\n")
+    elif pick < 0.85:
+        log.write(f"S {n} {time.time()}\n")
+        doc.save(path)
+        log.write(f"s {n} {time.time()}\n")
+    elif pick < 0.95:
+        job = Job(solve, doc.snapshot(), rng.choice(["allgather", "allreduce"]))
+        job.start()
+        jobs.append(job)
+        log.write(f"J {n} {time.time()}\n")
+    elif jobs:
+        jobs.pop(0).cancel()
+    QTimer.singleShot(rng.randint(5, 150), tick)
+
+log.write(f"R {n} {time.time()}\n")
+print("READY", flush=True)
+QTimer.singleShot(0, tick)
+app.exec()
+""".replace("NODE", repr(NODE))
+"""The editor's save path without its window: the document, its undo stack, the autosaver
+and engine jobs (starts in a fraction of the editor's time, so 200 kills run quickly)."""
+
+
+def _label(data: dict) -> int:
+    for node in data["nodes"]:
+        if node["id"] == NODE:
+            return int(str(node.get("label") or "v0").removeprefix("v") or 0)
+    raise ValueError("the counted node is missing")
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
+             script: str = EDITOR) -> dict:
+    """Start an editor on ``path``, kill it at a random moment, check what it left."""
+    log = folder / "log.txt"
+    log.write_text("")
+    recovery = folder / "recovery"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", CANOPY_RECOVERY_DIR=str(recovery),
+               SETTINGS=str(folder / "settings"), CANOPY_LOG=str(folder / "canopy.log"))
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path), str(log), str(seed)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = proc.stdout.readline().strip() == "READY"
+        if ready:
+            time.sleep(rng.uniform(0.2, 6.0))
+        jobs = _descendants(proc.pid)
+    finally:
+        killed_at = time.time()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    stderr = proc.stderr.read()
+    out: dict = {"ready": ready, "problems": []}
+    if not ready:
+        out["problems"].append(f"the editor did not start: {stderr[-300:]}")
+        return out
+    events = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    started = {int(e[1]) for e in events if e[0] in ("S", "R")}
+    finished = max([int(e[1]) for e in events if e[0] in ("s", "R")])
+    edits = [(int(e[1]), float(e[2])) for e in events if e[0] == "E"]
+    due = max([n for n, t in edits if t < killed_at - GRACE_SECONDS] + [0])
+    out["edits"], out["saves"] = len(edits), sum(e[0] == "s" for e in events)
+    out["solves"] = sum(e[0] == "J" for e in events)
+    try:
+        on_disk = _label(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError) as exc:
+        out["problems"].append(f"the file on disk is torn ({exc.__class__.__name__})")
+        return out
+    if on_disk not in started or on_disk < finished:
+        out["problems"].append(f"the file holds v{on_disk}; saves started {sorted(started)}, "
+                               f"the last finished v{finished}")
+    recovered = None
+    for file in recovery.glob("*.recovery.json") if recovery.is_dir() else []:
+        try:
+            recovered = max(recovered or 0, _label(json.loads(file.read_text())["topology"]))
+        except (OSError, ValueError, KeyError) as exc:
+            out["problems"].append(f"a recovery file is torn ({exc.__class__.__name__})")
+        file.unlink()
+    out["recovery_file"] = recovered is not None
+    if max(on_disk, recovered or 0) < due:
+        out["problems"].append(f"edit v{due} was made {GRACE_SECONDS} s before the kill but "
+                               f"the file holds v{on_disk} and the recovery file "
+                               f"{'nothing' if recovered is None else f'v{recovered}'}")
+    deadline = time.monotonic() + 2.0
+    while any(_running(p) for p in jobs) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in jobs if _running(p)]
+    if left:
+        out["problems"].append(f"{len(left)} engine process(es) outlived the editor")
+        for p in left:
+            os.kill(p, signal.SIGKILL)
+    out["engine_processes"] = len(jobs)
+    temps = list(path.parent.glob(f".{path.name}.*.tmp"))
+    out["temp_files_left"] = len(temps)
+    for t in temps:
+        t.unlink()
+    return out
+
+
+def run(kills: int, seed: int, servers: int = 8, light: bool = False) -> dict:
+    from canopy.engine.generators import generate
+    from canopy.engine.io.topology_json import save_topology
+    rng = random.Random(seed)
+    totals: Counter[str] = Counter()
+    problems: list[str] = []
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="canopy-kill-") as scratch:
+        folder = Path(scratch)
+        path = folder / "cluster.json"
+        topology = generate("cluster", {"servers": servers, "gpus": 8})
+        next(n for n in topology.nodes if n.id == NODE).label = "v0"
+        save_topology(topology, path)
+        for i in range(kills):
+            result = one_kill(folder, path, seed * 1000 + i, rng, LIGHT if light else EDITOR)
+            totals["kills"] += 1
+            for key in ("edits", "saves", "solves", "engine_processes", "temp_files_left"):
+                totals[key] += result.get(key, 0)
+            totals["recovery_files"] += bool(result.get("recovery_file"))
+            totals["rounds_with_problems"] += bool(result["problems"])
+            problems += [f"kill {i}: {p}" for p in result["problems"]]
+            print(f"kill {i}: {result}", file=sys.stderr)
+    return {"seed": seed, "editor": "save path only" if light else "whole editor",
+            **dict(totals), "problems": problems[:50],
+            "wall_seconds": round(time.monotonic() - start, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kills", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--servers", type=int, default=8,
+                        help="servers of 8 GPUs in the edited cluster (larger: longer saves)")
+    parser.add_argument("--light", action="store_true",
+                        help="kill the editor's save path (document, autosaver, engine jobs) "
+                        "without its window: the same saves, a much faster start")
+    args = parser.parse_args()
+    print(json.dumps(run(args.kills, args.seed, args.servers, args.light), indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Fuzzing every reader (bounded for the suite; ``bench/fuzz.py`` runs the long version).
+
+Mutated valid files of every format Canopy reads go through the command line's error
+path in process: the result is a clean answer (exit 0) or one sentence with exit 2,
+never a traceback, an internal error, several lines or a hang. Below: the inputs the
+long runs found, each kept as a regression test."""
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.fuzz import formats, judge, run_in_process
+from bench.mutations import mutate
+
+_FORMATS = {}
+_WORKDIR = Path()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def workdir(tmp_path_factory):
+    """The seeds (written by canopy) and the inputs live in one folder per run."""
+    global _WORKDIR
+    _WORKDIR = tmp_path_factory.mktemp("fuzz")
+    _FORMATS.clear()
+    yield _WORKDIR
+    _FORMATS.clear()
+
+
+def _format(name):
+    if not _FORMATS:
+        _FORMATS.update(formats(_WORKDIR))
+    return _FORMATS[name]
+
+
+NAMES = ["topology-json", "graphml", "nccl-topology-xml", "msccl-xml", "schedule-json",
+         "jobs-json", "sweep-toml"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(rng=st.randoms(use_true_random=False))
+def test_a_mutated_file_gets_an_answer_or_one_sentence(name, rng):
+    fmt = _format(name)
+    data, how, path = fmt.draw(rng, 0, str(_WORKDIR))
+    start = time.monotonic()
+    code, stderr = run_in_process(fmt, str(path))
+    assert judge(code, stderr) in ("answer", "refused"), (how, stderr)
+    assert time.monotonic() - start < 10, how
+
+
+def test_mutations_are_reproducible():
+    seed = _format("topology-json").seeds[0]
+    assert mutate(random.Random(5), seed, "json") == mutate(random.Random(5), seed, "json")
+
+
+# --- regressions: inputs the long runs found -------------------------------------------
+
+def _refused(name, data):
+    fmt = _format(name)
+    stem = fmt.stems[0] if fmt.stems else "input"
+    path = _WORKDIR / f"{stem}-regression{fmt.suffix}"
+    path.write_bytes(data)
+    code, stderr = run_in_process(fmt, str(path))
+    assert judge(code, stderr) == "refused", stderr
+    return stderr
+
+
+def test_an_xml_error_with_a_line_break_is_one_line():
+    text = _refused("nccl-topology-xml", b"<system \x00>")
+    assert text.count("\n") == 1
+
+
+def test_a_sweep_kind_that_is_a_list_is_refused():
+    text = _refused("sweep-toml", b'[[generator]]\nkind = [1, 2]\n')
+    assert "is not a generator" in text
+
+
+def test_a_sweep_grid_that_is_not_a_table_is_refused():
+    _refused("sweep-toml", b'[[generator]]\nkind = "cluster"\ngrid = [1]\n')
+
+
+def test_a_sweep_grid_past_the_point_limit_is_refused_before_any_point_is_built():
+    start = time.process_time()
+    text = _refused("sweep-toml", b'[[generator]]\nkind = "cluster"\ngrid = { servers = ['
+                    + b", ".join(str(i).encode() for i in range(1, 200)) + b"], gpus = ["
+                    + b", ".join(str(i).encode() for i in range(1, 200)) + b"] }\n")
+    assert "39,601 points" in text
+    assert time.process_time() - start < 2
+
+
+def test_a_coordinate_of_a_hundred_digits_is_refused():
+    topo = json.loads(_format("topology-json").seeds[0])
+    topo["nodes"][0]["x"] = 10**100
+    assert "outside -1e12 to 1e12" in _refused("topology-json", json.dumps(topo).encode())
+
+
+def test_a_job_size_of_a_billion_digits_is_refused_at_once():
+    jobs = b'{"format": "canopy-jobs", "version": 1, "jobs": [{"name": "a", "nodes": ' \
+           b'["n0.gpu0", "n0.gpu1"], "size": 1e999999999}]}'
+    assert "size" in _refused("jobs-json", jobs)
+
+
+def test_a_job_size_may_be_written_as_on_the_command_line():
+    fmt = _format("jobs-json")
+    jobs = json.loads(fmt.seeds[0])
+    jobs["jobs"][0]["size"] = "256M"
+    path = _WORKDIR / "sized.json"
+    path.write_text(json.dumps(jobs))
+    assert fmt.reader(str(path))[0].size == 256 << 20
+
+
+def test_jobs_nested_too_deeply_are_refused():
+    assert "too deeply" in _refused("jobs-json", b"[" * 100_000)
