@@ -83,6 +83,8 @@ class Soak:
         from canopy.app.commands import InsertItems
         from canopy.engine.model.topology import COMPUTE, SWITCH, Node
         self.serial += 1
+        while self.doc.has_node(f"soak{self.serial}"):   # a paste may have taken it
+            self.serial += 1
         node = Node(f"soak{self.serial}", self.rng.choice([COMPUTE, SWITCH]),
                     x=self.rng.uniform(-500, 500), y=self.rng.uniform(-500, 500))
         self.doc.undo_stack.push(InsertItems(self.doc, [node], [], f"Add {node.id}"))

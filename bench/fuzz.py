@@ -154,7 +154,7 @@ def formats(workdir: Path) -> dict[str, Format]:
 def run_in_process(fmt: Format, path: str) -> tuple[int, str]:
     """(exit code, stderr) of reading ``path`` as the ``canopy`` command would."""
     from canopy.cli import EXIT_BAD_INPUT, EXIT_INTERNAL, main
-    from canopy.engine.model.errors import CanopyError
+    from canopy.engine.model.errors import CanopyError, one_line
     from canopy.engine.process.internal_errors import report_internal_error
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
@@ -166,7 +166,7 @@ def run_in_process(fmt: Format, path: str) -> tuple[int, str]:
                 fmt.reader(path)
                 code = 0
             except CanopyError as exc:
-                print(f"canopy: {exc}", file=sys.stderr)
+                print(f"canopy: {one_line(str(exc))}", file=sys.stderr)
                 code = EXIT_BAD_INPUT
             except OSError as exc:
                 print(f"canopy: {exc.strerror or exc}.", file=sys.stderr)

@@ -34,6 +34,9 @@ from collections import Counter
 from pathlib import Path
 
 GRACE_SECONDS = 2.0
+STARVED_SECONDS = 0.5
+"""A round whose editor paused longer than this (no timer tick) after the edit that is
+due is counted as starved of CPU, not as a lost edit."""
 NODE = "n0.gpu0"
 
 EDITOR = r"""
@@ -56,6 +59,7 @@ n = int(window.doc.node(NODE).label.removeprefix("v") or 0)
 
 def tick():
     global n
+    log.write(f"T {n} {time.time()}\n")
     pick = rng.random()
     if pick < 0.6:
         n += 1
@@ -92,7 +96,7 @@ from canopy.app.commands import edit_nodes
 from canopy.app.document import Document
 from canopy.app.recovery import Autosaver
 from canopy.engine.forestcoll.solve import solve
-from canopy.engine.process.child_jobs import Job, warm_up_fork_server
+from canopy.engine.process.child_jobs import ChildJob, warm_up_fork_server
 path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)
 rng = random.Random(int(sys.argv[3]))
 warm_up_fork_server()     # as the editor does at start-up
@@ -104,6 +108,7 @@ n = int(doc.node(NODE).label.removeprefix("v") or 0)
 
 def tick():
     global n
+    log.write(f"T {n} {time.time()}\n")
     pick = rng.random()
     if pick < 0.6:
         n += 1
@@ -114,7 +119,7 @@ def tick():
         doc.save(path)
         log.write(f"s {n} {time.time()}\n")
     elif pick < 0.95:
-        job = Job(solve, doc.snapshot(), rng.choice(["allgather", "allreduce"]))
+        job = ChildJob(solve, doc.snapshot(), rng.choice(["allgather", "allreduce"]))
         job.start()
         jobs.append(job)
         log.write(f"J {n} {time.time()}\n")
@@ -191,7 +196,9 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
     started = {int(e[1]) for e in events if e[0] in ("S", "R")}
     finished = max([int(e[1]) for e in events if e[0] in ("s", "R")])
     edits = [(int(e[1]), float(e[2])) for e in events if e[0] == "E"]
+    due_at = {n: t for n, t in edits}
     due = max([n for n, t in edits if t < killed_at - GRACE_SECONDS] + [0])
+    ticks = sorted(float(e[2]) for e in events if e[0] == "T")
     out["edits"], out["saves"] = len(edits), sum(e[0] == "s" for e in events)
     out["solves"] = sum(e[0] == "J" for e in events)
     try:
@@ -210,7 +217,14 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
             out["problems"].append(f"a recovery file is torn ({exc.__class__.__name__})")
         file.unlink()
     out["recovery_file"] = recovered is not None
-    if max(on_disk, recovered or 0) < due:
+    # the editor's timer ticks every 5-150 ms; a longer pause after the edit means the
+    # process got no CPU (a loaded machine), and no autosave can be asked of it then
+    after = [t for t in ticks if t >= due_at.get(due, killed_at)] + [killed_at]
+    out["longest_pause"] = round(max(b - a for a, b in zip(after, after[1:], strict=False))
+                                 if len(after) > 1 else 0.0, 2)
+    if max(on_disk, recovered or 0) < due and out["longest_pause"] > STARVED_SECONDS:
+        out["starved"] = True
+    elif max(on_disk, recovered or 0) < due:
         out["problems"].append(f"edit v{due} was made {GRACE_SECONDS} s before the kill but "
                                f"the file holds v{on_disk} and the recovery file "
                                f"{'nothing' if recovered is None else f'v{recovered}'}")
@@ -250,6 +264,7 @@ def run(kills: int, seed: int, servers: int = 8, light: bool = False) -> dict:
                 totals[key] += result.get(key, 0)
             totals["recovery_files"] += bool(result.get("recovery_file"))
             totals["rounds_with_problems"] += bool(result["problems"])
+            totals["starved_rounds"] += bool(result.get("starved"))
             problems += [f"kill {i}: {p}" for p in result["problems"]]
             print(f"kill {i}: {result}", file=sys.stderr)
     return {"seed": seed, "editor": "save path only" if light else "whole editor",

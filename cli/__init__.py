@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.errors import CanopyError, one_line
 from canopy.engine.model.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
 from canopy.engine.process.gc_tuning import batch_collector
 from canopy.engine.process.internal_errors import report_internal_error
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.run(args) or 0)
     except CanopyError as exc:
-        print(f"canopy: {exc}", file=sys.stderr)
+        print(f"canopy: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("canopy: interrupted.", file=sys.stderr)
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK  # the reader (| head) has what it wanted
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        print(f"canopy: {exc.strerror or exc}{where}.", file=sys.stderr)
+        print(f"canopy: {one_line(f'{exc.strerror or exc}{where}')}.", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: one sentence here, the traceback in the log
         if is_too_long_error(exc):

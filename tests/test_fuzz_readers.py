@@ -117,3 +117,31 @@ def test_a_job_size_may_be_written_as_on_the_command_line():
 
 def test_jobs_nested_too_deeply_are_refused():
     assert "too deeply" in _refused("jobs-json", b"[" * 100_000)
+
+
+def test_a_value_with_line_breaks_is_quoted_on_one_line():
+    topo = json.loads(_format("topology-json").seeds[0])
+    topo["nodes"][0]["kind"] = "\t\n"
+    text = _refused("topology-json", json.dumps(topo).encode())
+    assert text.count("\n") == 1 and "\\t\\n" in text
+
+
+def test_a_very_long_value_is_cut_in_the_sentence():
+    topo = json.loads(_format("topology-json").seeds[0])
+    topo["nodes"][0]["kind"] = "x" * 5000
+    assert len(_refused("topology-json", json.dumps(topo).encode())) < 700
+
+
+def test_graphml_with_an_untyped_key_prints_no_networkx_warning():
+    data = _format("graphml").seeds[0]
+    data = data.replace(b'attr.type="string"', b"", 1).replace(b'attr.type="double"', b"", 1)
+    fmt = _format("graphml")
+    path = _WORKDIR / f"untyped{fmt.suffix}"
+    path.write_bytes(data)
+    code, stderr = run_in_process(fmt, str(path))
+    assert "UserWarning" not in stderr and judge(code, stderr) in ("answer", "refused")
+
+
+def test_tacos_on_a_switch_that_reaches_no_gpu_is_no_internal_error():
+    from canopy.engine.baselines.tacos import _interleave
+    assert _interleave([], {}) == []

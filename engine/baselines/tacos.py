@@ -196,7 +196,8 @@ def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:
     for c in nodes:
         by_group.setdefault(group_of[c], []).append(c)
     columns = list(by_group.values())
-    return [col[i] for i in range(max(map(len, columns))) for col in columns if i < len(col)]
+    longest = max(map(len, columns), default=0)     # a switch may reach no compute node
+    return [col[i] for i in range(longest) for col in columns if i < len(col)]
 
 
 def transpose(links: list[LogicalLink]) -> list[LogicalLink]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import warnings
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,9 @@ def _graph_from_tree(root: etree._Element, source: str) -> nx.Graph:
         seen.add(node_id or "")
     text = etree.tostring(root, encoding="unicode")
     try:
-        return nx.parse_graphml(text)
+        with warnings.catch_warnings():      # networkx warns (on stderr) of keys with no type
+            warnings.simplefilter("ignore")
+            return nx.parse_graphml(text)
     except (nx.NetworkXError, ElementTree.ParseError, KeyError, ValueError,
             TypeError) as exc:
         raise TopologyError(f"{source} is not GraphML that Canopy can read "

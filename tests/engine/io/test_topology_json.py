@@ -133,7 +133,7 @@ def test_a_save_removes_what_a_killed_save_left_beside_the_file(tmp_path):
     next save of that file removes it (its process is gone), never a live writer's."""
     import os
 
-    from canopy.engine.topology_io import atomic_write_text
+    from canopy.engine.io.topology_json import atomic_write_text
     target = tmp_path / "a.json"
     dead = tmp_path / ".a.json.999999999.x1.tmp"
     live = tmp_path / f".a.json.{os.getppid()}.x2.tmp"
