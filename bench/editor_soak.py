@@ -194,10 +194,10 @@ class Soak:
     # ------------------------------------------------------------ invariants
 
     def check_fresh(self) -> None:
-        from canopy.app.solution import signature
         controller = self.window.solver.controller
         controller.check_now()
-        if controller.fresh and controller.solution.signature != signature(self.doc.topology):
+        if controller.fresh and \
+                controller.solution.signature != self.doc.topology.fingerprint():
             self.problems.append("results shown as current for another document")
 
     def check_undo_all(self) -> None:
