@@ -145,3 +145,9 @@ def test_graphml_with_an_untyped_key_prints_no_networkx_warning():
 def test_tacos_on_a_switch_that_reaches_no_gpu_is_no_internal_error():
     from canopy.engine.baselines.tacos import _interleave
     assert _interleave([], {}) == []
+
+
+def test_a_job_size_of_a_thousand_digits_is_refused_in_one_sentence():
+    topo = json.loads(_format("topology-json").seeds[-1])     # the sample with jobs
+    topo["jobs"][0]["size"] = 10**999
+    assert "an integer of 1000 digits" in _refused("topology-json", json.dumps(topo).encode())

@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.model.errors import CanopyError, TopologyError
-from canopy.engine.model.limits import MAX_DIGITS, MAX_FILE_BYTES, MAX_MESSAGE_BYTES
+from canopy.engine.model.limits import (
+    MAX_DIGITS,
+    MAX_FILE_BYTES,
+    MAX_MESSAGE_BYTES,
+    number_text,
+)
 from canopy.engine.model.sizes import parse_size
 from canopy.engine.model.topology import Topology
 
@@ -72,8 +77,8 @@ def _size(value: Any, where: str) -> int:
         raise TopologyError(f"{where} has size {str(value)[:40]!r}; give a positive whole "
                             "number of bytes or a size such as 256M.")
     if value > MAX_MESSAGE_BYTES:
-        raise TopologyError(f"{where} has size {value:.3g} bytes; Canopy simulates messages "
-                            "of up to 1 TiB (docs/limits.md).")
+        raise TopologyError(f"{where} has size {number_text(value)} bytes; Canopy simulates "
+                            "messages of up to 1 TiB (docs/limits.md).")
     return value
 
 
