@@ -40,7 +40,10 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    ``iter_context`` moves one chunk slice of ``unit_size`` bytes per iteration
    (``num_chunks`` 1); every data op names one chunk (a put pairs up to 8 of them), so the
    runtime cuts every chunk into the same slices and runs all steps once per slice, as the
-   MSCCL interpreter loops over an XML and as the execution model pipelines a plan.
+   MSCCL interpreter loops over an XML and as the execution model pipelines a plan. Local
+   copies that open a thread block and wait on nothing (the input copied into the work
+   slots) run once before its pipeline, one op each over their whole range, and what
+   depends on them acquires its semaphore before its own pipeline.
 7. **Readiness across calls.** Before its pipeline a receiving thread block signals its
    senders that it is ready (``rlxsignal`` on memory channels, ``signal`` on port ones)
    and a sending one waits for that before its first put, so a call never writes into a
