@@ -213,6 +213,7 @@ def _worker(name: str, seed: int, count: int, workdir: str, state: str,
     resource.setrlimit(resource.RLIMIT_AS, (size + MEMORY_BYTES, resource.RLIM_INFINITY))
     signal.signal(signal.SIGALRM, _alarm)
     rng = random.Random(seed)
+    results.put("ready")      # the seeds are written: the watchdog starts now
     for i in range(count):
         data, how, path = fmt.draw(rng, i, workdir)
         Path(state).write_text(json.dumps({"i": i, "how": how,
@@ -248,12 +249,14 @@ def fuzz_format(name: str, seed: int, count: int, keep: Path | None) -> dict[str
             proc = ctx.Process(target=_worker, args=(name, seed * 1_000_003 + done,
                                                      count - done, workdir, state, results))
             proc.start()
-            last = time.monotonic()
+            last, ready = time.monotonic(), False
             while True:
                 try:
                     item = results.get(timeout=1.0)
                 except Exception:  # queue.Empty
-                    if not proc.is_alive() or time.monotonic() - last > 3 * HANG_SECONDS:
+                    # before "ready" the worker writes its seeds (solves: slow when starved)
+                    if not proc.is_alive() or (ready and time.monotonic() - last
+                                               > 3 * HANG_SECONDS):
                         proc.kill()
                         proc.join()
                         lost = json.loads(Path(state).read_text()) \
@@ -268,6 +271,9 @@ def fuzz_format(name: str, seed: int, count: int, keep: Path | None) -> dict[str
                         break
                     continue
                 last = time.monotonic()
+                if item == "ready":
+                    ready = True
+                    continue
                 if item is None:
                     proc.join()
                     break
