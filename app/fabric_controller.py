@@ -133,8 +133,9 @@ class FabricController(QObject):
 
     def _selection(self) -> tuple[list[str], list[int]]:
         doc, scene = self.window.doc, self.window.scene
+        # the scene may still hold items of a document just replaced (Open): skip them
         return ([n for n in scene.selected_node_ids() if doc.has_node(n)],
-                scene.selected_link_keys())
+                [k for k in scene.selected_link_keys() if doc.has_link(k)])
 
     def _refresh_failed(self) -> None:
         if not isValid(self.window.scene):       # the window is closing
