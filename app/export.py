@@ -41,6 +41,7 @@ from canopy.engine.deploy.msccl_export import export_msccl as write_msccl_files
 from canopy.engine.deploy.nccl_graph import NcclGraph, export_nccl_graph
 from canopy.engine.deploy.run_commands import run_command
 from canopy.engine.forestcoll.solve import is_symmetric, solve
+from canopy.engine.generators.gpu_models import gpu_of
 from canopy.engine.io.schedule_json import save_schedule
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.io.trees_xml import write_trees_xml
@@ -113,9 +114,10 @@ class MscclExportDialog(QDialog):
     """Collective, in place or out of place, channels and runtime of an MSCCL export."""
 
     def __init__(self, schedule: Schedule, collectives: list[str],
-                 parent: QWidget | None = None):
+                 parent: QWidget | None = None, topology: Topology | None = None):
         super().__init__(parent)
         self.setWindowTitle("Export MSCCL XML")
+        gpu = gpu_of(topology) if topology is not None else None
         layout = QVBoxLayout(self)
         form = QFormLayout()
         self.collective = QComboBox()
@@ -142,6 +144,15 @@ class MscclExportDialog(QDialog):
         self.runtime.addItems(RUNTIMES)
         self.runtime.setToolTip("microsoft/msccl and RCCL name reduce-scatter differently.")
         form.addRow("Runtime", self.runtime)
+        self.sms = QSpinBox()
+        self.sms.setRange(1, 4096)
+        self.sms.setValue(gpu.sms if gpu else LIMITS.max_tbs_per_gpu)
+        self.sms.setToolTip("SMs (compute units) per GPU: the most thread blocks the program "
+                            "may keep resident on one GPU"
+                            + (f"; from {gpu.source} SMs." if gpu else "."))
+        form.addRow("Thread blocks per GPU", self.sms)
+        if gpu is not None:
+            self.runtime.setCurrentText(gpu.runtime)
         layout.addLayout(form)
         if len(collectives) == 1:
             note = QLabel("Some links are one-way, so the trees serve only the collective "
@@ -156,11 +167,13 @@ class MscclExportDialog(QDialog):
 
     def choice(self) -> MscclChoice:
         return MscclChoice(self.collective.currentText(), self.inplace.isChecked(),
-                           self.channels.value(), self.runtime.currentText())
+                           self.channels.value(), self.runtime.currentText(),
+                           MscclLimits(max_tbs_per_gpu=self.sms.value()))
 
     @staticmethod
-    def ask(parent: QWidget, schedule: Schedule, collectives: list[str]) -> MscclChoice | None:
-        dialog = MscclExportDialog(schedule, collectives, parent)
+    def ask(parent: QWidget, schedule: Schedule, collectives: list[str],
+            topology: Topology | None = None) -> MscclChoice | None:
+        dialog = MscclExportDialog(schedule, collectives, parent, topology)
         return dialog.choice() if dialog.exec() == QDialog.DialogCode.Accepted else None
 
 
@@ -392,7 +405,7 @@ class Exporter:
         assert self.controller.solution is not None
         topology = self.controller.solution.topology
         choice = choice or MscclExportDialog.ask(self.window, schedule,
-                                                 self.msccl_collectives())
+                                                 self.msccl_collectives(), topology)
         if choice is None:
             return False
         mode = "inplace" if choice.inplace else "outofplace"

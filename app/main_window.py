@@ -44,6 +44,7 @@ from canopy.app.document import Document, disk_digest
 from canopy.app.fabric_controller import FabricController
 from canopy.app.find import FindBar
 from canopy.app.library_controller import LibraryController
+from canopy.app.naming import counted
 from canopy.app.quick_start import QuickStart
 from canopy.app.recovery import Autosaver, Recovered, orphaned
 from canopy.app.shell import ActionRegistry
@@ -52,7 +53,7 @@ from canopy.app.turns import END_TURN, Abandoned, run_in_turns
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.io.topology_json import load_sample, load_topology, reading_steps, sample_names
 from canopy.engine.model.auto_layout import auto_layout
-from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.errors import CanopyError, unreadable
 from canopy.engine.model.topology import COMPUTE, SWITCH, Node, Topology, format_gbps
 from canopy.engine.model.units import UNITS, from_gbps, to_gbps
 from canopy.engine.network.maxflow import default_backend
@@ -340,9 +341,9 @@ class MainWindow(QMainWindow):
 
     def _update_counts(self) -> None:
         topo = self.doc.topology
-        self.counts_label.setText(f"{len(topo.compute_nodes())} GPUs · "
-                                  f"{len(topo.switch_nodes())} switches · "
-                                  f"{len(topo.links)} links")
+        self.counts_label.setText(f"{counted(len(topo.compute_nodes()), 'GPU')} · "
+                                  f"{counted(len(topo.switch_nodes()), 'switch')} · "
+                                  f"{counted(len(topo.links), 'link')}")
 
     def _update_title(self) -> None:
         self.setWindowTitle(f"{self.doc.display_name}[*] — Canopy")
@@ -468,7 +469,7 @@ class MainWindow(QMainWindow):
             rows = read_rows(path)
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             QMessageBox.critical(self, "Cannot open sweep results",
-                                 f"{path} cannot be read ({exc.__class__.__name__}).")
+                                 unreadable(path, exc))
             return None
         if not rows or "generator" not in rows[0]:
             QMessageBox.critical(self, "Cannot open sweep results",

@@ -77,3 +77,10 @@ def paste_names(node_ids: list[str], node_groups: dict[str, str | None],
         id_map[node_id] = new
         taken.add(new)
     return id_map, group_map
+
+
+def counted(count: int, noun: str) -> str:
+    """ "1 switch", "20 switches", "1 link": a count with its noun in the right number."""
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('s', 'sh', 'ch', 'x')) else 's'}"

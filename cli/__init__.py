@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from canopy.engine.model.errors import CanopyError, one_line
 from canopy.engine.model.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
@@ -80,13 +81,21 @@ COMMANDS = {
                "single failures, a target"),
 }
 
+class OneSentenceParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one sentence (argparse prints the whole usage
+    first, fifteen lines for ``canopy solve``); ``--help`` still prints it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} ('{self.prog} --help' lists "
+                                  "the options).\n")
+
 
 def build_parser(only: str | None = None, listing: bool = False) -> argparse.ArgumentParser:
     """The ``canopy`` parser; with ``only`` (a command or its module's name), just that
     command's module is imported (start-up of one command does not pay for every other
     command's imports). ``listing``: every command as a placeholder with its help line
     (:data:`COMMANDS`), no module imported, for ``canopy --help``."""
-    parser = argparse.ArgumentParser(
+    parser = OneSentenceParser(
         prog="canopy",
         description="Design cluster networks and get optimal collective schedules (ForestColl).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

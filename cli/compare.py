@@ -24,6 +24,7 @@ from canopy.cli.solve import add_bandwidth_unit_argument
 from canopy.engine.comparison.table import Comparison, compare
 from canopy.engine.execution.program import CUT_THROUGH, DEFAULT_LATENCY_US, SWITCH_MODES
 from canopy.engine.execution.simulate import REPORT_SIZES
+from canopy.engine.generators.gpu_models import gpu_of
 from canopy.engine.io.topology_json import atomic_write_text, load_topology
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import CanopyError
@@ -63,9 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how simulated switches forward (default cut-through)")
     p.add_argument("--json", metavar="OUT", help="write the canopy-comparison JSON (GB/s) here; "
                    "'-' for standard output")
-    p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=SMS, metavar="N",
+    p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=None, metavar="N",
                    help="SMs per GPU, the most MSCCL thread blocks ForestColl's layout may use "
-                   "(as solve --msccl-sms; default %(default)s)")
+                   f"(as solve --msccl-sms; default: the topology's GPU model's, else {SMS})")
     add_bandwidth_unit_argument(p)
     add_fail_argument(p)
     p.set_defaults(run=run)
@@ -112,7 +113,7 @@ def _options(args: argparse.Namespace) -> dict:
     return {"sizes": sizes, "algorithms": algorithms, "tacos_chunks": chunks,
             "tacos_seeds": args.tacos_seeds, "tacos_unwinding": args.tacos_unwinding,
             "default_latency": latency, "switch_mode": args.switch_mode,
-            "limits": MscclLimits(max_tbs_per_gpu=args.msccl_sms),
+            "limits": MscclLimits(max_tbs_per_gpu=args.msccl_sms) if args.msccl_sms else None,
             "force": algorithms if named else ()}
 
 
@@ -158,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
         topo = load_topology(args.topology)
         apply_failures(topo, args.fail)
         unit = args.bandwidth_unit or topo.bandwidth_unit
+        if options["limits"] is None:
+            gpu = gpu_of(topo)
+            options["limits"] = MscclLimits(max_tbs_per_gpu=gpu.sms)
+            print(f"ForestColl is laid out for {gpu.sms} thread blocks per GPU ({gpu.source} "
+                  "SMs; --msccl-sms sets another count).")
         progress = TerminalProgress(f"comparing {args.collective}")
         try:
             comp = compare(topo, args.collective, where=args.topology, progress=progress,

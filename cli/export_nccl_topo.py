@@ -11,7 +11,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from canopy.engine.io.nccl_topology_export import first_server, same_server, write_nccl_topology
+from canopy.engine.io.nccl_topology_export import (
+    as_nccl_server,
+    first_server,
+    same_server,
+    write_nccl_topology,
+)
 from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl_file
 from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.errors import CanopyError
@@ -30,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
     group = args.server or first_server(topology)
     out = Path(args.output)
+    topology, notes = as_nccl_server(topology, group)
     write_nccl_topology(out, topology, group)
     servers = len({n.group for n in topology.nodes if n.is_compute and n.group})
     rails = {link.target for link in topology.links if link.target.startswith("rail")}
@@ -38,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if not same_server(topology, group, back, "h0"):
         raise CanopyError(f"{out} does not read back as server '{group}' (a bug in Canopy).")
     print(f"NCCL topology of server '{group}': {out}, read back and checked")
+    if notes:
+        print(f"In NCCL's terms the file {'; '.join(notes)}.")
     print(f"rebuild the cluster: canopy import-nccl {out} --hosts {servers} --net {net} "
           f"-o cluster.json")
     return 0

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 # MSCCL's defaults, spelled here so that building the parser does not import the MSCCL
 # lowering (tests/cli/test_msccl_cli.py checks they equal MscclOptions' own).
 CHANNELS, LAYOUT, RUNTIME, SMS = 4, "auto", "msccl", 108
+RUNTIME_HOMES = {
+    "msccl": "NCCL with the MSCCL runtime (github.com/microsoft/msccl, NVIDIA GPUs)",
+    "rccl": "RCCL, ROCm's collective library, which reads MSCCL XML (github.com/ROCm/rccl, "
+            "AMD GPUs)",
+}
 
 
 def positive_int(text: str) -> int:
@@ -51,14 +56,15 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
                    "as canopy compare simulates; per-tree: every tree edge; mixed: per-tree "
                    "while channels last; compact: fewest channels and thread blocks; auto: the "
                    "first of these that fits (default %(default)s)")
-    p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=SMS,
+    p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=None,
                    metavar="N", help="SMs (compute units) per GPU: the most thread blocks the "
                    "MSCCL program may use on one GPU, as all must be resident at once "
-                   "(default %(default)s, an A100; 132 for H100, 104 for an MI250 GCD)")
+                   f"(default: the topology's GPU model's, see generate --gpu; else {SMS}, an "
+                   "A100's; 132 for H100, 104 for an MI250 GCD)")
     p.add_argument("--msccl-runtime", choices=LazyChoices("canopy.engine.msccl", "RUNTIMES"),
-                   default=RUNTIME,
+                   default=None,
                    help="name reduce-scatter as microsoft/msccl or as RCCL reads it "
-                   "(default %(default)s)")
+                   f"(default: the topology's GPU model's runtime, else {RUNTIME})")
     p.add_argument("--mscclpp", metavar="PLAN.json",
                    help="write the schedule as an MSCCL++ execution plan (checked by a symbolic "
                    "run), with a launcher script beside it")
@@ -76,11 +82,18 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
     if args.msccl:
         with clock.phase("imports"):
             from canopy.engine.deploy.msccl_export import export_msccl
+            from canopy.engine.generators.gpu_models import gpu_of
             from canopy.engine.msccl import MscclLimits, MscclOptions
 
+        gpu = gpu_of(topology)
+        sms = args.msccl_sms or gpu.sms
+        runtime = args.msccl_runtime or gpu.runtime
+        if args.msccl_sms is None:
+            print(f"MSCCL limits:    {sms} thread blocks per GPU ({gpu.source} SMs; "
+                  "--msccl-sms sets another count)")
         options = MscclOptions(inplace=not args.out_of_place, channels=args.msccl_channels,
-                               runtime=args.msccl_runtime, layout=args.msccl_layout,
-                               limits=MscclLimits(max_tbs_per_gpu=args.msccl_sms))
+                               runtime=runtime, layout=args.msccl_layout,
+                               limits=MscclLimits(max_tbs_per_gpu=sms))
         follow = clock.follow({"MSCCL layout": "layout choice and XML",
                                "MSCCL self-check": "XML check"},
                               TerminalProgress("MSCCL export"))
@@ -91,6 +104,10 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
         files, config = done.files, done.config
         if done.note is not None:
             print(f"MSCCL XML {done.note}.")
+        if done.k != schedule.k:
+            print(f"So the XML runs k = {done.k} while the schedule (--json, the docks) is "
+                  f"the exact optimum with k = {schedule.k}: both are right, the XML is what "
+                  "runs fastest on the runtime.")
         if len(files) > 1:
             how = ("and a config naming each XML's range (MSCCL_CONFIG)" if config else
                    "each carrying its range, which RCCL reads from their folder (MSCCL_ALGO_DIR)")
@@ -103,6 +120,8 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             print(f"MSCCL config:    {config}")
         if done.runtime_note is not None:
             print(f"RCCL:            {done.runtime_note}")
+        print(f"Runs on:         {RUNTIME_HOMES[options.runtime]}; --print-run prints the "
+              "command")
         if done.stray is not None:
             print(f"Note: {done.stray}")
         if args.print_run:
@@ -110,7 +129,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             from canopy.engine.network.indexed.servers import compute_nodes_by_server
 
             per_server = len(compute_nodes_by_server(topology)[0])
-            print(run_command(args.msccl_runtime, files[-1].path, schedule.collective,
+            print(run_command(runtime, files[-1].path, schedule.collective,
                               len(schedule.compute_nodes), per_server, config))
     if getattr(args, "mscclpp", None):
         with clock.phase("MSCCL++ plan"):

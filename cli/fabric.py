@@ -37,24 +37,34 @@ def add_fail_argument(p: argparse.ArgumentParser) -> None:
 
 
 def apply_failures(topo: Topology, names: list[str]) -> None:
-    """Mark each named switch, or every link between a named pair, failed."""
+    """Mark each named switch, or every link between a named pair, failed, and say in one
+    line what now carries nothing (so a typo that matched something else shows)."""
     kinds = {n.id: n for n in topo.nodes}
+    failed = []
     for name in names:
         if name in kinds:
             if kinds[name].is_compute:
                 raise TopologyError(f"--fail {name}: '{name}' is a compute node; only "
                                     "switches and links can fail.")
             kinds[name].failed = True
+            links = sum(1 for link in topo.links if name in (link.source, link.target))
+            failed.append(f"switch {name} (and its {links} link{'s' if links != 1 else ''})")
             continue
-        hit = False
+        hit = 0
         for cut in (i for i, ch in enumerate(name) if ch == "-"):
             a, b = name[:cut], name[cut + 1:]
             for link in topo.links:
                 if {link.source, link.target} == {a, b}:
-                    link.failed = hit = True
+                    link.failed = True
+                    hit += 1
+                    ends = (link.source, link.target)
         if not hit:
             raise TopologyError(f"--fail {name}: there is no switch or link of that name "
                                 "(give a switch id or SOURCE-TARGET of a link).")
+        failed.append(f"the link {ends[0]} - {ends[1]}" if hit == 1
+                      else f"the {hit} links between {ends[0]} and {ends[1]}")
+    if failed:
+        print(f"failed (carrying nothing): {'; '.join(failed)}.")
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -75,10 +85,13 @@ def summary(result: FabricResult) -> str:
                      f"{_fmt(j.time_us(j.mean), 1):>10}")
     hot = sorted(result.links, key=lambda k: -max(k.loads))[:5]
     if hot:
-        lines.append("hottest links (offered load / capacity, mean and max over seeds):")
+        over = "mean and max over seeds" if result.routing == "ecmp" else "one routing"
+        lines.append(f"hottest links (offered load / capacity, {over}):")
         for k in hot:
-            lines.append(f"  {k.source} -> {k.target}: {sum(k.loads) / len(k.loads):.2f}, "
-                         f"max {max(k.loads):.2f} ({max(k.flows)} flows)")
+            flows = f"{max(k.flows)} flow{'s' if max(k.flows) != 1 else ''}"
+            spread = f", max {max(k.loads):.2f}" if result.routing == "ecmp" else ""
+            lines.append(f"  {k.source} -> {k.target}: {sum(k.loads) / len(k.loads):.2f}"
+                         f"{spread} ({flows})")
     return "\n".join(lines)
 
 

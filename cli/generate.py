@@ -31,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def kind_parser(gen: Generator) -> argparse.ArgumentParser:
     """The option parser of one kind, built from its parameter specs."""
-    parser = argparse.ArgumentParser(prog=f"canopy generate {gen.kind}",
-                                     description=f"{gen.title}: {gen.summary}.")
+    from canopy.cli import OneSentenceParser
+    parser = OneSentenceParser(prog=f"canopy generate {gen.kind}",
+                               description=f"{gen.title}: {gen.summary}.")
     parser.add_argument("-o", "--output", metavar="OUT.json", required=True,
                         help="where to write the canopy-topology JSON")
     parser.add_argument("--name", help="name of the topology (default: describes it)")

@@ -57,14 +57,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def need_display(screenshot: bool, what: str) -> None:
+    """Render offscreen for a screenshot when there is no display; without a display and
+    without a screenshot, say so in one sentence (Qt would abort with a library hint)."""
     headless = sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-    if args.screenshot and headless:
+    if screenshot and headless:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     elif headless and not os.environ.get("QT_QPA_PLATFORM"):
-        raise CanopyError("there is no display to open the editor on (DISPLAY is not set); "
+        raise CanopyError(f"there is no display to open {what} on (DISPLAY is not set); "
                           "add --screenshot OUT.png to render it without one.")
+
+
+def run(args: argparse.Namespace) -> int:
+    need_display(bool(args.screenshot), "the editor")
     topology: Topology | None = None
     error = None
     if args.file:

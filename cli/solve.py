@@ -16,7 +16,7 @@ from canopy.cli.exports import add_export_arguments, write_exports
 from canopy.cli.fabric import add_fail_argument, apply_failures
 from canopy.cli.phases import PhaseClock
 from canopy.engine.forestcoll.bottleneck_words import describe_cut
-from canopy.engine.forestcoll.fewest_trees import describe_k
+from canopy.engine.forestcoll.fewest_trees import describe_k, trees_per_gpu
 from canopy.engine.forestcoll.optimum import Optimum, optimum
 from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.collectives import COLLECTIVES
@@ -85,18 +85,18 @@ def summary(schedule: Schedule, topology: Topology, unit: str = "GB/s") -> str:
 
     opt = schedule.optimum
     n = len(schedule.compute_nodes)
-    cut = describe_cut(topology, opt.bottleneck_cut, opt.cut_bandwidth)
+    cut = describe_cut(topology, opt.bottleneck_cut, opt.cut_bandwidth, unit)
     lines = [
         f"collective:      {schedule.collective}",
-        f"compute nodes:   N = {n}",
-        f"optimal algbw:   {bw(schedule.optimal_algbw)}",
-        f"1/x*:            {number_text(opt.inverse_x)}",
+        f"GPUs:            {n} (N)",
+        f"optimal algbw:   {bw(schedule.optimal_algbw)}, the most any schedule reaches "
+        f"(1/x* = {number_text(opt.inverse_x)})",
         f"bottleneck cut:  {cut}",
-        f"Prop. 3 k:       {number_text(opt.k)} trees per node, "
-        f"y = {exact(opt.tree_bandwidth)} per tree",
-        f"k:               {describe_k(schedule)}",
-        f"schedule k:      {number_text(schedule.k)} trees per node, "
-        f"y = {exact(schedule.tree_bandwidth)} per tree",
+        f"at the optimum:  {trees_per_gpu(opt.k)}, each carrying {exact(opt.tree_bandwidth)} "
+        "(Prop. 3's k and y)",
+        f"fewest trees:    {describe_k(schedule)}",
+        f"schedule:        {trees_per_gpu(schedule.k)}, each carrying "
+        f"{exact(schedule.tree_bandwidth)} (k and y)",
     ]
     # an allreduce whose reduce phase has trees of its own (ForestColl's App. E) counts both phases,
     # as the Results and Trees docks do
@@ -104,26 +104,29 @@ def summary(schedule: Schedule, topology: Topology, unit: str = "GB/s") -> str:
     heights = [t.height for t in trees]
     phases = (f": {len(schedule.trees)} broadcast, {len(schedule.reduce_trees)} reduce"
               if schedule.reduce_trees else "")
+    depth = f"{min(heights)}-{max(heights)}" if min(heights) != max(heights) else heights[0]
     lines += [
-        f"trees:           {len(trees)} distinct "
-        f"({number_text(sum(t.multiplicity for t in trees))} unit trees{phases}), "
-        f"height {min(heights)}-{max(heights)}",
+        f"trees:           {len(trees)} distinct trees, "
+        f"{number_text(sum(t.multiplicity for t in trees))} counting each as often as it is "
+        f"used{phases}; {depth} links from a root to its farthest GPU",
         f"schedule algbw:  {bw(schedule.algbw)} (verified)",
     ]
     return "\n".join(lines)
 
 
-def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: float) -> str:
-    """``canopy solve --bound-only``: the optimum without trees."""
+def bound_summary(opt: Optimum, collective: str, topology: Topology, seconds: float,
+                  unit: str = "GB/s") -> str:
+    """``canopy solve --bound-only``: the optimum without trees, bandwidths in ``unit``."""
     n = len(opt.network.compute)
+    y = f"{number_text(from_gbps(opt.tree_bandwidth, unit))} {unit}"
     return "\n".join([
         f"collective:      {collective}",
-        f"compute nodes:   N = {n}",
-        f"optimal algbw:   {format_gbps(opt.algbw(collective))} GB/s",
-        f"1/x*:            {number_text(opt.inverse_x)}",
-        f"bottleneck cut:  {describe_cut(topology, opt.cut_names(), opt.cut_bandwidth)}",
-        f"optimal k:       {number_text(opt.k)} trees per node, y = "
-        f"{number_text(opt.tree_bandwidth)} GB/s per tree",
+        f"GPUs:            {n} (N)",
+        f"optimal algbw:   {format_gbps(from_gbps(opt.algbw(collective), unit))} {unit}, the "
+        f"most any schedule reaches (1/x* = {number_text(opt.inverse_x)})",
+        f"bottleneck cut:  "
+        f"{describe_cut(topology, opt.cut_names(), opt.cut_bandwidth, unit)}",
+        f"at the optimum:  {trees_per_gpu(opt.k)}, each carrying {y} (Prop. 3's k and y)",
         f"time:            {seconds:.3f} s (bound only: no trees built)",
     ])
 
@@ -146,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CanopyError("--bound-only builds no trees, so it cannot be combined "
                                   "with --k, --json, --msccl, --trees-xml or --allreduce-lp.")
             opt = optimum(topo, where=args.topology)
-            print(bound_summary(opt, args.collective, topo, time.perf_counter() - start))
+            print(bound_summary(opt, args.collective, topo, time.perf_counter() - start,
+                                args.bandwidth_unit or topo.bandwidth_unit))
             return 0
         from canopy.engine.deploy.best_schedule import best_schedule
 

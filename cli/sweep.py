@@ -10,10 +10,10 @@ algbw against a parameter (``--screenshot PNG`` renders it and exits). See
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from canopy.cli.bounds import bounded_int
+from canopy.cli.gui import need_display
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.limits import MAX_WORKERS
 from canopy.engine.sweep.runner import EXECUTORS, read_rows, run_sweep
@@ -66,8 +66,7 @@ def _plot(args: argparse.Namespace) -> int:
         raise CanopyError(f"{args.plot}: no such file.") from None
     if not rows:
         raise CanopyError(f"{args.plot} holds no rows.")
-    if args.screenshot:
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    need_display(bool(args.screenshot), "the plot")
     from PySide6.QtWidgets import QApplication
 
     from canopy.app.dialogs.sweep_results import SweepResultsDialog

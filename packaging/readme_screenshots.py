@@ -62,7 +62,7 @@ def main() -> int:
     grab(editor, out / "screenshot-editor.png")
 
     solve = window_on(load_sample("dgx-a100-2x8"), "dgx-a100-2x8", size)
-    failure = solve.inspector.solve_and_wait("allgather")
+    failure = solve.solver.solve_and_wait("allgather")
     if failure:
         raise SystemExit(failure)
     wait(200)
@@ -71,7 +71,7 @@ def main() -> int:
     compare = window_on(load_sample("dgx-a100-2x8"), "dgx-a100-2x8", size)
     dock = compare.compare.dock
     dock.start("allreduce")
-    compare.inspector.controller.wait(600000)
+    compare.solver.controller.wait(600000)
     dock.raise_()
     compare.resizeDocks([dock], [int(size[1] * 0.42)], Qt.Orientation.Vertical)
     wait(200)

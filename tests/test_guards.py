@@ -156,7 +156,8 @@ def test_a_k_too_long_to_print_is_printed_short_and_kept_exact(tmp_path, capsys)
     path.write_text(big_k_text())
     assert main(["solve", str(path), "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "Prop. 3 k:       about 1.33333e+4994 (an integer of 4995 digits)" in text
+    assert ("at the optimum:  about 1.33333e+4994 (an integer of 4995 digits) trees per GPU"
+            in text)
     assert max(len(line) for line in text.splitlines()) < 250
     k = json.loads(out.read_text())["k"]
     assert len(str(k)) == 4995 and load_schedule(out).k == k

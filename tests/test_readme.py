@@ -1,11 +1,10 @@
-"""Every ``canopy`` example of the README runs, in order, as written, in a fresh folder.
+"""The README and docs/: one screen for a newcomer, and every quick ``canopy`` example runs
+as written, in order, in a fresh folder.
 
-Only the commands that would open a window and wait for the user (``canopy`` alone,
-``canopy gui FILE`` or ``canopy sweep --plot`` without ``--screenshot``) and those needing
-an optional extra (``--executor ray``, which starts a Ray cluster; the sweep tests cover
-it) are left out;
-everything else (solves, exports, imports, sweeps, screenshots) runs in the order the
-README gives, so an example that needs a file made by an earlier one finds it.
+``bench/docs_commands.py`` runs every command of the README and docs/ on a fresh clone;
+here, in the suite, the ``canopy`` commands run in-process, in the same order, except
+those that open a window and wait, those needing Ray (``--executor ray``; the sweep tests
+cover it) and those whose comment says they take a minute (the script runs them).
 """
 
 from __future__ import annotations
@@ -16,42 +15,54 @@ from pathlib import Path
 
 import pytest
 
+from bench.docs_commands import commands, opens_a_window, pages
 from canopy.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def readme_commands() -> list[str]:
-    """The ``canopy`` command lines of the README's bash blocks, comments removed."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
-        for line in block.splitlines():
-            line = line.split("  #")[0].strip()
-            if not line.startswith("canopy"):
-                continue
-            words = shlex.split(line)
-            interactive = words == ["canopy"] or (
-                (words[1] == "gui" or "--plot" in words) and "--screenshot" not in words)
-            optional = "--executor" in words and "ray" in words
-            if not interactive and not optional:
-                commands.append(line)
-    return commands
+def quick_canopy_commands() -> list[str]:
+    out = []
+    for command in commands(ROOT):
+        words = shlex.split(command.text)
+        if not words or words[0] != "canopy" or opens_a_window(words):
+            continue
+        if ("--executor" in words and "ray" in words) or "minute" in command.comment:
+            continue
+        out.append(command.text)
+    return out
 
 
-def test_the_readme_has_examples_of_every_verb():
-    verbs = {shlex.split(c)[1] for c in readme_commands()}
+def test_the_readme_is_one_screen_with_the_two_commands_and_links():
+    assert len(README.splitlines()) <= 60
+    assert "![" in README
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    test_command = next(line for line in README.splitlines() if "pytest" in line)
+    assert test_command in ci, "the README's test command is what .ci/run runs"
+    assert ".venv/bin/canopy" in README
+    session = re.search(r"## A first session.*?```bash\n(.*?)```", README, flags=re.S)
+    assert session is not None and len(session.group(1).splitlines()) == 5
+    for name in ("editor", "command-line", "formats", "how-it-works", "architecture",
+                 "performance", "install"):
+        assert f"](docs/{name}.md)" in README, f"the README links docs/{name}.md"
+    assert len(pages(ROOT)) > 7
+
+
+def test_the_docs_have_examples_of_every_verb():
+    verbs = {shlex.split(c)[1] for c in quick_canopy_commands()}
     assert {"solve", "verify", "gui", "generate", "import-nccl", "compare",
-            "check-xml"} <= verbs
+            "check-xml", "fabric", "export-nccl-topo"} <= verbs
 
 
-def test_every_readme_example_runs_in_order(tmp_path, monkeypatch, capsys):
+def test_every_quick_example_runs_in_order(tmp_path, monkeypatch, capsys):
     (tmp_path / "samples").symlink_to(ROOT / "samples")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("QT_QPA_PLATFORM", "offscreen")
-    for command in readme_commands():
+    for command in quick_canopy_commands():
         code = main(shlex.split(command)[1:])
         out = capsys.readouterr()
         if code != 0:
-            pytest.fail(f"README example failed with exit code {code}: {command}\n{out.err}")
-    assert (tmp_path / "cluster.json").exists() and (tmp_path / "ar.xml").exists()
+            pytest.fail(f"documented example failed with exit code {code}: {command}\n"
+                        f"{out.err}")
+    assert (tmp_path / "cluster.json").exists() and (tmp_path / "h100.json").exists()

@@ -247,6 +247,22 @@ class LinkItem(QGraphicsItem):
             return []
         return [QPointF(self._middle())] + [self._path.pointAtPercent(t) for t in SPOTS]
 
+    def side_spots(self) -> list[QPointF]:
+        """Where the bandwidth of a link too short to hold it along its line may go: beside
+        the middle, on either side, just clear of the two node boxes (two neighbouring
+        GPUs' link, e.g. an MI250's Infinity Fabric pair, is labelled above or below their
+        gap rather than not at all)."""
+        if self._path.isEmpty() or self._length < 1e-6 or self._zoom < LINK_LABEL_MIN_ZOOM:
+            return []
+        mid = self._path.pointAtPercent(0.5)
+        ux = (self._p2.x() - self._p1.x()) / self._length
+        uy = (self._p2.y() - self._p1.y()) / self._length
+        px = 1.0 / self._zoom
+        w, h = self._text_rect.width() * px, self._text_rect.height() * px
+        off = (abs(uy) * (w + style.NODE_W) + abs(ux) * (h + style.NODE_H)) / 2 + 2 * px
+        return [QPointF(mid.x() - uy * off, mid.y() + ux * off),
+                QPointF(mid.x() + uy * off, mid.y() - ux * off)]
+
     def label_rect(self, at: QPointF) -> QRectF:
         """The bandwidth's box centred at ``at``, in scene units at the current zoom."""
         scale = 1.0 / self._zoom

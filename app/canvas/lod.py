@@ -2,8 +2,9 @@
 
 A greedy pass after each zoom (and after edits settle): node bodies are obstacles; each
 node takes the longest of its names that fits beside its row neighbours and covers
-nothing; then each link puts its bandwidth at the first free spot along it. Whatever
-does not fit is left out, and stays in the item's tooltip.
+nothing; then each link puts its bandwidth at the first free spot along it (beside its
+middle when the link is too short to hold it along its line). Whatever does not fit is left out, and
+stays in the item's tooltip.
 """
 
 from __future__ import annotations
@@ -78,10 +79,16 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
         node.name_label.set_text(chosen)
     for link in links:
         link.set_zoom(zoom)
+        for badge in link.badge_rects():      # a tree's hop numbers stay readable
+            taken.add(badge)
+    fits = {id(link): link.label_fits() for link in links}
+    # links too short for their bandwidth first: they have two spots, the others eight
+    for link in sorted(links, key=lambda item: fits[id(item)]):
         spot = None
         folded = link.source in hidden or link.target in hidden
-        if link.label_fits() and not folded:
-            for at in link.label_spots():
+        if not folded:
+            spots = link.label_spots() if fits[id(link)] else link.side_spots()
+            for at in spots:
                 rect = link.label_rect(at)
                 if not taken.hits(rect):
                     spot = at

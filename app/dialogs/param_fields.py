@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from canopy.engine.generators import Generator, ParameterError, ParamSpec
+from canopy.engine.generators.gpu_models import GPU_MODELS
 from canopy.engine.generators.params import BANDWIDTH, BANDWIDTHS, BOOL, CHOICE, INT
 
 SPIN_LIMIT = 1_000_000
@@ -156,6 +157,8 @@ class ParamForm(QWidget):
         self.fields: dict[str, ParamField] = {}
         for spec in gen.params:
             field = ParamField(spec, self)
+            if spec.name == "gpu":       # a GPU model fills the fields it sets, then stays
+                field.changed.connect(self._apply_gpu_model)
             field.changed.connect(self._on_change)
             field.focused.connect(self.focused)
             layout.addRow(field.label, field.widget)
@@ -213,3 +216,19 @@ class ParamForm(QWidget):
     def _on_change(self) -> None:
         self._update_relevance()
         self.changed.emit()
+
+    def _apply_gpu_model(self) -> None:
+        """Show the chosen GPU model's values in the fields it sets (bandwidths with their
+        unit, so they hold whatever unit the dialog writes in); the user may change them."""
+        model = GPU_MODELS.get(self.fields["gpu"].text())
+        if model is None:
+            return
+        texts = {}
+        for name, value in model.generator_values().items():
+            spec = self.gen.param(name)
+            texts[name] = (f"{spec.format(value)} GB/s" if spec.type == BANDWIDTH
+                           else spec.format(value))
+        for name, text in texts.items():
+            self.fields[name].widget.blockSignals(True)
+            self.fields[name].set_text(text)
+            self.fields[name].widget.blockSignals(False)

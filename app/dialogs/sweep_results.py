@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -119,14 +120,22 @@ class SweepResultsDialog(QDialog):
         self.plot.clear()
         if self.params:
             self.plot.setLabel("bottom", self.x_box.currentText())
+        self.plot.setTitle("lines: the mean algbw of the points at each x (the other "
+                           "parameters vary); dots: every point", size="9pt")
         for i, (name, points) in enumerate(self.series().items()):
             colour = COLOURS[i % len(COLOURS)]
             by_x: dict[float, list[float]] = defaultdict(list)
             for x, y in points:
                 by_x[x].append(y)
             xs = sorted(by_x)
-            self.plot.plot(xs, [sum(by_x[x]) / len(by_x[x]) for x in xs], name=name,
-                           pen=pg.mkPen(colour, width=2))
+            # the optimum is drawn dashed and on top: ForestColl reaches it, so its line
+            # would otherwise hide the optimum's
+            optimum = name == "optimum"
+            pen = pg.mkPen(colour, width=3 if optimum else 2,
+                           style=Qt.PenStyle.DashLine if optimum else Qt.PenStyle.SolidLine)
+            line = self.plot.plot(xs, [sum(by_x[x]) / len(by_x[x]) for x in xs],
+                                  name=f"{name} (mean{', dashed' if optimum else ''})", pen=pen)
+            line.setZValue(10 if optimum else 0)
             self.plot.plot([p[0] for p in points], [p[1] for p in points], pen=None,
                            symbol="o", symbolSize=6, symbolBrush=colour, symbolPen=None)
 

@@ -32,6 +32,7 @@ from canopy.app.commands import (
     edit_nodes,
 )
 from canopy.app.document import Document
+from canopy.app.naming import counted
 from canopy.engine.model.topology import NODE_KINDS, format_gbps, parse_bandwidth
 from canopy.engine.model.units import UNITS, from_gbps, to_gbps
 
@@ -221,7 +222,8 @@ class PropertiesDock(QDockWidget):
         if label is not None:
             label.setText(f"Bandwidth ({topo.bandwidth_unit})")
         self.summary.setText(f"{len(topo.compute_nodes())} compute, "
-                             f"{len(topo.switch_nodes())} switches, {len(topo.links)} links")
+                             f"{counted(len(topo.switch_nodes()), 'switch')}, "
+                             f"{counted(len(topo.links), 'link')}")
         if self._nodes:
             self._show_nodes()
         if self._links:

@@ -219,8 +219,9 @@ class ResultsDock(SolutionDock):
                                  "solve with a tolerance to take fewer trees.")
         heights = [t.height for t in solution.trees]
         units = sum(t.tree.multiplicity for t in solution.trees)
-        v["trees"].setText(f"{len(solution.trees)} distinct ({number_text(units)} unit trees), "
-                           f"height {min(heights)}–{max(heights)}")
+        v["trees"].setText(f"{len(solution.trees)} distinct trees, {number_text(units)} "
+                           "counting each as often as it is used; "
+                           f"{min(heights)}–{max(heights)} links from a root to its farthest GPU")
         v["time"].setText(f"{solution.seconds:.2f} s")
         v["time"].setToolTip("\n".join(f"{phase}: {seconds:.3f} s"
                                        for phase, seconds in schedule.timings.items()))

@@ -303,5 +303,15 @@ def describe_choice(schedule: Schedule) -> str:
                 f"{info['feasibility_tolerance']:g}): {float(schedule.algbw):.2f} GB/s, "
                 f"{float(gain):.2f} % above reduce-scatter + allgather ({float(rs_ag):.2f} "
                 "GB/s); reduction and broadcast run at once on split link budgets")
-    return (f"reduce-scatter + allgather ({float(rs_ag):.2f} GB/s); allreduce LP "
-            f"(App. E): {info['note']}")
+    return (f"reduce-scatter then allgather on the trees ({float(rs_ag):.2f} GB/s); "
+            f"ForestColl's allreduce LP (App. E), which runs both at once, "
+            f"{_lp_words(str(info['note']))}")
+
+
+def _lp_words(note: str) -> str:
+    """The LP's note as the end of a sentence about it ("... LP (App. E), which ...")."""
+    if note == "equals reduce-scatter + allgather":
+        return "finds nothing faster"
+    if note.startswith("not solved: "):
+        return "was not solved: " + note.removeprefix("not solved: ")
+    return note

@@ -49,6 +49,7 @@ from canopy.engine.execution.program import (
     algbw_gbps,
 )
 from canopy.engine.execution.simulate import REPORT_SIZES, fastest, plan_bound
+from canopy.engine.generators.gpu_models import gpu_of
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.limits import check_simulable
@@ -331,8 +332,8 @@ def compare(topology: Topology, collective: str = "allgather",
     where : str, optional
         Names the input in error messages.
     limits : MscclLimits, optional
-        The MSCCL runtime's limits ForestColl's layout must keep (default: an A100's 108
-        SMs), as ``canopy solve --msccl-sms`` exports it.
+        The MSCCL runtime's limits ForestColl's layout must keep (default: the SMs of the
+        topology's GPU model, else an A100's 108), as ``canopy solve --msccl`` exports it.
     force : tuple of str, optional
         Rows to build in full even where they would take minutes: from SLOW_FROM compute
         nodes the baselines in SLOW are otherwise omitted, their row saying why, and
@@ -374,6 +375,8 @@ def compare(topology: Topology, collective: str = "allgather",
     if not sizes or any(s <= 0 for s in sizes):
         raise ScheduleError("message sizes must be positive numbers of bytes.")
     Network.from_topology(topology, where)   # one clear sentence for a bad topology
+    if limits is None:       # the topology's GPU model's SMs (generate --gpu), else an A100's
+        limits = MscclLimits(max_tbs_per_gpu=gpu_of(topology).sms)
     report = _Reporter(progress)
     nodes = len(topology.compute_nodes())
     builders: dict[str, Callable[[], BaselineResult]] = {

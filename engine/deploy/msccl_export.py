@@ -51,6 +51,7 @@ class MscclExport:
     note: str | None
     stray: str | None
     runtime_note: str | None = None       # which runtimes load no such file any more
+    k: int = 0                 # the trees per GPU the XML runs (the schedule's unless noted)
 
     def lines(self) -> list[str]:
         """One line per file written, then the note and the warning, for people."""
@@ -83,10 +84,12 @@ def export_msccl(topology: Topology, schedule: Schedule, path: str | os.PathLike
     report = progress or (lambda phase, fraction: None)
     report("MSCCL layout", 0.0)
     note = None
+    k = schedule.k
     try:
         if collective == schedule.collective and options.layout == "auto":
             choice = runtime_schedule(topology, schedule, options.limits)
             files, note = msccl_files(path, choice, options), choice.note
+            k = choice.schedule.k
         else:
             files = [MscclFile(str(path), msccl_xml(schedule, collective, options))]
     except MscclLimitError as exc:
@@ -111,4 +114,4 @@ def export_msccl(topology: Topology, schedule: Schedule, path: str | os.PathLike
         raise CanopyError(f"{path} cannot be written ({exc.strerror or exc}).") from None
     stray = algo_dir_note([f.path for f in files]) if options.runtime == "rccl" else None
     runtime_note = RCCL_NOTE + "." if options.runtime == "rccl" else None
-    return MscclExport(files, summaries, config, note, stray, runtime_note)
+    return MscclExport(files, summaries, config, note, stray, runtime_note, k)

@@ -25,6 +25,19 @@ needs). OCS-vClos (§7, rewiring through optical switches) is not modelled.
 
 Inside its vClos a job is routed by Canopy's own router (source routing); it shares no
 link capacity with any other job, so its flows see no contention.
+
+**Rail-optimised fabrics are refused, on purpose.** The paper's model (vclos.txt §6.1,
+Algorithm 3 and the vClos-ILP) puts each server under exactly one leaf: a job takes s / T
+whole servers under each chosen leaf, and a port is one leaf downlink. On a rail-optimised
+fabric a server's NICs reach R leaves, one per rail, so "the leaf of a server" does not
+exist and constraints (2)-(5) have no meaning as written. Isolation does still hold rail by
+rail in principle (each rail is a leaf-spine plane of its own, and a job on the same
+servers in every plane with ports reserved in each would share nothing), but that is a
+different algorithm: it must choose servers once for all R planes, find a vClos in every
+plane at once (R coupled ILPs) and decide what to do when one plane is fragmented and the
+others are not, none of which the paper defines or evaluates. Canopy does not guess at it:
+it refuses with one sentence naming the server and its leaves, and ``--routing source`` or
+``ecmp`` analyse such a fabric.
 """
 
 from __future__ import annotations
@@ -97,9 +110,10 @@ def leaf_spine(topology: Topology) -> LeafSpine:
                 other = server_leaf.setdefault(server_of[v], leaf)
                 if other != leaf:
                     raise ScheduleError(
-                        f"vClos needs every server under one leaf, but server "
-                        f"'{server_of[v]}' reaches leaves '{other}' and '{leaf}' (a "
-                        "rail-optimised fabric).")
+                        f"vClos (as its paper defines it) needs every server under one "
+                        f"leaf, but server '{server_of[v]}' reaches leaves '{other}' and "
+                        f"'{leaf}' (a rail-optimised fabric, whose per-rail isolation the "
+                        "paper does not define); use --routing source or ecmp here.")
     for server in servers:
         if server not in server_leaf:
             raise ScheduleError(f"server '{server}' reaches no leaf switch.")

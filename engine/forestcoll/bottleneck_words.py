@@ -5,8 +5,9 @@ ForestColl's optimum is set by the cut S* minimising |S* ∩ V_c| / B+(S*)
 everything they hold
 out over the links leaving S*. :func:`describe_cut` says how many GPUs S* holds, names the
 smaller side (S* or everything outside it) by whole servers where it can, and says which
-links carry the B+(S*) GB/s out, e.g. "S* holds 8 of 16 GPUs (server n0); 200 GB/s leave
-it over the 8 NIC uplinks of n0 (25 GB/s each)."
+links carry the B+(S*) GB/s out, e.g. "S* holds 8 of 16 GPUs (the GPUs of server n0);
+200 GB/s leave it over the 8 NIC uplinks of n0 (25 GB/s each)". Only GPUs are named as GPUs:
+a server's CPUs, PCIe switches and NICs on either side are left out of the count.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterable
 from fractions import Fraction
 
 from canopy.engine.model.topology import Topology, format_gbps
+from canopy.engine.model.units import GBPS, from_gbps
 
 NAMES_SHOWN = 4
 """Loose nodes named before "and N more"."""
@@ -39,23 +41,45 @@ def describe_nodes(topology: Topology, nodes: Iterable[str]) -> str:
     whole = sorted((g for g, ids in members.items() if ids <= chosen), key=_natural)
     loose = [n for n in topology.node_ids()
              if n in chosen and not any(n in members[g] for g in whole)]
+    return _servers_and_names(whole, loose, "node")
+
+
+def describe_gpus(topology: Topology, gpus: Iterable[str]) -> str:
+    """Some GPUs (compute nodes) in words: "the GPUs of server h1" where a server's GPUs
+    are all there, then the other GPUs by name; switches, CPUs and NICs are never named."""
+    compute = topology.compute_nodes()
+    is_gpu = set(compute)
+    chosen = set(gpus) & is_gpu
+    members: dict[str, set[str]] = defaultdict(set)     # a server's GPUs
+    for node in topology.nodes:
+        if node.group and node.id in is_gpu:
+            members[node.group].add(node.id)
+    whole = sorted((g for g, ids in members.items() if ids <= chosen), key=_natural)
+    loose = [n for n in compute if n in chosen and not any(n in members[g] for g in whole)]
+    if whole and not loose:
+        return "the GPUs of " + _servers_and_names(whole, [], "GPU")
+    return _servers_and_names(whole, loose, "GPU")
+
+
+def _servers_and_names(whole: list[str], loose: list[str], noun: str) -> str:
     parts = []
     if whole:
         parts.append(("server " if len(whole) == 1 else "servers ") + ", ".join(whole))
     if loose:
         shown = ", ".join(loose[:NAMES_SHOWN])
         more = len(loose) - NAMES_SHOWN
-        parts.append(shown + (f" and {more} more node{'s' if more != 1 else ''}"
+        parts.append(shown + (f" and {more} more {noun}{'s' if more != 1 else ''}"
                               if more > 0 else ""))
     return " and ".join(parts)
 
 
-def describe_links(topology: Topology, links: list[tuple[str, str, Fraction]]) -> str:
+def describe_links(topology: Topology, links: list[tuple[str, str, Fraction]],
+                   unit: str = GBPS) -> str:
     """The leaving links in a phrase: into one node, out of one node, or per server."""
     count = len(links)
     plural = "s" if count != 1 else ""
     bandwidths = {bw for _, _, bw in links}
-    each = f" ({format_gbps(next(iter(bandwidths)))} GB/s each)" \
+    each = f" ({_bw(next(iter(bandwidths)), unit)} each)" \
         if len(bandwidths) == 1 and count > 1 else ""
     outside_ends = {v for _, v, _ in links}
     inside_ends = {u for u, _, _ in links}
@@ -64,6 +88,14 @@ def describe_links(topology: Topology, links: list[tuple[str, str, Fraction]]) -
     if len(inside_ends) == 1:
         return f"the {count} link{plural} out of {next(iter(inside_ends))}{each}"
     group = {n.id: n.group for n in topology.nodes}
+    label = {n.id: (n.label or n.id).lower() for n in topology.nodes}
+
+    def is_nic(node: str) -> bool:
+        return "nic" in node.lower() or "nic" in label[node]
+
+    nic_groups = {group.get(v) for v in outside_ends}
+    if all(is_nic(v) for v in outside_ends) and len(nic_groups) == 1 and None not in nic_groups:
+        return f"the {count} links into the NICs of {next(iter(nic_groups))}{each}"
     by_group: dict[str | None, list[tuple[str, str]]] = defaultdict(list)
     for u, v, _ in links:
         by_group[group.get(u)].append((u, v))
@@ -72,7 +104,6 @@ def describe_links(topology: Topology, links: list[tuple[str, str, Fraction]]) -
         return f"the {count} links into {describe_nodes(topology, outside_ends)}{each}"
     if not servers and len(inside_ends) <= NAMES_SHOWN:
         return f"the {count} links out of {describe_nodes(topology, inside_ends)}{each}"
-    label = {n.id: (n.label or n.id).lower() for n in topology.nodes}
     phrases = []
     for g in sorted(by_group, key=lambda g: _natural(g or "")):
         pairs = by_group[g]
@@ -81,27 +112,33 @@ def describe_links(topology: Topology, links: list[tuple[str, str, Fraction]]) -
         if g is None:
             phrases.append(f"{n} link{s} from {describe_nodes(topology, {u for u, _ in pairs})}")
             continue
-        nic = all("nic" in u.lower() or "nic" in label[u] for u, _ in pairs)
+        nic = all(is_nic(u) for u, _ in pairs)
         up = all(group.get(v) != g for _, v in pairs)
         kind = ("NIC " if nic else "") + ("uplink" if up else "link")
         phrases.append(f"the {n} {kind}{s} of {g}")
     return _join(phrases) + each
 
 
-def describe_cut(topology: Topology, cut: Iterable[str], cut_bandwidth: Fraction) -> str:
-    """One sentence: how many GPUs S* holds, its smaller side, and what leaves it."""
+def describe_cut(topology: Topology, cut: Iterable[str], cut_bandwidth: Fraction,
+                 unit: str = GBPS) -> str:
+    """One sentence: how many GPUs S* holds and which (by server where whole, the fewer
+    named: those inside or all but those outside), and what leaves it, in ``unit``."""
     inside = set(cut)
     compute = topology.compute_nodes()
-    held = sum(1 for c in compute if c in inside)
-    rest = [n for n in topology.node_ids() if n not in inside]
-    if len(inside) <= len(rest):
-        side = f" ({describe_nodes(topology, inside)})"
+    held = [c for c in compute if c in inside]
+    outside = [c for c in compute if c not in inside]
+    if len(held) <= len(outside):
+        side = f" ({describe_gpus(topology, held)})"
     else:
-        side = f": everything but {describe_nodes(topology, rest)}"
+        side = f" (all but {describe_gpus(topology, outside)})"
     links = crossing_links(topology, inside)
-    over = f" over {describe_links(topology, links)}" if links else ""
-    return (f"S* holds {held} of {len(compute)} GPUs{side}; "
-            f"{format_gbps(cut_bandwidth)} GB/s leave it{over}.")
+    over = f" over {describe_links(topology, links, unit)}" if links else ""
+    return (f"S* holds {len(held)} of {len(compute)} GPUs{side}; "
+            f"{_bw(cut_bandwidth, unit)} leave it{over}.")
+
+
+def _bw(value: Fraction, unit: str) -> str:
+    return f"{format_gbps(from_gbps(value, unit))} {unit}"
 
 
 def _join(parts: list[str]) -> str:

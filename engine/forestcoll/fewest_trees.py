@@ -121,17 +121,25 @@ def fewest_k_candidates(net: Network, opt: Optimum, tolerance: Fraction = Fracti
         yield k_max, k_max * opt.inverse_x      # Prop. 3: capacities b_e / y, exact
 
 
+def trees_per_gpu(k: int) -> str:
+    """ "1 tree per GPU", "13 trees per GPU": k, the trees rooted at every compute node."""
+    return f"{number_text(k)} tree{'' if k == 1 else 's'} per GPU"
+
+
 def describe_k(schedule: Schedule) -> str:
-    """How a schedule's k relates to Prop. 3's, e.g. "k = 1 reaches the optimum; Prop. 3
-    gives 1625"."""
+    """How many trees a schedule takes and what they reach, in words first and notation
+    second, e.g. "1 tree per GPU reaches the optimum (k = 1; Prop. 3's k = 1625)"."""
     share = schedule.algbw / schedule.optimal_algbw
+    k = schedule.k
+    verb = "reaches" if k == 1 else "reach"
     if schedule.fixed_k:
-        reach = (f"k fixed to {number_text(schedule.k)} reaches {float(share) * 100:.2f} % of "
-                 "the optimum")
+        reach = (f"{trees_per_gpu(k)}, as asked, {verb} {float(share) * 100:.2f} % of the "
+                 f"optimum (k = {number_text(k)} fixed")
     elif share == 1:
-        reach = f"k = {number_text(schedule.k)} reaches the optimum"
+        reach = f"{trees_per_gpu(k)} {verb} the optimum (k = {number_text(k)}"
     else:
         tolerance = schedule.extra.get("k_search", {}).get("tolerance_percent", "0")
-        reach = (f"k = {number_text(schedule.k)} is the fewest within {tolerance} % of the optimum "
-                 f"({float(share) * 100:.2f} %)")
-    return f"{reach}; Prop. 3 gives {number_text(schedule.optimum.k)}"
+        reach = (f"{trees_per_gpu(k)} {'is' if k == 1 else 'are'} the fewest within "
+                 f"{tolerance} % of the optimum, {float(share) * 100:.2f} % of it "
+                 f"(k = {number_text(k)}")
+    return f"{reach}; Prop. 3's k = {number_text(schedule.optimum.k)})"

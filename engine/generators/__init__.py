@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from canopy.engine.generators import cluster, direct, multidim, punctured
-from canopy.engine.generators.params import ParameterError, ParamSpec
+from canopy.engine.generators.gpu_models import GPU_MODELS, NONE
+from canopy.engine.generators.params import BANDWIDTH, BANDWIDTHS, ParameterError, ParamSpec
 from canopy.engine.model.topology import Topology
-from canopy.engine.model.units import GBPS, check_unit, to_gbps
+from canopy.engine.model.units import GBPS, check_unit, from_gbps, to_gbps
 
 __all__ = ["GENERATORS", "Generator", "ParamSpec", "ParameterError", "generate"]
 
@@ -46,8 +47,9 @@ class Generator:
     def defaults(self) -> dict[str, Any]:
         return {p.name: p.default for p in self.params}
 
-    def resolve(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Defaults overlaid with ``values`` (text or typed), each parsed and checked."""
+    def resolve(self, values: Mapping[str, Any], unit: str = GBPS) -> dict[str, Any]:
+        """Defaults overlaid with a GPU model's values (``gpu``, when given) and then with
+        ``values`` (text or typed), each parsed and checked; bandwidths in ``unit``."""
         names = {p.name for p in self.params}
         for name in values:
             if name not in names:
@@ -55,9 +57,21 @@ class Generator:
                 raise ParameterError(f"'{self.kind}' has no parameter '{name}'; "
                                      f"its parameters are {flags}.")
         resolved = self.defaults()
+        for p in self.params:         # defaults are stated in GB/s
+            if p.type == BANDWIDTH:
+                resolved[p.name] = from_gbps(resolved[p.name], unit)
+            elif p.type == BANDWIDTHS:
+                resolved[p.name] = tuple(from_gbps(v, unit) for v in resolved[p.name])
+        if "gpu" in names and "gpu" in values:
+            model = GPU_MODELS.get(self.param("gpu").parse(values["gpu"]))
+            if model is not None:
+                for name, value in model.generator_values().items():
+                    spec = self.param(name)
+                    resolved[name] = spec.parse(from_gbps(value, unit)
+                                                if spec.type == BANDWIDTH else value, unit)
         for p in self.params:
             if p.name in values:
-                resolved[p.name] = p.parse(values[p.name])
+                resolved[p.name] = p.parse(values[p.name], unit)
         return resolved
 
 
@@ -133,14 +147,20 @@ def generate(kind: str, values: Mapping[str, Any] | None = None,
         check_unit(unit)
     except ValueError as exc:
         raise ParameterError(f"{exc}.") from None
-    resolved = gen.resolve(values or {})
+    resolved = gen.resolve(values or {}, unit)
     topo = gen.build(**resolved)
     for link in topo.links:
         link.bandwidth = to_gbps(link.bandwidth, unit)
     topo.bandwidth_unit = unit
+    if unit != GBPS:          # the builders name bandwidths in the numbers they were given
+        topo.name = topo.name.replace(" GB/s", f" {unit}")
     topo.extra["generator"] = {"kind": kind,
                                "params": {p.name: p.format(resolved[p.name])
-                                          for p in gen.params}}
+                                          for p in gen.params
+                                          if not (p.name == "gpu" and resolved[p.name] == NONE)}}
     if unit != GBPS:
         topo.extra["generator"]["unit"] = unit
+    model = GPU_MODELS.get(resolved.get("gpu", ""))
+    if model is not None:
+        topo.extra["gpu"] = model.record()
     return topo

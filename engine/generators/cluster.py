@@ -20,6 +20,7 @@ import math
 from fractions import Fraction
 
 from canopy.engine.generators.builder import SPACING, Builder, check_size
+from canopy.engine.generators.gpu_models import GPU_CHOICES, MI250_LINKS, MI250_WEIGHT, NONE
 from canopy.engine.generators.params import (
     BANDWIDTH,
     CHOICE,
@@ -30,8 +31,8 @@ from canopy.engine.generators.params import (
 )
 from canopy.engine.model.topology import Topology, format_gbps
 
-NVSWITCH, MESH, RING = "nvswitch", "mesh", "ring"
-FABRICS = (NVSWITCH, MESH, RING)
+NVSWITCH, MESH, RING, MI250 = "nvswitch", "mesh", "ring", "mi250"
+FABRICS = (NVSWITCH, MESH, RING, MI250)
 SINGLE, RAIL, LEAF_SPINE = "single", "rail", "leaf-spine"
 SCALE_OUTS = (SINGLE, RAIL, LEAF_SPINE)
 RAIL_LEAF, TOR_LEAF = "rail", "tor"
@@ -51,11 +52,17 @@ _ASPECT = 1.6
 
 def cluster(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics_per_gpu: Fraction,
             nic_bw: Fraction, pcie_bw: Fraction, scale_out: str, rails: int, leaf: str,
-            servers_per_leaf: int, spines: int, oversubscription: Fraction) -> Topology:
-    """Build the cluster; node ids follow ``n<server>.gpu<i>``, ``n<s>.nic<j>``."""
+            servers_per_leaf: int, spines: int, oversubscription: Fraction,
+            gpu: str = NONE) -> Topology:
+    """Build the cluster; node ids follow ``n<server>.gpu<i>``, ``n<s>.nic<j>``. ``gpu``
+    names the GPU model whose values the options were filled from (its name only)."""
+    if fabric == MI250 and gpus != 16:
+        raise ParameterError(f"--fabric mi250 joins the 16 GCDs of an MI250 server; --gpus "
+                             f"is {gpus}.")
     nics = _nic_count(gpus, nics_per_gpu, servers)
     check_size(servers * (gpus + 2 * nics + 1))
-    b = Builder(_name(servers, gpus, fabric, gpu_bw, nics, nic_bw, scale_out))
+    b = Builder(_name(servers, gpus if gpu == NONE else f"{gpus} {gpu.upper()}", fabric,
+                      gpu_bw, nics, nic_bw, scale_out))
     width = _server_width(gpus, nics, fabric)
     nic_ids: list[list[str]] = []
     for s in range(servers):
@@ -138,7 +145,7 @@ def _nic_count(gpus: int, nics_per_gpu: Fraction, servers: int) -> int:
     return gpus // q
 
 
-def _name(servers: int, gpus: int, fabric: str, gpu_bw: Fraction, nics: int,
+def _name(servers: int, gpus: int | str, fabric: str, gpu_bw: Fraction, nics: int,
           nic_bw: Fraction, scale_out: str) -> str:
     net = f", {nics} x {format_gbps(nic_bw)} GB/s NICs, {scale_out}" if nics else ""
     return (f"{servers} x {gpus} GPUs ({fabric} {format_gbps(gpu_bw)} GB/s{net})")
@@ -181,6 +188,9 @@ def _server(b: Builder, s: int, x0: float, width: float, gpus: int, fabric: str,
             for i in range(gpus):
                 for j in range(i + 1, gpus):
                     b.link(gpu[i], gpu[j], gpu_bw / (gpus - 1))
+        elif fabric == MI250:
+            for i, j, weight in MI250_LINKS:
+                b.link(gpu[i], gpu[j], gpu_bw * weight / MI250_WEIGHT)
         else:
             pairs = [(i, (i + 1) % gpus) for i in range(gpus)] if gpus > 2 else [(0, 1)]
             share = gpu_bw / 2 if gpus > 2 else gpu_bw
@@ -252,13 +262,20 @@ def _leaf_spine(b: Builder, nic_ids: list[list[str]], nic_bw: Fraction, width: f
 
 
 CLUSTER_PARAMS = (
+    ParamSpec("gpu", CHOICE, NONE,
+              "GPU model: fills --gpus, --fabric, --gpu-bw, --nics-per-gpu and --nic-bw "
+              "with its reference server's values (options given as well win) and records "
+              "its SMs and runtime for the exports",
+              choices=GPU_CHOICES),
     ParamSpec("servers", INT, 2, "number of servers", minimum=1),
     ParamSpec("gpus", INT, 8, "GPUs per server", minimum=1),
     ParamSpec("fabric", CHOICE, NVSWITCH,
-              "intra-server fabric: nvswitch, mesh (direct all-to-all) or ring",
+              "intra-server fabric: nvswitch, mesh (direct all-to-all), ring or mi250 "
+              "(the Infinity Fabric links of 16 MI250 GCDs)",
               choices=FABRICS),
     ParamSpec("gpu_bw", BANDWIDTH, Fraction(300),
-              "each GPU's total intra-server bandwidth per direction, GB/s"),
+              "each GPU's total intra-server bandwidth per direction (NVLink or Infinity "
+              "Fabric), GB/s"),
     ParamSpec("nics_per_gpu", RATIO, Fraction(1),
               "NICs per GPU: a whole number, or 1/q for one NIC shared by q GPUs",
               minimum=0),

@@ -16,6 +16,7 @@ from typing import Any
 
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.topology import format_number, parse_bandwidth
+from canopy.engine.model.units import GBPS, from_gbps, split_unit, to_gbps
 
 # Parameter types. Values are Python objects of the listed kind.
 INT = "int"                  # int
@@ -66,9 +67,10 @@ class ParamSpec:
         text = " ".join(words)
         return text[0].upper() + text[1:]
 
-    def parse(self, text: str | Any) -> Any:
-        """Turn ``text`` (or an already typed value) into this parameter's value."""
-        value = _convert(self, text)
+    def parse(self, text: str | Any, unit: str = GBPS) -> Any:
+        """Turn ``text`` (or an already typed value) into this parameter's value; a
+        bandwidth may carry a unit (``400Gb/s``) and is then converted to ``unit``."""
+        value = _convert(self, text, unit)
         self.check(value)
         return value
 
@@ -119,23 +121,23 @@ _LABEL_WORDS = {"gpus": "GPUs", "gpu": "GPU", "nics": "NICs", "nic": "NIC", "bw"
                 "pcie": "PCIe", "fc": "FC"}
 
 
-def _convert(spec: ParamSpec, raw: Any) -> Any:
+def _convert(spec: ParamSpec, raw: Any, unit: str = GBPS) -> Any:
     """Parse text for ``spec``; typed values (from code or the dialog) pass through."""
     where = spec.flag
     if not isinstance(raw, str):
-        return _convert_typed(spec, raw)
+        return _convert_typed(spec, raw, unit)
     text = raw.strip()
     if spec.type == INT:
         if not re.fullmatch(r"[+-]?\d+", text):
             raise ParameterError(f"{where} is '{raw}', which is not a whole number.")
         return int(text)
     if spec.type == BANDWIDTH:
-        return _bandwidth(text, where)
+        return _bandwidth(text, where, unit)
     if spec.type == BANDWIDTHS:
-        parts = [p for p in re.split(r"[,\s]+", text) if p]
+        parts = [p for p in re.split(r"\s*,\s*|\s+(?!Gi?[Bb]/s)", text) if p.strip()]
         if not parts:
             raise ParameterError(f"{where} is empty; give one or more bandwidths like 200,100.")
-        return tuple(_bandwidth(p, where) for p in parts)
+        return tuple(_bandwidth(p, where, unit) for p in parts)
     if spec.type == RATIO:
         return _ratio(text, where)
     if spec.type == DIMS:
@@ -159,17 +161,17 @@ def _convert(spec: ParamSpec, raw: Any) -> Any:
     raise ValueError(f"unknown parameter type {spec.type!r}")
 
 
-def _convert_typed(spec: ParamSpec, value: Any) -> Any:
+def _convert_typed(spec: ParamSpec, value: Any, unit: str = GBPS) -> Any:
     where = spec.flag
     if spec.type == INT and isinstance(value, int) and not isinstance(value, bool):
         return value
     if spec.type == BANDWIDTH and isinstance(value, (int, Fraction)) \
             and not isinstance(value, bool):
-        return _bandwidth(value, where)
+        return _bandwidth(value, where, unit)
     if spec.type == RATIO and isinstance(value, (int, Fraction)) and not isinstance(value, bool):
         return _ratio(value, where)
     if spec.type == BANDWIDTHS and isinstance(value, (list, tuple)) and value:
-        return tuple(_bandwidth(v, where) for v in value)
+        return tuple(_bandwidth(v, where, unit) for v in value)
     if spec.type == DIMS and isinstance(value, (list, tuple)) and value \
             and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
@@ -177,18 +179,29 @@ def _convert_typed(spec: ParamSpec, value: Any) -> Any:
         return tuple(str(v).lower() for v in value)
     if spec.type == BOOL and isinstance(value, bool):
         return value
-    return _convert(spec, str(value))
+    return _convert(spec, str(value), unit)
 
 
-def _bandwidth(value: Any, where: str) -> Fraction:
+def _bandwidth(value: Any, where: str, unit: str = GBPS) -> Fraction:
+    """A positive exact bandwidth in ``unit``; text may name its own unit (``400Gb/s``,
+    ``50 GB/s``), converted exactly (:mod:`canopy.engine.model.units`)."""
+    number, given = "", None
+    if isinstance(value, str):
+        number, given = split_unit(value)
     try:
-        return parse_bandwidth(value)
+        result = parse_bandwidth(number if given else value)
     except ValueError as exc:
-        raise ParameterError(f"{where} is '{value}', which {exc}.") from None
+        raise ParameterError(f"{where} is '{value.strip() if isinstance(value, str) else value}'"
+                             f", which {exc}; give a number in {unit} or one with its unit, "
+                             "e.g. 400Gb/s.") from None
+    return from_gbps(to_gbps(result, given), unit) if given else result
 
 
 def _ratio(value: Any, where: str) -> Fraction:
     """A non-negative exact ratio (0 is checked against the spec's minimum later)."""
     if value == 0 or (isinstance(value, str) and re.fullmatch(r"0+(\.0*)?", value)):
         return Fraction(0)
-    return _bandwidth(value, where)
+    try:
+        return parse_bandwidth(value)
+    except ValueError as exc:
+        raise ParameterError(f"{where} is '{value}', which {exc}.") from None

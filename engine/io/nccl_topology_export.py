@@ -16,8 +16,13 @@ rules,
   bandwidth is the one between them.
 
 A server is a ``group`` whose nodes are named as ``canopy import-nccl`` names them
-(``cpu0``, ``pcie3``, ``gpu1``, ``nic0``, ``nvswitch0`` after the group's prefix);
-anything else, or a bandwidth no NCCL attribute can state, is refused with one sentence.
+(``cpu0``, ``pcie3``, ``gpu1``, ``nic0``, ``nvswitch0`` after the group's prefix).
+:func:`as_nccl_server` first restates a server drawn or generated in Canopy's own terms
+in those (GPUs are compute nodes; NVSwitches, NICs, PCIe switches and CPUs are known by
+their names or labels), adding what NCCL's format requires and the drawing leaves out,
+each addition said in a note: a CPU at the root of the PCI tree, a PCIe switch where a
+GPU links to its NIC directly, a NIC where a GPU links out of the server. Anything else,
+or a bandwidth no NCCL attribute can state, is refused with one sentence.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from canopy.engine.io.nccl_topology_import import (
 )
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.model.errors import CanopyError
-from canopy.engine.model.topology import Link, Topology, format_gbps
+from canopy.engine.model.topology import Link, Node, Topology, format_gbps
 
 ROLES = ("cpu", "pcie", "gpu", "nic", "nvswitch")
 WIDTHS = (16, 8, 4, 2, 1, 32, 12)
@@ -98,8 +103,152 @@ def _sm(bandwidths: list[Fraction], where: str) -> tuple[int, Fraction]:
         if all((bw / per_link).denominator == 1 for bw in bandwidths):
             return sm, per_link
     listed = ", ".join(format_gbps(b) for b in bandwidths)
-    raise NcclTopoExportError(f"{where}'s NVLink bandwidths ({listed} GB/s) are not whole "
-                              "numbers of NVLinks for any GPU generation.")
+    per = ", ".join(str(format_gbps(nvlink_bandwidth(sm))) for sm in SMS)
+    raise NcclTopoExportError(f"{where}'s GPU-to-GPU bandwidths ({listed} GB/s) are not whole "
+                              f"numbers of NVLinks: NCCL's format states NVLink as a count of "
+                              f"links of {per} GB/s (by GPU generation), and it has no "
+                              "Infinity Fabric or other GPU link.")
+
+
+ROLE_WORDS = (("nvswitch", "nvswitch"), ("nvs", "nvswitch"), ("nic", "nic"), ("hca", "nic"),
+              ("pcie", "pcie"), ("pci", "pcie"), ("cpu", "cpu"), ("socket", "cpu"))
+"""Words in a switch's id or label that say its role in a server, first match wins."""
+PCI_BANDWIDTHS = sorted({width * lane / Fraction(80) for width in WIDTHS
+                         for _, lane in PCI_GEN})
+"""Every bandwidth NCCL's PCI formula gives (width x lane speed / 80), smallest first."""
+DEFAULT_PCI = Fraction(24)
+"""PCIe Gen4 x16 as NCCL counts it: a GPU's link to a CPU the drawing does not give."""
+
+
+def _guess_role(node_id: str, label: str, is_compute: bool) -> str | None:
+    if is_compute:
+        return "gpu"
+    name = f"{node_id.rsplit('.', 1)[-1]} {label}".lower()
+    return next((role for word, role in ROLE_WORDS if word in name), None)
+
+
+def _pci_at_least(bw: Fraction) -> Fraction:
+    """The smallest PCI bandwidth NCCL can state that is at least ``bw`` (or the largest)."""
+    return next((b for b in PCI_BANDWIDTHS if b >= bw), PCI_BANDWIDTHS[-1])
+
+
+def as_nccl_server(topology: Topology, group: str) -> tuple[Topology, list[str]]:
+    """``topology`` with server ``group`` restated in ``canopy import-nccl``'s terms, and a
+    note per change (none when it already is; see the module docstring)."""
+    members = [n for n in topology.nodes if n.group == group]
+    out = Topology(topology.name, [], [], bandwidth_unit=topology.bandwidth_unit)
+    taken: dict[str, set[int]] = defaultdict(set)
+    for n in members:
+        role = _role(n.id, group)
+        if role is not None:
+            taken[role[0]].add(role[1])
+    rename: dict[str, str] = {}
+
+    def new_id(kind: str) -> str:
+        number = next(i for i in range(len(taken[kind]) + 1) if i not in taken[kind])
+        taken[kind].add(number)
+        return f"{group}.{kind}{number}"
+
+    for n in members:
+        if _role(n.id, group) is None:
+            guessed = _guess_role(n.id, n.label, n.is_compute)
+            if guessed is None:
+                raise NcclTopoExportError(
+                    f"node '{n.id}' of server '{group}' is a switch that its name and label "
+                    "do not call an NVSwitch, NIC, PCIe switch or CPU, so NCCL's format "
+                    "has no place for it.")
+            rename[n.id] = new_id(guessed)
+    for n in topology.nodes:
+        out.nodes.append(Node(rename.get(n.id, n.id), n.kind, n.label, n.group, n.x, n.y,
+                              dict(n.extra), n.failed))
+    server = {rename.get(n.id, n.id) for n in members}
+
+    def role_of(node_id: str) -> str:
+        role = _role(node_id, group)
+        return role[0] if role else ""
+
+    notes = [f"names {', '.join(f'{a} -> {b}' for a, b in list(rename.items())[:3])}"
+             f"{' ...' if len(rename) > 3 else ''} as NCCL's terms"] if rename else []
+    pending: list[Link] = []
+    outside_gpu_links = 0
+    for link in topology.links:
+        a, b = rename.get(link.source, link.source), rename.get(link.target, link.target)
+        copy = Link(a, b, link.bandwidth, link.duplex, link.latency, dict(link.extra),
+                    link.failed)
+        gpu_end = next((e for e in (a, b) if e in server and role_of(e) == "gpu"), None)
+        other = b if gpu_end == a else a
+        if gpu_end is not None and other not in server:
+            nic = new_id("nic")       # a GPU linked out of the server: through a NIC
+            out.nodes.append(Node(nic, "switch", f"{group} NIC for {gpu_end}", group))
+            pending.append(Link(gpu_end, nic, link.bandwidth, link.duplex))
+            pending.append(Link(nic, other, link.bandwidth, link.duplex, link.latency))
+            outside_gpu_links += 1
+            continue
+        pending.append(copy)
+    if outside_gpu_links:
+        notes.append(f"adds a NIC for each of the {outside_gpu_links} links from a GPU out "
+                     "of the server (in NCCL only NICs leave a server)")
+    cpus = [n for n in server if role_of(n) == "cpu"]
+    if not cpus:
+        cpu = new_id("cpu")
+        out.nodes.append(Node(cpu, "switch", f"{group} CPU", group))
+        cpus = [cpu]
+        notes.append(f"adds a CPU, {cpu}, at the root of the server's PCI tree")
+    parent: dict[str, str] = {}
+    for link in pending:
+        for child, up in ((link.source, link.target), (link.target, link.source)):
+            if link.duplex and role_of(up) in ("cpu", "pcie") \
+                    and role_of(child) in ("gpu", "nic", "pcie"):
+                parent.setdefault(child, up)
+    links: list[Link] = []
+    bridged: set[str] = set()
+    for link in pending:
+        ends = {role_of(link.source): link.source, role_of(link.target): link.target}
+        if set(ends) == {"gpu", "nic"} and ends["nic"] not in parent:
+            # a GPU linked to its NIC directly: both under one PCIe switch
+            bw = _pci_at_least(link.bandwidth)
+            pcie = parent.get(ends["gpu"])
+            if pcie is None or role_of(pcie) != "pcie":
+                pcie = new_id("pcie")
+                out.nodes.append(Node(pcie, "switch", f"{group} PCIe switch", group))
+                links += [Link(ends["gpu"], pcie, bw), Link(pcie, cpus[0], bw)]
+                parent[ends["gpu"]], parent[pcie] = pcie, cpus[0]
+            links.append(Link(ends["nic"], pcie, bw))
+            parent[ends["nic"]] = pcie
+            bridged.add(f"{format_gbps(link.bandwidth)} -> {format_gbps(bw)}")
+            continue
+        links.append(link)
+    if bridged:
+        notes.append("puts each GPU and the NICs it links to directly under a PCIe switch, "
+                     "at the nearest PCIe bandwidth NCCL states, no less than the link's "
+                     f"where one is (GB/s: {', '.join(sorted(bridged))})")
+    has_parent = set(parent)
+    loose = [n.id for n in out.nodes if n.group == group
+             if role_of(n.id) in ("gpu", "nic", "pcie") and n.id not in has_parent]
+    for node_id in loose:
+        own = [link.bandwidth for link in links if node_id in (link.source, link.target)]
+        bw = DEFAULT_PCI if role_of(node_id) == "gpu" \
+            else _pci_at_least(max(own, default=DEFAULT_PCI))
+        links.insert(0, Link(node_id, cpus[0], bw))
+    if loose:
+        notes.append(f"hangs the {len(loose)} devices with no PCI link off {cpus[0]} "
+                     f"(GPUs at PCIe Gen4 x16, {format_gbps(DEFAULT_PCI)} GB/s)")
+    stated = set(PCI_BANDWIDTHS) | {LOC_BW}
+    rounded: set[str] = set()
+    for link in links:      # a PCI link runs child -> parent, as the importer writes it
+        if link.duplex and parent.get(link.source) != link.target \
+                and parent.get(link.target) == link.source:
+            link.source, link.target = link.target, link.source
+        if parent.get(link.source) == link.target and link.bandwidth not in stated:
+            bw = _pci_at_least(link.bandwidth)
+            rounded.add(f"{format_gbps(link.bandwidth)} -> {format_gbps(bw)}")
+            link.bandwidth = bw
+    if rounded:
+        notes.append("states PCIe links at the nearest bandwidth NCCL's formula gives, no "
+                     f"less where one is (GB/s: {', '.join(sorted(rounded))})")
+    out.links = links
+    out.jobs, out.extra = list(topology.jobs), dict(topology.extra)
+    return out, notes
 
 
 class _Server:

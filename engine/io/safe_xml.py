@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.errors import CanopyError, unreadable
 
 MAX_XML_BYTES = 64 * 1024 * 1024
 
@@ -58,5 +58,5 @@ def parse_xml_file(path: str | os.PathLike[str]) -> etree._Element:
     except FileNotFoundError:
         raise XmlError(f"{p}: no such file.") from None
     except OSError as exc:
-        raise XmlError(f"{p} cannot be read ({exc.strerror}).") from None
+        raise XmlError(unreadable(p, exc)) from None
     return parse_xml_bytes(data, str(p))

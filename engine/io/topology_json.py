@@ -18,7 +18,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, TypeVar
 
-from canopy.engine.model.errors import TopologyError
+from canopy.engine.model.errors import CanopyError, TopologyError, unreadable, unwritable
 from canopy.engine.model.limits import (
     MAX_DIGITS,
     MAX_FILE_BYTES,
@@ -118,7 +118,10 @@ def _from_dict_steps(data: Any, source: str) -> Steps[Topology]:
         raise TopologyError(
             f"{source}: version {_shown(data.get('version'))} is not supported "
             f"(this Canopy reads version {VERSION}).")
-    raw_nodes = data.get("nodes", [])
+    if "nodes" not in data:
+        raise TopologyError(f"{source} has no 'nodes' list; a topology lists its nodes "
+                            "(GPUs and switches) before the links between them.")
+    raw_nodes = data["nodes"]
     raw_links = data.get("links", [])
     if not isinstance(raw_nodes, list) or not isinstance(raw_links, list):
         raise TopologyError(f"{source}: 'nodes' and 'links' must be lists.")
@@ -156,6 +159,9 @@ def _from_dict_steps(data: Any, source: str) -> Steps[Topology]:
             if not isinstance(rl.get(key), str):
                 raise TopologyError(f"{where} has no string '{key}'.")
             _check_id(rl[key], f"link {i}'s {key}", source)
+        if rl.get("bandwidth") is None:
+            raise TopologyError(f"{where} has no bandwidth; give one in {unit}, e.g. "
+                                '"bandwidth": 100.')
         try:
             bandwidth = to_gbps(parse_bandwidth(rl.get("bandwidth")), unit)
         except ValueError as exc:
@@ -339,7 +345,7 @@ def reading_steps(path: str | os.PathLike[str]) -> Steps[Topology]:
     except FileNotFoundError:
         raise TopologyError(f"{p}: no such file.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise TopologyError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
+        raise TopologyError(unreadable(p, exc)) from None
     return (yield from _loads_steps(text, str(p)))
 
 
@@ -373,8 +379,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         mode = 0o666 & ~umask
     import tempfile  # here: it loads random and hashing, which start-up need not pay
 
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp",
-                               dir=p.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{os.getpid()}.", suffix=".tmp",
+                                   dir=p.parent or ".")
+    except OSError as exc:
+        raise CanopyError(unwritable(p, exc)) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

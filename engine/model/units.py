@@ -45,3 +45,16 @@ def to_gbps(value: Fraction, unit: str) -> Fraction:
 def from_gbps(value: Fraction, unit: str) -> Fraction:
     """A GB/s value expressed in ``unit`` (exact)."""
     return value / UNIT_FACTORS[unit]
+
+
+def split_unit(text: str) -> tuple[str, str | None]:
+    """``"400Gb/s"`` -> ``("400", "Gb/s")``; text with no known unit comes back whole.
+
+    >>> split_unit(" 12.5 GB/s"), split_unit("300")
+    (('12.5', 'GB/s'), ('300', None))
+    """
+    stripped = text.strip()
+    for unit in sorted(UNIT_FACTORS, key=len, reverse=True):
+        if stripped.endswith(unit):
+            return stripped[:-len(unit)].strip(), unit
+    return stripped, None

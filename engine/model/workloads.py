@@ -24,7 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from canopy.engine.model.errors import CanopyError, TopologyError
+from canopy.engine.model.errors import CanopyError, TopologyError, unreadable
 from canopy.engine.model.limits import (
     MAX_DIGITS,
     MAX_FILE_BYTES,
@@ -67,6 +67,7 @@ def _plain(value: Any) -> Any:
 
 
 def _size(value: Any, where: str) -> int:
+    """Bytes, as a whole number or as the command line spells sizes ("256M", "1G")."""
     value = _plain(value)
     if isinstance(value, str):
         try:
@@ -179,7 +180,7 @@ def load_jobs(path: str | os.PathLike[str]) -> list[Job]:
     except FileNotFoundError:
         raise TopologyError(f"{p}: no such file.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise TopologyError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
+        raise TopologyError(unreadable(p, exc)) from None
     try:
         data = json.loads(text, parse_float=Decimal, parse_int=_integer,
                           parse_constant=_no_constant)

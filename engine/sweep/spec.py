@@ -36,7 +36,7 @@ from typing import Any
 from canopy.engine.generators import GENERATORS, generate
 from canopy.engine.io.topology_json import topology_to_dict
 from canopy.engine.model.collectives import COLLECTIVES
-from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.errors import CanopyError, unreadable
 from canopy.engine.model.limits import MAX_FILE_BYTES
 from canopy.engine.model.plan import ALGORITHMS
 from canopy.engine.model.sizes import parse_size
@@ -177,7 +177,7 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     except FileNotFoundError:
         raise SpecError(f"{p}: no such file.") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{p} cannot be read ({exc.__class__.__name__}).") from None
+        raise SpecError(unreadable(p, exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p} is not valid TOML ({exc}).") from None
     return parse_spec(data, str(p))

@@ -187,3 +187,23 @@ def test_a_screenshot_of_a_large_drawing_has_its_labels_placed(window):
     assert not scene.node_item("n0.gpu0").name_label.text, "placed later, by the timer"
     view.settle_labels()
     assert scene.node_item("n0.gpu0").name_label.text
+
+
+def test_mi250s_infinity_fabric_pairs_are_labelled_without_overlap(window, qtbot):
+    """At 1280 x 800 on 2 x MI250, the 200 GB/s Infinity Fabric links between neighbouring
+    GCDs, too short to hold their bandwidth along them, get it beside their middle; no
+    two labels overlap."""
+    window.doc.set_topology(load_sample("mi250-2x16"), None, display_name="mi250-2x16")
+    window.resize(1280, 800)
+    qtbot.wait(50)
+    window.view.zoom_to_fit()
+    scene, view = window.scene, window.view
+    qtbot.wait(200)
+    scene.apply_zoom()
+    pairs = [link for link in scene.link_items()
+             if link.text == "200" and link.source.startswith("n0.gpu")]
+    assert len(pairs) == 8
+    assert sum(1 for link in pairs if link.bandwidth_label.text == "200") >= 6
+    rects = _label_rects(scene, view.zoom())
+    for i, a in enumerate(rects):
+        assert not any(a.intersects(b) for b in rects[i + 1:])

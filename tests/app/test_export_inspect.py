@@ -147,7 +147,8 @@ def test_write_errors_appear_in_dialogs(window, qtbot, dialogs, monkeypatch, tmp
         window.actions[action].trigger()
         kind, title, text = dialogs.calls[-1]
         assert kind == "critical" and title.startswith("Cannot export")
-        assert text == f"{missing / name} cannot be written (No such file or directory)."
+        assert text == (f"{missing / name} cannot be written: the folder {missing} does not "
+                        "exist.")
     monkeypatch.setattr(MscclExportDialog, "ask",
                         staticmethod(lambda *a: MscclChoice("allgather", False)))
     dialogs.save_path = str(missing / "m.xml")

@@ -100,7 +100,8 @@ def test_a_bad_field_shows_the_sentence_and_disables_ok(qtbot, dialog):
     dialog.set_kind("cluster")
     dialog.current_form().fields["gpu_bw"].widget.setText("fast")
     assert not dialog.ok.isEnabled()
-    assert dialog.error.text() == "“GPU bandwidth” is 'fast', which is not a number."
+    assert dialog.error.text() == ("“GPU bandwidth” is 'fast', which is not a number; give a "
+                                   "number in GB/s or one with its unit, e.g. 400Gb/s.")
     assert dialog.canvas.currentWidget() is dialog.placeholder
     dialog.current_form().fields["gpu_bw"].widget.setText("450")
     wait_preview(qtbot, dialog)
@@ -235,3 +236,18 @@ def test_the_chosen_unit_reaches_the_topology(qtbot, dialog):
     topo = dialog.topology()
     assert topo.bandwidth_unit == "Gb/s"
     assert {link.bandwidth for link in topo.links} == {Fraction(25, 2)}
+
+
+def test_a_gpu_model_fills_its_fields_and_is_stored(qtbot, dialog):
+    """Choosing H100 shows 450 GB/s NVLink and 400 Gb/s NICs; the generated topology keeps
+    the model (its SMs feed the exports)."""
+    dialog.set_kind("cluster")
+    form = dialog.current_form()
+    form.fields["gpu"].widget.setCurrentText("h100")
+    assert form.fields["gpu_bw"].text() == "450 GB/s"
+    assert form.fields["nic_bw"].text() == "50 GB/s"
+    wait_preview(qtbot, dialog)
+    dialog.accept()
+    topo = dialog.topology()
+    assert topo.extra["gpu"]["model"] == "h100" and topo.extra["gpu"]["sms"] == 132
+    assert {link.bandwidth for link in topo.links if "nvswitch" in link.target} == {450}

@@ -40,6 +40,10 @@ CASES = {
     "nan-literal": (topo().replace('"bandwidth": 10', '"bandwidth": NaN', 1), ["NaN"]),
     "inf-bw": (bw("Infinity"), ["a - w", "not finite"]),
     "text-bw": (bw("fast"), ["a - w", "'fast'", "not a number"]),
+    "no-bw": (topo(links=[{"source": "a", "target": "w"}, GOOD_LINKS[1]]),
+              ["link 0 (a - w) has no bandwidth; give one in GB/s"]),
+    "no-nodes": ('{"format": "canopy-topology", "version": 1, "links": []}',
+                 ["has no 'nodes' list"]),
     "one-compute": (topo(nodes=[{"id": "a", "kind": "compute"}, {"id": "b", "kind": "switch"},
                                 {"id": "w", "kind": "switch"}]), ["1 compute node"]),
     "cut-off": (topo(nodes=GOOD_NODES + [{"id": "c", "kind": "compute"},
@@ -79,3 +83,30 @@ def test_real_process_has_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "unbalanced" in proc.stderr
+
+
+@pytest.mark.parametrize("verb", [["solve"], ["verify", "x.json"], ["import-nccl", "-o", "x"],
+                                  ["import-graphml", "-o", "x"], ["export-nccl-topo", "-o", "x"]])
+def test_a_folder_is_one_sentence_in_every_verb(verb, tmp_path, capsys):
+    assert main([verb[0], str(tmp_path), *verb[1:]]) == 2
+    assert capsys.readouterr().err == f"canopy: {tmp_path} is a folder, not a file.\n"
+
+
+def test_a_bad_option_value_is_one_sentence(capsys):
+    with pytest.raises(SystemExit, match="2"):
+        main(["solve", "samples/dgx-a100-2x8.json", "--k", "abc"])
+    assert capsys.readouterr().err == (
+        "canopy solve: argument --k: invalid int value: 'abc' ('canopy solve --help' "
+        "lists the options).\n")
+    with pytest.raises(SystemExit, match="2"):
+        main(["generate", "cluster", "--servers", "2"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage" not in err and "-o/--output" in err
+
+
+def test_a_missing_output_folder_is_named(tmp_path, capsys):
+    out = tmp_path / "nowhere" / "out.json"
+    assert main(["solve", "samples/forestcoll-fig2.json", "--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"canopy: {out} cannot be written: the folder {out.parent} does not "
+                   "exist.\n")

@@ -242,3 +242,35 @@ def test_graphml_keeps_jobs_and_failures(tmp_path):
     back = load_graphml(tmp_path / "t.graphml")
     assert back.links[-1].failed and back.node("spine2").failed
     assert [j.nodes for j in back.jobs] == [j.nodes for j in topo.jobs]
+
+
+def test_fail_says_what_failed_and_vclos_says_nothing_of_seeds(capsys):
+    from canopy.cli import main
+    assert main(["fabric", "samples/leaf-spine-jobs.json", "--routing", "vclos", "--fail",
+                 "leaf0-spine1", "spine5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("failed (carrying nothing): the link leaf0 - spine1; switch "
+                          "spine5 (and its 4 links).\n")
+    assert "seeds" not in out
+
+
+def test_vclos_on_rails_is_refused_with_the_reason():
+    from canopy.engine.fabric.vclos import leaf_spine
+    from canopy.engine.generators import generate
+    from canopy.engine.model.errors import CanopyError
+    topo = generate("cluster", {"servers": "4", "scale_out": "leaf-spine", "leaf": "rail"})
+    with pytest.raises(CanopyError, match="paper does not define"):
+        leaf_spine(topo)
+
+
+def test_a_jobs_size_may_be_spelled_as_on_the_command_line(tmp_path):
+    from canopy.engine.model.errors import CanopyError
+    from canopy.engine.model.workloads import load_jobs
+    path = tmp_path / "jobs.json"
+    path.write_text('{"format": "canopy-jobs", "version": 1, "jobs": [{"name": "a", '
+                    '"nodes": ["n0.gpu0", "n0.gpu1"], "size": "256M"}]}')
+    assert load_jobs(path)[0].size == 256 * 2**20
+    path.write_text('{"format": "canopy-jobs", "version": 1, "jobs": [{"name": "a", '
+                    '"nodes": ["n0.gpu0", "n0.gpu1"], "size": "lots"}]}')
+    with pytest.raises(CanopyError, match="a size such as 256M"):
+        load_jobs(path)

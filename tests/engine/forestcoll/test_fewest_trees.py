@@ -14,7 +14,6 @@ from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.progress import Cancelled
 from canopy.engine.model.verification import verify
 from canopy.engine.network.indexed import Network
-from tests import SHARED
 from tests.strategies import topologies
 
 
@@ -70,22 +69,23 @@ def test_search_can_be_cancelled():
 
 def test_cli_prints_both_k_and_takes_a_tolerance(capsys):
     assert main(["solve", "samples/aws-p4d-2x8.json"]) == 0
-    assert "k = 1 reaches the optimum; Prop. 3 gives 12" in capsys.readouterr().out
+    assert "1 tree per GPU reaches the optimum (k = 1; Prop. 3's k = 12)" in capsys.readouterr().out
     assert main(["solve", "samples/dgx-a100-2x8.json", "--tolerance", "1"]) == 0
     out = capsys.readouterr().out
-    assert "k = 7 is the fewest within 1 % of the optimum" in out and "346.39" in out
+    assert "7 trees per GPU are the fewest within 1 % of the optimum" in out and "346.39" in out
     with pytest.raises(SystemExit):
         main(["solve", "samples/dgx-a100-2x8.json", "--tolerance", "100"])
 
 
-def test_ndv4_import_k1_reaches_the_optimum():
-    """4 x Azure NDv4 from NCCL's own topology file: Prop. 3 needs 8 trees per node (1625
-    before the importer read PCI widths as NCCL does), one reaches the same 256 GB/s."""
-
+def test_dgx_a100_import_k1_reaches_the_optimum():
+    """4 x DGX A100 from an NCCL topology dump (8 GPUs and 8 HDR NICs on 4 PCIe switches, as
+    Azure NDv4): Prop. 3 needs 8 trees per node (1625 before the importer read PCI widths as
+    NCCL does), one reaches the same 256 GB/s."""
     from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl_file
-    shared = SHARED / "data" / "nccl-topo"
+    from tests import DATA
+    dump = DATA / "nccl-dgx-a100-dump.xml"
     options = NcclImportOptions(hosts=4, nvswitch_bw=Fraction(300))
-    topo = import_nccl_file(shared / "azure-ndv4-topo.xml", options).topology
+    topo = import_nccl_file(dump, options).topology
     schedule = solve(topo)
     assert (schedule.k, schedule.optimum.k) == (1, 8)
     assert schedule.algbw == schedule.optimal_algbw == Fraction(256)

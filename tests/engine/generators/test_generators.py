@@ -10,6 +10,7 @@ from canopy.cli import main
 from canopy.engine.forestcoll.optimum import find_optimum
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import GENERATORS, ParameterError, generate
+from canopy.engine.generators.gpu_models import GPU_MODELS
 from canopy.engine.generators.params import PARAM_TYPES
 from canopy.engine.io.topology_json import load_topology
 from canopy.engine.model.topology import find_problems
@@ -362,3 +363,72 @@ def test_cli_generate_unknown_option_exits_2(tmp_path):
     with pytest.raises(SystemExit) as info:
         main(["generate", "ring", "--sides", "3", "-o", str(tmp_path / "r.json")])
     assert info.value.code == 2
+
+
+# ------------------------------------------------------------------ GPU models and units
+
+
+def test_bandwidth_options_take_units_and_convert_exactly():
+    topo = generate("cluster", {"nic_bw": "400Gb/s", "gpu_bw": "450 GB/s"})
+    assert {link.bandwidth for link in topo.links if "rail" in link.target} == {50}
+    assert topo.extra["generator"]["params"]["nic_bw"] == "50"
+    in_bits = generate("cluster", {"nic_bw": "50GB/s"}, unit="Gb/s")
+    assert in_bits.extra["generator"]["params"]["nic_bw"] == "400"
+    assert {link.bandwidth for link in in_bits.links if "rail" in link.target} == {50}
+    # the defaults are GB/s whatever the file's unit: 300 GB/s of NVLink, not 300 Gb/s
+    assert {link.bandwidth for link in in_bits.links if "nvswitch" in link.target} == {300}
+    assert "Gb/s" in in_bits.name and "GB/s" not in in_bits.name
+    with pytest.raises(ParameterError, match="e.g. 400Gb/s"):
+        generate("cluster", {"nic_bw": "fast"})
+
+
+@pytest.mark.parametrize("model", sorted(GPU_MODELS))
+def test_every_gpu_model_builds_a_balanced_cluster_and_is_stored(model):
+    spec = GPU_MODELS[model]
+    topo = generate("cluster", {"gpu": model, "servers": "2"})
+    assert find_problems(topo) == []
+    assert len(topo.compute_nodes()) == 2 * spec.gpus
+    assert topo.extra["gpu"] == spec.record()
+    assert topo.extra["generator"]["params"]["gpu"] == model
+    per_gpu = sum((link.bandwidth for link in topo.links
+                   if "n0.gpu0" in (link.source, link.target) and "nic" not in link.target
+                   and "pcie" not in link.target), start=Fraction(0))
+    assert per_gpu == spec.gpu_bw
+    again = generate("cluster", topo.extra["generator"]["params"])
+    assert again.extra["gpu"] == topo.extra["gpu"]
+
+
+def test_options_given_with_a_gpu_model_win():
+    topo = generate("cluster", {"gpu": "h100", "nic_bw": "200Gb/s", "gpus": "4"})
+    assert len(topo.compute_nodes()) == 8
+    assert {link.bandwidth for link in topo.links if "rail" in link.target} == {25}
+    assert {link.bandwidth for link in topo.links if "nvswitch" in link.target} == {450}
+
+
+def test_the_mi250_model_is_forestcolls_amd_testbed():
+    """Two MI250 servers from --gpu mi250 have the Infinity Fabric links of the bundled
+    mi250-2x16 sample (ForestColl's testbed), GCD for GCD."""
+    from canopy.engine.io.topology_json import load_sample
+    built = generate("cluster", {"gpu": "mi250"})
+    sample = load_sample("mi250-2x16")
+
+    def fabric(topo):
+        return {(link.source, link.target, link.bandwidth) for link in topo.links
+                if link.source.startswith("n0.gpu") and link.target.startswith("n0.gpu")}
+    assert fabric(built) == fabric(sample)
+
+
+def test_the_exports_and_compare_use_the_models_sms(tmp_path, capsys):
+    from canopy.cli import main
+    path = tmp_path / "h100.json"
+    assert main(["generate", "cluster", "--gpu", "h100", "--servers", "2", "-o",
+                 str(path)]) == 0
+    assert main(["solve", str(path), "--msccl", str(tmp_path / "ag.xml")]) == 0
+    out = capsys.readouterr().out
+    assert "132 thread blocks per GPU (the topology's NVIDIA H100 SXM (DGX H100) SMs" in out
+    assert "github.com/microsoft/msccl" in out
+    assert main(["compare", str(path), "--sizes", "1M", "--algorithms", "ring"]) == 0
+    assert "laid out for 132 thread blocks per GPU" in capsys.readouterr().out
+    assert main(["solve", "samples/forestcoll-fig2.json", "--msccl",
+                 str(tmp_path / "f.xml")]) == 0
+    assert "names no GPU model, so an A100's SMs" in capsys.readouterr().out

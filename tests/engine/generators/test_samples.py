@@ -14,9 +14,7 @@ from canopy.engine.io.nccl_topology_import import NcclImportOptions, import_nccl
 from canopy.engine.io.topology_json import load_sample, sample_names, topology_to_dict
 from canopy.engine.model.topology import Topology, find_problems
 from canopy.engine.network.indexed import Network
-from tests import SHARED as SHARED_DIR
-
-SHARED = SHARED_DIR / "data"
+from tests.shared_data import needs_shared, shared_path
 
 # 1/x* (exact) and k of every sample; see samples/README.md for the bottleneck of each.
 EXPECTED = {
@@ -94,12 +92,11 @@ def test_at_least_eight_samples_come_from_generators():
     assert sum("generator" in load_sample(n).extra for n in NAMES) >= 8
 
 
+@needs_shared
 def test_p4d_sample_matches_its_nccl_import():
     topo = load_sample("aws-p4d-2x8")
     recipe = topo.extra["imported_from"]
-    path = SHARED / "nccl-topo" / recipe["file"]
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
+    path = shared_path("data", "nccl-topo", recipe["file"])
     options = NcclImportOptions(hosts=recipe["hosts"], net=recipe["net"],
                                 nic_bw=recipe["nic_bw"], nvswitch_bw=recipe["nvswitch_bw"])
     again = import_nccl_file(path, options).topology
@@ -118,11 +115,10 @@ def test_mi250_8plus8_is_gpus_0_to_7_of_each_node_of_the_16_gpu_sample():
             for link in half.links} == expected
 
 
+@needs_shared
 @pytest.mark.parametrize("name", ["dgx-a100-2x8", "mi250-2x16", "forestcoll-fig2"])
 def test_reference_samples_are_unchanged(name):
-    original = SHARED / "topologies" / f"{name}.json"
-    if not original.exists():
-        pytest.skip(f"{original} is not present")
+    original = shared_path("data", "topologies", f"{name}.json")
     bundled = resources.files("canopy.samples").joinpath(f"{name}.json").read_bytes()
     assert bundled == original.read_bytes()
 

@@ -24,10 +24,9 @@ from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.topology import find_problems
 from canopy.engine.network.indexed import Network
 from tests import DATA
-from tests import SHARED as SHARED_DIR
+from tests.shared_data import needs_shared, shared_files, shared_path
 
-SHARED = SHARED_DIR / "data" / "nccl-topo"
-REAL_FILES = sorted(SHARED.glob("*.xml")) if SHARED.is_dir() else []
+REAL_FILES = shared_files("data/nccl-topo", "*.xml")
 GEN3_X16 = Fraction(12)      # NCCL: 16 lanes x 60 (100 Mb/s per lane at 8 GT/s) / 80
 GEN4_X16 = Fraction(24)
 GEN5_X16 = Fraction(48)
@@ -75,12 +74,13 @@ def test_inter_cpu_bandwidth(arch, vendor, family, model, bw):
 # ------------------------------------------------------------------ the provider files
 
 
+@needs_shared
 def test_the_shared_files_are_there():
-    if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is not present beside this checkout")
+    shared_path("data", "nccl-topo")
     assert len(REAL_FILES) >= 7
 
 
+@needs_shared
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
 @pytest.mark.parametrize("hosts", [1, 3])
 def test_every_real_file_imports_or_says_why(path, hosts):
@@ -104,12 +104,10 @@ def test_every_real_file_imports_or_says_why(path, hosts):
 
 
 def _real(name):
-    path = SHARED / name
-    if not path.exists():
-        pytest.skip(f"{path} is not present")
-    return path
+    return shared_path("data", "nccl-topo", name)
 
 
+@needs_shared
 def test_p4d_pcie_tree_and_nic_defaults():
     result = import_nccl_file(_real("aws-p4d-24xl-topo.xml"), NcclImportOptions(nic_bw=12.5))
     topo = result.topology
@@ -126,6 +124,7 @@ def test_p4d_pcie_tree_and_nic_defaults():
     assert find_optimum(Network.from_topology(topo)).inverse_x == 7 / GEN3_X16
 
 
+@needs_shared
 def test_p4d_two_hosts_on_rails():
     options = NcclImportOptions(hosts=2, nvswitch_bw=Fraction(300), nic_bw=Fraction("12.5"))
     topo = import_nccl_file(_real("aws-p4d-24xl-topo.xml"), options).topology
@@ -139,6 +138,7 @@ def test_p4d_two_hosts_on_rails():
     assert topo.extra["imported_from"]["hosts"] == 2
 
 
+@needs_shared
 def test_single_network_switch_and_direct_nvlink_option():
     options = NcclImportOptions(hosts=2, net="single", nvlink_bw=Fraction(50))
     topo = import_nccl_file(_real("azure-ndv4-topo.xml"), options).topology
@@ -150,12 +150,14 @@ def test_single_network_switch_and_direct_nvlink_option():
     assert links_between(topo, "h0.gpu0", "h1.gpu0") == []
 
 
+@needs_shared
 def test_ndv5_gen5_links_and_infiniband_class():
     topo = import_nccl_file(_real("azure-ndv5-topo.xml")).topology
     assert links_between(topo, "h0.gpu0", "h0.pcie0") == [GEN5_X16]
     assert len(kinds(topo, "nic")) == 8                      # class 0x0207: InfiniBand
 
 
+@needs_shared
 def test_ncv4_self_nvlink_missing_speed_and_cpu_nic():
     result = import_nccl_file(_real("azure-ncv4-topo.xml"))
     topo = result.topology

@@ -134,3 +134,27 @@ def test_cli_plot_renders_a_screenshot(tmp_path, spec_file):
     assert png.stat().st_size > 10_000
     assert main(["sweep", "--plot", str(out), "--x", "colour", "--screenshot",
                  str(png)]) == 2
+
+
+def test_cli_plot_without_a_display_is_one_sentence_and_exit_2(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "results.csv"
+    out.write_text("point,param.n,algorithm,algbw\n0,4,bound,10\n")
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr("sys.platform", "linux")
+    assert main(["sweep", "--plot", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("canopy: there is no display to open the plot on (DISPLAY is not set); "
+                   "add --screenshot OUT.png to render it without one.\n")
+
+
+def test_the_plot_draws_the_optimum_on_top_and_says_lines_are_means(qtbot, tmp_path, spec_file):
+    from canopy.app.dialogs.sweep_results import SweepResultsDialog
+    out = tmp_path / "results.csv"
+    run_sweep(load_spec(spec_file), out, workers=2)
+    dialog = SweepResultsDialog(read_rows(out), str(out))
+    qtbot.addWidget(dialog)
+    names = {item.name(): item for item in dialog.plot.listDataItems() if item.name()}
+    assert set(names) == {"optimum (mean, dashed)", "forestcoll (mean)", "ring (mean)"}
+    assert names["optimum (mean, dashed)"].zValue() > names["forestcoll (mean)"].zValue()
+    assert "mean algbw" in dialog.plot.plotItem.titleLabel.text
