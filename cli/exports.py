@@ -146,10 +146,12 @@ def write_mscclpp(args: argparse.Namespace, schedule: Schedule, topology: Topolo
     """``--mscclpp PLAN.json``: the plans of the runtime choice (one per size range), each
     checked, and the launcher beside them."""
     from canopy.engine.deploy.mscclpp_export import export_mscclpp
+    from canopy.engine.generators.gpu_models import gpu_of
     from canopy.engine.msccl import MscclLimits
 
+    sms = args.msccl_sms or gpu_of(topology).sms
     done = export_mscclpp(topology, schedule, args.mscclpp, not args.out_of_place,
-                          MscclLimits(max_tbs_per_gpu=args.msccl_sms))
+                          MscclLimits(max_tbs_per_gpu=sms))
     print_mscclpp(args, done, topology)
 
 
