@@ -22,9 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+# the README's pages (other pages, e.g. docs/advise.md, set up files with shell commands; the
+# script runs those)
+OWN_PAGES = {"README.md", *(f"docs/{name}.md" for name in (
+    "editor", "command-line", "formats", "how-it-works", "architecture", "performance",
+    "install"))}
+
+
 def quick_canopy_commands() -> list[str]:
     out = []
     for command in commands(ROOT):
+        if command.page not in OWN_PAGES:
+            continue
         words = shlex.split(command.text)
         if not words or words[0] != "canopy" or opens_a_window(words):
             continue

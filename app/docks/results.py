@@ -210,7 +210,9 @@ class ResultsDock(SolutionDock):
         v["achieved"].setText(f"{format_gbps(schedule.algbw)} GB/s with k = {k}: "
                               f"{verdict}, verified{lp}")
         v["achieved"].setToolTip(describe_choice(schedule))
-        v["k"].setText(describe_k(schedule))
+        words = describe_k(schedule)       # the notation in the tooltip keeps the dock short
+        v["k"].setText(words.split(" (k = ")[0])
+        v["k"].setToolTip(words)
         v["y"].setText(f"{number_text(schedule.tree_bandwidth)} GB/s per tree (Prop. 3: "
                        f"{number_text(opt.tree_bandwidth)})")
         v["tradeoff"].setText(tradeoff_table(solution.curve, schedule.optimal_algbw,
@@ -219,9 +221,8 @@ class ResultsDock(SolutionDock):
                                  "solve with a tolerance to take fewer trees.")
         heights = [t.height for t in solution.trees]
         units = sum(t.tree.multiplicity for t in solution.trees)
-        v["trees"].setText(f"{len(solution.trees)} distinct trees, {number_text(units)} "
-                           "counting each as often as it is used; "
-                           f"{min(heights)}–{max(heights)} links from a root to its farthest GPU")
+        v["trees"].setText(f"{len(solution.trees)} distinct ({number_text(units)} with "
+                           f"repeats), {min(heights)}–{max(heights)} links deep")
         v["time"].setText(f"{solution.seconds:.2f} s")
         v["time"].setToolTip("\n".join(f"{phase}: {seconds:.3f} s"
                                        for phase, seconds in schedule.timings.items()))
