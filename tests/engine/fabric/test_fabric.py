@@ -272,5 +272,5 @@ def test_a_jobs_size_may_be_spelled_as_on_the_command_line(tmp_path):
     assert load_jobs(path)[0].size == 256 * 2**20
     path.write_text('{"format": "canopy-jobs", "version": 1, "jobs": [{"name": "a", '
                     '"nodes": ["n0.gpu0", "n0.gpu1"], "size": "lots"}]}')
-    with pytest.raises(CanopyError, match="a size such as 256M"):
+    with pytest.raises(CanopyError, match="is not a message size such as 1M"):
         load_jobs(path)
