@@ -96,7 +96,7 @@ def test_a_bad_option_value_is_one_sentence(capsys):
     with pytest.raises(SystemExit, match="2"):
         main(["solve", "samples/dgx-a100-2x8.json", "--k", "abc"])
     assert capsys.readouterr().err == (
-        "canopy solve: argument --k: invalid int value: 'abc' ('canopy solve --help' "
+        "canopy solve: argument --k: 'abc' is not a positive integer ('canopy solve --help' "
         "lists the options).\n")
     with pytest.raises(SystemExit, match="2"):
         main(["generate", "cluster", "--servers", "2"])
