@@ -84,7 +84,7 @@ def test_a_point_over_the_time_limit_is_stopped_and_says_so(tmp_path):
     (("n = [4, 6, 8]", "n = [4, -6]"), "generator 1:"),
     (('sizes = ["1M"]', 'sizes = ["lots"]'), "'sizes': 'lots' is not a message size"),
     (('algorithms = ["bound"', 'algorithms = ["magic"'), "'algorithms' has 'magic'"),
-    (("time_limit = 60", "time_limit = -1"), "'time_limit' must be a positive number"),
+    (("time_limit = 60", "time_limit = -1"), "'time_limit' must be a number of seconds above 0"),
     (("name =", "colour = 1\nname ="), "unknown key 'colour'"),
 ])
 def test_bad_specs_get_one_sentence_naming_the_key_and_exit_2(tmp_path, capsys, change,
