@@ -271,6 +271,9 @@ class LibraryController(QObject):
             target = target.with_suffix(".graphml")
         try:
             save_graphml(doc.topology, target)
+        except CanopyError as exc:         # the atomic write names the file and the reason
+            QMessageBox.critical(self.window, "Cannot export GraphML", str(exc))
+            return False
         except OSError as exc:
             QMessageBox.critical(self.window, "Cannot export GraphML",
                                  f"{target} cannot be written ({exc.strerror or exc}).")

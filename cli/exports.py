@@ -126,7 +126,7 @@ def write_exports(args: argparse.Namespace, schedule: Schedule, topology: Topolo
             print(f"Note: {done.stray}")
         if args.print_run:
             from canopy.engine.deploy.run_commands import run_command
-            from canopy.engine.network.indexed.servers import compute_nodes_by_server
+            from canopy.engine.network.servers import compute_nodes_by_server
 
             per_server = len(compute_nodes_by_server(topology)[0])
             print(run_command(runtime, files[-1].path, schedule.collective,
