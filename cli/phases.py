@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 
-# Schedule.timings keys (canopy.engine.forest, allreduce_schedule) -> the phase printed
+# Schedule.timings keys (canopy.engine.forestcoll.solve, allreduce.lp_schedule) -> the phase printed
 SCHEDULE_PHASES = {"optimum": "optimum", "verification": "verification",
                    "allreduce bound": "allreduce bound", "allreduce LP": "allreduce LP"}
 

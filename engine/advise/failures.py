@@ -5,7 +5,7 @@ network without it (Zhao et al., "ForestColl", arXiv:2402.06787, §3.1 eq. (1));
 failure that cuts compute nodes apart leaves x* = 0. Elements that an automorphism of
 the network maps onto each other fail alike, so one of each class is solved: the
 automorphisms used are the swaps of identical servers
-(:func:`canopy.engine.network.indexed.identical_groups`), which map a link to the link between
+(:func:`canopy.engine.network.servers.identical_groups`), which map a link to the link between
 the images of its ends. Each solve starts from today's bottleneck cut, whose ratio
 after the failure bounds the new optimum from above, so it usually takes one or two
 rounds of maxflows.
@@ -122,7 +122,7 @@ def failure_scan(pnet: ParametricNetwork, bandwidths: list[Fraction] | None = No
 
 
 class _Symmetry:
-    """Swaps of identical servers (:func:`canopy.engine.network.indexed.identical_groups`) of
+    """Swaps of identical servers (:func:`canopy.engine.network.servers.identical_groups`) of
     the network as it is, and what is left of them after one element fails."""
 
     def __init__(self, pnet: ParametricNetwork, caps: list) -> None:

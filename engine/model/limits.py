@@ -176,7 +176,7 @@ MEMORY_BUDGET = 4 << 30
 reaches at about 6,000 GPUs (1.4 GB at 4096). ``$CANOPY_MEMORY_BUDGET`` (bytes, or with
 a K/M/G suffix) changes it; a computation that would pass it is refused first where its
 size is known beforehand (:func:`check_memory`), and stopped with one sentence when it
-gets there otherwise (:mod:`canopy.engine.memory_guard`)."""
+gets there otherwise (:mod:`canopy.engine.process.memory_guard`)."""
 SOLVE_BYTES_PER_PAIR = 96
 """Peak memory of a full solve per ordered pair of compute nodes (N·(N-1) tree edges at
 k = 1; 1.4 GB at 4096 GPUs)."""

@@ -21,7 +21,7 @@ def test_help_imports_no_command_and_no_engine_dependency():
     code = ("import sys\nfrom canopy.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('canopy.cli.', 'numpy', "
-            "'scipy', 'networkx', 'canopy.engine.simulate'))))")
+            "'scipy', 'networkx', 'canopy.engine.execution'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert "usage: canopy" in done.stdout
