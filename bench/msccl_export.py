@@ -14,7 +14,7 @@ import time
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.io.topology_json import load_sample, sample_names
 from canopy.engine.model.collectives import COLLECTIVES
-from canopy.engine.msccl import MscclOptions, build_layout, msccl_xml
+from canopy.engine.msccl import MscclOptions, msccl_xml, schedule_threadblocks
 from canopy.engine.msccl.executor import simulate_bytes
 
 
@@ -39,8 +39,8 @@ def main():
                 exported = time.process_time()
                 report = simulate_bytes(data)
                 simulated = time.process_time()
-                layout = build_layout(schedule, options=options)
-                steps = [s for tbs in layout.tbs for tb in tbs for s in tb.steps]
+                assignment = schedule_threadblocks(schedule, options=options)
+                steps = [s for tbs in assignment.tbs for tb in tbs for s in tb.steps]
                 fused = sum(1 for s in steps if s.recv_peer >= 0 and s.send_peer >= 0)
                 rows.append({
                     "sample": name.removesuffix(".json"), "collective": collective,

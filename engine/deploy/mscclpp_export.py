@@ -105,7 +105,7 @@ def _first_fitting(build: Any, limits: Any, servers: list[int]) -> XmlAlgo:
 def schedule_algo(schedule: Schedule, inplace: bool, servers: list[int],
                   limits: Any = None) -> XmlAlgo:
     """As :func:`fitting_algo` for ``schedule`` itself on the layouts of
-    :func:`canopy.engine.msccl.build_layout` (no runtime choice: quick, for tests)."""
+    :func:`canopy.engine.msccl.schedule_threadblocks` (no runtime choice: quick, for tests)."""
     from canopy.engine.msccl import MscclLimits, MscclOptions, msccl_xml
 
     def build(layout: str, lim: Any) -> bytes:

@@ -22,15 +22,15 @@ checking, running.
 from canopy.engine.msccl.options import LAYOUTS, RUNTIMES, MscclOptions
 from canopy.engine.msccl.threadblocks import MscclLimitError, MscclLimits
 from canopy.engine.msccl.writer import (
-           build_layout,
            explain_limits,
            largest_fitting_k,
            msccl_xml,
-           plan_layout,
+           plan_threadblocks,
            plan_xml,
+           schedule_threadblocks,
            write_msccl,
 )
 
-__all__ = ["LAYOUTS", "RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions", "build_layout",
-           "explain_limits", "largest_fitting_k", "msccl_xml", "plan_layout", "plan_xml",
-           "write_msccl"]
+__all__ = ["LAYOUTS", "RUNTIMES", "MscclLimitError", "MscclLimits", "MscclOptions",
+           "explain_limits", "largest_fitting_k", "msccl_xml", "plan_threadblocks", "plan_xml",
+           "schedule_threadblocks", "write_msccl"]

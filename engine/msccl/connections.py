@@ -3,7 +3,7 @@
 One decision, used twice: ``canopy compare`` simulates the plan this returns
 (:func:`canopy.engine.execution.simulate.plan_program` reads every
 :class:`~canopy.engine.model.plan.FlowEdge`'s ``channel``), and the MSCCL export writes the
-same connections (:func:`canopy.engine.msccl.writer.plan_layout`: a transfer on the
+same connections (:func:`canopy.engine.msccl.writer.plan_threadblocks`: a transfer on the
 channel its edge names, one thread block per connection, each connection's transfers in
 the order the simulation sends them). So the XML that ``canopy check-xml`` times and the
 schedule ``canopy compare`` times are the same program.

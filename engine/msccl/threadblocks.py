@@ -92,7 +92,7 @@ class ThreadBlock:
 
 
 @dataclass
-class Layout:
+class ThreadBlockAssignment:
     """Thread blocks of every rank, ids in list order, steps in execution order."""
 
     plan: StepProgram
@@ -395,7 +395,8 @@ def _plan_order(chain: Chain) -> tuple:
 
 
 def assign_threadblocks(plan: StepProgram, limits: MscclLimits = MscclLimits(), fuse: bool = True,
-                        spread: int = 1, connections: str = "shared") -> Layout:
+                        spread: int = 1, connections: str = "shared"
+                        ) -> ThreadBlockAssignment:
     """Order the plan's chains, give each a channel, and group steps into thread blocks.
     Without ``fuse``, every relay receives, then sends in a dependent step: fewer thread
     blocks and channels, but no receive-and-forward pipelining within a step.
@@ -449,4 +450,4 @@ def assign_threadblocks(plan: StepProgram, limits: MscclLimits = MscclLimits(), 
                 f"the MSCCL program does not fit the runtime's limits: rank {rank} needs "
                 f"{elements} XML elements, more than the {limits.max_elements_per_gpu} "
                 "RCCL's parser holds per GPU.")
-    return Layout(plan, tbs)
+    return ThreadBlockAssignment(plan, tbs)

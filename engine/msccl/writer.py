@@ -64,18 +64,19 @@ from canopy.engine.msccl.lowering import (
 )
 from canopy.engine.msccl.options import LAYOUTS, PROTOCOLS, RUNTIMES, MscclOptions
 from canopy.engine.msccl.threadblocks import (
-    Layout,
     MscclLimitError,
     MscclLimits,
+    ThreadBlockAssignment,
     assign_threadblocks,
 )
 
 
-def build_layout(schedule: Schedule, collective: str | None = None,
-                 options: MscclOptions | None = None) -> Layout:
+def schedule_threadblocks(schedule: Schedule, collective: str | None = None,
+                          options: MscclOptions | None = None) -> ThreadBlockAssignment:
     """Steps, thread blocks and channels of ``schedule`` run as ``collective`` (default:
-    the schedule's own): the layout of its plan (:func:`canopy.engine.model.plan.trees_plan`,
-    the plan ``canopy compare`` times) with k chunks per root. Raises
+    the schedule's own): the thread-block assignment of its plan
+    (:func:`canopy.engine.model.plan.trees_plan`, the plan ``canopy compare`` times) with k
+    chunks per root. Raises
     :class:`ScheduleError` (:class:`MscclLimitError` when the runtime's limits cannot be
     met)."""
     options = options or MscclOptions()
@@ -84,11 +85,11 @@ def build_layout(schedule: Schedule, collective: str | None = None,
     if options.layout == "auto":
         with contextlib.suppress(MscclLimitError):   # then the layouts below, compact last
             plan = runtime_layout(plan, options.limits)
-    return plan_layout(plan, schedule.k, options)
+    return plan_threadblocks(plan, schedule.k, options)
 
 
-def plan_layout(plan: CollectivePlan, chunks: int | None = None,
-                options: MscclOptions | None = None) -> Layout:
+def plan_threadblocks(plan: CollectivePlan, chunks: int | None = None,
+                      options: MscclOptions | None = None) -> ThreadBlockAssignment:
     """Steps, thread blocks and channels of ``plan`` with ``chunks`` chunks per root
     (default: the fewest that hold every tree's share, :func:`chunks_per_root`)."""
     options = options or MscclOptions()
@@ -140,7 +141,8 @@ def pipeline_pieces(plan: CollectivePlan, chunks: int, limits: MscclLimits) -> l
     return out
 
 
-def _layout(plan: CollectivePlan, chunks: int, options: MscclOptions, layout: str) -> Layout:
+def _layout(plan: CollectivePlan, chunks: int, options: MscclOptions, layout: str
+            ) -> ThreadBlockAssignment:
     """Steps and thread blocks of one layout (see :class:`MscclOptions`)."""
     inplace, most = options.inplace, options.limits.max_count
     if layout == "pipelined":
@@ -186,13 +188,13 @@ def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str)
     elem.set(f"{prefix}off", str(off))
 
 
-def layout_to_element(layout: Layout, options: MscclOptions | None = None
-                      ) -> etree._Element:
-    """The ``<algo>`` element of ``layout``."""
+def threadblocks_element(assignment: ThreadBlockAssignment,
+                         options: MscclOptions | None = None) -> etree._Element:
+    """The ``<algo>`` element of ``assignment``."""
     options = options or MscclOptions()
-    plan: StepProgram = layout.plan
+    plan: StepProgram = assignment.plan
     position: dict[Step, tuple[int, int]] = {}
-    for rank_tbs in layout.tbs:
+    for rank_tbs in assignment.tbs:
         for tb_id, tb in enumerate(rank_tbs):
             for s, step in enumerate(tb.steps):
                 position[step] = (tb_id, s)
@@ -205,12 +207,12 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
     for key, value in [
             ("name", options.name or f"canopy-{coll}-{plan.ngpus}gpus-k{plan.k}-"
                                      f"{'inplace' if plan.inplace else 'outofplace'}"),
-            ("proto", options.protocol), ("nchannels", layout.nchannels),
+            ("proto", options.protocol), ("nchannels", assignment.nchannels),
             ("nchunksperloop", plan.nchunks), ("ngpus", plan.ngpus), ("coll", coll),
             ("inplace", int(plan.inplace)), ("outofplace", int(not plan.inplace)),
             ("minBytes", options.min_bytes), ("maxBytes", options.max_bytes)]:
         algo.set(key, str(value))
-    for rank, rank_tbs in enumerate(layout.tbs):
+    for rank, rank_tbs in enumerate(assignment.tbs):
         gpu = etree.SubElement(algo, "gpu")
         i_chunks, o_chunks, s_chunks = plan.buffer_sizes(rank)
         for key, value in [("id", rank), ("i_chunks", i_chunks), ("o_chunks", o_chunks),
@@ -242,22 +244,23 @@ def layout_to_element(layout: Layout, options: MscclOptions | None = None
     return algo
 
 
-def layout_xml(layout: Layout, options: MscclOptions | None = None) -> bytes:
-    """The MSCCL XML document of ``layout`` (UTF-8 bytes, written with lxml)."""
-    return etree.tostring(layout_to_element(layout, options or MscclOptions()),
+def threadblocks_xml(assignment: ThreadBlockAssignment,
+                     options: MscclOptions | None = None) -> bytes:
+    """The MSCCL XML document of ``assignment`` (UTF-8 bytes, written with lxml)."""
+    return etree.tostring(threadblocks_element(assignment, options or MscclOptions()),
                           pretty_print=True, encoding="utf-8")
 
 
 def msccl_xml(schedule: Schedule, collective: str | None = None,
               options: MscclOptions | None = None) -> bytes:
     """The MSCCL XML of ``schedule`` (UTF-8 bytes, written with lxml)."""
-    return layout_xml(build_layout(schedule, collective, options), options)
+    return threadblocks_xml(schedule_threadblocks(schedule, collective, options), options)
 
 
 def plan_xml(plan: CollectivePlan, chunks: int | None = None,
              options: MscclOptions | None = None) -> bytes:
-    """The MSCCL XML of any plan (rings, allreduce-LP schedules, …), :func:`plan_layout`."""
-    return layout_xml(plan_layout(plan, chunks, options), options)
+    """The MSCCL XML of any plan (rings, allreduce-LP schedules, …), :func:`plan_threadblocks`."""
+    return threadblocks_xml(plan_threadblocks(plan, chunks, options), options)
 
 
 def write_msccl(path: str | os.PathLike[str], schedule: Schedule,
@@ -285,7 +288,7 @@ def largest_fitting_k(topology: Topology, collective: str, below: int,
             return solve(topo, coll, k=k)
     for k in range(below - 1, 0, -1):
         try:
-            build_layout(solver(topology, collective, k), collective, options)
+            schedule_threadblocks(solver(topology, collective, k), collective, options)
         except MscclLimitError:
             continue
         return k

@@ -17,10 +17,10 @@ from canopy.engine.msccl import (
     MscclLimitError,
     MscclLimits,
     MscclOptions,
-    build_layout,
     explain_limits,
     largest_fitting_k,
     msccl_xml,
+    schedule_threadblocks,
 )
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.threadblocks import parser_elements
@@ -96,20 +96,21 @@ def test_random_topologies_export_and_simulate(topo):
 def test_fusing_and_channel_spread_options(solved, collective, fuse, channels):
     schedule = solved("dgx-a100-2x8", collective, None)
     options = MscclOptions(fuse=fuse, channels=channels, layout="compact")
-    layout = build_layout(schedule, options=options)
-    kinds = {step.kind for tbs in layout.tbs for tb in tbs for step in tb.steps}
+    assignment = schedule_threadblocks(schedule, options=options)
+    kinds = {step.kind for tbs in assignment.tbs for tb in tbs for step in tb.steps}
     assert kinds.isdisjoint({"rcs", "rrs", "rrcs"}) != fuse
-    assert layout.nchannels <= channels
+    assert assignment.nchannels <= channels
     simulate_bytes(msccl_xml(schedule, options=options))
     simulate_bytes(msccl_xml(star_schedule(collective), options=options))
 
 
 def test_more_channels_means_more_thread_blocks_and_fewer_splits(solved):
     schedule = solved("mi250-2x16", "allreduce", None)
-    layouts = [build_layout(schedule, options=MscclOptions(channels=c, layout="compact"))
-               for c in (1, 8)]
-    tbs = [max(len(r) for r in lay.tbs) for lay in layouts]
-    steps = [sum(len(tb.steps) for r in lay.tbs for tb in r) for lay in layouts]
+    assignments = [schedule_threadblocks(schedule,
+                                         options=MscclOptions(channels=c, layout="compact"))
+                   for c in (1, 8)]
+    tbs = [max(len(r) for r in a.tbs) for a in assignments]
+    steps = [sum(len(tb.steps) for r in a.tbs for tb in r) for a in assignments]
     assert tbs[0] < tbs[1] and steps[0] > steps[1]
 
 
@@ -149,11 +150,11 @@ def test_every_dependency_target_has_hasdep(solved):
                     assert target.get("hasdep") == "1"
 
 
-def test_layout_respects_the_runtime_limits(solved):
+def test_threadblock_assignment_respects_the_runtime_limits(solved):
     limits = MscclLimits()
-    layout = build_layout(solved("mi250-2x16", "allreduce", None))
-    assert layout.nchannels <= limits.max_channels
-    for rank_tbs in layout.tbs:
+    assignment = schedule_threadblocks(solved("mi250-2x16", "allreduce", None))
+    assert assignment.nchannels <= limits.max_channels
+    for rank_tbs in assignment.tbs:
         per_channel = {}
         connections = set()
         for tb in rank_tbs:
@@ -174,11 +175,12 @@ def test_layouts_stay_within_the_gpus_sms():
     """A layout that would need more thread blocks than the GPU has SMs gives way to one
     that shares thread blocks (and a limit no layout meets is refused)."""
     schedule = star_schedule("allgather", k=3)
-    wide = max(len(r) for r in build_layout(schedule).tbs)
+    wide = max(len(r) for r in schedule_threadblocks(schedule).tbs)
     options = MscclOptions(limits=MscclLimits(max_tbs_per_gpu=wide - 1))
-    assert max(len(r) for r in build_layout(schedule, options=options).tbs) < wide
+    assert max(len(r) for r in schedule_threadblocks(schedule, options=options).tbs) < wide
     with pytest.raises(MscclLimitError, match="thread blocks, more than the GPU's 1 SMs"):
-        build_layout(schedule, options=MscclOptions(limits=MscclLimits(max_tbs_per_gpu=1)))
+        schedule_threadblocks(schedule,
+                              options=MscclOptions(limits=MscclLimits(max_tbs_per_gpu=1)))
 
 
 def test_multiplicity_beyond_cnt_limit_is_split(solved):
@@ -208,15 +210,16 @@ def test_reduce_scatter_uses_scratch_only_out_of_the_input(solved):
 # ---------------------------------------------------------------- limits and k
 
 
-def elements_per_gpu(layout):
-    return max(parser_elements(len(layout.tbs), len(tbs), sum(len(tb.steps) for tb in tbs))
-               for tbs in layout.tbs)
+def elements_per_gpu(assignment):
+    return max(parser_elements(len(assignment.tbs), len(tbs), sum(len(tb.steps) for tb in tbs))
+               for tbs in assignment.tbs)
 
 
 def test_tight_limits_name_the_largest_k_that_fits():
     topo = load_sample("dgx-a100-2x8")
     schedule = solve(topo, "allgather")
-    need = elements_per_gpu(build_layout(schedule, options=MscclOptions(layout="compact")))
+    need = elements_per_gpu(schedule_threadblocks(schedule,
+                                                  options=MscclOptions(layout="compact")))
     options = MscclOptions(limits=MscclLimits(max_elements_per_gpu=need - 1), layout="compact")
     with pytest.raises(MscclLimitError, match="does not fit the runtime's limits: rank "
                        rf"\d+ needs {need} XML elements, more than the {need - 1}") as info:
@@ -226,7 +229,7 @@ def test_tight_limits_name_the_largest_k_that_fits():
     simulate_bytes(msccl_xml(solve(topo, "allgather", k=best), options=options))
     for k in range(best + 1, schedule.k):
         with pytest.raises(MscclLimitError):
-            build_layout(solve(topo, "allgather", k=k), options=options)
+            schedule_threadblocks(solve(topo, "allgather", k=k), options=options)
     error = explain_limits(info.value, topo, schedule, options=options)
     assert str(error).endswith(f" at k = {schedule.k}; the largest fixed k that fits is {best} "
                                f"(canopy solve --k {best}).")
