@@ -1,10 +1,14 @@
 """GraphML import and export (through networkx), keeping kinds, exact bandwidths, groups,
-coordinates, latencies, failed marks, jobs and scalar unknown keys.
+coordinates, latencies, failed marks, jobs and unknown keys (scalars as they are, lists and
+objects such as an imported link's ``ports`` as JSON text).
 
 Export writes a directed multigraph: one GraphML edge per canopy link, with ``bandwidth``
 as exact text ("12.5", "1/3"), ``duplex`` as a boolean, ``link_index`` (the link order)
 and the nodes' ``kind``, ``label``, ``group``, ``x`` and ``y``; ``failed`` on failed
-nodes and links; the jobs as canopy JSON text in the graph's ``jobs``. Import reads these back
+nodes and links; the jobs as canopy JSON text in the graph's ``jobs``. GraphML values are
+scalars, so an unknown key holding a list or an object (on the graph, a node or a link) is
+written as JSON text, and the graph's ``canopy_json_keys`` names those keys per level
+(``{"graph": [...], "node": [...], "link": [...]}``). Import reads these back
 and also accepts GraphML from other tools: nodes without ``kind`` are compute nodes,
 ``capacity`` stands in for a missing ``bandwidth``, and an undirected graph's edges are
 duplex links.
@@ -45,12 +49,41 @@ _SCALARS = (str, int, float, bool)
 _NODE_KEYS = ("kind", "label", "group", "x", "y")
 _LINK_KEYS = ("bandwidth", "duplex", "latency")
 _ORDER = "link_index"      # canopy's link order, which networkx does not keep
+_JSON_KEYS = "canopy_json_keys"   # per level, the unknown keys written as JSON text
+_LEVELS = ("graph", "node", "link")
+
+
+def _json_keys(extras: list[dict[str, Any]]) -> set[str]:
+    """Keys holding a list or an object in any of ``extras`` (every value of such a key
+    is written as JSON text, so that reading it back needs no guessing)."""
+    return {k for extra in extras for k, v in extra.items() if isinstance(v, (list, dict))}
+
+
+def _exported(extra: dict[str, Any], as_json: set[str], taken: dict[str, Any]
+              ) -> dict[str, Any]:
+    """The unknown keys of ``extra`` as GraphML values: scalars as they are, the keys in
+    ``as_json`` as JSON text; keys already in ``taken`` and other values are left out."""
+    out: dict[str, Any] = {}
+    for k, v in extra.items():
+        if k in taken:
+            continue
+        if k in as_json:
+            out[k] = json.dumps(v, ensure_ascii=False)
+        elif isinstance(v, _SCALARS):
+            out[k] = v
+    return out
 
 
 def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
     """The topology as a networkx MultiDiGraph with canopy's attributes."""
     g = nx.MultiDiGraph(name=topo.name, bandwidth_unit=topo.bandwidth_unit)
-    g.graph.update({k: v for k, v in topo.extra.items() if isinstance(v, _SCALARS)})
+    as_json = {"graph": _json_keys([topo.extra]),
+               "node": _json_keys([n.extra for n in topo.nodes]),
+               "link": _json_keys([link.extra for link in topo.links])}
+    g.graph.update(_exported(topo.extra, as_json["graph"], g.graph))
+    if any(as_json.values()):
+        g.graph[_JSON_KEYS] = json.dumps({level: sorted(keys) for level, keys in
+                                          as_json.items() if keys})
     if topo.jobs:
         g.graph["jobs"] = json.dumps([job_to_dict(job) for job in topo.jobs])
     for n in topo.nodes:
@@ -61,8 +94,7 @@ def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
             attrs["x"], attrs["y"] = float(n.x), float(n.y)
         if n.failed:
             attrs["failed"] = True
-        attrs.update({k: v for k, v in n.extra.items()
-                      if isinstance(v, _SCALARS) and k not in attrs})
+        attrs.update(_exported(n.extra, as_json["node"], attrs))
         g.add_node(n.id, **attrs)
     for index, link in enumerate(topo.links):
         attrs = {"bandwidth": str(format_number(from_gbps(link.bandwidth, topo.bandwidth_unit))),
@@ -71,8 +103,7 @@ def topology_to_graph(topo: Topology) -> nx.MultiDiGraph:
             attrs["latency"] = str(format_number(link.latency))
         if link.failed:
             attrs["failed"] = True
-        attrs.update({k: v for k, v in link.extra.items()
-                      if isinstance(v, _SCALARS) and k not in attrs})
+        attrs.update(_exported(link.extra, as_json["link"], attrs))
         g.add_edge(link.source, link.target, **attrs)
     return g
 
@@ -111,6 +142,8 @@ def _graph_from_tree(root: etree._Element, source: str) -> nx.Graph:
 
 def graph_to_topology(g: nx.Graph, source: str) -> Topology:
     """Map a networkx graph with canopy (or similar) attributes to a Topology."""
+    graph = dict(g.graph)
+    as_json = _read_json_keys(graph.pop(_JSON_KEYS, None), source)
     nodes = []
     for node_id, data in g.nodes(data=True):
         node = {"id": str(node_id), "kind": data.get("kind", "compute"),
@@ -118,7 +151,8 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
         for axis in ("x", "y"):
             if data.get(axis) is not None:
                 node[axis] = _coordinate(data[axis], source, node_id)
-        node.update({k: v for k, v in data.items() if k not in _NODE_KEYS})
+        node.update(_decoded({k: v for k, v in data.items() if k not in _NODE_KEYS},
+                             as_json["node"], source, f"node '{node_id}'"))
         nodes.append(node)
     links = []
     edges = list(g.edges(data=True))
@@ -133,17 +167,19 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
                 "duplex": duplex}
         if data.get("latency") is not None:
             link["latency"] = str(data["latency"])
-        link.update({k: v for k, v in data.items()
-                     if k not in (*_LINK_KEYS, _ORDER, "capacity", "id")})
+        link.update(_decoded({k: v for k, v in data.items()
+                              if k not in (*_LINK_KEYS, _ORDER, "capacity", "id")},
+                             as_json["link"], source, f"the edge {u} - {v}"))
         links.append(link)
-    graph = dict(g.graph)
+    graph = _decoded(graph, as_json["graph"] - {"jobs"}, source, "the graph")
     name = graph.pop("name", None) or Path(source).stem
     unit = graph.pop("bandwidth_unit", "GB/s")
     for key in ("node_default", "edge_default"):
         graph.pop(key, None)
     jobs = graph.pop("jobs", None)
     data = {"format": FORMAT, "version": VERSION, "name": name, "bandwidth_unit": unit,
-            **{k: v for k, v in graph.items() if isinstance(v, _SCALARS)},
+            **{k: v for k, v in graph.items()
+               if isinstance(v, _SCALARS) or k in as_json["graph"]},
             "nodes": nodes, "links": links}
     if isinstance(jobs, str):
         try:
@@ -153,6 +189,39 @@ def graph_to_topology(g: nx.Graph, source: str) -> Topology:
             raise TopologyError(f"{source}: the graph's 'jobs' is not JSON that Canopy "
                                 "reads.") from None
     return topology_from_dict(data, source)
+
+
+def _read_json_keys(value: Any, source: str) -> dict[str, set[str]]:
+    """The graph's ``canopy_json_keys``: per level, the keys whose values are JSON text."""
+    out: dict[str, set[str]] = {level: set() for level in _LEVELS}
+    if value is None:
+        return out
+    try:
+        data = json.loads(str(value))
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        data = None
+    if not isinstance(data, dict) or not all(
+            level in _LEVELS and isinstance(keys, list) and all(isinstance(k, str) for k in keys)
+            for level, keys in data.items()):
+        raise TopologyError(f"{source}: the graph's '{_JSON_KEYS}' is not an object of "
+                            "key lists per level (graph, node, link).")
+    for level, keys in data.items():
+        out[level] = set(keys)
+    return out
+
+
+def _decoded(data: dict[str, Any], as_json: set[str], source: str, what: str
+             ) -> dict[str, Any]:
+    """``data`` with the values of the keys in ``as_json`` read back from JSON text."""
+    out = dict(data)
+    for key in as_json & out.keys():
+        try:
+            out[key] = json.loads(str(out[key]), parse_float=Decimal, parse_int=_integer,
+                                  parse_constant=_reject_constant)
+        except (json.JSONDecodeError, RecursionError, ValueError):
+            raise TopologyError(f"{source}: the value of '{key}' on {what} is not the JSON "
+                                "text the graph's canopy_json_keys says it is.") from None
+    return out
 
 
 def _coordinate(value: Any, source: str, node_id: Any) -> float:
