@@ -1,3 +1,28 @@
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# The tests (or modules) that take longest, longest first. They run first so that
+# pytest-xdist, which hands the first tests out in turn, starts them on different workers at
+# once instead of leaving one of them for last while the other worker idles.
+LONGEST_FIRST = (
+    "tests/engine/msccl/test_connections.py::test_allreduce_on_two_mi250_servers",
+    "tests/test_readme.py::test_every_quick_example_runs_in_order",
+    "tests/engine/deploy/test_reduction_fill.py::test_both_passes_reach_the_rows_figure",
+    "tests/test_guard_rails.py::test_engine_type_checks",
+    "tests/engine/msccl/test_connections.py",
+    "tests/test_readme.py",
+    "tests/engine/deploy/test_reduction_fill.py",
+    "tests/test_guard_rails.py",
+    "tests/engine/sweep/test_sweep.py",
+    "tests/cli/test_msccl_cli.py",
+    "tests/engine/advise/test_advise.py",
+    "tests/engine/msccl/test_writer.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        return next((i for i, prefix in enumerate(LONGEST_FIRST)
+                     if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
+    items.sort(key=rank)     # stable: the order within a module and elsewhere is kept
