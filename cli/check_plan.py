@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from canopy.engine.model.errors import CanopyError
-from canopy.engine.model.sizes import parse_size, size_label
+from canopy.cli.timing_options import add_timing_arguments, timing_line, timing_size
 from canopy.engine.mscclpp.executor import execute
 from canopy.engine.mscclpp.reader import read_plan
 
@@ -21,20 +20,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check-plan", help="check an MSCCL++ execution plan, and time it on a "
                                           "topology")
     p.add_argument("file", help="MSCCL++ execution plan (JSON)")
-    p.add_argument("--topology", metavar="TOPO",
-                   help="canopy-topology JSON: also time the plan on it (rank r runs on the "
-                        "r-th compute node)")
-    p.add_argument("--size", default="1G",
-                   help="message size for --topology, nccl-tests style: the whole buffer "
-                        "(default 1G)")
+    add_timing_arguments(p, "time the plan", "message size for --topology, nccl-tests "
+                                             "style: the whole buffer")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        size = parse_size(args.size)
-    except CanopyError as exc:
-        raise CanopyError(f"--size: {exc}") from None
+    size = timing_size(args)
     plan = read_plan(args.file)
     report = execute(plan)
     print(f"OK: {args.file}: {report.summary()}")
@@ -45,10 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     topology = load_topology(args.topology)
     timing = time_plan(plan, topology, size)
-    print(f"{size_label(size)} on {args.topology}: {float(timing.time_us):.1f} µs, algbw "
-          f"{float(timing.algbw):.2f} GB/s ({timing.iterations} pipeline iteration"
-          f"{'s' if timing.iterations != 1 else ''}, {timing.connections} connections, "
-          f"{timing.messages} messages)")
+    print(timing_line(size, args.topology, timing, "pipeline"))
     problem = size_problem(plan, size)
     if problem is not None:
         print(f"Note: {problem}")

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 
 from canopy.cli.bounds import bounded_int
+from canopy.cli.timing_options import add_timing_arguments, timing_line, timing_size
 from canopy.engine.io.topology_json import load_topology
-from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.limits import MAX_CAPACITY, MAX_ITERATIONS, MAX_SMS
-from canopy.engine.model.sizes import parse_size, size_label
+from canopy.engine.model.sizes import size_label
 from canopy.engine.msccl.executor import simulate
 from canopy.engine.msccl.reader import read_msccl
 from canopy.engine.msccl.threadblocks import MscclLimits
@@ -33,11 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sms", type=bounded_int(1, MAX_SMS), default=MscclLimits.max_tbs_per_gpu,
                    metavar="N", help="SMs per GPU: the most thread blocks a GPU may run, all "
                    "resident at once (default %(default)s, an A100)")
-    p.add_argument("--topology", metavar="TOPO",
-                   help="canopy-topology JSON: also simulate the XML's time on it (rank r "
-                        "runs on the r-th compute node)")
-    p.add_argument("--size", default="1G",
-                   help="buffer size for --topology, nccl-tests style (default 1G)")
+    add_timing_arguments(p, "simulate the XML's time", "buffer size for --topology, "
+                                                        "nccl-tests style")
     p.add_argument("--iterations", type=bounded_int(1, MAX_ITERATIONS), metavar="N",
                    help="loop iterations for --topology (default: picked as canopy compare "
                         "picks pipeline depths: twice the pipeline's stages, at least the "
@@ -47,10 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        size = parse_size(args.size)
-    except CanopyError as exc:
-        raise CanopyError(f"--size: {exc}") from None
+    size = timing_size(args)
     algo = read_msccl(args.file)
     report = simulate(algo, capacity=args.capacity,
                       limits=MscclLimits(max_tbs_per_gpu=args.sms), source=str(args.file))
@@ -62,10 +56,7 @@ def run(args: argparse.Namespace) -> int:
         timing = fastest_xml(algo, topology, size)
     else:
         timing = time_xml(algo, topology, size, args.iterations)
-    print(f"{size_label(size)} on {args.topology}: {float(timing.time_us):.1f} µs, algbw "
-          f"{float(timing.algbw):.2f} GB/s ({timing.iterations} loop iteration"
-          f"{'s' if timing.iterations != 1 else ''}, {timing.connections} connections, "
-          f"{timing.messages} messages)")
+    print(timing_line(size, args.topology, timing, "loop"))
     if not algo.min_bytes <= size <= algo.max_bytes:
         print(f"Note: the XML runs messages of {algo.min_bytes} to {algo.max_bytes} bytes "
               f"(minBytes, maxBytes), so the runtime would not run it at {size_label(size)}.")

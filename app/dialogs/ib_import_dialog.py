@@ -11,22 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import (
-    QCheckBox,
-    QDialog,
-    QDialogButtonBox,
-    QFileDialog,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
-    QMessageBox,
-    QPushButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QCheckBox, QDialog, QLineEdit, QMessageBox, QWidget
 
-from canopy.app.dialogs.nccl_import_dialog import ERROR_STYLE, NCCL_FILTER
+from canopy.app.dialogs.import_form import ImportForm, browse_row, choose_file
+from canopy.app.dialogs.nccl_import_dialog import NCCL_FILTER
 from canopy.engine.fabric.defects import Defect, find_defects
 from canopy.engine.io.ib_fabric_import import IbImport, import_ib_file
 from canopy.engine.model.errors import CanopyError
@@ -55,54 +43,27 @@ class IbImportDialog(QDialog):
                               "it touches, with and without it)")
         self.cost.setChecked(True)
 
-        form = QFormLayout()
-        form.addRow("Fabric dump (ibnetdiscover):", self._row(self.file, self._browse_dump))
-        form.addRow("Host topology (optional):", self._row(self.host_topo,
-                                                            self._browse_host))
+        self.frame = ImportForm(self)
+        self.error, self.buttons, self.ok = self.frame.error, self.frame.buttons, self.frame.ok
+        form = self.frame.form
+        form.addRow("Fabric dump (ibnetdiscover):", browse_row(self.file, self._browse_dump))
+        form.addRow("Host topology (optional):", browse_row(self.host_topo,
+                                                             self._browse_host))
         form.addRow("", self.cost)
-        self.error = QLabel()
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet(ERROR_STYLE)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
-                                        | QDialogButtonBox.StandardButton.Cancel)
-        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok.setText("Import")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.error)
-        layout.addWidget(self.buttons)
         self.file.textChanged.connect(self._check)
         self._check()
         self.resize(640, self.sizeHint().height())
 
-    @staticmethod
-    def _row(edit: QLineEdit, browse_slot: object) -> QHBoxLayout:
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(browse_slot)
-        row = QHBoxLayout()
-        row.addWidget(edit, 1)
-        row.addWidget(browse)
-        return row
-
     def _browse_dump(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Fabric dump",
-                                              str(Path(self.file.text()).parent), IB_FILTER)
-        if path:
-            self.file.setText(path)
+        choose_file(self, self.file, "Fabric dump", IB_FILTER)
 
     def _browse_host(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "NCCL topology of one host",
-                                              str(Path(self.file.text()).parent), NCCL_FILTER)
-        if path:
-            self.host_topo.setText(path)
+        choose_file(self, self.host_topo, "NCCL topology of one host", NCCL_FILTER,
+                    near=self.file)
 
     def _check(self) -> None:
-        problem = None if self.file.text().strip() else "Choose an ibnetdiscover dump."
-        self.error.setText(problem or "")
-        self.error.setVisible(problem is not None)
-        self.ok.setEnabled(problem is None)
+        self.frame.show_problem(None if self.file.text().strip()
+                                else "Choose an ibnetdiscover dump.")
 
     def accept(self) -> None:
         """Import now; on failure say why in one sentence and stay open."""

@@ -18,19 +18,16 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
-    QFormLayout,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
     QMessageBox,
-    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from canopy.app.dialogs.import_form import ImportForm, browse_row, choose_file
 from canopy.engine.io.nccl_topology_import import (
     MAX_HOSTS,
     RAIL,
@@ -49,7 +46,6 @@ FABRICS = {NO_FABRIC: "None (only what the file describes)",
            NVLINK_MESH: "NVLink between every pair of GPUs"}
 NETWORKS = {RAIL: "Rail-optimised (NIC i of every host on rail switch i)",
             SINGLE: "One switch for every NIC"}
-ERROR_STYLE = "color: #8a1c12;"
 OPTION_NAMES = {"--nic-bw": "“NIC bandwidth if not given”",
                 "--nvswitch-bw": "the NVSwitch fabric option",
                 "--nvlink-bw": "the NVLink fabric option"}
@@ -73,11 +69,6 @@ class NcclImportDialog(QDialog):
 
         self.file = QLineEdit(str(path))
         self.file.setObjectName("nccl_file")
-        browse = QPushButton("Browse…")
-        browse.clicked.connect(self._browse)
-        file_row = QHBoxLayout()
-        file_row.addWidget(self.file, 1)
-        file_row.addWidget(browse)
 
         self.hosts = QSpinBox()
         self.hosts.setRange(1, MAX_HOSTS)
@@ -98,28 +89,16 @@ class NcclImportDialog(QDialog):
         self.nic_bw.setToolTip("GB/s of NICs whose <net speed> the file does not give "
                                "(25 GB/s = 200 Gb/s)")
 
-        form = QFormLayout()
-        form.addRow("NCCL topology file:", file_row)
+        self.frame = ImportForm(self)
+        self.error, self.buttons, self.ok = self.frame.error, self.frame.buttons, self.frame.ok
+        form = self.frame.form
+        form.addRow("NCCL topology file:", browse_row(self.file, self._browse))
         form.addRow("Hosts:", self.hosts)
         form.addRow("Network between hosts:", self.net)
         form.addRow("GPU fabric if the file has no NVLink:", self.fabric)
         self.fabric_bw_label = QLabel("Fabric bandwidth (GB/s):")
         form.addRow(self.fabric_bw_label, self.fabric_bw)
         form.addRow("NIC bandwidth if not given (GB/s):", self.nic_bw)
-        self.error = QLabel()
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet(ERROR_STYLE)
-
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
-                                        | QDialogButtonBox.StandardButton.Cancel)
-        self.ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        self.ok.setText("Import")
-        self.buttons.accepted.connect(self.accept)
-        self.buttons.rejected.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addLayout(form)
-        layout.addWidget(self.error)
-        layout.addWidget(self.buttons)
 
         for signal in (self.file.textChanged, self.hosts.valueChanged,
                        self.fabric.currentIndexChanged, self.fabric_bw.textChanged,
@@ -129,10 +108,7 @@ class NcclImportDialog(QDialog):
         self.resize(620, self.sizeHint().height())
 
     def _browse(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "NCCL topology file",
-                                              str(Path(self.file.text()).parent), NCCL_FILTER)
-        if path:
-            self.file.setText(path)
+        choose_file(self, self.file, "NCCL topology file", NCCL_FILTER)
 
     def _bandwidth(self, edit: QLineEdit, what: str) -> Fraction:
         try:
@@ -163,9 +139,7 @@ class NcclImportDialog(QDialog):
                 self.options()
             except ValueError as exc:
                 problem = str(exc)
-        self.error.setText(problem or "")
-        self.error.setVisible(problem is not None)
-        self.ok.setEnabled(problem is None)
+        self.frame.show_problem(problem)
 
     def accept(self) -> None:
         """Import now; on failure say why in one sentence and stay open."""
