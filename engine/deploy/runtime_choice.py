@@ -175,10 +175,11 @@ class _Candidate(NamedTuple):
     tolerance: str              # percent of the optimum the schedule was asked within
 
 
-def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> RuntimeChoice:
-    """:func:`runtime_schedule` without the memo."""
+def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
+            unit_first: bool = True) -> RuntimeChoice:
+    """:func:`runtime_schedule` without the memo (``unit_first=False``: without
+    :func:`_unit_first`, every candidate in the search's own order; for tests)."""
     from canopy.engine.execution.simulate import fastest
-    from canopy.engine.forestcoll.solve import solve
 
     optimum = _optimum(schedule)
     plan = schedule_plan(schedule)
@@ -193,6 +194,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
     tried: list[dict[str, object]] = []
     first_fraction = Fraction(0)
     caps = topology.capacities()
+    known: dict[Hashable, Fraction] = {}        # fractions the unit-first step simulated
 
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
@@ -205,7 +207,9 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         for name, laid in options:
             fraction = next((f for other, f in timed if other == laid), None)
             if fraction is None:
-                fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
+                fraction = known.get(_known_key(candidate, tolerance, name))
+                if fraction is None:
+                    fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
                 timed.append((laid, fraction))
             if not tried:
                 first_fraction = fraction
@@ -223,26 +227,40 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
             if fraction >= GOOD_ENOUGH:
                 return
 
-    consider(schedule, plan, found, "0")
-    seen = {(schedule.k, schedule.split_budgets)}
-    # (With k = 1 and no split budgets every fewer-trees schedule would be k = 1 again.)
-    if not schedule.fixed_k and (schedule.k > 1 or schedule.split_budgets):
-        extra = ["0"] if schedule.split_budgets else []
-        for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
-            assert best is not None
-            if best.fraction >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
-                break              # (the fewest trees within 1 % may still come NEAR)
-            other = solve(topology, schedule.collective, tolerance=tolerance)
-            if (other.k, False) in seen or (other.k > schedule.k and not schedule.split_budgets):
-                continue
-            seen.add((other.k, False))
-            other_plan = schedule_plan(other)
-            options = _LazyLayouts(other_plan, limits, topology)
-            consider(other, other_plan, options, tolerance)
-            if options and options[0][0] in ("unit", "unit, paired"):
-                _consider_shallow(topology, other, tolerance, limits, consider,
-                                  best.fraction if best is not None else Fraction(0))
-                break
+    first = _unit_first(topology, schedule, limits) if unit_first else None
+    if first is not None:
+        consider(*first)
+        assert best is not None
+    skipped = best is not None and best.fraction >= GOOD_ENOUGH   # schedule's own layouts
+    if not skipped:
+        # the unit-first candidate did not end the search: the whole search, in its
+        # order, the unit-first candidate's time reused
+        if best is not None:
+            known[_known_key(best.schedule, best.tolerance, best.name)] = best.fraction
+        best = None
+        simulated.clear()
+        tried.clear()
+        consider(schedule, plan, found, "0")
+        seen = {(schedule.k, schedule.split_budgets)}
+        # (With k = 1 and no split budgets every fewer-trees schedule would be k = 1 again.)
+        if not schedule.fixed_k and (schedule.k > 1 or schedule.split_budgets):
+            extra = ["0"] if schedule.split_budgets else []
+            for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
+                assert best is not None
+                if best.fraction >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
+                    break              # (the fewest trees within 1 % may still come NEAR)
+                other = _solve(topology, schedule.collective, tolerance)
+                if (other.k, False) in seen or \
+                        (other.k > schedule.k and not schedule.split_budgets):
+                    continue
+                seen.add((other.k, False))
+                other_plan = schedule_plan(other)
+                options = _LazyLayouts(other_plan, limits, topology)
+                consider(other, other_plan, options, tolerance)
+                if options and options[0][0] in ("unit", "unit, paired"):
+                    _consider_shallow(topology, other, tolerance, limits, consider,
+                                      best.fraction if best is not None else Fraction(0))
+                    break
     assert best is not None
     if best.fraction < KEEP and not best.schedule.extra.get("shallow"):
         _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
@@ -263,8 +281,11 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
         note = (f"runs {what} (the fewest trees within {tolerance} % of the optimum, "
                 f"{share:.2f} % of it; {layout_text(name)}) at {float(fraction):.1%} of the "
                 f"optimum at 1 GiB: the optimal k = {schedule.k} needs more connections than "
-                f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and runs at "
-                f"{float(first_fraction):.1%} ({layout_text(found[0][0])})")
+                f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and "
+                + (f"runs at {float(first_fraction):.1%} ({layout_text(found[0][0])})"
+                   if not skipped
+                   else f"would run on {layout_text(found[0][0])}, not simulated: fewer trees "
+                   "on unit connections run this near the optimum"))
     elif name != found[0][0]:
         note = (f"runs k = {chosen.k} on {layout_text(name)} ({float(fraction):.1%} of the "
                 f"optimum at 1 GiB; "
@@ -290,6 +311,63 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits) -> Runt
                          below=below, boundary=BOUNDARY if below is not None else 0)
 
 
+def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits
+                ) -> tuple[Schedule, CollectivePlan, _LazyLayouts, str] | None:
+    """The candidate :func:`_choose` simulates first, where ``schedule`` itself needs
+    shared connections: the fewest-trees schedule its search would end on, the first
+    within TOLERANCES percent of the optimum whose every unit tree edge gets a connection
+    of its own (same rules: a k already seen or above ``schedule``'s is passed over), with
+    its layouts; None where the search tries no fewer trees or none gets unit
+    connections. A link is shared among its connections by weight, so on unit connections
+    every tree keeps its share of every link and the schedule runs close to its bound
+    (32 H100-like GPUs on a rail leaf-spine: k = 1 within 1 % runs allgather at 99.4 % of
+    the optimum, allreduce at 99.1 %), while shared connections make trees wait on each
+    other (the optimal k = 10 there: 98.1 and 89.4 % at best over nine layouts, which
+    took nine tenths of the search's time). Where it runs within GOOD_ENOUGH of the
+    optimum the search ends on it, as it would have ended on any candidate that does."""
+    if schedule.fixed_k or not (schedule.k > 1 or schedule.split_budgets):
+        return None
+    seen = {(schedule.k, schedule.split_budgets)}
+    extra = ["0"] if schedule.split_budgets else []
+    for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
+        other = _solve(topology, schedule.collective, tolerance)
+        if (other.k, False) in seen or (other.k > schedule.k and not schedule.split_budgets):
+            continue
+        seen.add((other.k, False))
+        other_plan = schedule_plan(other)
+        options = _LazyLayouts(other_plan, limits, topology)
+        if options and options[0][0] in ("unit", "unit, paired"):
+            return other, other_plan, options, tolerance
+    return None
+
+
+def _known_key(candidate: Schedule, tolerance: str, layout: str) -> Hashable:
+    """What names a candidate and layout within one :func:`_choose`."""
+    return (tolerance, candidate.k, len(candidate.trees), layout,
+            bool(candidate.extra.get("shallow")), bool(candidate.extra.get("fill_swaps")))
+
+
+_SOLVED: dict[Hashable, Schedule] = {}
+_SOLVED_SIZE = 32
+
+
+def _solve(topology: Topology, collective: str, tolerance: str, shallow: bool = False
+           ) -> Schedule:
+    """:func:`canopy.engine.forestcoll.solve.solve` within ``tolerance`` percent (and
+    ``shallow``), remembered per network (:meth:`Topology.fingerprint`): a process that
+    chooses for several collectives or sizes solves each fewest-trees schedule once."""
+    from canopy.engine.forestcoll.solve import solve
+
+    key = (topology.fingerprint(), collective, tolerance, shallow)
+    found = _SOLVED.get(key)
+    if found is None:
+        found = solve(topology, collective, tolerance=tolerance, shallow=shallow)
+        if len(_SOLVED) >= _SOLVED_SIZE:
+            _SOLVED.pop(next(iter(_SOLVED)))
+        _SOLVED[key] = found
+    return found
+
+
 def _mib(size: int) -> str:
     return f"{size >> 30} GiB" if size % (1 << 30) == 0 else f"{size >> 20} MiB"
 
@@ -311,11 +389,10 @@ def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
     is also simulated with parents swapped between its trees so that the links it loads
     to capacity start sooner (:func:`canopy.engine.deploy.reduction_fill.fill_swaps`: same loads
     and bound; 2x MI250 at k = 2: 95.1 %)."""
-    from canopy.engine.forestcoll.solve import solve
 
     if best >= GOOD_ENOUGH or len(topology.compute_nodes()) > SHALLOW_MAX_NODES:
         return
-    twin = solve(topology, schedule.collective, tolerance=tolerance, shallow=True)
+    twin = _solve(topology, schedule.collective, tolerance, shallow=True)
     if twin.k != schedule.k or twin.trees == schedule.trees:
         return
     twin_plan = schedule_plan(twin)
@@ -348,11 +425,10 @@ def _consider_shallow_tiers(topology: Topology, schedule: Schedule, tolerance: s
     with the twin's; the best other candidate, k = 9 shared by 2 steps and paired,
     93.4 %.)"""
 
-    from canopy.engine.forestcoll.solve import solve
 
     if len(topology.compute_nodes()) > SHALLOW_MAX_NODES or schedule.split_budgets:
         return                          # (App. E's schedules have no such twin)
-    twin = solve(topology, schedule.collective, tolerance=tolerance, shallow=True)
+    twin = _solve(topology, schedule.collective, tolerance, shallow=True)
     if twin.k != schedule.k or twin.trees == schedule.trees:
         return
     twin_plan = schedule_plan(twin)

@@ -3,6 +3,7 @@
 
 from collections import defaultdict
 from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 from lxml import etree
@@ -22,7 +23,7 @@ from canopy.engine.execution.simulate import fastest
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
 from canopy.engine.io.topology_json import load_sample
-from canopy.engine.model.plan import schedule_plan
+from canopy.engine.model.plan import bandwidth_bound, schedule_plan
 from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
 from canopy.engine.msccl.checks import check_structure
 from canopy.engine.msccl.connection_counts import _contiguous, multiplicities
@@ -428,13 +429,15 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
         built.append(args[2])
         return paired(*args, **kwargs)
 
-    class Timed:
-        algbw = schedule.algbw
+    def at_bound(topology, plan, size):     # every layout runs at its plan's bound
+        return SimpleNamespace(algbw=bandwidth_bound(plan, topology.capacities())[0])
 
-    monkeypatch.setattr(simulate, "fastest", lambda topology, plan, size: Timed())
+    monkeypatch.setattr(simulate, "fastest", at_bound)
     monkeypatch.setattr(connection_layouts, "_paired_shared", counted)
     choice = connections._choose(topo, schedule, MscclLimits())
-    # (the fewest trees within 1 %, k = 7, are tried for a near tie, and stop alike)
+    # (k = 1, the fewest trees within 2 % on unit connections, is tried first and runs
+    # below GOOD_ENOUGH; the fewest trees within 1 %, k = 7, are tried for a near tie, and
+    # stop alike)
     assert [(c["k"], c["layout"]) for c in choice.candidates] == [(13, "shared"),
                                                                   (7, "shared")]
     assert not built and choice.schedule is schedule       # a tie keeps the best
