@@ -6,8 +6,9 @@ Routing models (vClos (Han et al., arXiv:2308.05692) §3, §5.2, §6):
   fabric (source routing), then all jobs run together: one outcome.
 * ``ecmp``: every flow takes the path its 5-tuple hashes to (:mod:`.ecmp`), one outcome
   per seed; the mean and 99th percentile over seeds describe the spread.
-* ``vclos``: jobs are placed and isolated by :mod:`.vclos` and routed inside their
-  vClos; refused jobs are reported with the reason.
+* ``vclos``: jobs are placed and isolated by :mod:`.vclos` (on a rail-optimised fabric,
+  rail by rail: :mod:`.vclos_rails`) and routed inside their vClos; refused jobs are
+  reported with the reason.
 
 A job's **alone** time is the execution model's time (:func:`canopy.engine.execution.simulate.
 fastest`) of its plan with the fabric to itself; its **slowdown** is the factor by which
@@ -35,13 +36,8 @@ from canopy.engine.execution.simulate import fastest
 from canopy.engine.fabric.contention import alone_rates, fair_rates
 from canopy.engine.fabric.ecmp import EcmpRouter
 from canopy.engine.fabric.plans import Flow, channel_of, job_plan, job_topology, plan_flows
-from canopy.engine.fabric.vclos import (
-    Allocation,
-    Placer,
-    job_switches,
-    leaf_spine,
-    reserved_bandwidth,
-)
+from canopy.engine.fabric.vclos import Allocation
+from canopy.engine.fabric.vclos_rails import vclos_placer
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, path_links
 from canopy.engine.model.progress import Progress, report
@@ -283,8 +279,7 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
     prepared: list[_Prepared | None] = []
     allocations: list[Allocation | None] = [None] * len(jobs)
     if routing == "vclos":
-        fabric = leaf_spine(topology)
-        placer = Placer(fabric)
+        placer = vclos_placer(topology)
         for i, job in enumerate(jobs):
             allocations[i] = placer.place(job.name, len(job.nodes))
     for i, job in enumerate(jobs):
@@ -296,6 +291,9 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
         result = results[i]
         result.placement = {"stage": alloc.stage, "leaves": alloc.leaves,
                             "spines": alloc.spines}
+        if alloc.rails:
+            result.placement["rails"] = [{**rail, "reserved_gbps": str(rail["reserved_gbps"])}
+                                         for rail in alloc.rails]
         if not alloc.accepted:
             result.refused = alloc.refused
             result.placement = {}
@@ -303,10 +301,11 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
             continue
         placed = Job(job.name, tuple(alloc.nodes), job.collective, job.algorithm, job.size)
         result.nodes = list(alloc.nodes)
-        switches = job_switches(fabric, alloc)
-        network = job_topology(topology, placed, switches, reserved_bandwidth(fabric, alloc))
+        switches, reserved = placer.switches(alloc), placer.reserved(alloc)
+        network = job_topology(topology, placed, switches, reserved)
+        outside = {pair: bw for pair, bw in reserved.items() if not bw}  # not in its vClos
         prepared.append(planner.prepare(placed, network,
-                                        job_topology(topology, placed, switches)))
+                                        job_topology(topology, placed, switches, outside)))
     report(progress, "plans", 1.0)
     live = {i: p for i, p in enumerate(prepared) if p is not None}
     caps = topology.capacities()

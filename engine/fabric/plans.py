@@ -49,14 +49,16 @@ def job_topology(topology: Topology, job: Job, switches: frozenset[str] | None =
     """The network ``job`` runs on alone (see the module docstring).
 
     ``switches`` limits the switches it may use; ``bandwidth`` overrides the bandwidth of
-    the links between given node pairs (a vClos's reserved ports).
+    the links between given node pairs (a vClos's reserved ports; 0 leaves the link out).
     """
     members = set(job.nodes)
     by_id = {n.id: n for n in topology.nodes}
     keep = members | {s for s in topology.switch_nodes()
                       if not by_id[s].failed and (switches is None or s in switches)}
     links = [link for link in topology.live_links()
-             if link.source in keep and link.target in keep]
+             if link.source in keep and link.target in keep
+             and (bandwidth is None
+                  or bandwidth.get(frozenset((link.source, link.target)), Fraction(1)) != 0)]
     # Prune dead ends: switches left with a single neighbour carry nothing through.
     while True:
         neighbours: dict[str, set[str]] = {}

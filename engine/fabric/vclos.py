@@ -26,18 +26,10 @@ needs). OCS-vClos (§7, rewiring through optical switches) is not modelled.
 Inside its vClos a job is routed by Canopy's own router (source routing); it shares no
 link capacity with any other job, so its flows see no contention.
 
-**Rail-optimised fabrics are refused, on purpose.** The paper's model (vclos.txt §6.1,
-Algorithm 3 and the vClos-ILP) puts each server under exactly one leaf: a job takes s / T
-whole servers under each chosen leaf, and a port is one leaf downlink. On a rail-optimised
-fabric a server's NICs reach R leaves, one per rail, so "the leaf of a server" does not
-exist and constraints (2)-(5) have no meaning as written. Isolation does still hold rail by
-rail in principle (each rail is a leaf-spine plane of its own, and a job on the same
-servers in every plane with ports reserved in each would share nothing), but that is a
-different algorithm: it must choose servers once for all R planes, find a vClos in every
-plane at once (R coupled ILPs) and decide what to do when one plane is fragmented and the
-others are not, none of which the paper defines or evaluates. Canopy does not guess at it:
-it refuses with one sentence naming the server and its leaves, and ``--routing source`` or
-``ecmp`` analyse such a fabric.
+**Rail-optimised fabrics** (a server's NICs under R leaves, one per rail) do not fit this
+model as written (the paper's §6.1 puts each server under exactly one leaf); each rail does,
+and :mod:`.vclos_rails` isolates jobs rail by rail. :func:`leaf_spine` is the paper's view
+and refuses a rail-optimised fabric; :func:`.vclos_rails.vclos_placer` picks the view.
 """
 
 from __future__ import annotations
@@ -45,6 +37,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -70,8 +63,15 @@ class LeafSpine:
         return [s for s in self.servers if self.server_leaf[s] == leaf]
 
 
-def leaf_spine(topology: Topology) -> LeafSpine:
-    """The leaf-spine structure of ``topology``, or ScheduleError saying why it has none."""
+Tiers = tuple[dict[str, str], dict[str, dict[str, Fraction]], dict[str, list[str]],
+              list[str], list[str]]
+
+
+def server_tiers(topology: Topology) -> Tiers:
+    """(node -> its server, node -> neighbour -> bandwidth, server -> its nodes in file
+    order, leaves, spines) of a two-tier leaf-spine, or ScheduleError saying why it is
+    not one. A server is a ``group`` of nodes (or a lone compute node); a leaf is a switch
+    outside every server that links to one; the other switches outside are spines."""
     nodes = {n.id: n for n in topology.nodes}
     server_of = {n.id: (n.group if n.group is not None else n.id) for n in topology.nodes
                  if n.kind == COMPUTE or n.group is not None}
@@ -95,6 +95,16 @@ def leaf_spine(topology: Topology) -> LeafSpine:
         if odd is not None:
             raise ScheduleError(f"vClos needs a two-tier leaf-spine, but leaves '{leaf}' and "
                                 f"'{odd}' are linked directly.")
+    members: dict[str, list[str]] = {}
+    for n in topology.nodes:
+        if n.id in server_of:
+            members.setdefault(server_of[n.id], []).append(n.id)
+    return server_of, neighbours, members, leaves, spines
+
+
+def leaf_spine(topology: Topology) -> LeafSpine:
+    """The leaf-spine structure of ``topology``, or ScheduleError saying why it has none."""
+    server_of, neighbours, _members, leaves, spines = server_tiers(topology)
     servers: dict[str, list[str]] = {}
     server_switches: dict[str, list[str]] = {}
     for n in topology.nodes:
@@ -110,10 +120,9 @@ def leaf_spine(topology: Topology) -> LeafSpine:
                 other = server_leaf.setdefault(server_of[v], leaf)
                 if other != leaf:
                     raise ScheduleError(
-                        f"vClos (as its paper defines it) needs every server under one "
-                        f"leaf, but server '{server_of[v]}' reaches leaves '{other}' and "
-                        f"'{leaf}' (a rail-optimised fabric, whose per-rail isolation the "
-                        "paper does not define); use --routing source or ecmp here.")
+                        f"the paper's vClos needs every server under one leaf, but server "
+                        f"'{server_of[v]}' reaches leaves '{other}' and '{leaf}' (a "
+                        "rail-optimised fabric: vclos_placer isolates it rail by rail).")
     for server in servers:
         if server not in server_leaf:
             raise ScheduleError(f"server '{server}' reaches no leaf switch.")
@@ -138,6 +147,7 @@ class Allocation:
     leaves: list[str] = field(default_factory=list)
     spines: list[str] = field(default_factory=list)
     refused: str | None = None
+    rails: list[dict[str, Any]] = field(default_factory=list)   # per rail (rail fabrics)
 
     @property
     def accepted(self) -> bool:

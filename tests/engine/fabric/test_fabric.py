@@ -254,12 +254,12 @@ def test_fail_says_what_failed_and_vclos_says_nothing_of_seeds(capsys):
     assert "seeds" not in out
 
 
-def test_vclos_on_rails_is_refused_with_the_reason():
+def test_the_papers_view_refuses_rails_and_points_to_the_rail_by_rail_one():
     from canopy.engine.fabric.vclos import leaf_spine
     from canopy.engine.generators import generate
     from canopy.engine.model.errors import CanopyError
     topo = generate("cluster", {"servers": "4", "scale_out": "leaf-spine", "leaf": "rail"})
-    with pytest.raises(CanopyError, match="paper does not define"):
+    with pytest.raises(CanopyError, match="isolates it rail by rail"):
         leaf_spine(topo)
 
 
