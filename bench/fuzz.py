@@ -1,12 +1,14 @@
 """Fuzz every file reader: mutated valid files through the command line's error path.
 
 For each format Canopy reads (topology JSON, GraphML, NCCL topology XML, MSCCL XML via
-``check-xml``, schedule JSON via ``verify``, jobs JSON, sweep TOML), valid files are
+``check-xml``, schedule JSON via ``verify``, jobs JSON, sweep TOML, MSCCL++ execution
+plans via ``check-plan``, InfiniBand fabric dumps via ``import-ib``, Slurm's topology.conf
+via ``import-slurm``), valid files are
 mutated (:mod:`bench.mutations`: structure-aware edits of the parsed file, then now and
 then truncation, a wrong encoding or byte-level damage) and handed to the reader in
 process, through the same error path as the ``canopy`` command. Every result must be a
 clean answer (exit 0) or one sentence with exit 2; a traceback, an internal error
-(exit 70), more than one line of error, a hang over :data:`HANG_SECONDS` or memory past
+(exit 70), more than one line of error, a hang over :data:`HANG_SECONDS` of CPU or memory past
 :data:`MEMORY_BYTES` is a finding, kept with its input. Every ``--cli-every``-th input
 also goes through the real command (a new process) and must give the same exit code.
 
@@ -43,6 +45,11 @@ from bench.mutations import mutate, mutate_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG_SECONDS = 10
+"""CPU seconds one input may take (CPU, not wall: at nice 15 on a shared machine the
+wall clock says more about the neighbours than about the reader)."""
+STALL_SECONDS = 600
+"""Wall seconds a worker may go without a result before it is killed (a reader blocked
+without using CPU)."""
 MAX_INPUT_BYTES = 8 << 20
 """Mutated inputs are cut to this length (a repeated chunk can grow one past it)."""
 MAX_KEPT = 40
@@ -59,11 +66,19 @@ class Format:
     name: str
     kind: str
     suffix: str
-    seeds: list[bytes]
+    make_seeds: Callable[[], list[bytes]]
+    """Writes the valid seed files (once, when first needed: some are solved)."""
     argv: Callable[[str], list[str]] | None = None
     reader: Callable[[str], object] | None = None
     stems: list[str] | None = None
     """File name stem per seed (the schedule's topology: ``verify`` needs it)."""
+
+    @property
+    def seeds(self) -> list[bytes]:
+        made = self.__dict__.get("_seeds")
+        if made is None:
+            made = self.__dict__["_seeds"] = self.make_seeds()
+        return made
 
     def draw(self, rng: random.Random, index: int, workdir: str) -> tuple[bytes, str, Path]:
         """A mutated seed, how it was mutated, and the path it is written to."""
@@ -106,6 +121,29 @@ def _read_spec(path: str) -> object:
     return load_spec(path)
 
 
+def _ib_dumps() -> list[bytes]:
+    """Small fabrics in both dialects: a fat tree with SHARP nodes and a defect, a
+    two-rail one, and the four-host fabric the ``--host-topo`` seed fills with GPUs."""
+    from bench.ib_dump_writer import fat_tree, write_dump
+    sharp = fat_tree(6, hosts_per_leaf=3, spines=2, sharp=True)
+    sharp.set_rate(sharp.adapters[("node001", 0)], sharp.leaves[(0, 0)], "4xHDR")
+    return [write_dump(sharp).encode(),
+            write_dump(fat_tree(4, rails=2, hosts_per_leaf=2, spines=1), "space").encode(),
+            write_dump(fat_tree(2, rails=8, hosts_per_leaf=2, spines=1)).encode()]
+
+
+def _slurm_confs(workdir: Path) -> list[bytes]:
+    """topology.conf of the rail leaf-spine sample (tree and block, as canopy writes
+    them) and a hand-written one with comments, continuations, quotes and escapes."""
+    rails = str(ROOT / "samples" / "rail-leaf-spine-4x8.json")
+    made = [_made(workdir, ["export-slurm", rails, "--plugin", plugin, "-o",
+                            str(workdir / f"{plugin}.conf")], f"{plugin}.conf")
+            for plugin in ("tree", "block")]
+    return made + [b'# a tree written by hand\nSwitchName=leaf1 Nodes=gpu[01-04] '
+                   b'LinkSpeed=400 # leaf one\nswitchname="leaf2" nodes=gpu[05-07],\\\n'
+                   b'gpu08\nSwitchName=spine\\#1 Switches=leaf[1-2]\n']
+
+
 def formats(workdir: Path) -> dict[str, Format]:
     """Every fuzzed format with its seeds (some written into ``workdir`` by canopy)."""
     from canopy.engine.io.graphml import dumps_graphml
@@ -114,23 +152,39 @@ def formats(workdir: Path) -> dict[str, Format]:
              "hypercube-3d.json", "aws-p4d-2x8.json", "leaf-spine-jobs.json"]
     fig2 = str(ROOT / "samples" / "forestcoll-fig2.json")
     dgx = str(ROOT / "samples" / "dgx-a100-2x8.json")
-    msccl = [_made(workdir, ["solve", fig2, "--collective", c, "--msccl",
-                             str(workdir / f"fig2-{c}.xml")], f"fig2-{c}.xml")
-             for c in ("allgather", "allreduce")]
-    schedules = {
-        "fig2": _made(workdir, ["solve", fig2, "--collective", "allreduce", "--json",
+    def msccl() -> list[bytes]:
+        return [_made(workdir, ["solve", fig2, "--collective", c, "--msccl",
+                                str(workdir / f"fig2-{c}.xml")], f"fig2-{c}.xml")
+                for c in ("allgather", "allreduce")]
+
+    def schedules() -> list[bytes]:     # in the order of the stems: fig2, dgx
+        return [_made(workdir, ["solve", fig2, "--collective", "allreduce", "--json",
                                 str(workdir / "fig2.sched.json")], "fig2.sched.json"),
-        "dgx": _made(workdir, ["solve", dgx, "--json", str(workdir / "dgx.sched.json")],
-                     "dgx.sched.json")}
+                _made(workdir, ["solve", dgx, "--json", str(workdir / "dgx.sched.json")],
+                      "dgx.sched.json")]
+
+    def jobs() -> list[bytes]:
+        listed = json.loads(_sample("leaf-spine-jobs.json"))["jobs"]
+        return [json.dumps({"format": "canopy-jobs", "version": 1, "jobs": listed},
+                           indent=1).encode()]
+
+    def nccl() -> list[bytes]:
+        return [_sample("nccl-h100-topo.xml")] + [
+            p.read_bytes() for p in sorted((ROOT / "tests" / "data").glob("nccl-*.xml"))]
+
+    def plans() -> list[bytes]:
+        return [_made(workdir, ["solve", fig2, "--collective", c, "--mscclpp",
+                                str(workdir / f"plan-{c}.json")], f"plan-{c}.json")
+                for c in ("allgather", "allreduce", "reduce-scatter")]
+
     topo_of = {"fig2": fig2, "dgx": dgx}
-    jobs = json.loads(_sample("leaf-spine-jobs.json"))["jobs"]
-    nccl = [_sample("nccl-h100-topo.xml")] + [
-        p.read_bytes() for p in sorted((ROOT / "tests" / "data").glob("nccl-*.xml"))]
+    host_topo = str(ROOT / "samples" / "nccl-h100-topo.xml")
     return {
-        "topology-json": Format("topology-json", "json", ".json", [_sample(s) for s in small],
+        "topology-json": Format("topology-json", "json", ".json",
+                                lambda: [_sample(s) for s in small],
                                 argv=lambda p: ["solve", p, "--bound-only"]),
         "graphml": Format("graphml", "xml", ".graphml",
-                          [dumps_graphml(load_sample(s)) for s in small],
+                          lambda: [dumps_graphml(load_sample(s)) for s in small],
                           argv=lambda p: ["import-graphml", p, "-o",
                                           str(workdir / "out.json")]),
         "nccl-topology-xml": Format("nccl-topology-xml", "xml", ".xml", nccl,
@@ -139,15 +193,23 @@ def formats(workdir: Path) -> dict[str, Format]:
         "msccl-xml": Format("msccl-xml", "xml", ".xml", msccl,
                             argv=lambda p: ["check-xml", p]),
         "schedule-json": Format(
-            "schedule-json", "json", ".json", list(schedules.values()),
+            "schedule-json", "json", ".json", schedules,
             argv=lambda p: ["verify", topo_of[Path(p).stem.split("-")[0]], p],
-            stems=list(schedules)),
-        "jobs-json": Format("jobs-json", "json", ".json",
-                            [json.dumps({"format": "canopy-jobs", "version": 1,
-                                         "jobs": jobs}, indent=1).encode()],
-                            reader=_check_jobs),
-        "sweep-toml": Format("sweep-toml", "toml", ".toml", [_sample("sweep-rails.toml")],
-                             reader=_read_spec),
+            stems=list(topo_of)),
+        "jobs-json": Format("jobs-json", "json", ".json", jobs, reader=_check_jobs),
+        "sweep-toml": Format("sweep-toml", "toml", ".toml",
+                             lambda: [_sample("sweep-rails.toml")], reader=_read_spec),
+        "mscclpp-plan": Format("mscclpp-plan", "json", ".json", plans,
+                               argv=lambda p: ["check-plan", p]),
+        "ib-fabric": Format(
+            "ib-fabric", "ibnet", ".txt", _ib_dumps,
+            argv=lambda p: ["import-ib", p, "-o", str(workdir / "out.json"), "--no-cost",
+                            *(["--host-topo", host_topo]
+                              if Path(p).stem.startswith("hosts") else [])],
+            stems=["fabric", "fabric", "hosts"]),
+        "slurm-topology": Format(
+            "slurm-topology", "slurm", ".conf", lambda: _slurm_confs(workdir),
+            argv=lambda p: ["import-slurm", p, "-o", str(workdir / "out.json")]),
     }
 
 
@@ -194,7 +256,7 @@ def judge(code: int, stderr: str) -> str:
 
 
 class Hang(BaseException):
-    """A reader ran past HANG_SECONDS (raised by the worker's alarm)."""
+    """A reader ran past HANG_SECONDS of CPU (raised by the worker's profiling timer)."""
 
 
 def _alarm(signum: int, frame: object) -> None:
@@ -208,18 +270,18 @@ def _worker(name: str, seed: int, count: int, workdir: str, state: str,
     die_with_parent()
     os.environ["CANOPY_LOG"] = str(Path(workdir) / "canopy.log")
     fmt = formats(Path(workdir))[name]
+    assert fmt.seeds       # written now, before the memory cap and the watchdog
     with open("/proc/self/statm") as f:
         size = int(f.read().split()[0]) * resource.getpagesize()
     resource.setrlimit(resource.RLIMIT_AS, (size + MEMORY_BYTES, resource.RLIM_INFINITY))
-    signal.signal(signal.SIGALRM, _alarm)
+    signal.signal(signal.SIGPROF, _alarm)
     rng = random.Random(seed)
     results.put("ready")      # the seeds are written: the watchdog starts now
     for i in range(count):
         data, how, path = fmt.draw(rng, i, workdir)
-        Path(state).write_text(json.dumps({"i": i, "how": how,
-                                           "data": base64.b64encode(data).decode()}))
+        Path(state).write_text(json.dumps({"i": i, "how": how, "path": str(path)}))
         start = time.process_time()
-        signal.alarm(HANG_SECONDS)
+        signal.setitimer(signal.ITIMER_PROF, HANG_SECONDS)
         try:
             code, stderr = run_in_process(fmt, str(path))
             outcome = judge(code, stderr)
@@ -228,7 +290,7 @@ def _worker(name: str, seed: int, count: int, workdir: str, state: str,
         except BaseException as exc:   # escaped main(): a finding  # noqa: BLE001
             code, stderr, outcome = -1, f"{exc.__class__.__name__}: {exc}", "escaped"
         finally:
-            signal.alarm(0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
         results.put((i, outcome, code, stderr[-400:], how, time.process_time() - start,
                      None if outcome in ("answer", "refused") else
                      base64.b64encode(data).decode()))
@@ -249,28 +311,31 @@ def fuzz_format(name: str, seed: int, count: int, keep: Path | None) -> dict[str
             proc = ctx.Process(target=_worker, args=(name, seed * 1_000_003 + done,
                                                      count - done, workdir, state, results))
             proc.start()
-            last, ready = time.monotonic(), False
+            last, last_cpu, ready = time.monotonic(), 0.0, False
             while True:
                 try:
                     item = results.get(timeout=1.0)
                 except Exception:  # queue.Empty
                     # before "ready" the worker writes its seeds (solves: slow when starved)
-                    if not proc.is_alive() or (ready and time.monotonic() - last
-                                               > 3 * HANG_SECONDS):
+                    if not proc.is_alive() or (ready and (
+                            _cpu_seconds(proc.pid) - last_cpu > 3 * HANG_SECONDS
+                            or time.monotonic() - last > STALL_SECONDS)):
                         proc.kill()
                         proc.join()
                         lost = json.loads(Path(state).read_text()) \
-                            if Path(state).exists() else {"how": "?", "data": ""}
+                            if Path(state).exists() else {"how": "?", "path": ""}
+                        data = Path(lost["path"]).read_bytes() \
+                            if lost["path"] and Path(lost["path"]).exists() else b""
                         kind = "hang" if proc.exitcode == -signal.SIGKILL else \
                             f"worker died ({proc.exitcode})"
                         outcomes[kind] += 1
                         findings.append({"format": name, "outcome": kind, "how": lost["how"],
                                          "input": _kept(keep, name, len(findings),
-                                                        lost.get("data", ""))})
+                                                        base64.b64encode(data).decode())})
                         done += 1
                         break
                     continue
-                last = time.monotonic()
+                last, last_cpu = time.monotonic(), _cpu_seconds(proc.pid)
                 if item == "ready":
                     ready = True
                     continue
@@ -289,6 +354,16 @@ def fuzz_format(name: str, seed: int, count: int, keep: Path | None) -> dict[str
                 Path(state).unlink()
     return {"inputs": done, "outcomes": dict(outcomes), "cpu_seconds": round(cpu, 1),
             "findings": findings}
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    """User and system CPU seconds of process ``pid`` so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _kept(keep: Path | None, name: str, n: int, data: str) -> str | None:

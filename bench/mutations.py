@@ -1,7 +1,8 @@
 """Mutations of valid files for fuzzing the readers (``bench/fuzz.py``, the suite's
 ``tests/test_fuzz_readers.py``).
 
-:func:`mutate` parses a valid file (JSON, XML or TOML), edits its structure one to three
+:func:`mutate` parses a valid file (JSON, XML, TOML, or a line format: ibnetdiscover
+dumps, Slurm's topology.conf), edits its structure one to three
 times (drop, duplicate, retype or swap a field; a huge, negative, NaN, non-ASCII, empty
 or very long value; deep nesting), writes it back and then, now and then, truncates it,
 re-encodes it wrongly (UTF-16, Latin-1, a byte-order mark, invalid UTF-8) or damages
@@ -259,6 +260,99 @@ def _toml_value(rng: random.Random) -> str:
     ])
 
 
+# --- line formats (ibnetdiscover dumps, Slurm's topology.conf) -------------------------
+
+_TOKEN = re.compile(r'0x[0-9A-Fa-f]+|[0-9A-Fa-f]{12,}|\d+|"[^"]*"|[A-Za-z_]+|\s+|.')
+WEIRD_LINES = {
+    "ibnet": [
+        "Switch\t99999999999999 \"S-ffffffffffffffff\"\t# \"x\" lid 1",
+        "Ca\t0 \"H-0\"\t# \"\"", "Rt\t2 \"R-12\"", "Ca\t1 \"S-1234\"",
+        "[0]\t\"S-1\"[0]\t# lid 1 4xNDR", "[1]\t\"H-1\"[99999999]\t# 12xXDR",
+        "[1](0)\t\"H-ffff\"[1](ffff)\t# \"\" 3xNDR", "[1]\t\"S-1\"[1]\t# ?????",
+        "switchguid=0x0(0)", "caguid=0xzz", "sysimgguid=", "Chassis 1", "[",
+        "Switch", "Ca 1", "[1] [ext 7](1)\t\"S-00\"[1] [ext 7]\t# 4xHDR",
+    ],
+    "slurm": [
+        "SwitchName=s Switches=s", "SwitchName=a Switches=b", "SwitchName=b Switches=a",
+        "SwitchName= Nodes=", "SwitchName=x Nodes=n[1-65536]",
+        "SwitchName=y Nodes=r[1-1000]n[1-1000]", "BlockName=b Nodes=n[0-99999999999]",
+        "BlockSizes=3,6,12", "BlockSizes=0", "BlockSizes=" + "9" * 400,
+        "SwitchName=z LinkSpeed=" + "9" * 5000, "SwitchName=\"quoted name\" Nodes=a",
+        "SwitchName=c Nodes=n[5-1]", "SwitchName=d Nodes=n[[1-2]]", "RingName=r",
+        "SwitchName=e Nodes=n[1-2" + ",3" * 3000 + "]", "Nodes=n1", "\\", "#",
+        "SwitchName=f Switches=" + ",".join(f"g{i}" for i in range(300)),
+    ],
+}
+
+
+def _chain(kind: str, rng: random.Random) -> list[str]:
+    """Many records, each depending on the next (deep hierarchies, long dumps)."""
+    n = rng.choice([100, 3000, 20000])
+    if kind == "slurm":
+        return [f"SwitchName=c{i} Switches=c{i + 1}" for i in range(n)] + \
+            [f"SwitchName=c{n} Nodes=h[1-2]"]
+    out = []
+    for i in range(n):
+        out += [f'Switch\t2 "S-{i:016x}"\t# "sw{i}" enhanced port 0 lid {i} lmc 0',
+                f'[1]\t"S-{(i + 1) % n:016x}"[2]\t# "sw" lid 1 4xNDR',
+                f'[2]\t"S-{(i - 1) % n:016x}"[1]\t# "sw" lid 1 4xNDR', ""]
+    return out
+
+
+def _weird_token(rng: random.Random, token: str) -> str:
+    if token.isdigit() or token.startswith("0x"):
+        return rng.choice(["0", "-1", "00", str(10**400), "9" * 30, "18446744073709551616",
+                           "1e9", "0x", "٣", "4294967296", token * 3])
+    if token.startswith('"'):
+        return rng.choice(['""', '"', '"a"b"', '"' + "x" * 5000 + '"', '"h\u00e9 \u2603"',
+                           '"MF0;:"', '"a\tb c d"'])
+    return rng.choice(["", "x", "??", "???", "4x", "NDR", "12xXDR", "Switch", "Ca", "Rt",
+                       "[ext 1]", "#", "\\", "=", ",", "[", "]", "\t", "é", "\u2603",
+                       "\x00", token.upper(), token * 2])
+
+
+def mutate_lines(rng: random.Random, data: bytes, kind: str) -> tuple[bytes, str]:
+    """Line-aware edits of a line format: drop, duplicate, swap or cut lines, change,
+    drop or repeat a token (numbers, GUIDs, quoted text, words), insert a line of the
+    format that breaks a rule, or append a long chain of records."""
+    lines = data.decode("utf-8").splitlines()
+    hows = []
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        if not lines:
+            lines = [""]
+        i = rng.randrange(len(lines))
+        op = rng.choice(["drop", "duplicate", "swap", "cut", "token", "token", "token",
+                         "token-drop", "token-repeat", "line", "line", "chain"])
+        if op == "drop":
+            del lines[i]
+        elif op == "duplicate":
+            lines[i:i] = [lines[i]] * rng.choice([1, 1, 3, 200])
+        elif op == "swap":
+            j = rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif op == "cut":
+            lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]
+        elif op == "line":
+            lines.insert(i, rng.choice(WEIRD_LINES[kind]))
+        elif op == "chain":
+            lines += _chain(kind, rng)
+        else:
+            tokens = _TOKEN.findall(lines[i])
+            if not tokens:
+                lines[i] = rng.choice(WEIRD_LINES[kind])
+            else:
+                t = rng.randrange(len(tokens))
+                if op == "token-drop":
+                    del tokens[t]
+                elif op == "token-repeat":
+                    tokens.insert(t, tokens[t] * rng.choice([2, 50]))
+                else:
+                    tokens[t] = _weird_token(rng, tokens[t])
+                lines[i] = "".join(tokens)
+        hows.append(f"{op} line {i}")
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"), "; ".join(hows)
+
+
 # --- whole files --------------------------------------------------------------------
 
 def mutate_bytes(rng: random.Random, data: bytes) -> tuple[bytes, str]:
@@ -304,13 +398,15 @@ def damage_whole(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     return data.replace(b" ", b"\x00", 3), "NUL bytes"
 
 
-MUTATORS = {"json": mutate_json, "xml": mutate_xml, "toml": mutate_toml}
+MUTATORS = {"json": mutate_json, "xml": mutate_xml, "toml": mutate_toml,
+            "ibnet": lambda rng, data: mutate_lines(rng, data, "ibnet"),
+            "slurm": lambda rng, data: mutate_lines(rng, data, "slurm")}
 
 
 def mutate(rng: random.Random, data: bytes, kind: str) -> tuple[bytes, str]:
-    """A mutated copy of the valid file ``data`` of kind json, xml or toml, and what was
-    done: mostly structure-aware edits, sometimes then whole-file or byte-level damage,
-    sometimes byte-level damage alone."""
+    """A mutated copy of the valid file ``data`` of kind json, xml, toml, ibnet or slurm
+    (line formats), and what was done: mostly structure-aware edits, sometimes then
+    whole-file or byte-level damage, sometimes byte-level damage alone."""
     pick = rng.random()
     if pick < 0.15:
         return mutate_bytes(rng, data)

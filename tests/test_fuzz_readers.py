@@ -38,7 +38,7 @@ def _format(name):
 
 
 NAMES = ["topology-json", "graphml", "nccl-topology-xml", "msccl-xml", "schedule-json",
-         "jobs-json", "sweep-toml"]
+         "jobs-json", "sweep-toml", "mscclpp-plan", "ib-fabric", "slurm-topology"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -151,3 +151,79 @@ def test_a_job_size_of_a_thousand_digits_is_refused_in_one_sentence():
     topo = json.loads(_format("topology-json").seeds[-1])     # the sample with jobs
     topo["jobs"][0]["size"] = 10**999
     assert "an integer of 1000 digits" in _refused("topology-json", json.dumps(topo).encode())
+
+
+def _plan():
+    return json.loads(_format("mscclpp-plan").seeds[0])
+
+
+def test_a_plan_nested_too_deeply_is_refused():
+    assert "too deeply" in _refused("mscclpp-plan", b"[" * 100_000)
+
+
+def test_a_plan_whose_buffer_list_is_a_number_is_refused():
+    plan = _plan()
+    plan["gpus"][0]["threadblocks"][0]["ops"][0]["src_buff"] = 1e-320
+    assert "not a list" in _refused("mscclpp-plan", json.dumps(plan).encode())
+
+
+def _first_op(plan, names):
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            for op in tb["ops"]:
+                for inner in [op, *op.get("ops", [])]:
+                    if inner["name"] in names:
+                        return inner
+    raise AssertionError(names)
+
+
+def test_a_reduction_sending_to_a_local_buffer_is_refused():
+    plan = json.loads(_format("mscclpp-plan").seeds[1])       # allreduce
+    op = _first_op(plan, ("re", "res", "rre", "rres"))
+    op["dst_buff"].append(dict(op["dst_buff"][0]))
+    assert "must be remote" in _refused("mscclpp-plan", json.dumps(plan).encode())
+
+
+def test_a_plan_too_large_for_the_symbolic_run_is_refused_at_once():
+    plan = _plan()
+    for gpu in plan["gpus"]:
+        gpu["scratch_chunks"] = 10**18
+    start = time.process_time()
+    assert "symbolic run holds at most" in _refused("mscclpp-plan", json.dumps(plan).encode())
+    assert time.process_time() - start < 2
+
+
+def test_a_thread_block_group_past_the_limit_is_refused():
+    plan = _plan()
+    op = _first_op(plan, ("put", "pws", "copy", "re", "rres"))
+    op["tbg_info"] = {"tb_id": 0, "tbg_size": 10**9}
+    assert "tbg_size" in _refused("mscclpp-plan", json.dumps(plan).encode())
+
+
+def test_a_switch_cabled_to_nothing_is_no_internal_error():
+    fmt = _format("ib-fabric")
+    head, rest = fmt.seeds[1].split(b"\n\n", 1)
+    lonely = (b'vendid=0x2c9\nswitchguid=0xff(ff)\nSwitch\t2 "S-00000000000000ff"\t# '
+              b'"MF0;lonely:MQM9700/U1" enhanced port 0 lid 99 lmc 0\n\n')
+    path = _WORKDIR / f"fabric-lonely{fmt.suffix}"
+    path.write_bytes(head + b"\n\n" + lonely + rest)
+    code, stderr = run_in_process(fmt, str(path))
+    assert judge(code, stderr) == "answer", stderr
+
+
+def test_a_slurm_hierarchy_deeper_than_the_stack_is_read():
+    from canopy.engine.io.slurm_topology import parse_topology_conf
+    text = "".join(f"SwitchName=s{i} Switches=s{i + 1}\n" for i in range(5000))
+    conf = parse_topology_conf(text + "SwitchName=s5000 Nodes=h[1-2]\n")
+    assert conf.levels["s0"] == 5000
+
+
+def test_a_slurm_cycle_is_named():
+    text = "SwitchName=a Switches=b\nSwitchName=b Switches=c\nSwitchName=c Switches=a\n"
+    assert "a -> b -> c -> a form a cycle" in _refused("slurm-topology", text.encode())
+
+
+def test_a_slurm_file_naming_a_million_hosts_is_refused_before_they_are_written_out():
+    start = time.process_time()
+    text = _refused("slurm-topology", b"SwitchName=y Nodes=r[1-1000]n[1-1000]\n")
+    assert "at most 400,000" in text and time.process_time() - start < 1

@@ -228,6 +228,8 @@ def _few_uplinks(fabric: _Fabric) -> list[tuple[Defect, _Repair | None]]:
     for tier in range(1, top):
         switches = [g for g, t in fabric.result.tiers.items() if t == tier]
         counts = Counter(len(fabric.up[g]) for g in switches)
+        if not counts:           # no switch at this distance from the hosts
+            continue
         usual, many = counts.most_common(1)[0]
         if many < 2:
             continue

@@ -101,10 +101,28 @@ def _expand_item(item: str, text: str) -> list[str]:
     return results
 
 
+def hostlist_size(text: str) -> int:
+    """How many names ``text`` stands for, without writing them out (its errors are
+    those of :func:`expand_hostlist`)."""
+    total = 0
+    for item in split_hostlist(text):
+        count = 1
+        for part in re.findall(r"\[[^\]]*\]", item):
+            count *= sum(hi - lo + 1 for lo, hi, _ in _ranges_in(part[1:-1], text))
+        total += count
+    return total
+
+
 def _range_list(inside: str, text: str) -> list[str]:
+    return [str(n).zfill(width) for lo, hi, width in _ranges_in(inside, text)
+            for n in range(lo, hi + 1)]
+
+
+def _ranges_in(inside: str, text: str) -> list[tuple[int, int, int]]:
+    """(lo, hi, zero-padded width) of each number or range inside one pair of brackets."""
     if not inside.strip():
         raise HostlistError(f"the hostlist '{_short(text)}' has empty brackets.")
-    out: list[str] = []
+    out: list[tuple[int, int, int]] = []
     for element in inside.split(","):
         element = element.strip()
         match = re.fullmatch(r"(\d+)(?:-(\d+))?", element)
@@ -120,8 +138,7 @@ def _range_list(inside: str, text: str) -> list[str]:
         if hi - lo + 1 > MAX_RANGE:
             raise HostlistError(f"the hostlist '{_short(text)}' has the range {element}, "
                                 f"more than {MAX_RANGE} names.")
-        width = len(lo_text)
-        out.extend(str(n).zfill(width) for n in range(lo, hi + 1))
+        out.append((lo, hi, len(lo_text)))
     return out
 
 

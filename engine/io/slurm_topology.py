@@ -47,8 +47,10 @@ from canopy.engine.io.hostlist import (
     HostlistError,
     compress_hostlist,
     expand_hostlist,
+    hostlist_size,
 )
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_BUILT_LINKS, MAX_BUILT_NODES
 from canopy.engine.model.topology import COMPUTE, SWITCH, Link, Node, Topology
 
 TREE, BLOCK = "tree", "block"
@@ -150,11 +152,24 @@ def parse_topology_conf(text: str, source: str = "topology.conf") -> SlurmTopolo
     switches: dict[str, SlurmSwitch] = {}
     blocks: dict[str, SlurmBlock] = {}
     sizes: list[int] = []
+    listed = 0
     for number, line in logical_lines(text):
         if not line.strip():
             continue
         where = f"{source}, line {number}"
         pairs = _pairs(line, where)
+        try:
+            listed += 1 + sum(hostlist_size(v) for k, v in pairs[1:]
+                              if k.lower() in ("nodes", "switches"))
+        except HostlistError as exc:
+            raise SlurmTopologyError(f"{where}: {exc}") from None
+        if listed > MAX_BUILT_LINKS:
+            raise SlurmTopologyError(f"{where}: the lines so far list {listed:,} nodes and "
+                                     f"switches; Canopy imports at most {MAX_BUILT_LINKS:,} "
+                                     "links (one per name listed).")
+        if len(switches) + len(blocks) >= MAX_BUILT_NODES:
+            raise SlurmTopologyError(f"{where}: more than {MAX_BUILT_NODES:,} switches; "
+                                     f"Canopy imports at most {MAX_BUILT_NODES:,} nodes.")
         first = pairs[0][0].lower()
         try:
             if first == "switchname":
@@ -286,25 +301,29 @@ def _check_tree(conf: SlurmTopology, source: str) -> dict[str, int]:
                 raise SlurmTopologyError(f"{source}, line {s.line}: switch {s.name} lists "
                                          f"child {child}, which has no SwitchName line.")
     levels: dict[str, int] = {}
-    state: dict[str, int] = {}
-
-    def visit(name: str, path: list[str]) -> int:
-        if state.get(name) == 1:
-            cycle = path[path.index(name):] + [name]
-            raise SlurmTopologyError(f"{source}, line {by_name[name].line}: the switches "
-                                     f"{' -> '.join(cycle)} form a cycle; topology/tree "
-                                     "needs a hierarchy.")
-        if name in levels:
-            return levels[name]
-        state[name] = 1
-        children = by_name[name].switches
-        level = 1 + max(visit(c, [*path, name]) for c in children) if children else 0
-        state[name] = 2
-        levels[name] = level
-        return level
-
-    for s in conf.switches:
-        visit(s.name, [])
+    for s in conf.switches:          # depth first without recursion: trees may be deep
+        if s.name in levels:
+            continue
+        path = [s.name]
+        on_path = {s.name}
+        todo = [iter(s.switches)]
+        while todo:
+            child = next(todo[-1], None)
+            if child is None:
+                todo.pop()
+                name = path.pop()
+                on_path.discard(name)
+                children = by_name[name].switches
+                levels[name] = 1 + max(levels[c] for c in children) if children else 0
+            elif child in on_path:
+                cycle = path[path.index(child):] + [child]
+                raise SlurmTopologyError(f"{source}, line {by_name[child].line}: the switches "
+                                         f"{' -> '.join(cycle)} form a cycle; topology/tree "
+                                         "needs a hierarchy.")
+            elif child not in levels:
+                path.append(child)
+                on_path.add(child)
+                todo.append(iter(by_name[child].switches))
     return levels
 
 
@@ -333,6 +352,9 @@ def topology_from_slurm(conf: SlurmTopology, bandwidths: list[Fraction],
             if host not in seen:
                 seen.add(host)
                 hosts.append(host)
+    if len(hosts) + len(members) > MAX_BUILT_NODES:
+        raise SlurmTopologyError(f"the file names {len(hosts):,} hosts and {len(members):,} "
+                                 f"switches; Canopy imports at most {MAX_BUILT_NODES:,} nodes.")
     for host in hosts:
         topo.nodes.append(Node(host, COMPUTE, host, host))
     ids = {}

@@ -567,6 +567,33 @@ class _Run:
         return f"element {v[0] // self.L} from GPU{'s' if len(ranks) > 1 else ''} {text}"
 
 
+MAX_CELLS = 1 << 23
+"""Chunk parts (cells) of all buffers of all GPUs the symbolic run holds (about 1 GB)."""
+MAX_CELL_STEPS = 1 << 26
+"""Cells all ops together move in the symbolic run (about a minute)."""
+
+
+def _check_size(plan: PlanModel) -> None:
+    """Refuse a plan whose symbolic run would pass the memory or time it is bounded by:
+    its buffers are held cell by cell, and each op moves its buffers' cells."""
+    per_chunk = cells_per_chunk(plan)
+    cells = per_chunk * sum(g.input_chunks + g.output_chunks + g.scratch_chunks
+                            for g in plan.gpus)
+    if cells > MAX_CELLS:
+        raise MscclppPlanError(f"{plan.source}: its buffers hold {_many(cells)} chunk parts "
+                               f"(chunks times {per_chunk} parts, from tbg_size and "
+                               f"pipelines); Canopy's symbolic run holds at most {MAX_CELLS:,}.")
+    steps = per_chunk * sum(r.size for g in plan.gpus for tb in g.tbs for top in tb.ops
+                            for op in (top, *top.ops) for r in op.src + op.dst)
+    if steps > MAX_CELL_STEPS:
+        raise MscclppPlanError(f"{plan.source}: its ops move {_many(steps)} chunk parts in "
+                               f"all; Canopy's symbolic run moves at most {MAX_CELL_STEPS:,}.")
+
+
+def _many(n: int) -> str:
+    return f"{n:,}" if n < 10**15 else f"about 1e{len(str(n)) - 1}"
+
+
 def execute(plan: PlanModel) -> ExecutionReport:
     """Run ``plan`` symbolically; raises :class:`MscclppPlanError` naming the GPU, thread
     block and op at fault (a missing nop, a deadlock, data read before it arrives, data
@@ -574,6 +601,7 @@ def execute(plan: PlanModel) -> ExecutionReport:
     problem = thread_sync_problem(plan)
     if problem is not None:
         raise MscclppPlanError(problem + ".")
+    _check_size(plan)
     run = _Run(plan)
     executed = run.run()
     run.check_undelivered()

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import MAX_FILE_BYTES
 
 OP_NAMES = frozenset({
     "nop", "barrier", "put", "pws", "pwsf", "get", "copy", "signal", "wait", "flush", "re",
@@ -65,6 +66,8 @@ MAX_DEVICE_SEMAPHORES = 16
 UNBOUNDED = 2**64 - 1
 SYNC_OPS = frozenset({"signal", "wait", "rlxsignal", "rlxwait", "flush"})
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall")
+MAX_TBG_SIZE = 1024
+"""Thread blocks one ``tbg_info`` group may span (a GPU runs at most ~1000 at once)."""
 
 
 class MscclppPlanError(CanopyError):
@@ -173,6 +176,15 @@ class _Reader:
                                    f"{_kind_text(kind)}")
         return value
 
+    def items(self, obj: dict, key: str, where: str) -> list:
+        """The list ``obj[key]``, or [] when the key is missing or null."""
+        value = obj.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(where, f"'{key}' is {json.dumps(value)[:40]}, not a list")
+        return value
+
     def count(self, obj: Any, key: str, where: str, default: int | None = None) -> int:
         if default is not None and (not isinstance(obj, dict) or key not in obj):
             return default
@@ -256,8 +268,7 @@ class _Reader:
                                         f"another GPU of the {ngpus}")
                 peers[kind].append(peer)
         remote = []
-        for n, rb in enumerate(self.get(g, "remote_buffers", list, where) if
-                               "remote_buffers" in g else []):
+        for n, rb in enumerate(self.items(g, "remote_buffers", where)):
             rw = f"{where} remote buffer {n}"
             rrank = self.count(rb, "rank", rw)
             buf = self.get(rb, "type", str, rw)
@@ -268,7 +279,7 @@ class _Reader:
                 raise self.fail(rw, f"access channel types {access} are not memory or port")
             remote.append((rrank, buf, tuple(access)))
         sems = [self.count(s, "init_value", f"{where} semaphore {n}")
-                for n, s in enumerate(g.get("semaphores", []) or [])]
+                for n, s in enumerate(self.items(g, "semaphores", where))]
         return Gpu(rank, chunks[0], chunks[1], chunks[2], peers, switches, remote, sems)
 
     def threadblock(self, t: Any, pos: int, gpu: Gpu, plan: PlanModel) -> ThreadBlock:
@@ -278,7 +289,7 @@ class _Reader:
             raise self.fail(where, f"its id is {tid}; thread blocks must be listed by id "
                                    "from 0 (the runtime indexes its tables by id)")
         channels: dict[str, list[int]] = {"memory": [], "port": [], "switch": []}
-        for ch in self.get(t, "channels", list, where) if "channels" in t else []:
+        for ch in self.items(t, "channels", where):
             kind = self.get(ch, "channel_type", str, where)
             if kind not in CHANNEL_TYPES:
                 raise self.fail(where, f"channel type '{kind}' is not memory, port or switch")
@@ -293,7 +304,7 @@ class _Reader:
                 raise self.fail(where, f"it holds {len(ids)} {kind} channels; a thread block "
                                        f"holds at most {MAX_CHANNEL} (MAX_CHANNEL)")
         buffers: dict[str, list[int]] = {"memory": [], "port": []}
-        for ref in t.get("remote_buffer_refs", []) or []:
+        for ref in self.items(t, "remote_buffer_refs", where):
             kind = self.get(ref, "access_channel_type", str, where)
             if kind not in buffers:
                 raise self.fail(where, f"remote buffers accessed by '{kind}' channels: only "
@@ -357,7 +368,7 @@ class _Reader:
                 raise self.fail(where, "flush applies to port channels only (the kernel "
                                        "flushes portChannels_)")
         for side in ("src_buff", "dst_buff"):
-            refs = [self.ref(b, gpu, tb, op, where, side) for b in o.get(side, []) or []]
+            refs = [self.ref(b, gpu, tb, op, where, side) for b in self.items(o, side, where)]
             if len(refs) > MAX_BUFFERS_PER_OPERATION:
                 raise self.fail(where, f"{side} has {len(refs)} buffers; at most "
                                        f"{MAX_BUFFERS_PER_OPERATION}")
@@ -368,6 +379,9 @@ class _Reader:
             if not op.tbg[0] < op.tbg[1]:
                 raise self.fail(where, f"tbg_info tb_id {op.tbg[0]} is not below tbg_size "
                                        f"{op.tbg[1]}")
+            if op.tbg[1] > MAX_TBG_SIZE:
+                raise self.fail(where, f"tbg_info tbg_size {op.tbg[1]} is past the "
+                                       f"{MAX_TBG_SIZE} thread blocks Canopy checks a group of")
         if "semaphore_ids" in o:
             op.semaphores = self.get(o, "semaphore_ids", list, where)
             if len(op.semaphores) > MAX_DEVICE_SEMAPHORES or any(
@@ -431,8 +445,11 @@ class _Reader:
         """The buffers each kind of op reads: what the kernel's handler indexes."""
         name = op.name
         local = [r.buf is not None for r in op.src], [r.buf is not None for r in op.dst]
+        remote = [r.buffer_id is not None for r in op.src], \
+            [r.buffer_id is not None for r in op.dst]
         if name in ("put", "pws", "pwsf", "ppkt"):
-            if not op.src or len(op.src) != len(op.dst) or not all(local[0]) or any(local[1]):
+            if not op.src or len(op.src) != len(op.dst) or not all(local[0]) or \
+                    not all(remote[1]):
                 raise self.fail(where, "a put pairs each local src_buff with a remote dst_buff")
             if op.channel_type == "port" and len(op.channel_ids) != len(op.dst):
                 raise self.fail(where, "a port put names one channel per destination")
@@ -446,16 +463,29 @@ class _Reader:
                 raise self.fail(where, "a reduction reads a local src_buff and more, and writes "
                                        "a local dst_buff first")
             remote_src = name in ("rre", "rres")
-            if any(is_local == remote_src for is_local in local[0][1:]):
+            if not all(remote[0][1:] if remote_src else local[0][1:]):
                 raise self.fail(where, "its further src_buff entries must be "
                                        f"{'remote' if remote_src else 'local'}")
+            packets = name in ("recpkt", "recspkt")     # the second dst: local packets
+            if packets and (len(op.dst) < 2 or not local[1][1]):
+                raise self.fail(where, "it writes packets to a second, local dst_buff")
+            if not all(remote[1][2 if packets else 1:]):
+                raise self.fail(where, "its further dst_buff entries must be remote")
         elif name == "get":
-            if len(op.src) != len(op.dst) or not op.src or any(local[0]) or not all(local[1]):
+            if len(op.src) != len(op.dst) or not op.src or not all(remote[0]) or \
+                    not all(local[1]):
                 raise self.fail(where, "a get pairs each remote src_buff with a local dst_buff")
         elif name == "rppkt":
-            if len(op.src) != 1 or not op.dst or not local[0][0] or any(local[1]):
+            if len(op.src) != 1 or not op.dst or not local[0][0] or not all(remote[1]):
                 raise self.fail(where, "a read-put of packets takes one local src_buff and "
                                        "remote dst_buff entries")
+        elif name in ("glres", "gstore", "gstorepkt"):
+            source_ok = op.src and (op.src[0].switch is not None if name == "glres"
+                                    else local[0][0] or name == "gstorepkt")
+            if not source_ok or not op.dst or remote[1][0]:
+                raise self.fail(where, "a switch op reads " + (
+                    "a switch channel" if name == "glres" else "a local src_buff")
+                    + " and writes a switch channel or a local dst_buff")
         if op.src and op.dst and name not in ("glres", "gstore", "gstorepkt") and \
                 len({r.size for r in op.src + op.dst}) > 1:
             raise self.fail(where, "its buffers differ in size (the kernel moves the size "
@@ -492,18 +522,24 @@ def _check_collective(plan: PlanModel) -> None:
 
 
 def read_plan_bytes(data: bytes, source: str = "plan") -> PlanModel:
+    if len(data) > MAX_FILE_BYTES:
+        raise MscclppPlanError(f"{source} is larger than the {MAX_FILE_BYTES // 2**20} MiB "
+                               "Canopy reads for an execution plan.")
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MscclppPlanError(f"{source}: not JSON ({exc}), so not an execution plan.") \
             from None
+    except RecursionError:
+        raise MscclppPlanError(f"{source} nests arrays or objects too deeply for Canopy to "
+                               "read.") from None
     return parse_plan(obj, source)
 
 
 def read_plan(path: str | os.PathLike[str]) -> PlanModel:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise MscclppPlanError(f"{path}: cannot read it ({exc.strerror}).") from None
     return read_plan_bytes(data, str(path))
