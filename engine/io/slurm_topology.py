@@ -308,22 +308,22 @@ def _check_tree(conf: SlurmTopology, source: str) -> dict[str, int]:
         on_path = {s.name}
         todo = [iter(s.switches)]
         while todo:
-            child = next(todo[-1], None)
-            if child is None:
+            step = next(todo[-1], None)
+            if step is None:
                 todo.pop()
                 name = path.pop()
                 on_path.discard(name)
                 children = by_name[name].switches
                 levels[name] = 1 + max(levels[c] for c in children) if children else 0
-            elif child in on_path:
-                cycle = path[path.index(child):] + [child]
-                raise SlurmTopologyError(f"{source}, line {by_name[child].line}: the switches "
+            elif step in on_path:
+                cycle = path[path.index(step):] + [step]
+                raise SlurmTopologyError(f"{source}, line {by_name[step].line}: the switches "
                                          f"{' -> '.join(cycle)} form a cycle; topology/tree "
                                          "needs a hierarchy.")
-            elif child not in levels:
-                path.append(child)
-                on_path.add(child)
-                todo.append(iter(by_name[child].switches))
+            elif step not in levels:
+                path.append(step)
+                on_path.add(step)
+                todo.append(iter(by_name[step].switches))
     return levels
 
 
