@@ -20,12 +20,14 @@ HiGHS works in floating point with primal and dual feasibility tolerance
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import linprog
-from scipy.sparse import coo_matrix
+from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse.csgraph import shortest_path
 
 from canopy.engine.alltoall.problem import AllToAllProblem
 from canopy.engine.alltoall.schedule import RATIONAL_DENOMINATOR
@@ -59,20 +61,40 @@ def _options() -> dict[str, float]:
     return {"primal_feasibility_tolerance": TOLERANCE, "dual_feasibility_tolerance": TOLERANCE}
 
 
-def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
-    """Solve the aggregated link LP in two phases (module docstring)."""
+@dataclass(frozen=True)
+class _LinkLP:
+    """The aggregated link LP's matrices over the flow variables ``(src[i], arc[i])`` and a
+    last column for λ; capacities in units of ``scale`` GB/s."""
+
+    a_eq: csr_matrix
+    a_ub: csr_matrix
+    cap: np.ndarray
+    src: np.ndarray
+    arc: np.ndarray
+    scale: float
+
+    @property
+    def lam_col(self) -> int:
+        return len(self.src)
+
+    def flows(self, x: np.ndarray, num_sources: int, m: int) -> np.ndarray:
+        flow = np.zeros((num_sources, m))
+        flow[self.src, self.arc] = np.maximum(x[:self.lam_col], 0.0)
+        return flow
+
+
+def _build(problem: AllToAllProblem, arcs_of: Callable[[int], np.ndarray]) -> _LinkLP:
+    """The LP of the module docstring with source ``s``'s flow on ``arcs_of(s)`` only."""
     n, m, big_n = problem.n, problem.m, problem.num_compute
     cap = problem.float_capacity()
     scale = float(cap.max())
-    cap = cap / scale
     is_compute = np.zeros(n, dtype=bool)
     is_compute[list(problem.compute)] = True
-
     rows, cols, vals = [], [], []
     var_source, var_arc = [], []
     offset = 0
     for k, s in enumerate(problem.compute):
-        arcs = usable_arcs(problem, s)
+        arcs = arcs_of(s)
         count = len(arcs)
         var_source.append(np.full(count, k))
         var_arc.append(arcs)
@@ -85,24 +107,29 @@ def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) ->
             vals.append(np.full(int(keep.sum()), sign))
         offset += count
     num_flow = offset
-    lam_col = num_flow
     demand_rows = np.array([k * (n - 1) + v - (v > s) for k, s in enumerate(problem.compute)
                             for v in range(n) if v != s and is_compute[v]])
     rows.append(demand_rows)
-    cols.append(np.full(len(demand_rows), lam_col))
+    cols.append(np.full(len(demand_rows), num_flow))
     vals.append(np.full(len(demand_rows), -1.0))
     a_eq = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
                       shape=(big_n * (n - 1), num_flow + 1)).tocsr()
-    src = np.concatenate(var_source)
     arc = np.concatenate(var_arc)
     a_ub = coo_matrix((np.ones(num_flow), (arc, np.arange(num_flow))),
                       shape=(m, num_flow + 1)).tocsr()
-    b_eq = np.zeros(a_eq.shape[0])
+    return _LinkLP(a_eq, a_ub, cap / scale, np.concatenate(var_source), arc, scale)
+
+
+def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
+    """Solve the aggregated link LP in two phases (module docstring)."""
+    lp = _build(problem, lambda s: usable_arcs(problem, s))
+    lam_col = lp.lam_col
+    b_eq = np.zeros(lp.a_eq.shape[0])
 
     report(progress, "link LP: maximum λ", 0.0)
-    c = np.zeros(num_flow + 1)
+    c = np.zeros(lam_col + 1)
     c[lam_col] = -1.0
-    first = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
+    first = linprog(c, A_ub=lp.a_ub, b_ub=lp.cap, A_eq=lp.a_eq, b_eq=b_eq, bounds=(0, None),
                     method=METHOD, options=_options())
     if first.status != 0:
         raise ScheduleError(f"HiGHS could not solve the all-to-all LP ({first.message}).")
@@ -110,17 +137,60 @@ def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) ->
     duals = np.maximum(-np.asarray(first.ineqlin.marginals), 0.0)
 
     report(progress, "link LP: shortest flows", 0.5)
-    c = np.ones(num_flow + 1)
+    c = np.ones(lam_col + 1)
     c[lam_col] = 0.0
-    bounds = np.zeros((num_flow + 1, 2))
+    bounds = np.zeros((lam_col + 1, 2))
     bounds[:, 1] = np.inf
     # λ fixed at the phase-1 value read as a small fraction: the phase-2 vertex then has
     # small denominators too, which exact_schedule recovers
     bounds[lam_col] = float(Fraction(lam).limit_denominator(RATIONAL_DENOMINATOR))
-    second = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
+    second = linprog(c, A_ub=lp.a_ub, b_ub=lp.cap, A_eq=lp.a_eq, b_eq=b_eq, bounds=bounds,
                      method=METHOD, options=_options())
     x = second.x if second.status == 0 else first.x
-    flow = np.zeros((big_n, m))
-    flow[src, arc] = np.maximum(x[:num_flow], 0.0)
     report(progress, "link LP: shortest flows", 1.0)
-    return LinkFlows(lam, flow, duals, scale)
+    return LinkFlows(lam, lp.flows(x, problem.num_compute, problem.m), duals, lp.scale)
+
+
+def shortest_arcs(problem: AllToAllProblem) -> Callable[[int], np.ndarray]:
+    """Per source, the usable arcs that lie on one of its shortest routes in hops (the arcs
+    ``(u, v)`` with ``dist(s, v) = dist(s, u) + 1``, relaying only where nodes may)."""
+    n = problem.n
+    relaying = problem.relay[problem.tails]
+    graph = csr_matrix((np.ones(int(relaying.sum())),
+                        (problem.tails[relaying], problem.heads[relaying])), shape=(n, n))
+    through = shortest_path(graph, unweighted=True)     # through relays only
+
+    def arcs_of(s: int) -> np.ndarray:
+        first = problem.heads[problem.tails == s]
+        dist = 1 + through[first].min(axis=0) if first.size else np.full(n, np.inf)
+        dist[first] = 1
+        dist[s] = 0
+        arcs = usable_arcs(problem, s)
+        on_route = dist[problem.heads[arcs]] == dist[problem.tails[arcs]] + 1
+        return arcs[on_route]
+
+    return arcs_of
+
+
+def solve_at_hop_bound(problem: AllToAllProblem, lam: Fraction,
+                       progress: Progress | None = None) -> LinkFlows | None:
+    """Flows serving every pair at ``lam`` GB/s, the hop-length bound Σc / Σ dist (Basu et
+    al., arXiv:2309.13541, the length certificate with every length 1), or None when no
+    flows reach it. At that rate every arc is full and every unit of flow takes a shortest
+    route (the flows' total use, λ·Σ dist, equals Σc), so the LP keeps only the arcs on
+    shortest routes and has no objective: a feasibility problem, much smaller than the
+    two phases of :func:`solve_link_lp`, with λ known and optimal when it is feasible."""
+    lp = _build(problem, shortest_arcs(problem))
+    lam_col = lp.lam_col
+    report(progress, "link LP: flows at the hop bound", 0.0)
+    bounds = np.zeros((lam_col + 1, 2))
+    bounds[:, 1] = np.inf
+    bounds[lam_col] = float(lam) / lp.scale
+    got = linprog(np.zeros(lam_col + 1), A_ub=lp.a_ub, b_ub=lp.cap, A_eq=lp.a_eq,
+                  b_eq=np.zeros(lp.a_eq.shape[0]), bounds=bounds, method=METHOD,
+                  options=_options())
+    report(progress, "link LP: flows at the hop bound", 1.0)
+    if got.status != 0:
+        return None
+    return LinkFlows(float(lam) / lp.scale, lp.flows(got.x, problem.num_compute, problem.m),
+                     np.ones(problem.m), lp.scale)

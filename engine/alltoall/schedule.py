@@ -69,12 +69,16 @@ class AllToAllSchedule:
     numerators: list[int]
     denominator: int
     lam: Fraction = Fraction(0)
+    #: the exact load on every arc (GB/s), set by :func:`verify` with ``lam``
+    loads: tuple[Fraction, ...] = ()
 
     def rate(self, i: int) -> Fraction:
         return Fraction(self.numerators[i], self.denominator)
 
     def arc_loads(self) -> list[Fraction]:
         """The exact load on every arc (GB/s)."""
+        if self.loads:
+            return list(self.loads)
         loads = _integer_loads(self.problem, self.routes, self.numerators)
         return [Fraction(int(x), self.denominator) for x in loads]
 
@@ -256,4 +260,5 @@ def verify(schedule: AllToAllSchedule) -> Fraction:
                             f"({problem.names[s]} -> {problem.names[t]} gets "
                             f"{float(Fraction(low, den)):.6g} GB/s).")
     schedule.lam = Fraction(values.pop(), den)
+    schedule.loads = tuple(Fraction(int(load), den) for load in loads)
     return schedule.lam

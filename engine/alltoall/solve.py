@@ -1,7 +1,9 @@
 """All-to-all end to end: optimum, schedule, certificate, bounds.
 
 ``solve_alltoall`` picks the exact link LP for small and medium networks and the
-decomposition (:mod:`.decomposition`) for large ones (``method="auto"``), turns the solver's
+decomposition (:mod:`.decomposition`) for large ones (``method="auto"``). The link LP first
+tries the hop-length bound on shortest routes alone (:func:`.lp.solve_at_hop_bound`: when
+flows reach it, it is λ* and the two phases are skipped). It turns the solver's
 flows into an exact, verified schedule, and certifies it with the length bound computed
 in exact arithmetic. The result is *exact* when the verified schedule's rate equals the
 certified bound: then it is λ* itself, whatever the solver's tolerance. Otherwise it
@@ -20,7 +22,7 @@ import numpy as np
 from canopy.engine.alltoall import bound as bounds
 from canopy.engine.alltoall.decomposition import solve_decomposition
 from canopy.engine.alltoall.exact import exact_flows
-from canopy.engine.alltoall.lp import TOLERANCE, solve_link_lp
+from canopy.engine.alltoall.lp import TOLERANCE, solve_at_hop_bound, solve_link_lp
 from canopy.engine.alltoall.nic import augment_host_nic
 from canopy.engine.alltoall.paths import decompose
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
@@ -121,12 +123,17 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
         method = "lp" if usable <= LP_VARIABLES else "decomposition"
     unit = max(problem.capacity)
     iterations = 0
+    hops = bounds.length_bound(problem, [Fraction(1)] * problem.m)
     if method == "lp":
-        flows = solve_link_lp(problem, progress)
-        lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
-                   for y in flows.duals]
-        report(progress, "exact schedule", 0.0)
-        schedule = _exact_lp_schedule(problem, flows.flow, unit, _certify(problem, lengths))
+        schedule = _at_hop_bound(problem, hops, unit, progress)
+        lengths = [Fraction(1)] * problem.m
+        if schedule is None:
+            flows = solve_link_lp(problem, progress)
+            lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
+                       for y in flows.duals]
+            report(progress, "exact schedule", 0.0)
+            schedule = _exact_lp_schedule(problem, flows.flow, unit,
+                                          _certify(problem, lengths))
         if schedule is None:
             routes, rates = decompose(problem, flows.flow, flows.lam)
             schedule = exact_schedule(problem, routes, rates, unit)
@@ -138,7 +145,6 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
         lengths = [Fraction(int(x)) for x in cg.lengths]
     report(progress, "certificate", 0.5)
     certified = _certify(problem, lengths)
-    hops = bounds.length_bound(problem, [Fraction(1)] * problem.m)
     best = min(x for x in (certified, hops) if x is not None)
     ints = [int(x * _lcm_den(lengths)) for x in lengths]
     candidates = bounds.ball_cuts(problem, ints) if problem.n <= BALL_CUT_NODES else []
@@ -152,6 +158,20 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     return AllToAllResult(problem, schedule, method, best, cut, side,
                           bounds.regular_bound(problem), bottleneck,
                           time.process_time() - start, iterations=iterations, nic=nic)
+
+
+def _at_hop_bound(problem: AllToAllProblem, hops: Fraction | None, unit: Fraction,
+                  progress: Progress | None) -> AllToAllSchedule | None:
+    """The exact schedule at the hop-length bound when flows on shortest routes reach it
+    (:func:`.lp.solve_at_hop_bound`; on symmetric networks such as tori they do), else
+    None: the bound is then λ* itself, with no LP for the maximum."""
+    if hops is None:
+        return None
+    flows = solve_at_hop_bound(problem, hops, progress)
+    if flows is None:
+        return None
+    report(progress, "exact schedule", 0.0)
+    return _exact_lp_schedule(problem, flows.flow, unit, hops)
 
 
 def _exact_lp_schedule(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction,

@@ -418,3 +418,40 @@ def test_json_is_compact_and_may_be_gzipped(tmp_path):
     gz_size, _ = save_result(result, str(packed))
     assert gz_size == packed.stat().st_size < size
     assert json.loads(gzip.decompress(packed.read_bytes())) == result_to_json(result)
+
+
+def test_tori_reach_the_hop_bound_on_shortest_routes_alone():
+    """On a torus every link is alike, so flows on shortest routes fill every link at the
+    hop-length bound Σc / Σ dist: the feasibility LP on shortest-route arcs finds them, and
+    the two-phase LP is never run. Every route of the schedule is a shortest one."""
+    from canopy.engine.alltoall.bound import length_bound, pair_distances
+    from canopy.engine.alltoall.lp import solve_at_hop_bound
+    topo = generate("torus", {"dims": "4x4", "bandwidth": "50"})
+    problem = build_problem(topo)
+    hops = length_bound(problem, [Fraction(1)] * problem.m)
+    # 64 arcs of 50 GB/s; from each of the 16 nodes the hop distances sum to 2 x 4 x 4
+    # (each dimension's offsets 0, 1, 2, 1 sum to 4, over the 4 offsets of the other)
+    assert hops == Fraction(64 * 50, 16 * 32)
+    assert solve_at_hop_bound(problem, hops) is not None
+    result = solve_alltoall(topo)
+    assert result.exact and result.lam == hops
+    dist = pair_distances(problem, [1] * problem.m)
+    where = {c: k for k, c in enumerate(problem.compute)}
+    for s, t, path, _ in result.schedule.paths():
+        assert len(path) - 1 == dist[where[s]][where[t]]
+
+
+def test_a_hop_bound_no_flows_reach_falls_back_to_the_two_phase_lp():
+    """A line a - b - c with a thin link b-c: the hop bound counts the wide link's spare
+    bandwidth, which no flows can use, so the shortest-route LP is infeasible and the
+    two-phase LP gives λ* (the path LP's)."""
+    from canopy.engine.alltoall.bound import length_bound
+    from canopy.engine.alltoall.lp import solve_at_hop_bound
+    nodes = [Node(x) for x in "abc"]
+    topo = Topology("line", nodes, [Link("a", "b", Fraction(100)), Link("b", "c", Fraction(10))])
+    problem = build_problem(topo)
+    hops = length_bound(problem, [Fraction(1)] * problem.m)
+    assert solve_at_hop_bound(problem, hops) is None
+    result = solve_alltoall(topo)
+    assert result.exact and result.lam == 5     # b-c carries a→c and b→c: 2λ = 10
+    assert float(result.lam) == pytest.approx(path_lp(problem), rel=1e-9)
