@@ -92,7 +92,7 @@ def _first_fitting(build: Any, limits: Any, servers: list[int]) -> XmlAlgo:
     for layout, lim in tries:
         try:
             algo = read_msccl_bytes(build(layout, lim))
-            algo_plan(algo, servers)
+            algo_plan(algo, servers, max_tbs=limits.max_tbs_per_gpu)
             return algo
         except (MscclLimitError, MscclppLimitError) as exc:
             first = first or exc

@@ -24,7 +24,9 @@ LAUNCHER_TEMPLATE = '''#!/usr/bin/env python3
       THIS_FILE [--script train.py]
 
 Each process registers the plans for their collective and size range; NCCL calls the
-selector does not claim go to NCCL (set MSCCLPP_NCCL_LIB_PATH to NCCL's library).
+selector does not claim (other sizes, and sizes that are not a multiple of 16 bytes times
+a plan's chunks, which the runtime refuses) go to NCCL (set MSCCLPP_NCCL_LIB_PATH to
+NCCL's library).
 """
 import argparse
 import json
@@ -41,6 +43,18 @@ COLLECTIVE = {collective!r}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def runtime_accepts(meta, rank, world, collective, size):
+    """Whether the runtime takes a message of ``size`` bytes (the output for allgather):
+    its input and output must be multiples of the alignment times their chunks, else
+    the executor throws (checkMessageSize), so such sizes are left to NCCL."""
+    gpu = meta["gpus"][rank]
+    ins, outs = {{"allgather": (size // world, size),
+                 "reducescatter": (size, size // world)}}.get(collective, (size, size))
+    align = meta.get("buffer_alignment", 16)
+    return all(b % align == 0 and (not chunks or (b // align) % chunks == 0)
+               for b, chunks in ((ins, gpu["input_chunks"]), (outs, gpu["output_chunks"])))
+
+
 def register(rank, world, per_node):
     builder = mscclpp.ext.AlgorithmCollectionBuilder()
     ranges = []
@@ -55,11 +69,14 @@ def register(rank, world, per_node):
                                  constraint=mscclpp.Algorithm.Constraint(world, per_node))
         builder.add_algorithm_builder(algo)
         ranges.append((meta["min_message_size"], meta["max_message_size"], meta["name"],
-                       meta["collective"], meta["inplace"]))
+                       meta["collective"], meta))
 
     def selector(algorithms, req):
-        for low, high, name, collective, _ in ranges:
-            if req.collective == collective and low <= req.message_size <= high:
+        # allgather requests carry the bytes each rank sends; plans name the whole output
+        size = req.message_size * (world if req.collective == "allgather" else 1)
+        for low, high, name, collective, meta in ranges:
+            if req.collective == collective and low <= size <= high and \
+                    runtime_accepts(meta, rank, world, collective, size):
                 return algorithms[collective][name]
         return None
 

@@ -26,7 +26,7 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    sends from there). No slot is written twice, so no credit flows back.
 3. **Signals and waits.** After its puts a sender does a ``nop`` and a ``signal`` on the
    connection's channel: the signal orders the thread block's earlier writes (memory
-   channel) or follows the channel's puts through the proxy (port channel). The receiver's
+   channel) or follows the channel's puts through the proxy (port channel, rule 9). The receiver's
    ``wait`` on its end returns once the data is there; semaphores count, so the n-th wait
    pairs with the n-th signal, which is the n-th message of the MSCCL connection.
 4. **Thread synchronisation.** A ``nop`` (``__syncthreads``) follows every wait before data
@@ -48,10 +48,27 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    senders that it is ready (``rlxsignal`` on memory channels, ``signal`` on port ones)
    and a sending one waits for that before its first put, so a call never writes into a
    peer still busy with the previous call.
-8. **Limits.** At most 64 ops per thread block (``MAX_OPERATION``, a pipeline counting its
-   inner ops), 16 semaphores per op, 8 puts per op; a larger program is refused with the
-   limit it breaks. The runtime also needs every message size to be a multiple of 16
-   bytes times the chunks of the input (``checkMessageSize``).
+8. **Limits, and thread blocks cut into parts.** At most 64 ops per thread block
+   (``MAX_OPERATION``, a pipeline counting its inner ops), 16 semaphores per op, 8 puts
+   per op. A thread block whose ops exceed 64 is cut into consecutive parts, each its own
+   thread block running its steps' ops in its own pipeline: the n-th message of a
+   connection then runs on a channel of its own per (sender's part, receiver's part), so
+   every channel still pairs its n-th wait with its n-th signal, and each part but the
+   first acquires, per iteration, a semaphore the previous part releases after its steps
+   of that iteration, so an iteration's steps keep the order the one thread block gave
+   them (slices of different iterations are disjoint, so parts run iterations apart
+   freely). The cut is greedy by ops, with the budget lowered until every part fits; where
+   the parts need more thread blocks than the GPU has (``--sms``: all are resident at
+   once, since they spin on each other), the plan is refused with the limit it breaks.
+   The runtime also needs every message size to be a multiple of 16 bytes times the
+   chunks of the input and output (``checkMessageSize`` throws otherwise): the launcher's
+   selector claims only such sizes and leaves the others to NCCL.
+9. **Fused ops.** A reduction whose result is sent on a memory channel is one ``res``
+   (reduce and write to the peer, ``handleReduceSend``) per chunk; a message on a port
+   channel ends with a ``pws`` (put with signal) of its last chunk instead of a ``nop``
+   and a ``signal``: the proxy keeps a channel's requests in order, so that one signal
+   follows all of the message (a ``pws`` signals once per destination, hence only the last
+   chunk).
 """
 
 from __future__ import annotations
@@ -76,6 +93,7 @@ MAX_SEMAPHORES_PER_OP = 16
 DEFAULT_UNIT = 2 << 20          # bytes of a chunk per pipeline iteration without a topology
 
 Conn = tuple[int, int, int]
+Sub = tuple[Conn, int, int]      # (connection, sender's part, receiver's part)
 
 
 class MscclppLimitError(ScheduleError):
@@ -133,29 +151,60 @@ class _Tb:
 
 
 class _Writer:
-    def __init__(self, algo: XmlAlgo, servers: list[int], unit_size: int) -> None:
+    """One pass of the translation, for a given cut of each thread block into parts
+    (rule 8): ``cuts[(gpu, tb)]`` lists the step positions where a new part starts."""
+
+    def __init__(self, algo: XmlAlgo, servers: list[int], unit_size: int,
+                 cuts: dict[tuple[int, int], list[int]] | None = None) -> None:
         self.algo, self.servers, self.unit = algo, servers, unit_size
         if len(servers) != algo.ngpus:
             raise ScheduleError(f"the program has {algo.ngpus} GPUs but the topology "
                                 f"{len(servers)} compute nodes.")
-        self.tbs = {(g.id, tb.id): _Tb(g.id, tb.id) for g in algo.gpus for tb in g.tbs}
-        self.conns: dict[Conn, tuple[int, int]] = {}         # conn -> (send tb, recv tb)
+        self.cuts = cuts or {}
+        self.part: dict[tuple[int, int, int], int] = {}       # (gpu, tb, step.s) -> part
+        self.parts: dict[tuple[int, int], list[list[XmlStep]]] = {}
+        for g in algo.gpus:
+            for tb in g.tbs:
+                bounds = [0, *self.cuts.get((g.id, tb.id), []), len(tb.steps)]
+                self.parts[(g.id, tb.id)] = [tb.steps[a:b] for a, b in
+                                             zip(bounds, bounds[1:], strict=False)]
+                for p, steps in enumerate(self.parts[(g.id, tb.id)]):
+                    for st in steps:
+                        self.part[(g.id, tb.id, st.s)] = p
+        self.tbs = {(g.id, tb.id, p): _Tb(g.id, tb.id)
+                    for g in algo.gpus for tb in g.tbs
+                    for p in range(len(self.parts[(g.id, tb.id)]))}
         send = connection_steps(algo, True)
         recv = connection_steps(algo, False)
+        # a connection's n-th message runs on the sub-connection (conn, sender's part,
+        # receiver's part): one channel each, so every channel keeps its messages in order
+        self.sub: dict[tuple[Conn, int], Sub] = {}
+        subs: set[Sub] = set()
         for conn in set(send) | set(recv):
             if len(send.get(conn, [])) != len(recv.get(conn, [])) or conn[0] == conn[1]:
                 raise ScheduleError(f"connection {conn[0]} -> {conn[1]} (channel {conn[2]}) "
                                     "sends and receives different numbers of messages.")
-            self.conns[conn] = (send[conn][0][0], recv[conn][0][0])
+            for n, ((stb, sst), (rtb, rst)) in enumerate(zip(send[conn], recv[conn],
+                                                              strict=True)):
+                sub = (conn, self.part[(conn[0], stb, sst.s)], self.part[(conn[1], rtb, rst.s)])
+                self.sub[(conn, n)] = sub
+                subs.add(sub)
         self.send, self.recv = send, recv
+        self.sends_of: dict[tuple[int, int, int], list[Sub]] = defaultdict(list)
+        self.recvs_of: dict[tuple[int, int, int], list[Sub]] = defaultdict(list)
+        for conn in sorted(set(send)):
+            stb, rtb = send[conn][0][0], recv[conn][0][0]
+            for sub in sorted(s for s in subs if s[0] == conn):
+                self.sends_of[(conn[0], stb, sub[1])].append(sub)
+                self.recvs_of[(conn[1], rtb, sub[2])].append(sub)
         self.peers: list[dict[str, list[int]]] = [{"memory": [], "port": []}
                                                   for _ in algo.gpus]
-        self.index: dict[tuple[Conn, int], int] = {}
-        for conn in sorted(self.conns, key=lambda c: (min(c[:2]), max(c[:2]), c)):
-            a, b, _ = conn
-            kind = self.kind(conn)
+        self.index: dict[tuple[Sub, int], int] = {}
+        for sub in sorted(subs, key=lambda c: (min(c[0][:2]), max(c[0][:2]), c)):
+            a, b, _ = sub[0]
+            kind = self.kind(sub[0])
             for me, other in ((a, b), (b, a)):
-                self.index[(conn, me)] = len(self.peers[me][kind])
+                self.index[(sub, me)] = len(self.peers[me][kind])
                 self.peers[me][kind].append(other)
         self.remote: list[dict[tuple[int, str], set[str]]] = [{} for _ in algo.gpus]
         self.remote_order: list[list[tuple[int, str]]] = [[] for _ in algo.gpus]
@@ -163,6 +212,7 @@ class _Writer:
         self.semaphores = [0] * algo.ngpus
         self.targets: dict[tuple[Conn, int], tuple[str, int]] = {}
         self.temps: dict[tuple[int, int, int], int] = {}
+        self.step_ops: dict[tuple[int, int, int], int] = {}    # ops each step wrote
 
     def kind(self, conn: Conn) -> str:
         return "memory" if self.servers[conn[0]] == self.servers[conn[1]] else "port"
@@ -174,6 +224,10 @@ class _Writer:
             self.remote_order[g].append(key)
         self.remote[g][key].add(kind)
         return self.remote_order[g].index(key)
+
+    def new_semaphore(self, g: int) -> int:
+        self.semaphores[g] += 1
+        return self.semaphores[g] - 1
 
     def place_receives(self) -> None:
         """Where each message lands (rule 2): the receiver's slot or a fresh scratch slot."""
@@ -195,6 +249,20 @@ class _Writer:
             n += 1
         return n
 
+    def readiness(self, out: _Tb, key: tuple[int, int, int]) -> bool:
+        """Rule 7 for one part: ready signals on its receiving channels, then waits for its
+        peers' on its sending ones (up to 8 channels an op)."""
+        g = key[0]
+        for subs, memory_op, port_op in ((self.recvs_of.get(key, []), "rlxsignal", "signal"),
+                                         (self.sends_of.get(key, []), "rlxwait", "wait")):
+            for kind, name in (("memory", memory_op), ("port", port_op)):
+                ids = [out.channel(kind, self.index[(sub, g)]) for sub in subs
+                       if self.kind(sub[0]) == kind]
+                for i in range(0, len(ids), MAX_CHANNEL_PER_OPERATION):
+                    out.pre.append({"name": name, "channel_type": kind,
+                                    "channel_ids": ids[i:i + MAX_CHANNEL_PER_OPERATION]})
+        return bool(self.sends_of.get(key))
+
     def build(self) -> None:
         self.place_receives()
         sent: dict[Conn, int] = defaultdict(int)
@@ -209,77 +277,92 @@ class _Writer:
             for tb in gpu.tbs:
                 for step in tb.steps:
                     if step.depid >= 0:
-                        sem = self.semaphores[gpu.id]
-                        self.semaphores[gpu.id] += 1
+                        sem = self.new_semaphore(gpu.id)
                         releases[(gpu.id, step.depid, step.deps)].append(sem)
                         acquires[(gpu.id, tb.id, step.s)] = sem
         for gpu in self.algo.gpus:
             for tb in gpu.tbs:
-                out = self.tbs[(gpu.id, tb.id)]
                 first = self.hoisted(tb)
-                for step in tb.steps[:first]:
-                    out.pre.append({"name": "copy",
-                                    "src_buff": [_local(step.srcbuf, step.srcoff, step.cnt)],
-                                    "dst_buff": [_local(step.dstbuf, step.dstoff, step.cnt)]})
-                sems = [sem for st in tb.steps[:first]
-                        for sem in releases.get((gpu.id, tb.id, st.s), [])]
-                if first:
-                    out.pre.append({"name": "nop"})
-                for i in range(0, len(sems), MAX_SEMAPHORES_PER_OP):
-                    out.pre.append({"name": "sem_release",
-                                    "semaphore_ids": sems[i:i + MAX_SEMAPHORES_PER_OP]})
-                waits = [acquires[(gpu.id, tb.id, st.s)] for st in tb.steps[first:]
-                         if st.depid >= 0 and (gpu.id, st.depid, st.deps) in early]
-                for i in range(0, len(waits), MAX_SEMAPHORES_PER_OP):
-                    out.pre.append({"name": "sem_acquire",
-                                    "semaphore_ids": waits[i:i + MAX_SEMAPHORES_PER_OP]})
-                send_conn = (gpu.id, tb.send, tb.chan) if tb.send >= 0 else None
-                recv_conn = (tb.recv, gpu.id, tb.chan) if tb.recv >= 0 else None
-                if recv_conn in self.conns:
-                    kind = self.kind(recv_conn)
-                    cid = out.channel(kind, self.index[(recv_conn, gpu.id)])
-                    out.pre.append({"name": "rlxsignal" if kind == "memory" else "signal",
-                                    "channel_ids": [cid], "channel_type": kind})
-                if send_conn in self.conns:
-                    kind = self.kind(send_conn)
-                    cid = out.channel(kind, self.index[(send_conn, gpu.id)])
-                    out.pre.append({"name": "rlxwait" if kind == "memory" else "wait",
-                                    "channel_ids": [cid], "channel_type": kind})
-                if waits or send_conn in self.conns:
-                    out.pre.append({"name": "nop"})
-                for step in tb.steps[first:]:
-                    key = (gpu.id, tb.id, step.s)
-                    if key in acquires and (gpu.id, step.depid, step.deps) not in early:
-                        out.wait_like({"name": "sem_acquire", "semaphore_ids": [acquires[key]]})
-                    self.step(out, step, send_conn, recv_conn, sent, got)
-                    sems = releases.get(key, [])
+                parts = self.parts[(gpu.id, tb.id)]
+                chain = -1                     # the semaphore the previous part releases
+                for p, steps in enumerate(parts):
+                    out = self.tbs[(gpu.id, tb.id, p)]
+                    pre = steps[:first] if p == 0 else []
+                    piped = steps[len(pre):]
+                    for step in pre:
+                        out.pre.append({"name": "copy",
+                                        "src_buff": [_local(step.srcbuf, step.srcoff, step.cnt)],
+                                        "dst_buff": [_local(step.dstbuf, step.dstoff, step.cnt)]})
+                    sems = [sem for st in pre for sem in releases.get((gpu.id, tb.id, st.s), [])]
+                    if pre:
+                        out.pre.append({"name": "nop"})
                     for i in range(0, len(sems), MAX_SEMAPHORES_PER_OP):
-                        out.signal_like({"name": "sem_release",
-                                         "semaphore_ids": sems[i:i + MAX_SEMAPHORES_PER_OP]})
-                if out.dirty or out.waited:
-                    out.sync()
+                        out.pre.append({"name": "sem_release",
+                                        "semaphore_ids": sems[i:i + MAX_SEMAPHORES_PER_OP]})
+                    waits = [acquires[(gpu.id, tb.id, st.s)] for st in piped
+                             if st.depid >= 0 and (gpu.id, st.depid, st.deps) in early]
+                    for i in range(0, len(waits), MAX_SEMAPHORES_PER_OP):
+                        out.pre.append({"name": "sem_acquire",
+                                        "semaphore_ids": waits[i:i + MAX_SEMAPHORES_PER_OP]})
+                    sends = self.readiness(out, (gpu.id, tb.id, p))
+                    if waits or sends:
+                        out.pre.append({"name": "nop"})
+                    if chain >= 0 and piped:
+                        out.wait_like({"name": "sem_acquire", "semaphore_ids": [chain]})
+                    for step in piped:
+                        key = (gpu.id, tb.id, step.s)
+                        before = len(out.body)
+                        if key in acquires and (gpu.id, step.depid, step.deps) not in early:
+                            out.wait_like({"name": "sem_acquire",
+                                           "semaphore_ids": [acquires[key]]})
+                        self.step(out, tb, step, sent, got)
+                        sems = releases.get(key, [])
+                        for i in range(0, len(sems), MAX_SEMAPHORES_PER_OP):
+                            out.signal_like({"name": "sem_release",
+                                             "semaphore_ids": sems[i:i + MAX_SEMAPHORES_PER_OP]})
+                        self.step_ops[key] = len(out.body) - before
+                    if p + 1 < len(parts) and piped:
+                        # the next part runs an iteration's steps after this part's, as
+                        # the thread block ran them in order
+                        chain = self.new_semaphore(gpu.id)
+                        out.signal_like({"name": "sem_release", "semaphore_ids": [chain]})
+                    if out.dirty or out.waited:
+                        out.sync()
 
-    def step(self, out: _Tb, step: XmlStep, send_conn: Conn | None, recv_conn: Conn | None,
-             sent: dict[Conn, int], got: dict[Conn, int]) -> None:
+    def step(self, out: _Tb, tb: XmlThreadBlock, step: XmlStep, sent: dict[Conn, int],
+             got: dict[Conn, int]) -> None:
         kind = STEP_TYPES[step.type]
         g, cnt = out.gpu, step.cnt
         here: tuple[str, int] = (step.srcbuf, step.srcoff)        # what a send sends
+        send_conn = (g, tb.send, tb.chan)
+        send_kind = self.kind(send_conn) if kind.sends else ""
+        fused = False                  # the reduction's op also sends (rule 9: res)
         if kind.receives:
-            assert recv_conn is not None
+            recv_conn = (tb.recv, g, tb.chan)
+            n = got[recv_conn]
             got[recv_conn] += 1
+            sub = self.sub[(recv_conn, n)]
             ckind = self.kind(recv_conn)
-            cid = out.channel(ckind, self.index[(recv_conn, g)])
+            cid = out.channel(ckind, self.index[(sub, g)])
             out.wait_like({"name": "wait", "channel_ids": [cid], "channel_type": ckind})
             if step.type in ("r", "rcs"):
                 here = (step.dstbuf, step.dstoff)
             else:
                 temp = ("s", self.temps[(g, out.id, step.s)])
                 result = temp if step.type == "rrs" else (step.dstbuf, step.dstoff)
+                fused = send_kind == "memory"
+                target = self.send_target(out, send_conn, sent) if fused else None
                 for c in range(cnt):
                     a, b, d = ((step.srcbuf, step.srcoff + c), (temp[0], temp[1] + c),
                                (result[0], result[1] + c))
-                    out.data({"name": "re", "src_buff": [_local(*a), _local(*b)],
-                              "dst_buff": [_local(*d)], "reduce_op": "sum"}, [a, b], [d])
+                    op: dict[str, Any] = {"name": "re", "src_buff": [_local(*a), _local(*b)],
+                                          "dst_buff": [_local(*d)], "reduce_op": "sum"}
+                    if target is not None:
+                        bid, toff = target
+                        op["name"] = "res"
+                        op["dst_buff"].append({"buffer_id": bid, "index": toff + c, "size": 1})
+                        op["channel_type"] = "memory"
+                    out.data(op, [a, b], [d])
                 here = result
         elif step.type in ("cpy", "re"):
             for c in range(cnt):
@@ -290,27 +373,60 @@ class _Writer:
                 else:
                     out.data({"name": "re", "src_buff": [_local(*d), _local(*a)],
                               "dst_buff": [_local(*d)], "reduce_op": "sum"}, [a, d], [d])
-        if kind.sends:
-            assert send_conn is not None
-            n = sent[send_conn]
+        if not kind.sends:
+            return
+        n = sent[send_conn] - 1 if fused else sent[send_conn]
+        if not fused:
             sent[send_conn] += 1
-            h = send_conn[1]
-            ckind = self.kind(send_conn)
-            cid = out.channel(ckind, self.index[(send_conn, g)])
-            tbuf, toff = self.targets[(send_conn, n)]
-            bid = out.buffer(ckind, self.remote_buffer(g, h, tbuf, ckind))
-            for first in range(0, cnt, MAX_CHANNEL_PER_OPERATION):
-                part = range(first, min(cnt, first + MAX_CHANNEL_PER_OPERATION))
-                op: dict[str, Any] = {
-                    "name": "put",
-                    "src_buff": [_local(here[0], here[1] + c) for c in part],
-                    "dst_buff": [{"buffer_id": bid, "index": toff + c, "size": 1}
-                                 for c in part],
-                    "channel_type": ckind}
-                if ckind == "port":
-                    op["channel_ids"] = [cid] * len(part)
-                out.data(op, [(here[0], here[1] + c) for c in part], [])
-            out.signal_like({"name": "signal", "channel_ids": [cid], "channel_type": ckind})
+        sub = self.sub[(send_conn, n)]
+        cid = out.channel(send_kind, self.index[(sub, g)])
+        if fused:
+            out.signal_like({"name": "signal", "channel_ids": [cid], "channel_type": "memory"})
+            return
+        bid, toff = self.target_of(out, send_conn, n)
+        # on a port channel the message's last chunk goes alone as a put with signal: the
+        # proxy keeps a channel's requests in order, so one signal follows the whole message
+        whole = cnt - 1 if send_kind == "port" else cnt
+        for first in range(0, whole, MAX_CHANNEL_PER_OPERATION):
+            self.put(out, "put", send_kind, cid, here, bid, toff,
+                     range(first, min(whole, first + MAX_CHANNEL_PER_OPERATION)))
+        if send_kind == "port":
+            self.put(out, "pws", "port", cid, here, bid, toff, range(cnt - 1, cnt))
+            return
+        out.signal_like({"name": "signal", "channel_ids": [cid], "channel_type": send_kind})
+
+    def target_of(self, out: _Tb, conn: Conn, n: int) -> tuple[int, int]:
+        """(the thread block's remote buffer, first chunk) where message n of conn lands."""
+        tbuf, toff = self.targets[(conn, n)]
+        kind = self.kind(conn)
+        return out.buffer(kind, self.remote_buffer(out.gpu, conn[1], tbuf, kind)), toff
+
+    def send_target(self, out: _Tb, conn: Conn, sent: dict[Conn, int]) -> tuple[int, int]:
+        """As :meth:`target_of` for the next message of conn, counting it as sent."""
+        n = sent[conn]
+        sent[conn] += 1
+        return self.target_of(out, conn, n)
+
+    def put(self, out: _Tb, name: str, kind: str, cid: int, here: tuple[str, int], bid: int,
+            toff: int, part: range) -> None:
+        if not part:
+            return
+        op: dict[str, Any] = {
+            "name": name,
+            "src_buff": [_local(here[0], here[1] + c) for c in part],
+            "dst_buff": [{"buffer_id": bid, "index": toff + c, "size": 1} for c in part],
+            "channel_type": kind}
+        if kind == "port":
+            op["channel_ids"] = [cid] * len(part)
+        out.data(op, [(here[0], here[1] + c) for c in part], [])
+
+    def part_sizes(self) -> dict[tuple[int, int, int], int]:
+        """Operations of each part's thread block (a pipeline counting with its ops)."""
+        out = {}
+        for key, tb in self.tbs.items():
+            ops = len(tb.pre) + (len(tb.body) + 1 if tb.body else 0)
+            out[key] = ops
+        return out
 
     def document(self, name: str, min_bytes: int, max_bytes: int,
                  routes: bool) -> dict[str, Any]:
@@ -319,29 +435,25 @@ class _Writer:
         for gpu in algo.gpus:
             tbs: list[dict[str, Any]] = []
             for tb in gpu.tbs:
-                out = self.tbs[(gpu.id, tb.id)]
-                if not out.body and not out.pre:
-                    continue
-                ops = list(out.pre)
-                if out.body:
-                    ops.append({"name": "pipeline",
-                                "iter_context": {"unit_size": self.unit, "num_chunks": 1},
-                                "ops": out.body})
-                total = len(ops) - 1 + len(out.body) + (1 if out.body else 0)
-                if total > MAX_OPERATION:
-                    raise MscclppLimitError(
-                        f"the MSCCL++ plan does not fit the runtime's limits: GPU {gpu.id}'s "
-                        f"thread block {tb.id} needs {total} operations (its {len(tb.steps)} "
-                        f"steps), but the runtime holds {MAX_OPERATION} per thread block.")
-                entry: dict[str, Any] = {
-                    "id": len(tbs), "ops": ops,
-                    "channels": [{"channel_type": k, "channel_ids": ids}
-                                 for k, ids in out.channels.items() if ids],
-                    "remote_buffer_refs": [{"access_channel_type": k, "remote_buffer_ids": ids}
-                                           for k, ids in out.buffers.items() if ids]}
-                if routes and tb.via:
-                    entry["canopy_route"] = list(tb.via)
-                tbs.append(entry)
+                for p in range(len(self.parts[(gpu.id, tb.id)])):
+                    out = self.tbs[(gpu.id, tb.id, p)]
+                    if not out.body and not out.pre:
+                        continue
+                    ops = list(out.pre)
+                    if out.body:
+                        ops.append({"name": "pipeline",
+                                    "iter_context": {"unit_size": self.unit, "num_chunks": 1},
+                                    "ops": out.body})
+                    entry: dict[str, Any] = {
+                        "id": len(tbs), "ops": ops,
+                        "channels": [{"channel_type": k, "channel_ids": ids}
+                                     for k, ids in out.channels.items() if ids],
+                        "remote_buffer_refs": [{"access_channel_type": k,
+                                                "remote_buffer_ids": ids}
+                                               for k, ids in out.buffers.items() if ids]}
+                    if routes and tb.via:
+                        entry["canopy_route"] = list(tb.via)
+                    tbs.append(entry)
             channels = [{"channel_type": k, "connected_to": peers}
                         for k, peers in self.peers[gpu.id].items() if peers]
             gpus.append({
@@ -365,19 +477,75 @@ def _local(buf: str, index: int, size: int = 1) -> dict[str, Any]:
 
 def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
               name: str | None = None, min_bytes: int = 0, max_bytes: int = UNBOUNDED,
-              routes: bool = True) -> dict[str, Any]:
+              routes: bool = True, max_tbs: int | None = None) -> dict[str, Any]:
     """The execution plan (a JSON object) of the MSCCL program ``algo``; ``servers[r]`` is
     rank r's server (memory channels within one, port channels between), ``unit_size``
     the bytes of a chunk each pipeline iteration moves (a multiple of 16). ``routes``
     keeps Canopy's route of each sending thread block as ``canopy_route`` (the runtime
     ignores keys it does not read; :mod:`canopy.engine.mscclpp.timing` follows them).
+    A thread block whose ops exceed the runtime's 64 is cut into parts (rule 8) while the
+    GPU has thread blocks left (``max_tbs``, the GPU's SMs; None: no bound).
     Raises :class:`MscclppLimitError` beyond the runtime's limits."""
     if unit_size < 16 or unit_size % 16:
         raise ScheduleError(f"the pipeline unit must be a positive multiple of 16 bytes, not "
                             f"{unit_size}.")
-    writer = _Writer(algo, servers, unit_size)
-    writer.build()
+    writer = _cut_writer(algo, servers, unit_size)
+    if max_tbs is not None:
+        for g in range(algo.ngpus):
+            used = sum(1 for (h, _, _), tb in writer.tbs.items() if h == g and
+                       (tb.body or tb.pre))
+            if used > max_tbs:
+                raise MscclppLimitError(
+                    f"the MSCCL++ plan does not fit the runtime's limits: GPU {g} needs "
+                    f"{used} thread blocks of at most {MAX_OPERATION} operations, but has "
+                    f"{max_tbs} (--sms).")
     coll = COLLECTIVE_NAMES[algo.coll]
     name = name or (f"canopy-{coll}-{algo.ngpus}gpus-"
                     f"{'inplace' if algo.inplace else 'outofplace'}")
     return writer.document(name, min_bytes, max_bytes, routes)
+
+
+PART_OVERHEAD = 8          # ops of a part besides its steps: readiness, semaphores, nops
+
+
+def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int) -> _Writer:
+    """The writer whose thread blocks fit MAX_OPERATION (rule 8): thread blocks that do
+    not are cut into consecutive parts of at most a budget of steps' ops, the budget
+    lowered until every part fits."""
+    cuts: dict[tuple[int, int], list[int]] = {}
+    budget: dict[tuple[int, int], int] = {}
+    tbs = {(g.id, tb.id): tb for g in algo.gpus for tb in g.tbs}
+    for _ in range(12):
+        writer = _Writer(algo, servers, unit_size, cuts)
+        writer.build()
+        over = {(g, t) for (g, t, _), n in writer.part_sizes().items() if n > MAX_OPERATION}
+        if not over:
+            return writer
+        step_ops = writer.step_ops
+        for g, t in sorted(over):
+            tb = tbs[(g, t)]
+            budget[(g, t)] = budget.get((g, t), MAX_OPERATION - PART_OVERHEAD + 4) - 4
+            cuts[(g, t)] = _cut(tb, writer.hoisted(tb), budget[(g, t)],
+                                lambda st, g=g, t=t, ops=step_ops: ops.get((g, t, st.s), 1))
+        if min(budget.values()) < 8:
+            break
+    g, t = min(over)
+    total = writer.part_sizes()
+    worst = max(n for (h, u, _), n in total.items() if (h, u) == (g, t))
+    raise MscclppLimitError(
+        f"the MSCCL++ plan does not fit the runtime's limits: GPU {g}'s thread block {t} "
+        f"needs {worst} operations (its {len(tbs[(g, t)].steps)} steps), but the runtime "
+        f"holds {MAX_OPERATION} per thread block.")
+
+
+def _cut(tb: XmlThreadBlock, first: int, budget: int, ops: Any) -> list[int]:
+    """Step positions starting new parts: greedy, each part's steps within ``budget`` ops
+    (the first ``first`` steps run before the pipeline, in the first part)."""
+    cuts, used = [], 0
+    for pos in range(first, len(tb.steps)):
+        w = ops(tb.steps[pos])
+        if used and used + w > budget:
+            cuts.append(pos)
+            used = 0
+        used += w
+    return cuts
