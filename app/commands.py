@@ -2,19 +2,84 @@
 
 Every change a user makes goes through one of these, so each can be undone and redone
 and the undo stack's clean state tells whether the file is saved.
+
+No exception leaves a command's ``redo`` or ``undo``: Qt calls them from inside
+``QUndoStack.push``, ``undo``, ``redo`` and ``setIndex``, and an exception raised through
+those made the process crash. :class:`DocumentCommand` catches it (:func:`step_failed`).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
+from PySide6.QtCore import QTimer
 from PySide6.QtGui import QUndoCommand
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from canopy.app.document import Document
 from canopy.engine.model.topology import Link, Node, Topology
+from canopy.engine.process.internal_errors import report_internal_error
 
 Position = tuple[float, float]
 
 
-class InsertItems(QUndoCommand):
+class DocumentCommand(QUndoCommand):
+    """An undoable edit of ``self.doc``; its subclasses' ``redo`` and ``undo`` never let an
+    exception reach Qt (each is wrapped by :func:`_guarded` when the subclass is made)."""
+
+    doc: Document
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("redo", "undo"):
+            if name in cls.__dict__:
+                setattr(cls, name, _guarded(cls.__dict__[name]))
+
+
+def _guarded(method: Callable[[DocumentCommand], None]) -> Callable[[DocumentCommand], None]:
+    @functools.wraps(method)
+    def run(self: DocumentCommand) -> None:
+        if self.doc.history_broken:
+            return      # an earlier step of the same undo or redo failed: Qt goes on, we not
+        try:
+            method(self)
+        except Exception as exc:  # noqa: BLE001 - raised into Qt it crashed the editor
+            step_failed(self.doc, f"{method.__name__} of '{self.text()}'", exc)
+    return run
+
+
+def step_failed(doc: Document, what: str, exc: BaseException) -> None:
+    """An undo or redo step raised ``exc``: log it, make the document whole again and
+    say so; the undo history is dropped once Qt is done with it.
+
+    The step may have stopped half way, so the document is rebuilt from its topology as
+    it now is (the canvas, the docks and a save then agree on it), and every later step
+    Qt runs in the same ``setIndex`` does nothing. The history no longer leads back to
+    what it recorded, so it is cleared (after Qt has returned: clearing the stack from
+    inside its own loop would free the command being run), and the document counts as
+    modified until it is saved.
+    """
+    doc.history_broken = True
+    sentence = report_internal_error(what, exc)
+    try:
+        doc.swap_topology(doc.topology)
+    except Exception as again:  # noqa: BLE001 - the document is still shown as it was
+        report_internal_error(f"rebuilding the document after the {what}", again)
+    QTimer.singleShot(0, functools.partial(_drop_history, doc, what, sentence))
+
+
+def _drop_history(doc: Document, what: str, sentence: str) -> None:
+    doc.undo_stack.clear()
+    doc.undo_stack.resetClean()
+    doc.history_broken = False
+    doc.edited.emit()
+    QMessageBox.warning(QApplication.activeWindow(), f"Canopy: {what.split()[0]} failed",
+                        f"Canopy stopped an {sentence.removeprefix('internal error in ')} "
+                        "The document stays as it is now, and the undo history was cleared.")
+
+
+class InsertItems(DocumentCommand):
     """Add nodes and links (add node, add link, paste, duplicate).
 
     Nodes and links are appended in the given order; ``keys`` are assigned on first redo
@@ -41,7 +106,7 @@ class InsertItems(QUndoCommand):
             self.doc.remove_node(node.id)
 
 
-class RemoveItems(QUndoCommand):
+class RemoveItems(DocumentCommand):
     """Delete nodes (with every link touching them) and links; undo puts each back in place."""
 
     def __init__(self, doc: Document, node_ids: list[str], link_keys: list[int], text: str):
@@ -71,7 +136,7 @@ class RemoveItems(QUndoCommand):
             self.doc.insert_link(index, key, link)
 
 
-class MoveNodes(QUndoCommand):
+class MoveNodes(DocumentCommand):
     """Move nodes (a drag, a group drag, an auto layout)."""
 
     def __init__(self, doc: Document, old: dict[str, Position], new: dict[str, Position],
@@ -88,7 +153,7 @@ class MoveNodes(QUndoCommand):
         self.doc.move_nodes(self.old)
 
 
-class EditNodes(QUndoCommand):
+class EditNodes(DocumentCommand):
     """Change label, kind or group of one or more nodes: ``{id: {attr: (old, new)}}``."""
 
     def __init__(self, doc: Document, changes: dict[str, dict[str, tuple[object, object]]],
@@ -106,7 +171,7 @@ class EditNodes(QUndoCommand):
             self.doc.set_node_attrs(node_id, {a: old for a, (old, _) in attrs.items()})
 
 
-class EditLinks(QUndoCommand):
+class EditLinks(DocumentCommand):
     """Change bandwidth, duplex or latency of one or more links: ``{key: {attr: (old, new)}}``."""
 
     def __init__(self, doc: Document, changes: dict[int, dict[str, tuple[object, object]]],
@@ -124,7 +189,7 @@ class EditLinks(QUndoCommand):
             self.doc.set_link_attrs(key, {a: old for a, (old, _) in attrs.items()})
 
 
-class RenameNode(QUndoCommand):
+class RenameNode(DocumentCommand):
     """Change a node's id; the links that name it follow."""
 
     def __init__(self, doc: Document, old: str, new: str):
@@ -140,7 +205,7 @@ class RenameNode(QUndoCommand):
         self.doc.rename_node(self.new, self.old)
 
 
-class RenameTopology(QUndoCommand):
+class RenameTopology(DocumentCommand):
     """Change the topology's name."""
 
     def __init__(self, doc: Document, new: str):
@@ -156,7 +221,7 @@ class RenameTopology(QUndoCommand):
         self.doc.set_name(self.old)
 
 
-class SetBandwidthUnit(QUndoCommand):
+class SetBandwidthUnit(DocumentCommand):
     """Change the unit bandwidths are shown and saved in (the bandwidths stay the same)."""
 
     def __init__(self, doc: Document, new: str):
@@ -172,7 +237,7 @@ class SetBandwidthUnit(QUndoCommand):
         self.doc.set_bandwidth_unit(self.old)
 
 
-class ReplaceTopology(QUndoCommand):
+class ReplaceTopology(DocumentCommand):
     """Swap in a whole topology (restoring unsaved changes after a crash)."""
 
     def __init__(self, doc: Document, topology: Topology, text: str):

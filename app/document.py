@@ -59,6 +59,9 @@ class Document(QObject):
     def __init__(self, topology: Topology | None = None, parent: QObject | None = None):
         super().__init__(parent)
         self.undo_stack = QUndoStack(self)
+        self.history_broken = False
+        """True from an undo or redo step that failed until its history is dropped
+        (:func:`canopy.app.commands.step_failed`)."""
         self.path: Path | None = None
         self.disk_digest: str | None = None
         """A digest of the file as this document last read or wrote it."""

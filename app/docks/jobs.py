@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from PySide6.QtCore import Signal
-from PySide6.QtGui import QBrush, QUndoCommand
+from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from canopy.app.canvas.fabric_marks import job_color
 from canopy.app.canvas.scene import TopologyScene
+from canopy.app.commands import DocumentCommand
 from canopy.app.document import Document
 from canopy.engine.fabric.analysis import FabricResult
 from canopy.engine.model.errors import CanopyError
@@ -47,7 +48,7 @@ TIPS = {"ECMP": "mean slowdown over the ECMP hash seeds", "p99": "99th percentil
         "Alone µs": "the execution model's time of the collective with the fabric to itself"}
 
 
-class SetJobs(QUndoCommand):
+class SetJobs(DocumentCommand):
     """Replace the document's job list (undoable)."""
 
     def __init__(self, doc: Document, jobs: list[Job], text: str):
