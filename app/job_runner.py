@@ -111,22 +111,31 @@ class EngineJob(QObject):
         self._job = ChildJob(func, *args, **kwargs)
         self._job.background = background
         self._running = False
+        self._stopped = threading.Event()
+        """Set by cancel and deletion; the reader thread asks this, never the job itself."""
         self._dispatcher = _dispatcher()
         self._key = next(_KEYS)
-        job, jobs, key = self._job, self._dispatcher.jobs, self._key
+        job, jobs, key, stopped = self._job, self._dispatcher.jobs, self._key, self._stopped
         # A window that closes deletes its jobs: their children end, later events drop.
-        self.destroyed.connect(lambda *_: (job.stop(), jobs.pop(key, None)))
+        self.destroyed.connect(lambda *_: (stopped.set(), job.stop(), jobs.pop(key, None)))
 
     def start(self) -> None:
         """Start the child from the reader thread: pickling the arguments and, for the
         first job, waiting for the fork server to import the engine (seconds on a busy
-        machine) happen off the GUI thread too."""
+        machine) happen off the GUI thread too.
+
+        The reader thread gets nothing of this object: no bound method, no reference.
+        Holding one, it could let go of the last reference to this object's wrapper as it
+        ended, freeing the wrapper on the reader thread while the GUI thread deletes the
+        object: a Qt object touched from two threads at once."""
         self._running = True
         self._dispatcher.jobs[self._key] = self
         emit = functools.partial(_while_alive, self._dispatcher.event.emit, self._key)
         turn = functools.partial(_turn, functools.partial(_while_alive,
                                                           self._dispatcher.turn.emit))
-        threading.Thread(target=_read, args=(self._job, emit, self.is_running, turn),
+        stopped = self._stopped
+        threading.Thread(target=_read, args=(self._job, emit, lambda: not stopped.is_set(),
+                                             turn),
                          daemon=True, name="engine-job").start()
 
     def is_running(self) -> bool:
@@ -137,6 +146,7 @@ class EngineJob(QObject):
         if not self._running:
             return
         self._running = False
+        self._stopped.set()
         self._job.stop()   # the reader sees the child's end and closes the pipe
         self.cancelled.emit()
 

@@ -152,6 +152,8 @@ class Autosaver(QObject):
             self._writer.submit(self._write, self._snapshot(), self._generation)
 
     def _write(self, data: dict[str, Any], generation: int) -> bool:
+        """Write the recovery file (on the writer thread, or the GUI thread); the failure
+        is signalled after the lock is let go, so no Qt call happens under it."""
         text = json.dumps(data)
         with self._lock:
             if generation != self._generation:
@@ -159,10 +161,12 @@ class Autosaver(QObject):
             try:
                 self.file.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_text(self.file, text)
+                failure = None
             except OSError as exc:
-                self.failed.emit(f"Autosave to {self.file.parent} failed "
-                                 f"({exc.strerror or exc}).")
-                return False
+                failure = f"Autosave to {self.file.parent} failed ({exc.strerror or exc})."
+        if failure is not None:
+            self.failed.emit(failure)
+            return False
         return True
 
     def _clean_changed(self, clean: bool) -> None:

@@ -333,9 +333,15 @@ class ChildJob:
 
     def stop(self) -> None:
         """Kill the child but leave the pipe open: a reader on another thread then sees
-        the end (an ended job's last event) and closes it; :meth:`cancel` closes it now."""
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
+        the end (an ended job's last event) and closes it; :meth:`cancel` closes it now.
+
+        Called from another thread than the reader's, so it only sends the signal: asking
+        whether the child is alive reads the fork server's report of its end, which the
+        reader thread may be reading at the same moment (joining the child)."""
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(ValueError, AttributeError, OSError):  # not started,
+                process.kill()                                              # or closed
 
     def _exit_code(self) -> int | None:
         if self._process is None:

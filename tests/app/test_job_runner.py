@@ -124,3 +124,33 @@ def test_a_reader_that_outlives_the_dispatcher_ends_quietly():
     assert job.ended
     assert job_runner._while_alive(lambda *args: emitted.append(args), 7, None)
     assert emitted == [(7, None)]
+
+
+def _holds_a_qt_object(value, depth=0):
+    """Whether ``value`` (a callable, partial, closure or plain value) reaches a QObject."""
+    import functools
+
+    from PySide6.QtCore import QObject
+    if isinstance(value, QObject) or isinstance(getattr(value, "__self__", None), QObject):
+        return True
+    if depth > 3:
+        return False
+    inner = []
+    if isinstance(value, functools.partial):
+        inner = [value.func, *value.args]
+    cells = getattr(value, "__closure__", None) or ()
+    inner += [c.cell_contents for c in cells]
+    return any(_holds_a_qt_object(v, depth + 1) for v in inner)
+
+
+def test_the_reader_thread_holds_no_qt_object_of_the_job(qtbot):
+    """The reader thread must not own a reference to the job's wrapper: freeing it there
+    as the thread ends touches a Qt object from the wrong thread."""
+    import threading
+
+    job = EngineJob(job_targets.unbalanced)
+    with qtbot.waitSignal(job.failed, timeout=30000):
+        job.start()
+        args = next(t._args for t in threading.enumerate()
+                    if t.name == "engine-job" and getattr(t, "_args", (None,))[0] is job._job)
+    assert not any(_holds_a_qt_object(a) for a in args[1:])
