@@ -159,10 +159,21 @@ def _solve(a: np.ndarray, b: list[Fraction], guess: np.ndarray) -> list[Fraction
             exact[c] = v
         for c, v in fixed.items():
             exact[c] = v
-        if all(sum((int(a[i, c]) * exact[c] for c in np.flatnonzero(a[i])), Fraction(0))
-               == b[i] for i in range(a.shape[0])):
+        if _satisfies(a, exact, b):
             return exact
     return None
+
+
+def _satisfies(a: np.ndarray, y: list[Fraction], b: list[Fraction]) -> bool:
+    """Whether ``a y = b`` holds exactly: over the common denominator of ``y``, in
+    Python integers."""
+    den = 1
+    for v in y:
+        den = math.lcm(den, v.denominator)
+    nums = np.array([v.numerator * (den // v.denominator) for v in y], dtype=object)
+    lhs = a.astype(object).dot(nums) if len(y) else np.zeros(a.shape[0], dtype=object)
+    return all(int(left) * rhs.denominator == rhs.numerator * den
+               for left, rhs in zip(lhs, b, strict=True))
 
 
 class _Up:
@@ -177,84 +188,107 @@ class _Up:
         return int(self.tails[a]) if int(self.heads[a]) == v else int(self.heads[a])
 
 
-def exact_flows(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction, lam: Fraction
-                ) -> tuple[np.ndarray, int] | None:
-    """Exact per-source arc flows serving every pair at ``lam`` GB/s on the support of
-    ``flow`` (HiGHS's flows in units of ``unit`` GB/s), as integer numerators (an object
-    array, sources × arcs) over one denominator; None when the support admits none."""
-    m = problem.m
+def _source_forms(problem: AllToAllProblem, k: int, row: np.ndarray, unit: Fraction,
+                  lam: Fraction, const: dict[tuple[int, int], Fraction],
+                  terms: dict[tuple[int, int], dict[int, int]], guess: list[float],
+                  cotree: list[tuple[int, int]]) -> bool:
+    """Step 1 for source ``compute[k]`` on the support of its flow ``row``: the affine
+    form of every arc it uses (``const``, ``terms``) in new cotree variables (``cotree``,
+    HiGHS's values in ``guess``); False when its support misses a compute node."""
     tails, heads = problem.tails, problem.heads
     is_compute = np.zeros(problem.n, dtype=bool)
     is_compute[list(problem.compute)] = True
+    s = problem.compute[k]
+    support = [int(a) for a in np.flatnonzero(row > SUPPORT)]
+    touching: dict[int, list[int]] = {}
+    for a in support:
+        touching.setdefault(int(tails[a]), []).append(a)
+        touching.setdefault(int(heads[a]), []).append(a)
+    parent_arc = {s: -1}
+    depth = {s: 0}
+    order = [s]
+    queue = deque([s])
+    while queue:
+        u = queue.popleft()
+        for a in touching.get(u, []):
+            v = int(heads[a]) if int(tails[a]) == u else int(tails[a])
+            if v not in parent_arc:
+                parent_arc[v] = a
+                depth[v] = depth[u] + 1
+                order.append(v)
+                queue.append(v)
+    if any(t not in parent_arc for t in problem.compute):
+        return False
+    tree = {a for a in parent_arc.values() if a >= 0}
+    up = _Up(parent_arc, tails, heads)
+    count = {v: int(is_compute[v] and v != s) for v in order}
+    for v in reversed(order[1:]):
+        count[up(v)] += count[v]
+    for v in order[1:]:
+        a = parent_arc[v]
+        sign = 1 if int(heads[a]) == v else -1
+        const[(k, a)] = sign * lam * count[v]
+        terms[(k, a)] = {}
+    for a in support:
+        if a in tree or int(tails[a]) not in parent_arc:
+            continue
+        var = len(cotree)
+        cotree.append((k, a))
+        guess.append(float(row[a]) * float(unit))
+        const[(k, a)] = Fraction(0)
+        terms[(k, a)] = {var: 1}
+        u, w = int(tails[a]), int(heads[a])
+        # entering sub(c) for c on w's side of the tree path, leaving on u's side
+        for node, coef in ((w, -1), (u, 1)):
+            other = u if node == w else w
+            x, y = node, other
+            while depth[x] > depth[y]:
+                x = up(x)
+            while depth[y] > depth[x]:
+                y = up(y)
+            while x != y:
+                x, y = up(x), up(y)
+            lca = x
+            c = node
+            while c != lca:
+                b = parent_arc[c]
+                sign = 1 if int(heads[b]) == c else -1
+                form = terms[(k, b)]
+                form[var] = form.get(var, 0) + coef * sign
+                c = up(c)
+    return True
+
+
+def exact_flows(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction, lam: Fraction,
+                arc_maps: list[np.ndarray] | None = None) -> tuple[np.ndarray, int] | None:
+    """Exact per-source arc flows serving every pair at ``lam`` GB/s on the support of
+    ``flow`` (HiGHS's flows in units of ``unit`` GB/s), as integer numerators (an object
+    array, sources × arcs) over one denominator; None when the support admits none.
+
+    With ``arc_maps`` (per compute node v, the arc permutation of an automorphism carrying
+    the first compute node onto v: :mod:`canopy.engine.alltoall.symmetry`), only the first
+    source's flows are unknowns and source v's are their images, as the folded LP has them:
+    the system is N times smaller, every link's equation summing the images on it."""
+    m = problem.m
     # affine forms of every used (source, arc): constant + Σ coef · y[var]
     const: dict[tuple[int, int], Fraction] = {}
     terms: dict[tuple[int, int], dict[int, int]] = {}
     guess: list[float] = []
     cotree: list[tuple[int, int]] = []
-    for k, s in enumerate(problem.compute):
-        support = [int(a) for a in np.flatnonzero(flow[k] > SUPPORT)]
-        touching: dict[int, list[int]] = {}
-        for a in support:
-            touching.setdefault(int(tails[a]), []).append(a)
-            touching.setdefault(int(heads[a]), []).append(a)
-        parent_arc = {s: -1}
-        depth = {s: 0}
-        order = [s]
-        queue = deque([s])
-        while queue:
-            u = queue.popleft()
-            for a in touching.get(u, []):
-                v = int(heads[a]) if int(tails[a]) == u else int(tails[a])
-                if v not in parent_arc:
-                    parent_arc[v] = a
-                    depth[v] = depth[u] + 1
-                    order.append(v)
-                    queue.append(v)
-        if any(t not in parent_arc for t in problem.compute):
+    for k in range(1 if arc_maps is not None else problem.num_compute):
+        if not _source_forms(problem, k, flow[k], unit, lam, const, terms, guess, cotree):
             return None
-        tree = {a for a in parent_arc.values() if a >= 0}
-        up = _Up(parent_arc, tails, heads)
-        count = {v: int(is_compute[v] and v != s) for v in order}
-        for v in reversed(order[1:]):
-            count[up(v)] += count[v]
-        for v in order[1:]:
-            a = parent_arc[v]
-            sign = 1 if int(heads[a]) == v else -1
-            const[(k, a)] = sign * lam * count[v]
-            terms[(k, a)] = {}
-        for a in support:
-            if a in tree or int(tails[a]) not in parent_arc:
-                continue
-            var = len(cotree)
-            cotree.append((k, a))
-            guess.append(float(flow[k, a]) * float(unit))
-            const[(k, a)] = Fraction(0)
-            terms[(k, a)] = {var: 1}
-            u, w = int(tails[a]), int(heads[a])
-            # entering sub(c) for c on w's side of the tree path, leaving on u's side
-            for node, coef in ((w, -1), (u, 1)):
-                other = u if node == w else w
-                x, y = node, other
-                while depth[x] > depth[y]:
-                    x = up(x)
-                while depth[y] > depth[x]:
-                    y = up(y)
-                while x != y:
-                    x, y = up(x), up(y)
-                lca = x
-                c = node
-                while c != lca:
-                    b = parent_arc[c]
-                    sign = 1 if int(heads[b]) == c else -1
-                    row = terms[(k, b)]
-                    row[var] = row.get(var, 0) + coef * sign
-                    c = up(c)
+    images = arc_maps or [np.arange(m)] * problem.num_compute
     # equations: every arc that carries flow and is (nearly) saturated
     load = flow.sum(axis=0)
     cap = problem.float_capacity() / float(unit)
     users: dict[int, list[tuple[int, int]]] = {}
     for key in const:
-        users.setdefault(key[1], []).append(key)
+        if arc_maps is None:
+            users.setdefault(key[1], []).append(key)
+        else:
+            for maps in arc_maps:
+                users.setdefault(int(maps[key[1]]), []).append(key)
     tight = [a for a in range(m) if a in users and load[a] >= cap[a] - 1e-6]
     exact_y: list[Fraction] = []
     if cotree:
@@ -284,7 +318,8 @@ def exact_flows(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction, lam:
     out = np.zeros((problem.num_compute, m), dtype=object)
     out[:] = 0
     for (k, a), value in values.items():
-        out[k, a] = value.numerator * (den // value.denominator)
+        for j in ([k] if arc_maps is None else range(problem.num_compute)):
+            out[j, images[j][a]] = value.numerator * (den // value.denominator)
     for a in range(m):
         if sum(out[:, a]) > problem.capacity[a] * den:
             return None

@@ -194,3 +194,68 @@ def solve_at_hop_bound(problem: AllToAllProblem, lam: Fraction,
         return None
     return LinkFlows(float(lam) / lp.scale, lp.flows(got.x, problem.num_compute, problem.m),
                      np.ones(problem.m), lp.scale)
+
+
+def solve_folded_lp(problem: AllToAllProblem, arc_maps: list[np.ndarray], orbits: np.ndarray,
+                    progress: Progress | None = None) -> LinkFlows:
+    """The link LP folded by automorphisms (:mod:`canopy.engine.alltoall.symmetry`):
+    only the first compute node's flow is a variable, source v's being its image under
+    ``arc_maps[v]`` (an automorphism carrying the first onto v), and every arc carries
+    the images of all sources' flows. The same two phases as :func:`solve_link_lp`, N
+    times fewer variables; the answer is unfolded into every source's flow, and the
+    capacity duals are averaged over the arcs' ``orbits`` (an invariant length function,
+    as the certificate needs)."""
+    n, m, big_n = problem.n, problem.m, problem.num_compute
+    cap = problem.float_capacity()
+    scale = float(cap.max())
+    cap = cap / scale
+    s = problem.compute[0]
+    is_compute = np.zeros(n, dtype=bool)
+    is_compute[list(problem.compute)] = True
+    arcs = usable_arcs(problem, s)
+    count = len(arcs)
+    ids = np.arange(count)
+    rows, cols, vals = [], [], []
+    for ends, sign in ((problem.heads[arcs], 1.0), (problem.tails[arcs], -1.0)):
+        keep = ends != s
+        rows.append(ends[keep] - (ends[keep] > s))
+        cols.append(ids[keep])
+        vals.append(np.full(int(keep.sum()), sign))
+    demand = np.array([v - (v > s) for v in range(n) if v != s and is_compute[v]])
+    rows.append(demand)
+    cols.append(np.full(len(demand), count))
+    vals.append(np.full(len(demand), -1.0))
+    a_eq = coo_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                      shape=(n - 1, count + 1)).tocsr()
+    images = np.concatenate([maps[arcs] for maps in arc_maps])
+    a_ub = coo_matrix((np.ones(len(images)), (images, np.tile(ids, big_n))),
+                      shape=(m, count + 1)).tocsr()
+    b_eq = np.zeros(n - 1)
+
+    report(progress, "link LP (folded): maximum λ", 0.0)
+    c = np.zeros(count + 1)
+    c[count] = -1.0
+    first = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
+                    method=METHOD, options=_options())
+    if first.status != 0:
+        raise ScheduleError(f"HiGHS could not solve the all-to-all LP ({first.message}).")
+    lam = float(first.x[count])
+    raw = np.maximum(-np.asarray(first.ineqlin.marginals), 0.0)
+    sums = np.bincount(orbits, weights=raw, minlength=m)
+    sizes = np.bincount(orbits, minlength=m)
+    duals = sums[orbits] / sizes[orbits]
+
+    report(progress, "link LP (folded): shortest flows", 0.5)
+    c = np.ones(count + 1)
+    c[count] = 0.0
+    bounds = np.zeros((count + 1, 2))
+    bounds[:, 1] = np.inf
+    bounds[count] = float(Fraction(lam).limit_denominator(RATIONAL_DENOMINATOR))
+    second = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
+                     method=METHOD, options=_options())
+    x = np.maximum((second.x if second.status == 0 else first.x)[:count], 0.0)
+    flow = np.zeros((big_n, m))
+    for k, maps in enumerate(arc_maps):
+        flow[k, maps[arcs]] = x
+    report(progress, "link LP (folded): shortest flows", 1.0)
+    return LinkFlows(lam, flow, duals, scale)

@@ -19,19 +19,22 @@ from canopy.engine.alltoall.schedule import Route, path_route
 NOISE = 1e-9
 
 
-def decompose(problem: AllToAllProblem, flow: np.ndarray, lam: float
-              ) -> tuple[list[Route], list[float]]:
+def decompose(problem: AllToAllProblem, flow: np.ndarray, lam: float,
+              node_maps: list[np.ndarray] | None = None) -> tuple[list[Route], list[float]]:
     """Paths and their rates from ``flow[k, a]`` (source ``compute[k]``) at demand ``lam``.
 
     With exact flows (an object array of integers, ``lam`` an integer) every step is exact
-    and the rates are integers."""
+    and the rates are integers. With ``node_maps`` (per compute node v an automorphism
+    carrying the first compute node onto v, whose image of the first source's flow source
+    v's flow is: :mod:`canopy.engine.alltoall.symmetry`) only the first source's flow is
+    decomposed and the other sources take the images of its paths."""
     into: list[list[int]] = [[] for _ in range(problem.n)]
     for a, v in enumerate(problem.heads):
         into[int(v)].append(a)
     into_arr = [np.array(arcs, dtype=np.int64) for arcs in into]
     routes: list[Route] = []
     rates: list[float] = []
-    for k, s in enumerate(problem.compute):
+    for k, s in enumerate(problem.compute[:1] if node_maps is not None else problem.compute):
         f = flow[k].copy()
         for t in problem.compute:
             if t == s:
@@ -47,6 +50,11 @@ def decompose(problem: AllToAllProblem, flow: np.ndarray, lam: float
                 need -= amount
                 routes.append(path_route(problem, nodes))
                 rates.append(amount)
+    if node_maps is not None:
+        first = [[int(v) for v in r.path_to(int(r.targets[0]))] for r in routes]
+        routes = [path_route(problem, [int(perm[v]) for v in nodes])
+                  for perm in node_maps for nodes in first]
+        rates = rates * len(node_maps)
     return routes, rates
 
 

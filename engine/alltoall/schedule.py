@@ -28,6 +28,9 @@ from canopy.engine.model.errors import ScheduleError
 #: Largest denominator used when a solver's floating-point rate is read as a fraction.
 RATIONAL_DENOMINATOR = 10**6
 
+#: Parent-array entries of the paths :func:`_integer_loads` walks together.
+PATH_BATCH = 1 << 22
+
 
 @dataclass(frozen=True)
 class Route:
@@ -147,15 +150,68 @@ def route_counts(problem: AllToAllProblem, route: Route,
 
 def _integer_loads(problem: AllToAllProblem, routes: list[Route],
                    numerators: list[int]) -> np.ndarray:
+    """The exact load of every arc, as integers over the schedule's denominator (an
+    object array). Single-target routes (paths) are walked together, one hop of all of
+    them per step (:func:`_path_arcs`); trees, and any path that fails a check (so that
+    its error names it), go through :func:`route_counts` one by one."""
     lookup = _arc_lookup(problem)
     loads = np.zeros(problem.m, dtype=object)
     loads[:] = 0
-    for route, num in zip(routes, numerators, strict=True):
-        if num:
+    paths = [i for i, (route, num) in enumerate(zip(routes, numerators, strict=True))
+             if num and route.targets.size == 1]
+    done: set[int] = set()
+    step = max(1, PATH_BATCH // problem.n)        # paths walked together (parent arrays)
+    for first in range(0, len(paths), step):
+        batch = paths[first:first + step]
+        walked = _path_arcs(problem, [routes[i] for i in batch], lookup)
+        if walked is not None:
+            which, arcs = walked
+            nums = np.array([numerators[i] for i in batch], dtype=object)
+            np.add.at(loads, arcs, nums[which])
+            done.update(batch)
+    for i, (route, num) in enumerate(zip(routes, numerators, strict=True)):
+        if num and i not in done:
             counts = route_counts(problem, route, lookup)
             nz = np.flatnonzero(counts)
             loads[nz] += counts[nz].astype(object) * num
     return loads
+
+
+def _path_arcs(problem: AllToAllProblem, paths: list[Route],
+               lookup: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(path index, arc) for every hop of every single-target route in ``paths``, walked
+    back from the targets all at once; None when any path fails a check of
+    :func:`route_counts` (the caller then walks them one by one for the error)."""
+    if not paths:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys, order = lookup
+    n = problem.n
+    parent = np.stack([r.parent for r in paths]).astype(np.int64)
+    source = np.array([r.source for r in paths], dtype=np.int64)
+    cur = np.array([int(r.targets[0]) for r in paths], dtype=np.int64)
+    live = np.arange(len(paths), dtype=np.int64)
+    if (cur == source).any():
+        return None
+    which_parts, arc_parts = [], []
+    for _ in range(n):
+        keep = cur != source[live]
+        live, cur = live[keep], cur[keep]
+        if live.size == 0:
+            return np.concatenate(which_parts), np.concatenate(arc_parts)
+        par = parent[live, cur]
+        if (par < 0).any():
+            return None
+        inner = par != source[live]
+        if not problem.relay[par[inner]].all():
+            return None
+        want = par * n + cur
+        pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+        if (keys[pos] != want).any():
+            return None
+        which_parts.append(live)
+        arc_parts.append(order[pos])
+        cur = par
+    return None
 
 
 def _served(problem: AllToAllProblem, routes: list[Route], numerators: list[int]

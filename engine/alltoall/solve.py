@@ -22,7 +22,13 @@ import numpy as np
 from canopy.engine.alltoall import bound as bounds
 from canopy.engine.alltoall.decomposition import solve_decomposition
 from canopy.engine.alltoall.exact import exact_flows
-from canopy.engine.alltoall.lp import TOLERANCE, solve_at_hop_bound, solve_link_lp
+from canopy.engine.alltoall.lp import (
+    TOLERANCE,
+    LinkFlows,
+    solve_at_hop_bound,
+    solve_folded_lp,
+    solve_link_lp,
+)
 from canopy.engine.alltoall.nic import augment_host_nic
 from canopy.engine.alltoall.paths import decompose
 from canopy.engine.alltoall.problem import AllToAllProblem, build_problem
@@ -32,6 +38,7 @@ from canopy.engine.alltoall.schedule import (
     exact_schedule,
     verify,
 )
+from canopy.engine.alltoall.symmetry import arc_orbits, transitive_maps
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.progress import Progress, report
 from canopy.engine.model.topology import Topology
@@ -125,18 +132,19 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     iterations = 0
     hops = bounds.length_bound(problem, [Fraction(1)] * problem.m)
     if method == "lp":
-        schedule = _at_hop_bound(problem, hops, unit, progress)
-        lengths = [Fraction(1)] * problem.m
+        folded = transitive_maps(problem)
+        schedule, lengths = None, []
+        if folded is not None:
+            flows = solve_folded_lp(problem, folded[1], arc_orbits(problem, folded[1]),
+                                    progress)
+            schedule, lengths = _lp_schedule(problem, flows, unit, progress, folded)
         if schedule is None:
+            schedule = _at_hop_bound(problem, hops, unit, progress)
+            lengths = [Fraction(1)] * problem.m
+        if schedule is None:          # neither folded nor at the hop bound: the whole LP
             flows = solve_link_lp(problem, progress)
-            lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
-                       for y in flows.duals]
-            report(progress, "exact schedule", 0.0)
-            schedule = _exact_lp_schedule(problem, flows.flow, unit,
-                                          _certify(problem, lengths))
-        if schedule is None:
-            routes, rates = decompose(problem, flows.flow, flows.lam)
-            schedule = exact_schedule(problem, routes, rates, unit)
+            schedule, lengths = _lp_schedule(problem, flows, unit, progress)
+        assert schedule is not None
     else:
         cg = solve_decomposition(problem, progress, target_gap=target_gap)
         iterations = cg.iterations
@@ -146,7 +154,8 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     report(progress, "certificate", 0.5)
     certified = _certify(problem, lengths)
     best = min(x for x in (certified, hops) if x is not None)
-    ints = [int(x * _lcm_den(lengths)) for x in lengths]
+    den = _lcm_den(lengths)
+    ints = [int(x * den) for x in lengths]
     candidates = bounds.ball_cuts(problem, ints) if problem.n <= BALL_CUT_NODES else []
     cut, side = bounds.cut_bound(problem, candidates)
     if schedule.lam > best or schedule.lam > cut:
@@ -174,17 +183,43 @@ def _at_hop_bound(problem: AllToAllProblem, hops: Fraction | None, unit: Fractio
     return _exact_lp_schedule(problem, flows.flow, unit, hops)
 
 
+def _lp_schedule(problem: AllToAllProblem, flows: LinkFlows, unit: Fraction,
+                 progress: Progress | None,
+                 folded: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+                 ) -> tuple[AllToAllSchedule | None, list[Fraction]]:
+    """The exact schedule of the link LP's ``flows`` and the length function of its
+    duals: the exact flows on HiGHS's support at the certified rate, else HiGHS's flows
+    decomposed and rounded; for the folded LP's flows (``folded``: the automorphisms they
+    were folded by, as nodes and arcs) None unless the exact flows meet the certificate
+    (the whole LP is solved then)."""
+    fallback = folded is None
+    lengths = [Fraction(float(y)).limit_denominator(RATIONAL_DENOMINATOR)
+               for y in flows.duals]
+    report(progress, "exact schedule", 0.0)
+    certified = _certify(problem, lengths)
+    schedule = _exact_lp_schedule(problem, flows.flow, unit, certified, folded)
+    if schedule is None and fallback:
+        routes, rates = decompose(problem, flows.flow, flows.lam)
+        schedule = exact_schedule(problem, routes, rates, unit)
+    if not fallback and (schedule is None or schedule.lam != certified):
+        return None, lengths
+    return schedule, lengths
+
+
 def _exact_lp_schedule(problem: AllToAllProblem, flow: np.ndarray, unit: Fraction,
-                       bound: Fraction | None) -> AllToAllSchedule | None:
+                       bound: Fraction | None,
+                       folded: tuple[list[np.ndarray], list[np.ndarray]] | None = None
+                       ) -> AllToAllSchedule | None:
     """The schedule of the exact flows on HiGHS's support at rate ``bound`` (:mod:`.exact`),
     or None when there are none."""
     if bound is None:
         return None
-    got = exact_flows(problem, flow, unit, bound)
+    got = exact_flows(problem, flow, unit, bound, None if folded is None else folded[1])
     if got is None:
         return None
     exact, den = got
-    routes, rates = decompose(problem, exact, int(bound * den))
+    routes, rates = decompose(problem, exact, int(bound * den),
+                              None if folded is None else folded[0])
     schedule = AllToAllSchedule(problem, routes, [int(r) for r in rates], den)
     verify(schedule)
     return schedule

@@ -260,7 +260,9 @@ def test_time_steps_store_and_forward():
     ring = solve_alltoall(generate("ring", {"n": "6", "bandwidth": "50"}))
     stepped = time_steps(ring.schedule)
     assert len(stepped.steps) == 3
-    assert stepped.algbw < ring.algbw
+    # (the ring's symmetric optimum, from the LP folded by its rotations, splits the
+    # antipodal pairs evenly: its steps lose nothing to store-and-forward)
+    assert stepped.algbw <= ring.algbw
     # every step's loads fit the links, and all the data moves
     first = stepped.steps[0].loads
     assert sum(first.values()) == Fraction(5, 6) * 6       # every pair's first hop
