@@ -192,7 +192,8 @@ def _path_arcs(problem: AllToAllProblem, paths: list[Route],
     live = np.arange(len(paths), dtype=np.int64)
     if (cur == source).any():
         return None
-    which_parts, arc_parts = [], []
+    which_parts: list[np.ndarray] = []
+    arc_parts: list[np.ndarray] = []
     for _ in range(n):
         keep = cur != source[live]
         live, cur = live[keep], cur[keep]

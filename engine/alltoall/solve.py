@@ -133,7 +133,8 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     hops = bounds.length_bound(problem, [Fraction(1)] * problem.m)
     if method == "lp":
         folded = transitive_maps(problem)
-        schedule, lengths = None, []
+        schedule: AllToAllSchedule | None = None
+        lengths: list[Fraction] = []
         if folded is not None:
             flows = solve_folded_lp(problem, folded[1], arc_orbits(problem, folded[1]),
                                     progress)
