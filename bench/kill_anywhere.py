@@ -4,8 +4,11 @@ recovery file offers back every edit older than 2 s.
 
 Each round starts a real editor (offscreen) on one topology file. A timer in it edits
 (the label of one node counts edits: ``v<n>``), saves, solves and cancels at random,
-writing what it does to a log before and after. At a random moment the round kills it
-with SIGKILL, then checks:
+writing what it does to a log before and after (the autosaver's writes too). Each round
+aims its SIGKILL at one moment, in turn: anywhere (a random time), inside a save,
+inside an autosave, or while an engine job runs (the round watches the log for the start
+of that step and kills within a few milliseconds of it; the log tells afterwards what
+was really under way). Then it checks:
 
 * the file on disk reads, and is a version a save started (old or new, never torn) no
   older than the last save that finished;
@@ -14,7 +17,7 @@ with SIGKILL, then checks:
 * no engine job the editor started is still running two seconds later;
 * temporary files a save left behind are counted (a kill inside a save may leave one).
 
-Prints one JSON summary:
+Prints one JSON summary (kills in all and by what was under way):
 
     nice -n 15 python -m bench.kill_anywhere --kills 200 --seed 1 > kills.json
 """
@@ -38,6 +41,20 @@ STARVED_SECONDS = 0.5
 """A round whose editor paused longer than this (no timer tick) after the edit that is
 due is counted as starved of CPU, not as a lost edit."""
 NODE = "n0.gpu0"
+TARGETS = ("anywhere", "save", "autosave", "solve")
+"""What each round aims its kill at, in turn (the log's marks of its start: S, A, J)."""
+MARKS = {"save": "S", "autosave": "A", "solve": "J"}
+
+AUTOSAVE_LOG = r"""
+from canopy.app.recovery import Autosaver
+_write = Autosaver._write
+def _logged_write(self, data, generation):
+    log.write(f"A 0 {time.time()}\n")
+    done = _write(self, data, generation)
+    log.write(f"a 0 {time.time()}\n")
+    return done
+Autosaver._write = _logged_write
+"""
 
 EDITOR = r"""
 import os, random, sys, time
@@ -51,6 +68,7 @@ QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, os.envi
 from canopy.app.commands import edit_nodes
 from canopy.app.main_window import MainWindow
 path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)
+AUTOSAVE_LOG
 rng = random.Random(int(sys.argv[3]))
 window = MainWindow()
 window.doc.load(path)
@@ -81,7 +99,7 @@ log.write(f"R {n} {time.time()}\n")
 print("READY", flush=True)
 QTimer.singleShot(0, tick)
 app.exec()
-""".replace("NODE", repr(NODE))
+""".replace("NODE", repr(NODE)).replace("AUTOSAVE_LOG", AUTOSAVE_LOG)
 
 
 LIGHT = r"""
@@ -98,6 +116,7 @@ from canopy.app.recovery import Autosaver
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.process.child_jobs import ChildJob, warm_up_fork_server
 path, log = Path(sys.argv[1]), open(sys.argv[2], "a", buffering=1)
+AUTOSAVE_LOG
 rng = random.Random(int(sys.argv[3]))
 warm_up_fork_server()     # as the editor does at start-up
 doc = Document()
@@ -131,7 +150,7 @@ log.write(f"R {n} {time.time()}\n")
 print("READY", flush=True)
 QTimer.singleShot(0, tick)
 app.exec()
-""".replace("NODE", repr(NODE))
+""".replace("NODE", repr(NODE)).replace("AUTOSAVE_LOG", AUTOSAVE_LOG)
 """The editor's save path without its window: the document, its undo stack, the autosaver
 and engine jobs (starts in a fraction of the editor's time, so 200 kills run quickly)."""
 
@@ -160,6 +179,20 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _engine_jobs(pid: int) -> set[int]:
+    """The engine's job processes under the editor ``pid``: the fork server's children
+    (the fork server itself, started with the editor, is no job)."""
+    server = {p for p in _descendants(pid) if _parent(p) == pid}
+    return _descendants(pid) - server
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[0]
@@ -168,9 +201,35 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
+def _wait_for_mark(log: Path, mark: str, proc: subprocess.Popen, limit: float) -> bool:
+    """Poll the log until a line starting with ``mark`` appears that was not there
+    before (or ``limit`` seconds pass, or the editor ends)."""
+    seen = log.read_text().count(f"\n{mark} ")
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.read_text().count(f"\n{mark} ") > seen:
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def _under_way(events: list[list[str]], jobs: set[int]) -> list[str]:
+    """What the editor was doing when it was killed: a save or an autosave started and
+    not finished, engine processes alive."""
+    doing = []
+    for start, end, what in (("S", "s", "save"), ("A", "a", "autosave")):
+        last = [e[0] for e in events if e[0] in (start, end)]
+        if last and last[-1] == start:
+            doing.append(what)
+    if jobs:
+        doing.append("solve")
+    return doing or ["editing"]
+
+
 def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
-             script: str = EDITOR) -> dict:
-    """Start an editor on ``path``, kill it at a random moment, check what it left."""
+             script: str = EDITOR, target: str = "anywhere") -> dict:
+    """Start an editor on ``path``, kill it at a moment aimed at ``target``, check what
+    it left."""
     log = folder / "log.txt"
     log.write_text("")
     recovery = folder / "recovery"
@@ -181,18 +240,23 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
     try:
         ready = proc.stdout.readline().strip() == "READY"
         if ready:
-            time.sleep(rng.uniform(0.2, 6.0))
+            time.sleep(rng.uniform(0.2, 6.0) if target == "anywhere" else
+                       rng.uniform(0.2, 2.5))
+            if target in MARKS and _wait_for_mark(log, MARKS[target], proc, 20.0):
+                time.sleep(rng.uniform(0.0, 0.002))
         jobs = _descendants(proc.pid)
+        working = _engine_jobs(proc.pid)
     finally:
         killed_at = time.time()
         proc.send_signal(signal.SIGKILL)
         proc.wait(60)
     stderr = proc.stderr.read()
-    out: dict = {"ready": ready, "problems": []}
+    out: dict = {"ready": ready, "problems": [], "target": target}
     if not ready:
         out["problems"].append(f"the editor did not start: {stderr[-300:]}")
         return out
     events = [line.split() for line in log.read_text().splitlines() if line.strip()]
+    out["under_way"] = _under_way(events, {p for p in working if _running(p)})
     started = {int(e[1]) for e in events if e[0] in ("S", "R")}
     finished = max([int(e[1]) for e in events if e[0] in ("s", "R")])
     edits = [(int(e[1]), float(e[2])) for e in events if e[0] == "E"]
@@ -258,8 +322,11 @@ def run(kills: int, seed: int, servers: int = 8, light: bool = False) -> dict:
         next(n for n in topology.nodes if n.id == NODE).label = "v0"
         save_topology(topology, path)
         for i in range(kills):
-            result = one_kill(folder, path, seed * 1000 + i, rng, LIGHT if light else EDITOR)
+            result = one_kill(folder, path, seed * 1000 + i, rng, LIGHT if light else EDITOR,
+                              TARGETS[i % len(TARGETS)])
             totals["kills"] += 1
+            for what in result.get("under_way", []):
+                totals[f"killed_during_{what}"] += 1
             for key in ("edits", "saves", "solves", "engine_processes", "temp_files_left"):
                 totals[key] += result.get(key, 0)
             totals["recovery_files"] += bool(result.get("recovery_file"))
