@@ -243,7 +243,7 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
             time.sleep(rng.uniform(0.2, 6.0) if target == "anywhere" else
                        rng.uniform(0.2, 2.5))
             if target in MARKS and _wait_for_mark(log, MARKS[target], proc, 20.0):
-                time.sleep(rng.uniform(0.0, 0.002))
+                time.sleep(rng.uniform(0.0, 0.001))
         jobs = _descendants(proc.pid)
         working = _engine_jobs(proc.pid)
     finally:
