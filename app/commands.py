@@ -18,6 +18,7 @@ from PySide6.QtGui import QUndoCommand
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from canopy.app.document import Document
+from canopy.app.memory_watch import MemoryBudgetExceeded
 from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.process.internal_errors import report_internal_error
 
@@ -61,7 +62,8 @@ def step_failed(doc: Document, what: str, exc: BaseException) -> None:
     modified until it is saved.
     """
     doc.history_broken = True
-    sentence = report_internal_error(what, exc)
+    sentence = str(exc) if isinstance(exc, MemoryBudgetExceeded) else \
+        report_internal_error(what, exc)
     try:
         doc.swap_topology(doc.topology)
     except Exception as again:  # noqa: BLE001 - the document is still shown as it was
@@ -74,9 +76,11 @@ def _drop_history(doc: Document, what: str, sentence: str) -> None:
     doc.undo_stack.resetClean()
     doc.history_broken = False
     doc.edited.emit()
+    stopped = sentence if not sentence.startswith("internal error in ") else \
+        f"Canopy stopped an {sentence.removeprefix('internal error in ')}"
     QMessageBox.warning(QApplication.activeWindow(), f"Canopy: {what.split()[0]} failed",
-                        f"Canopy stopped an {sentence.removeprefix('internal error in ')} "
-                        "The document stays as it is now, and the undo history was cleared.")
+                        f"{stopped} The document stays as it is now, and the undo history "
+                        "was cleared.")
 
 
 class InsertItems(DocumentCommand):

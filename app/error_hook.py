@@ -13,6 +13,7 @@ from types import TracebackType
 
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from canopy.app.memory_watch import MemoryBudgetExceeded
 from canopy.engine.process.internal_errors import report_internal_error
 
 
@@ -24,6 +25,14 @@ def install_error_hook(window: QWidget) -> None:
              tb: TracebackType | None) -> None:
         if issubclass(kind, KeyboardInterrupt):
             sys.__excepthook__(kind, error, tb)
+            return
+        if issubclass(kind, MemoryBudgetExceeded):
+            if not showing[0]:
+                showing[0] = True
+                try:
+                    QMessageBox.warning(window, "Canopy: memory", str(error))
+                finally:
+                    showing[0] = False
             return
         message = report_internal_error("the editor", error.with_traceback(tb))
         if showing[0]:

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from canopy.app.error_hook import install_error_hook
     from canopy.app.job_runner import warm_up
     from canopy.app.main_window import MainWindow
+    from canopy.app.memory_watch import install_memory_watch
     from canopy.app.resources import icon_path
 
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     warm_up()
     window = MainWindow()
     install_error_hook(window)
+    install_memory_watch()
     if topology is not None:
         window.doc.set_topology(topology, Path(args.file))
         if not args.screenshot:

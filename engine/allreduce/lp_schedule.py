@@ -49,6 +49,7 @@ from canopy.engine.allreduce.spanning_trees import symmetric_trees
 from canopy.engine.forestcoll.optimum import find_fixed_k, find_optimum, floored, rational_gcd
 from canopy.engine.forestcoll.solve import build_forest
 from canopy.engine.model.errors import CanopyError, ScheduleError
+from canopy.engine.model.limits import LP_BYTES_PER_ENTRY, check_memory
 from canopy.engine.model.plan import bandwidth_bound, check_coverage, schedule_plan
 from canopy.engine.model.progress import Progress
 from canopy.engine.model.schedule import OptimumSummary, Schedule, Tree
@@ -219,9 +220,22 @@ def solve_lp(net: Network, time_limit: float | None = None) -> AllreduceLP:
     """LP (6) with equal rates, as written (flow variables) up to FLOWS_MAX_VARIABLES and
     by cut generation beyond (:mod:`canopy.engine.allreduce.lp_cuts`; switch-heavy networks
     need many cuts, tori and meshes few)."""
+    check_memory(f"the allreduce LP of {len(net.compute):,} GPUs",
+                 LP_BYTES_PER_ENTRY * lp_entries(net))
     if lp_size(net) <= FLOWS_MAX_VARIABLES:
         return solve_allreduce_lp(net, equal_rates=True, time_limit=time_limit)
     return solve_allreduce_cuts(net, equal_rates=True, time_limit=time_limit)
+
+
+def lp_entries(net: Network) -> int:
+    """Constraint-matrix entries :func:`solve_lp` starts from, doubled for the cuts
+    later rounds add: with flow variables, about three per variable; by cut generation,
+    the first round's cuts V - {t} per phase and compute node t (each with every other
+    compute node's rate and t's incoming or outgoing link budgets)."""
+    if lp_size(net) <= FLOWS_MAX_VARIABLES:
+        return 3 * lp_size(net)
+    n_c = len(net.compute)
+    return 2 * 2 * n_c * (n_c + 2 * len(net.capacity) // max(1, net.n))
 
 
 def choose_allreduce(topology: Topology, schedule: Schedule, mode: str = "auto",

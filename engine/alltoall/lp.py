@@ -32,6 +32,7 @@ from scipy.sparse.csgraph import shortest_path
 from canopy.engine.alltoall.problem import AllToAllProblem
 from canopy.engine.alltoall.schedule import RATIONAL_DENOMINATOR
 from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.limits import LP_BYTES_PER_ENTRY, check_memory
 from canopy.engine.model.progress import Progress, report
 
 TOLERANCE = 1e-9
@@ -120,8 +121,19 @@ def _build(problem: AllToAllProblem, arcs_of: Callable[[int], np.ndarray]) -> _L
     return _LinkLP(a_eq, a_ub, cap / scale, np.concatenate(var_source), arc, scale)
 
 
+def lp_entries(problem: AllToAllProblem) -> int:
+    """Constraint-matrix entries of the link LP: two conservation entries and one capacity
+    entry per flow variable (a source's usable arc), one demand entry per ordered pair."""
+    big_n = problem.num_compute
+    return 3 * sum(len(usable_arcs(problem, s)) for s in problem.compute) + big_n * big_n
+
+
 def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
-    """Solve the aggregated link LP in two phases (module docstring)."""
+    """Solve the aggregated link LP in two phases (module docstring); refused first when
+    its estimated memory passes the budget."""
+    check_memory(f"the all-to-all LP of {problem.num_compute:,} GPUs",
+                 LP_BYTES_PER_ENTRY * lp_entries(problem),
+                 "--method decomposition needs far less")
     lp = _build(problem, lambda s: usable_arcs(problem, s))
     lam_col = lp.lam_col
     b_eq = np.zeros(lp.a_eq.shape[0])

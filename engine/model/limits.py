@@ -180,6 +180,10 @@ gets there otherwise (:mod:`canopy.engine.process.memory_guard`)."""
 SOLVE_BYTES_PER_PAIR = 96
 """Peak memory of a full solve per ordered pair of compute nodes (N·(N-1) tree edges at
 k = 1; 1.4 GB at 4096 GPUs)."""
+LP_BYTES_PER_ENTRY = 1000
+"""Peak memory per constraint-matrix entry of the all-to-all and allreduce LPs: the
+matrix as built, HiGHS's copy and factorisation of it, and the exact schedule made from
+its answer (docs/limits.md has the measurements this is rounded up from)."""
 
 
 class LimitError(CanopyError):
