@@ -115,3 +115,16 @@ def test_cli_exports_and_compare(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "forestcoll       75.00" in out
     assert "forestcoll runs ForestColl's allreduce LP (App. E" in out
+
+
+def test_an_allreduce_lp_past_the_memory_budget_is_refused_before_it_is_built(monkeypatch):
+    import pytest
+
+    from canopy.engine.allreduce.lp_schedule import solve_lp
+    from canopy.engine.generators import generate
+    from canopy.engine.model.limits import LimitError
+    from canopy.engine.network.indexed import Network
+    monkeypatch.setenv("CANOPY_MEMORY_BUDGET", "64M")
+    net = Network.from_topology(generate("cluster", {"servers": 32, "gpus": 8}))
+    with pytest.raises(LimitError, match="the allreduce LP of 256 GPUs would need about"):
+        solve_lp(net)

@@ -457,3 +457,12 @@ def test_a_hop_bound_no_flows_reach_falls_back_to_the_two_phase_lp():
     result = solve_alltoall(topo)
     assert result.exact and result.lam == 5     # b-c carries a→c and b→c: 2λ = 10
     assert float(result.lam) == pytest.approx(path_lp(problem), rel=1e-9)
+
+
+def test_a_link_lp_past_the_memory_budget_is_refused_before_it_is_built(monkeypatch):
+    from canopy.engine.alltoall.lp import solve_link_lp
+    from canopy.engine.model.limits import LimitError
+    monkeypatch.setenv("CANOPY_MEMORY_BUDGET", "64M")
+    problem = build_problem(generate("cluster", {"servers": 8, "gpus": 8}))
+    with pytest.raises(LimitError, match="the all-to-all LP of 64 GPUs would need about"):
+        solve_link_lp(problem)
