@@ -227,7 +227,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
             if fraction >= GOOD_ENOUGH:
                 return
 
-    first = _unit_first(topology, schedule, limits) if unit_first else None
+    first = _unit_first(topology, schedule, limits, optimum) if unit_first else None
     if first is not None:
         consider(*first)
         assert best is not None
@@ -311,20 +311,22 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
                          below=below, boundary=BOUNDARY if below is not None else 0)
 
 
-def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits
-                ) -> tuple[Schedule, CollectivePlan, _LazyLayouts, str] | None:
+def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits,
+                optimum: Fraction) -> tuple[Schedule, CollectivePlan, _LazyLayouts, str] | None:
     """The candidate :func:`_choose` simulates first, where ``schedule`` itself needs
     shared connections: the fewest-trees schedule its search would end on, the first
     within TOLERANCES percent of the optimum whose every unit tree edge gets a connection
     of its own (same rules: a k already seen or above ``schedule``'s is passed over), with
-    its layouts; None where the search tries no fewer trees or none gets unit
-    connections. A link is shared among its connections by weight, so on unit connections
-    every tree keeps its share of every link and the schedule runs close to its bound
-    (32 H100-like GPUs on a rail leaf-spine: k = 1 within 1 % runs allgather at 99.4 % of
-    the optimum, allreduce at 99.1 %), while shared connections make trees wait on each
-    other (the optimal k = 10 there: 98.1 and 89.4 % at best over nine layouts, which
-    took nine tenths of the search's time). Where it runs within GOOD_ENOUGH of the
-    optimum the search ends on it, as it would have ended on any candidate that does."""
+    its layouts; None where the search tries no fewer trees, none gets unit connections,
+    or that one's plan bound is below GOOD_ENOUGH of ``optimum`` (no layout of it executes
+    above its bound, so it could not end the search). A link is shared among its
+    connections by weight, so on unit connections every tree keeps its share of every
+    link and the schedule runs close to its bound (32 H100-like GPUs on a rail
+    leaf-spine: k = 1 within 1 % runs allgather at 99.4 % of the optimum, allreduce at
+    99.1 %), while shared connections make trees wait on each other (the optimal k = 10
+    there: 98.1 and 89.4 % at best over nine layouts, which took nine tenths of the
+    search's time). Where it runs within GOOD_ENOUGH of the optimum the search ends on
+    it, as it would have ended on any candidate that does."""
     if schedule.fixed_k or not (schedule.k > 1 or schedule.split_budgets):
         return None
     seen = {(schedule.k, schedule.split_budgets)}
@@ -337,6 +339,8 @@ def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits
         other_plan = schedule_plan(other)
         options = _LazyLayouts(other_plan, limits, topology)
         if options and options[0][0] in ("unit", "unit, paired"):
+            if bandwidth_bound(other_plan, topology.capacities())[0] < GOOD_ENOUGH * optimum:
+                return None
             return other, other_plan, options, tolerance
     return None
 

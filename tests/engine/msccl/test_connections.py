@@ -435,9 +435,9 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
     monkeypatch.setattr(simulate, "fastest", at_bound)
     monkeypatch.setattr(connection_layouts, "_paired_shared", counted)
     choice = connections._choose(topo, schedule, MscclLimits())
-    # (k = 1, the fewest trees within 2 % on unit connections, is tried first and runs
-    # below GOOD_ENOUGH; the fewest trees within 1 %, k = 7, are tried for a near tie, and
-    # stop alike)
+    # (k = 1, the fewest trees within 2 % on unit connections, cannot end the search
+    # (its bound is below GOOD_ENOUGH or it runs there); the fewest trees within 1 %,
+    # k = 7, are tried for a near tie, and stop alike)
     assert [(c["k"], c["layout"]) for c in choice.candidates] == [(13, "shared"),
                                                                   (7, "shared")]
     assert not built and choice.schedule is schedule       # a tie keeps the best
