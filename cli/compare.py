@@ -67,6 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--msccl-sms", type=bounded_int(1, MAX_SMS), default=None, metavar="N",
                    help="SMs per GPU, the most MSCCL thread blocks ForestColl's layout may use "
                    f"(as solve --msccl-sms; default: the topology's GPU model's, else {SMS})")
+    p.add_argument("--mscclpp-baselines", metavar="DIR",
+                   help="also write each baseline (rings; Blink, LR rings where they apply) as "
+                   "an MSCCL++ plan with its launcher into DIR, checked and timed at the "
+                   "largest size beside its row, to compare them on hardware")
     add_bandwidth_unit_argument(p)
     add_fail_argument(p)
     p.set_defaults(run=run)
@@ -190,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"  forestcoll runs k = {fc.details['k']} ({fc.details['trees']} trees) "
                       f"on {conn.get('layout')}.")
+        if args.mscclpp_baselines:
+            _write_baselines(args, topo, comp, options, unit)
         text = json.dumps(comp.to_json(), indent=1) + "\n"
         if args.json == "-":
             out.write(text)
@@ -199,3 +205,28 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {args.json}")
         print(f"time {time.perf_counter() - start:.2f} s")
     return 0
+
+
+def _write_baselines(args: argparse.Namespace, topo, comp: Comparison, options: dict,
+                     unit: str) -> None:
+    """``--mscclpp-baselines DIR``: each baseline's MSCCL++ plan, checked and timed at the
+    largest size beside the baseline's own row."""
+    from canopy.engine.deploy.mscclpp_baselines import baseline_plans
+
+    size = max(comp.sizes)
+    scale = float(1 / UNIT_FACTORS[unit])
+    print(f"MSCCL++ plans of the baselines in {args.mscclpp_baselines} (at {size_label(size)} "
+          "in the execution model, beside their rows):")
+    for done in baseline_plans(topo, args.collective, options["algorithms"],
+                               args.mscclpp_baselines, size, limits=options["limits"]):
+        if done.file is None or done.algbw is None:
+            print(f"  {done.algorithm}: no plan ({done.reason}).")
+            continue
+        row = comp.row(done.algorithm)
+        versus = ""
+        if row is not None and row.reason is None and size in row.times_us:
+            ratio = float(done.algbw / row.algbw_at(size))
+            versus = f", {ratio:.1%} of its row's {float(row.algbw_at(size)) * scale:.2f}"
+        print(f"  {done.algorithm}: {done.path} and {done.launcher} "
+              f"({done.file.report.summary()}); runs {float(done.algbw) * scale:.2f} {unit}"
+              f"{versus}.")
