@@ -12,6 +12,11 @@ says which of these it is:
   so the whole ring moves at the pace of its slowest, relayed, hop. NCCL's rings never
   relay through a GPU's compute engines; a topology without a Hamiltonian cycle of direct
   links (an odd mesh) has no ring that avoids it.
+* *a timetable with idle links.* TACOS (Won et al., arXiv:2304.05301) matches whole
+  chunks to links step by step; a link whose next chunk has not arrived yet waits idle,
+  so its timetable takes longer than its busiest link's load needs even without latency
+  (``timetable_algbw`` against the bound; the 3x3 mesh's allreduce: 87.5 %), and the
+  execution cannot run much faster than the timetable it follows.
 * *filling and draining the pipeline.* A piece crosses ``stages`` sends in a row; with
   ``pieces`` loop iterations up to (stages - 1) / (pieces + stages - 1) of the time is
   spent while the pipeline fills and drains (all of it where every stage is as slow as
@@ -36,10 +41,12 @@ def relayed_hops(rings: Iterable[tuple[list[str], Mapping[tuple[str, str], tuple
 
 
 def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
-                   details: Mapping[str, object], stages: int, pieces: int) -> str | None:
+                   details: Mapping[str, object], stages: int, pieces: int,
+                   bound: Fraction | None = None) -> str | None:
     """One line on why ``algorithm`` runs at ``fraction`` of its own bound at a size, or
     None at SHORTFALL or above. ``details`` are the baseline's (``relayed_hops``,
-    ``hops``, ``bottleneck_link``); ``stages`` and ``pieces`` its pipeline there."""
+    ``hops``, ``timetable_algbw``, ``bottleneck_link``); ``stages`` and ``pieces`` its
+    pipeline there; ``bound`` its own bound (GB/s), which a timetable is measured by."""
     if fraction >= SHORTFALL:
         return None
     head = f"{algorithm} runs at {float(fraction):.1%} of its own bound at {size_text}"
@@ -49,6 +56,12 @@ def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
         return (f"{head}: {len(relayed)} of its {details.get('hops', '?')} ring hops relay "
                 f"through other GPUs (e.g. {route}), which store and forward each message, "
                 f"and every ring step waits for the one before it.")
+    timetable = details.get("timetable_algbw")
+    if isinstance(timetable, Fraction) and bound and timetable / bound < SHORTFALL:
+        return (f"{head}: its timetable of whole chunks leaves links idle while their next "
+                f"chunk is on its way, so even without latency it takes "
+                f"{float(bound / timetable):.2f}x the busiest link's time "
+                f"({float(timetable / bound):.1%} of the bound).")
     fill = Fraction(max(0, stages - 1), pieces + max(0, stages - 1))
     if fill >= (1 - fraction) / 2:
         return (f"{head}: its pieces cross {stages} sends in a row, and at {pieces} loop "

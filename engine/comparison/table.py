@@ -175,7 +175,7 @@ class Comparison:
             size = max(row.times_us)
             line = shortfall_line(row.algorithm, row.algbw_at(size) / row.algbw,
                                   _size_text(size), row.details, row.stages.get(size, 0),
-                                  row.pieces.get(size, 1))
+                                  row.pieces.get(size, 1), row.algbw)
             if line is not None:
                 lines.append(line)
         return lines

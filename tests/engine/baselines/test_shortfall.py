@@ -57,3 +57,17 @@ def test_relayed_hops_are_found_and_named():
                     "message, and every ring step waits for the one before it.")
     assert relayed_hops([], {"a"}) == []
     assert shortfall_line("ring", Fraction(96, 100), "1G", result.details, 3, 2) is None
+
+
+def test_a_timetable_with_idle_links_is_named():
+    """A TACOS timetable at 87.5 % of its link-load bound (the 3x3 mesh's allreduce) is
+    the cause named, before the pipeline's fill."""
+    details = {"timetable_algbw": Fraction(7, 8) * 64, "bottleneck_link": ["a", "b"]}
+    line = shortfall_line("tacos", Fraction(78, 100), "1G", details, 8, 57, Fraction(64))
+    assert line == ("tacos runs at 78.0% of its own bound at 1G: its timetable of whole "
+                    "chunks leaves links idle while their next chunk is on its way, so even "
+                    "without latency it takes 1.14x the busiest link's time (87.5% of the "
+                    "bound).")
+    assert "filling" in shortfall_line("tacos", Fraction(78, 100), "1G",
+                                       {**details, "timetable_algbw": Fraction(64)}, 8, 2,
+                                       Fraction(64))
