@@ -6,8 +6,15 @@ The child imports this module by name; see :mod:`canopy.app.job_runner`.
 from __future__ import annotations
 
 import pickle
+from fractions import Fraction
 
-from canopy.app.solution import Bound, Solution, compute_bound, compute_solution
+from canopy.app.solution import (
+    Bound,
+    Solution,
+    compute_bound,
+    compute_solution,
+    executed_of_schedule,
+)
 from canopy.engine.model.progress import Progress
 from canopy.engine.model.topology import Problem, find_problems
 
@@ -37,5 +44,13 @@ def advice_of(pickled: bytes, collective: str, failures: bool,
 
 def solution_of(pickled: bytes, collective: str, k: int | None,
                 progress: Progress | None = None) -> Solution:
-    """:func:`~canopy.app.solution.compute_solution` of a pickled topology."""
-    return compute_solution(pickle.loads(pickled), collective, k, progress)
+    """:func:`~canopy.app.solution.compute_solution` of a pickled topology, without the
+    executed times (:func:`executed_of` follows in a job of its own)."""
+    return compute_solution(pickle.loads(pickled), collective, k, progress, executed=False)
+
+
+def executed_of(pickled: bytes, schedule: bytes, progress: Progress | None = None
+                ) -> list[tuple[int, Fraction]]:
+    """The executed times of a pickled schedule on a pickled topology
+    (:func:`~canopy.app.solution.executed_of_schedule`)."""
+    return executed_of_schedule(pickle.loads(schedule), pickle.loads(pickled), progress)

@@ -5,7 +5,10 @@
 :class:`~canopy.app.job_runner.EngineJob`, and keeps the last
 :class:`~canopy.app.solution.Solution`. On large drawings a bound-only job
 (:func:`canopy.app.solution.compute_bound`: optimum, cut, k) runs first, so the
-bound is shown within a second while the schedule is still being built.
+bound is shown within a second while the schedule is still being built. The executed
+times (a simulation, far longer than the solve at 32-64 GPUs) follow the solution in a job
+of their own (:func:`canopy.app.background.executed_of`), so the results are shown as
+soon as the schedule is built and the time plot gains its executed curve after.
 
 Every edit that could change a schedule (nodes, links, kinds, bandwidths, latencies; not
 moves or labels) is checked against the solved topology's
@@ -22,7 +25,7 @@ from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
-from canopy.app.background import bound_of, solution_of
+from canopy.app.background import bound_of, executed_of, solution_of
 from canopy.app.document import Document
 from canopy.app.job_runner import EngineJob
 from canopy.app.solution import Bound, Solution
@@ -39,6 +42,7 @@ class ComputeController(QObject):
     progress = Signal(str, float)     # phase, fraction within the phase
     busy_changed = Signal(bool)
     solution_changed = Signal(object)  # the new Solution, or None when forgotten
+    executed_changed = Signal(object)  # the Solution again, its executed times now in
     bound_changed = Signal(object)     # the Bound shown while the schedule is built, or None
     stale_changed = Signal(bool)
     failed = Signal(str, str)         # (what failed, one-sentence message)
@@ -53,6 +57,7 @@ class ComputeController(QObject):
         self.stale = False
         self.job: EngineJob | None = None
         self._snapshot_at = -1
+        self._pickled = b""        # the snapshot being solved, pickled
         self.bound_first_nodes = BOUND_FIRST_NODES
         self._busy = False
         self._changes = 0
@@ -82,7 +87,7 @@ class ComputeController(QObject):
         """
         if self.job is not None:
             return False
-        pickled = pickle.dumps(self.doc.topology, pickle.HIGHEST_PROTOCOL)
+        pickled = self._pickled = pickle.dumps(self.doc.topology, pickle.HIGHEST_PROTOCOL)
         self._snapshot_at = self._changes
         what = f"Solving {collective}" + (f" with k = {k}" if k is not None else "")
         if k is None and len(self.doc.topology.compute_nodes()) >= self.bound_first_nodes:
@@ -94,9 +99,10 @@ class ComputeController(QObject):
         return self.run(what, self._solved, solution_of, pickled, collective, k)
 
     def run(self, what: str, done: Callable[[Any], None], func: Callable[..., Any],
-            *args: Any, **kwargs: Any) -> bool:
+            *args: Any, stopped: Callable[[str], None] | None = None, **kwargs: Any) -> bool:
         """Run ``func(*args, progress=..., **kwargs)`` in a child process, then
-        ``done(result)``; False (and nothing started) while another job runs.
+        ``done(result)``; False (and nothing started) while another job runs. Where it
+        fails or is cancelled, ``stopped(why)`` runs first, if given.
 
         ``func`` must be a module-level function and its arguments and result picklable.
         """
@@ -105,9 +111,16 @@ class ComputeController(QObject):
         job = self.job = EngineJob(func, *args, parent=self, **kwargs)
         job.progress.connect(self.progress)
         job.finished.connect(lambda result: self._ended(job, lambda: done(result)))
-        job.failed.connect(lambda message: self._ended(
-            job, lambda: self.failed.emit(what, message)))
-        job.cancelled.connect(lambda: self._ended(job, self.cancelled.emit))
+
+        def ended(why: str, then: Callable[[], None]) -> None:
+            if stopped is not None:
+                stopped(why)
+            then()
+
+        job.failed.connect(lambda message: self._ended(job, lambda: ended(
+            "failed", lambda: self.failed.emit(what, message))))
+        job.cancelled.connect(lambda: self._ended(job, lambda: ended(
+            "cancelled", self.cancelled.emit)))
         self.started.emit(what)
         if not self._busy:
             self._busy = True
@@ -165,8 +178,23 @@ class ComputeController(QObject):
             self.bound = None
             self.bound_changed.emit(None)
         self.stale = self._differs(solution.signature)
+        if solution.schedule_to_simulate:     # started first: the status line then says
+            self.run("Simulating the executed time", lambda times: self._simulated(   # solved
+                solution, times, ""), executed_of, self._pickled,
+                solution.schedule_to_simulate,
+                stopped=lambda why: self._simulated(solution, [], f"simulation {why}"))
         self.solution_changed.emit(solution)
         self.stale_changed.emit(self.stale)
+
+    def _simulated(self, solution: Solution, times: list[Any], note: str) -> None:
+        """The executed times of ``solution`` arrived (or ``note`` says why not): they
+        complete it (the same object every view holds), unless another solution replaced
+        it meanwhile."""
+        if self.solution is not solution:
+            return
+        solution.executed_us, solution.executed_note = times, note
+        solution.schedule_to_simulate = b""
+        self.executed_changed.emit(solution)
 
     # ------------------------------------------------------------ freshness
 

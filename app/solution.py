@@ -13,6 +13,7 @@ Qt here.
 
 from __future__ import annotations
 
+import pickle
 import time
 from array import array
 from dataclasses import dataclass, field, replace
@@ -120,6 +121,9 @@ class Solution:
     seconds: float                        # wall time of the whole background job
     executed_us: list[tuple[int, Fraction]] = field(default_factory=list)  # simulated
     executed_note: str = ""               # why executed_us is empty, when it is
+    # the pickled schedule whose executed times a job of their own is simulating (the
+    # editor shows the results first: :func:`compute_solution` with ``executed=False``)
+    schedule_to_simulate: bytes = b""
 
     @property
     def collective(self) -> str:
@@ -191,8 +195,13 @@ def _compact(loads: dict[Hop, LinkLoad]) -> dict[Hop, LinkLoad]:
 
 
 def compute_solution(topology: Topology, collective: str = "allgather", k: int | None = None,
-                     progress: Progress | None = None) -> Solution:
-    """Solve ``topology`` and derive loads, the fixed-k curve and the time model."""
+                     progress: Progress | None = None, executed: bool = True) -> Solution:
+    """Solve ``topology`` and derive loads, the fixed-k curve and the time model.
+
+    The executed times (the schedule simulated at several sizes) take far longer than
+    the rest at 32-64 GPUs; with ``executed=False`` they are left out and the solution
+    carries its schedule pickled (``schedule_to_simulate``) for :func:`executed_of` in a
+    job of its own, so the editor shows the results as soon as the schedule is built."""
     start = time.perf_counter()
     schedule = best_schedule(topology, collective, k=k, progress=progress)
     if progress is not None:
@@ -202,19 +211,28 @@ def compute_solution(topology: Topology, collective: str = "allgather", k: int |
     sizes = message_sizes()
     bandwidth_us = [Fraction(size) * 10**6 / (schedule.algbw * GB) for size in sizes]
     latency_us = collective_time_us(schedule, topology, 0) if topology.latencies() else None
-    executed: list[tuple[int, Fraction]] = []
+    times: list[tuple[int, Fraction]] = []
     note = ""
+    pending = b""
     sends = sends_per_piece(schedule_plan(schedule), frozenset(topology.switch_nodes()))
     if not simulable(topology):      # the simulator works in floating point
         note = "bandwidths past floating point"
     elif sends > EDITOR_SENDS_LIMIT:
         note = (f"{sends:,} sends per iteration (limit {EDITOR_SENDS_LIMIT:,}); "
                 "Compare runs it")
+    elif not executed:
+        pending = pickle.dumps(schedule, pickle.HIGHEST_PROTOCOL)
     else:
-        if progress is not None:
-            progress("executed time", 0.0)
-        executed = executed_times(schedule, topology, check=None if progress is None
-                                  else lambda: progress("executed time", 0.5))
+        times = executed_of_schedule(schedule, topology, progress)
     return Solution(topology, topology.fingerprint(), schedule, shown_trees(schedule), loads,
                     curve, sizes, bandwidth_us, latency_us, time.perf_counter() - start,
-                    executed, note)
+                    times, note, pending)
+
+
+def executed_of_schedule(schedule: Schedule, topology: Topology,
+                         progress: Progress | None = None) -> list[tuple[int, Fraction]]:
+    """The executed times the editor plots: the schedule simulated at the plot's sizes."""
+    if progress is not None:
+        progress("executed time", 0.0)
+    return executed_times(schedule, topology, check=None if progress is None
+                          else lambda: progress("executed time", 0.5))

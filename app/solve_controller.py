@@ -141,6 +141,7 @@ class SolveController(QObject):
         c.progress.connect(self._progress)
         c.started.connect(lambda what: window.statusBar().showMessage(what + "…"))
         c.solution_changed.connect(self._solution_changed)
+        c.executed_changed.connect(self._executed_changed)
         c.bound_changed.connect(self._bound_changed)
         c.stale_changed.connect(self._stale_changed)
         c.failed.connect(self._failed)
@@ -351,6 +352,11 @@ class SolveController(QObject):
             self._show_docks,
             lambda: self._plot(solution),
             lambda: self._select_first(solution)])
+        self._step_timer.start()
+
+    def _executed_changed(self, solution: Solution) -> None:
+        """The executed times followed the solution: the plots again, with them."""
+        self._plot(solution)
         self._step_timer.start()
 
     def _next_step(self) -> None:

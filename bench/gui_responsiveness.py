@@ -14,7 +14,11 @@ Cases:
   the solve (bound first, then the schedule) and showing the results, each phase with its
   own worst gap;
 * ``idle``: a shown, empty main window doing nothing for 8 s (the floor the machine's
-  scheduling alone sets under the same load; not run by default).
+  scheduling alone sets under the same load; not run by default);
+* ``shown``: per collective (``--collectives``), the wall seconds from Compute ▸ Solve to
+  the results shown on the 32-GPU H100-like rail leaf-spine (``--design``), against the
+  CPU seconds of ``canopy solve`` on the same file, measured first in a child process
+  before the load starts (``shown_over_cli_cpu``; the target is 1.5 with ``--load 2``).
 
 The engine runs in a child process (:mod:`canopy.engine.process.child_jobs`). To make the
 machine busy, ``--load N`` (default 2, one per core here) processes spin on the CPU at the
@@ -294,6 +298,63 @@ def idle(seconds: float = 8.0) -> dict:
     return {"case": "an empty main window doing nothing", "phases": {"idle": phases["idle"]}}
 
 
+def cli_cpu_seconds(path: Path, collective: str) -> float:
+    """CPU seconds (user + system) of ``canopy solve PATH --collective C`` in a child."""
+    import resource
+    import subprocess
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-m", "canopy.cli", "solve", str(path), "--collective",
+                    collective], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def design_file(servers: int) -> Path:
+    """The issue's design: ``servers`` x 8 H100-like GPUs (450 GB/s), 50 GB/s rails on a
+    leaf-spine, saved as a topology file."""
+    from canopy.engine.generators import generate
+    from canopy.engine.io.topology_json import save_topology
+    topo = generate("cluster", {"servers": str(servers), "gpus": "8", "gpu_bw": "450",
+                                "nic_bw": "50", "scale_out": "leaf-spine"})
+    path = Path(tempfile.mkdtemp(prefix="canopy-bench-")) / f"h100-{servers}x8.json"
+    save_topology(topo, path)
+    return path
+
+
+def shown(path: Path, collective: str, cli_cpu_s: float) -> dict:
+    """Compute ▸ Solve <collective> on ``path`` in a shown main window: wall seconds until
+    the results are shown (the controller's solution signal), against ``cli_cpu_s``."""
+    from canopy.engine.io.topology_json import load_topology
+    window = MainWindow(load_topology(path))
+    window.resize(1400, 900)
+    window.show()
+    QApplication.processEvents()
+    result: dict = {}
+    t0 = [0.0]
+
+    def steps(watch: Watch, done: Callable[[], None]) -> None:
+        controller = window.solver.controller
+
+        def solved(solution: object) -> None:
+            if solution is not None and "shown_s" not in result:
+                result["shown_s"] = round(time.perf_counter() - t0[0], 2)
+                done()
+
+        controller.solution_changed.connect(solved)
+        controller.failed.connect(lambda what, m: (result.update(error=m), done()))
+        watch.mark("solving")
+        t0[0] = time.perf_counter()
+        window.actions["solve_" + collective.replace("-", "_")].trigger()
+
+    phases = _run(steps)
+    window.doc.undo_stack.setClean()
+    window.close()
+    ratio = result["shown_s"] / cli_cpu_s if "shown_s" in result and cli_cpu_s else None
+    return {"case": f"{path.stem} {collective}: Solve in the editor against the command line",
+            "phases": phases, "cli_cpu_s": round(cli_cpu_s, 2), **result,
+            "shown_over_cli_cpu": None if ratio is None else round(ratio, 2)}
+
+
 def load_solution(path: str, progress: object = None) -> object:
     """A pickled Solution, read in an engine job's child process."""
     import pickle
@@ -312,6 +373,10 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=128, help="servers in the large case")
     parser.add_argument("--load", type=int, default=2, help="CPU-bound processes alongside")
     parser.add_argument("--cases", default="bare,editor,large")
+    parser.add_argument("--design", type=int, default=4,
+                        help="servers of the H100-like design in the shown case")
+    parser.add_argument("--collectives", default="allgather,allreduce",
+                        help="collectives of the shown case")
     parser.add_argument("--solution", default="",
                         help="pickled Solution of the editor case's cluster to show instead "
                              "of waiting for its solve (faster, for profiling)")
@@ -326,6 +391,10 @@ def main() -> None:
     heap.settle_start_up()
     from canopy.app.job_runner import warm_up
     warm_up()
+    cases = args.cases.split(",")
+    collectives = args.collectives.split(",")
+    design = design_file(args.design) if "shown" in cases else Path()
+    cli = {c: cli_cpu_seconds(design, c) for c in collectives} if "shown" in cases else {}
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
         b.start()
@@ -334,12 +403,14 @@ def main() -> None:
             "large": lambda: editor(args.large, True, args.large_solution),
             "idle": idle}
     try:
-        for name in args.cases.split(","):
-            start = time.process_time()
-            case = runs[name]()
-            print(json.dumps({**case, "gui_cpu_s": round(time.process_time() - start, 2),
-                              "load_processes": args.load,
-                              "loadavg_1min": round(os.getloadavg()[0], 1)}), flush=True)
+        for name in cases:
+            for collective in collectives if name == "shown" else [""]:
+                start = time.process_time()
+                case = shown(design, collective, cli[collective]) if name == "shown" \
+                    else runs[name]()
+                print(json.dumps({**case, "gui_cpu_s": round(time.process_time() - start, 2),
+                                  "load_processes": args.load,
+                                  "loadavg_1min": round(os.getloadavg()[0], 1)}), flush=True)
     finally:
         for b in burners:
             b.kill()

@@ -172,7 +172,9 @@ class PlotsDock(SolutionDock):
         fc = self._compared(solution)
         exported = fc is not None and fc.row("forestcoll") is not None \
             and bool(fc.row("forestcoll").times_us)   # type: ignore[union-attr]
-        if solution.executed_note and not exported:
+        if solution.schedule_to_simulate and not exported:
+            title += "<br><span style='font-size:8pt'>executed time: simulating…</span>"
+        elif solution.executed_note and not exported:
             title += ("<br><span style='font-size:8pt'>executed time not simulated here: "
                       f"{solution.executed_note}</span>")
         self.time_plot.setTitle(title, color="#2d3440", size="10pt")

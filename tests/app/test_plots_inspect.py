@@ -223,3 +223,39 @@ def test_the_status_bar_counts_the_trees_the_trees_dock_lists():
                                     f"{len(schedule.reduce_trees)} reduce)")
     plain = compute_solution(load_sample("mesh-2d-3x3"), "allgather").schedule
     assert trees_text(plain) == f"{len(plain.trees)} trees"
+
+
+def test_results_are_shown_before_the_executed_time_which_follows(window, qtbot):
+    """The editor's solve shows its results as soon as the schedule is built; the executed
+    times (a simulation, the longest part at 32-64 GPUs) follow from a job of their own and
+    complete the same solution, and the time plot gains their curve. Cancelling that job
+    keeps the results and says the simulation was cancelled."""
+    window.doc.set_topology(load_sample("dgx-a100-2x8"))
+    controller = window.solver.controller
+    shown, completed = [], []
+    controller.solution_changed.connect(lambda s: shown.append(
+        (controller.busy, list(s.executed_us), bool(s.schedule_to_simulate))))
+    controller.executed_changed.connect(completed.append)
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: bool(shown), timeout=60000)
+    assert shown == [(True, [], True)]     # shown while the simulation still runs
+    window.solver.settle()
+    title = window.solver.plots.time_plot.getPlotItem().titleLabel.text
+    assert completed or "executed time: simulating" in title
+    qtbot.waitUntil(lambda: bool(completed) and not controller.busy, timeout=60000)
+    solution = controller.solution
+    assert completed == [solution]
+    assert [size for size, _ in solution.executed_us] == sorted(EXECUTED_SIZES)
+    assert solution.executed_us == executed_times(solution.schedule, solution.topology)
+    window.solver.settle()
+    names = [item.name() for item in curves_of(window.solver.plots.time_plot)]
+    assert "executed (simulated)" in names
+
+    window.actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: len(shown) == 2, timeout=60000)
+    assert controller.busy
+    controller.cancel()
+    qtbot.waitUntil(lambda: not controller.busy, timeout=30000)
+    assert controller.solution is not None
+    assert controller.solution.executed_note == "simulation cancelled"
+    assert controller.solution.executed_us == []
