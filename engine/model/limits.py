@@ -180,6 +180,10 @@ gets there otherwise (:mod:`canopy.engine.process.memory_guard`)."""
 SOLVE_BYTES_PER_PAIR = 96
 """Peak memory of a full solve per ordered pair of compute nodes (N·(N-1) tree edges at
 k = 1; 1.4 GB at 4096 GPUs)."""
+COMPARE_BYTES_PER_GPU = 3_800_000
+"""Peak memory of a comparison per GPU besides its ForestColl solve: the baselines'
+schedules and the simulator's sends grow about linearly with the GPUs (docs/limits.md
+has the measurements)."""
 LP_BYTES_PER_ENTRY = 1000
 """Peak memory per constraint-matrix entry of the all-to-all and allreduce LPs: the
 matrix as built, HiGHS's copy and factorisation of it, and the exact schedule made from
