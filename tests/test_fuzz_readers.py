@@ -227,3 +227,10 @@ def test_a_slurm_file_naming_a_million_hosts_is_refused_before_they_are_written_
     start = time.process_time()
     text = _refused("slurm-topology", b"SwitchName=y Nodes=r[1-1000]n[1-1000]\n")
     assert "at most 400,000" in text and time.process_time() - start < 1
+
+
+def test_a_job_field_nested_just_under_the_parsers_limit_is_refused():
+    jobs = json.loads(_format("jobs-json").seeds[0])
+    jobs["jobs"][0]["x"] = "DEEP"
+    text = json.dumps(jobs).replace('"DEEP"', "[" * 900 + "]" * 900)
+    assert "too deeply" in _refused("jobs-json", text.encode())

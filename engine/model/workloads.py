@@ -192,12 +192,16 @@ def load_jobs(path: str | os.PathLike[str]) -> list[Job]:
                             "(a jobs file needs three levels).") from None
     except ValueError as exc:
         raise TopologyError(f"{p}: {exc}.") from None
-    if isinstance(data, dict):
-        if data.get("format") != FORMAT:
-            raise TopologyError(f"{p}: format is {data.get('format')!r}, expected "
-                                f"'{FORMAT}'.")
-        if data.get("version") != VERSION:
-            raise TopologyError(f"{p}: version {_plain(data.get('version'))!r} is not "
-                                f"supported (this Canopy reads version {VERSION}).")
-        data = data.get("jobs")
-    return jobs_from_list(data, str(p))
+    try:
+        if isinstance(data, dict):
+            if data.get("format") != FORMAT:
+                raise TopologyError(f"{p}: format is {data.get('format')!r}, expected "
+                                    f"'{FORMAT}'.")
+            if data.get("version") != VERSION:
+                raise TopologyError(f"{p}: version {_plain(data.get('version'))!r} is not "
+                                    f"supported (this Canopy reads version {VERSION}).")
+            data = data.get("jobs")
+        return jobs_from_list(data, str(p))
+    except RecursionError:       # the parser took it; converting or quoting it did not
+        raise TopologyError(f"{p} nests arrays or objects too deeply for Canopy to read "
+                            "(a jobs file needs three levels).") from None
