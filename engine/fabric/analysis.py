@@ -39,6 +39,7 @@ from canopy.engine.fabric.plans import Flow, channel_of, job_plan, job_topology,
 from canopy.engine.fabric.vclos import Allocation
 from canopy.engine.fabric.vclos_rails import vclos_placer
 from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.limits import FABRIC_BYTES_PER_PAIR, check_memory
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, path_links
 from canopy.engine.model.progress import Progress, report
 from canopy.engine.model.topology import Link, Node, Topology, check
@@ -273,6 +274,9 @@ def analyze(topology: Topology, jobs: list[Job] | None = None, routing: str = "e
                             "give a jobs file.")
     check(topology, where)
     check_jobs(topology, jobs, source, allow_overlap=routing != "vclos")
+    check_memory(f"the fabric analysis of {len(jobs):,} jobs on "
+                 f"{sum(len(j.nodes) for j in jobs):,} GPUs",
+                 FABRIC_BYTES_PER_PAIR * sum(len(j.nodes) * (len(j.nodes) - 1) for j in jobs))
     planner = _Planner(topology)
     results = [JobResult(j.name, list(j.nodes), j.collective, j.algorithm, j.size)
                for j in jobs]

@@ -1,6 +1,7 @@
 """Shared fabrics: ECMP hashing, the contention model, vClos placement, failures, jobs IO."""
 
 import json
+import time
 from fractions import Fraction
 from math import comb
 
@@ -274,3 +275,20 @@ def test_a_jobs_size_may_be_spelled_as_on_the_command_line(tmp_path):
                     '"nodes": ["n0.gpu0", "n0.gpu1"], "size": "lots"}]}')
     with pytest.raises(CanopyError, match="is not a message size such as 1M"):
         load_jobs(path)
+
+
+def test_a_fabric_analysis_past_the_memory_budget_is_refused_at_once(monkeypatch):
+    import pytest
+
+    from canopy.engine.fabric.analysis import analyze
+    from canopy.engine.generators import generate
+    from canopy.engine.model.limits import LimitError
+    from canopy.engine.model.workloads import Job
+    monkeypatch.setenv("CANOPY_MEMORY_BUDGET", "64M")
+    topology = generate("cluster", {"servers": 128, "gpus": 8})
+    jobs = [Job(f"job{j}", tuple(f"n{s}.gpu{g}" for s in range(j * 64, j * 64 + 64)
+                                 for g in range(8))) for j in range(2)]
+    start = time.process_time()
+    with pytest.raises(LimitError, match="the fabric analysis of 2 jobs on 1,024 GPUs"):
+        analyze(topology, jobs)
+    assert time.process_time() - start < 5
