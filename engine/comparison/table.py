@@ -53,6 +53,7 @@ from canopy.engine.generators.gpu_models import gpu_of
 from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.limits import (
+    COMPARE_BASE_BYTES,
     COMPARE_BYTES_PER_GPU,
     SOLVE_BYTES_PER_PAIR,
     check_memory,
@@ -382,7 +383,8 @@ def compare(topology: Topology, collective: str = "allgather",
     Network.from_topology(topology, where)   # one clear sentence for a bad topology
     gpus = len(topology.compute_nodes())
     check_memory(f"comparing schedules on {gpus:,} GPUs",
-                 COMPARE_BYTES_PER_GPU * gpus + SOLVE_BYTES_PER_PAIR * gpus * (gpus - 1))
+                 COMPARE_BASE_BYTES + COMPARE_BYTES_PER_GPU * gpus
+                 + SOLVE_BYTES_PER_PAIR * gpus * (gpus - 1))
     if limits is None:       # the topology's GPU model's SMs (generate --gpu), else an A100's
         limits = MscclLimits(max_tbs_per_gpu=gpu_of(topology).sms)
     report = _Reporter(progress)

@@ -180,10 +180,11 @@ gets there otherwise (:mod:`canopy.engine.process.memory_guard`)."""
 SOLVE_BYTES_PER_PAIR = 96
 """Peak memory of a full solve per ordered pair of compute nodes (N·(N-1) tree edges at
 k = 1; 1.4 GB at 4096 GPUs)."""
-COMPARE_BYTES_PER_GPU = 3_800_000
-"""Peak memory of a comparison per GPU besides its ForestColl solve: the baselines'
-schedules and the simulator's sends grow about linearly with the GPUs (docs/limits.md
-has the measurements)."""
+COMPARE_BASE_BYTES = 250 << 20
+COMPARE_BYTES_PER_GPU = (36 << 20) // 10
+"""Peak memory of a comparison: a base, and per GPU besides its ForestColl solve (the
+baselines' schedules and the simulator's sends grow about linearly with the GPUs;
+docs/limits.md has the measurements)."""
 FABRIC_BYTES_PER_PAIR = 4 * SOLVE_BYTES_PER_PAIR
 """Peak memory of a fabric analysis per ordered pair of GPUs within one job: the job's
 ForestColl solve, and its plan's flows, held for every job while all are routed together
