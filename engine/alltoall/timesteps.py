@@ -54,18 +54,23 @@ def time_steps(schedule: AllToAllSchedule) -> SteppedSchedule:
                     problem.capacity, strict=True))
     compute = set(problem.compute)
     n = problem.num_compute
-    per_step: list[dict[tuple[int, int], Fraction]] = []
-    for _, _, path, rate in schedule.paths():
-        share = rate / schedule.lam / n          # fraction of M this route carries
-        hop = 0
-        for u, v in zip(path, path[1:], strict=False):
-            while len(per_step) <= hop:
-                per_step.append({})
-            per_step[hop][(u, v)] = per_step[hop].get((u, v), Fraction(0)) + share
-            if v in compute:
-                hop += 1
+    # integer rate numerators per step and link; each is a share of M once scaled
+    per_step: list[dict[tuple[int, int], int]] = []
+    for route, num in zip(schedule.routes, schedule.numerators, strict=True):
+        if not num:
+            continue
+        for _, path in route.paths():
+            hop = 0
+            for u, v in zip(path, path[1:], strict=False):
+                while len(per_step) <= hop:
+                    per_step.append({})
+                per_step[hop][(u, v)] = per_step[hop].get((u, v), 0) + num
+                if v in compute:
+                    hop += 1
+    scale = 1 / (schedule.denominator * schedule.lam * n)   # fraction of M per numerator
     steps = []
-    for k, loads in enumerate(per_step):
+    for k, sums in enumerate(per_step):
+        loads = {link: x * scale for link, x in sums.items()}
         worst = max(load / caps[link] for link, load in loads.items())
         steps.append(TimeStep(k, {(names[u], names[v]): x for (u, v), x in loads.items()},
                               worst))
