@@ -17,7 +17,7 @@ balanced at every switch, so edge splitting (§4.3) turns its routes into
 compute-to-compute ones. :func:`integer_budgets` solves that feasibility MILP with HiGHS
 (``scipy.optimize.milp``, a node limit instead of a time limit so the answer does not
 depend on the machine), with the fewest tree crossings of links in all as its
-objective: short routes, lower trees (mi250-8plus8 at 1 MiB: 23 GB/s, 19 without it).
+objective: short routes, lower trees (faster at small sizes: docs/performance.md).
 HiGHS works in floating point; the counts it returns are only a proposal: the caller
 builds the trees from them and verifies the schedule exactly
 (:func:`canopy.engine.model.verification.verify`), falling back to the LP's budgets otherwise.

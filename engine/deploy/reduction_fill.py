@@ -8,9 +8,7 @@ congestion; on 2x MI250 the 16 GB/s links to the switch) then idles until the su
 below its edges have reduced their first pieces, and it cannot catch up later: it is
 loaded to capacity. The run takes the bound's time plus that fill, which grows with the
 height of the subtrees whose data the saturated links carry, not with the trees'
-height alone: 2x MI250 reduce-scatter at k = 2 (lower trees, 256 pieces at 1 GiB) fills
-for 5.9 pieces' worth, 94.2 % of the optimum; the time-reversed allgather on the same
-trees fills for 1.8.
+height alone; the time-reversed allgather on the same trees fills far sooner.
 
 **How.** Take a node u with parent p in tree a and parent q in tree b, over routes r and
 s, a and b of equal multiplicity. Giving u parent q over s in a and p over r in b moves
@@ -28,12 +26,8 @@ Such swaps are chosen in two passes:
    and kept where the run is faster: the fill is settled within that many pieces, and
    the mean heights are only its proxy.
 
-2x MI250 reduce-scatter at k = 2: fill 5.9 -> 3.6 pieces' worth after pass 1 (1.2 CPU s;
-95.06 % of the optimum at 1 GiB, from 94.2 %), 3.4 after pass 2's FILL_TRIES (15-18 CPU s,
-was 20-21 before a swap rebuilt only its two trees' plans; 95.13 %). Pass 1 from other
-node orders ends at 94.9-95.06 %; pass 2 with 1800 tries after a better pass 1 reached
-95.25 %. Cheaper passes 2 lose: 300 tries 95.04 %, 8-piece samples 94.92 %, swaps only
-of edges over saturated links 95.05 %.
+What each pass gains, and what cheaper passes lose, is measured in docs/performance.md
+("Reduce-scatter pipeline fill").
 """
 
 from __future__ import annotations
@@ -54,9 +48,8 @@ SAMPLE_PIECES = 16            # pieces simulated per swap tried in pass 2
 REFERENCE_PIECES = 256        # the pieces of the reference size (1 GiB at 64 KiB slices)
 POWER = 8                     # the smooth maximum's power in pass 1
 MAX_ROUNDS = 30               # passes over the nodes in pass 1 (it settles in about 5)
-FILL_TRIES = 600              # swaps simulated in pass 2 (0.025 CPU s each on 2x MI250)
+FILL_TRIES = 600              # swaps simulated in pass 2
 DRAWS_PER_TRY = 100           # pass 2 gives up after this many draws per swap simulated
-# (about 30 on 2x MI250; none keep the trees trees on 2 x DGX A100 at k = 1)
 
 Link = tuple[str, str]
 
@@ -262,7 +255,7 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
     swapped = replace(schedule, trees=[t.tree() for t in trees],
                       extra={**schedule.extra, "fill_swaps": True})
     try:
-        verify(topology, swapped)       # the argument above, checked (2 ms on 2x MI250)
+        verify(topology, swapped)       # the argument above, checked
     except ScheduleError:
         return schedule
     return swapped
