@@ -128,27 +128,23 @@ def lp_entries(problem: AllToAllProblem) -> int:
     return 3 * sum(len(usable_arcs(problem, s)) for s in problem.compute) + big_n * big_n
 
 
-def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
-    """Solve the aggregated link LP in two phases (module docstring); refused first when
-    its estimated memory passes the budget."""
-    check_memory(f"the all-to-all LP of {problem.num_compute:,} GPUs",
-                 LP_BYTES_PER_ENTRY * lp_entries(problem),
-                 "--method decomposition needs far less")
-    lp = _build(problem, lambda s: usable_arcs(problem, s))
-    lam_col = lp.lam_col
-    b_eq = np.zeros(lp.a_eq.shape[0])
-
-    report(progress, "link LP: maximum λ", 0.0)
+def _two_phases(a_ub: csr_matrix, cap: np.ndarray, a_eq: csr_matrix,
+                progress: Progress | None, label: str) -> tuple[float, np.ndarray, np.ndarray]:
+    """The module docstring's two phases on an LP whose last column is λ: (λ, the capacity
+    duals of phase 1, phase 2's solution, or phase 1's where phase 2 fails)."""
+    lam_col = a_eq.shape[1] - 1
+    b_eq = np.zeros(a_eq.shape[0])
+    report(progress, f"{label}: maximum λ", 0.0)
     c = np.zeros(lam_col + 1)
     c[lam_col] = -1.0
-    first = linprog(c, A_ub=lp.a_ub, b_ub=lp.cap, A_eq=lp.a_eq, b_eq=b_eq, bounds=(0, None),
+    first = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
                     method=METHOD, options=_options())
     if first.status != 0:
         raise ScheduleError(f"HiGHS could not solve the all-to-all LP ({first.message}).")
     lam = float(first.x[lam_col])
     duals = np.maximum(-np.asarray(first.ineqlin.marginals), 0.0)
 
-    report(progress, "link LP: shortest flows", 0.5)
+    report(progress, f"{label}: shortest flows", 0.5)
     c = np.ones(lam_col + 1)
     c[lam_col] = 0.0
     bounds = np.zeros((lam_col + 1, 2))
@@ -156,9 +152,19 @@ def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) ->
     # λ fixed at the phase-1 value read as a small fraction: the phase-2 vertex then has
     # small denominators too, which exact_schedule recovers
     bounds[lam_col] = float(Fraction(lam).limit_denominator(RATIONAL_DENOMINATOR))
-    second = linprog(c, A_ub=lp.a_ub, b_ub=lp.cap, A_eq=lp.a_eq, b_eq=b_eq, bounds=bounds,
+    second = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
                      method=METHOD, options=_options())
-    x = second.x if second.status == 0 else first.x
+    return lam, duals, (second.x if second.status == 0 else first.x)
+
+
+def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
+    """Solve the aggregated link LP in two phases (module docstring); refused first when
+    its estimated memory passes the budget."""
+    check_memory(f"the all-to-all LP of {problem.num_compute:,} GPUs",
+                 LP_BYTES_PER_ENTRY * lp_entries(problem),
+                 "--method decomposition needs far less")
+    lp = _build(problem, lambda s: usable_arcs(problem, s))
+    lam, duals, x = _two_phases(lp.a_ub, lp.cap, lp.a_eq, progress, "link LP")
     report(progress, "link LP: shortest flows", 1.0)
     return LinkFlows(lam, lp.flows(x, problem.num_compute, problem.m), duals, lp.scale)
 
@@ -242,30 +248,11 @@ def solve_folded_lp(problem: AllToAllProblem, arc_maps: list[np.ndarray], orbits
     images = np.concatenate([maps[arcs] for maps in arc_maps])
     a_ub = coo_matrix((np.ones(len(images)), (images, np.tile(ids, big_n))),
                       shape=(m, count + 1)).tocsr()
-    b_eq = np.zeros(n - 1)
-
-    report(progress, "link LP (folded): maximum λ", 0.0)
-    c = np.zeros(count + 1)
-    c[count] = -1.0
-    first = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
-                    method=METHOD, options=_options())
-    if first.status != 0:
-        raise ScheduleError(f"HiGHS could not solve the all-to-all LP ({first.message}).")
-    lam = float(first.x[count])
-    raw = np.maximum(-np.asarray(first.ineqlin.marginals), 0.0)
+    lam, raw, x = _two_phases(a_ub, cap, a_eq, progress, "link LP (folded)")
     sums = np.bincount(orbits, weights=raw, minlength=m)
     sizes = np.bincount(orbits, minlength=m)
     duals = sums[orbits] / sizes[orbits]
-
-    report(progress, "link LP (folded): shortest flows", 0.5)
-    c = np.ones(count + 1)
-    c[count] = 0.0
-    bounds = np.zeros((count + 1, 2))
-    bounds[:, 1] = np.inf
-    bounds[count] = float(Fraction(lam).limit_denominator(RATIONAL_DENOMINATOR))
-    second = linprog(c, A_ub=a_ub, b_ub=cap, A_eq=a_eq, b_eq=b_eq, bounds=bounds,
-                     method=METHOD, options=_options())
-    x = np.maximum((second.x if second.status == 0 else first.x)[:count], 0.0)
+    x = np.maximum(x[:count], 0.0)
     flow = np.zeros((big_n, m))
     for k, maps in enumerate(arc_maps):
         flow[k, maps[arcs]] = x

@@ -154,6 +154,17 @@ class Allocation:
         return self.refused is None
 
 
+def take_idle(idle: dict[str, list[str]], servers: list[str], n: int) -> list[str]:
+    """``n`` idle GPUs from ``servers`` in order, no longer idle after (``idle`` per
+    server)."""
+    taken: list[str] = []
+    for s in servers:
+        use = idle[s][:n - len(taken)]
+        idle[s] = idle[s][len(use):]
+        taken += use
+    return taken
+
+
 class Placer:
     """First in, first out placement of jobs on a :class:`LeafSpine` (module docstring)."""
 
@@ -188,12 +199,7 @@ class Placer:
         return self._stage2(job, n, total)
 
     def _take(self, servers: list[str], n: int) -> list[str]:
-        taken: list[str] = []
-        for s in servers:
-            use = self.idle[s][:n - len(taken)]
-            self.idle[s] = self.idle[s][len(use):]
-            taken += use
-        return taken
+        return take_idle(self.idle, servers, n)
 
     def _stage2(self, job: str, n: int, total: int) -> Allocation:
         fab = self.fabric

@@ -50,6 +50,7 @@ from canopy.engine.fabric.vclos import (
     leaf_spine,
     reserved_bandwidth,
     server_tiers,
+    take_idle,
 )
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.topology import COMPUTE, Topology
@@ -223,12 +224,7 @@ class RailPlacer:
         return Allocation(job, nodes, stage, leaves, chosen, rails=rails)
 
     def _take(self, servers: list[str], n: int) -> list[str]:
-        taken: list[str] = []
-        for s in servers:
-            use = self.idle[s][:n - len(taken)]
-            self.idle[s] = self.idle[s][len(use):]
-            taken += use
-        return taken
+        return take_idle(self.idle, servers, n)
 
     def _stage2(self, job: str, n: int, total: int) -> Allocation:
         fab = self.fabric
