@@ -29,6 +29,7 @@ COMMANDS = {
     "solve-schedule": ["solve", "{topo}"],
     "allreduce-lp": ["solve", "{topo}", "--collective", "allreduce", "--allreduce-lp", "on"],
     "alltoall": ["solve", "{topo}", "--collective", "alltoall"],
+    "alltoall-lp": ["solve", "{topo}", "--collective", "alltoall", "--method", "lp"],
     "compare": ["compare", "{topo}"],
     "fabric": ["fabric", "{topo}", "--jobs", "{jobs}"],
 }
