@@ -22,9 +22,10 @@ passes are switched off (their threshold set out of reach), young and middle pas
 always, and a full pass that is due (:data:`FULL_PASS_DUE` middle passes since the last)
 runs once the GUI thread has used under :data:`IDLE_CPU_S` of CPU over the last
 :data:`IDLE_S`, or at once past :data:`BACKSTOP` middle passes, so cyclic garbage is still
-collected within seconds. This module and the job reader thread
-(:func:`canopy.app.job_runner._decoded`) are the only places the editor touches the
-collector; engine jobs run in their own processes.
+collected within seconds. This module and the job runner (:mod:`canopy.app.job_runner`:
+its reader threads pause the collector while they decode an event, and the middle pass
+after a large one runs in the GUI thread as it is delivered) are the only places the
+editor touches the collector; engine jobs run in their own processes.
 """
 
 from __future__ import annotations

@@ -74,6 +74,8 @@ class _Dispatcher(QObject):
         done.set()
 
     def _deliver(self, key: int, event: Event | None) -> None:
+        if gc.get_count()[0] > LARGE_EVENT_OBJECTS:     # a large event was decoded
+            gc.collect(1)
         if event is None:                   # the reader's end
             self.jobs.pop(key, None)
             return
@@ -208,21 +210,35 @@ def _read(job: ChildJob, emit: Callable[[Event | None], bool], running: Callable
 
 
 def _decoded(events: Iterator[Event]) -> Event | None:
-    """The next event (None: no more now), decoded with the cyclic collector paused; a
-    large one (a solution) gets a middle pass after, here.
+    """The next event (None: no more now), decoded with the cyclic collector paused.
 
     Decoding a 1024-GPU solution makes 65,000 objects the collector follows: unpaused,
-    young passes would run over them again and again while they are decoded. A middle
-    pass here, before the event reaches the event loop, walks the new objects once and
-    leaves them to the full passes, which the editor makes when idle
-    (:class:`canopy.app.heap.IdleCollector`; a full pass here would hold the interpreter lock
-    for a long time).
+    young passes would run over them again and again while they are decoded. The middle
+    pass that then walks them once (and leaves them to the full passes the editor makes
+    when idle, :class:`canopy.app.heap.IdleCollector`) runs in the GUI thread as the event
+    is delivered (:meth:`_Dispatcher._deliver`), never here: a pass on this thread would
+    free whatever cyclic garbage the GUI thread left, Qt objects among them, on the wrong
+    thread.
     """
-    gc.disable()
-    try:
-        event = next(events, None)
-    finally:
-        gc.enable()
-    if gc.get_count()[0] > LARGE_EVENT_OBJECTS:
-        gc.collect(1)
-    return event
+    with _collector_paused():
+        return next(events, None)
+
+
+_pauses = [0]
+_pauses_lock = threading.Lock()
+
+
+class _collector_paused:  # noqa: N801 - used as a context manager
+    """Pause the cyclic collector (for every thread: it is the process's) until the
+    last of several overlapping pauses ends (two jobs may decode at once)."""
+
+    def __enter__(self) -> None:
+        with _pauses_lock:
+            _pauses[0] += 1
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        with _pauses_lock:
+            _pauses[0] -= 1
+            if not _pauses[0]:
+                gc.enable()
