@@ -31,6 +31,7 @@ editor touches the collector; engine jobs run in their own processes.
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from collections import deque
 
@@ -50,6 +51,27 @@ NEVER = 2**31 - 1
 """The third threshold that keeps CPython from starting full passes itself."""
 
 _settled = False
+_pauses = [0]
+_pauses_lock = threading.Lock()
+
+
+class collector_paused:  # noqa: N801 - a context manager, named for the with-statement
+    """Pause the cyclic collector while a thread other than the GUI thread runs Python
+    (the engine job reader, the recovery writer): a pass set off by an allocation there
+    would free the GUI thread's cyclic garbage, Qt objects among them, on that thread.
+    The collector is the process's, so overlapping pauses are counted and it runs again
+    when the last ends."""
+
+    def __enter__(self) -> None:
+        with _pauses_lock:
+            _pauses[0] += 1
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        with _pauses_lock:
+            _pauses[0] -= 1
+            if not _pauses[0]:
+                gc.enable()
 _collector: IdleCollector | None = None      # kept alive here: it has no Qt parent
 
 

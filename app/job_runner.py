@@ -28,6 +28,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
 
+from canopy.app.heap import collector_paused
 from canopy.engine.process.child_jobs import ChildJob, Event, warm_up_fork_server
 
 PHASES = ["optimum", "switch removal", "tree packing", "mapping back", "verification"]
@@ -190,55 +191,42 @@ def _read(job: ChildJob, emit: Callable[[Event | None], bool], running: Callable
     """The job's reader thread: start the child, then pass every event of ``job``, until
     its last, to the GUI thread through the dispatcher, and then the end (``None``);
     between pickle frames, ``turn()``. Once ``emit`` fails (the editor is quitting) the
-    child is stopped and the thread ends."""
-    try:
-        job.start(turn)
-    except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
-        emit(("crashed", f"the engine job could not start ({exc})."))
-    else:
+    child is stopped and the thread ends.
+
+    The cyclic collector is paused while this thread starts the job, decodes and hands
+    on events (it waits in ``select`` with the collector running, and only select's two
+    small lists are made then): a pass set off by an allocation here would free the GUI
+    thread's cyclic garbage, Qt objects among them, on this thread."""
+    with collector_paused():
+        try:
+            job.start(turn)
+        except Exception as exc:  # noqa: BLE001 - e.g. an argument that cannot be pickled
+            emit(("crashed", f"the engine job could not start ({exc})."))
+            emit(None)
+            return
         if not running():
             job.stop()  # cancelled while starting
-        fd = job.fileno()
-        while not job.ended:
-            select.select([fd], [], [])
+    fd = job.fileno()
+    while not job.ended:
+        select.select([fd], [], [])
+        with collector_paused():
             events = job.events(turn)
             while (event := _decoded(events)) is not None:
                 if not emit(event):
                     job.cancel()
                     return
-    emit(None)
+    with collector_paused():
+        emit(None)
 
 
 def _decoded(events: Iterator[Event]) -> Event | None:
-    """The next event (None: no more now), decoded with the cyclic collector paused.
+    """The next event (None: no more now), decoded while the reader thread has the cyclic
+    collector paused (:func:`_read`).
 
     Decoding a 1024-GPU solution makes 65,000 objects the collector follows: unpaused,
     young passes would run over them again and again while they are decoded. The middle
     pass that then walks them once (and leaves them to the full passes the editor makes
     when idle, :class:`canopy.app.heap.IdleCollector`) runs in the GUI thread as the event
-    is delivered (:meth:`_Dispatcher._deliver`), never here: a pass on this thread would
-    free whatever cyclic garbage the GUI thread left, Qt objects among them, on the wrong
-    thread.
+    is delivered (:meth:`_Dispatcher._deliver`), never on the reader thread.
     """
-    with _collector_paused():
-        return next(events, None)
-
-
-_pauses = [0]
-_pauses_lock = threading.Lock()
-
-
-class _collector_paused:  # noqa: N801 - used as a context manager
-    """Pause the cyclic collector (for every thread: it is the process's) until the
-    last of several overlapping pauses ends (two jobs may decode at once)."""
-
-    def __enter__(self) -> None:
-        with _pauses_lock:
-            _pauses[0] += 1
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        with _pauses_lock:
-            _pauses[0] -= 1
-            if not _pauses[0]:
-                gc.enable()
+    return next(events, None)

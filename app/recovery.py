@@ -28,6 +28,7 @@ from typing import Any
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Signal
 
 from canopy.app.document import Document
+from canopy.app.heap import collector_paused
 from canopy.engine.io.topology_json import atomic_write_text, topology_from_dict, topology_to_dict
 from canopy.engine.model.errors import TopologyError
 from canopy.engine.model.topology import Topology
@@ -153,8 +154,10 @@ class Autosaver(QObject):
 
     def _write(self, data: dict[str, Any], generation: int) -> bool:
         """Write the recovery file (on the writer thread, or the GUI thread); the failure
-        is signalled after the lock is let go, so no Qt call happens under it."""
-        text = json.dumps(data)
+        is signalled after the lock is let go, so no Qt call happens under it, and the
+        cyclic collector is paused meanwhile (:class:`canopy.app.heap.collector_paused`)."""
+        with collector_paused():
+            text = json.dumps(data)
         with self._lock:
             if generation != self._generation:
                 return False             # saved or reset since the snapshot

@@ -154,3 +154,40 @@ def test_the_reader_thread_holds_no_qt_object_of_the_job(qtbot):
         args = next(t._args for t in threading.enumerate()
                     if t.name == "engine-job" and getattr(t, "_args", (None,))[0] is job._job)
     assert not any(_holds_a_qt_object(a) for a in args[1:])
+
+
+def test_the_reader_thread_decodes_with_the_collector_paused(qtbot):
+    """A collector pass on the reader thread would free the GUI thread's cyclic garbage
+    (Qt objects among them) there: the reader decodes and emits with the collector
+    paused (overlapping pauses of two readers counted), so none starts from its
+    allocations."""
+    import gc
+    import threading
+
+    from canopy.app.heap import collector_paused
+
+    passes = []
+
+    def seen(phase, info):
+        if phase == "start":
+            passes.append(threading.current_thread().name)
+
+    def events():
+        for _ in range(3):
+            yield ("progress", "optimum", [[i] for i in range(job_runner.LARGE_EVENT_OBJECTS)])
+
+    def read():
+        with collector_paused():
+            while job_runner._decoded(it) is not None:
+                pass
+
+    it = events()
+    gc.callbacks.append(seen)
+    try:
+        with collector_paused():                 # a second reader, ending first
+            reader = threading.Thread(target=read, name="engine-job")
+            reader.start()
+        reader.join()
+    finally:
+        gc.callbacks.remove(seen)
+    assert "engine-job" not in passes and gc.isenabled()
