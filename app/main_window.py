@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from canopy.app import clipboard, settings, shell
 from canopy.app.alltoall_controller import AllToAllController
 from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
+from canopy.app.canvas.legend import BandwidthLegend
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
 from canopy.app.commands import MoveNodes, ReplaceTopology, delete
@@ -85,6 +86,10 @@ class MainWindow(QMainWindow):
         self.scene = TopologyScene(self.doc, self)
         self.view = TopologyView(self.scene, self)
         self.setCentralWidget(self.view)
+        self.bandwidth_legend = BandwidthLegend(self.view.viewport())
+        self.view.add_overlay(self.bandwidth_legend)
+        self.scene.bandwidths_changed.connect(self._show_bandwidth_classes)
+        self._show_bandwidth_classes(self.scene.bandwidth_classes)
         self.properties = PropertiesDock(self.doc, self.scene, self)
         self.validation = ValidationDock(self.doc, self)
         self.history = QDockWidget("Undo History", self)
@@ -388,6 +393,10 @@ class MainWindow(QMainWindow):
         new, keys = clipboard.paste(self.doc, clipboard.fragment(self.doc, nodes), "Duplicate")
         self.scene.select(new, keys)
         return new
+
+    def _show_bandwidth_classes(self, classes: list) -> None:
+        """The legend of the links' bandwidth colours (hidden for a single bandwidth)."""
+        self.bandwidth_legend.set_classes(classes, self.doc.topology.bandwidth_unit)
 
     def auto_layout(self) -> None:
         """Lay every node out again (one undoable step)."""

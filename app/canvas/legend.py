@@ -1,5 +1,5 @@
-"""Legends floating over the canvas: the link-load colour bar (top left) and the
-bottleneck cut in words (bottom left)."""
+"""Legends floating over the canvas: the link-load colour bar (top left), the links'
+bandwidth colours (top right) and the bottleneck cut in words (bottom left)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,64 @@ class LoadLegend(QWidget):
             p.drawLine(12, y + 7, 34, y + 7)
             p.setPen(style.LINK_TEXT)
             p.drawText(QRectF(42, y, WIDTH - 50, 14), Qt.AlignmentFlag.AlignVCenter, text)
+        p.end()
+
+
+class BandwidthLegend(QWidget):
+    """Which colour is which link bandwidth (:mod:`.bandwidth_colours`), in the top-right
+    corner of ``viewport``; hidden when all links have one bandwidth."""
+
+    ROW = 15
+    MARGIN = 10
+
+    def __init__(self, viewport: QWidget, unit: str = "GB/s"):
+        super().__init__(viewport.parentWidget())
+        self.viewport = viewport
+        self.unit = unit
+        self.classes: list[tuple[str, QColor]] = []
+        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        viewport.installEventFilter(self)
+        self.hide()
+
+    def set_classes(self, classes: list[tuple[str, QColor]], unit: str) -> None:
+        self.classes, self.unit = list(classes), unit
+        width = max([96, *(self.fontMetrics().horizontalAdvance(t) + 56 for t, _ in classes)])
+        self.setFixedSize(width, 24 + self.ROW * len(classes))
+        self.setVisible(bool(classes))
+        self._place()
+        self.update()
+
+    def texts(self) -> list[str]:
+        return [text for text, _ in self.classes]
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
+            self._place()
+        return False
+
+    def _place(self) -> None:
+        area = self.viewport.geometry()
+        self.move(area.right() - self.width() - self.MARGIN, area.top() + self.MARGIN)
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setPen(QPen(QColor("#a9b4c6"), 1))
+        p.setBrush(QBrush(QColor(255, 255, 255, 235)))
+        p.drawRoundedRect(QRectF(0.5, 0.5, self.width() - 1, self.height() - 1), 6, 6)
+        p.setFont(style.label_font(8.5, bold=True))
+        p.setPen(style.LINK_TEXT)
+        p.drawText(QRectF(8, 3, self.width() - 16, 18), Qt.AlignmentFlag.AlignLeft,
+                   f"Links ({self.unit})" if all(" " not in t for t in self.texts())
+                   else "Links")
+        p.setFont(style.label_font(8.0))
+        for row, (text, colour) in enumerate(self.classes):
+            y = 22 + row * self.ROW
+            p.setPen(QPen(colour, 4))
+            p.drawLine(10, y + 7, 34, y + 7)
+            p.setPen(style.LINK_TEXT)
+            p.drawText(QRectF(42, y, self.width() - 48, self.ROW),
+                       Qt.AlignmentFlag.AlignVCenter, text)
         p.end()
 
 

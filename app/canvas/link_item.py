@@ -9,6 +9,7 @@ direction data runs with an arrowhead and a short badge (a tree's hop order).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import (
@@ -35,9 +36,11 @@ clear of it)."""
 NAME_HEIGHT = 14.0
 LINK_LABEL_MIN_ZOOM = 0.2
 """Below this zoom no bandwidths are drawn on links."""
-SPOTS = (0.5, 0.38, 0.62, 0.28, 0.72, 0.2, 0.8)
+SPOTS = tuple(t for k in range(1, 10) for t in (0.5 - 0.045 * k, 0.5 + 0.045 * k))
 """Other places along a link (from its source) its bandwidth may go when the preferred
-one is taken by a name or another label."""
+one is taken by a name, another label or another link, nearest the middle first."""
+BESIDE = 11
+"""How many of the places along the line (the middle first) are also tried beside it."""
 STAGGER = 0.18
 """How far apart (as a fraction of the link) labels of parallel links are moved."""
 NODE_RADIUS = 17.0
@@ -83,6 +86,9 @@ class LinkItem(QGraphicsItem):
         self.duplex = link.duplex
         self.width = style.link_width(link.bandwidth)
         self.text = label_text(link, unit)
+        self.bandwidth = link.bandwidth
+        self.color = style.LINK
+        """Its bandwidth's colour (:mod:`canopy.app.canvas.bandwidth_colours`)."""
         self.offset = 0.0
         self.rank = 0.0
         self.label_near: str | None = None
@@ -113,6 +119,7 @@ class LinkItem(QGraphicsItem):
         self.duplex = link.duplex
         self.width = style.link_width(link.bandwidth)
         self.text = label_text(link, self.unit)
+        self.bandwidth = link.bandwidth
         arrow = "⟷" if link.duplex else "→"
         latency = "" if link.latency is None else f", latency {format_gbps(link.latency)} µs"
         value = f"{format_gbps(from_gbps(link.bandwidth, self.unit))} {self.unit}"
@@ -214,6 +221,15 @@ class LinkItem(QGraphicsItem):
         self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad)
         self._place_label()
 
+    def set_color(self, color: QColor) -> None:
+        """Draw the link in ``color`` (its bandwidth's) while no overlay recolours it."""
+        if color.rgba() != self.color.rgba():
+            self.color = color
+            self.bandwidth_label.border = _border(self.highlight[0] if self.highlight
+                                                  else color)
+            self.update()
+            self.bandwidth_label.update()
+
     def set_zoom(self, zoom: float) -> None:
         """Show the bandwidth where it fits at ``zoom`` (the scene calls this after zooms)."""
         if zoom != self._zoom:
@@ -235,17 +251,56 @@ class LinkItem(QGraphicsItem):
                     self._label_fraction(self._length))
         return self._mid
 
+    def length(self) -> float:
+        """Distance between the two nodes' centres, in scene units."""
+        return self._length
+
     def label_fits(self) -> bool:
         """Whether the link is long enough on screen for its bandwidth."""
         free = (self._length - 2 * NODE_RADIUS) * self._zoom
         wide = max(self._text_rect.width(), self._text_rect.height())
         return self._zoom >= LINK_LABEL_MIN_ZOOM and free >= wide + 4
 
-    def label_spots(self) -> list[QPointF]:
-        """Where the bandwidth may go, best first: its preferred spot, then along the line."""
+    def label_spots(self) -> Iterator[QPointF]:
+        """Where the bandwidth may go, best first: its preferred spot, then along the line
+        nearest the middle first; then beside the line (the box touching it, on either
+        side) at the same places. Made one at a time: the first free one ends the search."""
+        if self._path.isEmpty():
+            return
+        yield QPointF(self._middle())
+        on_line = [self._point_at(0.5)]
+        yield on_line[0]
+        for t in SPOTS:
+            on_line.append(self._point_at(t))
+            yield on_line[-1]
+        if self._length < 1e-6:
+            return
+        ux = (self._p2.x() - self._p1.x()) / self._length
+        uy = (self._p2.y() - self._p1.y()) / self._length
+        px = 1.0 / self._zoom
+        w, h = self._text_rect.width() * px, self._text_rect.height() * px
+        # the box's half extent across the line, less a little so it still touches it
+        off = (abs(uy) * w + abs(ux) * h) / 2 + (self.pen_width() / 2 - 1) * px
+        for p in on_line[:BESIDE]:
+            for side in (1.0, -1.0):
+                yield QPointF(p.x() - uy * off * side, p.y() + ux * off * side)
+
+    def _point_at(self, t: float) -> QPointF:
+        """The point ``t`` of the way along the drawn line (by length)."""
+        if self._straight is not None:
+            return self._straight.pointAt(t)
+        return self._path.pointAtPercent(t)
+
+    def line_points(self, steps: int) -> list[tuple[float, float]]:
+        """The drawn line as points (its two ends when straight, ``steps`` + 1 along a
+        curve), in scene coordinates."""
         if self._path.isEmpty():
             return []
-        return [QPointF(self._middle())] + [self._path.pointAtPercent(t) for t in SPOTS]
+        if self._straight is not None:
+            a, b = self._straight.p1(), self._straight.p2()
+            return [(a.x(), a.y()), (b.x(), b.y())]
+        points = [self._path.pointAtPercent(i / steps) for i in range(steps + 1)]
+        return [(p.x(), p.y()) for p in points]
 
     def side_spots(self) -> list[QPointF]:
         """Where the bandwidth of a link too short to hold it along its line may go: beside
@@ -280,7 +335,7 @@ class LinkItem(QGraphicsItem):
         fits = self.label_fits()
         self.show_label_at(self._middle() if fits else None)
         self.bandwidth_label.border = _border(self.highlight[0] if self.highlight
-                                              else style.LINK)
+                                              else self.color)
         if fits:
             self.bandwidth_label.update()
 
@@ -351,7 +406,7 @@ class LinkItem(QGraphicsItem):
         exposed = option.exposedRect
         if self._straight is not None and not _crosses(self._straight, exposed):
             return  # a long diagonal link whose box, but not line, meets the exposed area
-        color = self.highlight[0] if self.highlight else style.LINK
+        color = self.highlight[0] if self.highlight else self.color
         width = self.pen_width()
         painter.setBrush(_NO_BRUSH)
         if self.isSelected():

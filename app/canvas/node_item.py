@@ -9,7 +9,7 @@ from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen, QPolygon
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from canopy.app.canvas import style
-from canopy.app.canvas.labels import NAME_FONT, ScreenLabel
+from canopy.app.canvas.labels import BANDWIDTH_FONT, NAME_FONT, ScreenLabel
 from canopy.engine.model.topology import COMPUTE, Node
 
 if TYPE_CHECKING:
@@ -58,6 +58,11 @@ class NodeItem(QGraphicsItem):
         self.names: tuple[str, ...] = ()
         self.name_label = ScreenLabel(self, NAME_FONT, anchor="top", halo=True)
         self.name_label.setPos(0, style.NODE_H / 2 + 1)
+        self.fan_label = ScreenLabel(self, BANDWIDTH_FONT, boxed=True)
+        """The bandwidth its links share (``16 GB/s × 32``) where none of those links has
+        room for its own label, placed by :mod:`canopy.app.canvas.lod`."""
+        self.fan_links: tuple[int, ...] = ()
+        """Keys of the links :attr:`fan_label` speaks for."""
         self.setFlags(QGraphicsItem.GraphicsItemFlag.ItemIsMovable
                       | QGraphicsItem.GraphicsItemFlag.ItemIsSelectable
                       | QGraphicsItem.GraphicsItemFlag.ItemSendsGeometryChanges)
@@ -80,6 +85,20 @@ class NodeItem(QGraphicsItem):
         if self.name_label.text:
             self.name_label.set_text(self.names[0])
         self.update()
+
+    def fan_rect(self, at: QPointF, text: str, zoom: float) -> QRectF:
+        """The fan label's box centred at scene point ``at``, in scene units at ``zoom``."""
+        w = self.fan_label.width_of(text) / zoom
+        h = self.fan_label.height_of(text) / zoom
+        return QRectF(at.x() - w / 2, at.y() - h / 2, w, h)
+
+    def show_fan_at(self, at: QPointF | None, text: str = "", keys: tuple[int, ...] = ()
+                    ) -> None:
+        """Show ``text`` centred at scene point ``at`` for links ``keys``, or hide it."""
+        self.fan_links = keys if at is not None else ()
+        self.fan_label.set_text(text if at is not None else "")
+        if at is not None:
+            self.fan_label.setPos(at - self.pos())
 
     def name_rect(self, text: str, zoom: float) -> QRectF:
         """Where ``text`` would sit under the node, in scene units at ``zoom``."""

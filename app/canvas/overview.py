@@ -176,7 +176,7 @@ class OverviewItem(QGraphicsItem):
             if item.isSelected():
                 colour, width = style.SELECTED.name(), item.pen_width() + 4
             else:
-                colour, width = style.LINK.name(), round(item.width)
+                colour, width = item.color.name(), round(item.width)
             path = links.setdefault((colour, width), QPainterPath())
             ends = item.ends()
             path.moveTo(ends[0])

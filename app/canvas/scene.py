@@ -20,6 +20,7 @@ from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
 
 from canopy.app.canvas import style
+from canopy.app.canvas.bandwidth_colours import bandwidth_classes, colour_of
 from canopy.app.canvas.group_item import MARGIN as GROUP_MARGIN
 from canopy.app.canvas.group_item import TITLE as GROUP_TITLE
 from canopy.app.canvas.group_item import GroupItem
@@ -68,6 +69,8 @@ class TopologyScene(QGraphicsScene):
     """A large drawing's items are being built slice by slice (True), or all exist."""
     built = Signal()
     """Every item of the document exists (after a rebuild, at once or slice by slice)."""
+    bandwidths_changed = Signal(list)
+    """The links' bandwidth classes, [(text, colour)], fastest first (empty: one colour)."""
 
     def __init__(self, doc: Document, parent: object = None):
         super().__init__(parent)
@@ -92,6 +95,7 @@ class TopologyScene(QGraphicsScene):
         self.label_area: QRectF | None = None
         self._rooms: dict[str, float] | None = None
         self._summaries: dict[str, str] = {}
+        self.bandwidth_classes: list[tuple[str, QColor]] = []
         self._lod_timer = QTimer(self)
         self._lod_timer.setSingleShot(True)
         self._lod_timer.setInterval(60)
@@ -538,12 +542,15 @@ class TopologyScene(QGraphicsScene):
         hidden = {node.id: node.group for node in self.doc.topology.nodes
                   if node.group in collapsed}
         nodes, links = list(self._nodes.values()), list(self._links.values())
+        self._colour_links(links)
         area = self.label_area
-        if len(nodes) > LARGE_LOD and area is not None:
+        large = len(nodes) > LARGE_LOD and area is not None
+        if large:
             nodes = [n for n in nodes if area.contains(n.pos())]
             links = [k for k in links if area.intersects(k.boundingRect())]
         place_labels(nodes, links, zoom, self._rooms or {}, ROOM_CAP, hidden,
-                     [self._groups[g].box() for g in collapsed if g in self._groups])
+                     [self._groups[g].box() for g in collapsed if g in self._groups],
+                     area if large else None)
         for name, box in self._groups.items():
             text = name
             if name in collapsed:
@@ -551,6 +558,16 @@ class TopologyScene(QGraphicsScene):
                 box.details = summary.split(" · ", 1)[-1].replace("\n", ", ")
                 text = fitting(box.block_label, (summary, name), box.box().width() * zoom - 8)
             box.set_collapsed(name in collapsed, text)
+
+    def _colour_links(self, links: list[LinkItem]) -> None:
+        """Each link in its bandwidth's colour, and the legend told when the classes change."""
+        classes = bandwidth_classes((link.bandwidth, link.text) for link in links)
+        for link in links:
+            link.set_color(colour_of(link.text, classes))
+        if [(t, c.rgba()) for t, c in classes] != [(t, c.rgba())
+                                                   for t, c in self.bandwidth_classes]:
+            self.bandwidth_classes = classes
+            self.bandwidths_changed.emit(classes)
 
     def _collapsed_groups(self, zoom: float) -> set[str]:
         """Groups of two or more nodes none of whose compute nodes has room for a name."""
