@@ -234,3 +234,14 @@ def test_a_job_field_nested_just_under_the_parsers_limit_is_refused():
     jobs["jobs"][0]["x"] = "DEEP"
     text = json.dumps(jobs).replace('"DEEP"', "[" * 900 + "]" * 900)
     assert "too deeply" in _refused("jobs-json", text.encode())
+
+
+def test_a_wait_naming_one_channel_twice_is_no_internal_error():
+    fmt = _format("mscclpp-plan")
+    plan = json.loads(fmt.seeds[0])
+    op = _first_op(plan, ("wait",))
+    op["channel_ids"] = op["channel_ids"][:1] * 2
+    path = _WORKDIR / f"input-twice{fmt.suffix}"
+    path.write_text(json.dumps(plan))
+    code, stderr = run_in_process(fmt, str(path))
+    assert judge(code, stderr) in ("answer", "refused"), stderr

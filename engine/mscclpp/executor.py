@@ -324,8 +324,8 @@ class _Run:
         if name in ("wait", "rlxwait"):
             keys = [self.my_end(g, op.channel_type, tb.channels[op.channel_type][cid])
                     for cid in op.channel_ids]
-            for key in keys:
-                if not self.queues[key]:
+            for key in keys:     # a channel named twice waits for two signals
+                if len(self.queues[key]) < keys.count(key):
                     raise _Blocked(f"waits on its {op.channel_type} channel to GPU {key[2]} "
                                    "for a signal that never comes")
             for key in keys:
