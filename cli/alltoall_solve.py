@@ -129,12 +129,15 @@ def run_alltoall(args: argparse.Namespace) -> int:
               if args.json == "-" else sys.stdout)
     if getattr(args, "mscclpp", None):
         from canopy.cli.exports import print_mscclpp
-        from canopy.engine.alltoall.mscclpp_plan import alltoall_plan
+        from canopy.engine.alltoall.mscclpp_plan import alltoall_plan, mcf_gap
         from canopy.engine.mscclpp.files import write_plans
-        done = write_plans([alltoall_plan(args.mscclpp, topo, result.schedule)], args.mscclpp,
-                           "alltoall", False)
+        plan = alltoall_plan(args.mscclpp, topo, result.schedule)
+        done = write_plans([plan], args.mscclpp, "alltoall", False)
         with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
             print_mscclpp(args, done, topo)
+            gap = mcf_gap(topo, result, plan)
+            if gap is not None:
+                print(f"MSCCL++ vs MCF:  {gap}.")
     return 0
 
 

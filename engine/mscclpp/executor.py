@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from canopy.engine.mscclpp.reader import (
     COLLECTIVES,
     Gpu,
+    LazyAt,
     MscclppPlanError,
     Op,
     PlanModel,
@@ -156,7 +157,7 @@ class _Run:
         self.L = cells_per_chunk(plan)
         n = plan.ngpus
         self.mem: list[dict[str, list[Value]]] = []
-        self.who: list[dict[str, list[str | None]]] = []
+        self.who: list[dict[str, list[object]]] = []
         self.alias: dict[tuple[int, str], tuple[str, int]] = {}
         coll = plan.collective
         for gpu in plan.gpus:
@@ -238,7 +239,7 @@ class _Run:
         return out
 
     def write(self, g: int, buf: str | None, cells: range, values: list[Value] | None,
-              label: str) -> None:
+              label: object) -> None:
         assert buf is not None and values is not None
         mem, who = self.mem[g], self.who[g]
         for c, v in zip(cells, values, strict=True):
@@ -280,7 +281,7 @@ class _Run:
         return h, (h, kind, g, ordinal)
 
     def signal(self, g: int, tbid: int, kind: str, index: int, release: bool,
-               label: str = "") -> None:
+               label: object = "") -> None:
         h, key = self.endpoint(g, kind, index)
         payload: list = []
         if release:
@@ -298,7 +299,7 @@ class _Run:
     # -- ops ----------------------------------------------------------------------------
     def execute(self, g: int, tb: ThreadBlock, op: Op, it: int, piped: Op | None) -> None:
         name, t = op.name, tb.id
-        label = at(self.plan.source, g, t, op)
+        label = LazyAt(self.plan.source, g, t, op)
 
         def cells(ref: Ref) -> range:
             return self.cells(ref, op, it, piped)
@@ -404,7 +405,7 @@ class _Run:
         return values
 
     def reduce(self, g: int, tb: ThreadBlock, op: Op, cells: Callable[[Ref], range],
-               label: str) -> None:
+               label: object) -> None:
         t, name = tb.id, op.name
         first = op.src[0]
         acc = self.read(g, first.buf, cells(first), op, t)
@@ -434,7 +435,7 @@ class _Run:
                 self.pending_mem[(g, t, h)].append((h, buf, cells(d), acc, label))
 
     def switch(self, g: int, tb: ThreadBlock, op: Op, cells: Callable[[Ref], range],
-               label: str) -> None:
+               label: object) -> None:
         gpu = self.plan.gpus[g]
 
         def group(ref: Ref) -> tuple[str, tuple[int, ...]]:

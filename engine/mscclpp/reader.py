@@ -159,14 +159,29 @@ def at(source: str, gpu: int, tb: int | None = None, op: Op | str | None = None)
     return text
 
 
+class LazyAt:
+    """:func:`at`'s text, formatted only when a sentence needs it (a plan has many ops)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: Any) -> None:
+        self.args = args
+
+    def __str__(self) -> str:
+        return at(*self.args)
+
+
+Where = str | LazyAt
+
+
 class _Reader:
     def __init__(self, source: str) -> None:
         self.source = source
 
-    def fail(self, where: str, text: str) -> MscclppPlanError:
+    def fail(self, where: Where, text: str) -> MscclppPlanError:
         return MscclppPlanError(f"{where}: {text}.")
 
-    def get(self, obj: Any, key: str, kind: type | tuple, where: str) -> Any:
+    def get(self, obj: Any, key: str, kind: type | tuple, where: Where) -> Any:
         if not isinstance(obj, dict) or key not in obj:
             raise self.fail(where, f"the field '{key}' is missing")
         value = obj[key]
@@ -176,7 +191,7 @@ class _Reader:
                                    f"{_kind_text(kind)}")
         return value
 
-    def items(self, obj: dict, key: str, where: str) -> list:
+    def items(self, obj: dict, key: str, where: Where) -> list:
         """The list ``obj[key]``, or [] when the key is missing or null."""
         value = obj.get(key)
         if value is None:
@@ -185,7 +200,7 @@ class _Reader:
             raise self.fail(where, f"'{key}' is {json.dumps(value)[:40]}, not a list")
         return value
 
-    def count(self, obj: Any, key: str, where: str, default: int | None = None) -> int:
+    def count(self, obj: Any, key: str, where: Where, default: int | None = None) -> int:
         if default is not None and (not isinstance(obj, dict) or key not in obj):
             return default
         value = self.get(obj, key, int, where)
@@ -338,13 +353,13 @@ class _Reader:
 
     def op(self, o: Any, name: str, gpu: Gpu, tb: ThreadBlock, plan: PlanModel,
            nested: bool) -> Op:
-        where = at(self.source, gpu.id, tb.id, name)
+        where: Where = LazyAt(self.source, gpu.id, tb.id, name)
         kind = self.get(o, "name", str, where)
         if kind not in OP_NAMES:
             raise self.fail(where, f"'{kind}' is not an operation of the runtime "
                                    "(execution_plan.cc getOpType)")
         op = Op(kind, name)
-        where = at(self.source, gpu.id, tb.id, op)
+        where = LazyAt(self.source, gpu.id, tb.id, op)
         if "channel_type" in o:
             op.channel_type = self.get(o, "channel_type", str, where)
             if op.channel_type not in (*CHANNEL_TYPES, "none"):
@@ -415,7 +430,7 @@ class _Reader:
         self.shape(op, where)
         return op
 
-    def ref(self, b: Any, gpu: Gpu, tb: ThreadBlock, op: Op, where: str, side: str) -> Ref:
+    def ref(self, b: Any, gpu: Gpu, tb: ThreadBlock, op: Op, where: Where, side: str) -> Ref:
         index, size = self.count(b, "index", where), self.count(b, "size", where)
         if size == 0:
             raise self.fail(where, f"a {side} entry has size 0")
@@ -441,7 +456,7 @@ class _Reader:
                                    f"chunks of GPU {gpu.id}'s {buf} buffer")
         return Ref(index, size, buf=buf)
 
-    def shape(self, op: Op, where: str) -> None:
+    def shape(self, op: Op, where: Where) -> None:
         """The buffers each kind of op reads: what the kernel's handler indexes."""
         name = op.name
         local = [r.buf is not None for r in op.src], [r.buf is not None for r in op.dst]

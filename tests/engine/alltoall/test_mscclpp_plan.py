@@ -1,0 +1,45 @@
+"""All-to-all MSCCL++ plans: cut to the runtime's limits, and the one sentence that says
+how far below compare's MCF row a plan runs and why."""
+
+import json
+
+import pytest
+
+from canopy.engine.alltoall import mscclpp_plan, solve_alltoall
+from canopy.engine.alltoall.mscclpp_plan import alltoall_plan, mcf_gap
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.mscclpp import writer as writer_module
+from canopy.engine.mscclpp.executor import execute
+from canopy.engine.mscclpp.reader import parse_plan
+
+SIZE = 16 << 20
+
+
+@pytest.fixture(scope="module")
+def fig2():
+    topo = load_sample("forestcoll-fig2")
+    return topo, solve_alltoall(topo)
+
+
+def test_a_plan_at_the_mcf_row_needs_no_explanation(fig2):
+    topo, result = fig2
+    plan = alltoall_plan("/nonexistent/a2a.json", topo, result.schedule, tune=False)
+    assert mcf_gap(topo, result, plan, SIZE) is None
+
+
+def test_a_gap_is_one_sentence_with_both_figures(monkeypatch, fig2):
+    topo, result = fig2
+    plan = alltoall_plan("/nonexistent/a2a.json", topo, result.schedule, tune=False)
+    monkeypatch.setattr(mscclpp_plan, "NEAR", 2.0)
+    text = mcf_gap(topo, result, plan, SIZE)
+    assert text is not None and "MCF row" in text and "GB/s" in text and ". " not in text
+
+
+def test_thread_blocks_past_the_limit_are_cut(monkeypatch, fig2):
+    topo, result = fig2
+    monkeypatch.setattr(writer_module, "MAX_OPERATION", 12)
+    plan = json.loads(alltoall_plan("/nonexistent/a2a.json", topo, result.schedule,
+                                    tune=False).data)
+    assert max(sum(1 + len(op.get("ops", [])) for op in tb["ops"])
+               for g in plan["gpus"] for tb in g["threadblocks"]) <= 12
+    assert execute(parse_plan(plan)).checked
