@@ -128,8 +128,15 @@ class Obstacles:
             self.cells[key].append(rect)
 
     def hits(self, rect: QRectF) -> bool:
-        return any(other.intersects(rect) for key in self._keys(rect)
-                   for other in self.cells.get(key, ()))
+        c, cells = self.cell, self.cells
+        left, top = int(rect.left() // c), int(rect.top() // c)
+        right, bottom = int(rect.right() // c), int(rect.bottom() // c)
+        for i in range(left, right + 1):
+            for j in range(top, bottom + 1):
+                for other in cells.get((i, j), ()):
+                    if other.intersects(rect):
+                        return True
+        return False
 
 
 def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
@@ -225,6 +232,9 @@ def _choose_spots(links: list[LinkItem], fits: dict[int, bool], taken: Obstacles
     for link in links:
         boxes.pop(id(link), None)
         spot = None
+        if area is not None and not _reaches_into(link, area):
+            link.show_label_at(None)
+            continue
         candidates = link.label_spots() if fits[id(link)] else iter(link.side_spots())
         for at in candidates:
             if area is not None and not area.contains(at):
@@ -237,6 +247,15 @@ def _choose_spots(links: list[LinkItem], fits: dict[int, bool], taken: Obstacles
                 boxes[id(link)] = rect
                 break
         link.show_label_at(spot)
+
+
+def _reaches_into(link: LinkItem, area: QRectF) -> bool:
+    """Whether some of the link's line lies inside ``area`` (a large drawing labels only
+    the part on screen; most of its long links merely pass by)."""
+    points = link.line_points(LinkLines.STEPS)
+    box = (area.left(), area.top(), area.right(), area.bottom())
+    return any(_clip(x1, y1, x2, y2, box) is not None
+               for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False))
 
 
 FAN_MIN = 4
