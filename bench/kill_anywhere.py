@@ -245,7 +245,7 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
             if target in MARKS and _wait_for_mark(log, MARKS[target], proc, 20.0):
                 time.sleep(rng.uniform(0.0, 0.001))
         jobs = _descendants(proc.pid)
-        working = _engine_jobs(proc.pid)
+        working = {p for p in _engine_jobs(proc.pid) if _running(p)}   # before the kill
     finally:
         killed_at = time.time()
         proc.send_signal(signal.SIGKILL)
@@ -256,7 +256,7 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
         out["problems"].append(f"the editor did not start: {stderr[-300:]}")
         return out
     events = [line.split() for line in log.read_text().splitlines() if line.strip()]
-    out["under_way"] = _under_way(events, {p for p in working if _running(p)})
+    out["under_way"] = _under_way(events, working)
     started = {int(e[1]) for e in events if e[0] in ("S", "R")}
     finished = max([int(e[1]) for e in events if e[0] in ("s", "R")])
     edits = [(int(e[1]), float(e[2])) for e in events if e[0] == "E"]
