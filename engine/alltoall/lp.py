@@ -197,8 +197,13 @@ def solve_at_hop_bound(problem: AllToAllProblem, lam: Fraction,
     flows reach it. At that rate every arc is full and every unit of flow takes a shortest
     route (the flows' total use, λ·Σ dist, equals Σc), so the LP keeps only the arcs on
     shortest routes and has no objective: a feasibility problem, much smaller than the
-    two phases of :func:`solve_link_lp`, with λ known and optimal when it is feasible."""
-    lp = _build(problem, shortest_arcs(problem))
+    two phases of :func:`solve_link_lp`, with λ known and optimal when it is feasible.
+    Refused first (LimitError) when its estimated memory passes the budget."""
+    arcs_of = shortest_arcs(problem)
+    entries = 3 * sum(len(arcs_of(s)) for s in problem.compute) + problem.num_compute ** 2
+    check_memory(f"the all-to-all LP at the hop bound of {problem.num_compute:,} GPUs",
+                 LP_BYTES_PER_ENTRY * entries, "--method decomposition needs far less")
+    lp = _build(problem, arcs_of)
     lam_col = lp.lam_col
     report(progress, "link LP: flows at the hop bound", 0.0)
     bounds = np.zeros((lam_col + 1, 2))

@@ -466,3 +466,12 @@ def test_a_link_lp_past_the_memory_budget_is_refused_before_it_is_built(monkeypa
     problem = build_problem(generate("cluster", {"servers": 8, "gpus": 8}))
     with pytest.raises(LimitError, match="the all-to-all LP of 64 GPUs would need about"):
         solve_link_lp(problem)
+
+
+def test_the_lp_at_the_hop_bound_past_the_memory_budget_is_refused(monkeypatch):
+    from canopy.engine.alltoall.lp import solve_at_hop_bound
+    from canopy.engine.model.limits import LimitError
+    monkeypatch.setenv("CANOPY_MEMORY_BUDGET", "64M")
+    problem = build_problem(generate("cluster", {"servers": 16, "gpus": 8}))
+    with pytest.raises(LimitError, match="the all-to-all LP at the hop bound of 128 GPUs"):
+        solve_at_hop_bound(problem, Fraction(1))
