@@ -14,23 +14,34 @@ WIDTH = 236
 HEIGHT = 104
 
 
-class LoadLegend(QWidget):
-    """Utilisation scale (0 … 100 %), the unused colour, and the tree and cut colours, in
-    the top-left corner of ``viewport`` (a child of its scroll area, so scrolling the
-    canvas does not carry it away)."""
+class CornerLegend(QWidget):
+    """A legend painted in a corner of ``viewport``: a child of the viewport's scroll area
+    (so scrolling the canvas does not carry it away), placed again when the viewport
+    moves or changes size (:meth:`_place`), and transparent to the mouse."""
 
     def __init__(self, viewport: QWidget):
         super().__init__(viewport.parentWidget())
         self.viewport = viewport
-        self.setFixedSize(WIDTH, HEIGHT)
         self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
         viewport.installEventFilter(self)
-        self._place()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
             self._place()
         return False
+
+    def _place(self) -> None:
+        raise NotImplementedError
+
+
+class LoadLegend(CornerLegend):
+    """Utilisation scale (0 … 100 %), the unused colour, and the tree and cut colours, in
+    the top-left corner of ``viewport``."""
+
+    def __init__(self, viewport: QWidget):
+        super().__init__(viewport)
+        self.setFixedSize(WIDTH, HEIGHT)
+        self._place()
 
     def _place(self) -> None:
         area = self.viewport.geometry()
@@ -69,7 +80,7 @@ class LoadLegend(QWidget):
         p.end()
 
 
-class BandwidthLegend(QWidget):
+class BandwidthLegend(CornerLegend):
     """Which colour is which link bandwidth (:mod:`.bandwidth_colours`), in the top-right
     corner of ``viewport``; hidden when all links have one bandwidth."""
 
@@ -77,12 +88,9 @@ class BandwidthLegend(QWidget):
     MARGIN = 10
 
     def __init__(self, viewport: QWidget, unit: str = "GB/s"):
-        super().__init__(viewport.parentWidget())
-        self.viewport = viewport
+        super().__init__(viewport)
         self.unit = unit
         self.classes: list[tuple[str, QColor]] = []
-        self.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        viewport.installEventFilter(self)
         self.hide()
 
     def set_classes(self, classes: list[tuple[str, QColor]], unit: str) -> None:
@@ -95,11 +103,6 @@ class BandwidthLegend(QWidget):
 
     def texts(self) -> list[str]:
         return [text for text, _ in self.classes]
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.Resize, QEvent.Type.Move):
-            self._place()
-        return False
 
     def _place(self) -> None:
         area = self.viewport.geometry()
