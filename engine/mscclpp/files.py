@@ -44,11 +44,22 @@ class PlanFile:
     max_bytes: int | None = None
     unit_size: int = DEFAULT_UNIT
 
+    @property
+    def size_step(self) -> int:
+        """The runtime runs the plan at whole-buffer sizes (the output for allgather, the
+        input otherwise) that are multiples of this: 16 bytes times the most chunks of a
+        buffer (``checkMessageSize``; the launcher leaves other sizes to NCCL)."""
+        gpu = json.loads(self.data)["gpus"][0]
+        return 16 * max(gpu["input_chunks"], gpu["output_chunks"], 1)
+
     def sizes_text(self) -> str:
+        step = self.size_step
+        whole = "" if step & (step - 1) == 0 else \
+            f"; multiples of {step} B only, other sizes go to NCCL"
         if self.max_bytes is None:
-            return "every size" if self.min_bytes == 0 else \
-                f"{size_label(self.min_bytes)} and above"
-        return f"below {size_label(self.max_bytes)}"
+            return ("every size" if self.min_bytes == 0 else
+                    f"{size_label(self.min_bytes)} and above") + whole
+        return f"below {size_label(self.max_bytes)}{whole}"
 
 
 def rank_servers(topology: Topology) -> list[int]:

@@ -77,3 +77,13 @@ def test_launcher_leaves_sizes_the_runtime_refuses_to_nccl():
     meta = {"gpus": [{"input_chunks": 32, "output_chunks": 32}] * 8}
     assert accepts(meta, 0, 8, "allreduce", 1 << 30) and not accepts(meta, 0, 8, "allreduce",
                                                                       (1 << 30) + 16)
+
+
+def test_plans_whose_chunks_are_not_a_power_of_two_say_which_sizes_they_run():
+    from canopy.engine.mscclpp.files import PlanFile
+    odd = PlanFile("p.json", json.dumps({"gpus": [{"input_chunks": 3,
+                                                    "output_chunks": 24}]}).encode(), None)
+    assert odd.size_step == 384 and "multiples of 384 B only" in odd.sizes_text()
+    even = PlanFile("p.json", json.dumps({"gpus": [{"input_chunks": 4,
+                                                     "output_chunks": 32}]}).encode(), None)
+    assert even.sizes_text() == "every size"
