@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING
 
 from canopy.cli.bounds import bounded_int
+from canopy.engine.fabric.vclos_rails import rail_lines
 from canopy.engine.io.topology_json import atomic_write_text, load_topology
 from canopy.engine.model.errors import TopologyError
 from canopy.engine.model.limits import MAX_SEEDS
@@ -71,19 +72,6 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _rail_lines(placement: dict) -> list[str]:
-    """What a job placed by vClos rail by rail holds on each rail (one line when no rail
-    needs a spine)."""
-    rails = placement.get("rails", [])
-    if rails and not any(rail["spines"] for rail in rails):
-        leaves = [leaf for rail in rails for leaf in rail["leaves"]]
-        return [f"{'':<12} {len(rails)} rails, each turning in its leaf "
-                f"({', '.join(leaves)}); no spine"]
-    return [f"{'':<12} {rail['rail']}: leaves {', '.join(rail['leaves'])}; spines "
-            f"{', '.join(rail['spines'])}; {rail['reserved_gbps']} GB/s reserved up from "
-            "each leaf" for rail in rails]
-
-
 def summary(result: FabricResult) -> str:
     seeds = f", {result.seeds} seeds" if result.routing == "ecmp" else ""
     lines = [f"routing: {result.routing}{seeds}",
@@ -96,7 +84,7 @@ def summary(result: FabricResult) -> str:
         lines.append(f"{j.name:<12} {len(j.nodes):>5} {j.collective:<15} "
                      f"{_fmt(j.alone_us, 1):>10} {_fmt(j.mean):>9} {_fmt(j.p99):>6} "
                      f"{_fmt(j.time_us(j.mean), 1):>10}")
-        lines += _rail_lines(j.placement)
+        lines += [f"{'':<12} {line}" for line in rail_lines(j.placement)]
     hot = sorted(result.links, key=lambda k: -max(k.loads))[:5]
     if hot:
         over = "mean and max over seeds" if result.routing == "ecmp" else "one routing"

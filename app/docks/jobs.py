@@ -36,6 +36,7 @@ from canopy.app.canvas.scene import TopologyScene
 from canopy.app.commands import DocumentCommand
 from canopy.app.document import Document
 from canopy.engine.fabric.analysis import FabricResult
+from canopy.engine.fabric.vclos_rails import rail_lines
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.sizes import parse_size, size_label
 from canopy.engine.model.workloads import COLLECTIVES, Job
@@ -247,6 +248,10 @@ class JobsDock(QDockWidget):
                     item.setForeground(QBrush(job_color(row)))
                 if col == len(cells) - 1 and vclos is not None and vclos.refused:
                     item.setToolTip(vclos.refused)
+                elif col == len(cells) - 1 and vclos is not None and rail_lines(
+                        vclos.placement):
+                    item.setToolTip("vClos rail by rail:\n"
+                                    + "\n".join(rail_lines(vclos.placement)))
                 self.table.setItem(row, col, item)
         self.table.resizeColumnsToContents()
         self.table.blockSignals(False)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -336,6 +337,19 @@ class TorPlacer(Placer):
 
     def reserved(self, allocation: Allocation) -> dict[frozenset[str], Fraction]:
         return reserved_bandwidth(self.fabric, allocation)
+
+
+def rail_lines(placement: dict[str, Any]) -> list[str]:
+    """What a job placed rail by rail holds on each rail, one line a rail (one line in all
+    when no rail needs a spine); nothing for a job placed otherwise."""
+    rails = placement.get("rails", [])
+    if rails and not any(rail["spines"] for rail in rails):
+        leaves = [leaf for rail in rails for leaf in rail["leaves"]]
+        return [f"{len(rails)} rails, each turning in its leaf ({', '.join(leaves)}); "
+                "no spine"]
+    return [f"{rail['rail']}: leaves {', '.join(rail['leaves'])}; spines "
+            f"{', '.join(rail['spines'])}; {rail['reserved_gbps']} GB/s reserved up from "
+            "each leaf" for rail in rails]
 
 
 def vclos_placer(topology: Topology) -> TorPlacer | RailPlacer:

@@ -75,3 +75,22 @@ def test_failed_toggle_in_properties(window):
     assert window.doc.snapshot().capacities().get(("leaf3", "spine7")) is None
     window.doc.undo_stack.undo()
     assert not window.doc.link(key).failed
+
+
+def test_vclos_rail_by_rail_placement_is_in_the_jobs_tooltip(window):
+    """On a rail-optimised fabric the vClos column's tooltip says what each job holds
+    on each rail (the engine's analysis, run here directly)."""
+    from canopy.engine.fabric.analysis import analyze
+    from canopy.engine.generators import generate
+    from canopy.engine.model.workloads import Job
+    topo = generate("cluster", {"servers": "4", "gpus": "2", "scale_out": "leaf-spine",
+                                "leaf": "rail", "servers_per_leaf": "1", "spines": "2",
+                                "oversubscription": "1/2"})
+    topo.jobs = [Job("a", ("n0.gpu0", "n0.gpu1", "n2.gpu0", "n2.gpu1"))]
+    window.doc.set_topology(topo, None, display_name="rails")
+    dock = window.fabric.dock
+    dock.results = {"vclos": analyze(topo, routing="vclos")}
+    dock.refresh()
+    tip = dock.table.item(0, 8).toolTip()
+    assert tip.startswith("vClos rail by rail:\nrail 0: leaves leaf0.0, leaf1.0; spines "
+                          "spine0; 25 GB/s reserved")
