@@ -68,6 +68,8 @@ class _RingSearch:
         scale = math.lcm(*(c.numerator for c in router.capacity.values()))
         self.inverse = {e: int(scale / c) for e, c in router.capacity.items()}
         self.loads: dict[Edge, int] = {}
+        self.compute = {v for server in servers for v in server}
+        self.direct = False           # only hops that relay through no other GPU
         # Per hop u -> v its routes, each with its links and their inverse capacities
         # (:meth:`hop` scores them thousands of times per ring).
         self.routes: dict[Edge, list[tuple[Path, list[tuple[Edge, int]]]]] = {}
@@ -86,7 +88,8 @@ class _RingSearch:
             self.loads[e] = self.loads.get(e, 0) + sign
 
     def hop(self, u: str, v: str) -> tuple[int, int, Path] | None:
-        """(max, sum) congestion of the best route u -> v with one more hop on it."""
+        """(max, sum) congestion of the best route u -> v with one more hop on it (with
+        ``direct``, among routes through no other compute node only)."""
         routes = self.routes.get((u, v))
         if routes is None:
             routes = self.routes[(u, v)] = [
@@ -95,6 +98,8 @@ class _RingSearch:
         best = None
         loads = self.loads
         for path, links in routes:
+            if self.direct and any(x in self.compute for x in path[1:-1]):
+                continue
             ratios = [(loads.get(e, 0) + 1) * inverse for e, inverse in links]
             score = (max(ratios), sum(ratios), path)
             if best is None or score[:2] < best[:2]:
@@ -102,7 +107,18 @@ class _RingSearch:
         return best
 
     def find(self, loads: dict[Edge, int], index: int) -> tuple[int, Ring] | None:
-        """The ring minimising the resulting most congested link (ties rotate by index)."""
+        """The ring minimising the resulting most congested link (ties rotate by index),
+        among rings whose hops relay through no other GPU where there is one within the
+        budget, else among all: a relaying GPU stores and forwards each message and every
+        ring step waits for the one before it, so a ring of direct hops runs at its bound
+        and a relayed one far below it (a 4x4 torus has two Hamiltonian cycles of direct
+        links in each direction)."""
+        self.direct = True
+        found = self._find(loads, index)
+        self.direct = False
+        return found if found is not None else self._find(loads, index)
+
+    def _find(self, loads: dict[Edge, int], index: int) -> tuple[int, Ring] | None:
         floor = _max_congestion(loads, self.inverse)
         self.loads = dict(loads)
         if len(self.servers) == 1:

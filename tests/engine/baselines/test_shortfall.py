@@ -71,3 +71,18 @@ def test_a_timetable_with_idle_links_is_named():
     assert "filling" in shortfall_line("tacos", Fraction(78, 100), "1G",
                                        {**details, "timetable_algbw": Fraction(64)}, 8, 2,
                                        Fraction(64))
+
+
+@pytest.mark.parametrize("dims", ["4x4", "3x4"])
+def test_rings_on_a_torus_take_direct_links_only(dims):
+    """A torus has Hamiltonian cycles of direct links, so the ring search relays through
+    no GPU (it once relayed 6 of the 4x4 torus's 48 hops, 160 GB/s bound) and the rings
+    run within 1 % of their bound, above the former rings' bound."""
+    from canopy.engine.comparison.table import compare
+    from canopy.engine.generators import generate
+
+    topo = generate("torus", {"dims": dims})
+    result = ring_baseline(topo, "allgather")
+    assert result.details["relayed_hops"] == [] and result.algbw > 200
+    row = compare(topo, sizes=(1 << 30,), algorithms=("ring",)).row("ring")
+    assert row.algbw_at(1 << 30) >= Fraction(99, 100) * row.algbw
