@@ -352,7 +352,7 @@ def _known_key(candidate: Schedule, tolerance: str, layout: str) -> Hashable:
 
 
 _SOLVED: dict[Hashable, Schedule] = {}
-_SOLVED_SIZE = 32
+_SOLVED_SIZE = 8           # (a 1024-GPU schedule is tens of MB)
 
 
 def _solve(topology: Topology, collective: str, tolerance: str, shallow: bool = False
