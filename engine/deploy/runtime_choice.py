@@ -126,8 +126,9 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     --tolerance``, :mod:`canopy.engine.forestcoll.fewest_trees`; for allreduce also reduce-scatter +
     allgather where ``schedule`` is App. E's): the candidate with the highest simulated
     algbw runs. A schedule at 97 % of the optimum that executes at 99 % of its own bound
-    beats an optimal one whose pieces wait on shared connections (rail-leaf-spine-4x8
-    allreduce: k = 10 shared runs at 68 % of the optimum, k = 1 at 94 %). The search stops
+    beats an optimal one whose pieces wait on shared connections (measured examples of
+    this and of the rules below: docs/performance.md, "The runtime choice's rules"). The
+    search stops
     once a candidate executes within GOOD_ENOUGH of the optimum, and at the first
     tolerance whose schedule gets unit connections (larger ones only lose bandwidth).
     A candidate whose plan's bandwidth bound is no higher than the best executed fraction
@@ -321,12 +322,10 @@ def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits,
     or that one's plan bound is below GOOD_ENOUGH of ``optimum`` (no layout of it executes
     above its bound, so it could not end the search). A link is shared among its
     connections by weight, so on unit connections every tree keeps its share of every
-    link and the schedule runs close to its bound (32 H100-like GPUs on a rail
-    leaf-spine: k = 1 within 1 % runs allgather at 99.4 % of the optimum, allreduce at
-    99.1 %), while shared connections make trees wait on each other (the optimal k = 10
-    there: 98.1 and 89.4 % at best over nine layouts, which took nine tenths of the
-    search's time). Where it runs within GOOD_ENOUGH of the optimum the search ends on
-    it, as it would have ended on any candidate that does."""
+    link and the schedule runs close to its bound, while shared connections make trees
+    wait on each other, and simulating their layouts is most of the search's time. Where
+    it runs within GOOD_ENOUGH of the optimum the search ends on it, as it would have
+    ended on any candidate that does."""
     if schedule.fixed_k or not (schedule.k > 1 or schedule.split_budgets):
         return None
     seen = {(schedule.k, schedule.split_budgets)}
@@ -386,13 +385,11 @@ def _consider_shallow(topology: Topology, schedule: Schedule, tolerance: str,
     (:func:`canopy.engine.forestcoll.solve.solve`'s ``shallow``: same k, same bound, lower trees),
     on networks of at most SHALLOW_MAX_NODES compute nodes and only where the twin gets
     unit connections too (one simulation). A reduction's pipeline fills and drains along
-    its trees' height: 2x MI250 reduce-scatter at k = 2 runs at 92.5 % of the optimum
-    with trees up to 14 hops high, 94.2 % with the twin's 9 (allgather 95.3 and 95.7 %);
-    allreduce's shared layouts gain nothing from it (k = 9: 93.4 and 92.3 %), so they are
-    not tried here (layout 7 is: :func:`_consider_shallow_tiers`). A reduce-scatter twin
-    is also simulated with parents swapped between its trees so that the links it loads
-    to capacity start sooner (:func:`canopy.engine.deploy.reduction_fill.fill_swaps`: same loads
-    and bound; 2x MI250 at k = 2: 95.1 %)."""
+    its trees' height, so lower trees run it faster; allreduce's shared layouts gain
+    nothing from them, so they are not tried here (layout 7 is:
+    :func:`_consider_shallow_tiers`). A reduce-scatter twin is also simulated with parents
+    swapped between its trees so that the links it loads to capacity start sooner
+    (:func:`canopy.engine.deploy.reduction_fill.fill_swaps`: same loads and bound)."""
 
     if best >= GOOD_ENOUGH or len(topology.compute_nodes()) > SHALLOW_MAX_NODES:
         return
@@ -424,10 +421,7 @@ def _consider_shallow_tiers(topology: Topology, schedule: Schedule, tolerance: s
     together (:func:`canopy.engine.forestcoll.solve.solve`'s ``shallow``: same k, same bound, lower
     trees) on layout 7 (:func:`slack_tiers`) only, on networks of at most
     SHALLOW_MAX_NODES compute nodes: there the links loaded to capacity keep a connection
-    per unit tree edge, and lower trees fill and drain sooner. (2x MI250 allreduce at
-    k = 2 on layout 7: 94.8 % of the optimum at 1 GiB with ForestColl's trees, 95.5 %
-    with the twin's; the best other candidate, k = 9 shared by 2 steps and paired,
-    93.4 %.)"""
+    per unit tree edge, and lower trees fill and drain sooner."""
 
 
     if len(topology.compute_nodes()) > SHALLOW_MAX_NODES or schedule.split_budgets:
@@ -471,11 +465,8 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
     1 GiB: a near tie goes to the candidate that runs a SECOND_SIZE and a 1 GiB collective
     fastest together (``best`` where that ties; sizes from BOUNDARY to 1 GiB run it); none
     below KEEP of the optimum at 1 GiB where ``best`` is at least that.
-    Fewer trees carry larger messages, which
-    pipeline deeper at 256 MiB (punctured torus allgather: k = 5 on layout 6 runs at 99.1 %
-    of the optimum at 1 GiB and 96.3 % at 256 MiB, behind TACOS's 98.8 and 96.8 %; k = 3
-    on it at 98.9 and 97.3 %, so 0.02 % faster over both sizes; k = 3 shared by step at 98.6
-    and 97.7 %, 0.15 % slower over both and behind TACOS at 1 GiB).
+    Fewer trees carry larger messages, which pipeline deeper at smaller sizes, so of two
+    candidates nearly tied at 1 GiB the one with fewer trees is often faster over both.
     Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried`` (and their layouts' times
     go to ``at``, :func:`_at_second`)."""
@@ -501,9 +492,7 @@ def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
     ``main`` there by SPLIT_GAIN of the optimum (a second XML for less is not worth it).
     The MSCCL runtime loads an XML per message-size range, so no one candidate has to
     serve every size: fewer trees carry larger messages, which pipeline deeper at 256 MiB,
-    while more trees fill the links better at 1 GiB (punctured torus reduce-scatter: k = 5
-    on layout 6 runs 99.16 % of the optimum at 1 GiB but 96.55 % at 256 MiB, behind TACOS's
-    96.83 %; k = 3 shared by step 97.83 and 97.09 %).
+    while more trees fill the links better at 1 GiB.
     A pipeline runs a smaller message at no higher algbw (its fill and drain take the same
     time, its steady part proportionally less), so only candidates running faster at 1 GiB
     than the fastest at SECOND_SIZE so far, and than ``main`` there plus SPLIT_GAIN, can
@@ -550,9 +539,7 @@ def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: Collecti
                  ) -> Fraction:
     """What a layout must gain at 1 GiB over the best so far to replace it: EVEN_MARGIN for
     layout 6 (unit trees shared evenly), whose single-chunk messages pipeline less deeply
-    at smaller sizes (mi250-8plus8 reduce-scatter: k = 13 shared evenly runs 0.02 % faster
-    at 1 GiB than k = 4's unit trees shared by 2 steps, 5 % slower at 256 MiB, 36 % at
-    16 MiB); minus EVEN_MARGIN for a layout whose largest tree is no smaller than layout
+    at smaller sizes; minus EVEN_MARGIN for a layout whose largest tree is no smaller than layout
     5's it would replace; else nothing."""
     if name.startswith("shared evenly"):
         return EVEN_MARGIN
