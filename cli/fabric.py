@@ -7,7 +7,6 @@ import json
 from typing import TYPE_CHECKING
 
 from canopy.cli.bounds import bounded_int
-from canopy.engine.fabric.vclos_rails import rail_lines
 from canopy.engine.io.topology_json import atomic_write_text, load_topology
 from canopy.engine.model.errors import TopologyError
 from canopy.engine.model.limits import MAX_SEEDS
@@ -73,6 +72,10 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def summary(result: FabricResult) -> str:
+    # here, not at the top: canopy solve imports this module, and the rail placer's
+    # module loads NumPy and SciPy's MILP, which a small solve does without
+    from canopy.engine.fabric.vclos_rails import rail_lines
+
     seeds = f", {result.seeds} seeds" if result.routing == "ecmp" else ""
     lines = [f"routing: {result.routing}{seeds}",
              f"{'job':<12} {'nodes':>5} {'collective':<15} {'alone µs':>10} "
