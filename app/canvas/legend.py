@@ -31,6 +31,7 @@ class CornerLegend(QWidget):
         return False
 
     def _place(self) -> None:
+        """Move into this legend's corner of the viewport (each legend has its own)."""
         raise NotImplementedError
 
 

@@ -225,11 +225,7 @@ def _pairs(line: str, where: str) -> list[tuple[str, str]]:
 
 def _switch(pairs: list[tuple[str, str]], where: str, number: int,
             switches: dict[str, SlurmSwitch]) -> None:
-    name = pairs[0][1]
-    _check_switch_name(name, where)
-    if name in switches:
-        raise SlurmTopologyError(f"{where}: switch {name} is already defined on line "
-                                 f"{switches[name].line}.")
+    name = _new_name(pairs, where, "switch", switches)
     switch = SlurmSwitch(name, number)
     keys = set()
     for key, value in pairs[1:]:
@@ -254,19 +250,23 @@ def _switch(pairs: list[tuple[str, str]], where: str, number: int,
     switches[name] = switch
 
 
-def _check_switch_name(name: str, where: str) -> None:
+def _new_name(pairs: list[tuple[str, str]], where: str, kind: str,
+              defined: dict[str, SlurmSwitch] | dict[str, SlurmBlock]) -> str:
+    """The name a SwitchName or BlockName line defines: 1 to MAX_NAME characters, not
+    defined before (``defined``)."""
+    name = pairs[0][1]
     if not name or len(name) > MAX_NAME:
         raise SlurmTopologyError(f"{where}: the switch name '{name[:70]}' must have 1 to "
                                  f"{MAX_NAME} characters.")
+    if name in defined:
+        raise SlurmTopologyError(f"{where}: {kind} {name} is already defined on line "
+                                 f"{defined[name].line}.")
+    return name
 
 
 def _block(pairs: list[tuple[str, str]], where: str, number: int,
            blocks: dict[str, SlurmBlock]) -> None:
-    name = pairs[0][1]
-    _check_switch_name(name, where)
-    if name in blocks:
-        raise SlurmTopologyError(f"{where}: block {name} is already defined on line "
-                                 f"{blocks[name].line}.")
+    name = _new_name(pairs, where, "block", blocks)
     block = SlurmBlock(name, number)
     for key, value in pairs[1:]:
         if key.lower() != "nodes":
