@@ -41,6 +41,16 @@ def spin(pid_file, progress):
         progress("spinning", 0.5)
 
 
+def spin_quietly(pid_file, progress):
+    """Compute forever without a word to the parent (a long LP sends nothing for
+    minutes), after writing this process's id to ``pid_file``."""
+    import os
+    with open(pid_file, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        pass
+
+
 def grow(progress):
     """Take memory until stopped."""
     hoard = []

@@ -29,6 +29,7 @@ import logging
 import multiprocessing
 import os
 import pickle
+import threading
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -38,7 +39,7 @@ from typing import Any
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.limits import memory_budget
 from canopy.engine.process.gc_tuning import batch_collector
-from canopy.engine.process.lifetime import die_with_parent
+from canopy.engine.process.lifetime import die_with_parent, forget_fork_server
 from canopy.engine.process.memory_guard import over_budget_text, start_memory_guard
 
 EXIT_OVER_BUDGET = 86
@@ -50,9 +51,10 @@ PROGRESS_INTERVAL = 0.05
 """Seconds between progress events within one phase."""
 PRELOAD = ["canopy.engine.process.priority", "canopy.engine.forestcoll.solve",
 "canopy.engine.comparison.table",
-           "canopy.engine.generators"]
+           "canopy.engine.generators", "canopy.engine.process.fork_server_loaded"]
 """Modules the fork server imports once, so that each job starts without importing them
-(the first lowers its priority before the others are imported)."""
+(the first moves it to the batch class and ties its life to its parent's before the others
+are imported; the last says that loading is done)."""
 
 CHILD_NICENESS = 5
 """Background jobs (``ChildJob(..., background=True)``: previews, checks the user did not ask
@@ -73,6 +75,10 @@ def batch_scheduling() -> None:
 
 FORK_SERVER_OF = "CANOPY_FORK_SERVER_OF"
 """Environment variable naming (by process id) the process whose fork server this is."""
+FORK_SERVER_FROM_MAIN_THREAD = "CANOPY_FORK_SERVER_FROM_MAIN_THREAD"
+"""Environment variable saying ("1" or "0") whether the fork server is being started from
+its parent's main thread (see
+:func:`~canopy.engine.process.lifetime.fork_server_dies_with_parent`)."""
 
 FRAME_PAUSE = 0.0001
 """Seconds a thread decoding a large event (:class:`_Frames`) or encoding a large call
@@ -84,6 +90,8 @@ Event = tuple[Any, ...]
 
 def _context() -> ForkServerContext | SpawnContext:
     os.environ[FORK_SERVER_OF] = str(os.getpid())   # see canopy.engine.process.priority
+    os.environ[FORK_SERVER_FROM_MAIN_THREAD] = \
+        "1" if threading.current_thread() is threading.main_thread() else "0"
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
@@ -116,6 +124,7 @@ class _PipeProgress:
 
 def _child(conn: Connection, calls: Connection, log_path: str, niceness: int,
            budget: int | None = None) -> None:
+    forget_fork_server()
     die_with_parent()
     start_memory_guard(lambda message: os._exit(EXIT_OVER_BUDGET), budget)
     batch_scheduling()                        # a fork server's children are there already
