@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 POLL_SECONDS = 0.5
@@ -101,9 +102,9 @@ def forget_fork_server() -> None:
     with it. Nothing in a process that is not a fork server's child."""
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver  # type: ignore[attr-defined]
+    server: Any = forkserver._forkserver   # multiprocessing's private state: no types
     fd = getattr(server, "_forkserver_alive_fd", None)
-    if fd is not None and server._forkserver_pid is None:   # a child's copy, not a client's
+    if fd is not None and getattr(server, "_forkserver_pid", None) is None:  # not a client
         with contextlib.suppress(OSError):
             os.close(fd)
         server._forkserver_alive_fd = None
