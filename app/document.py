@@ -20,7 +20,11 @@ from pathlib import Path
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QUndoStack
 
-from canopy.engine.io.topology_json import load_topology, save_topology
+from canopy.engine.io.topology_json import (
+    load_topology,
+    remove_orphaned_temporaries,
+    save_topology,
+)
 from canopy.engine.model.auto_layout import auto_layout
 from canopy.engine.model.topology import Link, Node, Topology
 
@@ -110,7 +114,14 @@ class Document(QObject):
         """Open ``path``; on a TopologyError the current document is left untouched."""
         topology = load_topology(path)
         self.set_topology(topology, Path(path))
-        self.disk_digest = disk_digest(Path(path))
+        self.opened(Path(path))
+
+    def opened(self, path: Path) -> None:
+        """``path`` was just opened into this document: remember its contents (to notice
+        another writer's save) and remove what saves of it killed mid-write left beside
+        it (:func:`~canopy.engine.io.topology_json.remove_orphaned_temporaries`)."""
+        self.disk_digest = disk_digest(path)
+        remove_orphaned_temporaries(path)
 
     def save(self, path: Path) -> None:
         """Write atomically to ``path`` and mark the document clean."""

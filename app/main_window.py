@@ -41,7 +41,7 @@ from canopy.app.dialogs.sweep_results import SweepResultsDialog
 from canopy.app.docks.design import DesignDock
 from canopy.app.docks.properties import PropertiesDock, UnitNumberValidator, split_unit
 from canopy.app.docks.validation import ValidationDock
-from canopy.app.document import Document, disk_digest
+from canopy.app.document import Document
 from canopy.app.fabric_controller import FabricController
 from canopy.app.find import FindBar
 from canopy.app.library_controller import LibraryController
@@ -462,7 +462,7 @@ class MainWindow(QMainWindow):
         if self.doc.undo_stack.index() != edits and not self.maybe_save():
             return False    # edited meanwhile, and the user keeps those edits
         self.doc.set_topology(topology, Path(path))
-        self.doc.disk_digest = disk_digest(Path(path))
+        self.doc.opened(Path(path))
         settings.add_recent_file(Path(path))
         return True
 

@@ -15,7 +15,8 @@ was really under way). Then it checks:
 * the newest of the file and the recovery file holds every edit made more than
   ``GRACE_SECONDS`` before the kill;
 * no engine job the editor started is still running two seconds later;
-* temporary files a save left behind are counted (a kill inside a save may leave one).
+* temporary files a save left behind are counted (a kill inside a save may leave one),
+  and those that the next round's editor kept after it opened the file (none should be).
 
 Prints one JSON summary (kills in all and by what was under way):
 
@@ -227,9 +228,11 @@ def _under_way(events: list[list[str]], jobs: set[int]) -> list[str]:
 
 
 def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
-             script: str = EDITOR, target: str = "anywhere") -> dict:
+             script: str = EDITOR, target: str = "anywhere",
+             left_before: tuple[Path, ...] = ()) -> dict:
     """Start an editor on ``path``, kill it at a moment aimed at ``target``, check what
-    it left."""
+    it left (``left_before``: the temporary files earlier kills left, which opening the
+    file must have removed)."""
     log = folder / "log.txt"
     log.write_text("")
     recovery = folder / "recovery"
@@ -301,10 +304,13 @@ def one_kill(folder: Path, path: Path, seed: int, rng: random.Random,
         for p in left:
             os.kill(p, signal.SIGKILL)
     out["engine_processes"] = len(jobs)
-    temps = list(path.parent.glob(f".{path.name}.*.tmp"))
-    out["temp_files_left"] = len(temps)
-    for t in temps:
-        t.unlink()
+    temps = set(path.parent.glob(f".{path.name}.*.tmp"))
+    out["temp_files_left"] = len(temps - set(left_before))
+    # the next round's editor opens the file, which removes what killed saves left
+    out["temp_files_kept_after_open"] = len(temps & set(left_before))
+    if out["temp_files_kept_after_open"]:
+        out["problems"].append(f"{out['temp_files_kept_after_open']} temporary file(s) of "
+                               "killed saves outlived the next opening of the file")
     return out
 
 
@@ -323,11 +329,13 @@ def run(kills: int, seed: int, servers: int = 8, light: bool = False) -> dict:
         save_topology(topology, path)
         for i in range(kills):
             result = one_kill(folder, path, seed * 1000 + i, rng, LIGHT if light else EDITOR,
-                              TARGETS[i % len(TARGETS)])
+                              TARGETS[i % len(TARGETS)],
+                              tuple(folder.glob(f".{path.name}.*.tmp")))
             totals["kills"] += 1
             for what in result.get("under_way", []):
                 totals[f"killed_during_{what}"] += 1
-            for key in ("edits", "saves", "solves", "engine_processes", "temp_files_left"):
+            for key in ("edits", "saves", "solves", "engine_processes", "temp_files_left",
+                        "temp_files_kept_after_open"):
                 totals[key] += result.get(key, 0)
             totals["recovery_files"] += bool(result.get("recovery_file"))
             totals["rounds_with_problems"] += bool(result["problems"])

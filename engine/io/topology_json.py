@@ -7,6 +7,7 @@ float. Unknown keys at the top level, on nodes and on links are kept and written
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -394,22 +395,63 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _remove_orphaned_temporaries(p)
+    remove_orphaned_temporaries(p)
 
 
-def _remove_orphaned_temporaries(p: Path) -> None:
-    """Delete the temporary files that writers of ``p`` killed mid-write left beside it
-    (``.NAME.PID.xxxx.tmp`` whose process is gone); a live writer's file is kept."""
-    for tmp in p.parent.glob(f".{glob_escape(p.name)}.*.tmp"):
+def remove_orphaned_temporaries(path: str | os.PathLike[str]) -> int:
+    """Delete the temporary files that writers of ``path`` killed mid-write left beside it
+    (``.NAME.PID.xxxx.tmp``, :func:`atomic_write_bytes`' names); how many went.
+
+    A file goes when its writer is gone: no process has its id, or the process that has
+    it now started after the file was last written (the id was reused). A live writer's
+    file (another editor saving the same file at this moment) is kept, as is every file
+    that cannot be told apart (an id this process may not signal, on a system without
+    process start times). Saves call this after they rename, editors when they open.
+    """
+    p = Path(path)
+    removed = 0
+    try:
+        candidates = list(p.parent.glob(f".{glob_escape(p.name)}.*.tmp"))
+    except OSError:
+        return 0
+    for tmp in candidates:
         pid = tmp.name[len(p.name) + 2:].split(".", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            tmp.unlink(missing_ok=True)
+            written = tmp.stat().st_mtime
         except OSError:
-            pass                      # alive but someone else's
+            continue
+        if _writer_gone(int(pid), written):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                removed += 1
+    return removed
+
+
+def _writer_gone(pid: int, written: float) -> bool:
+    """Whether process ``pid``, which wrote a file last modified at ``written`` (epoch
+    seconds), has ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass                          # alive, someone else's: its start time may tell
+    started = _process_start(pid)
+    return started is not None and started > written + 1.0
+
+
+def _process_start(pid: int) -> float | None:
+    """When process ``pid`` started (epoch seconds), where ``/proc`` tells; else None."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19])
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
 
 
 def save_topology(topo: Topology, path: str | os.PathLike[str]) -> None:

@@ -75,6 +75,18 @@ def test_failed_save_keeps_the_old_file_and_reports(window, tmp_path, dialogs, m
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_opening_removes_what_killed_saves_left_beside_the_file(window, tmp_path, dialogs):
+    """A save killed mid-write leaves ``.NAME.PID.xxxx.tmp``; opening the file in the
+    editor removes those of writers that are gone, never a live writer's."""
+    target = write(tmp_path / "kept.json", UNKNOWN)
+    dead = tmp_path / ".kept.json.999999999.x1.tmp"
+    live = tmp_path / f".kept.json.{os.getppid()}.x2.tmp"
+    dead.write_text("half")
+    live.write_text("half")
+    assert window.open_path(target)
+    assert not dead.exists() and live.exists()
+
+
 def test_bad_file_shows_engine_sentence_and_keeps_document(window, tmp_path, dialogs):
     bad = write(tmp_path / "bad.json", {**UNKNOWN, "links": [
         {"source": "a", "target": "s", "bandwidth": -4}]})

@@ -142,3 +142,29 @@ def test_a_save_removes_what_a_killed_save_left_beside_the_file(tmp_path):
     atomic_write_text(target, "{}")
     assert not dead.exists() and live.exists()
     assert target.read_text() == "{}"
+
+
+def test_a_temporary_file_whose_process_id_was_reused_goes(tmp_path):
+    """A killed writer's id may belong to a new process by the next save: a process that
+    started after the file was last written did not write it."""
+    import os
+    import subprocess
+    import sys
+
+    from canopy.engine.io.topology_json import remove_orphaned_temporaries
+    target = tmp_path / "a.json"
+    target.write_text("{}")
+    newcomer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        reused = tmp_path / f".a.json.{newcomer.pid}.x1.tmp"
+        mine = tmp_path / f".a.json.{newcomer.pid}.x2.tmp"
+        reused.write_text("half")
+        mine.write_text("half")
+        os.utime(reused, (1_000_000_000, 1_000_000_000))      # written in 2001
+        other = tmp_path / ".b.json.999999999.x3.tmp"          # another file's: not ours
+        other.write_text("half")
+        assert remove_orphaned_temporaries(target) == 1
+        assert not reused.exists() and mine.exists() and other.exists()
+    finally:
+        newcomer.kill()
+        newcomer.wait()
