@@ -388,7 +388,7 @@ class SolveController(QObject):
             self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
             self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
             # the docks took room from the canvas: show the whole drawing again
-            self._steps.appendleft(self.window.view.zoom_to_fit)
+            self._steps.appendleft(lambda: self.window.view.zoom_to_fit(labels_in_turns=True))
 
     def _plot(self, solution: Solution) -> None:
         """The plots, now unless their dock is hidden in a shown window (then when the
@@ -468,6 +468,7 @@ class SolveController(QObject):
         if solution is not None and self.plots.solution is not solution:
             self.plots.set_solution(solution, self.controller.stale)
         self.overlays.finish_restyling()
+        self.window.scene.finish_labels()
 
     def _stale_changed(self, stale: bool) -> None:
         self.overlays.set_active(not stale)

@@ -3,7 +3,10 @@
 A 10 ms QTimer records the time between its ticks. A sampler thread looks at the GUI
 thread's Python stack every 2 ms while a tick is overdue by more than 20 ms, so every
 long gap comes with *where* the GUI thread was (the innermost frames in Canopy or
-pyqtgraph, or "Qt" when no Python frame of ours was running: painting, layout).
+pyqtgraph, or "Qt" when no Python frame of ours was running: painting, layout), counted
+only while it ran (its CPU clock moved; else "not running": waiting for a CPU or for the
+interpreter lock), and where other threads of the editor ran meanwhile. The load
+(``--load``) is separate processes, the ticks are the GUI thread's own timer.
 
 Cases:
 
@@ -60,6 +63,9 @@ SETTLE_MS = 1500
 """How long the loop runs on after the results arrived (docks, plots, first tree)."""
 SAMPLE_S = 0.002
 OVERDUE_S = 0.02
+RAN_S = SAMPLE_S / 10
+"""CPU a thread must have used since the last sample to count as running in it."""
+WAITING = "GUI thread not running (waiting for a CPU or the interpreter lock)"
 OURS = (os.sep + "canopy" + os.sep, os.sep + "app" + os.sep, os.sep + "engine" + os.sep,
         "pyqtgraph")
 
@@ -116,18 +122,27 @@ class Watch:
         self.marks.append((time.perf_counter(), phase))
 
     def _sample(self) -> None:
+        """Every SAMPLE_S while a tick is overdue: where each thread of the process is,
+        counted only if it ran since the last sample (its own CPU clock moved): a reader
+        thread blocked in select or waiting for the event loop's turn holds no CPU and
+        no interpreter lock, and a GUI thread that did not run was waiting (for a CPU, or
+        for the lock another thread held), which is not time spent in Qt."""
+        last: dict[int, float] = {}
         while not self._stop.wait(SAMPLE_S):
             now = time.perf_counter()
-            if self.ticks and now - self.ticks[-1] > OVERDUE_S:
-                frames = sys._current_frames()
-                frame = frames.get(self._main)
-                if frame is not None:
-                    self.samples.append((now, _where(frame)))
-                for ident, other in frames.items():
-                    if ident not in (self._main, threading.get_ident()):
-                        where = _where(other)
-                        if not where.startswith("Qt"):
-                            self.samples.append((now, "other thread: " + where))
+            frames = sys._current_frames()
+            ran = {ident: _thread_cpu(ident) for ident in frames}
+            moved = {ident: cpu - last.get(ident, cpu) > RAN_S for ident, cpu in ran.items()}
+            last = ran
+            if not (self.ticks and now - self.ticks[-1] > OVERDUE_S):
+                continue
+            frame = frames.get(self._main)
+            if frame is not None:
+                self.samples.append((now, _where(frame) if moved.get(self._main, True)
+                                     else WAITING))
+            for ident, other in frames.items():
+                if ident not in (self._main, threading.get_ident()) and moved.get(ident):
+                    self.samples.append((now, "other thread: " + _where(other)))
 
     def phases(self) -> dict[str, dict]:
         """Per phase: worst gap, mean gap, and where the GUI thread spent the worst gap."""
@@ -161,6 +176,14 @@ class Watch:
                 "worst_gap_at": at((a, b)),
                 "most_cpu_gap_at": at(worst_cpu)}
         return out
+
+
+def _thread_cpu(ident: int) -> float:
+    """CPU seconds of the thread ``ident`` (its pthread's clock; -1 where unknown)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(ident))
+    except (AttributeError, OSError, OverflowError):
+        return -1.0
 
 
 def _run_queue_wait() -> float:

@@ -56,6 +56,7 @@ MARK_FONT = style.label_font(7.5, bold=True)
 MARK_PAD = 26.0
 _MARK_METRICS = QFontMetricsF(MARK_FONT)
 _NO_BRUSH = Qt.BrushStyle.NoBrush
+_MARK_EDGE = QPen(QColor("white"), 1.0)
 _SOLID = Qt.PenStyle.SolidLine
 _ROUND_CAP = Qt.PenCapStyle.RoundCap
 _FLAT_CAP = Qt.PenCapStyle.FlatCap
@@ -101,6 +102,10 @@ class LinkItem(QGraphicsItem):
         self._bounds = QRectF()
         self._mid = QPointF()
         self._mid_valid = False
+        self._mark_shapes: dict[tuple[str, str, float], tuple[QPolygonF, QRectF | None,
+                                                            QPointF]] = {}
+        """:meth:`_mark_geometry`'s answers until the line or the pen changes (a repaint
+        of the canvas paints every badge)."""
         self._text_rect = QRectF()
         self._straight: QLineF | None = None
         self._zoom = zoom
@@ -191,6 +196,7 @@ class LinkItem(QGraphicsItem):
         self._straight = None
         self._length = length
         self._mid_valid = False
+        self._mark_shapes = {}
         if length < 1e-6:
             self._path = path
             self._place_label()
@@ -448,6 +454,14 @@ class LinkItem(QGraphicsItem):
                        ) -> tuple[QPolygonF, QRectF | None, QPointF]:
         """The arrowhead towards node ``towards`` part-way along the link, the rectangle
         of its badge (None without text) and the arrow's position."""
+        key = (towards, text, self._zoom)
+        known = self._mark_shapes.get(key)
+        if known is None:
+            known = self._mark_shapes[key] = self._new_mark_geometry(towards, text)
+        return known
+
+    def _new_mark_geometry(self, towards: str, text: str
+                           ) -> tuple[QPolygonF, QRectF | None, QPointF]:
         forward = towards == self.target
         t = self._mark_fraction(forward)
         at = self._path.pointAtPercent(t)
@@ -483,7 +497,7 @@ class LinkItem(QGraphicsItem):
                     lod: float) -> None:
         """An arrowhead towards node ``towards`` part-way along the link, and its badge."""
         arrow, rect, _at = self._mark_geometry(towards, text)
-        painter.setPen(QPen(QColor("white"), 1.0))
+        painter.setPen(_MARK_EDGE)
         painter.setBrush(QBrush(color.darker(140)))
         painter.drawPolygon(arrow)
         if rect is None or lod < style.LINK_LABEL_LOD:

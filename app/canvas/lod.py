@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from PySide6.QtCore import QPointF, QRectF
 
@@ -150,6 +150,17 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
     the server), and the servers' ``blocks`` are obstacles like node bodies. ``area``:
     only bandwidths inside it are placed (a large drawing labels the part on screen).
     """
+    for _ in placing_labels(nodes, links, zoom, rooms, default_room, hidden, blocks, area):
+        pass
+
+
+def placing_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
+                   rooms: dict[str, float], default_room: float,
+                   hidden: dict[str, str | None], blocks: list[QRectF],
+                   area: QRectF | None = None) -> Iterator[None]:
+    """:func:`place_labels` a step at a time: it yields after each node's name and each
+    link's bandwidth, so a caller can spread the work over turns of the event loop
+    (each label is shown as it is chosen; the items must stay in the scene meanwhile)."""
     if zoom < NAME_MIN_ZOOM and zoom < LINK_LABEL_MIN_ZOOM:  # too far out for any text
         for node in nodes:
             node.name_label.set_text("")
@@ -176,10 +187,12 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
                     taken.add(rect)
                     break
         node.name_label.set_text(chosen)
+        yield
     for link in links:
         link.set_zoom(zoom)
         for badge in link.badge_rects():      # a tree's hop numbers stay readable
             taken.add(badge)
+        yield
     fits = {id(link): link.label_fits() for link in links}
     lines = LinkLines(CELL_PX / zoom)
     shown = [link for link in links
@@ -189,19 +202,21 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
     near = area.adjusted(-margin, -margin, margin, margin) if area is not None else None
     for link in shown:
         lines.add(link, near)
+        yield
     # each link takes the first of its spots that covers no node, name, badge, other
     # link or label chosen before; links with least room choose first (too short to
     # hold their number along them, then the shortest)
     order = sorted(shown, key=lambda item: (fits[id(item)], item.length()))
     labels = Obstacles(CELL_PX / zoom)
     boxes: dict[int, QRectF] = {}
-    _choose_spots(order, fits, taken, lines, labels, area, boxes)
+    yield from _choose_spots(order, fits, taken, lines, labels, area, boxes)
     fans = _fans(nodes, shown, {id(link) for link in shown if id(link) not in boxes})
     if fans:
         # a hub's label speaks for its links, freeing their spots: the others keep theirs
         # where the hub labels leave them room, and those without one try again
         hubs = Obstacles(CELL_PX / zoom)
-        fanned = _place_fans(nodes, fans, zoom, taken, hubs, lines)
+        fanned: set[int] = set()
+        yield from _place_fans(nodes, fans, zoom, taken, hubs, lines, fanned)
         labels = Obstacles(CELL_PX / zoom)
         for rect in _hub_rects(nodes, zoom):
             labels.add(rect)
@@ -214,7 +229,7 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
                 labels.add(rect)
             else:
                 again.append(link)
-        _choose_spots(again, fits, taken, lines, labels, area, boxes)
+        yield from _choose_spots(again, fits, taken, lines, labels, area, boxes)
     else:
         for node in nodes:
             node.show_fan_at(None)
@@ -226,14 +241,16 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
 
 def _choose_spots(links: list[LinkItem], fits: dict[int, bool], taken: Obstacles,
                   lines: LinkLines, labels: Obstacles, area: QRectF | None,
-                  boxes: dict[int, QRectF]) -> None:
+                  boxes: dict[int, QRectF]) -> Iterator[None]:
     """Give each link, in order, the first of its spots whose box covers nothing (see
-    :func:`place_labels`), recorded in ``boxes``; a link with none shows no number."""
+    :func:`place_labels`), recorded in ``boxes``; a link with none shows no number.
+    Yields after each link."""
     for link in links:
         boxes.pop(id(link), None)
         spot = None
         if area is not None and not _reaches_into(link, area):
             link.show_label_at(None)
+            yield
             continue
         candidates = link.label_spots() if fits[id(link)] else iter(link.side_spots())
         for at in candidates:
@@ -247,6 +264,7 @@ def _choose_spots(links: list[LinkItem], fits: dict[int, bool], taken: Obstacles
                 boxes[id(link)] = rect
                 break
         link.show_label_at(spot)
+        yield
 
 
 def _reaches_into(link: LinkItem, area: QRectF) -> bool:
@@ -291,13 +309,12 @@ def _fans(nodes: list[NodeItem], links: list[LinkItem], failed: set[int]
 
 
 def _place_fans(nodes: list[NodeItem], fans: list[tuple[NodeItem, str, list[LinkItem]]],
-                zoom: float, taken: Obstacles, labels: Obstacles, lines: LinkLines
-                ) -> set[int]:
+                zoom: float, taken: Obstacles, labels: Obstacles, lines: LinkLines,
+                fanned: set[int]) -> Iterator[None]:
     """Put each hub's label (``32 × 16``: its 32 links of 16 GB/s each) right beside the
     hub, away from its links, where it covers no node, name, label or link; the links
-    of the hubs so labelled."""
+    of the hubs so labelled are added to ``fanned``. Yields after each hub."""
     shown: dict[str, tuple[QPointF, str, tuple[int, ...]]] = {}
-    fanned: set[int] = set()
     px = 1.0 / zoom
     for node, text, members in fans:
         label = f"{len(members)} × {text}"
@@ -327,12 +344,12 @@ def _place_fans(nodes: list[NodeItem], fans: list[tuple[NodeItem, str, list[Link
         if spot is not None:
             shown[node.node_id] = (spot, label, tuple(link.key for link in members))
             fanned.update(id(link) for link in members)
+        yield
     for node in nodes:
         if node.node_id in shown:
             node.show_fan_at(*shown[node.node_id])
         else:
             node.show_fan_at(None)
-    return fanned
 
 
 def _hub_rects(nodes: list[NodeItem], zoom: float) -> list[QRectF]:

@@ -9,9 +9,8 @@ Other parts of the editor (overlays, results) reach items by id through
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 
 import shiboken6
@@ -21,31 +20,24 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouse
 
 from canopy.app.canvas import style
 from canopy.app.canvas.bandwidth_colours import bandwidth_classes, colour_of
+from canopy.app.canvas.detail import LARGE_LOD, detail_steps, group_summaries
 from canopy.app.canvas.group_item import MARGIN as GROUP_MARGIN
 from canopy.app.canvas.group_item import TITLE as GROUP_TITLE
 from canopy.app.canvas.group_item import GroupItem
 from canopy.app.canvas.interactions import Interaction, SelectMove
-from canopy.app.canvas.labels import fitting
 from canopy.app.canvas.link_item import LinkItem
-from canopy.app.canvas.lod import place_labels
-from canopy.app.canvas.node_item import NAME_MIN_ZOOM, NodeItem
+from canopy.app.canvas.node_item import NodeItem
 from canopy.app.canvas.overview import OverviewItem
 from canopy.app.commands import MoveNodes
 from canopy.app.document import Document
-from canopy.engine.model.topology import COMPUTE, format_gbps
 
 PARALLEL_GAP = 16.0
 NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
 MARGIN = 1500.0
 """Free scene space around the drawing, so there is room to pan and to add nodes."""
-COLLAPSE_BELOW = 0.45
-"""A server whose members show no names at a zoom below this collapses into a block."""
-ROOM_CAP = 400.0
-LARGE_LOD = 1000
-"""Above this many nodes the level-of-detail pass only handles the visible part (and
-runs again when the view scrolls)."""
-ROW_BAND = 25.0
-"""Nodes whose y differ by less than this share a row (their names compete for width)."""
+DETAIL_SLICE_S = 0.006
+"""Wall-clock seconds of label placing per turn of the event loop, when in turns."""
+END = object()
 BUILD_AT_ONCE = 600
 """Drawings of fewer nodes plus links are built in one go after New/Open; larger ones a
 slice at a time, one slice per turn of the event loop, so that opening 1,024 GPUs
@@ -68,6 +60,9 @@ class TopologyScene(QGraphicsScene):
     building = Signal(bool)
     """A large drawing's items are being built slice by slice (True), or all exist."""
     built = Signal()
+    labelling = Signal(bool)
+    """Labels are being placed over turns of the event loop (True), or that pass ended:
+    the view paints the drawing once they are all placed, not half done each turn."""
     """Every item of the document exists (after a rebuild, at once or slice by slice)."""
     bandwidths_changed = Signal(list)
     """The links' bandwidth classes, [(text, colour)], fastest first (empty: one colour)."""
@@ -93,13 +88,20 @@ class TopologyScene(QGraphicsScene):
         self.overview_on = False
         self.zoom = 1.0
         self.label_area: QRectF | None = None
-        self._rooms: dict[str, float] | None = None
+        self.rooms: dict[str, float] | None = None
+        """Width each node's name may take (:func:`~canopy.app.canvas.detail.free_rooms`),
+        until the layout changes."""
         self._summaries: dict[str, str] = {}
         self.bandwidth_classes: list[tuple[str, QColor]] = []
         self._lod_timer = QTimer(self)
         self._lod_timer.setSingleShot(True)
         self._lod_timer.setInterval(60)
         self._lod_timer.timeout.connect(self.apply_zoom)
+        self._detail: Iterator[None] | None = None
+        self._detail_timer = QTimer(self)
+        self._detail_timer.setSingleShot(True)
+        self._detail_timer.setInterval(0)
+        self._detail_timer.timeout.connect(self._detail_turn)
         self._building = False
         self._finishing = False
         self._in_build = False
@@ -222,6 +224,7 @@ class TopologyScene(QGraphicsScene):
         """
         self.interaction.cancel()
         self._build_timer.stop()
+        self._stop_detail()
         if self.overview.scene() is self:
             self.removeItem(self.overview)
         self.clear()
@@ -501,15 +504,20 @@ class TopologyScene(QGraphicsScene):
 
     # ------------------------------------------------------------ level of detail
 
-    def set_zoom(self, zoom: float, area: QRectF | None = None, later: bool = False) -> None:
+    def set_zoom(self, zoom: float, area: QRectF | None = None, later: bool = False,
+                 in_turns: bool = False) -> None:
         """The view's zoom changed: choose which names and bandwidths fit (in ``area``,
         the part of the scene on screen, for large drawings); ``later``: a moment
-        after the last of several zoom steps, in a turn of the event loop of its own."""
+        after the last of several zoom steps, in a turn of the event loop of its own;
+        ``in_turns``: over the next turns (:meth:`apply_zoom_in_turns`)."""
         self.zoom = zoom
         if area is not None:
             self.label_area = QRectF(area)
         if later:
+            self._stop_detail()
             self._lod_timer.start()
+        elif in_turns:
+            self.apply_zoom_in_turns()
         else:
             self.apply_zoom()
 
@@ -525,41 +533,67 @@ class TopologyScene(QGraphicsScene):
 
     def _labels_changed(self) -> None:
         """Where names fit is to be worked out again (after edits, and once built)."""
-        self._rooms = None
+        self.rooms = None
         self._summaries = {}
+        self._stop_detail()
         self._lod_timer.start()
 
     def apply_zoom(self) -> None:
         """Names where they fit, bandwidths on links long enough on screen, and servers
-        whose members show no name collapsed into labelled blocks."""
+        whose members show no name collapsed into labelled blocks, now
+        (:func:`~canopy.app.canvas.detail.detail_steps`); a pass under way in turns is
+        replaced."""
         self._lod_timer.stop()
+        self._stop_detail()
         if self._building:
             return  # once every item exists
-        zoom = self.zoom
-        if self._rooms is None and zoom >= NAME_MIN_ZOOM:  # (only names need room)
-            self._rooms = self._free_rooms()
-        collapsed = self._collapsed_groups(zoom)
-        hidden = {node.id: node.group for node in self.doc.topology.nodes
-                  if node.group in collapsed}
-        nodes, links = list(self._nodes.values()), list(self._links.values())
-        self._colour_links(links)
-        area = self.label_area
-        large = len(nodes) > LARGE_LOD and area is not None
-        if large:
-            nodes = [n for n in nodes if area.contains(n.pos())]
-            links = [k for k in links if area.intersects(k.boundingRect())]
-        place_labels(nodes, links, zoom, self._rooms or {}, ROOM_CAP, hidden,
-                     [self._groups[g].box() for g in collapsed if g in self._groups],
-                     area if large else None)
-        for name, box in self._groups.items():
-            text = name
-            if name in collapsed:
-                summary = self.group_summary(name)
-                box.details = summary.split(" · ", 1)[-1].replace("\n", ", ")
-                text = fitting(box.block_label, (summary, name), box.box().width() * zoom - 8)
-            box.set_collapsed(name in collapsed, text)
+        for _ in detail_steps(self):
+            pass
 
-    def _colour_links(self, links: list[LinkItem]) -> None:
+    def apply_zoom_in_turns(self) -> None:
+        """:meth:`apply_zoom` spread over turns of the event loop, :data:`DETAIL_SLICE_S`
+        a turn, so the window paints and takes input meanwhile (each label shows as it
+        is placed); an edit meanwhile stops it and places the labels again a moment
+        later. :meth:`finish_labels` completes it at once."""
+        self._lod_timer.stop()
+        self._stop_detail()
+        if self._building:
+            return
+        self._detail = detail_steps(self)
+        self._detail_timer.start()
+        self.labelling.emit(True)
+
+    def finish_labels(self) -> None:
+        """Complete a level-of-detail pass under way in turns now (screenshots, exports)."""
+        run = self._detail
+        if run is not None:
+            for _ in run:
+                pass
+        self._stop_detail()
+
+    def _detail_turn(self) -> None:
+        run = self._detail
+        if run is None:
+            return
+        deadline = time.perf_counter() + DETAIL_SLICE_S
+        while time.perf_counter() < deadline:
+            if next(run, END) is END:
+                self._detail = None
+                self.labelling.emit(False)
+                return
+        self._detail_timer.start()
+
+    def _stop_detail(self, again: bool = False) -> None:
+        """Drop a pass under way in turns (an item it holds may be about to go); with
+        ``again``, place the labels again a moment later."""
+        if self._detail is not None:
+            self._detail = None
+            self._detail_timer.stop()
+            self.labelling.emit(False)
+            if again:
+                self._lod_timer.start()
+
+    def colour_links(self, links: list[LinkItem]) -> None:
         """Each link in its bandwidth's colour, and the legend told when the classes change."""
         classes = bandwidth_classes((link.bandwidth, link.text) for link in links)
         for link in links:
@@ -569,73 +603,11 @@ class TopologyScene(QGraphicsScene):
             self.bandwidth_classes = classes
             self.bandwidths_changed.emit(classes)
 
-    def _collapsed_groups(self, zoom: float) -> set[str]:
-        """Groups of two or more nodes none of whose compute nodes has room for a name."""
-        if zoom >= COLLAPSE_BELOW or not self._groups:
-            return set()
-        rooms = self._rooms or {}
-        named: dict[str, bool] = defaultdict(bool)
-        members: dict[str, int] = defaultdict(int)
-        for node in self.doc.topology.nodes:
-            if not node.group:
-                continue
-            members[node.group] += 1
-            if node.kind == COMPUTE and zoom >= NAME_MIN_ZOOM and not named[node.group]:
-                item = self._nodes[node.id]
-                shortest = min(item.name_label.width_of(t) for t in item.names)
-                named[node.group] = shortest <= rooms.get(node.id, ROOM_CAP) * zoom - 4
-        return {g for g, count in members.items() if count > 1 and not named[g]}
-
     def group_summary(self, group: str) -> str:
         """``n0 · 8 GPUs`` and the bandwidth leaving the group, for its collapsed block."""
         if not self._summaries:
-            self._summaries = self._group_summaries()
+            self._summaries = group_summaries(self.doc.topology)
         return self._summaries.get(group, group)
-
-    def _group_summaries(self) -> dict[str, str]:
-        """Every group's summary, in one pass over the nodes and one over the links."""
-        topology = self.doc.topology
-        group_of = {node.id: node.group for node in topology.nodes if node.group}
-        members: dict[str, int] = defaultdict(int)
-        gpus: dict[str, int] = defaultdict(int)
-        for node in topology.nodes:
-            if node.group:
-                members[node.group] += 1
-                gpus[node.group] += node.kind == COMPUTE
-        out: dict[str, Fraction] = defaultdict(Fraction)
-        for link in topology.links:
-            source, target = group_of.get(link.source), group_of.get(link.target)
-            if source == target:
-                continue
-            if source:
-                out[source] += link.bandwidth
-            if target and link.duplex:
-                out[target] += link.bandwidth
-        summaries = {}
-        for group, count in members.items():
-            n = gpus[group]
-            what = f"{n} GPU{'s' if n != 1 else ''}" if n else f"{count} switches"
-            summaries[group] = f"{group} · {what}\n{format_gbps(out[group])} GB/s out"
-        return summaries
-
-    def _free_rooms(self) -> dict[str, float]:
-        """For each node, the distance to the nearest node beside it in its row (the width
-        its name may take), at most ROOM_CAP."""
-        rows: dict[int, list[tuple[float, str]]] = defaultdict(list)
-        for node_id, item in self._nodes.items():
-            rows[round(item.pos().y() / ROW_BAND)].append((item.pos().x(), node_id))
-        for row in rows.values():
-            row.sort()
-        rooms: dict[str, float] = {}
-        for band, row in rows.items():
-            near = sorted(row + rows.get(band - 1, []) + rows.get(band + 1, []))
-            xs = [x for x, _ in near]
-            for x, node_id in row:
-                i = bisect_left(xs, x)
-                gaps = [abs(xs[j] - x) for j in range(max(0, i - 2), min(len(near), i + 3))
-                        if near[j][1] != node_id]
-                rooms[node_id] = min([ROOM_CAP, *gaps])
-        return rooms
 
     # ------------------------------------------------------------ document signals
 
@@ -648,6 +620,7 @@ class TopologyScene(QGraphicsScene):
         self._mark_group(node.group)
 
     def _on_node_removed(self, node_id: str) -> None:
+        self._stop_detail(again=True)
         item = self._nodes.pop(node_id, None)
         self._adjacent.pop(node_id, None)
         if item is not None:  # (not built yet: then it never will be)
@@ -685,6 +658,7 @@ class TopologyScene(QGraphicsScene):
 
     def _on_link_removed(self, key: int) -> None:
         if key in self._links:  # (not built yet: then it never will be)
+            self._stop_detail(again=True)
             self.removeItem(self._forget_link(key))
 
     def _on_link_changed(self, key: int) -> None:
@@ -737,6 +711,7 @@ class TopologyScene(QGraphicsScene):
             items = members.get(group)
             if not items:
                 if group in self._groups:
+                    self._stop_detail(again=True)
                     self.removeItem(self._groups.pop(group))
                 continue
             box = self._groups.get(group)

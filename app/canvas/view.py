@@ -40,6 +40,7 @@ class TopologyView(QGraphicsView):
         self._rubber_band = True
         self._overlays: list[QWidget] = []
         self._fitted: QRectF | None = None   # the rect last fitted, until the user moves
+        self._labels_in_turns = False       # zoom_to_fit(labels_in_turns=True) under way
         self.zoom_changed.connect(self._choose_overview)
         self._area_timer = QTimer(self)
         self._area_timer.setSingleShot(True)
@@ -51,13 +52,16 @@ class TopologyView(QGraphicsView):
             bar.sliderMoved.connect(lambda _value: setattr(self, "_fitted", None))
         # a drawing half built is not painted (each slice would cost a repaint)
         scene.building.connect(lambda busy: self.viewport().setUpdatesEnabled(not busy))
+        # nor are labels half placed (each turn of placing them would cost a repaint)
+        scene.labelling.connect(lambda busy: self.viewport().setUpdatesEnabled(not busy))
 
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()
         count = scene.node_count()
         scene.set_overview(zoom < overview_zoom(count))
         # a large drawing shows the new zoom first, its labels a moment later
-        scene.set_zoom(zoom, self.label_area(), later=count > LARGE_LOD)
+        scene.set_zoom(zoom, self.label_area(), later=count > LARGE_LOD,
+                       in_turns=self._labels_in_turns)
 
     def label_area(self) -> QRectF:
         """The part of the scene on screen and a margin around it (labels of large
@@ -71,6 +75,7 @@ class TopologyView(QGraphicsView):
         on a large drawing (screenshots)."""
         self._area_timer.stop()
         self.topology_scene().set_zoom(self.zoom(), self.label_area())
+        self.topology_scene().finish_labels()
 
     def topology_scene(self) -> TopologyScene:
         return self.scene()  # type: ignore[return-value]
@@ -137,9 +142,12 @@ class TopologyView(QGraphicsView):
                 bottom = max(bottom, height - box.top() + 6.0)
         return (top, bottom) if top + bottom < height / 2 else (0.0, 0.0)
 
-    def zoom_to_fit(self, rect: QRectF | None = None) -> None:
+    def zoom_to_fit(self, rect: QRectF | None = None, labels_in_turns: bool = False) -> None:
         """Show ``rect`` (the whole drawing by default) clear of the floating legends,
-        never magnified beyond 150 %."""
+        never magnified beyond 150 %; ``labels_in_turns``: the labels for the new zoom
+        are placed over the next turns of the event loop
+        (:meth:`~canopy.app.canvas.scene.TopologyScene.apply_zoom_in_turns`), not in
+        this one."""
         scene = self.topology_scene()
         if rect is None:
             scene.flush_groups()
@@ -155,7 +163,11 @@ class TopologyView(QGraphicsView):
         self.setTransform(QTransform.fromScale(zoom, zoom))
         # the drawing's centre goes to the middle of the free band, not of the viewport
         self.centerOn(rect.center() + QPointF(0.0, (bottom - top) / 2 / zoom))
-        self.zoom_changed.emit(self.zoom())
+        self._labels_in_turns = labels_in_turns
+        try:
+            self.zoom_changed.emit(self.zoom())
+        finally:
+            self._labels_in_turns = False
         self._fitted = QRectF(rect)
 
     def wheelEvent(self, event: QWheelEvent) -> None:
