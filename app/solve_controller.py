@@ -54,6 +54,8 @@ HOP_CACHE = 256
 CLOSE_WAIT_MS = 10000
 RIGHT_WIDTH = 380
 PLOTS_HEIGHT = 230
+DOCKS_HOLD = "result docks"
+"""What holds the canvas's painting while the result docks first take their room."""
 SOLVE_ACTIONS = {"allgather": ("solve_allgather", "Solve &Allgather", "F5"),
                  "reduce-scatter": ("solve_reduce_scatter", "Solve &Reduce-Scatter",
                                     "Shift+F5"),
@@ -331,6 +333,7 @@ class SolveController(QObject):
         """
         self._hops.clear()
         self._steps.clear()
+        self.window.view.hold_painting(DOCKS_HOLD, False)  # (a step left undone now)
         if solution is None:
             self._forgotten()
             return
@@ -376,19 +379,27 @@ class SolveController(QObject):
         self._steps.appendleft(self._update_legend)
 
     def _show_docks(self) -> None:
-        """Bring the result docks forward; the first time, give them their room and fit
-        the drawing to what is left of the canvas."""
+        """Bring the result docks forward, one a turn (each is laid out and painted in
+        the turn after it is shown); the first time, give them their room and fit the
+        drawing to what is left of the canvas, which is not painted in between (each of
+        those turns would repaint it at a size it is about to leave)."""
+        first = not self._sized_docks
+        self._sized_docks = True
+        then: list[Callable[[], object]] = [self.results.raise_, self.plots.raise_]
+        if first:
+            self.window.view.hold_painting(DOCKS_HOLD)
+            then += [self._size_docks,
+                     # the docks took room from the canvas: show the whole drawing again
+                     lambda: self.window.view.zoom_to_fit(labels_in_turns=True),
+                     lambda: self.window.view.hold_painting(DOCKS_HOLD, False)]
+        self._steps.extendleft(reversed(then))
         self.trees.show()
         self.trees.raise_()
-        self.results.raise_()
-        self.plots.raise_()
-        if not self._sized_docks:
-            self._sized_docks = True
-            self.window.resizeDocks([self.results], [RIGHT_WIDTH], Qt.Orientation.Horizontal)
-            self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
-            self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
-            # the docks took room from the canvas: show the whole drawing again
-            self._steps.appendleft(lambda: self.window.view.zoom_to_fit(labels_in_turns=True))
+
+    def _size_docks(self) -> None:
+        self.window.resizeDocks([self.results], [RIGHT_WIDTH], Qt.Orientation.Horizontal)
+        self.window.resizeDocks([self.results, self.trees], [4, 6], Qt.Orientation.Vertical)
+        self.window.resizeDocks([self.plots], [PLOTS_HEIGHT], Qt.Orientation.Vertical)
 
     def _plot(self, solution: Solution) -> None:
         """The plots, now unless their dock is hidden in a shown window (then when the

@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from canopy.app.canvas.bandwidth_colours import bandwidth_classes, colour_of
 from canopy.app.canvas.labels import fitting
+from canopy.app.canvas.link_item import LinkItem
 from canopy.app.canvas.lod import placing_labels
 from canopy.app.canvas.node_item import NAME_MIN_ZOOM, NodeItem
 from canopy.engine.model.topology import COMPUTE, Topology, format_gbps
@@ -45,7 +47,7 @@ def detail_steps(scene: TopologyScene) -> Iterator[None]:
     hidden = {node.id: node.group for node in scene.doc.topology.nodes
               if node.group in collapsed}
     nodes, links = scene.node_items(), scene.link_items()
-    scene.colour_links(links)
+    colour_links(scene, links)
     yield
     area = scene.label_area
     large = len(nodes) > LARGE_LOD and area is not None
@@ -64,6 +66,18 @@ def detail_steps(scene: TopologyScene) -> Iterator[None]:
             box.details = summary.split(" · ", 1)[-1].replace("\n", ", ")
             text = fitting(box.block_label, (summary, name), box.box().width() * zoom - 8)
         box.set_collapsed(name in collapsed, text)
+
+
+def colour_links(scene: TopologyScene, links: list[LinkItem]) -> None:
+    """Each link in its bandwidth's colour, and the legend told (the scene's
+    ``bandwidths_changed``) when the classes change."""
+    classes = bandwidth_classes((link.bandwidth, link.text) for link in links)
+    for link in links:
+        link.set_color(colour_of(link.text, classes))
+    if [(t, c.rgba()) for t, c in classes] != [(t, c.rgba())
+                                               for t, c in scene.bandwidth_classes]:
+        scene.bandwidth_classes = classes
+        scene.bandwidths_changed.emit(classes)
 
 
 def collapsed_groups(scene: TopologyScene, zoom: float) -> set[str]:

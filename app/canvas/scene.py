@@ -19,7 +19,6 @@ from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
 
 from canopy.app.canvas import style
-from canopy.app.canvas.bandwidth_colours import bandwidth_classes, colour_of
 from canopy.app.canvas.detail import LARGE_LOD, detail_steps, group_summaries
 from canopy.app.canvas.group_item import MARGIN as GROUP_MARGIN
 from canopy.app.canvas.group_item import TITLE as GROUP_TITLE
@@ -592,16 +591,6 @@ class TopologyScene(QGraphicsScene):
             self.labelling.emit(False)
             if again:
                 self._lod_timer.start()
-
-    def colour_links(self, links: list[LinkItem]) -> None:
-        """Each link in its bandwidth's colour, and the legend told when the classes change."""
-        classes = bandwidth_classes((link.bandwidth, link.text) for link in links)
-        for link in links:
-            link.set_color(colour_of(link.text, classes))
-        if [(t, c.rgba()) for t, c in classes] != [(t, c.rgba())
-                                                   for t, c in self.bandwidth_classes]:
-            self.bandwidth_classes = classes
-            self.bandwidths_changed.emit(classes)
 
     def group_summary(self, group: str) -> str:
         """``n0 · 8 GPUs`` and the bandwidth leaving the group, for its collapsed block."""

@@ -51,9 +51,20 @@ class TopologyView(QGraphicsView):
             bar.valueChanged.connect(lambda _value: self._area_timer.start())
             bar.sliderMoved.connect(lambda _value: setattr(self, "_fitted", None))
         # a drawing half built is not painted (each slice would cost a repaint)
-        scene.building.connect(lambda busy: self.viewport().setUpdatesEnabled(not busy))
+        self._holds: set[str] = set()
+        scene.building.connect(lambda busy: self.hold_painting("building", busy))
         # nor are labels half placed (each turn of placing them would cost a repaint)
-        scene.labelling.connect(lambda busy: self.viewport().setUpdatesEnabled(not busy))
+        scene.labelling.connect(lambda busy: self.hold_painting("labelling", busy))
+
+    def hold_painting(self, why: str, hold: bool = True) -> None:
+        """Leave the drawing unpainted while ``why`` holds it (a large drawing half built,
+        labels half placed, the window's docks being rearranged around the canvas); it
+        is painted once, as the last hold ends."""
+        if hold:
+            self._holds.add(why)
+        else:
+            self._holds.discard(why)
+        self.viewport().setUpdatesEnabled(not self._holds)
 
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()

@@ -61,3 +61,23 @@ def test_an_edit_stops_the_pass_and_labels_again(window, qtbot):
     placed = _labels(scene)
     scene.apply_zoom()
     assert _labels(scene) == placed
+
+
+def test_showing_a_solution_leaves_the_canvas_painting(window, qtbot):
+    assert window.solver.solve_and_wait("allgather") is None
+    qtbot.waitUntil(lambda: window.scene._detail is None, timeout=5000)
+    assert window.view.viewport().updatesEnabled() and not window.view._holds
+
+
+def test_a_newer_solution_releases_a_hold_left_by_the_last(window, qtbot):
+    solver = window.solver
+    assert solver.solve_and_wait("allgather") is None
+    solution = solver.controller.solution
+    solver._sized_docks = False              # as before the first solve's docks
+    solver._solution_changed(solution)
+    while solver._steps and not window.view._holds:
+        solver._next_step()
+    assert window.view._holds                # the docks are being rearranged
+    solver._solution_changed(solution)       # replaced before its steps ended
+    solver.settle()
+    assert window.view.viewport().updatesEnabled() and not window.view._holds
