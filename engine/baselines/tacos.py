@@ -497,6 +497,7 @@ class _Tacos:
         self.cache: dict[tuple[Fraction, int, bool], tuple[Timetable | None,
                                                            Timetable | None]] = {}
         self.chosen: dict[Fraction, int] = {}
+        self.timed: dict[int, Fraction] = {}   # per size: the chosen timetable's algbw
 
     def tables(self, size: Fraction, chunks: int, latency: bool = True
                ) -> tuple[Timetable | None, Timetable | None]:
@@ -540,6 +541,7 @@ class _Tacos:
     def plan(self, size: Fraction) -> CollectivePlan:
         chunks = self.best_chunks(size)
         self.chosen[size] = chunks
+        self.timed[int(size)] = algbw_gbps(size, self.total(size, chunks))
         rs, ag = self.tables(size, chunks)
         reduce_trees = timetable_trees(rs, reduce=True) if rs else []
         broadcast_trees = timetable_trees(ag) if ag else []
@@ -580,6 +582,7 @@ def tacos_baseline(topology: Topology, collective: str = "allgather",
         "tacos", collective, bound, schedule={"reduce-scatter": rs, "allgather": ag},
         details={"timetable_algbw": algbw, "chunks_per_node": chunks,
                  "chunk_options": list(chunks_per_node),
-                 "chunks_by_size": tacos.chosen, "seeds": seeds, "unwinding": unwinding,
+                 "chunks_by_size": tacos.chosen, "timetable_algbw_at": tacos.timed,
+                 "seeds": seeds, "unwinding": unwinding,
                  "logical_links": len(tacos.links)},
         plan_at=tacos.plan)

@@ -122,6 +122,8 @@ class ComparisonRow:
     times_us: dict[int, Fraction] = field(default_factory=dict)
     pieces: dict[int, int] = field(default_factory=dict)
     stages: dict[int, int] = field(default_factory=dict)   # sends a piece goes through
+    # per size the bound (GB/s) and busiest link of the plan run there (TACOS: its own)
+    bounds: dict[int, tuple[Fraction, tuple[str, str]]] = field(default_factory=dict)
     reason: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -181,7 +183,8 @@ class Comparison:
             size = max(row.times_us)
             line = shortfall_line(row.algorithm, row.algbw_at(size) / row.algbw,
                                   _size_text(size), row.details, row.stages.get(size, 0),
-                                  row.pieces.get(size, 1), row.algbw)
+                                  row.pieces.get(size, 1), row.algbw, row.bounds.get(size),
+                                  size)
             if line is not None:
                 lines.append(line)
         return lines
@@ -224,6 +227,7 @@ class Comparison:
                 "algbw_at": {str(s): round(float(r.algbw_at(s)), 6) for s in r.times_us},
                 "pipeline_chunks": {str(s): p for s, p in r.pieces.items()},
                 "pipeline_stages": {str(s): p for s, p in r.stages.items()},
+                "bound_at": {str(s): round(float(b), 6) for s, (b, _) in r.bounds.items()},
                 "ratio_to_forestcoll": None if ratio is None else round(float(ratio), 6),
                 "ratio_to_forestcoll_at": {} if ratio is None else
                 {str(s): round(float(r.times_us[s] / self._fc_time(s)), 6)
@@ -416,6 +420,7 @@ def compare(topology: Topology, collective: str = "allgather",
             depth = 1
             staged: CollectivePlan | None = None
             stages = 0
+            bound: tuple[Fraction, tuple[str, str]] | None = None
             bounds: list[Fraction] = []     # of each distinct plan
             for step, size in enumerate(sorted(sizes)):
                 report.step(name, (done + (step + 1) / (len(sizes) + 1)) / len(order))
@@ -427,8 +432,11 @@ def compare(topology: Topology, collective: str = "allgather",
                 row.pieces[size] = sim.pieces
                 if plan is not staged:
                     staged, stages = plan, pipeline_stages(topology, plan, switch_mode)
-                    bounds.append(plan_bound(topology, plan)[0])
+                    bound = plan_bound(topology, plan)
+                    bounds.append(bound[0])
                 row.stages[size] = stages
+                if bound is not None:
+                    row.bounds[size] = bound
             if len(bounds) > 1:     # a schedule per size (TACOS): the best of their bounds
                 row.algbw = max(bounds if row.algbw is None else [row.algbw, *bounds])
         row.seconds = time.perf_counter() - start

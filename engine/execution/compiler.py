@@ -120,18 +120,24 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
     dep_to: list[int] = []            # pairs (y, x) of flat edge indices
     root_done: dict[Hashable, list[int]] = {}
     base = 0
-    for ti, tree in enumerate(trees):
-        phase = 0 if ti < nphase else 1
+    for tree in trees:
         weight = tree.share / smallest
         for e in tree.edges:
             routes = hop_cache.get(e.path)
             if routes is None:
                 routes = hop_cache[e.path] = _hops(e.path, switches, switch_mode)
             if e.channel is None and not plan.ordered_links:
-                # ("edge", ti, ei, hop): a connection of its own, never shared.
+                # a connection of its own per hop, never shared.
                 edge_conns.append([program.connect(hop, weight) for hop in routes])
                 continue
-            group = ("channel", e.channel) if e.channel is not None else ("route", phase)
+            # An ordered plan (a TACOS timetable) sends over each route on one connection,
+            # its reduce-scatter's chunks and then its allgather's, in the timetable's
+            # order: a TACOS link carries one chunk at a time (Won et al., "TACOS:
+            # Topology-Aware Collective Algorithm Synthesizer for Distributed Machine
+            # Learning", arXiv:2304.05301, §IV-B). A connection per phase would let an
+            # allgather chunk share the link with a reduce-scatter chunk the timetable
+            # sends first, and delay the reduction waiting for it.
+            group = ("channel", e.channel) if e.channel is not None else ("route",)
             ids = shared.get((group, e.path))
             if ids is None:
                 ids = []
@@ -316,7 +322,9 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     Connections: a tree edge whose :class:`~canopy.engine.model.plan.FlowEdge` names a
     ``channel`` uses that channel's connection (a ring hop carries every chain of its
     ring, in order); otherwise every tree edge has a connection of its own, weighted by
-    the tree's share (a ForestColl tree of multiplicity m streams on m channels). Sends
+    the tree's share (a ForestColl tree of multiplicity m streams on m channels); an
+    ``ordered_links`` plan (a TACOS timetable) has one connection per route for both its
+    phases, as a TACOS link carries one chunk at a time. Sends
     on a shared connection go in the order (piece, phase, step within the piece, plan
     priority), or, for ``ordered_links`` plans (a TACOS timetable), (phase, priority,
     piece). Piece p of a tree edge waits for piece p at its sender: the parent's edge

@@ -420,6 +420,32 @@ def test_ordered_links_respect_the_plan_order():
     assert exact(topo, ordered, 25000) == 5
 
 
+def test_an_ordered_allreduce_sends_both_phases_over_a_link_on_one_connection():
+    # A TACOS timetable on v0 - v1 - v2, 1 µs per chunk, no latency: key 1 reduces
+    # v0 -> v1 -> v2 (0 .. 2) and broadcasts v2 -> v1 -> v0 (2 .. 4); key 2 reduces
+    # v2 -> v1 (0 .. 1) and broadcasts v1 -> v2, which the timetable sends after key 1's
+    # reduction on that link (2 .. 3): 4 µs, one chunk at a time on every link. With a
+    # connection per phase (or per edge) key 2's broadcast would share v1 -> v2 with key
+    # 1's reduction from 1 µs, both ending at 3, and key 1's broadcast at 5.
+    topo = line(3)
+    reduce1 = FlowTree("k1", "v2", (FlowEdge("v2", "v1", ("v1", "v2"), Fraction(1)),
+                                    FlowEdge("v1", "v0", ("v0", "v1"), Fraction(0))),
+                       Fraction(1), reduce=True)
+    reduce2 = FlowTree("k2", "v1", (FlowEdge("v1", "v2", ("v2", "v1"), Fraction(0)),),
+                       Fraction(1), reduce=True)
+    bcast1 = FlowTree("k1", "v2", (FlowEdge("v2", "v1", ("v2", "v1"), Fraction(2)),
+                                   FlowEdge("v1", "v0", ("v1", "v0"), Fraction(3))),
+                      Fraction(1))
+    bcast2 = FlowTree("k2", "v1", (FlowEdge("v1", "v2", ("v1", "v2"), Fraction(2)),),
+                      Fraction(1))
+    nodes = ("v0", "v1", "v2")
+    for ordered, expected in ((True, 4), (False, 5)):
+        plan = CollectivePlan("allreduce", nodes, (reduce1, reduce2), (bcast1, bcast2),
+                              ordered_links=ordered)
+        assert exact(topo, plan, 25000, default_latency=Fraction(0)) == expected
+        assert exact(topo, plan, 25000, 5, default_latency=Fraction(0)) <= expected
+
+
 def test_deadlocking_order_is_reported():
     # A program whose first send on a connection waits for the second one.
     topo = line(2)
