@@ -108,10 +108,18 @@ def against_baselines(topology: object, collective: str, sizes: tuple[int, ...],
             continue
         optimal = r.algbw == optimum
         wins = forestcoll_wins(fc, r, optimum, sizes)
+        largest = max(sizes)
         row["baselines"][r.algorithm] = {
             "bound_gbps": round(float(r.algbw), 2), "bound_is_optimum": optimal,
             "algbw_gbps": {LABELS.get(s, str(s)): round(float(r.algbw_at(s)), 2)
                            for s in sizes},
+            # the bound of the schedule run at each size (TACOS builds one per size)
+            "schedule_bound_gbps": {LABELS.get(s, str(s)): round(float(r.bounds[s][0]), 2)
+                                    for s in sizes if s in r.bounds},
+            "fraction_of_bound": round(float(r.algbw_at(largest) / r.algbw), 4),
+            "pieces": r.pieces.get(largest), "stages": r.stages.get(largest),
+            "shortfall": next((line for line in comp.shortfalls()
+                               if line.startswith(f"{r.algorithm} runs at")), None),
             "forestcoll_wins": wins}
         row["forestcoll_wins"] = row["forestcoll_wins"] and wins
     row["cpu_seconds"] = round(time.process_time() - start, 2)

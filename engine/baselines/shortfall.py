@@ -49,11 +49,12 @@ def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
                    size: int | None = None) -> str | None:
     """One line on why ``algorithm`` runs at ``fraction`` of its own bound at a size, or
     None at SHORTFALL or above. ``details`` are the baseline's (``relayed_hops``,
-    ``hops``, ``timetable_algbw``, ``timetable_algbw_at``, ``bottleneck_link``);
-    ``stages`` and ``pieces`` its pipeline there; ``bound`` its own bound (GB/s), which
-    a timetable is measured by; ``own`` the bound and busiest link of the schedule it
-    runs at this size (``size`` bytes) where it builds one per size (TACOS): where that
-    is below ``bound``, the line says so first, and the causes below are measured
+    ``hops``, ``bottleneck_link``; TACOS's ``timetable_algbw_at``, ``chunks_by_size``,
+    ``seeds`` and ``latency_free_bound``);
+    ``stages`` and ``pieces`` its pipeline there; ``bound`` its own bound (GB/s);
+    ``own`` the bound and busiest link of the schedule it runs at this size (``size``
+    bytes) where it builds one per size (TACOS): where that is below ``bound``, the line
+    says so first, and the causes below are measured
     against it."""
     if fraction >= SHORTFALL:
         return None
@@ -61,18 +62,33 @@ def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
     joint = ":"
     if own is not None and bound and own[0] < bound:
         below = fraction * bound / own[0]
-        made = details.get("timetable_algbw_at")
-        timed = made.get(size) if isinstance(made, Mapping) and size is not None else None
-        steps = (f" (with latency, {float(timed):.2f} GB/s in its own step times)"
-                 if isinstance(timed, Fraction) else "")
-        head = (f"{head}: the schedule it synthesizes for {size_text}{steps} loads "
-                f"{' -> '.join(own[1])} more than its best schedule does (bound "
-                f"{float(own[0]):.2f} GB/s against {float(bound):.2f}), and runs at "
-                f"{float(below):.2%} of that bound")
+        head = (f"{head}: {_per_size(details, size_text, size)} loads {' -> '.join(own[1])} "
+                f"more than {_best(details, bound)} (bound {float(own[0]):.2f} GB/s against "
+                f"{float(bound):.2f}), and runs at {float(below):.2%} of that bound")
         if below >= SHORTFALL:
             return f"{head}."
         fraction, bound, joint = below, own[0], ";"
     return f"{head}{joint} {_cause(fraction, details, stages, pieces, bound)}"
+
+
+def _per_size(details: Mapping[str, object], size_text: str, size: int | None) -> str:
+    """The schedule built for one size, in words (TACOS's timetable, as it chose it)."""
+    timed = details.get("timetable_algbw_at")
+    algbw = timed.get(size) if isinstance(timed, Mapping) else None
+    chosen = details.get("chunks_by_size")
+    chunks = chosen.get(size) if isinstance(chosen, Mapping) else None
+    if not isinstance(algbw, Fraction) or chunks is None:
+        return f"the schedule it builds for {size_text}"
+    return (f"its timetable for {size_text}, synthesized with latency ({chunks} chunks per "
+            f"node, the fastest of {details.get('seeds', '?')} seeds in TACOS's own step "
+            f"times: {float(algbw):.2f} GB/s),")
+
+
+def _best(details: Mapping[str, object], bound: Fraction) -> str:
+    """The schedule whose bound is the row's."""
+    if details.get("latency_free_bound") == bound:
+        return "its timetable without latency"
+    return "its best schedule"
 
 
 def _cause(fraction: Fraction, details: Mapping[str, object], stages: int, pieces: int,

@@ -580,7 +580,8 @@ def tacos_baseline(topology: Topology, collective: str = "allgather",
     bound, _ = loads_bound(timetable_loads([(rs, True), (ag, False)]), topology.capacities())
     return BaselineResult(
         "tacos", collective, bound, schedule={"reduce-scatter": rs, "allgather": ag},
-        details={"timetable_algbw": algbw, "chunks_per_node": chunks,
+        details={"timetable_algbw": algbw, "latency_free_bound": bound,
+                 "chunks_per_node": chunks,
                  "chunk_options": list(chunks_per_node),
                  "chunks_by_size": tacos.chosen, "timetable_algbw_at": tacos.timed,
                  "seeds": seeds, "unwinding": unwinding,
