@@ -177,6 +177,8 @@ class LinkItem(QGraphicsItem):
         self.marks = tuple(marks) if color is not None else ()
         self.outline = QColor(outline) if color is not None and outline is not None else None
         self._rebuild()
+        for towards, text in self.marks:     # now (restyling is sliced), not in a paint
+            self._mark_geometry(towards, text)
         scene = self.scene()
         if scene is not None:
             scene.overview.restyled(self)
@@ -421,14 +423,15 @@ class LinkItem(QGraphicsItem):
         if self.outline is not None:
             painter.setPen(QPen(self.outline, width + 2 * OUTLINE, _SOLID, _FLAT_CAP))
             self._draw_line(painter)
-        painter.setPen(QPen(color, width, _SOLID, _FLAT_CAP))
+        painter.setPen(_pen(color, width))
         self._draw_line(painter)
         if not self.duplex:
             self._paint_arrow(painter, color)
         if self.marks:
             lod = option.levelOfDetailFromTransform(painter.worldTransform())
+            ink = _mark_ink(color)
             for towards, text in self.marks:
-                self._paint_mark(painter, color, towards, text, lod)
+                self._paint_mark(painter, ink, towards, text, lod)
 
     def _draw_line(self, painter: QPainter) -> None:
         if self._straight is not None:
@@ -493,22 +496,55 @@ class LinkItem(QGraphicsItem):
                 rects.append(rect)
         return rects
 
-    def _paint_mark(self, painter: QPainter, color: QColor, towards: str, text: str,
-                    lod: float) -> None:
-        """An arrowhead towards node ``towards`` part-way along the link, and its badge."""
+    def _paint_mark(self, painter: QPainter, ink: tuple[QBrush, QPen, QColor], towards: str,
+                    text: str, lod: float) -> None:
+        """An arrowhead towards node ``towards`` part-way along the link, and its badge,
+        in the link colour's ``ink`` (:func:`_mark_ink`)."""
         arrow, rect, _at = self._mark_geometry(towards, text)
+        fill, edge, lettering = ink
         painter.setPen(_MARK_EDGE)
-        painter.setBrush(QBrush(color.darker(140)))
+        painter.setBrush(fill)
         painter.drawPolygon(arrow)
         if rect is None or lod < style.LINK_LABEL_LOD:
             return
         h = rect.height()
-        painter.setPen(QPen(color.darker(140), 1.0))
-        painter.setBrush(QBrush(QColor("white")))
+        painter.setPen(edge)
+        painter.setBrush(_WHITE_BRUSH)
         painter.drawRoundedRect(rect, h / 2, h / 2)
         painter.setFont(MARK_FONT)
-        painter.setPen(color.darker(160))
+        painter.setPen(lettering)
         painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+
+
+STYLE_CACHE = 1024
+_PENS: dict[tuple[int, float], QPen] = {}
+_INKS: dict[int, tuple[QBrush, QPen, QColor]] = {}
+_WHITE_BRUSH = QBrush(QColor("white"))
+
+
+def _pen(color: QColor, width: float) -> QPen:
+    """A link's line pen (one object per colour and width: a repaint of the canvas
+    paints every link)."""
+    key = (color.rgba(), width)
+    pen = _PENS.get(key)
+    if pen is None:
+        if len(_PENS) > STYLE_CACHE:      # (load colours are many: keep the cache small)
+            _PENS.clear()
+        pen = _PENS[key] = QPen(color, width, _SOLID, _FLAT_CAP)
+    return pen
+
+
+def _mark_ink(color: QColor) -> tuple[QBrush, QPen, QColor]:
+    """Arrowhead fill, badge border and badge text of direction marks on a link of
+    ``color``."""
+    key = color.rgba()
+    ink = _INKS.get(key)
+    if ink is None:
+        if len(_INKS) > STYLE_CACHE:
+            _INKS.clear()
+        ink = _INKS[key] = (QBrush(color.darker(140)), QPen(color.darker(140), 1.0),
+                            color.darker(160))
+    return ink
 
 
 _BORDERS: dict[int, QColor] = {}
