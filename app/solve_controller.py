@@ -363,7 +363,10 @@ class SolveController(QObject):
         self._step_timer.start()
 
     def _next_step(self) -> None:
-        if self._steps:
+        """The next step, unless the canvas is still placing its labels over turns of
+        its own: then after them (two slices of work in one turn of the event loop would
+        hold it up as long as both)."""
+        if self._steps and not self.window.scene.placing_labels():
             self._steps.popleft()()
         if self._steps:
             self._step_timer.start()

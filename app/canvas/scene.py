@@ -87,9 +87,7 @@ class TopologyScene(QGraphicsScene):
         self.overview_on = False
         self.zoom = 1.0
         self.label_area: QRectF | None = None
-        self.rooms: dict[str, float] | None = None
-        """Width each node's name may take (:func:`~canopy.app.canvas.detail.free_rooms`),
-        until the layout changes."""
+        self.rooms: dict[str, float] | None = None  # names' widths (detail.free_rooms)
         self._summaries: dict[str, str] = {}
         self.bandwidth_classes: list[tuple[str, QColor]] = []
         self._lod_timer = QTimer(self)
@@ -551,9 +549,9 @@ class TopologyScene(QGraphicsScene):
 
     def apply_zoom_in_turns(self) -> None:
         """:meth:`apply_zoom` spread over turns of the event loop, :data:`DETAIL_SLICE_S`
-        a turn, so the window paints and takes input meanwhile (each label shows as it
-        is placed); an edit meanwhile stops it and places the labels again a moment
-        later. :meth:`finish_labels` completes it at once."""
+        a turn, so the window takes input and paints the rest meanwhile (the drawing once
+        all are placed: ``labelling``); an edit meanwhile stops it and places the labels
+        again a moment later. :meth:`finish_labels` completes it at once."""
         self._lod_timer.stop()
         self._stop_detail()
         if self._building:
@@ -561,6 +559,9 @@ class TopologyScene(QGraphicsScene):
         self._detail = detail_steps(self)
         self._detail_timer.start()
         self.labelling.emit(True)
+
+    def placing_labels(self) -> bool:  # (a pass of apply_zoom_in_turns under way)
+        return self._detail is not None
 
     def finish_labels(self) -> None:
         """Complete a level-of-detail pass under way in turns now (screenshots, exports)."""
@@ -577,8 +578,7 @@ class TopologyScene(QGraphicsScene):
         deadline = time.perf_counter() + DETAIL_SLICE_S
         while time.perf_counter() < deadline:
             if next(run, END) is END:
-                self._detail = None
-                self.labelling.emit(False)
+                self._stop_detail()
                 return
         self._detail_timer.start()
 
