@@ -157,12 +157,18 @@ def _two_phases(a_ub: csr_matrix, cap: np.ndarray, a_eq: csr_matrix,
     return lam, duals, (second.x if second.status == 0 else first.x)
 
 
-def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
-    """Solve the aggregated link LP in two phases (module docstring); refused first when
-    its estimated memory passes the budget."""
+def check_link_lp_memory(problem: AllToAllProblem) -> None:
+    """Raise LimitError (one sentence) when the link LP's estimated memory passes the
+    budget: a count of the matrix's entries, quick at any size."""
     check_memory(f"the all-to-all LP of {problem.num_compute:,} GPUs",
                  LP_BYTES_PER_ENTRY * lp_entries(problem),
                  "--method decomposition needs far less")
+
+
+def solve_link_lp(problem: AllToAllProblem, progress: Progress | None = None) -> LinkFlows:
+    """Solve the aggregated link LP in two phases (module docstring); refused first when
+    its estimated memory passes the budget."""
+    check_link_lp_memory(problem)
     lp = _build(problem, lambda s: usable_arcs(problem, s))
     lam, duals, x = _two_phases(lp.a_ub, lp.cap, lp.a_eq, progress, "link LP")
     report(progress, "link LP: shortest flows", 1.0)

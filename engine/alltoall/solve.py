@@ -25,6 +25,7 @@ from canopy.engine.alltoall.exact import exact_flows
 from canopy.engine.alltoall.lp import (
     TOLERANCE,
     LinkFlows,
+    check_link_lp_memory,
     solve_at_hop_bound,
     solve_folded_lp,
     solve_link_lp,
@@ -40,6 +41,7 @@ from canopy.engine.alltoall.schedule import (
 )
 from canopy.engine.alltoall.symmetry import arc_orbits, transitive_maps
 from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.limits import LimitError
 from canopy.engine.model.progress import Progress, report
 from canopy.engine.model.topology import Topology
 
@@ -118,7 +120,9 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     ``nic_bandwidth`` (GB/s) every compute node reaches its links through a NIC with that
     host-NIC bandwidth, forwarding in the NIC or the host (:mod:`.nic`; Basu et al.,
     arXiv:2309.13541, Fig. 2). Failed links and switches carry nothing. Raises TopologyError
-    for unusable input and ScheduleError if verification fails."""
+    for unusable input and ScheduleError if verification fails. ``method="lp"`` is refused
+    first (LimitError) when the link LP would pass the memory budget, before any bound is
+    computed; ``"auto"`` then takes the decomposition."""
     if method not in METHODS:
         raise ScheduleError(f"method must be one of {', '.join(METHODS)}, not '{method}'.")
     start = time.process_time()
@@ -127,7 +131,13 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     problem = build_problem(topo, forwarding, where)
     if method == "auto":
         usable = problem.num_compute * problem.m
-        method = "lp" if usable <= LP_VARIABLES else "decomposition"
+        method = "lp" if usable <= LP_VARIABLES and _link_lp_fits(problem) \
+            else "decomposition"
+    elif method == "lp":
+        # first: the bounds and the symmetry search before it take minutes at scale, and
+        # the link LP is what the method falls back to when neither folding nor the hop
+        # bound gives the optimum
+        check_link_lp_memory(problem)
     unit = max(problem.capacity)
     iterations = 0
     hops = bounds.length_bound(problem, [Fraction(1)] * problem.m)
@@ -168,6 +178,14 @@ def solve_alltoall(topo: Topology, forwarding: str = "all", method: str = "auto"
     return AllToAllResult(problem, schedule, method, best, cut, side,
                           bounds.regular_bound(problem), bottleneck,
                           time.process_time() - start, iterations=iterations, nic=nic)
+
+
+def _link_lp_fits(problem: AllToAllProblem) -> bool:
+    try:
+        check_link_lp_memory(problem)
+    except LimitError:
+        return False
+    return True
 
 
 def _at_hop_bound(problem: AllToAllProblem, hops: Fraction | None, unit: Fraction,

@@ -475,3 +475,19 @@ def test_the_lp_at_the_hop_bound_past_the_memory_budget_is_refused(monkeypatch):
     problem = build_problem(generate("cluster", {"servers": 16, "gpus": 8}))
     with pytest.raises(LimitError, match="the all-to-all LP at the hop bound of 128 GPUs"):
         solve_at_hop_bound(problem, Fraction(1))
+
+
+def test_the_link_lp_past_the_budget_is_refused_before_any_bound():
+    """At 512 GPUs the link LP needs about 6 GiB, over the default budget of 4 GiB: it is
+    refused in seconds (the symmetry search and the bounds before it once took minutes
+    first), and ``method="auto"`` takes the decomposition."""
+    import time
+
+    from canopy.engine.alltoall import solve as solve_module
+    from canopy.engine.model.limits import LimitError
+    topo = generate("cluster", {"servers": 64, "gpus": 8, "scale_out": "leaf-spine"})
+    start = time.process_time()
+    with pytest.raises(LimitError, match="the all-to-all LP of 512 GPUs would need about"):
+        solve_alltoall(topo, method="lp")
+    assert time.process_time() - start < 10
+    assert not solve_module._link_lp_fits(build_problem(topo))
