@@ -101,6 +101,7 @@ algbw follows nccl-tests: message size over collective time (GB/s = 10^9 bytes/s
 
 from __future__ import annotations
 
+import hashlib
 import weakref
 from collections.abc import Callable, Hashable
 from fractions import Fraction
@@ -177,11 +178,14 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     known = _RESULTS.get(key)
     if known is not None and known[0]() is plan and known[1]() is topology:
         return known[2]
-    result = _simulate(topology, plan, size, pieces, default_latency, switch_mode, check,
-                       exact, budget, symmetry, saturated)
-    if len(_RESULTS) >= RESULTS_KEPT:
-        _RESULTS.pop(next(iter(_RESULTS)))
-    _RESULTS[key] = (weakref.ref(plan), weakref.ref(topology), result)
+    same = (_program_key(topology, plan, switch_mode, symmetry), size, pieces,
+            default_latency, switch_mode, exact, budget, saturated)
+    result = _BY_PROGRAM.get(same)
+    if result is None:
+        result = _simulate(topology, plan, size, pieces, default_latency, switch_mode, check,
+                           exact, budget, symmetry, saturated)
+        _remember(_BY_PROGRAM, same, result)
+    _remember(_RESULTS, key, (weakref.ref(plan), weakref.ref(topology), result))
     return result
 
 
@@ -191,6 +195,60 @@ RESULTS_KEPT = 64       # simulations remembered (by plan, topology and argument
 _RESULTS: dict[Hashable, tuple[Any, Any, SimulationResult]] = {}
 
 
+_BY_PROGRAM: dict[Hashable, SimulationResult] = {}   # the same, by the program run
+
+
+def forget_results() -> None:
+    """Forget every simulation remembered (the next run of any plan runs anew)."""
+    _RESULTS.clear()
+    _BY_PROGRAM.clear()
+
+
+def _remember(memo: dict[Hashable, Any], key: Hashable, value: Any) -> None:
+    """Keep ``value`` under ``key``, forgetting the oldest entry past RESULTS_KEPT."""
+    if len(memo) >= RESULTS_KEPT:
+        memo.pop(next(iter(memo)))
+    memo[key] = value
+
+
+def _program_key(topology: Topology, plan: CollectivePlan, switch_mode: str,
+                 symmetry: bool) -> str:
+    """A digest of everything a run of ``plan`` reads: the iteration it runs (folded where
+    :func:`_simulate` folds it: slots, connections with their routes and weights,
+    dependencies, shares, link classes), its pipeline stages and its busiest link's load.
+    Plans that lay out the same program, as two connection layouts can that group the
+    sends alike (on an allreduce that keeps no step apart, "shared" and "shared by
+    phase"), are simulated once: the runs are deterministic."""
+    def digest() -> str:
+        template, folded = _running(topology, plan, switch_mode, symmetry)
+        running, links = (template, None) if folded is None else folded
+        h = hashlib.blake2b(digest_size=16)
+        for array in (running.conn, running.tree, running.hop, running.hops, running.src,
+                      running.dst, running.edge):
+            h.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
+        h.update(repr(([(c.route, c.weight) for c in running.connections], running.shares,
+                       running.ordered, sorted(links.items()) if links else None,
+                       pipeline_stages(topology, plan, switch_mode),
+                       plan_bound(topology, plan)[0])).encode())
+        return h.hexdigest()
+
+    return plan_memo(plan, ("program", switch_mode, topology.fingerprint(), symmetry), digest)
+
+
+def _running(topology: Topology, plan: CollectivePlan, switch_mode: str, symmetry: bool
+             ) -> tuple[IterationTemplate, tuple[IterationTemplate, FoldedLinks] | None]:
+    """The iteration ``plan`` runs and, with ``symmetry``, its fold by the rotation of
+    identical servers where the plan is invariant (else None), kept with the plan."""
+    switches = frozenset(topology.switch_nodes())
+    template = plan_memo(plan, ("template", switches, switch_mode),
+                         lambda: plan_template(plan, switches, switch_mode))
+    # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
+    folded = plan_memo(plan, ("fold", switch_mode, topology.fingerprint()),
+                       lambda: (topology, _folded(topology, plan, template)))[1] \
+        if symmetry else None
+    return template, folded
+
+
 def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
               default_latency: Fraction, switch_mode: str,
               check: Callable[[], None] | None, exact: bool, budget: int | None,
@@ -198,15 +256,8 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
     at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
     connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
-    switches = frozenset(topology.switch_nodes())
     network_key = topology.fingerprint()
-    template = plan_memo(plan, ("template", switches, switch_mode),
-                         lambda: plan_template(plan, switches, switch_mode))
-    # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
-    folded = plan_memo(plan, ("fold", switch_mode, network_key),
-                       lambda: (topology, _folded(topology, plan, template)))[1] \
-        if symmetry else None
-
+    template, folded = _running(topology, plan, switch_mode, symmetry)
     running, links = (template, None) if folded is None else folded
     network = plan_memo(plan, ("network", switch_mode, network_key, default_latency,
                                exact, folded is None),

@@ -112,7 +112,7 @@ def test_compare_runs_forestcolls_loops_as_before(cluster, monkeypatch):
     rows = {}
     for algorithms in ((), ("ring",), ("blink",)):
         asked.clear()
-        sim._RESULTS.clear()
+        sim.forget_results()
         compare(cluster, sizes=(1 << 30,), algorithms=algorithms)
         rows[algorithms] = list(asked)
     assert rows[()] and not any(rows[()]) and not any(rows[("ring",)])

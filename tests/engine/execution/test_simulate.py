@@ -25,6 +25,8 @@ from canopy.engine.model.plan import (
 )
 from canopy.engine.model.progress import Cancelled
 from canopy.engine.model.topology import Link, Node, Topology
+from canopy.engine.msccl.connections import layouts
+from canopy.engine.msccl.threadblocks import MscclLimits
 
 
 def line(n, bandwidth=Fraction(25), latency=None, switch_at=()):
@@ -293,7 +295,7 @@ def test_compiled_and_python_event_loops_give_the_same_times(monkeypatch):
     plan = schedule_plan(solve(topo, "allgather"))
     monkeypatch.setattr(kernel, "COMPILE_FROM", 10**9)
     python = simulate(topo, plan, 1 << 28, 6)
-    sim._RESULTS.clear()          # run again, not from the memo
+    sim.forget_results()          # run again, not from the memo
     monkeypatch.setattr(kernel, "COMPILE_FROM", 0)
     compiled = simulate(topo, plan, 1 << 28, 6)
     assert compiled.time_us == python.time_us
@@ -315,7 +317,7 @@ def test_event_loops_agree_where_deliveries_fall_due_in_their_own_batch(monkeypa
                         (ring_baseline(topo, "allreduce").plan_at(1 << 24), Fraction(1, 100))):
         times = []
         for first in (10**9, 0):
-            sim._RESULTS.clear()
+            sim.forget_results()
             monkeypatch.setattr(kernel, "COMPILE_FROM", first)
             times.append(simulate(topo, plan, 1 << 24, 3, default_latency=latency,
                                   symmetry=False).time_us)
@@ -334,7 +336,7 @@ def test_a_check_that_raises_stops_either_event_loop(monkeypatch):
     def stop():
         raise Cancelled("stopped")
     for first in (10**9, 0):
-        sim._RESULTS.clear()
+        sim.forget_results()
         monkeypatch.setattr(kernel, "COMPILE_FROM", first)
         with pytest.raises(Cancelled):
             simulate(topo, plan, 1 << 28, 6, check=stop)
@@ -350,8 +352,26 @@ def test_a_plan_timed_twice_at_one_depth_runs_once(monkeypatch):
     monkeypatch.setattr(sim, "_simulate", lambda *a: runs.append(a))
     assert simulate(topo, plan, 1 << 24, 4) is first and not runs
     simulate(topo, plan, 1 << 24, 5)
-    simulate(topo, schedule_plan(solve(topo, "allgather")), 1 << 24, 4)   # another plan
-    assert len(runs) == 2
+    assert len(runs) == 1
+    # another plan of the same program (solved again: equal trees, equal layout) is not
+    # run again either: the memo knows a program by what it runs
+    assert simulate(topo, schedule_plan(solve(topo, "allgather")), 1 << 24, 4) is first
+    assert len(runs) == 1
+
+
+def test_two_layouts_of_one_program_run_once(monkeypatch):
+    """On 2 x DGX A100's allreduce, connections shared as they come and shared by phase
+    group the sends alike: the second layout is timed from the first's run, and a layout
+    that groups them otherwise runs."""
+    topo = load_sample("dgx-a100-2x8.json")
+    found = dict(layouts(schedule_plan(solve(topo, "allreduce")), MscclLimits(), topo))
+    sim.forget_results()
+    first = simulate(topo, found["shared"], 1 << 24, 2)
+    runs = []
+    monkeypatch.setattr(sim, "_simulate", lambda *a: runs.append(a))
+    assert simulate(topo, found["shared by phase"], 1 << 24, 2) is first and not runs
+    simulate(topo, found["shared by step"], 1 << 24, 2)
+    assert len(runs) == 1
 
 
 def test_a_network_edited_in_place_is_simulated_anew():
@@ -517,7 +537,7 @@ def test_deliveries_queued_by_latency_run_as_from_the_heap(monkeypatch, name):
         times = set()
         for queues in (0, kernel.DELIVERY_QUEUES):
             for first in (10**9, 0):
-                sim._RESULTS.clear()
+                sim.forget_results()
                 monkeypatch.setattr(kernel, "DELIVERY_QUEUES", queues)
                 monkeypatch.setattr(kernel, "COMPILE_FROM", first)
                 times.add(simulate(topo, plan, 1 << 24, 4, symmetry=False).time_us)
