@@ -47,6 +47,7 @@ BOUNDARY = 512 << 20              # the fastest at SECOND_SIZE runs messages bel
 SPLIT_GAIN = Fraction(1, 400)     # ... where it gains this much there (of the optimum)
 _MEMO_SIZE = 8
 SHALLOW_MAX_NODES = 64            # networks on which shallow twins are tried (Alg. 5 flows)
+PRUNE = NEAR + 2 * EVEN_MARGIN    # a layout this far below the fastest so far is not finished
 
 
 @dataclass
@@ -132,7 +133,11 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     once a candidate executes within GOOD_ENOUGH of the optimum, and at the first
     tolerance whose schedule gets unit connections (larger ones only lose bandwidth).
     A candidate whose plan's bandwidth bound is no higher than the best executed fraction
-    so far is not simulated (no layout executes above it). Layout 6 (unit trees shared
+    so far is not simulated (no layout executes above it), and a layout whose simulation
+    provably ends more than PRUNE of the optimum below the fastest so far is stopped there
+    (the simulation's deadline: its links still have more bytes to carry than that time
+    allows); it is listed with ``executed_below`` and can neither be chosen nor come near
+    the best, since the best never falls more than EVEN_MARGIN below the fastest. Layout 6 (unit trees shared
     evenly) replaces the best only where it gains EVEN_MARGIN of the optimum, and a layout
     with trees no smaller than its replaces it within that margin (:func:`_even_margin`).
     A schedule with a fixed k keeps its k (only its layouts are compared). Where the
@@ -145,7 +150,8 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     fastest together runs from BOUNDARY up (:func:`_near_tie`); the candidate fastest at
     SECOND_SIZE runs messages below BOUNDARY where that is another one
     (:func:`_smaller_messages`; the choice's ``below``: the runtime loads an XML per size
-    range).
+    range); the candidates tried for smaller messages are those within PRUNE of the
+    fastest at 1 GiB.
 
     Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
     export take the same schedule and layout; the answer is memoized per topology,
@@ -180,7 +186,6 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
             unit_first: bool = True) -> RuntimeChoice:
     """:func:`runtime_schedule` without the memo (``unit_first=False``: without
     :func:`_unit_first`, every candidate in the search's own order; for tests)."""
-    from canopy.engine.execution.simulate import fastest
 
     optimum = _optimum(schedule)
     plan = schedule_plan(schedule)
@@ -193,13 +198,15 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
     best: _Candidate | None = None
     simulated: list[_Candidate] = []
     tried: list[dict[str, object]] = []
-    first_fraction = Fraction(0)
+    first_fraction: Fraction | None = Fraction(0)
     caps = topology.capacities()
     known: dict[Hashable, Fraction] = {}        # fractions the unit-first step simulated
+    top = Fraction(0)                           # the highest fraction executed so far
+    stopped: set[int] = set()                   # entries of ``simulated`` stopped at PRUNE
 
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
-        nonlocal best, first_fraction
+        nonlocal best, first_fraction, top
         if best is not None and bandwidth_bound(base, caps)[0] / optimum \
                 <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
                                           else 0):
@@ -207,23 +214,28 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
         timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
             fraction = next((f for other, f in timed if other == laid), None)
+            below = None
             if fraction is None:
                 fraction = known.get(_known_key(candidate, tolerance, name))
                 if fraction is None:
-                    fraction = fastest(topology, laid, REFERENCE_SIZE).algbw / optimum
+                    fraction, below = _executed(topology, laid, optimum, top - PRUNE)
                 timed.append((laid, fraction))
+            top = max(top, fraction) if below is None else top
             if not tried:
-                first_fraction = fraction
+                first_fraction = None if below is not None else fraction
             tried.append({"k": candidate.k, "trees": len(candidate.trees),
                           "tolerance_percent": tolerance, "layout": name,
                           "shallow": bool(candidate.extra.get("shallow")),
                           "fill_swaps": bool(candidate.extra.get("fill_swaps")),
                           "schedule_fraction": round(float(candidate.algbw / optimum), 4),
-                          "executed_fraction": round(float(fraction), 4)})
+                          **({"executed_fraction": round(float(fraction), 4)} if below is None
+                             else {"executed_below": round(float(below), 4)})})
             entry = _Candidate(fraction, candidate, base, laid, name, tolerance)
+            if below is not None:
+                stopped.add(len(simulated))
             simulated.append(entry)
-            if best is None or \
-                    fraction > best.fraction + _even_margin(name, laid, best.name, best.laid):
+            if below is None and (best is None or fraction > best.fraction + _even_margin(
+                    name, laid, best.name, best.laid)):
                 best = entry
             if fraction >= GOOD_ENOUGH:
                 return
@@ -240,6 +252,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
             known[_known_key(best.schedule, best.tolerance, best.name)] = best.fraction
         best = None
         simulated.clear()
+        stopped.clear()
         tried.clear()
         consider(schedule, plan, found, "0")
         seen = {(schedule.k, schedule.split_budgets)}
@@ -247,8 +260,9 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
         if not schedule.fixed_k and (schedule.k > 1 or schedule.split_budgets):
             extra = ["0"] if schedule.split_budgets else []
             for tolerance in [*extra, *(str(t) for t in TOLERANCES)]:
-                assert best is not None
-                if best.fraction >= GOOD_ENOUGH and tolerance != str(TOLERANCES[0]):
+                # (best is None while every layout so far stopped below the unit-first's)
+                if best is not None and best.fraction >= GOOD_ENOUGH and \
+                        tolerance != str(TOLERANCES[0]):
                     break              # (the fewest trees within 1 % may still come NEAR)
                 other = _solve(topology, schedule.collective, tolerance)
                 if (other.k, False) in seen or \
@@ -267,8 +281,11 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
         _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
     first_best = best
     at: list[tuple[CollectivePlan, Fraction]] = []      # layouts timed at SECOND_SIZE
-    best, tie = _near_tie(topology, optimum, best, simulated, tried, at)
-    small, second = _smaller_messages(topology, optimum, best, simulated, tried, at)
+    finished = [c for i, c in enumerate(simulated) if i not in stopped]
+    best, tie = _near_tie(topology, optimum, best, finished, tried, at)
+    small, second = _smaller_messages(topology, optimum, best,
+                                      [c for c in finished if c.fraction >= top - PRUNE],
+                                      tried, at)
     fraction, chosen, base, laid, name, tolerance = best
     note = None
     if chosen is not schedule:
@@ -283,14 +300,15 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 f"{share:.2f} % of it; {layout_text(name)}) at {float(fraction):.1%} of the "
                 f"optimum at 1 GiB: the optimal k = {schedule.k} needs more connections than "
                 f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and "
-                + (f"runs at {float(first_fraction):.1%} ({layout_text(found[0][0])})"
+                + (f"runs {'' if first_fraction is None else 'at '}"
+                   f"{_fraction_text(first_fraction, tried)} ({layout_text(found[0][0])})"
                    if not skipped
                    else f"would run on {layout_text(found[0][0])}, not simulated: fewer trees "
                    "on unit connections run this near the optimum"))
     elif name != found[0][0]:
         note = (f"runs k = {chosen.k} on {layout_text(name)} ({float(fraction):.1%} of the "
                 f"optimum at 1 GiB; "
-                f"{layout_text(found[0][0])} {float(first_fraction):.1%})")
+                f"{layout_text(found[0][0])} {_fraction_text(first_fraction, tried)})")
     if best is not first_best:
         note = (f"runs k = {chosen.k} on {layout_text(name)} ({float(fraction):.2%} of the "
                 f"optimum at 1 GiB, {float(tie[0]):.2%} at 256 MiB): k = "
@@ -310,6 +328,28 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
         note = ranges if note is None else f"{note}; it {ranges}"
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
                          below=below, boundary=BOUNDARY if below is not None else 0)
+
+
+def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: Fraction
+              ) -> tuple[Fraction, Fraction | None]:
+    """(fraction of ``optimum`` ``laid`` executes at REFERENCE_SIZE, None), or, where it
+    provably executes below ``cut`` (positive), (``cut``, ``cut``): its simulation stops
+    there (:func:`canopy.engine.execution.simulate.fastest`'s deadline)."""
+    from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
+    from canopy.engine.execution.simulate import fastest
+
+    deadline = REFERENCE_SIZE / (cut * optimum * BYTES_PER_US_PER_GBPS) if cut > 0 else None
+    result = fastest(topology, laid, REFERENCE_SIZE, deadline_us=deadline)
+    if result.past_deadline:
+        return cut, cut
+    return result.algbw / optimum, None
+
+
+def _fraction_text(fraction: Fraction | None, tried: list[dict[str, object]]) -> str:
+    """"90.6%" of the first layout simulated, or "below 94.2%" where it stopped there."""
+    if fraction is not None:
+        return f"{float(fraction):.1%}"
+    return f"below {float(tried[0]['executed_below']):.1%}"     # type: ignore[arg-type]
 
 
 def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits,

@@ -144,12 +144,15 @@ def link_network(topology: Topology, connections: list[Connection], default_late
 def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, exact: bool,
              check: Callable[[], None] | None, arrivals: list[Fraction | float] | None,
              links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None,
-             network: _Network | None = None) -> Fraction:
+             network: _Network | None = None, deadline: float = 0.0) -> Fraction:
     """:func:`run_program` on a program in flat form: the routes become link ids
     (:func:`link_network`, or ``network`` where the caller keeps them for its connections),
     then :func:`_event_loop` runs (compiled for float runs when numba is installed). A
     folded program (:mod:`canopy.engine.execution.folding`) gives per link its orbit's
-    representative and capacity factor as ``links``."""
+    representative and capacity factor as ``links``.
+
+    A float run with a ``deadline`` (µs, above 0) raises :class:`PastDeadline` once the
+    program provably ends after it (:func:`_event_loop`)."""
     net = network if network is not None else \
         link_network(topology, flat.connections, default_latency, exact, links)
     n = len(flat.conn)
@@ -163,6 +166,9 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     # a stable sort of 16-bit keys is NumPy's radix sort, much faster than one of int64s
     keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
     queue = np.argsort(keys, kind="stable")
+    deadline = 0.0 if exact else deadline
+    unsent = _bytes_per_link(net, conn, np.array([float(a) for a in amount])[flat.amount_of]) \
+        if deadline > 0 else np.zeros(len(net.cap))
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
     if compiled is not None:
         if check is not None:
@@ -173,7 +179,7 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
             end, delivered = compiled(
                 *net.arrays(), conn, np.array(amount, np.float64)[flat.amount_of],
                 flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
-                _COMPILED[1])
+                _COMPILED[1], deadline, unsent)
         finally:
             _CHECK[0] = None
             raised, _RAISED[0] = _RAISED[0], None
@@ -188,12 +194,28 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
                                      [-1] * len(net.alpha), 0, net.weight, conn.tolist(),
                                      size, flat.pending.tolist(), flat.dep_ptr.tolist(),
                                      flat.dep_idx.tolist(), queue_ptr.tolist(),
-                                     queue.tolist(), times_list, check)
+                                     queue.tolist(), times_list, check, deadline,
+                                     unsent.tolist() if deadline > 0 else net.cap)
         if arrivals is not None:
             arrivals[:] = times_list
+    if delivered < 0:
+        raise PastDeadline(f"the program runs past {deadline} µs.")
     if delivered != n:
         raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
     return Fraction(end)
+
+
+class PastDeadline(Exception):
+    """A run stopped because it provably ends after its deadline."""
+
+
+def _bytes_per_link(net: _Network, conn: Any, sizes: Any) -> Any:
+    """Per link the bytes all sends of a program (``conn`` and ``sizes`` per send) carry
+    over it, as floats."""
+    per_conn = np.bincount(conn, weights=sizes, minlength=len(net.alpha))
+    ptr = np.array(net.conn_ptr, dtype=np.int64)
+    return np.bincount(np.array(net.conn_link, dtype=np.int64),
+                       weights=np.repeat(per_conn, np.diff(ptr)), minlength=len(net.cap))
 
 
 _COMPILED: list = []                                  # [loop, poll] once tried
@@ -273,8 +295,8 @@ def _copied_array(values: Any) -> Any:
 
 def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes: int,
                 weight: Any, conn: Any, size: Any, pending: Any, dep_ptr: Any, dep_idx: Any,
-                q_ptr: Any, q_idx: Any, arrivals: Any, check: Callable[[], None] | None
-                ) -> tuple[Any, int]:
+                q_ptr: Any, q_idx: Any, arrivals: Any, check: Callable[[], None] | None,
+                deadline: Any, unsent: Any) -> tuple[Any, int]:
     """The event loop of the execution model: (time of the last delivery, sends delivered).
 
     Per link ``cap`` (bytes/µs); per connection its links ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``,
@@ -283,6 +305,12 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's sends in order. Delivery times go
     to ``arrivals``. Numbers are Fractions or floats (lists), or numpy arrays when
     compiled by numba (:func:`compiled_event_loop`); the code is the same.
+
+    With a ``deadline`` above 0, ``unsent`` holds per link the bytes of the sends that
+    have not started over it: every CHECK_EVERY events, if the current time plus the
+    longest of these at its link's capacity passes the deadline, the loop stops and
+    returns -1 sends delivered. No send moves faster than its links' capacity (every share
+    is at most the link's), so the program cannot end before that time.
 
     Processor sharing as in GPS: every streaming send moves at w x share of its
     bottleneck link (the one with the smallest share on its route). Each link keeps a
@@ -328,6 +356,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     head = _copied(q_ptr[:nconn])
     busy = _filled(nconn, False)
     pend = _copied(pending)
+    unsent = _copied(unsent)
     heap = [(zero, 0, 0, 0, 0)]
     heap.pop()
     seq = 0
@@ -426,8 +455,16 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     kind = ARRIVE
                     item_version = 0
             events += 1
-            if check is not None and events % CHECK_EVERY == 0:
-                check()
+            if events % CHECK_EVERY == 0:
+                if check is not None:
+                    check()
+                if deadline > zero:
+                    longest = zero
+                    for lid in range(nlinks):
+                        if unsent[lid] > longest * cap[lid]:
+                            longest = unsent[lid] / cap[lid]
+                    if now + longest > deadline:
+                        return now, -1
             if kind == ARRIVE:
                 arrived[narrived] = x
                 narrived += 1
@@ -439,6 +476,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 c = conn[x]
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     lid = cl_idx[k]
+                    unsent[lid] -= size[x]
                     link_weight[lid] += weight[c]
                     who[k] = x
                     nxt[k] = -1

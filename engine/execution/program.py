@@ -76,6 +76,7 @@ class SimulationResult:
     messages: int          # sends executed (one per connection crossed per piece)
     periodic: bool = True  # the extrapolation's increments agreed (always for full runs)
     unrolled: int = 0      # iterations of the longest run when extrapolated, else 0
+    past_deadline: bool = False   # stopped: it ends after ``time_us`` (a lower bound)
 
     @property
     def algbw(self) -> Fraction:

@@ -104,6 +104,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Callable, Hashable
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any, Protocol, TypeVar
 
@@ -120,7 +121,7 @@ from canopy.engine.execution.compiler import (
 )
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
 from canopy.engine.execution.folding import edge_permutation, fold
-from canopy.engine.execution.kernel import link_network, run_flat
+from canopy.engine.execution.kernel import PastDeadline, link_network, run_flat
 from canopy.engine.execution.program import (
     BYTES_PER_US_PER_GBPS,
     CUT_THROUGH,
@@ -152,7 +153,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
              pieces: int = 1, default_latency: Fraction = DEFAULT_LATENCY_US,
              switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
              exact: bool = False, budget: int | None = MAX_MESSAGES,
-             symmetry: bool = True, saturated: bool = False) -> SimulationResult:
+             symmetry: bool = True, saturated: bool = False,
+             deadline_us: Fraction | None = None) -> SimulationResult:
     """Run ``plan`` for a message of ``message_size`` bytes in ``pieces`` loop iterations.
 
     ``switch_mode`` is ``"cut-through"`` (default) or ``"store-and-forward"``; ``check``
@@ -168,6 +170,11 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     servers runs folded, one send per orbit (:mod:`canopy.engine.execution.folding`; same times);
     ``messages`` counts the sends executed. The choice of runs above counts the whole
     program's sends either way.
+
+    With ``deadline_us``, a float run of the whole loop stops once it provably ends after
+    that time (:func:`canopy.engine.execution.kernel.run_flat`): the result then has
+    ``past_deadline`` set and the deadline as its time, a lower bound (such results are
+    not remembered). Extrapolated loops run their short runs in full.
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
@@ -182,8 +189,12 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
             default_latency, switch_mode, exact, budget, saturated)
     result = _BY_PROGRAM.get(same)
     if result is None:
-        result = _simulate(topology, plan, size, pieces, default_latency, switch_mode, check,
-                           exact, budget, symmetry, saturated)
+        try:
+            result = _simulate(topology, plan, size, pieces, default_latency, switch_mode,
+                               check, exact, budget, symmetry, saturated, deadline_us)
+        except PastDeadline:
+            assert deadline_us is not None
+            return SimulationResult(deadline_us, size, pieces, 0, past_deadline=True)
         _remember(_BY_PROGRAM, same, result)
     _remember(_RESULTS, key, (weakref.ref(plan), weakref.ref(topology), result))
     return result
@@ -252,7 +263,8 @@ def _running(topology: Topology, plan: CollectivePlan, switch_mode: str, symmetr
 def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int,
               default_latency: Fraction, switch_mode: str,
               check: Callable[[], None] | None, exact: bool, budget: int | None,
-              symmetry: bool, saturated: bool = False) -> SimulationResult:
+              symmetry: bool, saturated: bool = False,
+              deadline_us: Fraction | None = None) -> SimulationResult:
     """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
     at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
     connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
@@ -266,12 +278,14 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
 
     def run(count: int) -> Fraction:
         # a run is a whole program: the same sends asked for again (Blink's 32
-        # iterations at 16 MiB are the first probe of its 256 at 128 MiB) run once
+        # iterations at 16 MiB are the first probe of its 256 at 128 MiB) run once; only
+        # the whole loop's run can stop at the deadline
+        deadline = float(deadline_us) if deadline_us is not None and count == pieces else 0.0
         return plan_memo(plan, ("run", switch_mode, network_key, default_latency,
                          exact, folded is None, size * count / pieces, count),
                          lambda: run_flat(topology,
                          expand_template(running, size * count / pieces, count),
-                         default_latency, exact, check, None, links, network))
+                         default_latency, exact, check, None, links, network, deadline))
 
     def floor() -> Fraction:
         return (bandwidth_floor(topology, plan, size) if exact
@@ -380,8 +394,9 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     pieces = min(max(lowest, target), limit)
     best = time_at(pieces)
 
-    def settled() -> bool:
-        return float(best.time_us * (1 - MIN_GAIN)) <= floor_us
+    def settled() -> bool:      # (a run stopped at its deadline settles nothing)
+        return float(best.time_us * (1 - MIN_GAIN)) <= floor_us and \
+            not getattr(best, "past_deadline", False)
 
     deeper_helped = False
     if pieces < limit and not settled():
@@ -398,8 +413,8 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
-            chunk_bytes: int | None = CHUNK_BYTES, saturated: bool = False
-            ) -> SimulationResult:
+            chunk_bytes: int | None = CHUNK_BYTES, saturated: bool = False,
+            deadline_us: Fraction | None = None) -> SimulationResult:
     """The best time over pipeline depths (as a tuned runtime would pick).
 
     Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
@@ -411,12 +426,17 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     (α is latency, hidden behind the connection's next message; fill and drain shrink
     with the piece); for rings every iteration adds the ring's latency term, so the
     fewest is their best.
-    ``saturated``: as in :func:`simulate`.
+    ``saturated``: as in :func:`simulate`. With ``deadline_us``, a best time past it is
+    not sought: the result then has ``past_deadline`` set and the deadline as its time
+    (every depth ends after it).
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
     limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
     target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
-    return best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
+    best = best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
                                               default_latency, switch_mode, check,
-                                              saturated=saturated),
+                                              saturated=saturated, deadline_us=deadline_us),
                       lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)))
+    if deadline_us is not None and best.time_us > deadline_us:
+        return replace(best, time_us=deadline_us, past_deadline=True)
+    return best

@@ -80,13 +80,13 @@ def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch, fastes
     schedule = solve(topo, "allreduce")
     order = []
 
-    def fake(topology, plan, size):
+    def fake(topology, plan, size, deadline_us=None):
         if size == connections.REFERENCE_SIZE:
             order.append(plan)
             share = Fraction(96, 100) if len(order) == fastest + 1 else Fraction(95, 100)
         else:
             share = Fraction(90, 100) if plan is order[-1] else Fraction(80, 100)
-        return SimpleNamespace(algbw=schedule.algbw * share)
+        return SimpleNamespace(algbw=schedule.algbw * share, past_deadline=False)
 
     monkeypatch.setattr(simulate, "fastest", fake)
     monkeypatch.setattr(connections, "TOLERANCES", ())
