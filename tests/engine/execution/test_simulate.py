@@ -359,6 +359,33 @@ def test_a_plan_timed_twice_at_one_depth_runs_once(monkeypatch):
     assert len(runs) == 1
 
 
+@pytest.mark.parametrize("compile_from", [0, 10**9])
+def test_a_run_stops_at_its_deadline_only_when_it_ends_after_it(monkeypatch, compile_from):
+    """The event loop (compiled, and as Python) stops a run once the bytes its links
+    still have to carry cannot arrive by the deadline: then, and only then, the whole run
+    ends after it."""
+    monkeypatch.setattr(kernel, "COMPILE_FROM", compile_from)
+    topo = load_sample("dgx-a100-2x8.json")
+    schedule = solve(topo, "allgather")
+    sim.forget_results()
+    whole = simulate(topo, schedule_plan(schedule), 1 << 30, 16, budget=None, symmetry=False)
+    stopped = []
+    for share in (Fraction(1, 2), Fraction(9, 10), Fraction(999, 1000), Fraction(1),
+                  Fraction(101, 100)):
+        sim.forget_results()
+        deadline = whole.time_us * share
+        run = simulate(topo, schedule_plan(schedule), 1 << 30, 16, budget=None,
+                       symmetry=False, deadline_us=deadline)
+        if run.past_deadline:
+            assert run.time_us == deadline < whole.time_us
+            stopped.append(share)
+        else:
+            assert run.time_us == whole.time_us
+    assert stopped[:2] == [Fraction(1, 2), Fraction(9, 10)] and Fraction(1) not in stopped
+    sim.forget_results()
+    assert not simulate(topo, schedule_plan(schedule), 1 << 30, 16).past_deadline
+
+
 def test_two_layouts_of_one_program_run_once(monkeypatch):
     """On 2 x DGX A100's allreduce, connections shared as they come and shared by phase
     group the sends alike: the second layout is timed from the first's run, and a layout
