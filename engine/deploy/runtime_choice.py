@@ -137,9 +137,10 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     provably ends more than PRUNE of the optimum below the fastest so far is stopped there
     (the simulation's deadline: its links still have more bytes to carry than that time
     allows); it is listed with ``executed_below`` and can neither be chosen nor come near
-    the best, since the best never falls more than EVEN_MARGIN below the fastest. Layout 6 (unit trees shared
-    evenly) replaces the best only where it gains EVEN_MARGIN of the optimum, and a layout
-    with trees no smaller than its replaces it within that margin (:func:`_even_margin`).
+    the best, since the best never falls more than EVEN_MARGIN below the fastest. Layout 6
+    (unit trees shared evenly) replaces the best only where it gains EVEN_MARGIN of the
+    optimum, and a layout with trees no smaller than its replaces it within that margin
+    (:func:`_even_margin`).
     A schedule with a fixed k keeps its k (only its layouts are compared). Where the
     search ends on unit connections below GOOD_ENOUGH, the same schedule with its trees
     grown together (lower) is simulated too (:func:`_consider_shallow`); where no
