@@ -1,6 +1,18 @@
 """All-to-all schedules as MSCCL++ execution plans: the MSCCL program of
 :func:`canopy.engine.alltoall.msccl.alltoall_xml` (out of place) translated by
 :func:`canopy.engine.mscclpp.writer.algo_plan` and checked (:mod:`canopy.engine.mscclpp.files`).
+
+The program sends everything a GPU sends to one peer, its own blocks and those it relays,
+through one thread block, so connections carry unequal data; the schedule's rates are what
+let routes share a link, and the execution model gives every route a share of its links
+in proportion to its rate (:mod:`canopy.engine.alltoall.compare`). A single channel per
+connection would get equal shares instead, and on links shared by light and heavy
+connections the light ones, held back elsewhere, leave their shares idle. So a port
+connection carrying V chunks of the loop gets ``V / v`` lanes (the writer's rule 10:
+parallel port channels, each a queue pair the NIC serves in turn), rounded, at least 1
+and at most :data:`~canopy.engine.mscclpp.writer.MAX_LANES`, v the fewest chunks any
+port connection carries: connections sharing a NIC get shares in proportion to their
+chunks, which follow the routes' rates.
 """
 
 from __future__ import annotations
@@ -10,6 +22,7 @@ from typing import Any
 
 from canopy.engine.alltoall.msccl import alltoall_xml
 from canopy.engine.model.topology import Topology
+from canopy.engine.msccl.model import STEP_TYPES, XmlAlgo
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.mscclpp.files import (
     REFERENCE_SIZE,
@@ -18,6 +31,7 @@ from canopy.engine.mscclpp.files import (
     rank_servers,
     unit_for,
 )
+from canopy.engine.mscclpp.writer import MAX_LANES
 
 
 def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: Any,
@@ -26,7 +40,23 @@ def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: An
     (:func:`canopy.engine.alltoall.msccl.alltoall_xml`'s program)."""
     algo = read_msccl_bytes(alltoall_xml(schedule).data)
     unit = unit_for(algo, topology if tune else None, REFERENCE_SIZE)
-    return checked_plan(algo, rank_servers(topology), os.fspath(path), unit, None)
+    servers = rank_servers(topology)
+    return checked_plan(algo, servers, os.fspath(path), unit, None,
+                        lanes=port_lanes(algo, servers))
+
+
+def port_lanes(algo: XmlAlgo, servers: list[int]) -> dict[tuple[int, int, int], int]:
+    """Lanes per port connection (sender, receiver, channel): its chunks of the loop over
+    the fewest any port connection carries, rounded, within 1 and MAX_LANES."""
+    volumes: dict[tuple[int, int, int], int] = {}
+    for gpu in algo.gpus:
+        for tb in gpu.tbs:
+            if tb.send >= 0 and servers[gpu.id] != servers[tb.send]:
+                volumes[(gpu.id, tb.send, tb.chan)] = sum(
+                    st.cnt for st in tb.steps if STEP_TYPES[st.type].sends)
+    least = min((v for v in volumes.values() if v), default=1)
+    return {conn: min(MAX_LANES, max(1, (2 * v + least) // (2 * least)))
+            for conn, v in volumes.items()}
 
 
 NEAR = 0.98       # a plan this near compare's MCF row needs no explanation
@@ -38,11 +68,10 @@ def mcf_gap(topology: Topology, result: Any, file: PlanFile, size: int = REFEREN
     runs below NEAR of compare's MCF row at ``size`` in the execution model, one sentence
     saying by how much and why; else None.
 
-    The plan sends everything a GPU sends to one peer through one thread block (one
-    connection), a relay forwarding what it receives after what it sends itself, as the
-    MSCCL program does; compare's MCF row gives every route of every pair a connection of
-    its own weighted by the route's rate, so on links shared by several routes the
-    plan's equal shares per peer do not follow the flow's rates."""
+    The plan's lanes follow the routes' rates only as closely as whole chunks per pair
+    (the program's apportionment) and at most MAX_LANES channels per connection allow;
+    compare's MCF row gives every route of every pair a connection of its own weighted by
+    the route's exact rate."""
     from canopy.engine.alltoall.compare import mcf_plan
     from canopy.engine.execution.program import algbw_gbps
     from canopy.engine.execution.simulate import fastest
@@ -56,7 +85,7 @@ def mcf_gap(topology: Topology, result: Any, file: PlanFile, size: int = REFEREN
     if ratio >= NEAR:
         return None
     return (f"at {size_label(size)} the plan runs {float(mine):.2f} GB/s in the execution "
-            f"model, {ratio:.1%} of compare's MCF row ({float(row):.2f} GB/s): it sends all "
-            "of a GPU's data for one peer through one thread block, relays after their own "
-            "sends, so routes sharing a link get equal shares per peer where the MCF row "
-            "gives each route a connection weighted by its rate")
+            f"model, {ratio:.1%} of compare's MCF row ({float(row):.2f} GB/s): its "
+            "connections get shares of their links in lanes of whole chunks (at most "
+            f"{MAX_LANES} per connection), where the MCF row gives each route a share "
+            "weighted by its exact rate")

@@ -69,6 +69,13 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    and a ``signal``: the proxy keeps a channel's requests in order, so that one signal
    follows all of the message (a ``pws`` signals once per destination, hence only the last
    chunk).
+10. **Lanes.** A port connection may be given ``L`` lanes (``lanes``; at most 8, so a
+   receive waits on all of a message's in one op): L port channels between the same two
+   thread blocks, each a queue pair of its own that the NIC serves in turn, so the
+   connection gets L shares of its links where a single channel would get one. Its chunks
+   go to the lanes in turn (round robin over the connection's messages, so each lane
+   carries 1/L of every loop); on each lane a message's chunks are puts ending with a
+   ``pws``, and the receive waits on the lanes that carried some of it.
 """
 
 from __future__ import annotations
@@ -90,6 +97,7 @@ from canopy.engine.mscclpp.reader import MAX_CHANNEL_PER_OPERATION, MAX_OPERATIO
 COLLECTIVE_NAMES = {"allgather": "allgather", "reduce_scatter": "reducescatter",
                     "allreduce": "allreduce", "alltoall": "alltoall"}
 MAX_SEMAPHORES_PER_OP = 16
+MAX_LANES = MAX_CHANNEL_PER_OPERATION   # port channels of one connection (rule 10)
 DEFAULT_UNIT = 2 << 20          # bytes of a chunk per pipeline iteration without a topology
 
 Conn = tuple[int, int, int]
@@ -155,8 +163,10 @@ class _Writer:
     (rule 8): ``cuts[(gpu, tb)]`` lists the step positions where a new part starts."""
 
     def __init__(self, algo: XmlAlgo, servers: list[int], unit_size: int,
-                 cuts: dict[tuple[int, int], list[int]] | None = None) -> None:
+                 cuts: dict[tuple[int, int], list[int]] | None = None,
+                 lanes: dict[Conn, int] | None = None) -> None:
         self.algo, self.servers, self.unit = algo, servers, unit_size
+        self.lanes = lanes or {}
         if len(servers) != algo.ngpus:
             raise ScheduleError(f"the program has {algo.ngpus} GPUs but the topology "
                                 f"{len(servers)} compute nodes.")
@@ -205,7 +215,18 @@ class _Writer:
             kind = self.kind(sub[0])
             for me, other in ((a, b), (b, a)):
                 self.index[(sub, me)] = len(self.peers[me][kind])
-                self.peers[me][kind].append(other)
+                self.peers[me][kind] += [other] * self.width(sub[0])
+        # rule 10: which of its connection's lanes carries each chunk of a message
+        self.spread: dict[tuple[Conn, int], list[list[int]]] = {}
+        turn: dict[Sub, int] = defaultdict(int)
+        for conn, steps in send.items():
+            for n, (_, st) in enumerate(steps):
+                sub, width = self.sub[(conn, n)], self.width(conn)
+                spread: list[list[int]] = [[] for _ in range(width)]
+                for c in range(st.cnt):
+                    spread[(turn[sub] + c) % width].append(c)
+                turn[sub] += st.cnt
+                self.spread[(conn, n)] = spread
         self.remote: list[dict[tuple[int, str], set[str]]] = [{} for _ in algo.gpus]
         self.remote_order: list[list[tuple[int, str]]] = [[] for _ in algo.gpus]
         self.scratch = [g.s_chunks for g in algo.gpus]
@@ -216,6 +237,10 @@ class _Writer:
 
     def kind(self, conn: Conn) -> str:
         return "memory" if self.servers[conn[0]] == self.servers[conn[1]] else "port"
+
+    def width(self, conn: Conn) -> int:
+        """The connection's lanes (rule 10): port channels between its thread blocks."""
+        return self.lanes.get(conn, 1) if self.kind(conn) == "port" else 1
 
     def remote_buffer(self, g: int, rank: int, buf: str, kind: str) -> int:
         key = (rank, buf)
@@ -256,8 +281,8 @@ class _Writer:
         for subs, memory_op, port_op in ((self.recvs_of.get(key, []), "rlxsignal", "signal"),
                                          (self.sends_of.get(key, []), "rlxwait", "wait")):
             for kind, name in (("memory", memory_op), ("port", port_op)):
-                ids = [out.channel(kind, self.index[(sub, g)]) for sub in subs
-                       if self.kind(sub[0]) == kind]
+                ids = [out.channel(kind, self.index[(sub, g)] + lane) for sub in subs
+                       if self.kind(sub[0]) == kind for lane in range(self.width(sub[0]))]
                 for i in range(0, len(ids), MAX_CHANNEL_PER_OPERATION):
                     out.pre.append({"name": name, "channel_type": kind,
                                     "channel_ids": ids[i:i + MAX_CHANNEL_PER_OPERATION]})
@@ -343,8 +368,10 @@ class _Writer:
             got[recv_conn] += 1
             sub = self.sub[(recv_conn, n)]
             ckind = self.kind(recv_conn)
-            cid = out.channel(ckind, self.index[(sub, g)])
-            out.wait_like({"name": "wait", "channel_ids": [cid], "channel_type": ckind})
+            base = self.index[(sub, g)]
+            cids = [out.channel(ckind, base + lane)
+                    for lane, chunks in enumerate(self.spread[(recv_conn, n)]) if chunks]
+            out.wait_like({"name": "wait", "channel_ids": cids, "channel_type": ckind})
             if step.type in ("r", "rcs"):
                 here = (step.dstbuf, step.dstoff)
             else:
@@ -384,15 +411,24 @@ class _Writer:
             out.signal_like({"name": "signal", "channel_ids": [cid], "channel_type": "memory"})
             return
         bid, toff = self.target_of(out, send_conn, n)
-        # on a port channel the message's last chunk goes alone as a put with signal: the
-        # proxy keeps a channel's requests in order, so one signal follows the whole message
-        whole = cnt - 1 if send_kind == "port" else cnt
-        for first in range(0, whole, MAX_CHANNEL_PER_OPERATION):
-            self.put(out, "put", send_kind, cid, here, bid, toff,
-                     range(first, min(whole, first + MAX_CHANNEL_PER_OPERATION)))
         if send_kind == "port":
-            self.put(out, "pws", "port", cid, here, bid, toff, range(cnt - 1, cnt))
+            # each lane's last chunk of the message goes alone as a put with signal: the
+            # proxy keeps a channel's requests in order, so one signal follows the lane's
+            # part of the message (rules 9, 10)
+            base = self.index[(sub, g)]
+            for lane, chunks in enumerate(self.spread[(send_conn, n)]):
+                if not chunks:
+                    continue
+                lcid = out.channel("port", base + lane)
+                for first in range(0, len(chunks) - 1, MAX_CHANNEL_PER_OPERATION):
+                    self.put(out, "put", "port", lcid, here, bid, toff,
+                             chunks[first:min(len(chunks) - 1,
+                                              first + MAX_CHANNEL_PER_OPERATION)])
+                self.put(out, "pws", "port", lcid, here, bid, toff, chunks[-1:])
             return
+        for first in range(0, cnt, MAX_CHANNEL_PER_OPERATION):
+            self.put(out, "put", send_kind, cid, here, bid, toff,
+                     range(first, min(cnt, first + MAX_CHANNEL_PER_OPERATION)))
         out.signal_like({"name": "signal", "channel_ids": [cid], "channel_type": send_kind})
 
     def target_of(self, out: _Tb, conn: Conn, n: int) -> tuple[int, int]:
@@ -408,7 +444,7 @@ class _Writer:
         return self.target_of(out, conn, n)
 
     def put(self, out: _Tb, name: str, kind: str, cid: int, here: tuple[str, int], bid: int,
-            toff: int, part: range) -> None:
+            toff: int, part: range | list[int]) -> None:
         if not part:
             return
         op: dict[str, Any] = {
@@ -477,7 +513,8 @@ def _local(buf: str, index: int, size: int = 1) -> dict[str, Any]:
 
 def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
               name: str | None = None, min_bytes: int = 0, max_bytes: int = UNBOUNDED,
-              routes: bool = True, max_tbs: int | None = None) -> dict[str, Any]:
+              routes: bool = True, max_tbs: int | None = None,
+              lanes: dict[Conn, int] | None = None) -> dict[str, Any]:
     """The execution plan (a JSON object) of the MSCCL program ``algo``; ``servers[r]`` is
     rank r's server (memory channels within one, port channels between), ``unit_size``
     the bytes of a chunk each pipeline iteration moves (a multiple of 16). ``routes``
@@ -485,11 +522,12 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
     ignores keys it does not read; :mod:`canopy.engine.mscclpp.timing` follows them).
     A thread block whose ops exceed the runtime's 64 is cut into parts (rule 8) while the
     GPU has thread blocks left (``max_tbs``, the GPU's SMs; None: no bound).
-    Raises :class:`MscclppLimitError` beyond the runtime's limits."""
+    ``lanes`` gives port connections (sender, receiver, MSCCL channel) parallel port
+    channels (rule 10). Raises :class:`MscclppLimitError` beyond the runtime's limits."""
     if unit_size < 16 or unit_size % 16:
         raise ScheduleError(f"the pipeline unit must be a positive multiple of 16 bytes, not "
                             f"{unit_size}.")
-    writer = _cut_writer(algo, servers, unit_size)
+    writer = _cut_writer(algo, servers, unit_size, lanes)
     if max_tbs is not None:
         for g in range(algo.ngpus):
             used = sum(1 for (h, _, _), tb in writer.tbs.items() if h == g and
@@ -508,7 +546,8 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
 PART_OVERHEAD = 8          # ops of a part besides its steps: readiness, semaphores, nops
 
 
-def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int) -> _Writer:
+def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int,
+                lanes: dict[Conn, int] | None = None) -> _Writer:
     """The writer whose thread blocks fit MAX_OPERATION (rule 8): thread blocks that do
     not are cut into consecutive parts of at most a budget of steps' ops, the budget
     lowered until every part fits."""
@@ -516,7 +555,7 @@ def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int) -> _Writer:
     budget: dict[tuple[int, int], int] = {}
     tbs = {(g.id, tb.id): tb for g in algo.gpus for tb in g.tbs}
     for _ in range(12):
-        writer = _Writer(algo, servers, unit_size, cuts)
+        writer = _Writer(algo, servers, unit_size, cuts, lanes)
         writer.build()
         over = {(g, t) for (g, t, _), n in writer.part_sizes().items() if n > MAX_OPERATION}
         if not over:

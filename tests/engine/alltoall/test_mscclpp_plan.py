@@ -43,3 +43,34 @@ def test_thread_blocks_past_the_limit_are_cut(monkeypatch, fig2):
     assert max(sum(1 + len(op.get("ops", [])) for op in tb["ops"])
                for g in plan["gpus"] for tb in g["threadblocks"]) <= 12
     assert execute(parse_plan(plan)).checked
+
+
+RAILS = {"servers": "3", "gpus": "4", "fabric": "nvswitch", "scale_out": "leaf-spine",
+         "leaf": "rail", "servers_per_leaf": "2", "spines": "2"}
+
+
+def test_lanes_give_heavy_port_connections_their_rate_share(monkeypatch):
+    """3 servers of 4 GPUs on rail leaves: a GPU's port connection to its rail-mate
+    carries its own blocks and those its server's GPUs relay through it, several times
+    what its other port connections carry. One channel each (the writer without lanes)
+    gives them equal NIC shares and runs at 84 % of compare's MCF row; lanes in
+    proportion to the chunks run within 1 %."""
+    from canopy.engine.alltoall.compare import mcf_plan
+    from canopy.engine.execution.program import algbw_gbps
+    from canopy.engine.execution.simulate import fastest
+    from canopy.engine.generators import generate
+    from canopy.engine.mscclpp.timing import time_plan
+
+    topo = generate("cluster", RAILS)
+    result = solve_alltoall(topo)
+    row = algbw_gbps(SIZE, fastest(topo, mcf_plan(result), SIZE).time_us)
+    file = alltoall_plan("/nonexistent/a2a.json", topo, result.schedule, tune=False)
+    plan = json.loads(file.data)
+    widths = {len(ch["channel_ids"]) for g in plan["gpus"] for tb in g["threadblocks"]
+              for ch in tb["channels"] if ch["channel_type"] == "port"}
+    assert max(widths) > 1 and file.report.checked
+    ratio = time_plan(parse_plan(plan), topo, SIZE).algbw / row
+    assert abs(ratio - 1) < 0.01
+    monkeypatch.setattr(mscclpp_plan, "port_lanes", lambda algo, servers: {})
+    single = alltoall_plan("/nonexistent/a2a.json", topo, result.schedule, tune=False)
+    assert time_plan(parse_plan(json.loads(single.data)), topo, SIZE).algbw / row < 0.9
