@@ -219,8 +219,8 @@ class _Writer:
         # rule 10: which of its connection's lanes carries each chunk of a message
         self.spread: dict[tuple[Conn, int], list[list[int]]] = {}
         turn: dict[Sub, int] = defaultdict(int)
-        for conn, steps in send.items():
-            for n, (_, st) in enumerate(steps):
+        for conn, sent_steps in send.items():
+            for n, (_, st) in enumerate(sent_steps):
                 sub, width = self.sub[(conn, n)], self.width(conn)
                 spread: list[list[int]] = [[] for _ in range(width)]
                 for c in range(st.cnt):
