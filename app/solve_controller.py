@@ -350,7 +350,8 @@ class SolveController(QObject):
         # the tree list at once (a model reset: cheap), so a tree can be chosen right away
         self.trees.set_solution(solution, self.controller.stale)
         self._steps.extend([
-            lambda: self.results.set_solution(solution, self.controller.stale),
+            lambda: self.results.fill(solution),
+            lambda: self.results.set_stale(self.controller.stale),
             self._draw_overlays,
             self._show_docks,
             lambda: self._plot(solution),

@@ -124,11 +124,16 @@ class ResultsDock(SolutionDock):
             self.banner.hide()
 
     def set_solution(self, solution: Solution | None, stale: bool) -> None:
+        self.fill(solution)
+        self.set_stale(stale)
+
+    def fill(self, solution: Solution | None) -> None:
+        """The numbers of ``solution``, not shown yet: :meth:`set_stale` shows them (the
+        first time, laying out the form takes as long as filling it: a turn each)."""
         self.solution = solution
         self.bound = None
         if solution is not None:
             self._fill(solution)
-        self.set_stale(stale)
 
     def set_bound(self, bound: Bound | None, stale: bool) -> None:
         """Show the optimum of a solve whose schedule is still being built;
