@@ -349,13 +349,18 @@ class SolveController(QObject):
         self.plots.hold()   # each plot paints in the turn after its own step
         # the tree list at once (a model reset: cheap), so a tree can be chosen right away
         self.trees.set_solution(solution, self.controller.stale)
+        # the canvas's overlays, labels and first tree before the plots: the first time,
+        # the canvas is held unpainted from the docks' sizing to its first tree, and
+        # painted once, at its new size, with all of them
         self._steps.extend([
             lambda: self.results.fill(solution),
             lambda: self.results.set_stale(self.controller.stale),
-            self._draw_overlays,
             self._show_docks,
-            lambda: self._plot(solution),
-            lambda: self._select_first(solution)])
+            self._draw_overlays,
+            self._fit_canvas,
+            lambda: self._select_first(solution),
+            lambda: self.window.view.hold_painting(DOCKS_HOLD, False),
+            lambda: self._plot(solution)])
         self._step_timer.start()
 
     def _executed_changed(self, solution: Solution) -> None:
@@ -384,21 +389,23 @@ class SolveController(QObject):
 
     def _show_docks(self) -> None:
         """Bring the result docks forward, one a turn (each is laid out and painted in
-        the turn after it is shown); the first time, give them their room and fit the
-        drawing to what is left of the canvas, which is not painted in between (each of
-        those turns would repaint it at a size it is about to leave)."""
-        first = not self._sized_docks
-        self._sized_docks = True
+        the turn after it is shown); the first time, give them their room, holding the
+        canvas unpainted until :meth:`_fit_canvas` and the first tree (each turn would
+        repaint it at a size it is about to leave)."""
         then: list[Callable[[], object]] = [self.results.raise_, self.plots.raise_]
-        if first:
+        if not self._sized_docks:
+            self._sized_docks = True
             self.window.view.hold_painting(DOCKS_HOLD)
-            then += [self._size_docks,
-                     # the docks took room from the canvas: show the whole drawing again
-                     lambda: self.window.view.zoom_to_fit(labels_in_turns=True),
-                     lambda: self.window.view.hold_painting(DOCKS_HOLD, False)]
+            then.append(self._size_docks)
         self._steps.extendleft(reversed(then))
         self.trees.show()
         self.trees.raise_()
+
+    def _fit_canvas(self) -> None:
+        """After the docks first took room from the canvas: show the whole drawing again
+        (its labels placed over the next turns)."""
+        if DOCKS_HOLD in self.window.view.holds():
+            self.window.view.zoom_to_fit(labels_in_turns=True)
 
     def _size_docks(self) -> None:
         self.window.resizeDocks([self.results], [RIGHT_WIDTH], Qt.Orientation.Horizontal)

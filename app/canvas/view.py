@@ -66,6 +66,10 @@ class TopologyView(QGraphicsView):
             self._holds.discard(why)
         self.viewport().setUpdatesEnabled(not self._holds)
 
+    def holds(self) -> set[str]:
+        """What holds the drawing unpainted now (:meth:`hold_painting`)."""
+        return set(self._holds)
+
     def _choose_overview(self, zoom: float) -> None:
         scene = self.topology_scene()
         count = scene.node_count()
