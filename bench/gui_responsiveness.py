@@ -29,7 +29,8 @@ GUI's priority for the whole run. Targets: under 50 ms while a 64-GPU solve runs
 100 ms in every phase at 1024 GPUs.
 
 Usage: QT_QPA_PLATFORM=offscreen python -m bench.gui_responsiveness
-       [--load N] [--servers S] [--large S] [--cases bare,editor,large,idle]
+       [--load N] [--servers S] [--large S] [--cases bare,editor,large,idle,shown]
+       [--no-stacks]   (the gaps alone: no sampler thread taking the interpreter lock)
        [--solution FILE] [--large-solution FILE]   (pickled Solutions to show instead of
        waiting for the editor's solve: faster, for profiling the showing phase)
 """
@@ -65,6 +66,9 @@ SAMPLE_S = 0.002
 OVERDUE_S = 0.02
 RAN_S = SAMPLE_S / 10
 """CPU a thread must have used since the last sample to count as running in it."""
+STACKS = [True]
+"""Whether the sampler thread runs (``--no-stacks``: gaps alone, with no second thread of
+the bench asking the GUI thread for the interpreter lock)."""
 WAITING = "GUI thread not running (waiting for a CPU or the interpreter lock)"
 OURS = (os.sep + "canopy" + os.sep, os.sep + "app" + os.sep, os.sep + "engine" + os.sep,
         "pyqtgraph")
@@ -110,12 +114,14 @@ class Watch:
     def start(self) -> None:
         self._tick()
         self._timer.start()
-        self._thread.start()
+        if STACKS[0]:
+            self._thread.start()
 
     def stop(self) -> None:
         self._timer.stop()
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def mark(self, phase: str) -> None:
         """A new phase starts now (gaps ending after this belong to it)."""
@@ -130,12 +136,14 @@ class Watch:
         last: dict[int, float] = {}
         while not self._stop.wait(SAMPLE_S):
             now = time.perf_counter()
+            if not (self.ticks and now - self.ticks[-1] > OVERDUE_S):
+                last = {}     # (little done with the interpreter lock while ticks are on time)
+                continue
             frames = sys._current_frames()
             ran = {ident: _thread_cpu(ident) for ident in frames}
-            moved = {ident: cpu - last.get(ident, cpu) > RAN_S for ident, cpu in ran.items()}
+            # the first sample of a gap has no earlier clock: counted as running
+            moved = {ident: cpu - last.get(ident, -1.0) > RAN_S for ident, cpu in ran.items()}
             last = ran
-            if not (self.ticks and now - self.ticks[-1] > OVERDUE_S):
-                continue
             frame = frames.get(self._main)
             if frame is not None:
                 self.samples.append((now, _where(frame) if moved.get(self._main, True)
@@ -404,6 +412,8 @@ def main() -> None:
                         help="servers of the H100-like design in the shown case")
     parser.add_argument("--collectives", default="allgather,allreduce",
                         help="collectives of the shown case")
+    parser.add_argument("--no-stacks", action="store_true",
+                        help="no stack samples: the gaps without the sampler thread")
     parser.add_argument("--solution", default="",
                         help="pickled Solution of the editor case's cluster to show instead "
                              "of waiting for its solve (faster, for profiling)")
@@ -411,6 +421,7 @@ def main() -> None:
                         help="pickled Solution of the large cluster to show instead of "
                              "waiting for the editor's full solve")
     args = parser.parse_args()
+    STACKS[0] = not args.no_stacks
     _app = QApplication.instance() or QApplication([])
     from canopy.app import heap
     # as `canopy gui` does, after importing the editor's modules (MainWindow, above) and
