@@ -1,13 +1,15 @@
-"""Every sample (and larger generator families) writes MSCCL++ plans that pass check-plan:
-the check the suite runs on the small samples and on one large case per collective
-(tests/engine/mscclpp/test_plans.py), for every sample, collective and buffer mode; print
-JSON.
+"""Every sample and generator family (each at its defaults) writes MSCCL++ plans that pass
+check-plan: the check the suite runs on the small samples, small families and one large
+case per collective (tests/engine/mscclpp/test_plans.py), for every sample, family,
+collective (allgather, reduce-scatter, allreduce, all-to-all) and buffer mode; print JSON.
 
 Each row: the schedule (the optimum, or where its plan exceeds the runtime's thread blocks
-the fewest trees within 1 %, then 5 %, as the suite's fixture), its plan's thread blocks
-per GPU and ops, whether the symbolic run proved the collective's result, and CPU seconds
-of the solve, the program layout, the writer, the parser's rules and the symbolic run.
-Run: ``python bench/mscclpp_plans.py [--sample NAME] [--families] [--out-of-place]``.
+the fewest trees within 1 %, then 5 %, as the suite's fixture; all-to-all: the MCF
+schedule's out-of-place plan with its lanes), its plan's thread blocks per GPU and ops,
+whether the symbolic run proved the collective's result, and CPU seconds of the solve, the
+program layout, the writer, the parser's rules and the symbolic run.
+Run: ``python bench/mscclpp_plans.py [--sample NAME] [--families] [--out-of-place]
+[--collective C]``.
 """
 
 import argparse
@@ -25,14 +27,35 @@ from canopy.engine.mscclpp.files import rank_servers
 from canopy.engine.mscclpp.reader import parse_plan
 from canopy.engine.mscclpp.writer import MscclppLimitError, algo_plan
 
-FAMILIES = [("cluster", {"servers": 4, "gpus": 8}), ("torus", {"dims": "6x6"}),
-            ("punctured-torus", {"dims": "6x6", "removed": 2}), ("mesh", {"dims": "5x5"}),
-            ("ring", {"n": 32}), ("fully-connected", {"n": 16}), ("hypercube", {"dimension": 5}),
-            ("dragonfly", {"groups": 5, "routers": 4}), ("kautz", {"degree": 3, "n": 36}),
-            ("multi-dim", {"dims": "4x8", "shapes": "ring,switch", "bandwidth": "100,50"})]
+FAMILIES = ["cluster", "torus", "punctured-torus", "mesh", "ring", "fully-connected",
+            "hypercube", "dragonfly", "kautz", "punctured-kautz", "multi-dim"]
+
+
+def one_alltoall(label, topo):
+    from canopy.engine.alltoall import solve_alltoall
+    from canopy.engine.alltoall.mscclpp_plan import alltoall_plan
+    row = {"case": label, "collective": "alltoall", "inplace": False,
+           "gpus": len(topo.compute_nodes())}
+    start = time.process_time()
+    try:
+        schedule = solve_alltoall(topo).schedule
+        solved = time.process_time()
+        file = alltoall_plan("plan.json", topo, schedule, tune=False)
+        done = time.process_time()
+    except Exception as exc:       # a row per failure, the rest still runs
+        row["error"] = str(exc)
+        return row
+    plan = json.loads(file.data)
+    row.update({"threadblocks_per_gpu": max(len(g["threadblocks"]) for g in plan["gpus"]),
+                "ops": file.report.ops, "checked": file.report.checked,
+                "cpu_s": {"solve": round(solved - start, 2),
+                          "layout_writer_parser_symbolic_run": round(done - solved, 2)}})
+    return row
 
 
 def one(label, topo, collective, inplace):
+    if collective == "alltoall":
+        return one_alltoall(label, topo)
     row = {"case": label, "collective": collective, "inplace": inplace,
            "gpus": len(topo.compute_nodes())}
     start = time.process_time()
@@ -70,18 +93,21 @@ def main():
     parser.add_argument("--sample", action="append", help="only this sample (repeatable)")
     parser.add_argument("--families", action="store_true", help="the generator families only")
     parser.add_argument("--out-of-place", action="store_true", help="out of place too")
+    parser.add_argument("--collective", action="append", choices=(*COLLECTIVES, "alltoall"))
     args = parser.parse_args()
     cases = []
     if not args.families:
         cases += [(n.removesuffix(".json"), lambda n=n: load_sample(n)) for n in sample_names()
                   if not args.sample or n.removesuffix(".json") in args.sample]
     if args.families or not args.sample:
-        cases += [(f"{k} {v}", lambda k=k, v=v: generate(k, v)) for k, v in FAMILIES]
+        cases += [(f"{k} (defaults)", lambda k=k: generate(k, {})) for k in FAMILIES]
     rows = []
     for label, make in cases:
         topo = make()
-        for collective in COLLECTIVES:
-            for inplace in (True, False) if args.out_of_place else (True,):
+        for collective in args.collective or (*COLLECTIVES, "alltoall"):
+            modes = (True, False) if args.out_of_place and collective != "alltoall" else \
+                (collective != "alltoall",)
+            for inplace in modes:
                 row = one(label, topo, collective, inplace)
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
