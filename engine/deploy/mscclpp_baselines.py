@@ -10,7 +10,11 @@ rules and a symbolic run. Each plan is timed in the execution model at the size 
 (:func:`canopy.engine.mscclpp.timing.time_plan`) to set it beside the baseline's own row:
 running the baseline's plan and Canopy's on the same cluster compares them on hardware.
 NCCL's double binary tree has no baseline in Canopy (its trees are not modelled), so it
-is not exported. TACOS (a timetable per size) is left out too.
+is not exported. TACOS (a timetable per size) is left out too, and so is Blink: it runs
+every collective as an allreduce, a reduce of the whole buffer into one root pipelined
+with a broadcast from it, over trees all rooted at that GPU, while the MSCCL lowering
+(:mod:`canopy.engine.msccl.lowering`) cuts the buffer into a block per rank, each lowered
+over the trees of its own root.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.mscclpp.files import PlanFile, checked_plan, rank_servers, unit_for
 
 EXPORTABLE = ("ring", "blink", "lr1", "lr3")
+SINGLE_ROOT = ("not exported as a plan (Blink runs every collective as an allreduce over "
+               "trees all rooted at one GPU, and Canopy's lowering lowers each rank's block "
+               "over trees of its own root)")
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ def baseline_plan(topology: Topology, collective: str, algorithm: str, path: str
         return BaselinePlan(algorithm, path, reason=(
             "not exported as a plan (TACOS runs a timetable per message size)"
             if algorithm == "tacos" else f"no baseline '{algorithm}' is exported as a plan"))
+    if algorithm == "blink":
+        return BaselinePlan(algorithm, path, reason=SINGLE_ROOT)
     limits = limits or MscclLimits()
     result = result or _builders(topology, collective)[algorithm]()
     if not result.applicable or result.plan_at is None:

@@ -41,3 +41,10 @@ def test_compare_writes_baseline_plans(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "ring.json" in text and "of its row's" in text
     assert main(["check-plan", str(out / "ring.json")]) == 0
+
+
+def test_blink_says_in_one_sentence_why_it_has_no_plan(tmp_path):
+    topo = load_sample("forestcoll-fig2")
+    done = baseline_plan(topo, "allreduce", "blink", str(tmp_path / "blink.json"), SIZE)
+    assert done.file is None and not (tmp_path / "blink.json").exists()
+    assert "rooted at one GPU" in done.reason and ". " not in done.reason
