@@ -276,8 +276,6 @@ def test_missing_file_exit_2(tmp_path, capsys):
 
 
 # -- the runtime's own example plans (only where a copy of the runtime is on the machine) -----
-# (tests/engine/mscclpp/test_runtime_format.py holds hand-written plans of the same kinds of
-# operation, which always run.)
 
 MIRROR = "/work/.mirror/microsoft+mscclpp/repo"
 EXAMPLES = ["test/execution-files/allreduce.json", "test/execution-files/allreduce_packet.json",
