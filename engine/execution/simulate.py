@@ -414,7 +414,8 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
             chunk_bytes: int | None = CHUNK_BYTES, saturated: bool = False,
-            deadline_us: Fraction | None = None) -> SimulationResult:
+            deadline_us: Fraction | None = None, deepest: int = MAX_PIECES
+            ) -> SimulationResult:
     """The best time over pipeline depths (as a tuned runtime would pick).
 
     Depths run from the protocol's minimum (:func:`min_pieces`) to the most worth running
@@ -429,9 +430,11 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     ``saturated``: as in :func:`simulate`. With ``deadline_us``, a best time past it is
     not sought: the result then has ``past_deadline`` set and the deadline as its time
     (every depth ends after it).
+    ``deepest`` replaces MAX_PIECES (``canopy compare`` goes deeper for a baseline whose
+    pipeline's fill at MAX_PIECES holds it below 95 % of its bound).
     """
     lowest = min_pieces(plan, message_size, chunk_bytes)
-    limit = max(lowest, min(MAX_PIECES, max_pieces(plan, message_size)))
+    limit = max(lowest, min(deepest, max_pieces(plan, message_size)))
     target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
     best = best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
                                               default_latency, switch_mode, check,

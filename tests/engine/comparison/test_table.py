@@ -125,6 +125,36 @@ def test_cli_prints_why_a_baseline_runs_below_its_own_bound(tmp_path, capsys):
     assert tacos["bound_at"] == {str(1 << 30): 42.666667} and tacos["algbw"] == 48.0
 
 
+def test_a_baseline_held_back_by_its_pipeline_fill_is_timed_deeper():
+    """A chain of 16 sends (a line of 17 GPUs, 25 GB/s, no latency) at 256 MiB: P loop
+    iterations take (P + 15) / P times the link's time, so the model's deepest pipeline
+    (MAX_PIECES = 256) runs at 256/271 = 94.5 % of the bound, all of it filling and
+    draining. A runtime runs such a loop deeper; a baseline's row held back so is timed
+    again up to DEEPEST = 1024 iterations: 1024/1039 (Blink's single-root trees on the
+    4x4x4 torus, 30 sends deep: 94.4 % at 256, 98.2 % at 1024)."""
+    from canopy.engine.execution.simulate import MAX_PIECES, fastest
+    from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree
+
+    names = [f"v{i}" for i in range(17)]
+    topo = Topology("line", [Node(v) for v in names],
+                    [Link(a, b, Fraction(25)) for a, b in zip(names, names[1:], strict=False)])
+    tree = FlowTree("t", "v0", tuple(FlowEdge(a, b, (a, b)) for a, b in
+                                     zip(names, names[1:], strict=False)), Fraction(1))
+    plan = CollectivePlan("allgather", tuple(names), broadcast_trees=(tree,))
+    size = 256 << 20
+    link_us = Fraction(size, 25_000)
+
+    shallow = fastest(topo, plan, size, Fraction(0), saturated=True)
+    assert shallow.pieces == MAX_PIECES
+    assert abs(shallow.time_us / (Fraction(271, 256) * link_us) - 1) < Fraction(1, 10**9)
+    assert comparison._held_by_fill(topo, plan, shallow, "cut-through")
+    deep = fastest(topo, plan, size, Fraction(0), shallow.pieces, saturated=True,
+                   deepest=comparison.DEEPEST)
+    assert deep.pieces == 1024
+    assert abs(deep.time_us / (Fraction(1039, 1024) * link_us) - 1) < Fraction(1, 10**9)
+    assert not comparison._held_by_fill(topo, plan, deep, "cut-through")
+
+
 def test_slow_baselines_are_omitted_on_large_networks_unless_named(tmp_path, capsys,
                                                                     monkeypatch):
     # From SLOW_FROM compute nodes (here lowered to 6) TACOS and Blink are left out,
