@@ -19,6 +19,11 @@ says which of these it is:
   causes below are measured against that bound. (Its timetable's own idle links are no
   cause: the pieces of the loop pipeline each chunk along its route, so the execution
   runs at its link loads' pace even where the timetable's whole-chunk steps do not.)
+* *phases in sequence.* TACOS's allreduce is its reduce-scatter timetable followed by its
+  allgather timetable, and each link sends the first's chunks before the second's; the
+  row's bound adds both phases' loads per link as if they overlapped, but where the
+  phases' busiest links differ, in sequence they take the sum of their own bounds' times
+  (``phase_bounds_at``), and the pipeline of loop iterations overlaps them only in part.
 * *filling and draining the pipeline.* A piece crosses ``stages`` sends in a row; with
   ``pieces`` loop iterations up to (stages - 1) / (pieces + stages - 1) of the time is
   spent while the pipeline fills and drains (all of it where every stage is as slow as
@@ -68,7 +73,7 @@ def shortfall_line(algorithm: str, fraction: Fraction, size_text: str,
         if below >= SHORTFALL:
             return f"{head}."
         fraction, bound, joint = below, own[0], ";"
-    return f"{head}{joint} {_cause(fraction, details, stages, pieces, bound)}"
+    return f"{head}{joint} {_cause(fraction, details, stages, pieces, bound, size)}"
 
 
 def _per_size(details: Mapping[str, object], size_text: str, size: int | None) -> str:
@@ -92,7 +97,7 @@ def _best(details: Mapping[str, object], bound: Fraction) -> str:
 
 
 def _cause(fraction: Fraction, details: Mapping[str, object], stages: int, pieces: int,
-           bound: Fraction | None) -> str:
+           bound: Fraction | None, size: int | None = None) -> str:
     """Why a schedule runs at ``fraction`` of ``bound`` (see :func:`shortfall_line`)."""
     relayed = details.get("relayed_hops")
     if isinstance(relayed, list) and relayed:
@@ -100,6 +105,19 @@ def _cause(fraction: Fraction, details: Mapping[str, object], stages: int, piece
         return (f"{len(relayed)} of its {details.get('hops', '?')} ring hops relay "
                 f"through other GPUs (e.g. {route}), which store and forward each message, "
                 f"and every ring step waits for the one before it.")
+    phases = details.get("phase_bounds_at")
+    found = phases.get(size) if isinstance(phases, Mapping) else None
+    if found is not None and bound:
+        (rs, rs_link), (ag, ag_link) = found
+        in_sequence = 1 / (1 / rs + 1 / ag)
+        if in_sequence < SHORTFALL * bound:
+            return (f"TACOS runs its reduce-scatter timetable and then its allgather "
+                    f"timetable, and a link sends the first's chunks before the second's: "
+                    f"the phases' times add up ({float(rs):.2f} GB/s with busiest link "
+                    f"{' -> '.join(rs_link)}, {float(ag):.2f} with {' -> '.join(ag_link)}: "
+                    f"{float(in_sequence):.2f} GB/s in sequence, {float(in_sequence / bound):.1%}"
+                    f" of the bound, which takes their loads as overlapping), and the "
+                    f"pipeline overlaps them only in part.")
     fill = Fraction(max(0, stages - 1), pieces + max(0, stages - 1))
     if fill >= (1 - fraction) / 2:
         return (f"its pieces cross {stages} sends in a row, and at {pieces} loop "

@@ -492,12 +492,15 @@ class _Tacos:
         self.options = chunk_options
         self.seeds = seeds
         self.links = unwind(topology, unwinding, default_latency)
+        self.capacities = topology.capacities()
         self.bare = [LogicalLink(x.src, x.dst, x.bandwidth, Fraction(0), x.path)
                      for x in self.links]
         self.cache: dict[tuple[Fraction, int, bool], tuple[Timetable | None,
                                                            Timetable | None]] = {}
         self.chosen: dict[Fraction, int] = {}
         self.timed: dict[int, Fraction] = {}   # per size: the chosen timetable's algbw
+        # per size (allreduce): each phase's link-load bound and busiest link
+        self.phases: dict[int, tuple[tuple[Fraction, Edge], tuple[Fraction, Edge]]] = {}
 
     def tables(self, size: Fraction, chunks: int, latency: bool = True
                ) -> tuple[Timetable | None, Timetable | None]:
@@ -543,6 +546,10 @@ class _Tacos:
         self.chosen[size] = chunks
         self.timed[int(size)] = algbw_gbps(size, self.total(size, chunks))
         rs, ag = self.tables(size, chunks)
+        if rs is not None and ag is not None:
+            caps = self.capacities
+            self.phases[int(size)] = (loads_bound(timetable_loads([(rs, True)]), caps),
+                                      loads_bound(timetable_loads([(ag, False)]), caps))
         reduce_trees = timetable_trees(rs, reduce=True) if rs else []
         broadcast_trees = timetable_trees(ag) if ag else []
         return CollectivePlan(self.collective, tuple(self.nodes), tuple(reduce_trees),
@@ -584,6 +591,7 @@ def tacos_baseline(topology: Topology, collective: str = "allgather",
                  "chunks_per_node": chunks,
                  "chunk_options": list(chunks_per_node),
                  "chunks_by_size": tacos.chosen, "timetable_algbw_at": tacos.timed,
+                 "phase_bounds_at": tacos.phases,
                  "seeds": seeds, "unwinding": unwinding,
                  "logical_links": len(tacos.links)},
         plan_at=tacos.plan)
