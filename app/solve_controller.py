@@ -333,7 +333,7 @@ class SolveController(QObject):
         """
         self._hops.clear()
         self._steps.clear()
-        self.window.view.hold_painting(DOCKS_HOLD, False)  # (a step left undone now)
+        self._release_holds()  # (a step left undone now)
         if solution is None:
             self._forgotten()
             return
@@ -396,10 +396,19 @@ class SolveController(QObject):
         if not self._sized_docks:
             self._sized_docks = True
             self.window.view.hold_painting(DOCKS_HOLD)
-            then.append(self._size_docks)
+            # the docks on the right are painted once sized, each in a turn of its own
+            for dock in (self.results, self.trees):
+                dock.setUpdatesEnabled(False)
+            then += [self._size_docks, lambda: self.results.setUpdatesEnabled(True),
+                     lambda: self.trees.setUpdatesEnabled(True)]
         self._steps.extendleft(reversed(then))
         self.trees.show()
         self.trees.raise_()
+
+    def _release_holds(self) -> None:
+        self.window.view.hold_painting(DOCKS_HOLD, False)
+        for dock in (self.results, self.trees):
+            dock.setUpdatesEnabled(True)
 
     def _fit_canvas(self) -> None:
         """After the docks first took room from the canvas: show the whole drawing again

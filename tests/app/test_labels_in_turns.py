@@ -67,6 +67,7 @@ def test_showing_a_solution_leaves_the_canvas_painting(window, qtbot):
     assert window.solver.solve_and_wait("allgather") is None
     qtbot.waitUntil(lambda: window.scene._detail is None, timeout=5000)
     assert window.view.viewport().updatesEnabled() and not window.view._holds
+    assert window.solver.results.updatesEnabled() and window.solver.trees.updatesEnabled()
 
 
 def test_a_newer_solution_releases_a_hold_left_by_the_last(window, qtbot):
@@ -78,6 +79,8 @@ def test_a_newer_solution_releases_a_hold_left_by_the_last(window, qtbot):
     while solver._steps and not window.view._holds:
         solver._next_step()
     assert window.view._holds                # the docks are being rearranged
+    assert not solver.trees.updatesEnabled()
     solver._solution_changed(solution)       # replaced before its steps ended
     solver.settle()
     assert window.view.viewport().updatesEnabled() and not window.view._holds
+    assert solver.results.updatesEnabled() and solver.trees.updatesEnabled()
