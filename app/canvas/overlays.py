@@ -47,9 +47,10 @@ LOAD_STOPS = [(0.0, QColor("#2c7bb6")), (0.5, QColor("#a6d96a")), (0.75, QColor(
               (1.0, QColor("#d7191c"))]
 """Utilisation colour scale: blue (lightly used) through green and orange to red (full)."""
 TOOLTIP_TREES = 12
-RESTYLE_SLICE = 200
+RESTYLE_SLICE = 100
 """Links recoloured per turn of the event loop when another tree is selected: a tree of
-1024 GPUs crosses 1,500 links, too many to restyle in one turn."""
+1024 GPUs crosses 1,500 links, too many to restyle in one turn (each link's line and
+its badges are rebuilt)."""
 
 
 def utilisation_color(utilisation: float) -> QColor:

@@ -140,7 +140,7 @@ class TopologyView(QGraphicsView):
 
     def _refit(self, rect: QRectF) -> None:
         if self._fitted is not None:      # still untouched by the user
-            self.zoom_to_fit(rect)
+            self.zoom_to_fit(rect, labels_in_turns=True)
 
     def _reserved(self) -> tuple[float, float]:
         """Viewport pixels at the top and at the bottom covered by visible overlays
