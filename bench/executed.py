@@ -66,7 +66,8 @@ def measure(topology: object, collective: str, sizes: tuple[int, ...],
            **({"below_512M": {key: below[key] for key in ("k", "trees", "layout")}}
               if (below := fc.details["connections"].get("below")) else {}),
            "candidates": [f"k={c['k']} tol={c['tolerance_percent']}% {c['layout']}: "
-                          f"{c['executed_fraction']}"
+                          + (str(c["executed_fraction"]) if "executed_fraction" in c
+                             else f"below {c['executed_below']} (stopped)")
                           for c in fc.details["connections"].get("candidates", [])],
            "choice_cpu_seconds": fc.details["connections"].get("choice_cpu_seconds", 0.0),
            "algbw_gbps": {}, "fraction_of_bound": {}, "pieces": {}}
