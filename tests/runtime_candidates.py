@@ -24,9 +24,12 @@ def answer_at(monkeypatch, at_size: dict[str, Fraction]) -> list[tuple[int, str]
     the (size, layout name) pairs it is asked, in order."""
     asked: list[tuple[int, str]] = []
 
-    def fake(topology, plan, size, *args, **kwargs):
+    def fake(topology, plan, size, *args, deadline_us=None, **kwargs):
         asked.append((size, plan.name))
-        return SimpleNamespace(algbw=at_size[plan.name] * OPTIMUM)
+        algbw = at_size[plan.name] * OPTIMUM
+        # a run ending after its deadline stops there, as the event loop's does
+        late = deadline_us is not None and size / (algbw * 1000) > deadline_us
+        return SimpleNamespace(algbw=algbw, past_deadline=late)
 
     monkeypatch.setattr(simulate, "fastest", fake)
     return asked

@@ -510,18 +510,32 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
     candidates nearly tied at 1 GiB the one with fewer trees is often faster over both.
     Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried`` (and their layouts' times
-    go to ``at``, :func:`_at_second`)."""
+    go to ``at``, :func:`_at_second`), but for those whose simulation stopped once they
+    provably could not beat the smallest total so far."""
     near = [c for c in simulated
             if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
     if len(near) < 2:
         return best, (Fraction(0), Fraction(0))
+    mine = _at_second(topology, optimum, best, tried, at)
+    assert mine is not None
+    own = SECOND_SIZE / mine + REFERENCE_SIZE / best.fraction     # both sizes, once each
+    least = own
     scored = []
     for c in near:
-        second = _at_second(topology, optimum, c, tried, at)
-        total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction  # both sizes, once each
-        scored.append((-total, c is best, second, c))
+        if c is best:
+            scored.append((-own, True, mine, c))
+            continue
+        # only a smaller total wins (a tie goes to ``best`` or the first in order)
+        room = least - REFERENCE_SIZE / c.fraction
+        second = _at_second(topology, optimum, c, tried, at, SECOND_SIZE / room) \
+            if room > 0 else None
+        if second is None:
+            continue
+        total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction
+        least = min(least, total)
+        scored.append((-total, False, second, c))
     _, _, second, chosen = max(scored, key=lambda s: s[:2])
-    return chosen, (second, next(s[2] for s in scored if s[3] is best))
+    return chosen, (second, mine)
 
 
 def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
@@ -540,40 +554,58 @@ def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
     win: ``main`` is simulated at SECOND_SIZE first, then the others from the fastest at
     1 GiB down while that holds.
     Returns that candidate and (its, ``main``'s) fraction at SECOND_SIZE; the candidates
-    simulated there get ``executed_fraction_256M`` in ``tried``."""
+    simulated there get ``executed_fraction_256M`` in ``tried``, but for those whose
+    simulation stopped once they provably ran below the fastest there so far."""
     others = sorted((c for c in simulated if c is not main and c.fraction > 0),
                     key=lambda c: -c.fraction)
-    if not others or others[0].fraction <= \
-            (mine := _at_second(topology, optimum, main, tried, at)) + SPLIT_GAIN:
+    mine = _at_second(topology, optimum, main, tried, at) if others else None
+    if mine is None or others[0].fraction <= mine + SPLIT_GAIN:
         return None, (Fraction(0), Fraction(0))
     top, chosen = mine + SPLIT_GAIN, main
     for c in others:
         if c.fraction <= top:
             break
-        if (f := _at_second(topology, optimum, c, tried, at)) > top:
+        f = _at_second(topology, optimum, c, tried, at, top)
+        if f is not None and f > top:
             top, chosen = f, c
     return (None if chosen is main else chosen), (top, mine)
 
 
 def _at_second(topology: Topology, optimum: Fraction, c: _Candidate,
                tried: list[dict[str, object]],
-               at: list[tuple[CollectivePlan, Fraction]] | None) -> Fraction:
+               at: list[tuple[CollectivePlan, Fraction]] | None,
+               needed: Fraction | None = None) -> Fraction | None:
     """``c``'s algbw at SECOND_SIZE as a fraction of the optimum, noted in ``tried``; equal
-    layouts are timed once (``at``: the layouts timed so far and their fractions)."""
+    layouts are timed once (``at``: the layouts timed so far and their fractions). With
+    ``needed``, None where it provably runs below that fraction (its simulation stops
+    there: the caller has no use for less)."""
+    from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
     from canopy.engine.execution.simulate import fastest
 
     at = at if at is not None else []
     found = next((f for laid, f in at if laid == c.laid), None)
     if found is None:
-        found = fastest(topology, c.laid, SECOND_SIZE).algbw / optimum
+        deadline = SECOND_SIZE / (needed * optimum * BYTES_PER_US_PER_GBPS) \
+            if needed is not None and needed > 0 else None
+        result = fastest(topology, c.laid, SECOND_SIZE, deadline_us=deadline)
+        if result.past_deadline:
+            assert needed is not None
+            _note(tried, c, "executed_below_256M", needed)
+            return None
+        found = result.algbw / optimum
         at.append((c.laid, found))
+    _note(tried, c, "executed_fraction_256M", found)
+    return found
+
+
+def _note(tried: list[dict[str, object]], c: _Candidate, key: str, value: Fraction) -> None:
+    """Set ``key`` to ``value`` (4 digits) in the entries of ``tried`` that are ``c``."""
     for entry in tried:
         if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
                 entry["tolerance_percent"] == c.tolerance and \
                 entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")) and \
                 entry.get("fill_swaps", False) == bool(c.schedule.extra.get("fill_swaps")):
-            entry["executed_fraction_256M"] = round(float(found), 4)
-    return found
+            entry[key] = round(float(value), 4)
 
 
 def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan

@@ -46,3 +46,18 @@ def test_a_near_tie_does_not_drop_below_95_percent(monkeypatch):
     low = _candidate(3, Fraction(949, 1000), "k3")
     name, sizes, _ = _run(monkeypatch, best, [low], {"k5": Fraction(0), "k3": Fraction(1)})
     assert name == "k5" and sizes == []
+
+
+def test_a_candidate_that_cannot_beat_the_smallest_total_stops(monkeypatch):
+    """The best is timed first; each other candidate's 256 MiB run stops once it provably
+    cannot bring both sizes' total below the smallest so far, and the one that can wins as
+    before (the best's own total is what it is scored by, not the smallest)."""
+    best = _candidate(5, Fraction(991, 1000), "k5")
+    slow = _candidate(4, Fraction(990, 1000), "k4")
+    fast = _candidate(3, Fraction(989, 1000), "k3")
+    name, sizes, tried = _run(monkeypatch, best, [fast, slow],
+                              {"k5": Fraction(963, 1000), "k3": Fraction(973, 1000),
+                               "k4": Fraction(964, 1000)})
+    assert name == "k3" and sizes == [SECOND_SIZE] * 3
+    assert [t.get("executed_fraction_256M") for t in tried] == [0.963, 0.973, None]
+    assert tried[2]["executed_below_256M"] > 0.964
