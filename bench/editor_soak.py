@@ -273,7 +273,10 @@ def soak(actions: int, seed: int, check_every: int = 50) -> dict[str, Any]:
             driver.close()
             window.solver.controller.cancel()
             window.doc.undo_stack.setClean()
+            # tear the window down while Qt is alive, as the editor does as it quits
+            # (left to the interpreter's exit, it crashed it: SIGSEGV after the summary)
             window.close()
+            window.deleteLater()
             app.processEvents()
     return {"seed": seed, "actions": sum(driver.counts.values()),
             "per_action": dict(driver.counts), "slowest_seconds": driver.slowest,

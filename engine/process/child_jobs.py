@@ -133,23 +133,31 @@ def _child(conn: Connection, calls: Connection, log_path: str, niceness: int,
     try:
         try:
             func, args, kwargs = pickle.loads(calls.recv_bytes())
+        except (EOFError, OSError):
+            os._exit(0)       # the parent ended (or gave up) before it sent the call
         finally:
             calls.close()
         result = func(*args, progress=_PipeProgress(conn), **kwargs)
     except (BrokenPipeError, ConnectionResetError):
         os._exit(0)           # the parent closed its end: nobody wants the result any more
     except CanopyError as exc:
-        conn.send(("failed", str(exc)))
+        _last_word(conn, ("failed", str(exc)))
     except Exception as exc:  # an engine bug: the traceback goes to the log, not the pipe
         log_internal_error(exc, log_path)
-        conn.send(("crashed", f"internal error ({exc.__class__.__name__}); "
-                              f"the traceback is in {log_path}."))
+        _last_word(conn, ("crashed", f"internal error ({exc.__class__.__name__}); "
+                                     f"the traceback is in {log_path}."))
     else:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            conn.send(("done", result))
+        _last_word(conn, ("done", result))
     finally:
         with contextlib.suppress(OSError):
             conn.close()
+
+
+def _last_word(conn: Connection, event: Event) -> None:
+    """Send a job's last event; a parent gone meanwhile (its editor quit) hears nothing,
+    and nothing reaches the terminal."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        conn.send(event)
 
 
 def log_internal_error(exc: BaseException, path: str) -> None:

@@ -101,3 +101,42 @@ def test_a_job_keeps_its_priority_and_a_background_job_lowers_it():
     background.start()
     [(kind, (nice, _))] = background.wait(60)
     assert kind == "done" and nice == min(19, os.nice(0) + CHILD_NICENESS)
+
+
+NEVER_SENT = """
+import sys
+from canopy.engine.process.child_jobs import _child, _context
+if __name__ == "__main__":
+    ctx = _context()
+    events, child_events = ctx.Pipe(duplex=False)
+    calls, call = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_child, args=(child_events, calls, sys.argv[1], 0))
+    process.start()
+    child_events.close()
+    calls.close()
+    call.close()                        # nothing sent
+    process.join(120)
+    try:
+        events.recv_bytes()
+    except EOFError:
+        print("exit", process.exitcode)
+"""
+
+
+def test_a_child_whose_parent_never_sends_the_call_ends_quietly(tmp_path):
+    """An editor that quits while a job starts closes the call's pipe unsent: the child
+    ends at once, with no traceback on the terminal and no internal error logged."""
+    import os
+    import subprocess
+    import sys
+
+    from tests import ROOT
+    script = tmp_path / "never_sent.py"
+    script.write_text(NEVER_SENT)
+    log = tmp_path / "canopy.log"
+    out = subprocess.run([sys.executable, str(script), str(log)], capture_output=True,
+                         text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "exit 0", out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    assert not log.exists()
