@@ -12,11 +12,12 @@ Parallel links are merged into one arc per direction with the bandwidths added u
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from canopy.engine.model.errors import TopologyError
 from canopy.engine.model.topology import Topology, find_problems
@@ -88,23 +89,28 @@ def build_problem(topo: Topology, forwarding: str = "all", where: str = "") -> A
 
 
 def _check_paths(problem: AllToAllProblem, prefix: str) -> None:
-    """Every ordered pair of compute nodes needs a path whose inner nodes may relay."""
-    out: list[list[int]] = [[] for _ in range(problem.n)]
-    for u, v in zip(problem.tails, problem.heads, strict=True):
-        out[int(u)].append(int(v))
+    """Every ordered pair of compute nodes needs a path whose inner nodes may relay.
+
+    Searched in the graph where a node that may not relay sends from a copy of its own
+    (index ``n + v``) that nothing enters: a search from a source's copy then passes
+    only through relaying nodes. When every compute node relays, one strongly connected
+    component holding them all settles it at once; otherwise (or to name the pair that
+    has no path) a breadth-first search per source, in compiled code.
+    """
+    n = problem.n
+    senders = np.where(problem.relay[problem.tails], problem.tails, n + problem.tails)
+    graph = csr_matrix((np.ones(len(senders)), (senders, problem.heads)), shape=(2 * n, 2 * n))
+    compute = np.array(problem.compute, dtype=np.int64)
+    if problem.relay[compute].all():
+        _, labels = connected_components(graph, directed=True, connection="strong")
+        if len(np.unique(labels[compute])) == 1:
+            return
     for s in problem.compute:
-        seen = {s}
-        queue = deque([s])
-        while queue:
-            u = queue.popleft()
-            if u != s and not problem.relay[u]:
-                continue
-            for v in out[u]:
-                if v not in seen:
-                    seen.add(v)
-                    queue.append(v)
+        reached = np.zeros(2 * n, dtype=bool)
+        reached[breadth_first_order(graph, s if problem.relay[s] else n + s, directed=True,
+                                    return_predecessors=False)] = True
         for t in problem.compute:
-            if t not in seen:
+            if t != s and not reached[t]:
                 how = " through switches" if problem.forwarding == "switches" else ""
                 raise TopologyError(
                     f"{prefix}compute node '{problem.names[t]}' cannot be reached from "
