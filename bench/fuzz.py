@@ -431,7 +431,11 @@ def main() -> None:
         print(json.dumps(merge(args.merge), indent=1))
         return
     with tempfile.TemporaryDirectory() as scratch:
-        names = args.formats.split(",") if args.formats else list(formats(Path(scratch)))
+        known = list(formats(Path(scratch)))
+    names = args.formats.split(",") if args.formats else known
+    unknown = [name for name in names if name not in known]
+    if unknown:       # each would count as a worker that died, a finding that is not one
+        parser.error(f"no format {', '.join(unknown)}; the formats are {', '.join(known)}")
     start = time.monotonic()
     out: dict[str, object] = {"seed": args.seed, "count_per_format": args.count,
                               "formats": {}, "cli": {}}
