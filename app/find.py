@@ -77,7 +77,13 @@ class FindBar(QToolBar):
         QShortcut(QKeySequence("Shift+Return"), self.field, lambda: self.step(-1))
         self.matches: list[tuple[str, object]] = []
         self.position = -1
+        window.doc.edited.connect(self._document_edited)
         self.hide()
+
+    def _document_edited(self) -> None:
+        """An edit (a delete, an undo) may have taken matched nodes or links away: the
+        next step finds again in the document as it is."""
+        self.matches = []
 
     def open_bar(self) -> None:
         self.show()

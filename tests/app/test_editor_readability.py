@@ -61,6 +61,21 @@ def test_a_128_gpu_cluster_is_a_grid_that_reads_at_fit(window):
     assert all(b.block_label.text for b in boxes if b.collapsed)
 
 
+def test_find_steps_past_a_match_deleted_since_the_search(window):
+    """Found by the editor soak: deleting a matched node, then Enter, failed with a
+    KeyError in the event loop (the matches were those of before the delete)."""
+    from canopy.app.commands import delete
+    bar = window.find_bar
+    window.actions["find"].trigger()
+    assert bar.search("n1.gpu") == 8
+    delete(window.doc, ["n1.gpu1"], [])     # the next match
+    bar.step(1)
+    assert bar.count.text() == "2 of 7"
+    window.doc.undo_stack.undo()
+    bar.step(1)
+    assert len(bar.matches) == 8 and window.scene.selected_node_ids()
+
+
 def test_find_selects_and_centres_nodes_and_links(window):
     bar = window.find_bar
     window.actions["find"].trigger()
