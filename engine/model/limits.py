@@ -185,10 +185,11 @@ COMPARE_BYTES_PER_GPU = (36 << 20) // 10
 """Peak memory of a comparison: a base, and per GPU besides its ForestColl solve (the
 baselines' schedules and the simulator's sends grow about linearly with the GPUs;
 docs/limits.md has the measurements)."""
-FABRIC_BYTES_PER_PAIR = 4 * SOLVE_BYTES_PER_PAIR
+FABRIC_BYTES_PER_PAIR = 3 << 10
 """Peak memory of a fabric analysis per ordered pair of GPUs within one job: the job's
 ForestColl solve, and its plan's flows, held for every job while all are routed together
-(estimated at three times the solve's share; docs/limits.md)."""
+(3 KiB, rounded up from about 2.5 KB measured on two jobs of 256 and of 512 GPUs;
+docs/limits.md)."""
 LP_BYTES_PER_ENTRY = 1000
 """Peak memory per constraint-matrix entry of the all-to-all and allreduce LPs: the
 matrix as built, HiGHS's copy and factorisation of it, and the exact schedule made from
