@@ -8,12 +8,18 @@ to their rates (exactly when c makes every share whole, else the closest split w
 
 Switches are transparent to MSCCL: a route's compute nodes are its hops, and a compute
 node in the middle of a route relays: it receives into its scratch buffer and a
-dependent step sends the chunks on. Every GPU has one sending thread block per peer it
-sends to and one receiving thread block per peer it hears from; a connection's messages
-are ordered by hop number then pair on both ends, so receivers always drain and the
-program cannot deadlock. Connections are spread over channels so that no GPU has more
-than the runtime's thread blocks per channel. The program is run through Canopy's MSCCL
-simulator before it is returned.
+dependent step sends the chunks on. Every GPU has one sending thread block per peer and
+hop number it sends at, and one receiving thread block per peer and hop number it hears
+at (each pair its own channel): a thread block runs its steps in order, so a relay's
+send, which waits for its chunks to arrive, would hold back the sends queued behind it
+(the GPU's own blocks of the next loop iteration) on a thread block shared by all hops,
+where the execution model gives every route a connection of its own
+(:mod:`canopy.engine.alltoall.compare`). Where those thread blocks exceed the GPU's
+(:data:`MscclLimits.max_tbs_per_gpu`) or the channels, every hop to a peer shares one
+thread block. A thread block's messages are ordered by hop number then pair on both
+ends, so receivers always drain and the program cannot deadlock. Connections are spread
+over channels so that no GPU has more than the runtime's thread blocks per channel. The
+program is run through Canopy's MSCCL simulator before it is returned.
 """
 
 from __future__ import annotations
@@ -121,18 +127,22 @@ def _messages(ngpus: int, c: int, split: dict, limits: MscclLimits
     return messages, scratch
 
 
-def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits
-              ) -> dict[tuple[int, int], int]:
-    """A channel per connection such that no GPU has more than the allowed thread blocks
-    on one channel (one sending block per out-peer, one receiving block per in-peer)."""
+def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits, by_hop: bool
+              ) -> dict[tuple[int, int, int], int]:
+    """A channel per connection (sender, receiver, hop number or 0) such that no GPU has
+    more than the allowed thread blocks on one channel (one sending block per connection
+    out, one receiving block per connection in) and the connections between two GPUs
+    have channels of their own."""
     per: list[defaultdict[int, int]] = [defaultdict(int) for _ in range(ngpus)]
-    channel: dict[tuple[int, int], int] = {}
+    channel: dict[tuple[int, int, int], int] = {}
+    taken: set[tuple[int, int, int]] = set()
     for m in messages:
-        key = (m.sender, m.receiver)
+        key = (m.sender, m.receiver, m.hop if by_hop else 0)
         if key in channel:
             continue
         ch = 0
-        while per[m.sender][ch] >= limits.max_tbs_per_channel or \
+        while (m.sender, m.receiver, ch) in taken or \
+                per[m.sender][ch] >= limits.max_tbs_per_channel or \
                 per[m.receiver][ch] >= limits.max_tbs_per_channel:
             ch += 1
         if ch >= limits.max_channels:
@@ -140,6 +150,7 @@ def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits
                                   f"of {limits.max_tbs_per_channel} thread blocks at rank "
                                   f"{m.sender}.")
         channel[key] = ch
+        taken.add((m.sender, m.receiver, ch))
         per[m.sender][ch] += 1
         per[m.receiver][ch] += 1
     return channel
@@ -148,25 +159,38 @@ def _channels(messages: list[_Message], ngpus: int, limits: MscclLimits
 def alltoall_xml(schedule: AllToAllSchedule, name: str | None = None,
                  limits: MscclLimits | None = None, max_chunks: int = MAX_CHUNKS
                  ) -> AllToAllXml:
-    """The MSCCL XML of ``schedule``, checked by Canopy's simulator. Raises
+    """The MSCCL XML of ``schedule``, checked by Canopy's simulator: a thread block per
+    peer and hop number, or where those do not fit, per peer. Raises
     :class:`MscclLimitError` when the runtime's limits cannot be met."""
-    limits = limits or MscclLimits()
+    try:
+        return _alltoall_xml(schedule, name, limits or MscclLimits(), max_chunks, True)
+    except MscclLimitError:
+        return _alltoall_xml(schedule, name, limits or MscclLimits(), max_chunks, False)
+
+
+def _alltoall_xml(schedule: AllToAllSchedule, name: str | None, limits: MscclLimits,
+                  max_chunks: int, by_hop: bool) -> AllToAllXml:
     ngpus = schedule.problem.num_compute
     c, split, error = chunking(schedule, max_chunks)
     messages, scratch = _messages(ngpus, c, split, limits)
-    channel = _channels(messages, ngpus, limits)
+    channel = _channels(messages, ngpus, limits, by_hop)
     order = sorted(range(len(messages)), key=lambda i: (messages[i].hop, messages[i].pair, i))
-    # thread blocks: (rank, "send"/"recv", peer) -> list of (message id, is send)
-    tbs: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+    # thread blocks: (rank, "send"/"recv", peer, hop number or 0) -> their message ids
+    tbs: dict[tuple[int, str, int, int], list[int]] = defaultdict(list)
     for i in order:
         m = messages[i]
-        tbs[(m.sender, "send", m.receiver)].append(i)
-        tbs[(m.receiver, "recv", m.sender)].append(i)
-    ids: dict[tuple[int, str, int], int] = {}
-    per_rank: list[list[tuple[int, str, int]]] = [[] for _ in range(ngpus)]
+        hop = m.hop if by_hop else 0
+        tbs[(m.sender, "send", m.receiver, hop)].append(i)
+        tbs[(m.receiver, "recv", m.sender, hop)].append(i)
+    ids: dict[tuple[int, str, int, int], int] = {}
+    per_rank: list[list[tuple[int, str, int, int]]] = [[] for _ in range(ngpus)]
     for key in sorted(tbs):
         ids[key] = len(per_rank[key[0]])
         per_rank[key[0]].append(key)
+    most = max((len(keys) for keys in per_rank), default=0)
+    if most > limits.max_tbs_per_gpu:
+        raise MscclLimitError(f"all-to-all needs {most} thread blocks on a GPU, more than "
+                              f"the runtime's {limits.max_tbs_per_gpu}.")
     recv_pos = {}
     for key, items in tbs.items():
         if key[1] == "recv":
@@ -188,11 +212,11 @@ def alltoall_xml(schedule: AllToAllSchedule, name: str | None = None,
         for attr, value in [("id", rank), ("i_chunks", ngpus * c), ("o_chunks", ngpus * c),
                             ("s_chunks", scratch[rank])]:
             gpu.set(attr, str(value))
-        keys = per_rank[rank] or [(rank, "copy", -1)]
+        keys = per_rank[rank] or [(rank, "copy", -1, 0)]
         for tb_id, key in enumerate(keys):
-            _, kind, peer = key
+            _, kind, peer, hop = key
             tb = etree.SubElement(gpu, "tb")
-            ch = channel.get((rank, peer) if kind == "send" else (peer, rank), 0)
+            ch = channel.get((rank, peer, hop) if kind == "send" else (peer, rank, hop), 0)
             for attr, value in [("id", tb_id), ("send", peer if kind == "send" else -1),
                                 ("recv", peer if kind == "recv" else -1), ("chan", ch)]:
                 tb.set(attr, str(value))
