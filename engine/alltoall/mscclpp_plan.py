@@ -10,9 +10,10 @@ connection would get equal shares instead, and on links shared by light and heav
 connections the light ones, held back elsewhere, leave their shares idle. So a port
 connection carrying V chunks of the loop gets ``V / v`` lanes (the writer's rule 10:
 parallel port channels, each a queue pair the NIC serves in turn), rounded, at least 1
-and at most :data:`~canopy.engine.mscclpp.writer.MAX_LANES`, v the fewest chunks any
-port connection carries: connections sharing a NIC get shares in proportion to their
-chunks, which follow the routes' rates.
+and at most :data:`~canopy.engine.mscclpp.writer.MAX_LANES` (halved until every thread
+block's channels fit the runtime's 16), v the fewest chunks any port connection carries:
+connections sharing a NIC get shares in proportion to their chunks, which follow the
+routes' rates.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from canopy.engine.mscclpp.files import (
     rank_servers,
     unit_for,
 )
-from canopy.engine.mscclpp.writer import MAX_LANES
+from canopy.engine.mscclpp.writer import MAX_LANES, MscclppLimitError
 
 
 def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: Any,
@@ -41,13 +42,21 @@ def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: An
     algo = read_msccl_bytes(alltoall_xml(schedule).data)
     unit = unit_for(algo, topology if tune else None, REFERENCE_SIZE)
     servers = rank_servers(topology)
-    return checked_plan(algo, servers, os.fspath(path), unit, None,
-                        lanes=port_lanes(algo, servers))
+    most = MAX_LANES
+    while True:           # fewer lanes where a thread block's channels exceed the runtime's
+        try:
+            return checked_plan(algo, servers, os.fspath(path), unit, None,
+                                lanes=port_lanes(algo, servers, most))
+        except MscclppLimitError:
+            if most == 1:
+                raise
+            most //= 2
 
 
-def port_lanes(algo: XmlAlgo, servers: list[int]) -> dict[tuple[int, int, int], int]:
+def port_lanes(algo: XmlAlgo, servers: list[int], most: int = MAX_LANES
+               ) -> dict[tuple[int, int, int], int]:
     """Lanes per port connection (sender, receiver, channel): its chunks of the loop over
-    the fewest any port connection carries, rounded, within 1 and MAX_LANES."""
+    the fewest any port connection carries, rounded, within 1 and ``most``."""
     volumes: dict[tuple[int, int, int], int] = {}
     for gpu in algo.gpus:
         for tb in gpu.tbs:
@@ -55,7 +64,7 @@ def port_lanes(algo: XmlAlgo, servers: list[int]) -> dict[tuple[int, int, int], 
                 volumes[(gpu.id, tb.send, tb.chan)] = sum(
                     st.cnt for st in tb.steps if STEP_TYPES[st.type].sends)
     least = min((v for v in volumes.values() if v), default=1)
-    return {conn: min(MAX_LANES, max(1, (2 * v + least) // (2 * least)))
+    return {conn: min(most, max(1, (2 * v + least) // (2 * least)))
             for conn, v in volumes.items()}
 
 

@@ -92,7 +92,12 @@ from canopy.engine.msccl.model import (
     XmlThreadBlock,
     connection_steps,
 )
-from canopy.engine.mscclpp.reader import MAX_CHANNEL_PER_OPERATION, MAX_OPERATION, UNBOUNDED
+from canopy.engine.mscclpp.reader import (
+    MAX_CHANNEL,
+    MAX_CHANNEL_PER_OPERATION,
+    MAX_OPERATION,
+    UNBOUNDED,
+)
 
 COLLECTIVE_NAMES = {"allgather": "allgather", "reduce_scatter": "reducescatter",
                     "allreduce": "allreduce", "alltoall": "alltoall"}
@@ -528,6 +533,13 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
         raise ScheduleError(f"the pipeline unit must be a positive multiple of 16 bytes, not "
                             f"{unit_size}.")
     writer = _cut_writer(algo, servers, unit_size, lanes)
+    for (g, t, _), tb in writer.tbs.items():
+        for kind, ids in tb.channels.items():
+            if len(ids) > MAX_CHANNEL:
+                raise MscclppLimitError(
+                    f"the MSCCL++ plan does not fit the runtime's limits: GPU {g}'s thread "
+                    f"block {t} needs {len(ids)} {kind} channels, but the runtime holds "
+                    f"{MAX_CHANNEL} per thread block (MAX_CHANNEL).")
     if max_tbs is not None:
         for g in range(algo.ngpus):
             used = sum(1 for (h, _, _), tb in writer.tbs.items() if h == g and
