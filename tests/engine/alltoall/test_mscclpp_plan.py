@@ -71,7 +71,7 @@ def test_lanes_give_heavy_port_connections_their_rate_share(monkeypatch):
     assert max(widths) > 1 and file.report.checked
     ratio = time_plan(parse_plan(plan), topo, SIZE).algbw / row
     assert abs(ratio - 1) < 0.01
-    monkeypatch.setattr(mscclpp_plan, "port_lanes", lambda algo, servers: {})
+    monkeypatch.setattr(mscclpp_plan, "port_lanes", lambda algo, servers, most: {})
     single = alltoall_plan("/nonexistent/a2a.json", topo, result.schedule, tune=False)
     assert time_plan(parse_plan(json.loads(single.data)), topo, SIZE).algbw / row < 0.95
 
