@@ -180,4 +180,6 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         raise SpecError(unreadable(p, exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{p} is not valid TOML ({exc}).") from None
+    except RecursionError:
+        raise SpecError(f"{p} nests arrays or tables too deeply for Canopy to read.") from None
     return parse_spec(data, str(p))

@@ -86,6 +86,7 @@ def test_a_point_over_the_time_limit_is_stopped_and_says_so(tmp_path):
     (('algorithms = ["bound"', 'algorithms = ["magic"'), "'algorithms' has 'magic'"),
     (("time_limit = 60", "time_limit = -1"), "'time_limit' must be a number of seconds above 0"),
     (("name =", "colour = 1\nname ="), "unknown key 'colour'"),
+    (("n = [4, 6, 8]", "n = " + "[" * 5000 + "]" * 5000), "nests arrays or tables too deeply"),
 ])
 def test_bad_specs_get_one_sentence_naming_the_key_and_exit_2(tmp_path, capsys, change,
                                                               message):
