@@ -56,6 +56,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from canopy.engine.model.errors import CanopyError
+from canopy.engine.model.limits import number_text
 
 SWITCH, CA, ROUTER = "switch", "ca", "router"
 LANES = {"1x": 1, "2x": 2, "4x": 4, "8x": 8, "12x": 12}
@@ -76,6 +77,7 @@ LANE_GBPS = {speed: rate * kept for speed, (rate, kept) in SIGNALLING.items()}
 """Per-lane data rate in Gb/s after line encoding (SDR 2 ... XDR 200)."""
 UNKNOWN_WIDTH, UNKNOWN_SPEED = "??", "???"
 MAX_DUMP_BYTES = 256 * 1024 * 1024
+MAX_PORTS = 255                      # NodeInfo's NumPorts is an 8-bit field
 
 _NAME_TYPES = {"S": SWITCH, "H": CA, "R": ROUTER}
 _NODE_TYPES = {"switch": SWITCH, "ca": CA, "rt": ROUTER, "router": ROUTER}
@@ -238,6 +240,11 @@ class _Parser:
         if guid in self.fabric.nodes:
             raise self.fail(number, f"the {_shown(kind, guid)} is listed a second time (first "
                                     f"on line {self.fabric.nodes[guid].line}).")
+        if int(match.group(2)) > MAX_PORTS:
+            raise self.fail(number, f"the {_shown(kind, guid)} says it has "
+                                    f"{number_text(int(match.group(2)))} "
+                                    f"ports; an InfiniBand node has at most {MAX_PORTS} (the "
+                                    "port count of its NodeInfo is 8 bits).")
         rest = match.group(5)
         quoted = _QUOTED.search(rest[rest.find("#"):]) if "#" in rest else None
         description = quoted.group(1).strip() if quoted else ""

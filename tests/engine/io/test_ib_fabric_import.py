@@ -1,6 +1,7 @@
 """InfiniBand fabric dumps (ibnetdiscover format) written by bench/ib_dump_writer.py: import,
 rates, hosts, SHARP nodes, down and unknown ports, defects and their cost, bad input."""
 
+import re
 from fractions import Fraction
 
 import pytest
@@ -229,6 +230,8 @@ def _bad_cases():
         "unknown-width": (GOOD.replace("4xNDR", "3xNDR", 1), "width '3x'"),
         "empty": ("# nothing\n", "lists no Switch"),
         "duplicate-node": (GOOD + "\n".join(lines[5:11]) + "\n", "second time"),
+        "huge-port-count": (re.sub(r"^Ca\s+1\b", "Ca\t" + "1" + "0" * 200, GOOD, count=1,
+                                   flags=re.M), "at most 255"),
     }
 
 
