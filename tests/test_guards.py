@@ -182,3 +182,32 @@ def test_number_text():
     assert number_text(Fraction(1040, 3)) == "1040/3"
     assert number_text(10**40) == "about 1.00000e+40 (an integer of 41 digits)"
     assert number_text(Fraction(1, 3**30000)) == "about 2.30334e-14314 (p/q of 1 and 14314 digits)"
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (("multiplicity", "Infinity"), "malformed schedule (OverflowError"),
+    (("index", "Infinity"), "malformed schedule (OverflowError"),
+    (("collective", '"Infinity"'), "collective 'Infinity' is not one of allgather"),
+    (("algbw_exact", '{"k": 1}'), "is not a number"),
+])
+def test_schedule_fields_of_the_wrong_kind_are_one_sentence(tmp_path, capsys, change,
+                                                            fragment):
+    """Found by bench/fuzz.py: an infinite count, a collective Canopy does not know and a
+    claimed algbw that is an object gave internal errors in ``canopy verify``."""
+    from canopy.engine import load_sample, solve
+    from canopy.engine.io.schedule_json import save_schedule
+
+    topo = load_sample("forestcoll-fig2.json")
+    good = tmp_path / "s.json"
+    save_schedule(solve(topo, "allgather"), good)
+    data = json.loads(good.read_text())
+    field, value = change
+    if field in ("multiplicity", "index"):
+        data["trees"][0][field] = "@"
+    else:
+        data[field] = "@"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data).replace('"@"', value))
+    assert main(["verify", "samples/forestcoll-fig2.json", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and "Traceback" not in err

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from canopy.engine.io.topology_json import atomic_write_text
+from canopy.engine.model.collectives import COLLECTIVES
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.limits import LONG_DIGITS, MAX_FILE_BYTES, check_integer_text
 from canopy.engine.model.schedule import OptimumSummary, Schedule, Tree, TreeEdge
@@ -118,6 +119,11 @@ def _fraction(value: Any, what: str, source: str) -> Fraction:
         raise ScheduleError(f"{source}: {what} {value!r} is not a number.") from None
 
 
+def _short_text(value: str) -> str:
+    """``value`` quoted, cut to 40 characters."""
+    return repr(value if len(value) <= 40 else value[:40] + "…")
+
+
 def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ScheduleError(f"{source}: format is not '{FORMAT}'.")
@@ -155,11 +161,16 @@ def schedule_from_dict(data: Any, source: str = "schedule") -> Schedule:
             extra={k: v for k, v in data.items() if k not in known},
             split_budgets=bool(data.get("split_budgets", False)),
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ScheduleError(f"{source}: malformed schedule ({exc.__class__.__name__}: {exc}).") \
             from None
+    if schedule.collective not in COLLECTIVES:
+        raise ScheduleError(f"{source}: collective {_short_text(schedule.collective)} is not "
+                            f"one of {', '.join(COLLECTIVES)}.")
     claimed = data.get("algbw_exact", data.get("algbw"))
     if claimed is not None:
+        _fraction(claimed if isinstance(claimed, (int, float, str)) else repr(claimed)[:40],
+                  "algbw", source)
         schedule.extra["claimed_algbw"] = claimed
     return schedule
 
