@@ -185,8 +185,8 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     known = _RESULTS.get(key)
     if known is not None and known[0]() is plan and known[1]() is topology:
         return known[2]
-    same = (_program_key(topology, plan, switch_mode, symmetry), size, pieces,
-            default_latency, switch_mode, exact, budget, saturated)
+    same = (_program_key(topology, plan, switch_mode, symmetry), topology.fingerprint(),
+            size, pieces, default_latency, switch_mode, exact, budget, saturated)
     result = _BY_PROGRAM.get(same)
     if result is None:
         try:

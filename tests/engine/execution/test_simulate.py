@@ -411,6 +411,16 @@ def test_a_network_edited_in_place_is_simulated_anew():
     assert simulate(topo, plan, 1000, exact=True).time_us > before
 
 
+def test_equal_programs_on_other_networks_are_simulated_anew():
+    """The memo by program knows the network too: the same plan over a link given a
+    latency (which no program digest holds) is not served the time on the link without."""
+    plan = chain_plan(["v0", "v1", "v2"], [("v0", "v1"), ("v1", "v2")])
+    before = simulate(line(3), plan, 1000, exact=True).time_us
+    slow = line(3)
+    slow.links[1].latency = Fraction(5)
+    assert simulate(slow, plan, 1000, exact=True).time_us > before
+
+
 def test_unknown_switch_mode_is_an_error():
     topo = line(2)
     plan = chain_plan(["v0", "v1"], [("v0", "v1")])
