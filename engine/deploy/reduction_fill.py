@@ -152,12 +152,19 @@ class _Proxy:
 def _swap(trees: list[_Tree], node: str, a: int, b: int) -> bool:
     """Swap ``node``'s parents (and routes) between trees ``a`` and ``b`` where both stay
     trees; False (nothing changed) where they would not."""
+    if not _can_swap(trees, node, a, b):
+        return False
+    ta, tb = trees[a], trees[b]
+    ta.parent[node], tb.parent[node] = tb.parent[node], ta.parent[node]
+    return True
+
+
+def _can_swap(trees: list[_Tree], node: str, a: int, b: int) -> bool:
+    """Whether :func:`_swap` would swap: the parents differ and neither tree gets a
+    cycle."""
     ta, tb = trees[a], trees[b]
     pa, pb = ta.parent[node], tb.parent[node]
-    if pa[0] == pb[0] or ta.in_subtree(pb[0], node) or tb.in_subtree(pa[0], node):
-        return False
-    ta.parent[node], tb.parent[node] = pb, pa
-    return True
+    return not (pa[0] == pb[0] or ta.in_subtree(pb[0], node) or tb.in_subtree(pa[0], node))
 
 
 def _unswap(trees: list[_Tree], node: str, a: int, b: int) -> None:
@@ -229,14 +236,21 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
         return simulate(topology, replace(plan, reduce_trees=tuple(flows)), size,
                         SAMPLE_PIECES, budget=None, symmetry=False).time_us
 
-    best = run_time()
+    # a swap keeps every node in the trees that hold it, and only a swap changes the
+    # trees: where none can be made now, no draw ever makes one
+    holding_of = {node: [i for i, t in enumerate(trees) if node in t.parent] for node in nodes}
+    if not any(trees[a].multiplicity == trees[b].multiplicity and _can_swap(trees, node, a, b)
+               for node, holding in holding_of.items()
+               for x, a in enumerate(holding) for b in holding[x + 1:]):
+        tries = 0
+    best = run_time() if tries else Fraction(0)
     rng = random.Random(seed)
     runs = 0
     for _ in range(DRAWS_PER_TRY * tries):
         if runs == tries:
             break
         node = rng.choice(nodes)
-        holding = [i for i, t in enumerate(trees) if node in t.parent]
+        holding = holding_of[node]
         if len(holding) < 2:
             continue
         a, b = rng.sample(holding, 2)

@@ -135,3 +135,19 @@ def test_both_passes_reach_the_rows_figure():
     assert _unit_edges(swapped) == _unit_edges(twin)
     fraction = fastest(topo, schedule_plan(swapped), 1 << 30).algbw / twin.optimal_algbw
     assert round(float(fraction), 4) >= 0.9513
+
+
+def test_a_forest_that_no_swap_can_change_is_not_simulated(monkeypatch):
+    """On rail-leaf-spine-4x8's k = 1 trees every swap of a node's parents between two
+    trees gives one of them a cycle (or the same parent), so none can be made: the forest
+    comes back as it is without a simulation (pass 2 used to time it once and draw its
+    60,000 random swaps for nothing)."""
+    from canopy.engine.deploy import reduction_fill
+
+    topo = load_sample("rail-leaf-spine-4x8")
+    twin = solve(topo, "reduce-scatter", tolerance="1", shallow=True)
+    assert twin.k == 1
+    runs = []
+    monkeypatch.setattr(reduction_fill, "simulate", lambda *a, **k: runs.append(a))
+    assert fill_swaps(topo, twin) is twin
+    assert runs == []
