@@ -184,9 +184,22 @@ class _Candidate(NamedTuple):
 
 
 def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
-            unit_first: bool = True) -> RuntimeChoice:
+            unit_first: bool = True, check_plans: bool = True) -> RuntimeChoice:
     """:func:`runtime_schedule` without the memo (``unit_first=False``: without
-    :func:`_unit_first`, every candidate in the search's own order; for tests)."""
+    :func:`_unit_first`, every candidate in the search's own order; for tests;
+    ``check_plans=False``: every layout a candidate, whether or not its MSCCL++ plan fits,
+    as where none does)."""
+    if not check_plans:
+        return _choose_among(topology, schedule, limits, unit_first,
+                             lambda k, laid: True)
+    return _choose_among(topology, schedule, limits, unit_first,
+                         lambda k, laid: plan_fits(topology, k, laid, limits))
+
+
+def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
+                  unit_first: bool, plan_fits: Callable[[int, CollectivePlan], bool]
+                  ) -> RuntimeChoice:
+    """:func:`_choose` among the layouts ``plan_fits`` (k, laid-out plan) admits."""
 
     optimum = _optimum(schedule)
     plan = schedule_plan(schedule)
@@ -214,6 +227,16 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
             return                 # executes below its plan's bound: cannot come near the best
         timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
+            if not plan_fits(candidate.k, laid):
+                if not tried:
+                    first_fraction = None
+                tried.append({"k": candidate.k, "trees": len(candidate.trees),
+                              "tolerance_percent": tolerance, "layout": name,
+                              "shallow": bool(candidate.extra.get("shallow")),
+                              "fill_swaps": bool(candidate.extra.get("fill_swaps")),
+                              "schedule_fraction": round(float(candidate.algbw / optimum), 4),
+                              "mscclpp_plan": "does not fit"})
+                continue
             fraction = next((f for other, f in timed if other == laid), None)
             below = None
             if fraction is None:
@@ -244,7 +267,6 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
     first = _unit_first(topology, schedule, limits, optimum) if unit_first else None
     if first is not None:
         consider(*first)
-        assert best is not None
     skipped = best is not None and best.fraction >= GOOD_ENOUGH   # schedule's own layouts
     if not skipped:
         # the unit-first candidate did not end the search: the whole search, in its
@@ -277,7 +299,10 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
                     _consider_shallow(topology, other, tolerance, limits, consider,
                                       best.fraction if best is not None else Fraction(0))
                     break
-    assert best is not None
+    if best is None:
+        # no candidate's MSCCL++ plan fits: choose as for MSCCL alone (the MSCCL++ export
+        # then falls back to a tighter layout of the choice)
+        return _choose(topology, schedule, limits, unit_first, check_plans=False)
     if best.fraction < KEEP and not best.schedule.extra.get("shallow"):
         _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
     first_best = best
@@ -301,7 +326,7 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 f"{share:.2f} % of it; {layout_text(name)}) at {float(fraction):.1%} of the "
                 f"optimum at 1 GiB: the optimal k = {schedule.k} needs more connections than "
                 f"{limits.max_tbs_per_gpu} thread blocks per GPU serve and "
-                + (f"runs {'' if first_fraction is None else 'at '}"
+                + (f"{'' if first_fraction is None else 'runs at '}"
                    f"{_fraction_text(first_fraction, tried)} ({layout_text(found[0][0])})"
                    if not skipped
                    else f"would run on {layout_text(found[0][0])}, not simulated: fewer trees "
@@ -331,6 +356,30 @@ def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
                          below=below, boundary=BOUNDARY if below is not None else 0)
 
 
+def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLimits
+              ) -> bool:
+    """Whether the MSCCL++ plan of ``laid`` (a layout of a schedule with ``k``, in place)
+    fits the runtime's thread blocks: ``max_tbs_per_gpu`` of at most 64 ops each, thread
+    blocks over 64 ops cut into parts as the plan writer cuts them
+    (:mod:`canopy.engine.mscclpp.writer`, rule 8). MSCCL++ runs more ops per step than
+    MSCCL (a wait, a thread barrier and a semaphore release around each reduction), so a
+    layout that fills the GPU's thread blocks in MSCCL may need more in MSCCL++: the
+    choice passes over such layouts, so that the plan ``canopy solve --mscclpp`` writes
+    is the program ``canopy compare`` times."""
+    from canopy.engine.msccl import MscclLimitError, MscclOptions, plan_xml
+    from canopy.engine.msccl.reader import read_msccl_bytes
+    from canopy.engine.mscclpp.files import rank_servers
+    from canopy.engine.mscclpp.writer import MscclppLimitError, check_fits
+
+    try:
+        algo = read_msccl_bytes(plan_xml(laid, k, MscclOptions(inplace=True, limits=limits,
+                                                               layout="auto")))
+        check_fits(algo, rank_servers(topology), limits.max_tbs_per_gpu)
+    except (MscclLimitError, MscclppLimitError):
+        return False
+    return True
+
+
 def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: Fraction
               ) -> tuple[Fraction, Fraction | None]:
     """(fraction of ``optimum`` ``laid`` executes at REFERENCE_SIZE, None), or, where it
@@ -347,10 +396,13 @@ def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: 
 
 
 def _fraction_text(fraction: Fraction | None, tried: list[dict[str, object]]) -> str:
-    """"90.6%" of the first layout simulated, or "below 94.2%" where it stopped there."""
+    """"90.6%" of the first layout simulated, "runs below 94.2%" where it stopped there, or
+    that its MSCCL++ plan does not fit."""
     if fraction is not None:
         return f"{float(fraction):.1%}"
-    return f"below {float(tried[0]['executed_below']):.1%}"     # type: ignore[arg-type]
+    if "mscclpp_plan" in tried[0]:
+        return "needs more thread blocks as an MSCCL++ plan than the GPU has"
+    return f"runs below {float(tried[0]['executed_below']):.1%}"     # type: ignore[arg-type]
 
 
 def _unit_first(topology: Topology, schedule: Schedule, limits: MscclLimits,

@@ -200,6 +200,7 @@ class _Builder:
         sent: dict[StepKey, int] = {}
         first_hop: dict[StepKey, int] = {}
         by_conn: dict[tuple[int, int, int, int], list[int]] = defaultdict(list)
+        sizes: dict[tuple[int, Fraction], Fraction] = {}     # step.cnt * piece, once each
         for gpu in algo.gpus:
             for tb in gpu.tbs:
                 conn = (gpu.id, tb.send, tb.chan)
@@ -207,7 +208,10 @@ class _Builder:
                     for pos, step in enumerate(tb.steps):
                         if step.kind.sends:
                             start = len(self.size)
-                            last = self.message(conn, step.cnt * piece, [])
+                            size = sizes.get((step.cnt, piece))
+                            if size is None:
+                                size = sizes[(step.cnt, piece)] = step.cnt * piece
+                            last = self.message(conn, size, [])
                             sent[(gpu.id, tb.id, it, pos)] = last
                             first_hop[(gpu.id, tb.id, it, pos)] = start
                             by_conn[(*conn, it)].append(last)
@@ -222,6 +226,8 @@ class _Builder:
         for all of them. Keeps a thread block's accumulated waits as small as the
         connections it depends on (not growing with its steps: a receiving thread block's
         step waits for every earlier one)."""
+        if len(sends) < 2:
+            return list(sends)
         last: dict[int, int] = {}
         for sid in sends:
             conn = self.conn_of[sid][0]

@@ -82,8 +82,18 @@ def unit_for(algo: XmlAlgo, topology: Topology | None, size: int) -> int:
     return max(16, int(-(-unit // 16) * 16))
 
 
+COMPACT_ABOVE = 4 << 20      # bytes of an indented plan past which it is written compact
+
+
 def plan_bytes(plan: dict[str, Any]) -> bytes:
-    return (json.dumps(plan, indent=1) + "\n").encode()
+    """The plan as JSON: indented for people to read, or without whitespace where that
+    would pass COMPACT_ABOVE bytes (a 64-GPU all-to-all plan is mostly indentation:
+    compact, it stays within what ``canopy check-plan`` reads; the runtime's JSON parser
+    takes either)."""
+    text = json.dumps(plan, indent=1)
+    if len(text) > COMPACT_ABOVE:
+        text = json.dumps(plan, separators=(",", ":"))
+    return (text + "\n").encode()
 
 
 def checked_plan(algo: XmlAlgo, servers: list[int], path: str, unit: int, name: str | None,

@@ -85,6 +85,14 @@ def size_problem(plan: PlanModel, size: int) -> str | None:
     return None
 
 
+PUTS = ("put", "pws", "pwsf", "res", "rres", "ppkt", "rppkt", "respkt", "recspkt")
+READS = ("get", "rre", "rres")
+# the ops the walk times or waits on; the others (local data ops, switch ops, nop, flush)
+# take no time and wait on nothing, so the walk leaves them out
+TIMED = frozenset((*PUTS, *READS, "signal", "rlxsignal", "wait", "rlxwait", "sem_acquire",
+                   "sem_release", "barrier"))
+
+
 class _Builder:
     def __init__(self, plan: PlanModel, topology: Topology, size: Fraction, count: int) -> None:
         self.plan, self.topology, self.count = plan, topology, count
@@ -101,6 +109,17 @@ class _Builder:
         self.size: list[Fraction] = []
         self.after: list[list[int]] = []
         self.conn: list[int] = []
+        self.sized: dict[tuple, Fraction] = {}      # bytes_of's answers
+        self.need: list[tuple] = []                 # what the last blocked step waits on
+        self.woken: set[tuple[int, int]] = set()    # thread blocks whose wait may pass now
+        self.waiters: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+
+    def wake(self, resource: tuple) -> None:
+        """A queue, semaphore or barrier ``resource`` changed: the thread blocks blocked on
+        it may pass now."""
+        found = self.waiters.pop(resource, None)
+        if found:
+            self.woken.update(found)
 
     # -- connections and messages ---------------------------------------------------
     def connection(self, key: tuple, u: int, v: int, tb: ThreadBlock | None) -> list[int]:
@@ -135,6 +154,8 @@ class _Builder:
         return sid
 
     def latest(self, sends: list[int]) -> list[int]:
+        if len(sends) < 2:
+            return list(sends)
         last: dict[int, int] = {}
         for sid in sends:
             c = self.conn[sid]
@@ -144,10 +165,14 @@ class _Builder:
 
     # -- sizes -----------------------------------------------------------------------
     def bytes_of(self, ref: Ref, op: Op, it: int, piped: Op | None) -> Fraction:
-        total = ref.size * self.chunk / op.tbg[1]
-        if piped is None:
-            return total
-        return max(Fraction(0), min(Fraction(piped.unit_size), total - it * piped.unit_size))
+        key = (ref.size, op.tbg[1], None if piped is None else piped.unit_size, it)
+        found = self.sized.get(key)
+        if found is None:
+            total = ref.size * self.chunk / op.tbg[1]
+            found = total if piped is None else \
+                max(Fraction(0), min(Fraction(piped.unit_size), total - it * piped.unit_size))
+            self.sized[key] = found
+        return found
 
     def pipeline_count(self, op: Op) -> int:
         n = int(-(-(op.num_chunks * self.chunk) // op.unit_size))
@@ -162,9 +187,10 @@ class _Builder:
                 seq: list[tuple[Op, int, Op | None]] = []
                 for op in tb.ops:
                     if op.name == "pipeline":
+                        timed = [inner for inner in op.ops if inner.name in TIMED]
                         seq += [(inner, it, op) for it in range(self.pipeline_count(op))
-                                for inner in op.ops]
-                    else:
+                                for inner in timed]
+                    elif op.name in TIMED:
                         seq.append((op, 0, None))
                 seqs[(gpu.id, tb.id)] = seq
         pc = dict.fromkeys(seqs, 0)
@@ -177,9 +203,19 @@ class _Builder:
         barriers: dict[tuple, list] = defaultdict(list)
         passed: dict[tuple, int] = defaultdict(int)
         live = [k for k in seqs if seqs[k]]
+        blocked: set[tuple[int, int]] = set()
+        # passes over the thread blocks in order, each run as far as it goes; one blocked
+        # on a wait is tried again only once what it waits on has changed (the same walk
+        # as trying every one each pass: a step that cannot pass changes nothing)
         while live:
             moved, still = False, []
             for key in live:
+                if key in blocked:
+                    if key not in self.woken:
+                        still.append(key)
+                        continue
+                    self.woken.discard(key)
+                    blocked.discard(key)
                 g, t = key
                 tb = plan.gpus[g].tbs[t]
                 seq = seqs[key]
@@ -187,6 +223,9 @@ class _Builder:
                     op, it, piped = seq[pc[key]]
                     if not self.step(g, tb, op, it, piped, done, outbox, queues, sems,
                                      barriers, passed):
+                        blocked.add(key)
+                        for resource in self.need:
+                            self.waiters[resource].append(key)
                         break
                     pc[key] += 1
                     moved = True
@@ -211,7 +250,7 @@ class _Builder:
         name, key = op.name, (g, tb.id)
         mine = done[key]
         gpu = self.plan.gpus[g]
-        if name in ("put", "pws", "pwsf", "res", "rres", "ppkt", "rppkt", "respkt", "recspkt"):
+        if name in PUTS:
             dsts = [d for d in op.dst if d.buffer_id is not None]
             kind = op.channel_type if op.channel_type in ("memory", "port") else "memory"
             by_target: dict[tuple, Fraction] = defaultdict(Fraction)
@@ -232,8 +271,9 @@ class _Builder:
                 if target[0] == "port" and name in ("pws", "pwsf"):
                     _, end = self.endpoint(g, "port", target[2])
                     queues[end].append(self.latest(outbox.pop(box) + mine))
+                    self.wake(end)
             return True
-        if name in ("get", "rre", "rres"):
+        if name in READS:
             got = []
             for s in op.src:
                 if s.buffer_id is None:
@@ -252,6 +292,7 @@ class _Builder:
                 sent = outbox.pop(box, []) if name == "signal" or op.channel_type == "port" \
                     else []
                 queues[end].append(self.latest(sent + mine))
+                self.wake(end)
             return True
         if name in ("wait", "rlxwait"):
             ends = []
@@ -260,6 +301,7 @@ class _Builder:
                 h = gpu.peers[op.channel_type][index]
                 ends.append((g, op.channel_type, h, gpu.peers[op.channel_type][:index].count(h)))
             if any(not queues[e] for e in ends):
+                self.need = [e for e in ends if not queues[e]]
                 return False
             need = list(mine)
             for e in ends:
@@ -268,6 +310,7 @@ class _Builder:
             return True
         if name == "sem_acquire":
             if any(not sems[(g, sem)] for sem in op.semaphores):
+                self.need = [("sem", g, sem) for sem in op.semaphores if not sems[(g, sem)]]
                 return False
             need = list(mine)
             for sem in op.semaphores:
@@ -277,13 +320,16 @@ class _Builder:
         if name == "sem_release":
             for sem in op.semaphores:
                 sems[(g, sem)].append(list(mine))
+                self.wake(("sem", g, sem))
             return True
         if name == "barrier":
             gen = passed[(g, tb.id, op.barrier)]
             arrived = barriers[(g, op.barrier, gen)]
             if tb.id not in [a for a, _ in arrived]:
                 arrived.append((tb.id, list(mine)))
+                self.wake(("barrier", g, op.barrier, gen))
             if len(arrived) < op.nblocks:
+                self.need = [("barrier", g, op.barrier, gen)]
                 return False
             done[key] = self.latest([s for _, sends in arrived for s in sends])
             passed[(g, tb.id, op.barrier)] += 1

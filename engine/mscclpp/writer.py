@@ -532,7 +532,23 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
     if unit_size < 16 or unit_size % 16:
         raise ScheduleError(f"the pipeline unit must be a positive multiple of 16 bytes, not "
                             f"{unit_size}.")
-    writer = _cut_writer(algo, servers, unit_size, lanes)
+    writer = _cut_writer(algo, servers, unit_size, lanes, max_tbs)
+    _check_limits(writer, algo, max_tbs)
+    coll = COLLECTIVE_NAMES[algo.coll]
+    name = name or (f"canopy-{coll}-{algo.ngpus}gpus-"
+                    f"{'inplace' if algo.inplace else 'outofplace'}")
+    return writer.document(name, min_bytes, max_bytes, routes)
+
+
+def check_fits(algo: XmlAlgo, servers: list[int], max_tbs: int | None,
+               lanes: dict[Conn, int] | None = None) -> None:
+    """Raise :class:`MscclppLimitError` where :func:`algo_plan` would (the runtime's ops
+    and channels per thread block, ``max_tbs`` thread blocks per GPU), without writing
+    the plan: what the runtime choice asks of a layout before it simulates it."""
+    _check_limits(_cut_writer(algo, servers, DEFAULT_UNIT, lanes, max_tbs), algo, max_tbs)
+
+
+def _check_limits(writer: _Writer, algo: XmlAlgo, max_tbs: int | None) -> None:
     for (g, t, _), tb in writer.tbs.items():
         for kind, ids in tb.channels.items():
             if len(ids) > MAX_CHANNEL:
@@ -549,29 +565,34 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
                     f"the MSCCL++ plan does not fit the runtime's limits: GPU {g} needs "
                     f"{used} thread blocks of at most {MAX_OPERATION} operations, but has "
                     f"{max_tbs} (--sms).")
-    coll = COLLECTIVE_NAMES[algo.coll]
-    name = name or (f"canopy-{coll}-{algo.ngpus}gpus-"
-                    f"{'inplace' if algo.inplace else 'outofplace'}")
-    return writer.document(name, min_bytes, max_bytes, routes)
 
 
 PART_OVERHEAD = 8          # ops of a part besides its steps: readiness, semaphores, nops
 
 
 def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int,
-                lanes: dict[Conn, int] | None = None) -> _Writer:
+                lanes: dict[Conn, int] | None = None, max_tbs: int | None = None) -> _Writer:
     """The writer whose thread blocks fit MAX_OPERATION (rule 8): thread blocks that do
     not are cut into consecutive parts of at most a budget of steps' ops, the budget
-    lowered until every part fits."""
+    lowered until every part fits. Raises :class:`MscclppLimitError` at once where a GPU
+    would need more than ``max_tbs`` thread blocks even if every thread block over the
+    limit were cut in two."""
     cuts: dict[tuple[int, int], list[int]] = {}
     budget: dict[tuple[int, int], int] = {}
     tbs = {(g.id, tb.id): tb for g in algo.gpus for tb in g.tbs}
     for _ in range(12):
         writer = _Writer(algo, servers, unit_size, cuts, lanes)
         writer.build()
-        over = {(g, t) for (g, t, _), n in writer.part_sizes().items() if n > MAX_OPERATION}
+        sizes = writer.part_sizes()
+        over = {(g, t) for (g, t, _), n in sizes.items() if n > MAX_OPERATION}
         if not over:
             return writer
+        gpu, fewest = _fewest_parts(sizes)
+        if max_tbs is not None and fewest > max_tbs:
+            raise MscclppLimitError(
+                f"the MSCCL++ plan does not fit the runtime's limits: GPU {gpu} needs at "
+                f"least {fewest} thread blocks of at most {MAX_OPERATION} operations, but "
+                f"has {max_tbs} (--sms).")
         step_ops = writer.step_ops
         for g, t in sorted(over):
             tb = tbs[(g, t)]
@@ -587,6 +608,16 @@ def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int,
         f"the MSCCL++ plan does not fit the runtime's limits: GPU {g}'s thread block {t} "
         f"needs {worst} operations (its {len(tbs[(g, t)].steps)} steps), but the runtime "
         f"holds {MAX_OPERATION} per thread block.")
+
+
+def _fewest_parts(sizes: dict[tuple[int, int, int], int]) -> tuple[int, int]:
+    """(GPU, a lower bound on its thread blocks) for the GPU with the highest bound once
+    every thread block fits MAX_OPERATION ops: one that does not needs at least two."""
+    per: dict[int, int] = defaultdict(int)
+    for (g, _, _), n in sizes.items():
+        if n:
+            per[g] += 1 if n <= MAX_OPERATION else 2
+    return max(per.items(), key=lambda gn: (gn[1], -gn[0]), default=(0, 0))
 
 
 def _cut(tb: XmlThreadBlock, first: int, budget: int, ops: Any) -> list[int]:

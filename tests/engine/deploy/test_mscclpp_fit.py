@@ -1,0 +1,34 @@
+"""The runtime choice takes only layouts whose MSCCL++ plan fits the GPU's thread blocks, so
+the plan ``canopy solve --mscclpp`` writes is the program ``canopy compare`` times."""
+
+from canopy.engine.allreduce.lp_schedule import choose_allreduce
+from canopy.engine.comparison.table import compare
+from canopy.engine.deploy.mscclpp_export import schedule_plans
+from canopy.engine.deploy.runtime_choice import _choose, plan_fits, runtime_schedule
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.msccl import MscclLimits
+from canopy.engine.mscclpp.reader import read_plan_bytes
+from canopy.engine.mscclpp.timing import time_plan
+
+SIZE = 1 << 30
+
+
+def test_the_plan_of_the_choice_times_exactly_as_compare():
+    """hypercube-3d allreduce on 8 thread blocks per GPU: the fastest MSCCL layout (k = 3,
+    unit trees shared evenly) needs more than 8 thread blocks once MSCCL++'s ops per step
+    cut its thread blocks into parts, and the export used to fall back to a tighter layout
+    that compare never timed. The choice now passes over it, and the plan of the one it
+    takes runs at exactly compare's algbw."""
+    topology = load_sample("hypercube-3d.json")
+    limits = MscclLimits(max_tbs_per_gpu=8)
+    schedule = choose_allreduce(topology, solve(topology, "allreduce"))
+    unchecked = _choose(topology, schedule, limits, check_plans=False)
+    assert not plan_fits(topology, unchecked.schedule.k, unchecked.plan, limits)
+    choice = runtime_schedule(topology, schedule, limits)
+    assert plan_fits(topology, choice.schedule.k, choice.plan, limits)
+    assert any(c.get("mscclpp_plan") == "does not fit" for c in choice.candidates)
+    want = compare(topology, "allreduce", sizes=(SIZE,), algorithms=(),
+                   limits=limits).rows[0].algbw_at(SIZE)
+    files = schedule_plans("plan.json", topology, schedule, limits=limits)
+    assert time_plan(read_plan_bytes(files[-1].data), topology, SIZE).algbw == want
