@@ -374,8 +374,11 @@ def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLim
     try:
         algo = read_msccl_bytes(plan_xml(laid, k, MscclOptions(inplace=True, limits=limits,
                                                                layout="auto")))
+    except MscclLimitError:
+        return True       # the MSCCL export's own limits: it says so when it writes
+    try:
         check_fits(algo, rank_servers(topology), limits.max_tbs_per_gpu)
-    except (MscclLimitError, MscclppLimitError):
+    except MscclppLimitError:
         return False
     return True
 
