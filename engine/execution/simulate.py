@@ -378,8 +378,12 @@ class _Timed(Protocol):
 Timed = TypeVar("Timed", bound=_Timed)
 
 
+DEADLINE_SLACK = 1e-9     # a depth run only to beat another stops this far past its time
+
+
 def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target: int,
-               floor_us: float) -> Timed:
+               floor_us: float,
+               time_within: Callable[[int, float], SimulationResult] | None = None) -> Timed:
     """The depth rule of :func:`fastest`, which
     :func:`canopy.engine.msccl.timing.fastest_xml` applies to an XML's loop iterations
     too, so compare and check-xml time the same pipelining: ``time_at(n)`` times n loop
@@ -390,22 +394,51 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     ring's steps each wait for the step before on the neighbouring GPU, so its latency
     term grows with every iteration (exactly (N - 2)·α per iteration for one ring of N
     GPUs): rings run fastest at the protocol's fewest iterations, as NCCL runs large
-    messages, while trees gain from depth and need no third run."""
+    messages, while trees gain from depth and need no third run.
+
+    ``time_within(n, deadline)``, where given, times n iterations but stops once they
+    provably end after ``deadline`` µs (``past_deadline``): a run that only matters if it
+    beats the best so far is run that way, and where ``target`` is ``limit`` (no deeper
+    run) the fewest iterations run first, so that ``target``'s run, often many times
+    longer (a ring's 2 x stages iterations), stops as soon as it provably loses to them
+    and is not within MIN_GAIN of the floor. The answer is the same: a stopped run is
+    slower than one already made, so it could not have been the fastest, and it was not
+    settled, so the rule would have gone on to the run already made."""
     pieces = min(max(lowest, target), limit)
+
+    def settled(result: Timed) -> bool:      # (a run stopped at its deadline settles nothing)
+        return float(result.time_us * (1 - MIN_GAIN)) <= floor_us and \
+            not getattr(result, "past_deadline", False)
+
+    def beyond(time_us: Fraction | float) -> float:
+        return float(time_us) * (1 + DEADLINE_SLACK)
+
+    if time_within is not None and lowest < pieces == limit:
+        fewest = time_at(lowest)
+        first = time_within(pieces, beyond(max(float(fewest.time_us),
+                                                floor_us / float(1 - MIN_GAIN))))
+        if first.past_deadline:
+            return fewest
+        if settled(first):
+            return first                                    # type: ignore[return-value]
+        return fewest if fewest.time_us < first.time_us else first   # type: ignore[return-value]
+
+    def beats(deadline: Fraction, n: int) -> Timed | None:
+        """n iterations timed, or None where they provably end after ``deadline``."""
+        if time_within is None:
+            return time_at(n)
+        result = time_within(n, beyond(deadline))
+        return None if result.past_deadline else result   # type: ignore[return-value]
+
     best = time_at(pieces)
-
-    def settled() -> bool:      # (a run stopped at its deadline settles nothing)
-        return float(best.time_us * (1 - MIN_GAIN)) <= floor_us and \
-            not getattr(best, "past_deadline", False)
-
     deeper_helped = False
-    if pieces < limit and not settled():
-        deepest = time_at(limit)
-        if deepest.time_us < best.time_us:
+    if pieces < limit and not settled(best):
+        deepest = beats(best.time_us, limit)
+        if deepest is not None and deepest.time_us < best.time_us:
             best, deeper_helped = deepest, True
-    if lowest < pieces and not deeper_helped and not settled():
-        shallow = time_at(lowest)
-        if shallow.time_us < best.time_us:
+    if lowest < pieces and not deeper_helped and not settled(best):
+        shallow = beats(best.time_us, lowest)
+        if shallow is not None and shallow.time_us < best.time_us:
             best = shallow
     return best
 
@@ -436,10 +469,15 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     lowest = min_pieces(plan, message_size, chunk_bytes)
     limit = max(lowest, min(deepest, max_pieces(plan, message_size)))
     target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
+    def time_within(pieces: int, deadline: float) -> SimulationResult:
+        return simulate(topology, plan, message_size, pieces, default_latency, switch_mode,
+                        check, saturated=saturated, deadline_us=Fraction(deadline))
+
     best = best_depth(lambda pieces: simulate(topology, plan, message_size, pieces,
                                               default_latency, switch_mode, check,
                                               saturated=saturated, deadline_us=deadline_us),
-                      lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)))
+                      lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)),
+                      time_within if deadline_us is None else None)
     if deadline_us is not None and best.time_us > deadline_us:
         return replace(best, time_us=deadline_us, past_deadline=True)
     return best
