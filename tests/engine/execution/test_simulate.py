@@ -583,9 +583,10 @@ def test_deliveries_queued_by_latency_run_as_from_the_heap(monkeypatch, name):
 
 def test_a_depth_run_only_to_beat_another_stops_once_it_provably_loses(monkeypatch):
     """The ring's allreduce on rail-leaf-spine-4x8 at 1 GiB: its first depth (2 x stages,
-    capped at the deepest worth running) runs far slower than the fewest iterations. The fewest now run first and the 64-iteration run stops as
-    soon as it provably ends after them: the same answer as the rule without stops, for
-    a small part of that run's sends."""
+    capped at the deepest worth running) runs far slower than the fewest iterations. The
+    fewest now run first and the first depth's run stops as soon as it provably ends
+    after them: the same answer as the rule without stops, for a small part of that run's
+    sends."""
     topo = load_sample("rail-leaf-spine-4x8.json")
     plan = ring_baseline(topo, "allreduce").plan_at(1 << 30)
     stopped = []
