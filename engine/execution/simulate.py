@@ -406,7 +406,7 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     settled, so the rule would have gone on to the run already made."""
     pieces = min(max(lowest, target), limit)
 
-    def settled(result: Timed) -> bool:      # (a run stopped at its deadline settles nothing)
+    def settled(result: _Timed) -> bool:     # (a run stopped at its deadline settles nothing)
         return float(result.time_us * (1 - MIN_GAIN)) <= floor_us and \
             not getattr(result, "past_deadline", False)
 
