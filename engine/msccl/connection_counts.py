@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -73,7 +74,25 @@ def fits(counts: dict[Key, int], limits: MscclLimits) -> bool:
     return all(n <= limits.max_tbs_per_channel for n in ends.values())
 
 
+_UNIT_COUNTS: dict[tuple[int, MscclLimits], tuple[weakref.ref[CollectivePlan], int | None]] = {}
+_UNIT_COUNTS_KEPT = 8
+
+
 def unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
+    """:func:`_unit_threadblocks`, remembered for the last few plans: the runtime choice
+    asks it of a candidate's plan, and the report of the choice asks it again."""
+    key = (id(plan), limits)
+    known = _UNIT_COUNTS.get(key)
+    if known is not None and known[0]() is plan:
+        return known[1]
+    count = _unit_threadblocks(plan, limits)
+    if len(_UNIT_COUNTS) >= _UNIT_COUNTS_KEPT:
+        _UNIT_COUNTS.pop(next(iter(_UNIT_COUNTS)))
+    _UNIT_COUNTS[key] = (weakref.ref(plan), count)
+    return count
+
+
+def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
     """The most thread blocks a GPU needs when the export writes ``plan`` with unit
     connections (:mod:`canopy.engine.msccl.writer`'s ``pipelined`` layout at one chunk per
     step, relays fused), in place or out of place, whichever needs more; None when that

@@ -561,3 +561,27 @@ def test_allreduce_on_two_mi250_servers_runs_at_95_percent_of_the_optimum():
     size = 64 << 20
     expected = fastest(topo, laid, size).algbw
     assert abs(fastest_xml(read_msccl_bytes(data), topo, size).algbw / expected - 1) <= 0.02
+
+
+def test_a_plans_unit_thread_blocks_are_counted_once(monkeypatch):
+    """The runtime choice asks whether a candidate fits on unit connections, and the
+    report of the choice asks for its thread blocks again: the whole thread-block
+    assignment (twice, in place and out of place) runs once per plan; a new plan runs
+    it anew."""
+    from canopy.engine.msccl import connection_counts
+
+    runs = []
+    count = connection_counts._unit_threadblocks
+    monkeypatch.setattr(connection_counts, "_unit_threadblocks",
+                        lambda plan, limits: runs.append(plan) or count(plan, limits))
+    schedule = solve(load_sample("rail-leaf-spine-4x8.json"), "allgather", tolerance="1")
+    # a budget below the naive count (a thread block per connection end and one to copy,
+    # 63 here), so that the report counts the fused assignment's (60)
+    plan, limits = schedule_plan(schedule), MscclLimits(max_tbs_per_gpu=62)
+    first = connection_counts.unit_threadblocks(plan, limits)
+    assert first == 60
+    assert describe_layout(plan, plan, limits=limits)["threadblocks_per_gpu"] == first
+    assert connection_counts.unit_threadblocks(plan, limits) == first
+    assert len(runs) == 1
+    assert connection_counts.unit_threadblocks(schedule_plan(schedule), limits) == first
+    assert len(runs) == 2
