@@ -156,20 +156,6 @@ def _parts(m: int, q: int) -> list[int]:
     return [base + 1] * extra + [base] * (count - extra)
 
 
-class Channels:
-    """Channel ids per pair of GPUs: each group (route) of a pair takes the next ids."""
-
-    def __init__(self) -> None:
-        self.next: dict[tuple[str, str], int] = defaultdict(int)
-        self.first: dict[Key, int] = {}
-
-    def ids(self, group: Key, count: int) -> list[int]:
-        if group not in self.first:
-            self.first[group] = self.next[group[:2]]
-            self.next[group[:2]] += count
-        return list(range(self.first[group], self.first[group] + count))
-
-
 def split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan:
     """``plan`` with every tree of multiplicity m cut into ceil(m/q) trees of at most q
     chunks (same edges; keys extended by the part where a tree is cut)."""
@@ -422,7 +408,77 @@ def server_places(topology: Topology) -> ServerPlaces | None:
                                for i, v in enumerate(server)})
 
 
-_INVARIANT: list[tuple[Any, Any, bool]] = [(None, None, False)]   # (the last plan and
+class _Laying:
+    """What :func:`channel_plan` computes of one plan, ``detail`` and tie ranking whatever
+    the counts: each key's tree edges in the order they go to its connections, their chunks,
+    their priorities, and (as asked) the runs per count, the edges and the trees built
+    (immutable, so equal ones are shared between layouts of the plan)."""
+
+    def __init__(self, plan: CollectivePlan, detail: int,
+                 rank: Callable[[int, str], tuple[int, ...]] | None) -> None:
+        mult = multiplicities(plan)
+        self.groups: list[tuple[Key, list[tuple[int, int]], list[int]]] = []
+        ranks: dict[tuple[int, int], tuple[int, ...]] = {}
+        for group, items in connection_members(plan, detail).items():
+            for _, ti, ei in items:
+                ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
+            items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
+            self.groups.append((group, [(ti, ei) for _, ti, ei in items],
+                                [mult[ti] for _, ti, _ in items]))
+        order = {r: Fraction(i) for i, r in enumerate(sorted(set(ranks.values())))}
+        self.priority: dict[tuple[int, int], Fraction] | None = None if rank is None else \
+            {edge: order[r] for edge, r in ranks.items()}
+        self.runs: dict[tuple[int, int], list[int]] = {}
+        self.edges: dict[tuple[int, int, int], FlowEdge] = {}
+        self.trees: dict[tuple[int, tuple[int, ...]], FlowTree] = {}
+
+
+class _Ties:
+    """:func:`_tie_ranks`' answers about one plan and one set of identical servers that do
+    not depend on the counts: whether its edges allow ranking by server at all, the image of
+    each key under π, whether π maps the trees onto themselves (asked once, when needed),
+    and the rank function."""
+
+    def __init__(self, plan: CollectivePlan, servers: ServerPlaces) -> None:
+        where = servers.where
+        self.plan, self.servers = plan, servers
+        self.possible = not any(t.root not in where or e.priority or
+                                (e.child if t.reduce else e.parent) not in where
+                                for t in plan.trees for e in t.edges)
+        self.images: dict[Key, Key] = {}
+        self._invariant: bool | None = None
+        cut = len(plan.reduce_trees)
+        nth: list[int] = []
+        seen: dict[tuple[bool, str], int] = defaultdict(int)
+        for ti, tree in enumerate(plan.trees):
+            nth.append(seen[(ti < cut, tree.root)])
+            seen[(ti < cut, tree.root)] += 1
+        roots = [tree.root for tree in plan.trees]
+
+        def rank(ti: int, sender: str) -> tuple[int, ...]:
+            root, at = where[roots[ti]], where[sender]
+            return ((root[0] - at[0]) % root[2], root[1], nth[ti])
+        self.rank = rank
+
+    def image(self, key: Key) -> Key:
+        found = self.images.get(key)
+        if found is None:
+            pi = self.servers.rotation
+            found = self.images[key] = (pi[key[0]], pi[key[1]], tuple(pi[x] for x in key[2]),
+                                        *key[3:])
+        return found
+
+    def invariant(self) -> bool:
+        from canopy.engine.execution.folding import edge_permutation
+
+        if self._invariant is None:
+            self._invariant = edge_permutation(self.plan, self.servers.rotation) is not None
+        return self._invariant
+
+
+_TIES: list[_Ties | None] = [None]               # the last plan's (layouts() asks many times)
+_LAYINGS: list[tuple[Any, int, Any, _Laying]] = []   # the last few plans'
+_LAYINGS_KEPT = 2
 
 
 def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[Key, int]
@@ -436,33 +492,28 @@ def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[
     per key, every root and sender sits in a server and no edge has a priority of its
     own. Then the layout and its send order are invariant and the simulation runs it
     folded (:mod:`canopy.engine.execution.folding`); elsewhere nothing changes."""
-    from canopy.engine.execution.folding import edge_permutation
-
     if servers is None:
         return None
-    where, pi = servers.where, servers.rotation
-    if any(t.root not in where or e.priority or (e.child if t.reduce else e.parent)
-           not in where for t in plan.trees for e in t.edges):
+    ties = _TIES[0]
+    if ties is None or ties.plan is not plan or ties.servers is not servers:
+        ties = _TIES[0] = _Ties(plan, servers)
+    if not ties.possible:
         return None
-    if any(counts.get((pi[k[0]], pi[k[1]], tuple(pi[x] for x in k[2]), *k[3:])) != n
-           for k, n in counts.items()):
+    if any(counts.get(ties.image(k)) != n for k, n in counts.items()):
         return None
-    known = _INVARIANT[0]              # layouts() asks about one plan many times
-    if known[0] is not plan or known[1] is not pi:
-        known = _INVARIANT[0] = (plan, pi, edge_permutation(plan, pi) is not None)
-    if not known[2]:
-        return None
-    cut = len(plan.reduce_trees)
-    nth: list[int] = []
-    seen: dict[tuple[bool, str], int] = defaultdict(int)
-    for ti, tree in enumerate(plan.trees):
-        nth.append(seen[(ti < cut, tree.root)])
-        seen[(ti < cut, tree.root)] += 1
+    return ties.rank if ties.invariant() else None
 
-    def rank(ti: int, sender: str) -> tuple[int, ...]:
-        root, at = where[plan.trees[ti].root], where[sender]
-        return ((root[0] - at[0]) % root[2], root[1], nth[ti])
-    return rank
+
+def _laying(plan: CollectivePlan, detail: int,
+            rank: Callable[[int, str], tuple[int, ...]] | None) -> _Laying:
+    """The :class:`_Laying` of ``plan``, ``detail`` and ``rank``, kept for the last few."""
+    for known, known_detail, known_rank, laying in _LAYINGS:
+        if known is plan and known_detail == detail and known_rank is rank:
+            return laying
+    laying = _Laying(plan, detail, rank)
+    _LAYINGS.append((plan, detail, rank, laying))
+    del _LAYINGS[:-_LAYINGS_KEPT]
+    return laying
 
 
 def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
@@ -473,29 +524,39 @@ def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     steps only, so a piece's late step holds back little (one connection per tree edge
     where counts allow). Trees of one step are ranked by :func:`_tie_ranks` (``servers``
     from :func:`server_places`), which also becomes each edge's ``priority``, the order of
-    its sends among those of one step on a shared connection."""
-    mult = multiplicities(plan)
-    channels = Channels()
-    members = connection_members(plan, detail)
-    cut = len(plan.reduce_trees)
+    its sends among those of one step on a shared connection. (What does not depend on
+    the counts is computed once per plan: :class:`_Laying`.)"""
     rank = _tie_ranks(plan, servers, counts)
+    laying = _laying(plan, detail, rank)
+    following: dict[tuple[str, str], int] = defaultdict(int)    # next channel id per pair
     chosen: dict[tuple[int, int], int] = {}
-    ranks: dict[tuple[int, int], tuple[int, ...]] = {}
-    for group, items in members.items():
-        ids = channels.ids(group, counts[group])
-        for _, ti, ei in items:
-            ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
-        items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
-        runs = _contiguous([mult[ti] for _, ti, _ in items], len(ids))
-        for (_, ti, ei), run in zip(items, runs, strict=True):
-            chosen[(ti, ei)] = ids[run]
-    order = {r: Fraction(i) for i, r in enumerate(sorted(set(ranks.values())))}  # shared
-    trees = [replace(t, edges=tuple(FlowEdge(e.parent, e.child, e.path,
-                                             e.priority if rank is None else
-                                             order[ranks[(ti, ei)]],
-                                             chosen[(ti, ei)])
-                                    for ei, e in enumerate(t.edges)))
-             for ti, t in enumerate(plan.trees)]
+    for index, (group, edges, loads) in enumerate(laying.groups):
+        count = counts[group]
+        first = following[group[:2]]
+        following[group[:2]] = first + count
+        runs = laying.runs.get((index, count))
+        if runs is None:
+            runs = laying.runs[(index, count)] = _contiguous(loads, count)
+        for edge, run in zip(edges, runs, strict=True):
+            chosen[edge] = first + run
+    priority, made_edges, made_trees = laying.priority, laying.edges, laying.trees
+    trees = []
+    for ti, t in enumerate(plan.trees):
+        channels = tuple(chosen[(ti, ei)] for ei in range(len(t.edges)))
+        tree = made_trees.get((ti, channels))
+        if tree is None:
+            edges = []
+            for ei, (e, channel) in enumerate(zip(t.edges, channels, strict=True)):
+                edge = made_edges.get((ti, ei, channel))
+                if edge is None:
+                    edge = made_edges[(ti, ei, channel)] = FlowEdge(
+                        e.parent, e.child, e.path,
+                        e.priority if priority is None else priority[(ti, ei)], channel)
+                edges.append(edge)
+            tree = made_trees[(ti, channels)] = FlowTree(t.key, t.root, tuple(edges),
+                                                         t.share, t.reduce)
+        trees.append(tree)
+    cut = len(plan.reduce_trees)
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
 
 

@@ -47,12 +47,13 @@ GPUs it served are matched again without that pair.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
-from canopy.engine.model.plan import CollectivePlan, tree_levels
+from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, tree_levels
 from canopy.engine.msccl.lowering import chunks_per_root
 from canopy.engine.msccl.threadblocks import MscclLimits
 
@@ -75,43 +76,66 @@ class _Ends:
     edges: int = 1
 
 
-def connection_steps(plan: CollectivePlan, max_count: int = MscclLimits().max_count
-                     ) -> dict[Conn, _Ends]:
+def connection_steps(plan: CollectivePlan, max_count: int = MscclLimits().max_count,
+                     base: CollectivePlan | None = None) -> dict[Conn, _Ends]:
     """Every connection of a plan whose edges name channels, with the steps (within the
     piece, reductions first) of the transfers it carries (see :class:`_Ends`): a reduce
     edge's step is the height of its sender's subtree, a broadcast edge's its sender's
-    depth plus one more than the reductions' last step."""
-    offset = 0
-    if plan.reduce_trees and plan.broadcast_trees:
-        offset = 1 + max(max(tree_levels(t), default=0) for t in plan.reduce_trees)
-    n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
+    depth plus one more than the reductions' last step. ``base``: a plan with the same
+    trees and edges but for their channels (the plan ``plan`` was laid out from), whose
+    steps are then worked out once for all its layouts."""
     found: dict[Conn, _Ends] = {}
-    for tree in plan.trees:
-        shift = 0 if tree.reduce else offset
-        per = math.ceil(tree.share * n * chunks / max_count)
-        into: dict[str, set[Conn]] = defaultdict(set)    # per node, its receives here
-        conns = []
-        for e in tree.edges:
-            sender, receiver = (e.child, e.parent) if tree.reduce else (e.parent, e.child)
-            conns.append((sender, receiver, e.channel))
-            into[receiver].add(conns[-1])
-        senders = {c[0] for c in conns}
-        for key, level in zip(conns, tree_levels(tree), strict=True):
-            sender, receiver = key[0], key[1]
-            terminal = receiver == tree.root and not plan.broadcast_trees if tree.reduce \
-                else receiver not in senders
-            step = level + shift
+    for tree, (per, rows) in zip(plan.trees, _edge_steps(base or plan, max_count),
+                                 strict=True):
+        conns = [(sender, receiver, e.channel)
+                 for (sender, receiver, *_), e in zip(rows, tree.edges, strict=True)]
+        for key, (_, _, step, terminal, feeders) in zip(conns, rows, strict=True):
             ends = found.get(key)
             if ends is None:
-                ends = found[key] = _Ends(step, step, per, terminal, set(into[sender]))
+                found[key] = _Ends(step, step, per, terminal, {conns[f] for f in feeders})
             else:
                 ends.first, ends.last = min(ends.first, step), max(ends.last, step)
                 ends.steps += per
                 ends.edges += 1
                 ends.terminal = ends.terminal and terminal
                 assert ends.fed_by is not None
-                ends.fed_by &= into[sender]
+                ends.fed_by &= {conns[f] for f in feeders}
     return found
+
+
+EdgeStep = tuple[str, str, int, bool, list[int]]   # sender, receiver, step, terminal, feeders
+_EDGE_STEPS: list[tuple[object, int, list[tuple[int, list[EdgeStep]]]]] = [(None, 0, [])]
+
+
+def _edge_steps(plan: CollectivePlan, max_count: int) -> list[tuple[int, list[EdgeStep]]]:
+    """Per tree of ``plan``, the XML steps one loop iteration gives each of its transfers,
+    and per edge its sender, receiver, step within the piece, whether its receiver forwards
+    none of its data, and the edges of the tree that feed it (into its sender); kept for
+    the last plan asked (pairing asks about the layouts of one plan many times)."""
+    known = _EDGE_STEPS[0]
+    if known[0] is plan and known[1] == max_count:
+        return known[2]
+    offset = 0
+    if plan.reduce_trees and plan.broadcast_trees:
+        offset = 1 + max(max(tree_levels(t), default=0) for t in plan.reduce_trees)
+    n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
+    out: list[tuple[int, list[EdgeStep]]] = []
+    for tree in plan.trees:
+        shift = 0 if tree.reduce else offset
+        per = math.ceil(tree.share * n * chunks / max_count)
+        ends = [(e.child, e.parent) if tree.reduce else (e.parent, e.child) for e in tree.edges]
+        into: dict[str, list[int]] = defaultdict(list)    # per node, its receives here
+        for j, (_, receiver) in enumerate(ends):
+            into[receiver].append(j)
+        senders = {sender for sender, _ in ends}
+        rows = []
+        for (sender, receiver), level in zip(ends, tree_levels(tree), strict=True):
+            terminal = receiver == tree.root and not plan.broadcast_trees if tree.reduce \
+                else receiver not in senders
+            rows.append((sender, receiver, level + shift, terminal, into.get(sender, [])))
+        out.append((per, rows))
+    _EDGE_STEPS[0] = (plan, max_count, out)
+    return out
 
 
 def threadblocks_per_gpu(plan: CollectivePlan, ends: dict[Conn, _Ends] | None = None
@@ -132,14 +156,15 @@ def threadblocks_per_gpu(plan: CollectivePlan, ends: dict[Conn, _Ends] | None = 
 ROUNDS = 6      # matchings tried, each avoiding the pairs the colouring had to drop
 
 
-def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> CollectivePlan | None:
+def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
+                      base: CollectivePlan | None = None) -> CollectivePlan | None:
     """``plan`` (edges with channels) with the fewest pairs that bring every GPU within
     ``limits.max_tbs_per_gpu`` thread blocks (module docstring), its channels renumbered
     so that paired connections share one; the plan itself when no GPU is over; None when
     no pairing fits (a GPU with too few receives before its sends, or channels). Pairs
     the channels cannot hold are dropped and the GPUs they served matched again without
-    them, taking a few more pairs each round."""
-    ends = connection_steps(plan, limits.max_count)
+    them, taking a few more pairs each round. ``base``: as :func:`connection_steps`'."""
+    ends = connection_steps(plan, limits.max_count, base)
     count = threadblocks_per_gpu(plan, ends)
     if all(n <= limits.max_tbs_per_gpu for n in count.values()):
         return plan
@@ -172,9 +197,12 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> CollectivePl
         forbidden |= dropped
     else:
         return None
-    trees = [replace(t, edges=tuple(replace(e, channel=channels[
-        ((e.child, e.parent) if t.reduce else (e.parent, e.child)) + (e.channel,)])
-        for e in t.edges)) for t in plan.trees]
+    trees = [FlowTree(t.key, t.root, tuple(FlowEdge(e.parent, e.child, e.path, e.priority,
+                                                   channels[(e.child, e.parent, e.channel)
+                                                            if t.reduce else
+                                                            (e.parent, e.child, e.channel)])
+                                          for e in t.edges), t.share, t.reduce)
+             for t in plan.trees]
     cut = len(plan.reduce_trees)
     paired = tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in kept))
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]),
@@ -260,7 +288,8 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
     for conn in conns:
         per_pair[conn[:2]] += 1
     chains: list[list[Conn]] = []
-    for conn in sorted(conns):
+    ordered = sorted(conns)
+    for conn in ordered:
         if conn in before:
             continue
         chain = [conn]
@@ -268,16 +297,24 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
             chain.append(after[chain[-1]])
         chains.append(chain)
 
-    def urgency(chain: list[Conn]) -> tuple:
-        return (-max(per_pair[c[:2]] for c in chain), -len(chain), chain)
+    # most constrained first: a heap keyed by (-most connections of a pair on the chain,
+    # -length, the chain itself), the order in which sorting would take them
+    # (chains never share a connection, so their first ones order them as the chains do)
+    position = {conn: i for i, conn in enumerate(ordered)}
 
-    chains.sort(key=urgency)
-    used: dict[tuple[str, str], set[int]] = defaultdict(set)
-    load: dict[tuple[str, int], int] = defaultdict(int)
+    def urgency(chain: list[Conn]) -> tuple:
+        return (-max(per_pair[c[:2]] for c in chain), -len(chain), position[chain[0]], chain)
+
+    heap = [urgency(chain) for chain in chains]
+    heapq.heapify(heap)
+    used: dict[tuple[str, str], int] = defaultdict(int)      # channels taken, as bits
+    channels = range(limits.max_channels)
+    load: dict[str, list[int]] = defaultdict(lambda: [0] * len(channels))   # per channel
+    per_channel = limits.max_tbs_per_channel
     out: dict[Conn, int] = {}
     dropped: set[tuple[Conn, Conn]] = set()
-    while chains:
-        chain = chains.pop(0)
+    while heap:
+        chain = heapq.heappop(heap)[-1]
         pairs_of = [c[:2] for c in chain]
         tbs: dict[str, int] = defaultdict(int)   # thread blocks the chain adds per GPU
         tbs[chain[0][0]] += 1
@@ -285,21 +322,24 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
             tbs[conn[1]] += 1
         channel = None
         if len(set(pairs_of)) == len(pairs_of):
-            channel = next((ch for ch in range(limits.max_channels)
-                            if not any(ch in used[p] for p in pairs_of) and
-                            all(load[(g, ch)] + n <= limits.max_tbs_per_channel
-                                for g, n in tbs.items())), None)
+            taken = 0
+            for p in pairs_of:
+                taken |= used[p]
+            loads = [(load[g], per_channel - n)
+                     for g, n in tbs.items()]
+            channel = next((ch for ch in channels if not taken >> ch & 1 and
+                            all(row[ch] <= room for row, room in loads)), None)
         if channel is None:
             if len(chain) == 1:
                 return None, dropped
             cut = len(chain) // 2
             dropped.add((chain[cut - 1], chain[cut]))
-            chains.extend([chain[:cut], chain[cut:]])
-            chains.sort(key=urgency)
+            heapq.heappush(heap, urgency(chain[:cut]))
+            heapq.heappush(heap, urgency(chain[cut:]))
             continue
         for conn in chain:
             out[conn] = channel
-            used[conn[:2]].add(channel)
+            used[conn[:2]] |= 1 << channel
         for g, n in tbs.items():
-            load[(g, channel)] += n
+            load[g][channel] += n
     return out, dropped
