@@ -1,0 +1,67 @@
+"""What the MSCCL connection layouts remember between calls changes no layout: the work
+:func:`canopy.engine.msccl.connection_counts.channel_plan` does once per plan, the steps
+:mod:`canopy.engine.msccl.pairing` works out once per plan laid out, kept by the plan's
+identity, give the layouts a fresh process gives, whatever was asked before."""
+
+from dataclasses import replace
+
+from canopy.engine.forestcoll.solve import solve
+from canopy.engine.io.topology_json import load_sample
+from canopy.engine.model.plan import schedule_plan
+from canopy.engine.msccl import MscclLimits, connection_counts, pairing
+from canopy.engine.msccl.connection_counts import channel_plan, connection_members
+from canopy.engine.msccl.connections import layouts
+from canopy.engine.msccl.pairing import connection_steps, pair_threadblocks
+
+
+def _forget() -> None:
+    connection_counts._LAYINGS.clear()
+    connection_counts._TIES[0] = None
+    connection_counts._MEMBERS[0] = (None, 0, {})
+    pairing._EDGE_STEPS[0] = (None, 0, [])
+
+
+def test_layouts_are_the_same_after_other_plans_and_from_scratch():
+    """2 x DGX A100 allreduce within 1 % (k = 7): its nine layouts, paired ones among
+    them, asked again after another collective's, and for an equal plan that is another
+    object with every memo forgotten."""
+    topology = load_sample("dgx-a100-2x8")
+    plan = schedule_plan(solve(topology, "allreduce", tolerance=1))
+    other = schedule_plan(solve(topology, "reduce-scatter", tolerance=1))
+    limits = MscclLimits()
+    first = layouts(plan, limits, topology)
+    assert any(name.endswith("paired") for name, _ in first)
+    assert len(first) >= 5
+    layouts(other, limits, topology)
+    assert layouts(plan, limits, topology) == first
+    _forget()
+    assert layouts(replace(plan), limits, topology) == first
+
+
+def test_channel_plans_of_one_plan_do_not_leak_into_each_other():
+    """Two counts for one plan, alternately: each time what the first call gave."""
+    topology = load_sample("dgx-a100-2x8")
+    plan = schedule_plan(solve(topology, "allgather", tolerance=1))
+    keys = connection_members(plan, 2)
+    many = {key: len(items) for key, items in keys.items()}
+    one = dict.fromkeys(keys, 1)
+    _forget()
+    alone = channel_plan(plan, one, 2)
+    _forget()
+    assert channel_plan(plan, many, 2) != alone
+    assert channel_plan(plan, one, 2) == alone
+    assert channel_plan(plan, many, 2) == channel_plan(plan, many, 2)
+
+
+def test_steps_of_a_layout_are_its_own_whatever_plan_it_came_from():
+    """:func:`connection_steps` with the plan a layout was laid out from as ``base``
+    equals it without, and pairing with or without it pairs alike."""
+    topology = load_sample("dgx-a100-2x8")
+    plan = schedule_plan(solve(topology, "allreduce", tolerance=1))
+    keys = connection_members(plan, 1)
+    laid = channel_plan(plan, {key: len(items) for key, items in keys.items()}, 1)
+    assert connection_steps(laid, 71, plan) == connection_steps(laid, 71)
+    tight = MscclLimits(max_tbs_per_gpu=90)      # 121 unpaired
+    paired = pair_threadblocks(laid, tight, plan)
+    assert paired is not None and len(paired.paired) > 100
+    assert pair_threadblocks(laid, tight) == paired
