@@ -530,29 +530,29 @@ def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     laying = _laying(plan, detail, rank)
     following: dict[tuple[str, str], int] = defaultdict(int)    # next channel id per pair
     chosen: dict[tuple[int, int], int] = {}
-    for index, (group, edges, loads) in enumerate(laying.groups):
+    for index, (group, members, loads) in enumerate(laying.groups):
         count = counts[group]
         first = following[group[:2]]
         following[group[:2]] = first + count
         runs = laying.runs.get((index, count))
         if runs is None:
             runs = laying.runs[(index, count)] = _contiguous(loads, count)
-        for edge, run in zip(edges, runs, strict=True):
-            chosen[edge] = first + run
+        for member, run in zip(members, runs, strict=True):
+            chosen[member] = first + run
     priority, made_edges, made_trees = laying.priority, laying.edges, laying.trees
     trees = []
     for ti, t in enumerate(plan.trees):
         channels = tuple(chosen[(ti, ei)] for ei in range(len(t.edges)))
         tree = made_trees.get((ti, channels))
         if tree is None:
-            edges = []
+            edges: list[FlowEdge] = []
             for ei, (e, channel) in enumerate(zip(t.edges, channels, strict=True)):
-                edge = made_edges.get((ti, ei, channel))
-                if edge is None:
-                    edge = made_edges[(ti, ei, channel)] = FlowEdge(
+                made = made_edges.get((ti, ei, channel))
+                if made is None:
+                    made = made_edges[(ti, ei, channel)] = FlowEdge(
                         e.parent, e.child, e.path,
                         e.priority if priority is None else priority[(ti, ei)], channel)
-                edges.append(edge)
+                edges.append(made)
             tree = made_trees[(ti, channels)] = FlowTree(t.key, t.root, tuple(edges),
                                                          t.share, t.reduce)
         trees.append(tree)
