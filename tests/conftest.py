@@ -6,13 +6,15 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # pytest-xdist, which hands the first tests out in turn, starts them on different workers at
 # once instead of leaving one of them for last while the other worker idles.
 LONGEST_FIRST = (
-    "tests/engine/msccl/test_connections.py::test_allreduce_on_two_mi250_servers",
-    "tests/test_readme.py::test_every_quick_example_runs_in_order",
     "tests/engine/deploy/test_reduction_fill.py::test_both_passes_reach_the_rows_figure",
+    "tests/test_readme.py::test_every_quick_example_runs_in_order",
+    "tests/engine/comparison/test_table.py::test_forestcoll_beats_tacos_on_the_torus_of_issue_14",
+    "tests/engine/sweep/test_sweep.py::test_the_same_sweep_runs_on_a_local_ray_instance",
+    "tests/engine/msccl/test_connections.py::test_allreduce_on_two_mi250_servers",
     "tests/test_guard_rails.py::test_engine_type_checks",
     "tests/engine/msccl/test_connections.py",
-    "tests/test_readme.py",
     "tests/engine/deploy/test_reduction_fill.py",
+    "tests/test_readme.py",
     "tests/test_guard_rails.py",
     "tests/engine/sweep/test_sweep.py",
     "tests/cli/test_msccl_cli.py",

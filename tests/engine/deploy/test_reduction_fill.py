@@ -1,9 +1,13 @@
 """Reduce-scatter trees with parents swapped for a fast fill
 (:mod:`canopy.engine.deploy.reduction_fill`)."""
 
+import functools
 from collections import Counter
 from fractions import Fraction
 
+import pytest
+
+from canopy.engine.deploy import reduction_fill
 from canopy.engine.deploy.reduction_fill import fill_swaps
 from canopy.engine.execution.simulate import fastest
 from canopy.engine.forestcoll.solve import solve
@@ -17,6 +21,46 @@ def _unit_edges(schedule):
     return Counter((e.path, t.multiplicity) for t in schedule.trees for e in t.edges)
 
 
+# 2x MI250 reduce-scatter at k = 2 on lower trees, and its passes: computed once per test
+# process (pass 1 and pass 2's 40 tries are a few CPU seconds each), read by several tests.
+
+@functools.cache
+def _mi250():
+    topo = load_sample("mi250-2x16")
+    return topo, solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+
+
+@functools.cache
+def _pass_one():
+    topo, twin = _mi250()
+    return fill_swaps(topo, twin, tries=0)
+
+
+@functools.cache
+def _pass_two_40():
+    """Both passes with 40 tries, and every (plan, time) pass 2 simulated."""
+    topo, twin = _mi250()
+    runs = []
+    real = reduction_fill.simulate
+
+    def recording(topology, plan, *args, **kwargs):
+        result = real(topology, plan, *args, **kwargs)
+        runs.append((plan, result.time_us))
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reduction_fill, "simulate", recording)
+        two = fill_swaps(topo, twin, tries=40)
+    return two, runs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_the_passes_after_the_module():
+    yield
+    for cached in (_mi250, _pass_one, _pass_two_40):
+        cached.cache_clear()
+
+
 def test_swaps_keep_every_link_load_and_speed_up_the_fill():
     """2x MI250 reduce-scatter at k = 2 on lower trees runs at 94.2 % of the optimum at
     1 GiB: its 16 GB/s links to the switch, loaded to capacity, wait for the subtrees
@@ -24,10 +68,9 @@ def test_swaps_keep_every_link_load_and_speed_up_the_fill():
     parents between trees so that they start sooner: the same routes with the same
     multiplicities, so the same link loads, bound and verification, and 95 % or more of
     the optimum."""
-    topo = load_sample("mi250-2x16")
-    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    topo, twin = _mi250()
     assert twin.k == 2
-    swapped = fill_swaps(topo, twin, tries=0)
+    swapped = _pass_one()
     assert swapped.extra["fill_swaps"] and swapped.trees != twin.trees
     assert _unit_edges(swapped) == _unit_edges(twin)
     assert [(t.root, t.multiplicity) for t in swapped.trees] == \
@@ -44,19 +87,17 @@ def test_swaps_keep_every_link_load_and_speed_up_the_fill():
 def test_pass_two_keeps_only_faster_swaps_and_other_collectives_are_left_alone():
     """Pass 2 keeps a simulated swap only where the sample run is faster, so the sample
     never slows down; allgather schedules (no reduction) come back as they are."""
-    from canopy.engine.deploy import reduction_fill
     from canopy.engine.execution.simulate import simulate
 
-    topo = load_sample("mi250-2x16")
-    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    topo, twin = _mi250()
     size = Fraction(1 << 30) * reduction_fill.SAMPLE_PIECES / reduction_fill.REFERENCE_PIECES
 
     def sample(schedule):
         return simulate(topo, schedule_plan(schedule), size, reduction_fill.SAMPLE_PIECES,
                         budget=None).time_us
 
-    one = fill_swaps(topo, twin, tries=0)
-    two = fill_swaps(topo, twin, tries=40)
+    one = _pass_one()
+    two, _ = _pass_two_40()
     assert sample(two) <= sample(one) < sample(twin)
     assert _unit_edges(two) == _unit_edges(twin)
     allgather = solve(topo, "allgather", tolerance="4", shallow=True)
@@ -77,11 +118,9 @@ def test_a_forest_without_helpful_swaps_comes_back_as_it_is():
 def test_a_swapped_forest_that_fails_verification_is_not_returned(monkeypatch):
     """The swaps keep every load by construction; the result is still verified, and
     where verification fails (a bug) the forest comes back as it was."""
-    from canopy.engine.deploy import reduction_fill
     from canopy.engine.model.errors import ScheduleError
 
-    topo = load_sample("mi250-2x16")
-    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    topo, twin = _mi250()
     checked = []
 
     def failing(topology, schedule):
@@ -89,30 +128,19 @@ def test_a_swapped_forest_that_fails_verification_is_not_returned(monkeypatch):
         raise ScheduleError("tree 3 does not span.")
 
     monkeypatch.setattr(reduction_fill, "verify", failing)
+    monkeypatch.setattr(reduction_fill, "MAX_ROUNDS", 1)   # one round of pass 1 swaps enough
     assert fill_swaps(topo, twin, tries=0) is twin
     assert checked and checked[0].extra["fill_swaps"]
 
 
-def test_pass_two_simulates_the_trees_it_keeps(monkeypatch):
+def test_pass_two_simulates_the_trees_it_keeps():
     """Pass 2 rebuilds only the two trees a swap changes (and puts them back where the
     swap is undone): the forest it returns is the plan it simulated fastest, faster than
     pass 1's, and every plan it simulated keeps the trees' roots and shares in place."""
-    from canopy.engine.deploy import reduction_fill
-
-    topo = load_sample("mi250-2x16")
-    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
-    runs = []
-    real = reduction_fill.simulate
-
-    def recording(topology, plan, *args, **kwargs):
-        result = real(topology, plan, *args, **kwargs)
-        runs.append((plan, result.time_us))
-        return result
-
-    monkeypatch.setattr(reduction_fill, "simulate", recording)
-    two = fill_swaps(topo, twin, tries=40)
+    topo, _ = _mi250()
+    two, runs = _pass_two_40()
     assert len(runs) == 41
-    monkeypatch.setattr(reduction_fill, "simulate", real)
+    real = reduction_fill.simulate
     mine = schedule_plan(two)
     size = Fraction(1 << 30) * reduction_fill.SAMPLE_PIECES / reduction_fill.REFERENCE_PIECES
     assert real(topo, mine, size, reduction_fill.SAMPLE_PIECES, budget=None).time_us == \
@@ -129,8 +157,7 @@ def test_both_passes_reach_the_rows_figure():
     FILL_TRIES swaps) runs at 95.13 % of the optimum at 1 GiB, up from pass 1's 95.06:
     what :func:`canopy.engine.deploy.runtime_choice.runtime_schedule` chooses there. A
     faster pass 2 that simulated other swaps, or fewer, would show here."""
-    topo = load_sample("mi250-2x16")
-    twin = solve(topo, "reduce-scatter", tolerance="4", shallow=True)
+    topo, twin = _mi250()
     swapped = fill_swaps(topo, twin)
     assert _unit_edges(swapped) == _unit_edges(twin)
     fraction = fastest(topo, schedule_plan(swapped), 1 << 30).algbw / twin.optimal_algbw
