@@ -8,11 +8,14 @@ plan's algbw (``canopy check-plan PLAN --topology``), their ratio, the optimum's
 (the bound compare reports) and the plan's fraction of it, the plan's pipeline
 iterations and unit, its thread blocks per GPU, whether its symbolic run proved the
 result, and CPU seconds. The summary counts plans within 2 % of compare.
-Run: ``python bench/mscclpp_timing.py [--size 1G] [--sample NAME] [--collective C]``.
+Run: ``python bench/mscclpp_timing.py [--size 1G] [--sample NAME] [--collective C]
+[--merge RESULTS.json]``; ``--merge`` puts the rows run into the results file (replacing
+the same sample and collective, keeping the others) and prints the merged summary.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -43,6 +46,7 @@ def main():
     parser.add_argument("--size", default="1G")
     parser.add_argument("--sample", action="append", help="only this sample (repeatable)")
     parser.add_argument("--collective", action="append", choices=(*COLLECTIVES, "alltoall"))
+    parser.add_argument("--merge", help="results JSON to merge the rows into (rewritten)")
     args = parser.parse_args()
     size = parse_size(args.size)
     rows = []
@@ -85,10 +89,22 @@ def main():
                 "timing_cpu_s": round(timed - exported, 2)})
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
+    if args.merge:
+        with open(args.merge) as f:
+            old = json.load(f)
+        if old.get("size") != size:
+            parser.error(f"{args.merge} holds rows at {old.get('size')} bytes, not {size}")
+        ran = {(r["sample"], r["collective"]) for r in rows}
+        rows = [r for r in old["runs"] if (r["sample"], r["collective"]) not in ran] + rows
     ok = [r for r in rows if "ratio" in r]
-    print(json.dumps({"size": size, "runs_total": len(rows), "failed": len(rows) - len(ok),
-                      "within_2_percent": sum(abs(r["ratio"] - 1) <= 0.02 for r in ok),
-                      "checked": sum(r["checked"] for r in ok), "runs": rows}, indent=1))
+    text = json.dumps({"size": size, "runs_total": len(rows), "failed": len(rows) - len(ok),
+                       "within_2_percent": sum(abs(r["ratio"] - 1) <= 0.02 for r in ok),
+                       "checked": sum(r["checked"] for r in ok), "runs": rows}, indent=1)
+    if args.merge:
+        with open(args.merge + ".tmp", "w") as f:
+            f.write(text + "\n")
+        os.replace(args.merge + ".tmp", args.merge)
+    print(text)
 
 
 if __name__ == "__main__":
