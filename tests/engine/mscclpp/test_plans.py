@@ -333,3 +333,20 @@ def test_rccl_export_says_rccl_loads_no_msccl_xml_from_2_28_3(tmp_path, capsys):
                  str(tmp_path / "ag.xml"), "--msccl-runtime", "rccl"]) == 0
     out = capsys.readouterr().out
     assert "RCCL 2.28.3 (ROCm 7.13) and later load no MSCCL XML" in out and "--mscclpp" in out
+
+
+def test_large_plans_are_written_compact_and_read_back(tmp_path, capsys, monkeypatch):
+    """A plan past COMPACT_ABOVE bytes indented is written without whitespace (a 64-GPU
+    all-to-all plan: 52 MB indented, 21 MB compact, within the 32 MiB check-plan reads),
+    and check-plan reads it as it reads an indented one."""
+    from canopy.engine.mscclpp import files
+    plan = small_plan()
+    indented = files.plan_bytes(plan)
+    monkeypatch.setattr(files, "COMPACT_ABOVE", len(indented) - 2)
+    compact = files.plan_bytes(plan)
+    assert len(compact) < len(indented) and b"\n" not in compact.rstrip()
+    assert json.loads(compact) == json.loads(indented) == plan
+    path = tmp_path / "plan.json"
+    path.write_bytes(compact)
+    assert main(["check-plan", str(path)]) == 0
+    assert "OK:" in capsys.readouterr().out
