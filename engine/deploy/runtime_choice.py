@@ -217,6 +217,13 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
     known: dict[Hashable, Fraction] = {}        # fractions the unit-first step simulated
     top = Fraction(0)                           # the highest fraction executed so far
     stopped: set[int] = set()                   # entries of ``simulated`` stopped at PRUNE
+    checked: dict[Hashable, bool] = {}          # whether a candidate's layout's plan fits
+
+    def fits(candidate: Schedule, tolerance: str, name: str, laid: CollectivePlan) -> bool:
+        key = _known_key(candidate, tolerance, name)
+        if key not in checked:
+            checked[key] = plan_fits(candidate.k, laid)
+        return checked[key]
 
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
@@ -227,7 +234,17 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             return                 # executes below its plan's bound: cannot come near the best
         timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
         for name, laid in options:
-            if not plan_fits(candidate.k, laid):
+            fraction = next((f for other, f in timed if other == laid), None)
+            below = None
+            if fraction is None:
+                fraction = known.get(_known_key(candidate, tolerance, name))
+                if fraction is None:
+                    fraction, below = _executed(topology, laid, optimum, top - PRUNE)
+                timed.append((laid, fraction))
+            # (a layout stopped below the fastest can be neither chosen nor near it, so
+            # only one that finished is asked whether its plan fits: writing it costs more
+            # than most simulations, and one that does not fit leaves no trace but this)
+            if below is None and not fits(candidate, tolerance, name, laid):
                 if not tried:
                     first_fraction = None
                 tried.append({"k": candidate.k, "trees": len(candidate.trees),
@@ -237,13 +254,6 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                               "schedule_fraction": round(float(candidate.algbw / optimum), 4),
                               "mscclpp_plan": "does not fit"})
                 continue
-            fraction = next((f for other, f in timed if other == laid), None)
-            below = None
-            if fraction is None:
-                fraction = known.get(_known_key(candidate, tolerance, name))
-                if fraction is None:
-                    fraction, below = _executed(topology, laid, optimum, top - PRUNE)
-                timed.append((laid, fraction))
             top = max(top, fraction) if below is None else top
             if not tried:
                 first_fraction = None if below is not None else fraction

@@ -32,3 +32,27 @@ def test_the_plan_of_the_choice_times_exactly_as_compare():
                    limits=limits).rows[0].algbw_at(SIZE)
     files = schedule_plans("plan.json", topology, schedule, limits=limits)
     assert time_plan(read_plan_bytes(files[-1].data), topology, SIZE).algbw == want
+
+
+def test_only_layouts_that_finish_are_asked_whether_their_plan_fits(monkeypatch):
+    """Writing a layout's MSCCL++ plan to count its thread blocks costs more than most
+    simulations (seconds for a shared layout of 42 trees). A layout stopped below the
+    fastest can be neither chosen nor near it, so only those that finish are asked:
+    on rail-leaf-spine-4x8's reduce-scatter the optimal k = 10's shared layouts stop
+    below k = 1 on unit connections, and none of them is written."""
+    from canopy.engine.deploy import runtime_choice
+
+    topology = load_sample("rail-leaf-spine-4x8.json")
+    asked = []
+    real = runtime_choice.plan_fits
+
+    def counting(topology, k, laid, limits):
+        asked.append(laid)
+        return real(topology, k, laid, limits)
+
+    monkeypatch.setattr(runtime_choice, "plan_fits", counting)
+    choice = _choose(topology, solve(topology, "reduce-scatter"), MscclLimits())
+    stopped = [c for c in choice.candidates if "executed_below" in c]
+    finished = [c for c in choice.candidates if "executed_below" not in c]
+    assert stopped and finished
+    assert len(asked) == len(finished)
