@@ -394,11 +394,12 @@ def test_a_search_ending_on_unit_connections_also_tries_lower_trees(monkeypatch)
     """2x MI250 reduce-scatter: the search ends on k = 2 (4 %) on unit connections; its twin
     with trees grown together (same k and bound, lower trees) is offered on unit
     connections too, then that twin with parents swapped for a fast fill (a reduction;
-    here without pass 2's simulations), and neither once a candidate runs within
-    GOOD_ENOUGH."""
+    here without pass 2's simulations and with one round of pass 1), and neither once a
+    candidate runs within GOOD_ENOUGH."""
     from canopy.engine.deploy import reduction_fill
 
     monkeypatch.setattr(reduction_fill, "FILL_TRIES", 0)
+    monkeypatch.setattr(reduction_fill, "MAX_ROUNDS", 1)     # one round of pass 1 swaps
     topo = load_sample("mi250-2x16")
     schedule = solve(topo, "reduce-scatter", tolerance="4")
     offered = []
