@@ -366,7 +366,8 @@ def test_unit_trees_on_connections_of_nearly_equal_chunks():
 @pytest.mark.parametrize("collective, layout", [
     ("allgather", "shared evenly, unit trees"),
     ("reduce-scatter", "shared by link slack, unit trees")])
-def test_unit_trees_shared_evenly_run_only_where_they_gain_a_percent(collective, layout):
+def test_unit_trees_shared_evenly_run_only_where_they_gain_a_percent(collective, layout,
+                                                                    monkeypatch):
     """mi250-8plus8: the optimal k = 13 on unit trees shared evenly runs 0.7 % (allgather)
     and 0.02 % (reduce-scatter) faster at 1 GiB than k = 4 (2 % below the optimum) on unit
     trees shared by 2 steps, but with 3x the chunks per loop its messages pipeline less
@@ -376,6 +377,11 @@ def test_unit_trees_shared_evenly_run_only_where_they_gain_a_percent(collective,
     together runs: allgather shared evenly (98.0 and 96.7 % against 97.9 and 96.2 %).
     Reduce-scatter's k = 4 on unit trees shared by link slack (layout 7: 97.4 and 94.2 %;
     shared by 2 steps 97.0 and 94.0 %) is faster than k = 13 shared evenly outright."""
+    from canopy.engine.deploy import reduction_fill
+
+    # (reduce-scatter's search also swaps parents in a k = 1 twin, a candidate that is not
+    # among those compared here: its pass 2 simulations, 40 % of the test, are left out)
+    monkeypatch.setattr(reduction_fill, "FILL_TRIES", 0)
     topo = load_sample("mi250-8plus8")
     choice = runtime_schedule(topo, solve(topo, collective))
     even = next(c for c in choice.candidates if c["layout"] == "shared evenly, unit trees")
