@@ -134,10 +134,31 @@ def order_chains(chains: list[Chain]) -> list[Chain]:
     return order
 
 
+Journal = list[tuple[dict, object, object]]     # (table, key, value before) per change
+_ABSENT = object()                               # a key the table did not have
+
+
+def _note(journal: Journal | None, table: dict, key: object) -> None:
+    """Remember ``table[key]`` (or that it had no such key) before it changes."""
+    if journal is not None:
+        journal.append((table, key, table.get(key, _ABSENT)))
+
+
+def _undo(journal: Journal, mark: int) -> None:
+    """Take back the changes ``journal`` noted from ``mark`` on, latest first."""
+    for table, key, value in reversed(journal[mark:]):
+        if value is _ABSENT:
+            del table[key]
+        else:
+            table[key] = value
+    del journal[mark:]
+
+
 class _Channel:
     """Bookkeeping of one (rank, channel): fused pairs and step counts per peer. An
     ``unpaired`` channel gives receive-only and send-only peers thread blocks of their own
-    (no chain waits behind another's steps in a shared thread block)."""
+    (no chain waits behind another's steps in a shared thread block). Changes go to a
+    journal where one is given, so trial placements can be taken back (:func:`_undo`)."""
 
     def __init__(self, unpaired: bool = False) -> None:
         self.unpaired = unpaired
@@ -147,13 +168,21 @@ class _Channel:
         self.send_steps: dict[int, int] = defaultdict(int)
         self.fused_steps: dict[tuple[int, int], int] = defaultdict(int)
 
-    def fits(self, limits: MscclLimits) -> bool:
+    def fits(self, limits: MscclLimits, journal: Journal | None = None) -> bool:
         """Whether the thread blocks this channel needs stay within ``limits``: one per
-        fused pair, and the unpaired receive and send peers paired up among themselves."""
+        fused pair, and the unpaired receive and send peers paired up among themselves.
+        (A pair's send peer without steps yet is counted from here on with none.)"""
         limit = limits.max_steps_per_tb
         for p, n in self.recv_steps.items():
             s = self.pair_of_recv.get(p)
-            size = n if s is None else n + self.send_steps[s] - self.fused_steps[(p, s)]
+            if s is None:
+                size = n
+            else:
+                if s not in self.send_steps:
+                    _note(journal, self.send_steps, s)
+                if (p, s) not in self.fused_steps:
+                    _note(journal, self.fused_steps, (p, s))
+                size = n + self.send_steps[s] - self.fused_steps[(p, s)]
             if size > limit:
                 return False
         if any(n > limit for s, n in self.send_steps.items() if s not in self.pair_of_send):
@@ -165,17 +194,8 @@ class _Channel:
             alone = max(len(self.recv_steps), len(self.send_steps)) - pairs
         return pairs + alone <= limits.max_tbs_per_channel
 
-    def snapshot(self) -> tuple:
-        return (dict(self.pair_of_recv), dict(self.pair_of_send), dict(self.recv_steps),
-                dict(self.send_steps), dict(self.fused_steps))
-
-    def restore(self, snap: tuple) -> None:
-        self.pair_of_recv, self.pair_of_send = snap[0], snap[1]
-        self.recv_steps = defaultdict(int, snap[2])
-        self.send_steps = defaultdict(int, snap[3])
-        self.fused_steps = defaultdict(int, snap[4])
-
-    def add(self, step: Step, exclusive: bool = False) -> bool:
+    def add(self, step: Step, exclusive: bool = False, journal: Journal | None = None
+            ) -> bool:
         """Record ``step``; False when its fused pair clashes with an existing one, or, if
         ``exclusive``, when another chain already uses one of its connections."""
         p, s = step.recv_peer, step.send_peer
@@ -184,12 +204,17 @@ class _Channel:
         if p >= 0 and s >= 0:
             if self.pair_of_recv.get(p, s) != s or self.pair_of_send.get(s, p) != p:
                 return False
+            _note(journal, self.pair_of_recv, p)
             self.pair_of_recv[p] = s
+            _note(journal, self.pair_of_send, s)
             self.pair_of_send[s] = p
+            _note(journal, self.fused_steps, (p, s))
             self.fused_steps[(p, s)] += 1
         if p >= 0:
+            _note(journal, self.recv_steps, p)
             self.recv_steps[p] += 1
         if s >= 0:
+            _note(journal, self.send_steps, s)
             self.send_steps[s] += 1
         return True
 
@@ -215,35 +240,33 @@ class _Channels:
     def reach(self, steps: list[Step], ch: int, fuse: bool) -> int | None:
         """How much of ``steps`` channel ``ch`` takes: ``len(steps)`` for all of it, j ≥ 1
         to split the fused step j (its receive still fits here), None for nothing."""
-        touched = {step.rank for step in _with_peers(steps)}
-        snaps = {r: self.state[(r, ch)].snapshot() for r in touched}
+        journal: Journal = []
         result: int | None = len(steps)
         for j, step in enumerate(steps):
             if not (step.recv_peer >= 0 or step.send_peer >= 0):
                 continue
-            if (fuse or not _is_fused(step)) and self._add(step, ch):
+            if (fuse or not _is_fused(step)) and self._add(step, ch, journal):
                 continue
             result = None
             if j >= 1 and _is_fused(step):
                 receive = Step(step.rank, "r", step.cnt, recv_peer=step.recv_peer)
-                if self._add(receive, ch):
+                if self._add(receive, ch, journal):
                     result = j
             break
-        for r, snap in snaps.items():
-            self.state[(r, ch)].restore(snap)
+        _undo(journal, 0)
         return result
 
-    def _add(self, step: Step, ch: int) -> bool:
+    def _add(self, step: Step, ch: int, journal: Journal) -> bool:
         state = self.state[(step.rank, ch)]
-        snap = state.snapshot()
-        if state.add(step, self.exclusive) and state.fits(self.limits):
+        mark = len(journal)
+        if state.add(step, self.exclusive, journal) and state.fits(self.limits, journal):
             return True
-        state.restore(snap)
+        _undo(journal, mark)
         return False
 
     def commit(self, steps: list[Step], ch: int) -> None:
         for step in _with_peers(steps):
-            added = self._add(step, ch)
+            added = self._add(step, ch, [])
             assert added, "a trial placement did not hold"
 
     def choose(self, steps: list[Step], fuse: bool, spread: int) -> tuple[int, int] | None:

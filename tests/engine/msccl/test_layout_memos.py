@@ -65,3 +65,36 @@ def test_steps_of_a_layout_are_its_own_whatever_plan_it_came_from():
     paired = pair_threadblocks(laid, tight, plan)
     assert paired is not None and len(paired.paired) > 100
     assert pair_threadblocks(laid, tight) == paired
+
+
+def test_trial_placements_leave_no_trace():
+    """:class:`canopy.engine.msccl.threadblocks._Channels`' trials (``reach``) take back
+    every change, keys their checks created included, in the order the tables had them:
+    after placing half the chains of 2 x DGX A100's allgather, trying the others on every
+    channel leaves each table as it was."""
+    from canopy.engine.msccl.lowering import chunks_per_root, plan_steps
+    from canopy.engine.msccl.threadblocks import _Channels, order_chains
+
+    topology = load_sample("dgx-a100-2x8")
+    plan = schedule_plan(solve(topology, "allgather", k=1))
+    steps = plan_steps(plan, chunks_per_root(plan), True, 71, piece=1, fuse_fanout=False)
+    chains = order_chains(steps.chains)
+    channels = _Channels(MscclLimits(max_tbs_per_channel=4), "own")
+    half = len(chains) // 2
+    for chain in chains[:half]:
+        ch, reach = channels.choose(list(chain.steps), True, 1)
+        if reach == len(chain.steps):
+            channels.commit(list(chain.steps), ch)
+
+    def tables() -> list:
+        return [(key, [list(t.items()) for t in (c.pair_of_recv, c.pair_of_send,
+                                                  c.recv_steps, c.send_steps, c.fused_steps)])
+                for key, c in channels.state.items()]
+
+    before = tables()
+    assert any(rows[2] for _, rows in before)
+    for chain in chains[half:]:
+        for ch in range(4):
+            channels.reach(list(chain.steps), ch, True)
+    after = [entry for entry in tables() if any(entry[1])]
+    assert after == [entry for entry in before if any(entry[1])]
