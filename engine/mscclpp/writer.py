@@ -544,7 +544,7 @@ def check_fits(algo: XmlAlgo, servers: list[int], max_tbs: int | None,
                lanes: dict[Conn, int] | None = None) -> None:
     """Raise :class:`MscclppLimitError` where :func:`algo_plan` would (the runtime's ops
     and channels per thread block, ``max_tbs`` thread blocks per GPU), without writing
-    the plan: what the runtime choice asks of a layout before it simulates it."""
+    the plan: what the runtime choice asks of a layout it simulated to the end."""
     _check_limits(_cut_writer(algo, servers, DEFAULT_UNIT, lanes, max_tbs), algo, max_tbs)
 
 
