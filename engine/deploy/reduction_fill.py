@@ -237,11 +237,14 @@ def fill_swaps(topology: Topology, schedule: Schedule, tries: int | None = None,
                         SAMPLE_PIECES, budget=None, symmetry=False).time_us
 
     # a swap keeps every node in the trees that hold it, and only a swap changes the
-    # trees: where none can be made now, no draw ever makes one
+    # trees: where none can be made now, no draw ever makes one (looked at where the
+    # pairs are no more than the draws would be: in a large forest a swap is soon drawn)
     holding_of = {node: [i for i, t in enumerate(trees) if node in t.parent] for node in nodes}
-    if not any(trees[a].multiplicity == trees[b].multiplicity and _can_swap(trees, node, a, b)
-               for node, holding in holding_of.items()
-               for x, a in enumerate(holding) for b in holding[x + 1:]):
+    pairs = sum(len(h) * (len(h) - 1) // 2 for h in holding_of.values())
+    if pairs <= DRAWS_PER_TRY * tries and not any(
+            trees[a].multiplicity == trees[b].multiplicity and _can_swap(trees, node, a, b)
+            for node, holding in holding_of.items()
+            for x, a in enumerate(holding) for b in holding[x + 1:]):
         tries = 0
     best = run_time() if tries else Fraction(0)
     rng = random.Random(seed)
