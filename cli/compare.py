@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from contextlib import nullcontext, redirect_stdout
 from decimal import Decimal
 from fractions import Fraction
@@ -19,9 +18,9 @@ from fractions import Fraction
 from canopy.cli.bounds import bounded_int
 from canopy.cli.exports import SMS
 from canopy.cli.fabric import add_fail_argument, apply_failures
-from canopy.cli.phases import TerminalProgress
+from canopy.cli.phases import PhaseClock, TerminalProgress
 from canopy.cli.solve import add_bandwidth_unit_argument
-from canopy.engine.comparison.table import Comparison, compare
+from canopy.engine.comparison.table import LAYOUT_PHASE, Comparison, compare
 from canopy.engine.execution.program import CUT_THROUGH, DEFAULT_LATENCY_US, SWITCH_MODES
 from canopy.engine.execution.simulate import REPORT_SIZES
 from canopy.engine.generators.gpu_models import gpu_of
@@ -157,23 +156,30 @@ def run(args: argparse.Namespace) -> int:
         from canopy.cli.alltoall_solve import run_compare
         return run_compare(args, *_options(args)["sizes"])
     options = _options(args)
-    start = time.perf_counter()
+    clock = PhaseClock()
     out = sys.stdout
     with redirect_stdout(sys.stderr) if args.json == "-" else nullcontext():
-        topo = load_topology(args.topology)
-        apply_failures(topo, args.fail)
+        with clock.phase("reading"):
+            topo = load_topology(args.topology)
+            apply_failures(topo, args.fail)
         unit = args.bandwidth_unit or topo.bandwidth_unit
         if options["limits"] is None:
             gpu = gpu_of(topo)
             options["limits"] = MscclLimits(max_tbs_per_gpu=gpu.sms)
             print(f"ForestColl is laid out for {gpu.sms} thread blocks per GPU ({gpu.source} "
                   "SMs; --msccl-sms sets another count).")
-        progress = TerminalProgress(f"comparing {args.collective}")
+        terminal = TerminalProgress(f"comparing {args.collective}")
+        rows = clock.follow({LAYOUT_PHASE: "layout choice", "done": "table"})
+
+        def progress(phase: str, fraction: float) -> None:
+            rows(phase, fraction)
+            terminal(phase, fraction)
         try:
             comp = compare(topo, args.collective, where=args.topology, progress=progress,
                            **options)
         finally:
-            progress.done()
+            rows.finish()
+            terminal.done()
         print(f"{comp.topology}: {comp.collective}, N = {comp.compute_nodes}; bound from link "
               "congestion, times from the execution model "
               f"({float(comp.default_latency):g} µs per link unless the topology says; "
@@ -203,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
         elif args.json:
             atomic_write_text(args.json, text)
             print(f"wrote {args.json}")
-        print(f"time {time.perf_counter() - start:.2f} s")
+        print(clock.line())
     return 0
 
 

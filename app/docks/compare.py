@@ -46,7 +46,13 @@ from PySide6.QtWidgets import (
 
 from canopy.app.compute import ComputeController
 from canopy.app.document import Document
-from canopy.engine.comparison.table import SLOW, Comparison, ComparisonRow, compare
+from canopy.engine.comparison.table import (
+    LAYOUT_PHASE,
+    SLOW,
+    Comparison,
+    ComparisonRow,
+    compare,
+)
 from canopy.engine.execution.program import CUT_THROUGH
 from canopy.engine.execution.simulate import REPORT_SIZES
 from canopy.engine.model.sizes import size_label
@@ -274,7 +280,8 @@ class CompareDock(QDockWidget):
         if not self._running or not self.cancel_button.isEnabled():
             return
         self.progress.setValue(round(fraction * 1000))
-        what = "Finishing" if phase == "done" else f"{display_name(phase)}"
+        what = ("Finishing" if phase == "done" else "Choosing ForestColl's connections"
+                if phase == LAYOUT_PHASE else display_name(phase))
         self.progress.setFormat(f"{what}… %p%")
 
     def _on_finished(self, comparison: Comparison) -> None:

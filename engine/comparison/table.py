@@ -86,6 +86,7 @@ SLOW = {
     "blink": "choosing its root takes N - 1 maxflows on the whole network for every root "
              "it tries (one per class of interchangeable GPUs), minutes from 512 GPUs",
 }
+LAYOUT_PHASE = "forestcoll layout"   # the progress phase of ForestColl's layout choice
 LAYOUT_OMITTED = ("runs without the MSCCL runtime's thread-block limit: at {} GPUs choosing "
                   "the connections it exports simulates every candidate layout unfolded "
                   "(minutes); canopy compare --algorithms forestcoll,ring,... chooses them")
@@ -298,14 +299,15 @@ def _held_by_fill(topology: Topology, plan: CollectivePlan, sim: SimulationResul
     return fraction < SHORTFALL and fill >= (1 - fraction) / 2     # as shortfall_line
 
 
-def _forestcoll(topology: Topology, collective: str, progress: Progress | None = None,
+def _forestcoll(topology: Topology, collective: str, report: _Reporter,
                 limits: MscclLimits | None = None, lay_out: bool = True) -> BaselineResult:
     """ForestColl's row: the schedule and layout :func:`runtime_schedule` runs (and the
     MSCCL export writes). ``solve_algbw`` and ``optimum_algbw`` are the exact optimum
     (ForestColl's App. E LP schedule's for allreduce where that wins); the row's bound is
     the running schedule's (below the optimum where a fewer-trees schedule runs). Without
-    ``lay_out`` the schedule runs with a connection per tree edge (see LAYOUT_OMITTED)."""
-    schedule = best_schedule(topology, collective, progress=progress)
+    ``lay_out`` the schedule runs with a connection per tree edge (see LAYOUT_OMITTED).
+    The layout choice is reported as its own phase (LAYOUT_PHASE)."""
+    schedule = best_schedule(topology, collective, progress=report.tick)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
     which = describe_choice(schedule) if collective == "allreduce" else ""
     plan_at: Callable[[Fraction], CollectivePlan] | None = None
@@ -315,12 +317,15 @@ def _forestcoll(topology: Topology, collective: str, progress: Progress | None =
                                        "note": LAYOUT_OMITTED.format(
                                            len(topology.compute_nodes()))}
     else:
+        row_phase = report.phase
+        report.step(LAYOUT_PHASE, report.fraction)
         try:
             choice = runtime_schedule(topology, schedule, limits)
             schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
             plan_at = _plans_by_size(choice)
         except MscclLimitError as exc:
             laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
+        report.step(row_phase, report.fraction)
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),
@@ -413,7 +418,7 @@ def compare(topology: Topology, collective: str = "allgather",
     report = _Reporter(progress)
     nodes = len(topology.compute_nodes())
     builders: dict[str, Callable[[], BaselineResult]] = {
-        "forestcoll": lambda: _forestcoll(topology, collective, report.tick, limits,
+        "forestcoll": lambda: _forestcoll(topology, collective, report, limits,
                                           nodes < SLOW_FROM or "forestcoll" in force),
         "ring": lambda: ring_baseline(topology, collective, progress=report.tick),
         "blink": lambda: blink_baseline(topology, collective),

@@ -54,3 +54,19 @@ def test_progress_on_a_terminal_shows_and_erases_its_line():
     progress.done()
     text = progress.stream.getvalue()
     assert "comparing: ring 50%" in text and text.endswith("\r")
+
+
+def test_compare_prints_its_time_split_by_row_and_layout_choice(capsys, monkeypatch):
+    from canopy.engine.comparison import table
+
+    real = table.runtime_schedule
+
+    def slower(*args, **kwargs):
+        time.sleep(0.02)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(table, "runtime_schedule", slower)
+    assert main(["compare", "samples/forestcoll-fig2.json", "--algorithms", "ring",
+                 "--sizes", "1M"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("time:            ")
+    assert "layout choice 0.0" in last and "ring " in last
