@@ -207,9 +207,12 @@ class _Writer:
         self.send, self.recv = send, recv
         self.sends_of: dict[tuple[int, int, int], list[Sub]] = defaultdict(list)
         self.recvs_of: dict[tuple[int, int, int], list[Sub]] = defaultdict(list)
+        subs_of: dict[Conn, list[Sub]] = defaultdict(list)
+        for sub in subs:
+            subs_of[sub[0]].append(sub)
         for conn in sorted(set(send)):
             stb, rtb = send[conn][0][0], recv[conn][0][0]
-            for sub in sorted(s for s in subs if s[0] == conn):
+            for sub in sorted(subs_of[conn]):
                 self.sends_of[(conn[0], stb, sub[1])].append(sub)
                 self.recvs_of[(conn[1], rtb, sub[2])].append(sub)
         self.peers: list[dict[str, list[int]]] = [{"memory": [], "port": []}
