@@ -25,6 +25,7 @@ from canopy.engine.execution.program import (
     Send,
     check_switch_mode,
 )
+from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import (
     CollectivePlan,
     FlowTree,
@@ -347,23 +348,14 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     return program
 
 
-_MEMO: tuple[Any, dict[Hashable, Any]] = (None, {})
+_FACTS: RecentMemo[Any] = RecentMemo(16)
 
 
 def plan_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()`` once per plan and ``key``, for the last plan asked about: a comparison
+    """``compute()`` once per plan and ``key``, for the last few asked about: a comparison
     times one plan at every size and depth, and on 1024 GPUs walking its millions of tree
-    edges (template, stages, link loads) costs seconds. (The pair is replaced as a whole,
-    so a thread that asks about another plan never sees this plan's facts.)"""
-    global _MEMO
-    memo = _MEMO
-    if memo[0] is not plan:
-        memo = (plan, {})
-        _MEMO = memo
-    facts = memo[1]
-    if key not in facts:
-        facts[key] = compute()
-    return facts[key]
+    edges (template, stages, link loads) costs seconds."""
+    return _FACTS.get(plan, key, compute)
 
 
 def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | None = CHUNK_BYTES

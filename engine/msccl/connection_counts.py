@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import heapq
 import math
-import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import (
     CollectivePlan,
     FlowEdge,
@@ -74,22 +74,13 @@ def fits(counts: dict[Key, int], limits: MscclLimits) -> bool:
     return all(n <= limits.max_tbs_per_channel for n in ends.values())
 
 
-_UNIT_COUNTS: dict[tuple[int, MscclLimits], tuple[weakref.ref[CollectivePlan], int | None]] = {}
-_UNIT_COUNTS_KEPT = 8
+_UNIT_COUNTS: RecentMemo[int | None] = RecentMemo(8)
 
 
 def unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
     """:func:`_unit_threadblocks`, remembered for the last few plans: the runtime choice
     asks it of a candidate's plan, and the report of the choice asks it again."""
-    key = (id(plan), limits)
-    known = _UNIT_COUNTS.get(key)
-    if known is not None and known[0]() is plan:
-        return known[1]
-    count = _unit_threadblocks(plan, limits)
-    if len(_UNIT_COUNTS) >= _UNIT_COUNTS_KEPT:
-        _UNIT_COUNTS.pop(next(iter(_UNIT_COUNTS)))
-    _UNIT_COUNTS[key] = (weakref.ref(plan), count)
-    return count
+    return _UNIT_COUNTS.get(plan, limits, lambda: _unit_threadblocks(plan, limits))
 
 
 def _unit_threadblocks(plan: CollectivePlan, limits: MscclLimits) -> int | None:
@@ -172,7 +163,7 @@ def split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan
 Member = tuple[tuple[int, int], int, int]     # ((phase, step within the piece), tree, edge)
 
 
-_MEMBERS: list[tuple[Any, int, dict[Key, list[Member]]]] = [(None, 0, {})]   # the last
+_MEMBERS: RecentMemo[dict[Key, list[Member]]] = RecentMemo(1)
 
 
 def connection_members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[Member]]:
@@ -183,8 +174,7 @@ def connection_members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[
     piece). Each call gets lists of its own; the last plan's are computed once (paired
     layouts' bisections ask about one plan again and again: choosing 8 x DGX A100
     reduce-scatter's layout asked 18 times about 2 plans)."""
-    known = _MEMBERS[0]
-    if known[0] is not plan or known[1] != detail:
+    def walk() -> dict[Key, list[Member]]:
         members: dict[Key, list[Member]] = defaultdict(list)
         cut = len(plan.reduce_trees)
         for ti, tree in enumerate(plan.trees):
@@ -193,8 +183,10 @@ def connection_members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[
                 band = level // (detail - 1) if detail >= 2 else 0
                 key = (*sender_receiver(tree, e), *(phase, band)[:detail])
                 members[key].append(((phase, level), ti, ei))
-        known = _MEMBERS[0] = (plan, detail, members)
-    return defaultdict(list, {key: list(items) for key, items in known[2].items()})
+        return members
+
+    known = _MEMBERS.get(plan, detail, walk)
+    return defaultdict(list, {key: list(items) for key, items in known.items()})
 
 
 def shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
@@ -476,9 +468,8 @@ class _Ties:
         return self._invariant
 
 
-_TIES: list[_Ties | None] = [None]               # the last plan's (layouts() asks many times)
-_LAYINGS: list[tuple[Any, int, Any, _Laying]] = []   # the last few plans'
-_LAYINGS_KEPT = 2
+_TIES: RecentMemo[_Ties] = RecentMemo(1)          # the last plan's (layouts() asks many times)
+_LAYINGS: RecentMemo[_Laying] = RecentMemo(2)     # the last few plans'
 
 
 def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[Key, int]
@@ -494,9 +485,7 @@ def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[
     folded (:mod:`canopy.engine.execution.folding`); elsewhere nothing changes."""
     if servers is None:
         return None
-    ties = _TIES[0]
-    if ties is None or ties.plan is not plan or ties.servers is not servers:
-        ties = _TIES[0] = _Ties(plan, servers)
+    ties = _TIES.get(plan, id(servers), lambda: _Ties(plan, servers))
     if not ties.possible:
         return None
     if any(counts.get(ties.image(k)) != n for k, n in counts.items()):
@@ -507,13 +496,7 @@ def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[
 def _laying(plan: CollectivePlan, detail: int,
             rank: Callable[[int, str], tuple[int, ...]] | None) -> _Laying:
     """The :class:`_Laying` of ``plan``, ``detail`` and ``rank``, kept for the last few."""
-    for known, known_detail, known_rank, laying in _LAYINGS:
-        if known is plan and known_detail == detail and known_rank is rank:
-            return laying
-    laying = _Laying(plan, detail, rank)
-    _LAYINGS.append((plan, detail, rank, laying))
-    del _LAYINGS[:-_LAYINGS_KEPT]
-    return laying
+    return _LAYINGS.get(plan, (detail, rank), lambda: _Laying(plan, detail, rank))
 
 
 def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,

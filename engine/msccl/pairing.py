@@ -53,6 +53,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
+from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, tree_levels
 from canopy.engine.msccl.lowering import chunks_per_root
 from canopy.engine.msccl.threadblocks import MscclLimits
@@ -104,7 +105,7 @@ def connection_steps(plan: CollectivePlan, max_count: int = MscclLimits().max_co
 
 
 EdgeStep = tuple[str, str, int, bool, list[int]]   # sender, receiver, step, terminal, feeders
-_EDGE_STEPS: list[tuple[object, int, list[tuple[int, list[EdgeStep]]]]] = [(None, 0, [])]
+_EDGE_STEPS: RecentMemo[list[tuple[int, list[EdgeStep]]]] = RecentMemo(1)
 
 
 def _edge_steps(plan: CollectivePlan, max_count: int) -> list[tuple[int, list[EdgeStep]]]:
@@ -112,9 +113,12 @@ def _edge_steps(plan: CollectivePlan, max_count: int) -> list[tuple[int, list[Ed
     and per edge its sender, receiver, step within the piece, whether its receiver forwards
     none of its data, and the edges of the tree that feed it (into its sender); kept for
     the last plan asked (pairing asks about the layouts of one plan many times)."""
-    known = _EDGE_STEPS[0]
-    if known[0] is plan and known[1] == max_count:
-        return known[2]
+    return _EDGE_STEPS.get(plan, max_count, lambda: _walk_edge_steps(plan, max_count))
+
+
+def _walk_edge_steps(plan: CollectivePlan, max_count: int
+                     ) -> list[tuple[int, list[EdgeStep]]]:
+    """:func:`_edge_steps` worked out anew."""
     offset = 0
     if plan.reduce_trees and plan.broadcast_trees:
         offset = 1 + max(max(tree_levels(t), default=0) for t in plan.reduce_trees)
@@ -134,7 +138,6 @@ def _edge_steps(plan: CollectivePlan, max_count: int) -> list[tuple[int, list[Ed
                 else receiver not in senders
             rows.append((sender, receiver, level + shift, terminal, into.get(sender, [])))
         out.append((per, rows))
-    _EDGE_STEPS[0] = (plan, max_count, out)
     return out
 
 

@@ -16,9 +16,9 @@ from canopy.engine.msccl.pairing import connection_steps, pair_threadblocks
 
 def _forget() -> None:
     connection_counts._LAYINGS.clear()
-    connection_counts._TIES[0] = None
-    connection_counts._MEMBERS[0] = (None, 0, {})
-    pairing._EDGE_STEPS[0] = (None, 0, [])
+    connection_counts._TIES.clear()
+    connection_counts._MEMBERS.clear()
+    pairing._EDGE_STEPS.clear()
 
 
 def test_layouts_are_the_same_after_other_plans_and_from_scratch():
