@@ -122,7 +122,7 @@ def test_a_plans_connection_members_are_computed_once_and_each_caller_owns_its_l
     for items in first.values():
         items.reverse()                      # what a caller may do to its lists
     again = connection_counts.connection_members(plan, 3)
-    connection_counts._MEMBERS[0] = (None, 0, {})
+    connection_counts._MEMBERS.clear()
     fresh = connection_counts.connection_members(plan, 3)
     assert again == fresh and list(again) == list(fresh)
     assert all(again[key] is not fresh[key] for key in fresh)
