@@ -108,6 +108,7 @@ class _Builder:
         self.loads: dict = {}
         self.size: list[Fraction] = []
         self.after: list[list[int]] = []
+        self.depth: list[int] = []                  # the longest chain of sends up to each
         self.conn: list[int] = []
         self.sized: dict[tuple, Fraction] = {}      # bytes_of's answers
         self.need: list[tuple] = []                 # what the last blocked step waits on
@@ -149,11 +150,19 @@ class _Builder:
             sid = len(self.size)
             self.size.append(size)
             self.after.append(prev)
+            self.depth.append(1 + max((self.depth[a] for a in prev), default=0))
             self.conn.append(hop)
             prev = [sid]
         return sid
 
     def latest(self, sends: list[int]) -> list[int]:
+        """The sends that waiting for all of ``sends`` comes down to: a send is left out
+        where another of them arrives no earlier in every run, being later on the same
+        in-order connection or waiting for it (through the sends it waits for, each
+        starting only once those arrive). What is left is an antichain of that order, so a
+        thread block's list holds the connections its waits still race on rather than every
+        connection it has heard from through signals, and no message's longest chain of
+        waits (:func:`canopy.engine.msccl.timing._stages`) changes."""
         if len(sends) < 2:
             return list(sends)
         last: dict[int, int] = {}
@@ -161,7 +170,20 @@ class _Builder:
             c = self.conn[sid]
             if last.get(c, -1) < sid:
                 last[c] = sid
-        return sorted(last.values())
+        keep = set(last.values())
+        if len(keep) < 2:
+            return list(keep)
+        # every send the others wait for, back to the earliest of them: a send waits only
+        # for earlier ones, and only for ones with shorter chains than its own
+        lo, low = min(keep), min(self.depth[s] for s in keep)
+        reached: set[int] = set()
+        stack = list(keep)
+        while stack:
+            for a in self.after[stack.pop()]:
+                if a >= lo and self.depth[a] >= low and a not in reached:
+                    reached.add(a)
+                    stack.append(a)
+        return sorted(keep - reached)
 
     # -- sizes -----------------------------------------------------------------------
     def bytes_of(self, ref: Ref, op: Op, it: int, piped: Op | None) -> Fraction:
