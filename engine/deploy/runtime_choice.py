@@ -376,14 +376,13 @@ def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLim
     layout that fills the GPU's thread blocks in MSCCL may need more in MSCCL++: the
     choice passes over such layouts, so that the plan ``canopy solve --mscclpp`` writes
     is the program ``canopy compare`` times."""
-    from canopy.engine.msccl import MscclLimitError, MscclOptions, plan_xml
-    from canopy.engine.msccl.reader import read_msccl_bytes
+    from canopy.engine.msccl import MscclLimitError, MscclOptions
+    from canopy.engine.msccl.writer import plan_algo
     from canopy.engine.mscclpp.files import rank_servers
     from canopy.engine.mscclpp.writer import MscclppLimitError, check_fits
 
     try:
-        algo = read_msccl_bytes(plan_xml(laid, k, MscclOptions(inplace=True, limits=limits,
-                                                               layout="auto")))
+        algo = plan_algo(laid, k, MscclOptions(inplace=True, limits=limits, layout="auto"))
     except MscclLimitError:
         return True       # the MSCCL export's own limits: it says so when it writes
     try:

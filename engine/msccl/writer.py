@@ -56,12 +56,12 @@ from canopy.engine.model.topology import Topology
 from canopy.engine.msccl.connections import runtime_layout
 from canopy.engine.msccl.lowering import (
     XML_COLLECTIVE,
-    Loc,
     Step,
     StepProgram,
     chunks_per_root,
     plan_steps,
 )
+from canopy.engine.msccl.model import COLLECTIVES, XmlAlgo, XmlGpu, XmlStep, XmlThreadBlock
 from canopy.engine.msccl.options import LAYOUTS, PROTOCOLS, RUNTIMES, MscclOptions
 from canopy.engine.msccl.threadblocks import (
     MscclLimitError,
@@ -182,17 +182,10 @@ def via_text(route: tuple[str, ...]) -> str | None:
     return text if len(text) <= VIA_MAX_CHARS and '"' not in text else None
 
 
-def _loc_attrs(elem: etree._Element, prefix: str, loc: Loc | None, default: str) -> None:
-    buf, off = loc if loc is not None else (default, -1)
-    elem.set(f"{prefix}buf", buf)
-    elem.set(f"{prefix}off", str(off))
-
-
-def threadblocks_element(assignment: ThreadBlockAssignment,
-                         options: MscclOptions | None = None) -> etree._Element:
-    """The ``<algo>`` element of ``assignment``."""
-    options = options or MscclOptions()
-    plan: StepProgram = assignment.plan
+def _xml_steps(assignment: ThreadBlockAssignment) -> list[list[list[XmlStep]]]:
+    """Each rank's thread blocks' steps as the XML writes them (a step waits on another
+    thread block's step by ``depid``/``deps``, which carries ``hasdep``; a send's ``dst``
+    and a receive's ``src`` default to ``o`` and ``i`` at -1)."""
     position: dict[Step, tuple[int, int]] = {}
     for rank_tbs in assignment.tbs:
         for tb_id, tb in enumerate(rank_tbs):
@@ -200,25 +193,58 @@ def threadblocks_element(assignment: ThreadBlockAssignment,
                 position[step] = (tb_id, s)
     depended = {step.dep for step in position if step.dep is not None and
                 position[step.dep][0] != position[step][0]}
+    out = []
+    for rank_tbs in assignment.tbs:
+        rank_steps = []
+        for tb_id, tb in enumerate(rank_tbs):
+            steps = []
+            for s, step in enumerate(tb.steps):
+                dep = step.dep
+                if dep is not None and position[dep][0] != tb_id:
+                    depid, deps = position[dep]
+                else:
+                    depid, deps = -1, -1
+                src = step.src if step.src is not None else ("i", -1)
+                dst = step.dst if step.dst is not None else ("o", -1)
+                steps.append(XmlStep(s, step.kind, src[0], src[1], dst[0], dst[1], step.cnt,
+                                     depid, deps, step in depended))
+            rank_steps.append(steps)
+        out.append(rank_steps)
+    return out
+
+
+def _algo_names(assignment: ThreadBlockAssignment, options: MscclOptions) -> tuple[str, str]:
+    """(the ``name``, the ``coll`` as the runtime's dialect spells it) of the ``<algo>``."""
+    plan: StepProgram = assignment.plan
     coll = XML_COLLECTIVE[plan.collective]
     if options.runtime == "rccl" and coll == "reduce_scatter":
         coll = "reducescatter"
+    return (options.name or f"canopy-{coll}-{plan.ngpus}gpus-k{plan.k}-"
+                            f"{'inplace' if plan.inplace else 'outofplace'}"), coll
+
+
+def threadblocks_element(assignment: ThreadBlockAssignment,
+                         options: MscclOptions | None = None) -> etree._Element:
+    """The ``<algo>`` element of ``assignment``."""
+    options = options or MscclOptions()
+    plan: StepProgram = assignment.plan
+    name, coll = _algo_names(assignment, options)
     algo = etree.Element("algo")
     for key, value in [
-            ("name", options.name or f"canopy-{coll}-{plan.ngpus}gpus-k{plan.k}-"
-                                     f"{'inplace' if plan.inplace else 'outofplace'}"),
+            ("name", name),
             ("proto", options.protocol), ("nchannels", assignment.nchannels),
             ("nchunksperloop", plan.nchunks), ("ngpus", plan.ngpus), ("coll", coll),
             ("inplace", int(plan.inplace)), ("outofplace", int(not plan.inplace)),
             ("minBytes", options.min_bytes), ("maxBytes", options.max_bytes)]:
         algo.set(key, str(value))
-    for rank, rank_tbs in enumerate(assignment.tbs):
+    for rank, (rank_tbs, rank_steps) in enumerate(zip(assignment.tbs, _xml_steps(assignment),
+                                                       strict=True)):
         gpu = etree.SubElement(algo, "gpu")
         i_chunks, o_chunks, s_chunks = plan.buffer_sizes(rank)
         for key, value in [("id", rank), ("i_chunks", i_chunks), ("o_chunks", o_chunks),
                            ("s_chunks", s_chunks)]:
             gpu.set(key, str(value))
-        for tb_id, tb in enumerate(rank_tbs):
+        for tb_id, (tb, steps) in enumerate(zip(rank_tbs, rank_steps, strict=True)):
             tb_elem = etree.SubElement(gpu, "tb")
             for key, value in [("id", tb_id), ("send", tb.send), ("recv", tb.recv),
                                ("chan", tb.channel)]:
@@ -226,22 +252,36 @@ def threadblocks_element(assignment: ThreadBlockAssignment,
             via = via_text(tb.route)
             if via is not None:
                 tb_elem.set("via", via)
-            for s, step in enumerate(tb.steps):
+            for step in steps:
                 elem = etree.SubElement(tb_elem, "step")
-                elem.set("s", str(s))
-                elem.set("type", step.kind)
-                _loc_attrs(elem, "src", step.src, "i")
-                _loc_attrs(elem, "dst", step.dst, "o")
-                elem.set("cnt", str(step.cnt))
-                dep = step.dep
-                if dep is not None and position[dep][0] != tb_id:
-                    depid, deps = position[dep]
-                else:
-                    depid, deps = -1, -1
-                elem.set("depid", str(depid))
-                elem.set("deps", str(deps))
-                elem.set("hasdep", "1" if step in depended else "0")
+                for key, value in [("s", step.s), ("type", step.type),
+                                   ("srcbuf", step.srcbuf), ("srcoff", step.srcoff),
+                                   ("dstbuf", step.dstbuf), ("dstoff", step.dstoff),
+                                   ("cnt", step.cnt), ("depid", step.depid),
+                                   ("deps", step.deps), ("hasdep", int(step.hasdep))]:
+                    elem.set(key, str(value))
     return algo
+
+
+def threadblocks_algo(assignment: ThreadBlockAssignment,
+                      options: MscclOptions | None = None) -> XmlAlgo:
+    """The program of :func:`threadblocks_element` as
+    :func:`canopy.engine.msccl.reader.read_msccl_bytes` reads it back, built without the
+    XML text (what the runtime choice counts an MSCCL++ plan's thread blocks on)."""
+    options = options or MscclOptions()
+    plan: StepProgram = assignment.plan
+    name, coll = _algo_names(assignment, options)
+    gpus = []
+    for rank, (rank_tbs, rank_steps) in enumerate(zip(assignment.tbs, _xml_steps(assignment),
+                                                       strict=True)):
+        gpu = XmlGpu(rank, *plan.buffer_sizes(rank))
+        for tb_id, (tb, steps) in enumerate(zip(rank_tbs, rank_steps, strict=True)):
+            via = tuple(x for x in (via_text(tb.route) or "").split(",") if x)
+            gpu.tbs.append(XmlThreadBlock(tb_id, tb.send, tb.recv, tb.channel, steps, via))
+        gpus.append(gpu)
+    return XmlAlgo(name, options.protocol, assignment.nchannels, plan.nchunks, plan.ngpus,
+                   COLLECTIVES[coll], bool(plan.inplace), not plan.inplace, gpus,
+                   options.min_bytes, options.max_bytes)
 
 
 def threadblocks_xml(assignment: ThreadBlockAssignment,
@@ -261,6 +301,13 @@ def plan_xml(plan: CollectivePlan, chunks: int | None = None,
              options: MscclOptions | None = None) -> bytes:
     """The MSCCL XML of any plan (rings, allreduce-LP schedules, …), :func:`plan_threadblocks`."""
     return threadblocks_xml(plan_threadblocks(plan, chunks, options), options)
+
+
+def plan_algo(plan: CollectivePlan, chunks: int | None = None,
+              options: MscclOptions | None = None) -> XmlAlgo:
+    """The program :func:`plan_xml` writes, as its reader reads it back
+    (:func:`threadblocks_algo`)."""
+    return threadblocks_algo(plan_threadblocks(plan, chunks, options), options)
 
 
 def write_msccl(path: str | os.PathLike[str], schedule: Schedule,

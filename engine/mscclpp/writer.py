@@ -113,8 +113,43 @@ class MscclppLimitError(ScheduleError):
     """The program does not fit the MSCCL++ runtime's limits."""
 
 
+class _Order:
+    """Rule 4 on a part's pipeline: a ``nop`` where a data op would race, after a wait
+    and before a signal; :meth:`emit` takes each op in turn."""
+
+    written: set[tuple[str, int]]
+    waited: bool
+    dirty: bool
+
+    def emit(self, op: Any) -> None:
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        self.emit({"name": "nop"})
+        self.written.clear()
+        self.waited = self.dirty = False
+
+    def data(self, op: Any, reads: list[tuple[str, int]],
+             writes: list[tuple[str, int]]) -> None:
+        """A data op: a nop first where it would race (rule 4)."""
+        if self.waited or any(x in self.written for x in reads + writes):
+            self.sync()
+        self.emit(op)
+        self.written.update(writes)
+        self.dirty = True
+
+    def signal_like(self, op: Any) -> None:
+        if self.dirty:
+            self.sync()
+        self.emit(op)
+
+    def wait_like(self, op: Any) -> None:
+        self.emit(op)
+        self.waited = True
+
+
 @dataclass
-class _Tb:
+class _Tb(_Order):
     """A thread block being written: its channels, remote buffers and ops."""
 
     gpu: int
@@ -139,109 +174,69 @@ class _Tb:
             ids.append(index)
         return ids.index(index)
 
-    def sync(self) -> None:
-        self.body.append({"name": "nop"})
-        self.written.clear()
+    def emit(self, op: Any) -> None:
+        self.body.append(op)
+
+
+class _Counting(_Order):
+    """A part's pipeline counted as :class:`_Tb` would write it: ``n`` ops."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.written = set()
         self.waited = self.dirty = False
 
-    def data(self, op: dict, reads: list[tuple[str, int]], writes: list[tuple[str, int]]
-             ) -> None:
-        """A data op: a nop first where it would race (rule 4)."""
-        if self.waited or any(x in self.written for x in reads + writes):
-            self.sync()
-        self.body.append(op)
-        self.written.update(writes)
-        self.dirty = True
-
-    def signal_like(self, op: dict) -> None:
-        if self.dirty:
-            self.sync()
-        self.body.append(op)
-
-    def wait_like(self, op: dict) -> None:
-        self.body.append(op)
-        self.waited = True
+    def emit(self, op: Any) -> None:
+        self.n += 1
 
 
-class _Writer:
-    """One pass of the translation, for a given cut of each thread block into parts
-    (rule 8): ``cuts[(gpu, tb)]`` lists the step positions where a new part starts."""
+class _Program:
+    """What every cut of ``algo`` into parts shares: each connection's sending and
+    receiving steps in message order (checked to match), where each message lands
+    (rule 2: the receiver's slot or a fresh scratch slot after the program's scratch),
+    each connection's channel type and lanes (rules 1, 10), and the uncut program's
+    sub-connections (:class:`_Cut`)."""
 
-    def __init__(self, algo: XmlAlgo, servers: list[int], unit_size: int,
-                 cuts: dict[tuple[int, int], list[int]] | None = None,
+    def __init__(self, algo: XmlAlgo, servers: list[int],
                  lanes: dict[Conn, int] | None = None) -> None:
-        self.algo, self.servers, self.unit = algo, servers, unit_size
-        self.lanes = lanes or {}
         if len(servers) != algo.ngpus:
             raise ScheduleError(f"the program has {algo.ngpus} GPUs but the topology "
                                 f"{len(servers)} compute nodes.")
-        self.cuts = cuts or {}
-        self.part: dict[tuple[int, int, int], int] = {}       # (gpu, tb, step.s) -> part
-        self.parts: dict[tuple[int, int], list[list[XmlStep]]] = {}
-        for g in algo.gpus:
-            for tb in g.tbs:
-                bounds = [0, *self.cuts.get((g.id, tb.id), []), len(tb.steps)]
-                self.parts[(g.id, tb.id)] = [tb.steps[a:b] for a, b in
-                                             zip(bounds, bounds[1:], strict=False)]
-                for p, steps in enumerate(self.parts[(g.id, tb.id)]):
-                    for st in steps:
-                        self.part[(g.id, tb.id, st.s)] = p
-        self.tbs = {(g.id, tb.id, p): _Tb(g.id, tb.id)
-                    for g in algo.gpus for tb in g.tbs
-                    for p in range(len(self.parts[(g.id, tb.id)]))}
-        send = connection_steps(algo, True)
-        recv = connection_steps(algo, False)
-        # a connection's n-th message runs on the sub-connection (conn, sender's part,
-        # receiver's part): one channel each, so every channel keeps its messages in order
-        self.sub: dict[tuple[Conn, int], Sub] = {}
-        subs: set[Sub] = set()
-        for conn in set(send) | set(recv):
-            if len(send.get(conn, [])) != len(recv.get(conn, [])) or conn[0] == conn[1]:
+        self.algo, self.servers, self.lanes = algo, servers, lanes or {}
+        self.send = connection_steps(algo, True)
+        self.recv = connection_steps(algo, False)
+        for conn in set(self.send) | set(self.recv):
+            if len(self.send.get(conn, [])) != len(self.recv.get(conn, [])) or \
+                    conn[0] == conn[1]:
                 raise ScheduleError(f"connection {conn[0]} -> {conn[1]} (channel {conn[2]}) "
                                     "sends and receives different numbers of messages.")
-            for n, ((stb, sst), (rtb, rst)) in enumerate(zip(send[conn], recv[conn],
-                                                              strict=True)):
-                sub = (conn, self.part[(conn[0], stb, sst.s)], self.part[(conn[1], rtb, rst.s)])
-                self.sub[(conn, n)] = sub
-                subs.add(sub)
-        self.send, self.recv = send, recv
-        self.sends_of: dict[tuple[int, int, int], list[Sub]] = defaultdict(list)
-        self.recvs_of: dict[tuple[int, int, int], list[Sub]] = defaultdict(list)
-        subs_of: dict[Conn, list[Sub]] = defaultdict(list)
-        for sub in subs:
-            subs_of[sub[0]].append(sub)
-        for conn in sorted(set(send)):
-            stb, rtb = send[conn][0][0], recv[conn][0][0]
-            for sub in sorted(subs_of[conn]):
-                self.sends_of[(conn[0], stb, sub[1])].append(sub)
-                self.recvs_of[(conn[1], rtb, sub[2])].append(sub)
-        self.peers: list[dict[str, list[int]]] = [{"memory": [], "port": []}
-                                                  for _ in algo.gpus]
-        self.index: dict[tuple[Sub, int], int] = {}
-        for sub in sorted(subs, key=lambda c: (min(c[0][:2]), max(c[0][:2]), c)):
-            a, b, _ = sub[0]
-            kind = self.kind(sub[0])
-            for me, other in ((a, b), (b, a)):
-                self.index[(sub, me)] = len(self.peers[me][kind])
-                self.peers[me][kind] += [other] * self.width(sub[0])
-        # rule 10: which of its connection's lanes carries each chunk of a message
-        self.spread: dict[tuple[Conn, int], list[list[int]]] = {}
-        turn: dict[Sub, int] = defaultdict(int)
-        for conn, sent_steps in send.items():
-            for n, (_, st) in enumerate(sent_steps):
-                sub, width = self.sub[(conn, n)], self.width(conn)
-                spread: list[list[int]] = [[] for _ in range(width)]
-                for c in range(st.cnt):
-                    spread[(turn[sub] + c) % width].append(c)
-                turn[sub] += st.cnt
-                self.spread[(conn, n)] = spread
-        self.remote: list[dict[tuple[int, str], set[str]]] = [{} for _ in algo.gpus]
-        self.remote_order: list[list[tuple[int, str]]] = [[] for _ in algo.gpus]
         self.scratch = [g.s_chunks for g in algo.gpus]
-        self.semaphores = [0] * algo.ngpus
         self.targets: dict[tuple[Conn, int], tuple[str, int]] = {}
         self.temps: dict[tuple[int, int, int], int] = {}
-        self.step_ops: dict[tuple[int, int, int], int] = {}    # ops each step wrote
+        for conn, steps in self.recv.items():
+            h = conn[1]
+            for n, (tid, step) in enumerate(steps):
+                if step.type in ("r", "rcs"):
+                    self.targets[(conn, n)] = (step.dstbuf, step.dstoff)
+                else:
+                    self.targets[(conn, n)] = ("s", self.scratch[h])
+                    self.temps[(h, tid, step.s)] = self.scratch[h]
+                    self.scratch[h] += step.cnt
+        # the thread blocks holding each connection's steps, and those whose readiness
+        # lists it (its first sending and receiving ones), in the connections' order
+        self.conns: dict[tuple[int, int], list[Conn]] = defaultdict(list)
+        self.listed: dict[tuple[int, int], list[Conn]] = defaultdict(list)
+        self.ends: dict[Conn, set[tuple[int, int]]] = {}
+        self.uncut: dict[Conn, list[Sub]] = {}
+        for conn in sorted(self.send):
+            ends = {(conn[0], tid) for tid, _ in self.send[conn]} | \
+                {(conn[1], tid) for tid, _ in self.recv[conn]}
+            self.ends[conn] = ends
+            for key in ends:
+                self.conns[key].append(conn)
+            for key in {(conn[0], self.send[conn][0][0]), (conn[1], self.recv[conn][0][0])}:
+                self.listed[key].append(conn)
+            self.uncut[conn] = [(conn, 0, 0)]
 
     def kind(self, conn: Conn) -> str:
         return "memory" if self.servers[conn[0]] == self.servers[conn[1]] else "port"
@@ -249,6 +244,122 @@ class _Writer:
     def width(self, conn: Conn) -> int:
         """The connection's lanes (rule 10): port channels between its thread blocks."""
         return self.lanes.get(conn, 1) if self.kind(conn) == "port" else 1
+
+
+def _hoisted(tb: XmlThreadBlock) -> int:
+    """How many of a thread block's first steps are copies that wait on nothing: they run
+    once before its pipeline, each over its whole range (rule 6)."""
+    n = 0
+    while n < len(tb.steps) and tb.steps[n].type == "cpy" and tb.steps[n].depid < 0:
+        n += 1
+    return n
+
+
+class _Cut:
+    """The program's thread blocks cut into parts (rule 8): ``cuts[(gpu, tb)]`` lists the
+    step positions where a new part starts. A connection's n-th message runs on the
+    sub-connection (conn, sender's part, receiver's part), one channel each (per lane), so
+    every channel keeps its messages in order; ``sends_of`` and ``recvs_of`` list each
+    part's sub-connections (rule 7's readiness). Only what the cut changes is worked out:
+    a connection between thread blocks that are not cut has the one sub-connection
+    (conn, 0, 0); ``changed`` holds the thread blocks whose parts or lists differ from the
+    uncut program's."""
+
+    def __init__(self, program: _Program, cuts: dict[tuple[int, int], list[int]]) -> None:
+        self.program, self.cuts = program, cuts
+        algo, send, recv = program.algo, program.send, program.recv
+        self.part: dict[tuple[int, int, int], int] = {}   # (gpu, tb, step.s) -> part, if cut
+        self.parts: dict[tuple[int, int], list[list[XmlStep]]] = {}
+        for g in algo.gpus:
+            for tb in g.tbs:
+                if not cuts.get((g.id, tb.id)):
+                    self.parts[(g.id, tb.id)] = [tb.steps]
+                    continue
+                bounds = [0, *cuts[(g.id, tb.id)], len(tb.steps)]
+                self.parts[(g.id, tb.id)] = [tb.steps[a:b] for a, b in
+                                             zip(bounds, bounds[1:], strict=False)]
+                for p, steps in enumerate(self.parts[(g.id, tb.id)]):
+                    for st in steps:
+                        self.part[(g.id, tb.id, st.s)] = p
+        touched = sorted({conn for key, at in cuts.items() if at
+                          for conn in program.conns.get(key, ())})
+        self.sub: dict[Conn, list[Sub]] = {}     # per message, where the connection is cut
+        self.subs = dict(program.uncut)         # each connection's, sorted
+        for conn in touched:
+            subs = self.sub[conn] = [
+                (conn, self.part.get((conn[0], stb, sst.s), 0),
+                 self.part.get((conn[1], rtb, rst.s), 0))
+                for (stb, sst), (rtb, rst) in zip(send[conn], recv[conn], strict=True)]
+            self.subs[conn] = sorted(set(subs))
+        self.changed = {key for key, at in cuts.items() if at} | \
+            {key for conn in touched for key in program.ends[conn]}
+        self.sends_of: dict[tuple[int, int, int], list[Sub]] = {}
+        self.recvs_of: dict[tuple[int, int, int], list[Sub]] = {}
+        for (g, t), conns in program.listed.items():
+            for conn in conns:
+                stb, rtb = send[conn][0][0], recv[conn][0][0]
+                for sub in self.subs[conn]:
+                    if (g, t) == (conn[0], stb):
+                        self.sends_of.setdefault((g, t, sub[1]), []).append(sub)
+                    if (g, t) == (conn[1], rtb):
+                        self.recvs_of.setdefault((g, t, sub[2]), []).append(sub)
+        # rule 10: which of its connection's lanes carries each chunk of a message (where
+        # a connection has more than one)
+        self.spread: dict[tuple[Conn, int], list[list[int]]] = {}
+        turn: dict[Sub, int] = defaultdict(int)
+        for conn, sent in send.items():
+            width = program.width(conn)
+            if width == 1:
+                continue
+            for n, (_, st) in enumerate(sent):
+                sub = self.sub_of(conn, n)
+                spread: list[list[int]] = [[] for _ in range(width)]
+                for c in range(st.cnt):
+                    spread[(turn[sub] + c) % width].append(c)
+                turn[sub] += st.cnt
+                self.spread[(conn, n)] = spread
+
+    def sub_of(self, conn: Conn, n: int) -> Sub:
+        """The sub-connection message n of ``conn`` runs on."""
+        return self.sub[conn][n] if conn in self.sub else (conn, 0, 0)
+
+    def lanes(self, conn: Conn, n: int) -> list[list[int]]:
+        """The chunks of message n of ``conn`` each of its lanes carries."""
+        if (conn, n) in self.spread:
+            return self.spread[(conn, n)]
+        return [list(range(self.program.send[conn][n][1].cnt))]
+
+
+class _Writer(_Cut):
+    """One pass of the translation, for a given cut of each thread block into parts
+    (rule 8)."""
+
+    def __init__(self, program: _Program, cuts: dict[tuple[int, int], list[int]],
+                 unit_size: int) -> None:
+        super().__init__(program, cuts)
+        algo = self.algo = program.algo
+        self.unit = unit_size
+        self.kind, self.width = program.kind, program.width
+        self.send, self.recv = program.send, program.recv
+        self.targets, self.temps = program.targets, program.temps
+        self.tbs = {(g.id, tb.id, p): _Tb(g.id, tb.id)
+                    for g in algo.gpus for tb in g.tbs
+                    for p in range(len(self.parts[(g.id, tb.id)]))}
+        self.peers: list[dict[str, list[int]]] = [{"memory": [], "port": []}
+                                                  for _ in algo.gpus]
+        self.index: dict[tuple[Sub, int], int] = {}
+        subs = [sub for conn_subs in self.subs.values() for sub in conn_subs]
+        for sub in sorted(subs, key=lambda c: (min(c[0][:2]), max(c[0][:2]), c)):
+            a, b, _ = sub[0]
+            kind = self.kind(sub[0])
+            for me, other in ((a, b), (b, a)):
+                self.index[(sub, me)] = len(self.peers[me][kind])
+                self.peers[me][kind] += [other] * self.width(sub[0])
+        self.remote: list[dict[tuple[int, str], set[str]]] = [{} for _ in algo.gpus]
+        self.remote_order: list[list[tuple[int, str]]] = [[] for _ in algo.gpus]
+        self.scratch = list(program.scratch)
+        self.semaphores = [0] * algo.ngpus
+        self.step_ops: dict[tuple[int, int, int], int] = {}    # ops each step wrote
 
     def remote_buffer(self, g: int, rank: int, buf: str, kind: str) -> int:
         key = (rank, buf)
@@ -261,26 +372,6 @@ class _Writer:
     def new_semaphore(self, g: int) -> int:
         self.semaphores[g] += 1
         return self.semaphores[g] - 1
-
-    def place_receives(self) -> None:
-        """Where each message lands (rule 2): the receiver's slot or a fresh scratch slot."""
-        for conn, steps in self.recv.items():
-            h = conn[1]
-            for n, (tid, step) in enumerate(steps):
-                if step.type in ("r", "rcs"):
-                    self.targets[(conn, n)] = (step.dstbuf, step.dstoff)
-                else:
-                    self.targets[(conn, n)] = ("s", self.scratch[h])
-                    self.temps[(h, tid, step.s)] = self.scratch[h]
-                    self.scratch[h] += step.cnt
-
-    def hoisted(self, tb: XmlThreadBlock) -> int:
-        """How many of a thread block's first steps are copies that wait on nothing: they
-        run once before its pipeline, each over its whole range (rule 6)."""
-        n = 0
-        while n < len(tb.steps) and tb.steps[n].type == "cpy" and tb.steps[n].depid < 0:
-            n += 1
-        return n
 
     def readiness(self, out: _Tb, key: tuple[int, int, int]) -> bool:
         """Rule 7 for one part: ready signals on its receiving channels, then waits for its
@@ -297,7 +388,6 @@ class _Writer:
         return bool(self.sends_of.get(key))
 
     def build(self) -> None:
-        self.place_receives()
         sent: dict[Conn, int] = defaultdict(int)
         got: dict[Conn, int] = defaultdict(int)
         releases: dict[tuple[int, int, int], list[int]] = defaultdict(list)
@@ -305,7 +395,7 @@ class _Writer:
         early: set[tuple[int, int, int]] = set()          # steps run before the pipeline
         for gpu in self.algo.gpus:
             for tb in gpu.tbs:
-                early.update((gpu.id, tb.id, st.s) for st in tb.steps[:self.hoisted(tb)])
+                early.update((gpu.id, tb.id, st.s) for st in tb.steps[:_hoisted(tb)])
         for gpu in self.algo.gpus:
             for tb in gpu.tbs:
                 for step in tb.steps:
@@ -315,7 +405,7 @@ class _Writer:
                         acquires[(gpu.id, tb.id, step.s)] = sem
         for gpu in self.algo.gpus:
             for tb in gpu.tbs:
-                first = self.hoisted(tb)
+                first = _hoisted(tb)
                 parts = self.parts[(gpu.id, tb.id)]
                 chain = -1                     # the semaphore the previous part releases
                 for p, steps in enumerate(parts):
@@ -374,11 +464,11 @@ class _Writer:
             recv_conn = (tb.recv, g, tb.chan)
             n = got[recv_conn]
             got[recv_conn] += 1
-            sub = self.sub[(recv_conn, n)]
+            sub = self.sub_of(recv_conn, n)
             ckind = self.kind(recv_conn)
             base = self.index[(sub, g)]
             cids = [out.channel(ckind, base + lane)
-                    for lane, chunks in enumerate(self.spread[(recv_conn, n)]) if chunks]
+                    for lane, chunks in enumerate(self.lanes(recv_conn, n)) if chunks]
             out.wait_like({"name": "wait", "channel_ids": cids, "channel_type": ckind})
             if step.type in ("r", "rcs"):
                 here = (step.dstbuf, step.dstoff)
@@ -413,7 +503,7 @@ class _Writer:
         n = sent[send_conn] - 1 if fused else sent[send_conn]
         if not fused:
             sent[send_conn] += 1
-        sub = self.sub[(send_conn, n)]
+        sub = self.sub_of(send_conn, n)
         cid = out.channel(send_kind, self.index[(sub, g)])
         if fused:
             out.signal_like({"name": "signal", "channel_ids": [cid], "channel_type": "memory"})
@@ -424,7 +514,7 @@ class _Writer:
             # proxy keeps a channel's requests in order, so one signal follows the lane's
             # part of the message (rules 9, 10)
             base = self.index[(sub, g)]
-            for lane, chunks in enumerate(self.spread[(send_conn, n)]):
+            for lane, chunks in enumerate(self.lanes(send_conn, n)):
                 if not chunks:
                     continue
                 lcid = out.channel("port", base + lane)
@@ -535,8 +625,16 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
     if unit_size < 16 or unit_size % 16:
         raise ScheduleError(f"the pipeline unit must be a positive multiple of 16 bytes, not "
                             f"{unit_size}.")
-    writer = _cut_writer(algo, servers, unit_size, lanes, max_tbs)
-    _check_limits(writer, algo, max_tbs)
+    program = _Program(algo, servers, lanes)
+    fitting = _fitting_cut(program, max_tbs)
+    writer = _Writer(program, fitting.cuts, unit_size)
+    writer.build()
+    if writer.part_sizes() != fitting.sizes:
+        raise ScheduleError("the MSCCL++ plan writer and its count of the plan's operations "
+                            "disagree (a bug in Canopy).")
+    _check_limits(_Fitting(algo.ngpus, fitting.cuts, fitting.sizes,
+                           {key: {kind: len(ids) for kind, ids in tb.channels.items()}
+                            for key, tb in writer.tbs.items()}), max_tbs)
     coll = COLLECTIVE_NAMES[algo.coll]
     name = name or (f"canopy-{coll}-{algo.ngpus}gpus-"
                     f"{'inplace' if algo.inplace else 'outofplace'}")
@@ -547,66 +645,244 @@ def check_fits(algo: XmlAlgo, servers: list[int], max_tbs: int | None,
                lanes: dict[Conn, int] | None = None) -> None:
     """Raise :class:`MscclppLimitError` where :func:`algo_plan` would (the runtime's ops
     and channels per thread block, ``max_tbs`` thread blocks per GPU), without writing
-    the plan: what the runtime choice asks of a layout it simulated to the end."""
-    _check_limits(_cut_writer(algo, servers, DEFAULT_UNIT, lanes, max_tbs), algo, max_tbs)
+    the plan: its parts counted (:class:`_Counter`), as the runtime choice asks of a layout
+    it simulated to the end."""
+    _check_limits(_fitting_cut(_Program(algo, servers, lanes), max_tbs), max_tbs)
 
 
-def _check_limits(writer: _Writer, algo: XmlAlgo, max_tbs: int | None) -> None:
-    for (g, t, _), tb in writer.tbs.items():
-        for kind, ids in tb.channels.items():
-            if len(ids) > MAX_CHANNEL:
+@dataclass
+class _Fitting:
+    """A cut of every thread block into parts within MAX_OPERATION: the cut, each part's
+    operations, and the channels of each type of the parts that may hold more than
+    MAX_CHANNEL (as :class:`_Writer` writes them)."""
+
+    ngpus: int
+    cuts: dict[tuple[int, int], list[int]]
+    sizes: dict[tuple[int, int, int], int]
+    channels: dict[tuple[int, int, int], dict[str, int]]
+
+
+def _check_limits(fitting: _Fitting, max_tbs: int | None) -> None:
+    for (g, t, _), kinds in fitting.channels.items():
+        for kind, n in kinds.items():
+            if n > MAX_CHANNEL:
                 raise MscclppLimitError(
                     f"the MSCCL++ plan does not fit the runtime's limits: GPU {g}'s thread "
-                    f"block {t} needs {len(ids)} {kind} channels, but the runtime holds "
+                    f"block {t} needs {n} {kind} channels, but the runtime holds "
                     f"{MAX_CHANNEL} per thread block (MAX_CHANNEL).")
     if max_tbs is not None:
-        for g in range(algo.ngpus):
-            used = sum(1 for (h, _, _), tb in writer.tbs.items() if h == g and
-                       (tb.body or tb.pre))
-            if used > max_tbs:
+        used = [0] * fitting.ngpus
+        for (g, _, _), n in fitting.sizes.items():
+            used[g] += 1 if n else 0
+        for g in range(fitting.ngpus):
+            if used[g] > max_tbs:
                 raise MscclppLimitError(
                     f"the MSCCL++ plan does not fit the runtime's limits: GPU {g} needs "
-                    f"{used} thread blocks of at most {MAX_OPERATION} operations, but has "
+                    f"{used[g]} thread blocks of at most {MAX_OPERATION} operations, but has "
                     f"{max_tbs} (--sms).")
+
+
+class _Counter:
+    """What :class:`_Writer` writes for a cut, counted without writing it: each part's
+    operations (a pipeline counting with its ops) and each step's, by the writer's rules
+    (4 to 10) step by step, and the channels of the parts that may hold more than
+    MAX_CHANNEL. The uncut program is counted once; a cut recounts only the thread blocks
+    it changes (:attr:`_Cut.changed`)."""
+
+    def __init__(self, uncut: _Cut) -> None:
+        program = self.program = uncut.program
+        algo = program.algo
+        self.tbs = {(g.id, tb.id): tb for g in algo.gpus for tb in g.tbs}
+        self.early: set[tuple[int, int, int]] = set()      # steps run before the pipeline
+        self.releases: dict[tuple[int, int, int], int] = defaultdict(int)   # dependents
+        self.message: dict[tuple[int, int, int], int] = {}  # a sending step's message
+        for gpu in algo.gpus:
+            for tb in gpu.tbs:
+                self.early.update((gpu.id, tb.id, st.s) for st in tb.steps[:_hoisted(tb)])
+                for step in tb.steps:
+                    if step.depid >= 0:
+                        self.releases[(gpu.id, step.depid, step.deps)] += 1
+        for conn, sent in program.send.items():
+            for n, (tid, st) in enumerate(sent):
+                self.message[(conn[0], tid, st.s)] = n
+        self.sizes: dict[tuple[int, int, int], int] = {}
+        self.step_ops: dict[tuple[int, int, int], int] = {}
+        for (g, _), tb in self.tbs.items():
+            self.thread_block(g, tb, uncut, self.sizes, self.step_ops)
+
+    def count(self, cut: _Cut) -> tuple[dict[tuple[int, int, int], int],
+                                        dict[tuple[int, int, int], int]]:
+        """(operations of each part's thread block, operations of each pipelined step)."""
+        sizes, step_ops = dict(self.sizes), dict(self.step_ops)
+        for g, t in cut.changed:
+            del sizes[(g, t, 0)]
+            self.thread_block(g, self.tbs[(g, t)], cut, sizes, step_ops)
+        return sizes, step_ops
+
+    def readiness(self, cut: _Cut, key: tuple[int, int, int]) -> int:
+        """Rule 7's ops of one part (up to 8 channels an op)."""
+        n = 0
+        for subs in (cut.recvs_of.get(key, []), cut.sends_of.get(key, [])):
+            for kind in ("memory", "port"):
+                ids = sum(self.program.width(sub[0]) for sub in subs
+                          if self.program.kind(sub[0]) == kind)
+                n += -(-ids // MAX_CHANNEL_PER_OPERATION)
+        return n
+
+    def thread_block(self, g: int, tb: XmlThreadBlock, cut: _Cut,
+                     sizes: dict[tuple[int, int, int], int],
+                     step_ops: dict[tuple[int, int, int], int]) -> None:
+        """The ops of each part of ``tb`` into ``sizes``, of each pipelined step into
+        ``step_ops`` (:meth:`_Writer.build`)."""
+        first = _hoisted(tb)
+        parts = cut.parts[(g, tb.id)]
+        chain = False
+        for p, steps in enumerate(parts):
+            pre = steps[:first] if p == 0 else []
+            piped = steps[len(pre):]
+            sems = sum(self.releases.get((g, tb.id, st.s), 0) for st in pre)
+            waits = sum(1 for st in piped if st.depid >= 0 and (g, st.depid, st.deps) in self.early)
+            key = (g, tb.id, p)
+            before_pipeline = len(pre) + (1 if pre else 0) + \
+                -(-sems // MAX_SEMAPHORES_PER_OP) + -(-waits // MAX_SEMAPHORES_PER_OP) + \
+                self.readiness(cut, key) + (1 if waits or cut.sends_of.get(key) else 0)
+            ops = _Counting()
+            if chain and piped:
+                ops.wait_like(None)
+            for step in piped:
+                before = ops.n
+                if step.depid >= 0 and (g, step.depid, step.deps) not in self.early:
+                    ops.wait_like(None)
+                self.step(ops, g, tb, step, cut)
+                for _ in range(-(-self.releases.get((g, tb.id, step.s), 0)
+                                 // MAX_SEMAPHORES_PER_OP)):
+                    ops.signal_like(None)
+                step_ops[(g, tb.id, step.s)] = ops.n - before
+            if p + 1 < len(parts) and piped:
+                chain = True
+                ops.signal_like(None)
+            if ops.dirty or ops.waited:
+                ops.sync()
+            sizes[key] = before_pipeline + (ops.n + 1 if ops.n else 0)
+
+    def step(self, ops: _Counting, g: int, tb: XmlThreadBlock, step: XmlStep, cut: _Cut
+             ) -> None:
+        """The ops :meth:`_Writer.step` writes for ``step``, counted."""
+        kind = STEP_TYPES[step.type]
+        cnt = step.cnt
+        here: tuple[str, int] = (step.srcbuf, step.srcoff)
+        send_conn = (g, tb.send, tb.chan)
+        send_kind = self.program.kind(send_conn) if kind.sends else ""
+        fused = False
+        if kind.receives:
+            ops.wait_like(None)
+            if step.type in ("r", "rcs"):
+                here = (step.dstbuf, step.dstoff)
+            else:
+                temp = self.program.temps[(g, tb.id, step.s)]
+                result = ("s", temp) if step.type == "rrs" else (step.dstbuf, step.dstoff)
+                fused = send_kind == "memory"
+                for c in range(cnt):
+                    ops.data(None, [(step.srcbuf, step.srcoff + c), ("s", temp + c)],
+                             [(result[0], result[1] + c)])
+                here = result
+        elif step.type in ("cpy", "re"):
+            for c in range(cnt):
+                a, d = (step.srcbuf, step.srcoff + c), (step.dstbuf, step.dstoff + c)
+                ops.data(None, [a] if step.type == "cpy" else [a, d], [d])
+        if not kind.sends:
+            return
+        if fused:
+            ops.signal_like(None)
+            return
+        if send_kind == "port":
+            for chunks in cut.lanes(send_conn, self.message[(g, tb.id, step.s)]):
+                for first in range(0, len(chunks) - 1, MAX_CHANNEL_PER_OPERATION):
+                    ops.data(None, [(here[0], here[1] + c) for c in
+                                    chunks[first:min(len(chunks) - 1,
+                                                     first + MAX_CHANNEL_PER_OPERATION)]], [])
+                if chunks:
+                    ops.data(None, [(here[0], here[1] + chunks[-1])], [])
+            return
+        for first in range(0, cnt, MAX_CHANNEL_PER_OPERATION):
+            ops.data(None, [(here[0], here[1] + c)
+                            for c in range(first, min(cnt, first + MAX_CHANNEL_PER_OPERATION))],
+                     [])
+        ops.signal_like(None)
+
+    def channels(self, cut: _Cut) -> dict[tuple[int, int, int], dict[str, int]]:
+        """The channels of each type of each part of a thread block whose connections'
+        sub-connections and lanes add up to more than MAX_CHANNEL (the others cannot hold
+        more): its sub-connections' lanes (rules 7, 10), and those its steps wait on or
+        send over."""
+        program = self.program
+        out: dict[tuple[int, int, int], dict[str, int]] = {}
+        for g, t in self.tbs:
+            conns = program.conns.get((g, t), [])
+            if sum(len(cut.subs[conn]) * program.width(conn) for conn in conns) <= MAX_CHANNEL:
+                continue
+            used = [{"memory": set(), "port": set()} for _ in cut.parts[(g, t)]]
+            ids: set[tuple[Sub, int]]
+            for p, kinds in enumerate(used):
+                for sub in cut.recvs_of.get((g, t, p), []) + cut.sends_of.get((g, t, p), []):
+                    ids = kinds[program.kind(sub[0])]
+                    ids.update((sub, lane) for lane in range(program.width(sub[0])))
+            for conn in conns:
+                kind = program.kind(conn)
+                for sending, messages in ((False, program.recv[conn]),
+                                          (True, program.send[conn])):
+                    if (conn[0] if sending else conn[1]) != g:
+                        continue
+                    for n, (tid, st) in enumerate(messages):
+                        if tid != t:
+                            continue
+                        lanes = {lane for lane, chunks in enumerate(cut.lanes(conn, n))
+                                 if chunks}
+                        if sending:
+                            lanes = {0} | (lanes if kind == "port" else set())
+                        ids = used[cut.part.get((g, t, st.s), 0)][kind]
+                        ids.update((cut.sub_of(conn, n), lane) for lane in lanes)
+            for p, kinds in enumerate(used):
+                out[(g, t, p)] = {kind: len(ids) for kind, ids in kinds.items()}
+        return out
 
 
 PART_OVERHEAD = 8          # ops of a part besides its steps: readiness, semaphores, nops
 
 
-def _cut_writer(algo: XmlAlgo, servers: list[int], unit_size: int,
-                lanes: dict[Conn, int] | None = None, max_tbs: int | None = None) -> _Writer:
-    """The writer whose thread blocks fit MAX_OPERATION (rule 8): thread blocks that do
-    not are cut into consecutive parts of at most a budget of steps' ops, the budget
-    lowered until every part fits. Raises :class:`MscclppLimitError` at once where a GPU
-    would need more than ``max_tbs`` thread blocks even if every thread block over the
-    limit were cut in two."""
+def _fitting_cut(program: _Program, max_tbs: int | None = None) -> _Fitting:
+    """The cut whose parts fit MAX_OPERATION (rule 8): thread blocks that do not are cut
+    into consecutive parts of at most a budget of steps' ops, the budget lowered until
+    every part fits (each round counted, :class:`_Counter`). Raises
+    :class:`MscclppLimitError` at once where a GPU would need more than ``max_tbs``
+    thread blocks even if every thread block over the limit were cut in two."""
+    algo = program.algo
+    cut = _Cut(program, {})
+    counter = _Counter(cut)
     cuts: dict[tuple[int, int], list[int]] = {}
     budget: dict[tuple[int, int], int] = {}
-    tbs = {(g.id, tb.id): tb for g in algo.gpus for tb in g.tbs}
+    tbs = counter.tbs
     for _ in range(12):
-        writer = _Writer(algo, servers, unit_size, cuts, lanes)
-        writer.build()
-        sizes = writer.part_sizes()
+        sizes, step_ops = counter.count(cut)
         over = {(g, t) for (g, t, _), n in sizes.items() if n > MAX_OPERATION}
         if not over:
-            return writer
+            return _Fitting(algo.ngpus, cut.cuts, sizes, counter.channels(cut))
         gpu, fewest = _fewest_parts(sizes)
         if max_tbs is not None and fewest > max_tbs:
             raise MscclppLimitError(
                 f"the MSCCL++ plan does not fit the runtime's limits: GPU {gpu} needs at "
                 f"least {fewest} thread blocks of at most {MAX_OPERATION} operations, but "
                 f"has {max_tbs} (--sms).")
-        step_ops = writer.step_ops
         for g, t in sorted(over):
             tb = tbs[(g, t)]
             budget[(g, t)] = budget.get((g, t), MAX_OPERATION - PART_OVERHEAD + 4) - 4
-            cuts[(g, t)] = _cut(tb, writer.hoisted(tb), budget[(g, t)],
+            cuts[(g, t)] = _cut(tb, _hoisted(tb), budget[(g, t)],
                                 lambda st, g=g, t=t, ops=step_ops: ops.get((g, t, st.s), 1))
         if min(budget.values()) < 8:
             break
+        cut = _Cut(program, dict(cuts))
     g, t = min(over)
-    total = writer.part_sizes()
-    worst = max(n for (h, u, _), n in total.items() if (h, u) == (g, t))
+    worst = max(n for (h, u, _), n in sizes.items() if (h, u) == (g, t))
     raise MscclppLimitError(
         f"the MSCCL++ plan does not fit the runtime's limits: GPU {g}'s thread block {t} "
         f"needs {worst} operations (its {len(tbs[(g, t)].steps)} steps), but the runtime "
