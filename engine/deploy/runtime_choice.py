@@ -371,7 +371,10 @@ def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLim
     """Whether the MSCCL++ plan of ``laid`` (a layout of a schedule with ``k``, in place)
     fits the runtime's thread blocks: ``max_tbs_per_gpu`` of at most 64 ops each, thread
     blocks over 64 ops cut into parts as the plan writer cuts them
-    (:mod:`canopy.engine.mscclpp.writer`, rule 8). MSCCL++ runs more ops per step than
+    (:mod:`canopy.engine.mscclpp.writer`, rule 8). The layout's MSCCL program is built
+    from its thread blocks without the XML text, and the plan's ops are counted without
+    writing the plan (:func:`~canopy.engine.mscclpp.writer.check_fits`, the same verdict).
+    MSCCL++ runs more ops per step than
     MSCCL (a wait, a thread barrier and a semaphore release around each reduction), so a
     layout that fills the GPU's thread blocks in MSCCL may need more in MSCCL++: the
     choice passes over such layouts, so that the plan ``canopy solve --mscclpp`` writes

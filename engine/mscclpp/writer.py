@@ -60,6 +60,9 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    freely). The cut is greedy by ops, with the budget lowered until every part fits; where
    the parts need more thread blocks than the GPU has (``--sms``: all are resident at
    once, since they spin on each other), the plan is refused with the limit it breaks.
+   Each round counts the parts' ops by these rules without writing them (only the thread
+   blocks the cut changes are recounted), and the plan is written once, for the cut
+   found, its ops checked against the count.
    The runtime also needs every message size to be a multiple of 16 bytes times the
    chunks of the input and output (``checkMessageSize`` throws otherwise): the launcher's
    selector claims only such sizes and leaves the others to NCCL.

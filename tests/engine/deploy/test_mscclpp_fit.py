@@ -35,11 +35,11 @@ def test_the_plan_of_the_choice_times_exactly_as_compare():
 
 
 def test_only_layouts_that_finish_are_asked_whether_their_plan_fits(monkeypatch):
-    """Writing a layout's MSCCL++ plan to count its thread blocks costs more than most
-    simulations (seconds for a shared layout of 42 trees). A layout stopped below the
-    fastest can be neither chosen nor near it, so only those that finish are asked:
+    """Asking whether a layout's MSCCL++ plan fits lowers it to MSCCL thread blocks and
+    counts the plan's ops, which costs more than many simulations. A layout stopped below
+    the fastest can be neither chosen nor near it, so only those that finish are asked:
     on rail-leaf-spine-4x8's reduce-scatter the optimal k = 10's shared layouts stop
-    below k = 1 on unit connections, and none of them is written."""
+    below k = 1 on unit connections, and none of them is asked."""
     from canopy.engine.deploy import runtime_choice
 
     topology = load_sample("rail-leaf-spine-4x8.json")
