@@ -298,14 +298,14 @@ class _Cut:
             {key for conn in touched for key in program.ends[conn]}
         self.sends_of: dict[tuple[int, int, int], list[Sub]] = {}
         self.recvs_of: dict[tuple[int, int, int], list[Sub]] = {}
-        for (g, t), conns in program.listed.items():
+        for (h, t), conns in program.listed.items():
             for conn in conns:
                 stb, rtb = send[conn][0][0], recv[conn][0][0]
                 for sub in self.subs[conn]:
-                    if (g, t) == (conn[0], stb):
-                        self.sends_of.setdefault((g, t, sub[1]), []).append(sub)
-                    if (g, t) == (conn[1], rtb):
-                        self.recvs_of.setdefault((g, t, sub[2]), []).append(sub)
+                    if (h, t) == (conn[0], stb):
+                        self.sends_of.setdefault((h, t, sub[1]), []).append(sub)
+                    if (h, t) == (conn[1], rtb):
+                        self.recvs_of.setdefault((h, t, sub[2]), []).append(sub)
         # rule 10: which of its connection's lanes carries each chunk of a message (where
         # a connection has more than one)
         self.spread: dict[tuple[Conn, int], list[list[int]]] = {}
@@ -824,7 +824,8 @@ class _Counter:
             conns = program.conns.get((g, t), [])
             if sum(len(cut.subs[conn]) * program.width(conn) for conn in conns) <= MAX_CHANNEL:
                 continue
-            used = [{"memory": set(), "port": set()} for _ in cut.parts[(g, t)]]
+            used: list[dict[str, set[tuple[Sub, int]]]] = [
+                {"memory": set(), "port": set()} for _ in cut.parts[(g, t)]]
             ids: set[tuple[Sub, int]]
             for p, kinds in enumerate(used):
                 for sub in cut.recvs_of.get((g, t, p), []) + cut.sends_of.get((g, t, p), []):
