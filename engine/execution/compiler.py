@@ -348,11 +348,11 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     return program
 
 
-_FACTS: RecentMemo[Any] = RecentMemo(16)
+_FACTS: RecentMemo[Any] = RecentMemo(1)
 
 
 def plan_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()`` once per plan and ``key``, for the last few asked about: a comparison
+    """``compute()`` once per plan and ``key``, for the last plan asked about: a comparison
     times one plan at every size and depth, and on 1024 GPUs walking its millions of tree
     edges (template, stages, link loads) costs seconds."""
     return _FACTS.get(plan, key, compute)

@@ -17,25 +17,26 @@ Value = TypeVar("Value")
 
 
 class RecentMemo(Generic[Value]):
-    """``compute()``'s value for each of the last ``kept`` (object, key) pairs asked
-    about. The object is held by a weak reference (remembering a plan does not keep it
-    alive; the values of one no longer alive go at the next insertion) and matched by
-    identity; ``key`` by equality. A thread that asks about another
-    object never sees this one's values: each entry is checked against the object asked
-    about, and the entries are replaced as a whole."""
+    """Per object, ``compute()``'s value for every key asked about, for the last ``kept``
+    objects asked about. An object is held by a weak reference (remembering a plan does
+    not keep it alive; what was kept of one no longer alive goes at the next new object)
+    and matched by identity; a key by equality. A thread that asks about another object
+    never sees this one's values: each entry is checked against the object asked about,
+    and the entries are replaced as a whole."""
 
     def __init__(self, kept: int) -> None:
         self.kept = kept
-        self.entries: tuple[tuple[weakref.ref[Any], Hashable, Value], ...] = ()
+        self.entries: tuple[tuple[weakref.ref[Any], dict[Hashable, Value]], ...] = ()
 
     def get(self, obj: object, key: Hashable, compute: Callable[[], Value]) -> Value:
-        for ref, known, value in self.entries:
-            if ref() is obj and known == key:
-                return value
-        value = compute()
-        alive = tuple(entry for entry in self.entries if entry[0]() is not None)
-        self.entries = (*alive, (weakref.ref(obj), key, value))[-self.kept:]
-        return value
+        facts = next((known for ref, known in self.entries if ref() is obj), None)
+        if facts is None:
+            facts = {}
+            alive = tuple(entry for entry in self.entries if entry[0]() is not None)
+            self.entries = (*alive, (weakref.ref(obj), facts))[-self.kept:]
+        if key not in facts:
+            facts[key] = compute()
+        return facts[key]
 
     def clear(self) -> None:
         self.entries = ()

@@ -31,15 +31,17 @@ def test_the_same_object_and_key_compute_once_an_equal_object_anew():
     assert calls == [("a", 1), ("a", 2), ("a", 1)]
 
 
-def test_only_the_last_few_are_kept_and_no_dead_object_is():
+def test_only_the_last_few_objects_are_kept_with_all_their_keys_and_no_dead_one():
     memo: RecentMemo[int] = RecentMemo(2)
     plans = [Plan(str(i)) for i in range(3)]
     for i, plan in enumerate(plans):
         memo.get(plan, 0, lambda i=i: i)
-    assert [value for _, _, value in memo.entries] == [1, 2]
-    assert memo.get(plans[0], 0, lambda: 10) == 10          # forgotten, computed anew
+        memo.get(plan, 1, lambda i=i: 10 * i)
+    assert [facts for _, facts in memo.entries] == [{0: 1, 1: 10}, {0: 2, 1: 20}]
+    assert memo.get(plans[0], 0, lambda: 7) == 7           # forgotten, computed anew
+    assert memo.get(plans[2], 1, lambda: 0) == 20          # still kept
     del plans[2]
     gc.collect()
     memo.get(plans[1], 5, lambda: 5)
-    assert all(ref() is not None for ref, _, _ in memo.entries)
-    assert [value for _, _, value in memo.entries] == [10, 5]
+    assert all(ref() is not None for ref, _ in memo.entries)
+    assert [facts for _, facts in memo.entries] == [{0: 7}, {5: 5}]
