@@ -237,9 +237,11 @@ class _Channels:
         self.state: dict[tuple[int, int], _Channel] = defaultdict(
             lambda: _Channel(unpaired=connections != "shared"))
 
-    def reach(self, steps: list[Step], ch: int, fuse: bool) -> int | None:
+    def reach(self, steps: list[Step], ch: int, fuse: bool, keep: bool = False) -> int | None:
         """How much of ``steps`` channel ``ch`` takes: ``len(steps)`` for all of it, j ≥ 1
-        to split the fused step j (its receive still fits here), None for nothing."""
+        to split the fused step j (its receive still fits here), None for nothing. The
+        trial is taken back, but with ``keep`` where the channel takes all of ``steps``:
+        then they are placed there, as :meth:`commit` would place them."""
         journal: Journal = []
         result: int | None = len(steps)
         for j, step in enumerate(steps):
@@ -253,7 +255,8 @@ class _Channels:
                 if self._add(receive, ch, journal):
                     result = j
             break
-        _undo(journal, 0)
+        if not (keep and result == len(steps)):
+            _undo(journal, 0)
         return result
 
     def _add(self, step: Step, ch: int, journal: Journal) -> bool:
@@ -274,11 +277,12 @@ class _Channels:
         ``steps``, else the one that takes most; beyond them, the first that takes any.
         With connections ``"prefer-own"``, first the first channel where ``steps`` have
         their connections to themselves, else as ``"shared"``. With ``"given"``, the
-        channel the plan gives the first transfer (no fused steps)."""
+        channel the plan gives the first transfer (no fused steps). Where the channel
+        takes all of ``steps`` they are placed there; else nothing is (:meth:`commit`)."""
         if self.connections == "given":
             sending = [step for step in steps if step.send_peer >= 0]
             ch = sending[0].channel if sending and sending[0].channel is not None else 0
-            reach = self.reach(steps, ch, False)
+            reach = self.reach(steps, ch, False, keep=True)
             return None if reach is None else (ch, reach)
         if self.connections == "prefer-own":
             self.exclusive = True
@@ -291,7 +295,7 @@ class _Channels:
     def _choose(self, steps: list[Step], fuse: bool, spread: int) -> tuple[int, int] | None:
         best: tuple[int, int] | None = None
         for ch in range(min(spread, self.limits.max_channels)):
-            reach = self.reach(steps, ch, fuse)
+            reach = self.reach(steps, ch, fuse, keep=True)
             if reach == len(steps):
                 return ch, reach
             if reach is not None and (best is None or reach > best[1]):
@@ -299,7 +303,7 @@ class _Channels:
         if best is not None:
             return best
         for ch in range(spread, self.limits.max_channels):
-            reach = self.reach(steps, ch, fuse)
+            reach = self.reach(steps, ch, fuse, keep=True)
             if reach is not None:
                 return ch, reach
         return None
@@ -335,7 +339,8 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
                     f"thread block within {limits.max_steps_per_tb} steps and each channel "
                     f"within {limits.max_tbs_per_channel} thread blocks.")
             ch, reach = choice
-            if reach == len(steps):
+            whole = reach == len(steps)         # then the choice placed them
+            if whole:
                 head, steps = steps, []
             else:
                 fused = steps[reach]
@@ -348,7 +353,8 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
             piece = Chain(priority=chain.priority)
             for step in head:
                 piece.add(step)
-            channels.commit(head, ch)
+            if not whole:
+                channels.commit(head, ch)
             channel_of[piece] = ch
             placed.append(piece)
     return placed, channel_of, channels.state

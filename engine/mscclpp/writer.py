@@ -725,11 +725,14 @@ class _Counter:
     def readiness(self, cut: _Cut, key: tuple[int, int, int]) -> int:
         """Rule 7's ops of one part (up to 8 channels an op)."""
         n = 0
-        for subs in (cut.recvs_of.get(key, []), cut.sends_of.get(key, [])):
-            for kind in ("memory", "port"):
-                ids = sum(self.program.width(sub[0]) for sub in subs
-                          if self.program.kind(sub[0]) == kind)
-                n += -(-ids // MAX_CHANNEL_PER_OPERATION)
+        for subs in (cut.recvs_of.get(key), cut.sends_of.get(key)):
+            memory = port = 0
+            for sub in subs or ():
+                if self.program.kind(sub[0]) == "memory":
+                    memory += 1
+                else:
+                    port += self.program.width(sub[0])
+            n += -(-memory // MAX_CHANNEL_PER_OPERATION) - (-port // MAX_CHANNEL_PER_OPERATION)
         return n
 
     def thread_block(self, g: int, tb: XmlThreadBlock, cut: _Cut,
@@ -743,19 +746,18 @@ class _Counter:
         for p, steps in enumerate(parts):
             pre = steps[:first] if p == 0 else []
             piped = steps[len(pre):]
-            sems = sum(self.releases.get((g, tb.id, st.s), 0) for st in pre)
-            waits = sum(1 for st in piped if st.depid >= 0 and (g, st.depid, st.deps) in self.early)
             key = (g, tb.id, p)
-            before_pipeline = len(pre) + (1 if pre else 0) + \
-                -(-sems // MAX_SEMAPHORES_PER_OP) + -(-waits // MAX_SEMAPHORES_PER_OP) + \
-                self.readiness(cut, key) + (1 if waits or cut.sends_of.get(key) else 0)
             ops = _Counting()
             if chain and piped:
                 ops.wait_like(None)
+            waits = 0                   # acquired before the pipeline
             for step in piped:
                 before = ops.n
-                if step.depid >= 0 and (g, step.depid, step.deps) not in self.early:
-                    ops.wait_like(None)
+                if step.depid >= 0:
+                    if (g, step.depid, step.deps) in self.early:
+                        waits += 1
+                    else:
+                        ops.wait_like(None)
                 self.step(ops, g, tb, step, cut)
                 for _ in range(-(-self.releases.get((g, tb.id, step.s), 0)
                                  // MAX_SEMAPHORES_PER_OP)):
@@ -766,7 +768,12 @@ class _Counter:
                 ops.signal_like(None)
             if ops.dirty or ops.waited:
                 ops.sync()
-            sizes[key] = before_pipeline + (ops.n + 1 if ops.n else 0)
+            n = ops.n + 1 if ops.n else 0
+            if pre:
+                sems = sum(self.releases.get((g, tb.id, st.s), 0) for st in pre)
+                n += len(pre) + 1 + -(-sems // MAX_SEMAPHORES_PER_OP)
+            sizes[key] = n + -(-waits // MAX_SEMAPHORES_PER_OP) + self.readiness(cut, key) + \
+                (1 if waits or cut.sends_of.get(key) else 0)
 
     def step(self, ops: _Counting, g: int, tb: XmlThreadBlock, step: XmlStep, cut: _Cut
              ) -> None:
