@@ -385,7 +385,8 @@ def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLim
     from canopy.engine.mscclpp.writer import MscclppLimitError, check_fits
 
     try:
-        algo = plan_algo(laid, k, MscclOptions(inplace=True, limits=limits, layout="auto"))
+        algo = plan_algo(laid, k, MscclOptions(inplace=True, limits=limits, layout="auto"),
+                         routes=False)
     except MscclLimitError:
         return True       # the MSCCL export's own limits: it says so when it writes
     try:

@@ -264,10 +264,11 @@ def threadblocks_element(assignment: ThreadBlockAssignment,
 
 
 def threadblocks_algo(assignment: ThreadBlockAssignment,
-                      options: MscclOptions | None = None) -> XmlAlgo:
+                      options: MscclOptions | None = None, routes: bool = True) -> XmlAlgo:
     """The program of :func:`threadblocks_element` as
     :func:`canopy.engine.msccl.reader.read_msccl_bytes` reads it back, built without the
-    XML text (what the runtime choice counts an MSCCL++ plan's thread blocks on)."""
+    XML text (what the runtime choice counts an MSCCL++ plan's thread blocks on);
+    ``routes=False`` leaves every thread block's ``via`` empty (counting needs none)."""
     options = options or MscclOptions()
     plan: StepProgram = assignment.plan
     name, coll = _algo_names(assignment, options)
@@ -276,7 +277,8 @@ def threadblocks_algo(assignment: ThreadBlockAssignment,
                                                        strict=True)):
         gpu = XmlGpu(rank, *plan.buffer_sizes(rank))
         for tb_id, (tb, steps) in enumerate(zip(rank_tbs, rank_steps, strict=True)):
-            via = tuple(x for x in (via_text(tb.route) or "").split(",") if x)
+            via = tuple(x for x in (via_text(tb.route) or "").split(",") if x) if routes \
+                else ()
             gpu.tbs.append(XmlThreadBlock(tb_id, tb.send, tb.recv, tb.channel, steps, via))
         gpus.append(gpu)
     return XmlAlgo(name, options.protocol, assignment.nchannels, plan.nchunks, plan.ngpus,
@@ -304,10 +306,10 @@ def plan_xml(plan: CollectivePlan, chunks: int | None = None,
 
 
 def plan_algo(plan: CollectivePlan, chunks: int | None = None,
-              options: MscclOptions | None = None) -> XmlAlgo:
+              options: MscclOptions | None = None, routes: bool = True) -> XmlAlgo:
     """The program :func:`plan_xml` writes, as its reader reads it back
     (:func:`threadblocks_algo`)."""
-    return threadblocks_algo(plan_threadblocks(plan, chunks, options), options)
+    return threadblocks_algo(plan_threadblocks(plan, chunks, options), options, routes)
 
 
 def write_msccl(path: str | os.PathLike[str], schedule: Schedule,

@@ -195,8 +195,8 @@ class _Counting(_Order):
 
 class _Program:
     """What every cut of ``algo`` into parts shares: each connection's sending and
-    receiving steps in message order (checked to match), where each message lands
-    (rule 2: the receiver's slot or a fresh scratch slot after the program's scratch),
+    receiving steps in message order (checked to match), the fresh scratch slot after the
+    program's scratch where each reducing receive lands (rule 2),
     each connection's channel type and lanes (rules 1, 10), and the uncut program's
     sub-connections (:class:`_Cut`)."""
 
@@ -214,15 +214,11 @@ class _Program:
                 raise ScheduleError(f"connection {conn[0]} -> {conn[1]} (channel {conn[2]}) "
                                     "sends and receives different numbers of messages.")
         self.scratch = [g.s_chunks for g in algo.gpus]
-        self.targets: dict[tuple[Conn, int], tuple[str, int]] = {}
         self.temps: dict[tuple[int, int, int], int] = {}
         for conn, steps in self.recv.items():
             h = conn[1]
-            for n, (tid, step) in enumerate(steps):
-                if step.type in ("r", "rcs"):
-                    self.targets[(conn, n)] = (step.dstbuf, step.dstoff)
-                else:
-                    self.targets[(conn, n)] = ("s", self.scratch[h])
+            for tid, step in steps:
+                if step.type not in ("r", "rcs"):
                     self.temps[(h, tid, step.s)] = self.scratch[h]
                     self.scratch[h] += step.cnt
         # the thread blocks holding each connection's steps, and those whose readiness
@@ -344,7 +340,12 @@ class _Writer(_Cut):
         self.unit = unit_size
         self.kind, self.width = program.kind, program.width
         self.send, self.recv = program.send, program.recv
-        self.targets, self.temps = program.targets, program.temps
+        self.temps = program.temps
+        # where each message lands (rule 2): the receiver's slot or its scratch slot
+        self.targets: dict[tuple[Conn, int], tuple[str, int]] = {
+            (conn, n): (step.dstbuf, step.dstoff) if step.type in ("r", "rcs")
+            else ("s", self.temps[(conn[1], tid, step.s)])
+            for conn, steps in self.recv.items() for n, (tid, step) in enumerate(steps)}
         self.tbs = {(g.id, tb.id, p): _Tb(g.id, tb.id)
                     for g in algo.gpus for tb in g.tbs
                     for p in range(len(self.parts[(g.id, tb.id)]))}
