@@ -25,12 +25,15 @@ The plan becomes a :class:`~canopy.engine.execution.simulate.Program` as the run
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, loop_time
-from canopy.engine.execution.kernel import run_program
+from canopy.engine.execution.kernel import FlatProgram, run_flat
 from canopy.engine.execution.program import DEFAULT_LATENCY_US, Program, algbw_gbps
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import add_path_load
@@ -106,10 +109,16 @@ class _Builder:
         self.program = Program()
         self.hops: dict[tuple, list[int]] = {}
         self.loads: dict = {}
-        self.size: list[Fraction] = []
-        self.after: list[list[int]] = []
-        self.depth: list[int] = []                  # the longest chain of sends up to each
-        self.conn: list[int] = []
+        # per send: its connection, its size (an index into ``amounts``), the sends it waits
+        # for (``after``) and the longest chain of waits up to it; ``waits`` holds the
+        # same lists less what its connection's previous send waited for (CSR, ``wait_ptr``)
+        self.conn = array("q")
+        self.amount_of = array("q")
+        self.amounts: dict[Fraction, int] = {}
+        self.after: list[tuple[int, ...]] = []
+        self.depth = array("q")
+        self.waits, self.wait_ptr = array("q"), array("q", [0])
+        self.last_on: dict[int, tuple[int, ...]] = {}   # per connection: its last send's after
         self.sized: dict[tuple, Fraction] = {}      # bytes_of's answers
         self.need: list[tuple] = []                 # what the last blocked step waits on
         self.woken: set[tuple[int, int]] = set()    # thread blocks whose wait may pass now
@@ -145,14 +154,23 @@ class _Builder:
         return self.hops[key]
 
     def message(self, hops: list[int], size: Fraction, after: list[int]) -> int:
-        prev, sid = list(after), -1
+        """A message over ``hops`` once ``after`` arrived; its last hop's send. A connection
+        starts a send only once the one before it has started, so what that one waited for
+        has arrived by then: the run gets only the rest (``waits``), which changes no event
+        of it."""
+        amount = self.amounts.setdefault(size, len(self.amounts))
+        prev, sid = tuple(after), -1
         for hop in hops:
-            sid = len(self.size)
-            self.size.append(size)
+            sid = len(self.conn)
+            self.conn.append(hop)
+            self.amount_of.append(amount)
             self.after.append(prev)
             self.depth.append(1 + max((self.depth[a] for a in prev), default=0))
-            self.conn.append(hop)
-            prev = [sid]
+            before = self.last_on.get(hop, ())
+            self.waits.extend(a for a in prev if a not in before)
+            self.wait_ptr.append(len(self.waits))
+            self.last_on[hop] = prev
+            prev = (sid,)
         return sid
 
     def latest(self, sends: list[int]) -> list[int]:
@@ -201,7 +219,7 @@ class _Builder:
         return max(1, min(n, self.count))
 
     # -- the walk ----------------------------------------------------------------------
-    def build(self) -> Program:
+    def build(self) -> _Builder:
         plan = self.plan
         seqs: dict[tuple[int, int], list[tuple[Op, int, Op | None]]] = {}
         for gpu in plan.gpus:
@@ -257,8 +275,29 @@ class _Builder:
             if live and not moved:
                 raise ScheduleError("the plan's waits wait on each other (run canopy "
                                     "check-plan without --topology for where).")
-        for sid, size in enumerate(self.size):
-            self.program.send(self.conn[sid], size, self.after[sid])
+        return self
+
+    def flat(self) -> FlatProgram:
+        """The sends walked, as the event loop runs them (each send's ``waits``)."""
+        n = len(self.conn)
+        waits = np.frombuffer(self.waits, dtype=np.int64)
+        ptr = np.frombuffer(self.wait_ptr, dtype=np.int64)
+        pending = ptr[1:] - ptr[:-1]
+        order = np.argsort(waits, kind="stable")
+        dep_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(waits, minlength=n), out=dep_ptr[1:])
+        return FlatProgram(self.program.connections, np.frombuffer(self.conn, dtype=np.int64),
+                           np.frombuffer(self.amount_of, dtype=np.int64), list(self.amounts),
+                           pending, dep_ptr,
+                           np.repeat(np.arange(n, dtype=np.int64), pending)[order],
+                           np.zeros(0, dtype=np.int64))
+
+    def sends(self) -> Program:
+        """The sends walked as a program (each send's ``waits``)."""
+        sizes = list(self.amounts)
+        for sid, hop in enumerate(self.conn):
+            self.program.send(hop, sizes[self.amount_of[sid]],
+                              self.waits[self.wait_ptr[sid]:self.wait_ptr[sid + 1]])
         return self.program
 
     def endpoint(self, g: int, kind: str, index: int) -> tuple[int, tuple]:
@@ -370,18 +409,16 @@ def time_plan(plan: PlanModel, topology: Topology, size: Fraction | int,
         raise ScheduleError("the message size must be positive.")
     count = iterations(plan, size)
 
-    def build(n: int) -> Program:
-        return _Builder(plan, topology, size, n).build()
-
-    one = build(1)
+    one = _Builder(plan, topology, size, 1).build()
+    program = one.sends()
 
     def run(n: int) -> Fraction:
-        return run_program(topology, build(n), default_latency)
+        return run_flat(topology, _Builder(plan, topology, size, n).build().flat(),
+                        default_latency, False, None, None)
 
     def floor() -> Fraction:
         from canopy.engine.msccl.timing import _floor_period
-        return _floor_period(one, topology, 1)
+        return _floor_period(program, topology, 1)
 
-    from canopy.engine.msccl.timing import _stages
-    loop = loop_time(run, count, len(one.sends), _stages(one), floor, budget)
-    return PlanTiming(loop.time_us, size, count, len(one.connections), loop.messages)
+    loop = loop_time(run, count, len(program.sends), max(one.depth, default=0), floor, budget)
+    return PlanTiming(loop.time_us, size, count, len(program.connections), loop.messages)
