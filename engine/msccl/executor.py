@@ -223,25 +223,26 @@ class _Run:
         return where(gpu.id, tb.id, step)
 
     def read(self, g: int, buf: str, off: int, cnt: int, epoch: int) -> list[Value]:
-        out: list[Value] = []
         step = self.pc[g]
         memory, where_range = self.slots(g, buf, off, cnt, "reads")
-        for i, x in enumerate(where_range):
-            where = f"{buf}[{off + i}]"
-            w = memory.writer[x]
-            if w is not None and w[0] != g and self.clock[g, w[0]] < w[1]:
-                self.fail(g, f"reads {where}, which {self._describe_tb(w[0], w[2])} writes "
-                             "with no dependency ordering the two (a dependency is missing).")
-            value = memory.value[x]
-            if value is None:
-                self.fail(g, f"reads {where} before anything is written there; "
-                             f"{self._pending_writer(g, buf, off + i)}")
-            readers = memory.readers[x]
-            if readers is None:
-                readers = memory.readers[x] = {}
-            readers[g] = (epoch, step)
-            out.append(value)
-        return out
+        clock = self.clock[g]
+        values, writers, readers = memory.value, memory.writer, memory.readers
+        for x in where_range:
+            w = writers[x]
+            if w is not None and w[0] != g and clock[w[0]] < w[1]:
+                self.fail(g, f"reads {buf}[{off + x - where_range.start}], which "
+                             f"{self._describe_tb(w[0], w[2])} writes with no dependency "
+                             "ordering the two (a dependency is missing).")
+            if values[x] is None:
+                self.fail(g, f"reads {buf}[{off + x - where_range.start}] before anything "
+                             "is written there; "
+                             f"{self._pending_writer(g, buf, off + x - where_range.start)}")
+            seen = readers[x]
+            if seen is None:
+                readers[x] = {g: (epoch, step)}
+            else:
+                seen[g] = (epoch, step)
+        return values[where_range.start:where_range.stop]
 
     def _pending_writer(self, g: int, buf: str, off: int) -> str:
         """Why a slot is empty: a later write another thread block will do (a missing
@@ -264,20 +265,23 @@ class _Run:
     def write(self, g: int, buf: str, off: int, values: list[Value], epoch: int) -> None:
         step = self.pc[g]
         memory, where_range = self.slots(g, buf, off, len(values), "writes")
-        for i, x in enumerate(where_range):
-            where = f"{buf}[{off + i}]"
-            w = memory.writer[x]
-            if w is not None and w[0] != g and self.clock[g, w[0]] < w[1]:
-                self.fail(g, f"writes {where}, which {self._describe_tb(w[0], w[2])} also "
-                             "writes, with no dependency ordering the two (a dependency is "
-                             "missing or an offset is wrong).")
-            for h, (e, s) in (memory.readers[x] or {}).items():
-                if h != g and self.clock[g, h] < e:
-                    self.fail(g, f"overwrites {where} while {self._describe_tb(h, s)} may "
-                                 "still be reading it (a dependency is missing).")
-            memory.value[x] = values[i]
-            memory.writer[x] = (g, epoch, step)
-            memory.readers[x] = None
+        clock = self.clock[g]
+        writers, readers = memory.writer, memory.readers
+        for x in where_range:
+            w = writers[x]
+            if w is not None and w[0] != g and clock[w[0]] < w[1]:
+                self.fail(g, f"writes {buf}[{off + x - where_range.start}], which "
+                             f"{self._describe_tb(w[0], w[2])} also writes, with no "
+                             "dependency ordering the two (a dependency is missing or an "
+                             "offset is wrong).")
+            for h, (e, s) in (readers[x] or {}).items():
+                if h != g and clock[h] < e:
+                    self.fail(g, f"overwrites {buf}[{off + x - where_range.start}] while "
+                                 f"{self._describe_tb(h, s)} may still be reading it (a "
+                                 "dependency is missing).")
+            writers[x] = (g, epoch, step)
+            readers[x] = None
+        memory.value[where_range.start:where_range.stop] = values
 
     def reduce(self, g: int, a: list[Value], b: list[Value]) -> list[Value]:
         out: list[Value] = []
