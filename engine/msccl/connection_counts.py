@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import (
     CollectivePlan,
@@ -132,12 +134,34 @@ def multiplicities(plan: CollectivePlan) -> list[int]:
 
 
 def split_counts(plan: CollectivePlan, mult: list[int], q: int) -> dict[Key, int]:
+    """Connections per group where every tree of multiplicity m is cut into ceil(m/q)
+    parts, each part with a connection per edge (groups in the order their first edge
+    comes)."""
+    groups, edges = _tree_groups(plan)
+    parts = np.array([-(-m // q) for m in mult], dtype=np.int64)
     counts: dict[Key, int] = defaultdict(int)
-    for tree, m in zip(plan.trees, mult, strict=True):
-        parts = math.ceil(m / q)
-        for e in tree.edges:
-            counts[sender_receiver(tree, e)] += parts
+    counts.update(zip(groups, (parts @ edges).tolist(), strict=True))
     return counts
+
+
+_GROUPS: RecentMemo[tuple[list[Group], Any]] = RecentMemo(1)
+
+
+def _tree_groups(plan: CollectivePlan) -> tuple[list[Group], Any]:
+    """The groups of ``plan``'s tree edges in the order their first edge comes, and per
+    tree its edges in each (an integer matrix, trees by groups), kept for the last plan
+    (a layout's bisection over q asks about one plan many times)."""
+    def walk() -> tuple[list[Group], Any]:
+        index: dict[Group, int] = {}
+        cells = []
+        for ti, tree in enumerate(plan.trees):
+            for e in tree.edges:
+                cells.append((ti, index.setdefault(sender_receiver(tree, e), len(index))))
+        edges = np.zeros((len(plan.trees), len(index)), dtype=np.int64)
+        np.add.at(edges, tuple(np.array(cells, dtype=np.int64).reshape(-1, 2).T), 1)
+        return list(index), edges
+
+    return _GROUPS.get(plan, "groups", walk)
 
 
 def _parts(m: int, q: int) -> list[int]:

@@ -252,14 +252,13 @@ def threadblocks_element(assignment: ThreadBlockAssignment,
             via = via_text(tb.route)
             if via is not None:
                 tb_elem.set("via", via)
-            for step in steps:
-                elem = etree.SubElement(tb_elem, "step")
-                for key, value in [("s", step.s), ("type", step.type),
-                                   ("srcbuf", step.srcbuf), ("srcoff", step.srcoff),
-                                   ("dstbuf", step.dstbuf), ("dstoff", step.dstoff),
-                                   ("cnt", step.cnt), ("depid", step.depid),
-                                   ("deps", step.deps), ("hasdep", int(step.hasdep))]:
-                    elem.set(key, str(value))
+            for step in steps:      # (lxml keeps the attributes in the dict's order)
+                etree.SubElement(tb_elem, "step", {
+                    "s": str(step.s), "type": step.type, "srcbuf": step.srcbuf,
+                    "srcoff": str(step.srcoff), "dstbuf": step.dstbuf,
+                    "dstoff": str(step.dstoff), "cnt": str(step.cnt),
+                    "depid": str(step.depid), "deps": str(step.deps),
+                    "hasdep": str(int(step.hasdep))})
     return algo
 
 
