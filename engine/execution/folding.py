@@ -1,10 +1,11 @@
 """Identical servers simulated once: a program folded by the rotation of its servers.
 
 When a topology's servers (the ``group`` of its nodes, in file order) are alike and wired
-alike, the rotation π that moves each server's i-th node to the next server's i-th node
-(nodes outside servers stay) can be an automorphism of the network: every link maps to a
-link of the same bandwidth and latency (:func:`canopy.engine.network.servers.server_rotation`
-checks). If π also maps a
+alike, the rotation π that moves each server's i-th node to the i-th node of the server s
+further on (nodes outside servers staying, or moved alike: a leaf-spine's pods exchange
+their leaves) can be an automorphism of the network of order m (the number of servers
+over s): every link maps to a link of the same bandwidth and latency
+(:func:`canopy.engine.network.servers.server_rotations` finds them). If π also maps a
 program onto itself (connections onto connections of the same weight along the image
 route, each connection's sends in the same order, dependencies onto dependencies:
 :func:`fold` checks), the execution is invariant under π: send π(s) is delivered when s
@@ -15,8 +16,8 @@ So one send per orbit is enough (the quotient of the program by π). Keep the se
 one connection per orbit of connections; a dependency on a send becomes a dependency on
 its orbit's kept send, delivered at the same time; a link stands for its orbit, with its
 capacity divided by the number of members of one send orbit that cross it (m over the
-link orbit's size, m the number of servers): a link outside the servers that all m
-copies of a send cross shares itself m ways, as in the whole program. With m servers an
+link orbit's size, m the order of π): a link outside the servers that all m
+copies of a send cross shares itself m ways, as in the whole program. With π of order m an
 iteration of a ring or ForestColl plan on identical servers runs m times fewer sends. In
 exact arithmetic the times equal the whole program's; in floats they agree to rounding
 (tests). Programs that are not invariant (TACOS's randomised timetables, Blink's single

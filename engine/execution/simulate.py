@@ -135,7 +135,7 @@ from canopy.engine.model.plan import (
     bandwidth_bound,
 )
 from canopy.engine.model.topology import Topology
-from canopy.engine.network.servers import server_rotation
+from canopy.engine.network.servers import server_rotations
 
 MIN_SLICE_BYTES = 64 << 10           # smallest message worth pipelining
 
@@ -304,12 +304,33 @@ FoldedLinks = dict[tuple[str, str], tuple[tuple[str, str], Fraction]]
 
 def _folded(topology: Topology, plan: CollectivePlan, template: IterationTemplate
             ) -> tuple[IterationTemplate, FoldedLinks] | None:
-    """``template`` folded by the rotation of identical servers with its link classes
-    (:mod:`canopy.engine.execution.folding`), or None when the plan is not invariant."""
-    found = server_rotation(topology)
-    if found is None or template.ordered:
+    """``template`` folded by the first rotation of identical servers that keeps it, with
+    its link classes (:mod:`canopy.engine.execution.folding`; the rotations of
+    :func:`canopy.engine.network.servers.server_rotations`, most folding first), or None
+    when the plan is invariant under none."""
+    if template.ordered:
         return None
-    rotation, m = found
+    for rotation, m in _rotations(topology):
+        folded = _folded_by(plan, template, rotation, m)
+        if folded is not None:
+            return folded
+    return None
+
+
+_ROTATIONS: dict[str, list[tuple[dict[str, str], int]]] = {}
+
+
+def _rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
+    """:func:`server_rotations` of ``topology``, kept for the last few networks."""
+    key = topology.fingerprint()
+    if key not in _ROTATIONS:
+        _remember(_ROTATIONS, key, server_rotations(topology))
+    return _ROTATIONS[key]
+
+
+def _folded_by(plan: CollectivePlan, template: IterationTemplate, rotation: dict[str, str],
+               m: int) -> tuple[IterationTemplate, FoldedLinks] | None:
+    """``template`` folded by ``rotation`` (of order m), or None when it is not invariant."""
     edges = edge_permutation(plan, rotation)
     if edges is None:
         return None

@@ -3,7 +3,8 @@
 A *server* is the set of nodes that share a ``group`` in the topology (a DGX, one host of
 an import, one server of a generator), in file order. Identical servers wired alike give
 automorphisms of the network: swapping two of them position by position
-(:func:`identical_groups`), or rotating all of them by one (:func:`server_rotation`). The
+(:func:`identical_groups`), rotating all of them by one (:func:`server_rotation`), or by
+several with the switches between them moved alike (:func:`server_rotations`). The
 optimum needs flows to one server's compute nodes only, the LP of ForestColl's App. E
 (Zhao et al., arXiv:2402.06787) keeps one budget per link orbit, and the simulator runs one
 send per orbit.
@@ -63,6 +64,79 @@ def server_rotation(topology: Topology) -> tuple[dict[str, str], int] | None:
         if caps.get(moved) != cap or lats.get(moved) != lats.get((a, b)):
             return None
     return rotation, len({n.group for n in nodes if n.group is not None})
+
+
+def server_rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
+    """Every (π, d) where π rotates the m servers by s (each server's i-th node to the
+    i-th node of the server s further on), s dividing m and below it, and moves the nodes
+    outside servers so that π is an automorphism: every link maps to a link of the same
+    bandwidth and latency; d = m / s is π's order. Fewest servers first (the most
+    folding: :mod:`canopy.engine.execution.folding`). Rotating by one is
+    :func:`server_rotation` where it keeps the outside nodes in place; a leaf-spine whose
+    leaves each serve a pod of p servers has no such rotation, but rotating by p with the
+    pods' leaves exchanged is one (:func:`_outside_images`)."""
+    nodes = topology.nodes
+    members = server_members([n.group for n in nodes])
+    m = len(members)
+    if m < 2 or len({len(server) for server in members}) != 1:
+        return []
+    caps, lats = topology.capacities(), topology.latencies()
+    found = []
+    for shift in range(1, m):
+        if m % shift:
+            continue
+        image: dict[str, str] = {}
+        for k, server in enumerate(members):
+            for v, w in zip(server, members[(k + shift) % m], strict=True):
+                image[nodes[v].id] = nodes[w].id
+        if any(topology.node(a).kind != topology.node(b).kind for a, b in image.items()):
+            continue
+        rotation = _outside_images(topology, image)
+        if rotation is not None and all(
+                caps.get((rotation[a], rotation[b])) == cap
+                and lats.get((rotation[a], rotation[b])) == lats.get((a, b))
+                for (a, b), cap in caps.items()):
+            found.append((rotation, m // shift))
+    return found
+
+
+def _outside_images(topology: Topology, image: dict[str, str]) -> dict[str, str] | None:
+    """``image`` (the servers' nodes) extended to the nodes outside servers, or None where
+    that is not one way: in rounds, a node whose neighbours include nodes already mapped
+    goes to the node of its kind whose neighbours among the images are the images of its
+    own (itself where it is one of them, else the only one), until every node is mapped.
+    Whether the result keeps every link is the caller's check."""
+    rotation = dict(image)
+    neighbours: dict[str, set[str]] = {n.id: set() for n in topology.nodes}
+    for a, b in topology.capacities():
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    kind = {n.id: n.kind for n in topology.nodes}
+    left = [n.id for n in topology.nodes if n.id not in rotation]
+    while left:
+        mapped, taken = set(rotation), set(rotation.values())
+        by_key: dict[tuple[object, frozenset[str]], list[str]] = {}
+        for v in left:
+            if v not in taken:
+                by_key.setdefault((kind[v], frozenset(neighbours[v] & taken)), []).append(v)
+        still = []
+        for u in left:
+            known = neighbours[u] & mapped
+            if not known:
+                still.append(u)
+                continue
+            candidates = by_key.get((kind[u], frozenset(rotation[x] for x in known)), [])
+            chosen = u if u in candidates else candidates[0] if len(candidates) == 1 else None
+            if chosen is None:
+                return None
+            rotation[u] = chosen
+            candidates.remove(chosen)
+        if len(still) == len(left):
+            return None
+        left = still
+    if len(set(rotation.values())) != len(rotation):
+        return None
+    return rotation
 
 
 def compute_nodes_by_server(topology: Topology) -> list[list[str]]:

@@ -16,7 +16,7 @@ from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, ring_pl
 from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl.connections import layouts
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.network.servers import server_rotation
+from canopy.engine.network.servers import server_rotation, server_rotations
 
 
 def shared_core(servers: int, gpus: int = 2) -> Topology:
@@ -167,3 +167,36 @@ def test_forestcoll_layout_keeps_tree_order_where_servers_differ():
     assert all(e.priority == 0 for t in laid.trees for e in t.edges)
     assert sim.simulate(topology, laid, 1 << 22, 2).messages == \
         sim.simulate(topology, laid, 1 << 22, 2, symmetry=False).messages
+
+
+def test_pods_of_a_leaf_spine_fold_with_their_leaves_exchanged():
+    """4 servers of 2 GPUs, two servers per leaf: rotating the servers by one moves a
+    server off its leaf, so it is no automorphism; rotating by two with the two pods'
+    leaves exchanged (spines staying) is one, and the ring and ForestColl's plan run
+    folded on half the sends with the whole program's exact times."""
+    topology = generate("cluster", {"servers": "4", "gpus": "2", "scale_out": "leaf-spine",
+                                    "servers_per_leaf": "2"})
+    assert server_rotation(topology) is None
+    [(rotation, order)] = server_rotations(topology)
+    assert order == 2 and rotation["n0.gpu1"] == "n2.gpu1" and rotation["n3.nic0"] == "n1.nic0"
+    assert rotation["leaf0.1"] == "leaf1.1" and rotation["leaf1.0"] == "leaf0.0"
+    assert rotation["spine0"] == "spine0"
+    plans = [ring_baseline(topology, "allgather").plan_at(Fraction(1 << 22)),
+             schedule_plan(solve(topology, "reduce-scatter"))]
+    for plan in plans:
+        folded = sim.simulate(topology, plan, 1 << 22, 3, exact=True)
+        whole = sim.simulate(topology, plan, 1 << 22, 3, exact=True, symmetry=False)
+        assert 2 * folded.messages == whole.messages
+        assert folded.time_us == whole.time_us
+
+
+def test_switches_outside_servers_stay_or_no_rotation_is_found():
+    """The core switches outside the servers serve every server alike, so each is its
+    own image; with one server's uplink to the core faster than the others' no rotation
+    keeps every link's bandwidth, and none is found."""
+    topology = shared_core(2)
+    [(rotation, order)] = server_rotations(topology)
+    assert order == 2 and rotation["up"] == "up" and rotation["down"] == "down"
+    lopsided = shared_core(2)
+    lopsided.links.append(Link("s0.sw", "up", Fraction(5), duplex=False))
+    assert server_rotations(lopsided) == []
