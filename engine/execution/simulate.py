@@ -317,7 +317,7 @@ def _folded(topology: Topology, plan: CollectivePlan, template: IterationTemplat
     return None
 
 
-_ROTATIONS: dict[str, list[tuple[dict[str, str], int]]] = {}
+_ROTATIONS: dict[Hashable, list[tuple[dict[str, str], int]]] = {}
 
 
 def _rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
