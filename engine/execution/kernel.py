@@ -342,17 +342,23 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     members = [[(zero, 0, 0, 0)] for _ in range(nlinks)]
     for lid in range(nlinks):
         members[lid].pop()
-    # The sends streaming over each link, in the order they started: a linked list over
-    # the entries k of ``cl_idx`` (a connection streams one send at a time, so entry k
-    # stands for its connection's current send ``who[k]`` on link ``cl_idx[k]``).
+    # The connections streaming over each link, in the order they started: a linked list
+    # over the entries k of ``cl_idx`` (entry k is connection ``owner[k]`` on link
+    # ``cl_idx[k]``).
     first = _filled(nlinks, -1)
     last = _filled(nlinks, -1)
     nxt = _filled(len(cl_idx), -1)
     prv = _filled(len(cl_idx), -1)
-    who = _filled(len(cl_idx), 0)
-    bottleneck = _filled(n, -1)
-    target = _filled(n, zero)
-    version = _filled(n, 0)
+    owner = _filled(len(cl_idx), 0)
+    for c in range(nconn):
+        for k in range(cl_ptr[c], cl_ptr[c + 1]):
+            owner[k] = c
+    # A connection streams one send at a time, its ``q_idx[head[c]]``: that send's
+    # bottleneck link (-1 before it streams), virtual finish time and the version of its
+    # entry in its bottleneck's ``members`` are kept per connection.
+    bottleneck = _filled(nconn, -1)
+    target = _filled(nconn, zero)
+    version = _filled(nconn, 0)
     head = _copied(q_ptr[:nconn])
     busy = _filled(nconn, False)
     pend = _copied(pending)
@@ -362,7 +368,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     seq = 0
     START, LINK, ARRIVE = 0, 1, 2
     touched_at = _filled(nlinks, -1)
-    moved_at = _filled(n, -1)
+    moved_at = _filled(nconn, -1)
     touched = _filled(nlinks, 0)          # per batch, with their counts
     started = _filled(nconn, 0)
     done = _filled(nconn, 0)
@@ -377,12 +383,15 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     soon_version = _filled(soon, 0)
     nsoon = 0
     # Deliveries of connections with the same latency, in the order their sends finished
-    # (so in time order): per queue its first and last send, per send the next one.
+    # (so in time order): entries appended in that order (the send, its time and sequence
+    # number), per queue its first and last entry, per entry the next one.
     lane_first = _filled(lanes, -1)
     lane_last = _filled(lanes, -1)
     lane_next = _filled(n, -1)
+    lane_send = _filled(n, 0)
     due = _filled(n, zero)
     due_seq = _filled(n, 0)
+    appended = 0
     queued = 0
     for c in range(nconn):
         if q_ptr[c] < q_ptr[c + 1]:
@@ -390,7 +399,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
             if pend[s] == 0:
                 busy[c] = True
                 seq += 1
-                heapq.heappush(heap, (zero, seq, START, s, 0))
+                heapq.heappush(heap, (zero, seq, START, c, 0))
     delivered = 0
     end = zero
     batch = 0
@@ -447,9 +456,10 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     x = item[3]
                     item_version = item[4]
                 else:
-                    x = lane_first[from_lane]
-                    lane_first[from_lane] = lane_next[x]
-                    if lane_next[x] < 0:
+                    h = lane_first[from_lane]
+                    x = lane_send[h]
+                    lane_first[from_lane] = lane_next[h]
+                    if lane_next[h] < 0:
                         lane_last[from_lane] = -1
                     queued -= 1
                     kind = ARRIVE
@@ -469,16 +479,16 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 arrived[narrived] = x
                 narrived += 1
             elif kind == START:
-                if size[x] <= 0:
-                    done[ndone] = x
+                c = x
+                amount = size[q_idx[head[c]]]
+                if amount <= 0:
+                    done[ndone] = c
                     ndone += 1
                     continue
-                c = conn[x]
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     lid = cl_idx[k]
-                    unsent[lid] -= size[x]
+                    unsent[lid] -= amount
                     link_weight[lid] += weight[c]
-                    who[k] = x
                     nxt[k] = -1
                     prv[k] = last[lid]
                     if last[lid] >= 0:
@@ -490,7 +500,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         touched_at[lid] = batch
                         touched[ntouched] = lid
                         ntouched += 1
-                started[nstarted] = x
+                started[nstarted] = c
                 nstarted += 1
             elif item_version == link_version[x]:
                 group = members[x]
@@ -498,9 +508,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     heapq.heappop(group)
                 if len(group) == 0:
                     continue
-                s = heapq.heappop(group)[2]
-                version[s] += 1
-                c = conn[s]
+                c = heapq.heappop(group)[2]
+                version[c] += 1
+                bottleneck[c] = -1
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     lid = cl_idx[k]
                     link_weight[lid] -= weight[c]
@@ -520,7 +530,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     touched_at[x] = batch
                     touched[ntouched] = x
                     ntouched += 1
-                done[ndone] = s
+                done[ndone] = c
                 ndone += 1
         nmoved = 0
         for i in range(ntouched):
@@ -533,62 +543,60 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
             if share[lid] < old:
                 k = first[lid]
                 while k >= 0:
-                    s = who[k]
+                    c = owner[k]
                     k = nxt[k]
-                    if bottleneck[s] >= 0 and share[bottleneck[s]] > share[lid] \
-                            and moved_at[s] != batch:
-                        moved_at[s] = batch
-                        moved[nmoved] = s
+                    if bottleneck[c] >= 0 and share[bottleneck[c]] > share[lid] \
+                            and moved_at[c] != batch:
+                        moved_at[c] = batch
+                        moved[nmoved] = c
                         nmoved += 1
             elif share[lid] > old:
                 k = first[lid]
                 while k >= 0:
-                    s = who[k]
+                    c = owner[k]
                     k = nxt[k]
-                    if bottleneck[s] == lid and moved_at[s] != batch:
-                        moved_at[s] = batch
-                        moved[nmoved] = s
+                    if bottleneck[c] == lid and moved_at[c] != batch:
+                        moved_at[c] = batch
+                        moved[nmoved] = c
                         nmoved += 1
         for i in range(nmoved):
-            s = moved[i]
-            c = conn[s]
+            c = moved[i]
             best = cl_idx[cl_ptr[c]]
             for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
                 if share[cl_idx[k]] < share[best]:
                     best = cl_idx[k]
-            old_b = bottleneck[s]
+            old_b = bottleneck[c]
             if share[best] < share[old_b]:
                 v = clock[old_b] + share[old_b] * (now - mark[old_b])
-                left = (target[s] - v) * weight[c]
+                left = (target[c] - v) * weight[c]
                 if not left > 0:
                     left = zero
                 if touched_at[old_b] != batch:
                     touched_at[old_b] = batch
                     touched[ntouched] = old_b
                     ntouched += 1
-                version[s] += 1
-                bottleneck[s] = best
+                version[c] += 1
+                bottleneck[c] = best
                 v = clock[best] + share[best] * (now - mark[best])
-                target[s] = v + left / weight[c]
+                target[c] = v + left / weight[c]
                 seq += 1
-                heapq.heappush(members[best], (target[s], seq, s, version[s]))
+                heapq.heappush(members[best], (target[c], seq, c, version[c]))
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
                     ntouched += 1
         for i in range(nstarted):
-            s = started[i]
-            c = conn[s]
+            c = started[i]
             best = cl_idx[cl_ptr[c]]
             for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
                 if share[cl_idx[k]] < share[best]:
                     best = cl_idx[k]
-            version[s] += 1
-            bottleneck[s] = best
+            version[c] += 1
+            bottleneck[c] = best
             v = clock[best] + share[best] * (now - mark[best])
-            target[s] = v + size[s] / weight[c]
+            target[c] = v + size[q_idx[head[c]]] / weight[c]
             seq += 1
-            heapq.heappush(members[best], (target[s], seq, s, version[s]))
+            heapq.heappush(members[best], (target[c], seq, c, version[c]))
             if touched_at[best] != batch:
                 touched_at[best] = batch
                 touched[ntouched] = best
@@ -611,8 +619,8 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     soon_version[nsoon] = link_version[lid]
                     nsoon += 1
         for i in range(ndone):
-            s = done[i]
-            c = conn[s]
+            c = done[i]
+            s = q_idx[head[c]]
             busy[c] = False
             head[c] += 1
             if head[c] < q_ptr[c + 1]:
@@ -621,18 +629,20 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     busy[c] = True
                     seq += 1
                     soon_kind[nsoon] = START
-                    soon_x[nsoon] = t
+                    soon_x[nsoon] = c
                     nsoon += 1
             seq += 1
             if now + alpha[c] > now and lane[c] >= 0:
                 k = lane[c]
-                due[s] = now + alpha[c]
-                due_seq[s] = seq
+                lane_send[appended] = s
+                due[appended] = now + alpha[c]
+                due_seq[appended] = seq
                 if lane_last[k] >= 0:
-                    lane_next[lane_last[k]] = s
+                    lane_next[lane_last[k]] = appended
                 else:
-                    lane_first[k] = s
-                lane_last[k] = s
+                    lane_first[k] = appended
+                lane_last[k] = appended
+                appended += 1
                 queued += 1
             elif now + alpha[c] > now:
                 heapq.heappush(heap, (now + alpha[c], seq, ARRIVE, s, 0))
@@ -655,7 +665,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         busy[c] = True
                         seq += 1
                         soon_kind[nsoon] = START
-                        soon_x[nsoon] = t
+                        soon_x[nsoon] = c
                         nsoon += 1
     return end, delivered
 
