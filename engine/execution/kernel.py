@@ -263,8 +263,12 @@ def compiled_event_loop() -> Callable[..., tuple[Any, int]] | None:
         else:
             import ctypes
             import types
+            sifted = numba.njit(_sifted)
+            unheaped = types.FunctionType(_unheaped.__code__,
+                                          dict(_unheaped.__globals__, _sifted=sifted))
             scope = dict(_event_loop.__globals__, _filled=numba.njit(_filled_array),
-                         _copied=numba.njit(_copied_array))
+                         _copied=numba.njit(_copied_array), _sifted=sifted,
+                         _unheaped=numba.njit(unheaped))
             loop = types.FunctionType(_event_loop.__code__, scope, "_event_loop")
             _COMPILED.extend([numba.njit(cache=True)(loop),
                               ctypes.CFUNCTYPE(None)(_call_check)])
@@ -291,6 +295,45 @@ def _filled_array(count: int, value: Any) -> Any:
 
 def _copied_array(values: Any) -> Any:
     return values.copy()
+
+
+def _sifted(heap: Any, place: Any, key: Any, ranked: Any, base: int, size: int,
+            i: int) -> None:
+    """Moves entry i of the binary heap ``heap[base:base + size]`` (connections, by
+    (``key``, ``ranked``)) up or down to its place, noting places in ``place``."""
+    c = heap[base + i]
+    while i > 0:
+        up = (i - 1) // 2
+        p = heap[base + up]
+        if not (key[c] < key[p] or (key[c] == key[p] and ranked[c] < ranked[p])):
+            break
+        heap[base + i] = p
+        place[p] = i
+        i = up
+    while 2 * i + 1 < size:
+        child = 2 * i + 1
+        d = heap[base + child]
+        if child + 1 < size:
+            e = heap[base + child + 1]
+            if key[e] < key[d] or (key[e] == key[d] and ranked[e] < ranked[d]):
+                child += 1
+                d = e
+        if not (key[d] < key[c] or (key[d] == key[c] and ranked[d] < ranked[c])):
+            break
+        heap[base + i] = d
+        place[d] = i
+        i = child
+    heap[base + i] = c
+    place[c] = i
+
+
+def _unheaped(heap: Any, place: Any, key: Any, ranked: Any, base: int, size: int,
+              i: int) -> None:
+    """Takes entry i out of the binary heap ``heap[base:base + size + 1]`` (see
+    :func:`_sifted`), leaving ``size`` entries."""
+    if i < size:
+        heap[base + i] = heap[base + size]
+        _sifted(heap, place, key, ranked, base, size, i)
 
 
 def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes: int,
@@ -339,9 +382,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     clock = _filled(nlinks, zero)
     mark = _filled(nlinks, zero)
     link_version = _filled(nlinks, 0)
-    members = [[(zero, 0, 0, 0)] for _ in range(nlinks)]
-    for lid in range(nlinks):
-        members[lid].pop()
     # The connections streaming over each link, in the order they started: a linked list
     # over the entries k of ``cl_idx`` (entry k is connection ``owner[k]`` on link
     # ``cl_idx[k]``).
@@ -354,11 +394,22 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
         for k in range(cl_ptr[c], cl_ptr[c + 1]):
             owner[k] = c
     # A connection streams one send at a time, its ``q_idx[head[c]]``: that send's
-    # bottleneck link (-1 before it streams), virtual finish time and the version of its
-    # entry in its bottleneck's ``members`` are kept per connection.
+    # bottleneck link (-1 before it streams) and virtual finish time ``target`` are kept
+    # per connection, with the sequence number ``ranked`` given when it was last set.
     bottleneck = _filled(nconn, -1)
     target = _filled(nconn, zero)
-    version = _filled(nconn, 0)
+    ranked = _filled(nconn, 0)
+    # Per link a binary heap of the connections it bottlenecks, by (target, ranked):
+    # ``members[base[lid]:base[lid] + size[lid]]`` (room for every connection crossing
+    # the link), ``place[c]`` the index of connection c in its bottleneck's heap.
+    base = _filled(nlinks + 1, 0)
+    for k in range(len(cl_idx)):
+        base[cl_idx[k] + 1] += 1
+    for lid in range(nlinks):
+        base[lid + 1] += base[lid]
+    members = _filled(len(cl_idx), 0)
+    size_of = _filled(nlinks, 0)
+    place = _filled(nconn, 0)
     head = _copied(q_ptr[:nconn])
     busy = _filled(nconn, False)
     pend = _copied(pending)
@@ -503,13 +554,11 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 started[nstarted] = c
                 nstarted += 1
             elif item_version == link_version[x]:
-                group = members[x]
-                while len(group) > 0 and group[0][3] != version[group[0][2]]:
-                    heapq.heappop(group)
-                if len(group) == 0:
+                if size_of[x] == 0:
                     continue
-                c = heapq.heappop(group)[2]
-                version[c] += 1
+                c = members[base[x]]
+                size_of[x] -= 1
+                _unheaped(members, place, target, ranked, base[x], size_of[x], 0)
                 bottleneck[c] = -1
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     lid = cl_idx[k]
@@ -575,12 +624,18 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     touched_at[old_b] = batch
                     touched[ntouched] = old_b
                     ntouched += 1
-                version[c] += 1
+                size_of[old_b] -= 1
+                _unheaped(members, place, target, ranked, base[old_b], size_of[old_b],
+                          place[c])
                 bottleneck[c] = best
                 v = clock[best] + share[best] * (now - mark[best])
                 target[c] = v + left / weight[c]
                 seq += 1
-                heapq.heappush(members[best], (target[c], seq, c, version[c]))
+                ranked[c] = seq
+                members[base[best] + size_of[best]] = c
+                size_of[best] += 1
+                _sifted(members, place, target, ranked, base[best], size_of[best],
+                        size_of[best] - 1)
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
@@ -591,25 +646,24 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
             for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
                 if share[cl_idx[k]] < share[best]:
                     best = cl_idx[k]
-            version[c] += 1
             bottleneck[c] = best
             v = clock[best] + share[best] * (now - mark[best])
             target[c] = v + size[q_idx[head[c]]] / weight[c]
             seq += 1
-            heapq.heappush(members[best], (target[c], seq, c, version[c]))
+            ranked[c] = seq
+            members[base[best] + size_of[best]] = c
+            size_of[best] += 1
+            _sifted(members, place, target, ranked, base[best], size_of[best],
+                    size_of[best] - 1)
             if touched_at[best] != batch:
                 touched_at[best] = batch
                 touched[ntouched] = best
                 ntouched += 1
         for i in range(ntouched):
             lid = touched[i]
-            group = members[lid]
-            while len(group) > 0 and (group[0][3] != version[group[0][2]]
-                                      or bottleneck[group[0][2]] != lid):
-                heapq.heappop(group)
             link_version[lid] += 1
-            if len(group) > 0:
-                at = mark[lid] + (group[0][0] - clock[lid]) / share[lid]
+            if size_of[lid] > 0:
+                at = mark[lid] + (target[members[base[lid]]] - clock[lid]) / share[lid]
                 seq += 1
                 if at > now:
                     heapq.heappush(heap, (at, seq, LINK, lid, link_version[lid]))
