@@ -8,7 +8,6 @@ same operations in the same order, so both give the same floats.
 
 from __future__ import annotations
 
-import heapq
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -246,6 +245,11 @@ def compiled_event_loop() -> Callable[..., tuple[Any, int]] | None:
     (keyed on the argument types) hits in the next process, where a compiled function
     passed as the check would be typed by its address and compiled anew (seconds).
 
+    The event heap's helpers (:func:`_pushed`, :func:`_popped`) are inlined where they are
+    called, and the heaps of links are sifted by a closure, which numba inlines too: a
+    call would count references to the arrays it is passed, atomically, at every event.
+    The event heap's arrays grow outside the loop over batches for the same reason.
+
     Loading the compiled loop loads numba's NumPy support, whose check for a BLAS imports
     scipy.linalg (a noticeable part of a ``canopy compare`` at 64 GPUs); the loop uses no
     linear algebra, so that check is made to fail (the import is blocked while numba's
@@ -263,12 +267,10 @@ def compiled_event_loop() -> Callable[..., tuple[Any, int]] | None:
         else:
             import ctypes
             import types
-            sifted = numba.njit(_sifted)
-            unheaped = types.FunctionType(_unheaped.__code__,
-                                          dict(_unheaped.__globals__, _sifted=sifted))
+            inline = numba.njit(inline="always")
             scope = dict(_event_loop.__globals__, _filled=numba.njit(_filled_array),
-                         _copied=numba.njit(_copied_array), _sifted=sifted,
-                         _unheaped=numba.njit(unheaped))
+                         _copied=numba.njit(_copied_array), _grown=numba.njit(_grown_array),
+                         _pushed=inline(_pushed), _popped=inline(_popped))
             loop = types.FunctionType(_event_loop.__code__, scope, "_event_loop")
             _COMPILED.extend([numba.njit(cache=True)(loop),
                               ctypes.CFUNCTYPE(None)(_call_check)])
@@ -289,6 +291,16 @@ def _copied(values: Any) -> Any:
     return list(values)
 
 
+def _grown(values: Any) -> Any:
+    """``values`` followed by as many more (a list in the Python loop; compiled, an
+    array)."""
+    return values + values
+
+
+def _grown_array(values: Any) -> Any:
+    return np.concatenate((values, values))
+
+
 def _filled_array(count: int, value: Any) -> Any:
     return np.full(count, value)
 
@@ -297,43 +309,49 @@ def _copied_array(values: Any) -> Any:
     return values.copy()
 
 
-def _sifted(heap: Any, place: Any, key: Any, ranked: Any, base: int, size: int,
-            i: int) -> None:
-    """Moves entry i of the binary heap ``heap[base:base + size]`` (connections, by
-    (``key``, ``ranked``)) up or down to its place, noting places in ``place``."""
-    c = heap[base + i]
+def _pushed(when: Any, order: Any, kind: Any, what: Any, size: int, at: Any, seq: int,
+            event: int, x: int) -> None:
+    """Adds the event (``at``, ``seq``, ``event``, ``x``) to the binary heap of ``size``
+    events (per event its time ``when``, sequence number ``order``, ``kind`` and ``what``),
+    ordered by (time, sequence number)."""
+    i = size
     while i > 0:
         up = (i - 1) // 2
-        p = heap[base + up]
-        if not (key[c] < key[p] or (key[c] == key[p] and ranked[c] < ranked[p])):
+        if when[up] < at or (when[up] == at and order[up] < seq):
             break
-        heap[base + i] = p
-        place[p] = i
+        when[i] = when[up]
+        order[i] = order[up]
+        kind[i] = kind[up]
+        what[i] = what[up]
         i = up
+    when[i] = at
+    order[i] = seq
+    kind[i] = event
+    what[i] = x
+
+
+def _popped(when: Any, order: Any, kind: Any, what: Any, size: int) -> None:
+    """Takes the first event out of the binary heap of ``size + 1`` events (see
+    :func:`_pushed`), leaving ``size``."""
+    at = when[size]
+    seq = order[size]
+    i = 0
     while 2 * i + 1 < size:
         child = 2 * i + 1
-        d = heap[base + child]
-        if child + 1 < size:
-            e = heap[base + child + 1]
-            if key[e] < key[d] or (key[e] == key[d] and ranked[e] < ranked[d]):
-                child += 1
-                d = e
-        if not (key[d] < key[c] or (key[d] == key[c] and ranked[d] < ranked[c])):
+        if child + 1 < size and (when[child + 1] < when[child] or (
+                when[child + 1] == when[child] and order[child + 1] < order[child])):
+            child += 1
+        if at < when[child] or (at == when[child] and seq < order[child]):
             break
-        heap[base + i] = d
-        place[d] = i
+        when[i] = when[child]
+        order[i] = order[child]
+        kind[i] = kind[child]
+        what[i] = what[child]
         i = child
-    heap[base + i] = c
-    place[c] = i
-
-
-def _unheaped(heap: Any, place: Any, key: Any, ranked: Any, base: int, size: int,
-              i: int) -> None:
-    """Takes entry i out of the binary heap ``heap[base:base + size + 1]`` (see
-    :func:`_sifted`), leaving ``size`` entries."""
-    if i < size:
-        heap[base + i] = heap[base + size]
-        _sifted(heap, place, key, ranked, base, size, i)
+    when[i] = at
+    order[i] = seq
+    kind[i] = kind[size]
+    what[i] = what[size]
 
 
 def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes: int,
@@ -361,17 +379,27 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     bottlenecked there finishes when V reaches its target; a change of share moves no
     send, only the link's next finish time. Events at one time are handled as a batch.
 
-    Bookkeeping that changes no result (the same events in the same order): the sends
-    streaming over a link are a linked list in the order they started (not a dict), the
-    lists a batch fills are allocated once, and the events a batch schedules for its own
-    time (starts, and finishes already due) wait in a list in push order for the next batch
-    rather than in the heap, which orders them the same way (by sequence number, nothing
-    else being due then), much faster compiled. Deliveries wait in one queue per distinct
-    latency (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the heap): a
-    connection's deliveries fall due α after its sends finish, so each queue is in time
-    order, and the next event is the earliest of the heap's and the queues' first by (time,
-    sequence number), as the heap alone would give it (faster compiled on TACOS's
-    timetables, with their millions of sends).
+    Bookkeeping that changes no result (the same events in the same order, ties broken by
+    sequence number): a connection streams one send at a time, so the state of a
+    streaming send (bottleneck, target) is kept per connection, and start and finish
+    events name the connection, not the send: the loop touches few per-send arrays, each
+    at most a few times per send (compiled, on programs of a million sends, these
+    scattered accesses are most of its time). The connections streaming over a link are
+    a linked list in the order they started. Each link keeps a binary heap of the
+    connections it bottlenecks by (target, sequence number), indexed (a connection's place
+    in it is known), so a connection that moves to another bottleneck leaves it at once
+    and its first entry is always live. The events due later are a binary heap by (time,
+    sequence number) in arrays: a link's next finish, superseded (not removed) when the
+    link's share changes, and counted as an event when it comes due, or a delivery.
+    The lists a batch fills are allocated once, and the events a batch schedules for its
+    own time (starts, and finishes already due) wait in a list in push order for the next
+    batch rather than in the heap, which orders them the same way (by sequence number,
+    nothing else being due then). Deliveries wait in one queue per distinct latency
+    (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the heap), entries
+    appended in the order the sends finished: a connection's deliveries fall due α after
+    its sends finish, so each queue is in time order, and the next event is the earliest
+    of the heap's and the queues' first by (time, sequence number), as the heap alone
+    would give it (faster compiled on TACOS's timetables, with their millions of sends).
     """
     nlinks = len(cap)
     nconn = len(alpha)
@@ -381,7 +409,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     share = _copied(cap)
     clock = _filled(nlinks, zero)
     mark = _filled(nlinks, zero)
-    link_version = _filled(nlinks, 0)
+    link_seq = _filled(nlinks, 0)     # the sequence number of each link's next finish
     # The connections streaming over each link, in the order they started: a linked list
     # over the entries k of ``cl_idx`` (entry k is connection ``owner[k]`` on link
     # ``cl_idx[k]``).
@@ -400,7 +428,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     target = _filled(nconn, zero)
     ranked = _filled(nconn, 0)
     # Per link a binary heap of the connections it bottlenecks, by (target, ranked):
-    # ``members[base[lid]:base[lid] + size[lid]]`` (room for every connection crossing
+    # ``members[base[lid]:base[lid] + size_of[lid]]`` (room for every connection crossing
     # the link), ``place[c]`` the index of connection c in its bottleneck's heap.
     base = _filled(nlinks + 1, 0)
     for k in range(len(cl_idx)):
@@ -414,8 +442,48 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     busy = _filled(nconn, False)
     pend = _copied(pending)
     unsent = _copied(unsent)
-    heap = [(zero, 0, 0, 0, 0)]
-    heap.pop()
+
+    def sift(at: int, count: int, i: int) -> None:
+        # Moves entry i of the heap ``members[at:at + count]`` up or down to its place (a
+        # closure: compiled, it is inlined, its arrays not passed, so not counted).
+        c = members[at + i]
+        while i > 0:
+            up = (i - 1) // 2
+            p = members[at + up]
+            if not (target[c] < target[p] or
+                    (target[c] == target[p] and ranked[c] < ranked[p])):
+                break
+            members[at + i] = p
+            place[p] = i
+            i = up
+        while 2 * i + 1 < count:
+            child = 2 * i + 1
+            d = members[at + child]
+            if child + 1 < count:
+                e = members[at + child + 1]
+                if target[e] < target[d] or (target[e] == target[d] and
+                                             ranked[e] < ranked[d]):
+                    child += 1
+                    d = e
+            if not (target[d] < target[c] or
+                    (target[d] == target[c] and ranked[d] < ranked[c])):
+                break
+            members[at + i] = d
+            place[d] = i
+            i = child
+        members[at + i] = c
+        place[c] = i
+
+    # The events due later: a binary heap by (time, sequence number) in arrays that grow
+    # as needed (a batch adds at most ``room`` events): a link's next finish (valid while
+    # its sequence number is the link's ``link_seq``) or a delivery outside the queues
+    # below.
+    room = nlinks + nconn
+    when = _filled(2 * room, zero)
+    order = _filled(2 * room, 0)
+    what_kind = _filled(2 * room, 0)
+    what = _filled(2 * room, 0)
+    nheap = 0
     seq = 0
     START, LINK, ARRIVE = 0, 1, 2
     touched_at = _filled(nlinks, -1)
@@ -431,7 +499,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     soon = 2 * nconn + nlinks
     soon_kind = _filled(soon, 0)
     soon_x = _filled(soon, 0)
-    soon_version = _filled(soon, 0)
+    soon_seq = _filled(soon, 0)
     nsoon = 0
     # Deliveries of connections with the same latency, in the order their sends finished
     # (so in time order): entries appended in that order (the send, its time and sequence
@@ -450,277 +518,293 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
             if pend[s] == 0:
                 busy[c] = True
                 seq += 1
-                heapq.heappush(heap, (zero, seq, START, c, 0))
+                soon_kind[nsoon] = START
+                soon_x[nsoon] = c
+                nsoon += 1
     delivered = 0
     end = zero
     batch = 0
     events = 0
     now = zero
-    while nsoon > 0 or len(heap) > 0 or queued > 0:
-        pending_soon = nsoon
-        nsoon = 0
-        if pending_soon == 0:
-            found = len(heap) > 0
-            if found:
-                now = heap[0][0]
-            for k in range(lanes):
-                h = lane_first[k]
-                if h >= 0 and (not found or due[h] < now):
-                    now = due[h]
-                    found = True
-        batch += 1
-        taken = 0
-        ntouched = 0
-        nstarted = 0
-        ndone = 0
-        narrived = 0
-        while True:
-            if pending_soon > 0:
-                if taken == pending_soon:
-                    break
-                kind = soon_kind[taken]
-                x = soon_x[taken]
-                item_version = soon_version[taken]
-                taken += 1
-            elif lanes == 0:
-                if len(heap) > 0 and heap[0][0] == now:
-                    item = heapq.heappop(heap)
-                    kind = item[2]
-                    x = item[3]
-                    item_version = item[4]
-                else:
-                    break
-            else:
-                # the earliest event due now (by sequence number): the heap's or a queue's
-                from_lane = -1
-                first_seq = heap[0][1] if len(heap) > 0 and heap[0][0] == now else -1
+    while nsoon > 0 or nheap > 0 or queued > 0:
+        if nheap + room > len(when):
+            when = _grown(when)
+            order = _grown(order)
+            what_kind = _grown(what_kind)
+            what = _grown(what)
+        # (the arrays change only out here: compiled, the batches do not count
+        # references to them)
+        while (nsoon > 0 or nheap > 0 or queued > 0) and nheap + room <= len(when):
+            pending_soon = nsoon
+            nsoon = 0
+            if pending_soon == 0:
+                found = nheap > 0
+                if found:
+                    now = when[0]
                 for k in range(lanes):
                     h = lane_first[k]
-                    if h >= 0 and due[h] == now and (first_seq < 0 or due_seq[h] < first_seq):
-                        first_seq = due_seq[h]
-                        from_lane = k
-                if first_seq < 0:
-                    break
-                if from_lane < 0:
-                    item = heapq.heappop(heap)
-                    kind = item[2]
-                    x = item[3]
-                    item_version = item[4]
+                    if h >= 0 and (not found or due[h] < now):
+                        now = due[h]
+                        found = True
+            batch += 1
+            taken = 0
+            ntouched = 0
+            nstarted = 0
+            ndone = 0
+            narrived = 0
+            while True:
+                if pending_soon > 0:
+                    if taken == pending_soon:
+                        break
+                    kind = soon_kind[taken]
+                    x = soon_x[taken]
+                    item_seq = soon_seq[taken]
+                    taken += 1
+                elif lanes == 0:
+                    if nheap > 0 and when[0] == now:
+                        kind = what_kind[0]
+                        x = what[0]
+                        item_seq = order[0]
+                        nheap -= 1
+                        _popped(when, order, what_kind, what, nheap)
+                    else:
+                        break
                 else:
-                    h = lane_first[from_lane]
-                    x = lane_send[h]
-                    lane_first[from_lane] = lane_next[h]
-                    if lane_next[h] < 0:
-                        lane_last[from_lane] = -1
-                    queued -= 1
-                    kind = ARRIVE
-                    item_version = 0
-            events += 1
-            if events % CHECK_EVERY == 0:
-                if check is not None:
-                    check()
-                if deadline > zero:
-                    longest = zero
-                    for lid in range(nlinks):
-                        if unsent[lid] > longest * cap[lid]:
-                            longest = unsent[lid] / cap[lid]
-                    if now + longest > deadline:
-                        return now, -1
-            if kind == ARRIVE:
-                arrived[narrived] = x
-                narrived += 1
-            elif kind == START:
-                c = x
-                amount = size[q_idx[head[c]]]
-                if amount <= 0:
+                    # the earliest event due now (by sequence number): the heap's or a queue's
+                    from_lane = -1
+                    first_seq = order[0] if nheap > 0 and when[0] == now else -1
+                    for k in range(lanes):
+                        h = lane_first[k]
+                        if h >= 0 and due[h] == now and (first_seq < 0 or due_seq[h] < first_seq):
+                            first_seq = due_seq[h]
+                            from_lane = k
+                    if first_seq < 0:
+                        break
+                    if from_lane < 0:
+                        kind = what_kind[0]
+                        x = what[0]
+                        item_seq = order[0]
+                        nheap -= 1
+                        _popped(when, order, what_kind, what, nheap)
+                    else:
+                        h = lane_first[from_lane]
+                        x = lane_send[h]
+                        lane_first[from_lane] = lane_next[h]
+                        if lane_next[h] < 0:
+                            lane_last[from_lane] = -1
+                        queued -= 1
+                        kind = ARRIVE
+                        item_seq = 0
+                events += 1
+                if events % CHECK_EVERY == 0:
+                    if check is not None:
+                        check()
+                    if deadline > zero:
+                        longest = zero
+                        for lid in range(nlinks):
+                            if unsent[lid] > longest * cap[lid]:
+                                longest = unsent[lid] / cap[lid]
+                        if now + longest > deadline:
+                            return now, -1
+                if kind == ARRIVE:
+                    arrived[narrived] = x
+                    narrived += 1
+                elif kind == START:
+                    c = x
+                    amount = size[q_idx[head[c]]]
+                    if amount <= 0:
+                        done[ndone] = c
+                        ndone += 1
+                        continue
+                    for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                        lid = cl_idx[k]
+                        unsent[lid] -= amount
+                        link_weight[lid] += weight[c]
+                        nxt[k] = -1
+                        prv[k] = last[lid]
+                        if last[lid] >= 0:
+                            nxt[last[lid]] = k
+                        else:
+                            first[lid] = k
+                        last[lid] = k
+                        if touched_at[lid] != batch:
+                            touched_at[lid] = batch
+                            touched[ntouched] = lid
+                            ntouched += 1
+                    started[nstarted] = c
+                    nstarted += 1
+                elif item_seq == link_seq[x]:
+                    if size_of[x] == 0:
+                        continue
+                    c = members[base[x]]
+                    size_of[x] -= 1
+                    if 0 < size_of[x]:
+                        members[base[x] + 0] = members[base[x] + size_of[x]]
+                        sift(base[x], size_of[x], 0)
+                    bottleneck[c] = -1
+                    for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                        lid = cl_idx[k]
+                        link_weight[lid] -= weight[c]
+                        if prv[k] >= 0:
+                            nxt[prv[k]] = nxt[k]
+                        else:
+                            first[lid] = nxt[k]
+                        if nxt[k] >= 0:
+                            prv[nxt[k]] = prv[k]
+                        else:
+                            last[lid] = prv[k]
+                        if touched_at[lid] != batch:
+                            touched_at[lid] = batch
+                            touched[ntouched] = lid
+                            ntouched += 1
+                    if touched_at[x] != batch:
+                        touched_at[x] = batch
+                        touched[ntouched] = x
+                        ntouched += 1
                     done[ndone] = c
                     ndone += 1
-                    continue
-                for k in range(cl_ptr[c], cl_ptr[c + 1]):
-                    lid = cl_idx[k]
-                    unsent[lid] -= amount
-                    link_weight[lid] += weight[c]
-                    nxt[k] = -1
-                    prv[k] = last[lid]
-                    if last[lid] >= 0:
-                        nxt[last[lid]] = k
-                    else:
-                        first[lid] = k
-                    last[lid] = k
-                    if touched_at[lid] != batch:
-                        touched_at[lid] = batch
-                        touched[ntouched] = lid
+            nmoved = 0
+            for i in range(ntouched):
+                lid = touched[i]
+                clock[lid] += share[lid] * (now - mark[lid])
+                mark[lid] = now
+                old = share[lid]
+                w = link_weight[lid]
+                share[lid] = cap[lid] / w if w else cap[lid]
+                if share[lid] < old:
+                    k = first[lid]
+                    while k >= 0:
+                        c = owner[k]
+                        k = nxt[k]
+                        if bottleneck[c] >= 0 and share[bottleneck[c]] > share[lid] \
+                                and moved_at[c] != batch:
+                            moved_at[c] = batch
+                            moved[nmoved] = c
+                            nmoved += 1
+                elif share[lid] > old:
+                    k = first[lid]
+                    while k >= 0:
+                        c = owner[k]
+                        k = nxt[k]
+                        if bottleneck[c] == lid and moved_at[c] != batch:
+                            moved_at[c] = batch
+                            moved[nmoved] = c
+                            nmoved += 1
+            for i in range(nmoved):
+                c = moved[i]
+                best = cl_idx[cl_ptr[c]]
+                for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
+                    if share[cl_idx[k]] < share[best]:
+                        best = cl_idx[k]
+                old_b = bottleneck[c]
+                if share[best] < share[old_b]:
+                    v = clock[old_b] + share[old_b] * (now - mark[old_b])
+                    left = (target[c] - v) * weight[c]
+                    if not left > 0:
+                        left = zero
+                    if touched_at[old_b] != batch:
+                        touched_at[old_b] = batch
+                        touched[ntouched] = old_b
                         ntouched += 1
-                started[nstarted] = c
-                nstarted += 1
-            elif item_version == link_version[x]:
-                if size_of[x] == 0:
-                    continue
-                c = members[base[x]]
-                size_of[x] -= 1
-                _unheaped(members, place, target, ranked, base[x], size_of[x], 0)
-                bottleneck[c] = -1
-                for k in range(cl_ptr[c], cl_ptr[c + 1]):
-                    lid = cl_idx[k]
-                    link_weight[lid] -= weight[c]
-                    if prv[k] >= 0:
-                        nxt[prv[k]] = nxt[k]
-                    else:
-                        first[lid] = nxt[k]
-                    if nxt[k] >= 0:
-                        prv[nxt[k]] = prv[k]
-                    else:
-                        last[lid] = prv[k]
-                    if touched_at[lid] != batch:
-                        touched_at[lid] = batch
-                        touched[ntouched] = lid
+                    size_of[old_b] -= 1
+                    if place[c] < size_of[old_b]:
+                        members[base[old_b] + place[c]] = members[base[old_b] + size_of[old_b]]
+                        sift(base[old_b], size_of[old_b], place[c])
+                    bottleneck[c] = best
+                    v = clock[best] + share[best] * (now - mark[best])
+                    target[c] = v + left / weight[c]
+                    seq += 1
+                    ranked[c] = seq
+                    members[base[best] + size_of[best]] = c
+                    size_of[best] += 1
+                    sift(base[best], size_of[best], size_of[best] - 1)
+                    if touched_at[best] != batch:
+                        touched_at[best] = batch
+                        touched[ntouched] = best
                         ntouched += 1
-                if touched_at[x] != batch:
-                    touched_at[x] = batch
-                    touched[ntouched] = x
-                    ntouched += 1
-                done[ndone] = c
-                ndone += 1
-        nmoved = 0
-        for i in range(ntouched):
-            lid = touched[i]
-            clock[lid] += share[lid] * (now - mark[lid])
-            mark[lid] = now
-            old = share[lid]
-            w = link_weight[lid]
-            share[lid] = cap[lid] / w if w else cap[lid]
-            if share[lid] < old:
-                k = first[lid]
-                while k >= 0:
-                    c = owner[k]
-                    k = nxt[k]
-                    if bottleneck[c] >= 0 and share[bottleneck[c]] > share[lid] \
-                            and moved_at[c] != batch:
-                        moved_at[c] = batch
-                        moved[nmoved] = c
-                        nmoved += 1
-            elif share[lid] > old:
-                k = first[lid]
-                while k >= 0:
-                    c = owner[k]
-                    k = nxt[k]
-                    if bottleneck[c] == lid and moved_at[c] != batch:
-                        moved_at[c] = batch
-                        moved[nmoved] = c
-                        nmoved += 1
-        for i in range(nmoved):
-            c = moved[i]
-            best = cl_idx[cl_ptr[c]]
-            for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
-                if share[cl_idx[k]] < share[best]:
-                    best = cl_idx[k]
-            old_b = bottleneck[c]
-            if share[best] < share[old_b]:
-                v = clock[old_b] + share[old_b] * (now - mark[old_b])
-                left = (target[c] - v) * weight[c]
-                if not left > 0:
-                    left = zero
-                if touched_at[old_b] != batch:
-                    touched_at[old_b] = batch
-                    touched[ntouched] = old_b
-                    ntouched += 1
-                size_of[old_b] -= 1
-                _unheaped(members, place, target, ranked, base[old_b], size_of[old_b],
-                          place[c])
+            for i in range(nstarted):
+                c = started[i]
+                best = cl_idx[cl_ptr[c]]
+                for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
+                    if share[cl_idx[k]] < share[best]:
+                        best = cl_idx[k]
                 bottleneck[c] = best
                 v = clock[best] + share[best] * (now - mark[best])
-                target[c] = v + left / weight[c]
+                target[c] = v + size[q_idx[head[c]]] / weight[c]
                 seq += 1
                 ranked[c] = seq
                 members[base[best] + size_of[best]] = c
                 size_of[best] += 1
-                _sifted(members, place, target, ranked, base[best], size_of[best],
-                        size_of[best] - 1)
+                sift(base[best], size_of[best], size_of[best] - 1)
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
                     ntouched += 1
-        for i in range(nstarted):
-            c = started[i]
-            best = cl_idx[cl_ptr[c]]
-            for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
-                if share[cl_idx[k]] < share[best]:
-                    best = cl_idx[k]
-            bottleneck[c] = best
-            v = clock[best] + share[best] * (now - mark[best])
-            target[c] = v + size[q_idx[head[c]]] / weight[c]
-            seq += 1
-            ranked[c] = seq
-            members[base[best] + size_of[best]] = c
-            size_of[best] += 1
-            _sifted(members, place, target, ranked, base[best], size_of[best],
-                    size_of[best] - 1)
-            if touched_at[best] != batch:
-                touched_at[best] = batch
-                touched[ntouched] = best
-                ntouched += 1
-        for i in range(ntouched):
-            lid = touched[i]
-            link_version[lid] += 1
-            if size_of[lid] > 0:
-                at = mark[lid] + (target[members[base[lid]]] - clock[lid]) / share[lid]
-                seq += 1
-                if at > now:
-                    heapq.heappush(heap, (at, seq, LINK, lid, link_version[lid]))
-                else:
-                    soon_kind[nsoon] = LINK
-                    soon_x[nsoon] = lid
-                    soon_version[nsoon] = link_version[lid]
-                    nsoon += 1
-        for i in range(ndone):
-            c = done[i]
-            s = q_idx[head[c]]
-            busy[c] = False
-            head[c] += 1
-            if head[c] < q_ptr[c + 1]:
-                t = q_idx[head[c]]
-                if pend[t] == 0:
-                    busy[c] = True
+            for i in range(ntouched):
+                lid = touched[i]
+                link_seq[lid] = 0
+                if size_of[lid] > 0:
+                    at = mark[lid] + (target[members[base[lid]]] - clock[lid]) / share[lid]
                     seq += 1
-                    soon_kind[nsoon] = START
-                    soon_x[nsoon] = c
-                    nsoon += 1
-            seq += 1
-            if now + alpha[c] > now and lane[c] >= 0:
-                k = lane[c]
-                lane_send[appended] = s
-                due[appended] = now + alpha[c]
-                due_seq[appended] = seq
-                if lane_last[k] >= 0:
-                    lane_next[lane_last[k]] = appended
-                else:
-                    lane_first[k] = appended
-                lane_last[k] = appended
-                appended += 1
-                queued += 1
-            elif now + alpha[c] > now:
-                heapq.heappush(heap, (now + alpha[c], seq, ARRIVE, s, 0))
-            else:
-                soon_kind[nsoon] = ARRIVE
-                soon_x[nsoon] = s
-                nsoon += 1
-        for i in range(narrived):
-            s = arrived[i]
-            delivered += 1
-            arrivals[s] = now
-            if now > end:
-                end = now
-            for k in range(dep_ptr[s], dep_ptr[s + 1]):
-                t = dep_idx[k]
-                pend[t] -= 1
-                if pend[t] == 0:
-                    c = conn[t]
-                    if q_idx[head[c]] == t and not busy[c]:
+                    link_seq[lid] = seq
+                    if at > now:
+                        _pushed(when, order, what_kind, what, nheap, at, seq, LINK, lid)
+                        nheap += 1
+                    else:
+                        soon_kind[nsoon] = LINK
+                        soon_x[nsoon] = lid
+                        soon_seq[nsoon] = seq
+                        nsoon += 1
+            for i in range(ndone):
+                c = done[i]
+                s = q_idx[head[c]]
+                busy[c] = False
+                head[c] += 1
+                if head[c] < q_ptr[c + 1]:
+                    t = q_idx[head[c]]
+                    if pend[t] == 0:
                         busy[c] = True
                         seq += 1
                         soon_kind[nsoon] = START
                         soon_x[nsoon] = c
                         nsoon += 1
+                seq += 1
+                if now + alpha[c] > now and lane[c] >= 0:
+                    k = lane[c]
+                    lane_send[appended] = s
+                    due[appended] = now + alpha[c]
+                    due_seq[appended] = seq
+                    if lane_last[k] >= 0:
+                        lane_next[lane_last[k]] = appended
+                    else:
+                        lane_first[k] = appended
+                    lane_last[k] = appended
+                    appended += 1
+                    queued += 1
+                elif now + alpha[c] > now:
+                    _pushed(when, order, what_kind, what, nheap, now + alpha[c], seq, ARRIVE, s)
+                    nheap += 1
+                else:
+                    soon_kind[nsoon] = ARRIVE
+                    soon_x[nsoon] = s
+                    nsoon += 1
+            for i in range(narrived):
+                s = arrived[i]
+                delivered += 1
+                arrivals[s] = now
+                if now > end:
+                    end = now
+                for k in range(dep_ptr[s], dep_ptr[s + 1]):
+                    t = dep_idx[k]
+                    pend[t] -= 1
+                    if pend[t] == 0:
+                        c = conn[t]
+                        if q_idx[head[c]] == t and not busy[c]:
+                            busy[c] = True
+                            seq += 1
+                            soon_kind[nsoon] = START
+                            soon_x[nsoon] = c
+                            nsoon += 1
     return end, delivered
 
 
