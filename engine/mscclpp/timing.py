@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from array import array
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -110,12 +111,13 @@ class _Builder:
         self.hops: dict[tuple, list[int]] = {}
         self.loads: dict = {}
         # per send: its connection, its size (an index into ``amounts``), the sends it waits
-        # for (``after``) and the longest chain of waits up to it; ``waits`` holds the
-        # same lists less what its connection's previous send waited for (CSR, ``wait_ptr``)
+        # for (``after``, CSR with ``after_ptr``) and the longest chain of waits up to it;
+        # ``waits`` holds the same lists less what its connection's previous send waited
+        # for (CSR, ``wait_ptr``)
         self.conn = array("q")
         self.amount_of = array("q")
         self.amounts: dict[Fraction, int] = {}
-        self.after: list[tuple[int, ...]] = []
+        self.after, self.after_ptr = array("q"), array("q", [0])
         self.depth = array("q")
         self.waits, self.wait_ptr = array("q"), array("q", [0])
         self.last_on: dict[int, tuple[int, ...]] = {}   # per connection: its last send's after
@@ -123,6 +125,11 @@ class _Builder:
         self.need: list[tuple] = []                 # what the last blocked step waits on
         self.woken: set[tuple[int, int]] = set()    # thread blocks whose wait may pass now
         self.waiters: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
+        self.takers: dict[tuple[int, int], int] = {}    # per GPU and barrier: its blocks
+        self.ends: dict[tuple, tuple[int, tuple]] = {}  # endpoint's answers
+        self.put_targets: dict[tuple, tuple[list, int]] = {}   # per put: its targets
+        self.put_messages: dict[tuple, list] = {}       # per put and iteration: puts()
+        self.through: dict[tuple, int] = defaultdict(int)   # per barrier round: passed
 
     def wake(self, resource: tuple) -> None:
         """A queue, semaphore or barrier ``resource`` changed: the thread blocks blocked on
@@ -153,21 +160,28 @@ class _Builder:
                           for a, b in zip(bounds, bounds[1:], strict=False)]
         return self.hops[key]
 
-    def message(self, hops: list[int], size: Fraction, after: list[int]) -> int:
-        """A message over ``hops`` once ``after`` arrived; its last hop's send. A connection
-        starts a send only once the one before it has started, so what that one waited for
-        has arrived by then: the run gets only the rest (``waits``), which changes no event
-        of it."""
-        amount = self.amounts.setdefault(size, len(self.amounts))
+    def amount(self, size: Fraction) -> int:
+        """``size`` as an index into ``amounts``."""
+        return self.amounts.setdefault(size, len(self.amounts))
+
+    def message(self, hops: list[int], amount: int, after: list[int]) -> int:
+        """A message of ``amounts``' ``amount`` bytes over ``hops`` once ``after`` arrived;
+        its last hop's send. A connection starts a send only once the one before it has
+        started, so what that one waited for has arrived by then: the run gets only the
+        rest (``waits``), which changes no event of it."""
         prev, sid = tuple(after), -1
+        depth = self.depth
+        level = max([depth[a] for a in prev], default=0)
         for hop in hops:
             sid = len(self.conn)
+            level += 1
             self.conn.append(hop)
             self.amount_of.append(amount)
-            self.after.append(prev)
-            self.depth.append(1 + max((self.depth[a] for a in prev), default=0))
+            self.after.extend(prev)
+            self.after_ptr.append(len(self.after))
+            depth.append(level)
             before = self.last_on.get(hop, ())
-            self.waits.extend(a for a in prev if a not in before)
+            self.waits.extend([a for a in prev if a not in before] if before else prev)
             self.wait_ptr.append(len(self.waits))
             self.last_on[hop] = prev
             prev = (sid,)
@@ -183,9 +197,10 @@ class _Builder:
         waits (:func:`canopy.engine.msccl.timing._stages`) changes."""
         if len(sends) < 2:
             return list(sends)
+        conn, depth = self.conn, self.depth
         last: dict[int, int] = {}
         for sid in sends:
-            c = self.conn[sid]
+            c = conn[sid]
             if last.get(c, -1) < sid:
                 last[c] = sid
         keep = set(last.values())
@@ -193,12 +208,14 @@ class _Builder:
             return list(keep)
         # every send the others wait for, back to the earliest of them: a send waits only
         # for earlier ones, and only for ones with shorter chains than its own
-        lo, low = min(keep), min(self.depth[s] for s in keep)
+        lo, low = min(keep), min([depth[s] for s in keep])
+        after, ptr = self.after, self.after_ptr
         reached: set[int] = set()
         stack = list(keep)
         while stack:
-            for a in self.after[stack.pop()]:
-                if a >= lo and self.depth[a] >= low and a not in reached:
+            s = stack.pop()
+            for a in after[ptr[s]:ptr[s + 1]]:
+                if a >= lo and depth[a] >= low and a not in reached:
                     reached.add(a)
                     stack.append(a)
         return sorted(keep - reached)
@@ -219,21 +236,35 @@ class _Builder:
         return max(1, min(n, self.count))
 
     # -- the walk ----------------------------------------------------------------------
+    def steps(self, tb: ThreadBlock) -> Iterator[tuple[Op, int, Op | None]]:
+        """The timed steps of ``tb`` in order: each op, and each pipeline's timed ops once
+        per iteration (with the iteration and the pipeline), produced as the walk reaches
+        them rather than unrolled up front."""
+        for op in tb.ops:
+            if op.name == "pipeline":
+                timed = [inner for inner in op.ops if inner.name in TIMED]
+                if timed:
+                    for it in range(self.pipeline_count(op)):
+                        for inner in timed:
+                            yield inner, it, op
+            elif op.name in TIMED:
+                yield op, 0, None
+
     def build(self) -> _Builder:
         plan = self.plan
-        seqs: dict[tuple[int, int], list[tuple[Op, int, Op | None]]] = {}
+        seqs: dict[tuple[int, int], Iterator[tuple[Op, int, Op | None]]] = {}
+        at: dict[tuple[int, int], tuple[Op, int, Op | None] | None] = {}
+        # per GPU and barrier: the thread blocks that take part in it
+        takers: dict[tuple[int, int], set[int]] = defaultdict(set)
         for gpu in plan.gpus:
             for tb in gpu.tbs:
-                seq: list[tuple[Op, int, Op | None]] = []
+                seqs[(gpu.id, tb.id)] = self.steps(tb)
+                at[(gpu.id, tb.id)] = next(seqs[(gpu.id, tb.id)], None)
                 for op in tb.ops:
-                    if op.name == "pipeline":
-                        timed = [inner for inner in op.ops if inner.name in TIMED]
-                        seq += [(inner, it, op) for it in range(self.pipeline_count(op))
-                                for inner in timed]
-                    elif op.name in TIMED:
-                        seq.append((op, 0, None))
-                seqs[(gpu.id, tb.id)] = seq
-        pc = dict.fromkeys(seqs, 0)
+                    for inner in op.ops if op.name == "pipeline" else (op,):
+                        if inner.name == "barrier":
+                            takers[(gpu.id, inner.barrier)].add(tb.id)
+        self.takers = {k: len(v) for k, v in takers.items()}
         done: dict[tuple[int, int], list[int]] = defaultdict(list)
         outbox: dict[tuple, list[int]] = defaultdict(list)
         queues: dict[tuple, deque] = defaultdict(deque)
@@ -242,7 +273,7 @@ class _Builder:
             for s, v in enumerate(g.semaphores)}
         barriers: dict[tuple, list] = defaultdict(list)
         passed: dict[tuple, int] = defaultdict(int)
-        live = [k for k in seqs if seqs[k]]
+        live = [k for k in seqs if at[k] is not None]
         blocked: set[tuple[int, int]] = set()
         # passes over the thread blocks in order, each run as far as it goes; one blocked
         # on a wait is tried again only once what it waits on has changed (the same walk
@@ -258,18 +289,19 @@ class _Builder:
                     blocked.discard(key)
                 g, t = key
                 tb = plan.gpus[g].tbs[t]
-                seq = seqs[key]
-                while pc[key] < len(seq):
-                    op, it, piped = seq[pc[key]]
+                seq, now = seqs[key], at[key]
+                while now is not None:
+                    op, it, piped = now
                     if not self.step(g, tb, op, it, piped, done, outbox, queues, sems,
                                      barriers, passed):
                         blocked.add(key)
                         for resource in self.need:
                             self.waiters[resource].append(key)
                         break
-                    pc[key] += 1
+                    now = next(seq, None)
                     moved = True
-                if pc[key] < len(seq):
+                at[key] = now
+                if now is not None:
                     still.append(key)
             live = still
             if live and not moved:
@@ -301,9 +333,51 @@ class _Builder:
         return self.program
 
     def endpoint(self, g: int, kind: str, index: int) -> tuple[int, tuple]:
-        peers = self.plan.gpus[g].peers[kind]
-        h = peers[index]
-        return h, (h, kind, g, peers[:index].count(h))
+        found = self.ends.get((g, kind, index))
+        if found is None:
+            peers = self.plan.gpus[g].peers[kind]
+            h = peers[index]
+            found = self.ends[(g, kind, index)] = (h, (h, kind, g, peers[:index].count(h)))
+        return found
+
+    def puts(self, g: int, tb: ThreadBlock, op: Op, it: int, piped: Op | None
+             ) -> list[tuple[list[int], int, tuple, tuple | None]]:
+        """The messages of put ``op`` at iteration ``it``: per target connection its hops,
+        its size (an index into ``amounts``), the outbox it joins and, for a port put with
+        signal, the endpoint it signals. The same for every iteration that moves whole
+        units, so those are worked out once."""
+        static = self.put_targets.get((g, tb.id, id(op)))
+        if static is None:
+            gpu = self.plan.gpus[g]
+            kind = op.channel_type if op.channel_type in ("memory", "port") else "memory"
+            targets: dict[tuple, list[Ref]] = defaultdict(list)
+            for n, d in enumerate(d for d in op.dst if d.buffer_id is not None):
+                assert d.buffer_id is not None
+                h = gpu.remote[tb.buffers[kind][d.buffer_id]][0]
+                if kind == "port" and op.name in ("put", "pws", "pwsf"):
+                    targets[("port", g, tb.channels["port"][op.channel_ids[n]], h)].append(d)
+                else:
+                    targets[("memory", g, tb.id, h)].append(d)
+            # the iterations before this one move a whole unit to every destination
+            whole = min((int(d.size * self.chunk / op.tbg[1] // piped.unit_size)
+                         for refs in targets.values() for d in refs), default=0) \
+                if piped is not None else 0
+            static = self.put_targets[(g, tb.id, id(op))] = (list(targets.items()), whole)
+        targets_, whole = static
+        cls = -1 if it < whole else it
+        found = self.put_messages.get((g, tb.id, id(op), cls))
+        if found is None:
+            found = []
+            for target, refs in targets_:
+                h = target[3]
+                size = sum((self.bytes_of(d, op, it, piped) for d in refs), Fraction(0))
+                hops = self.connection(target, g, h, tb)
+                box = (g, tb.id, h) if target[0] == "memory" else (g, tb.id, "port", target[2])
+                end = self.endpoint(g, "port", target[2])[1] \
+                    if target[0] == "port" and op.name in ("pws", "pwsf") else None
+                found.append((hops, self.amount(size), box, end))
+            self.put_messages[(g, tb.id, id(op), cls)] = found
+        return found
 
     def step(self, g: int, tb: ThreadBlock, op: Op, it: int, piped: Op | None,
              done: dict, outbox: dict, queues: dict, sems: dict, barriers: dict,
@@ -312,25 +386,9 @@ class _Builder:
         mine = done[key]
         gpu = self.plan.gpus[g]
         if name in PUTS:
-            dsts = [d for d in op.dst if d.buffer_id is not None]
-            kind = op.channel_type if op.channel_type in ("memory", "port") else "memory"
-            by_target: dict[tuple, Fraction] = defaultdict(Fraction)
-            for n, d in enumerate(dsts):
-                assert d.buffer_id is not None
-                h = gpu.remote[tb.buffers[kind][d.buffer_id]][0]
-                if kind == "port" and name in ("put", "pws", "pwsf"):
-                    index = tb.channels["port"][op.channel_ids[n]]
-                    by_target[("port", g, index, h)] += self.bytes_of(d, op, it, piped)
-                else:
-                    by_target[("memory", g, tb.id, h)] += self.bytes_of(d, op, it, piped)
-            for target, size in by_target.items():
-                h = target[3]
-                hops = self.connection(target[:3] + (h,), g, h, tb)
-                sid = self.message(hops, size, mine)
-                box = (g, tb.id, h) if target[0] == "memory" else (g, tb.id, "port", target[2])
-                outbox[box].append(sid)
-                if target[0] == "port" and name in ("pws", "pwsf"):
-                    _, end = self.endpoint(g, "port", target[2])
+            for hops, amount, box, end in self.puts(g, tb, op, it, piped):
+                outbox[box].append(self.message(hops, amount, mine))
+                if end is not None:
                     queues[end].append(self.latest(outbox.pop(box) + mine))
                     self.wake(end)
             return True
@@ -341,7 +399,8 @@ class _Builder:
                     continue
                 h = gpu.remote[tb.buffers["memory"][s.buffer_id]][0]
                 hops = self.connection(("read", h, g, tb.id), h, g, None)
-                got.append(self.message(hops, self.bytes_of(s, op, it, piped), mine))
+                got.append(self.message(hops, self.amount(self.bytes_of(s, op, it, piped)),
+                                        mine))
             done[key] = self.latest(mine + got)
             return True
         if name in ("signal", "rlxsignal"):
@@ -394,6 +453,11 @@ class _Builder:
                 return False
             done[key] = self.latest([s for _, sends in arrived for s in sends])
             passed[(g, tb.id, op.barrier)] += 1
+            # a round every thread block of the barrier has passed is not read again
+            through = (g, op.barrier, gen)
+            self.through[through] += 1
+            if self.through[through] == self.takers[(g, op.barrier)]:
+                del barriers[through], self.through[through]
             return True
         return True          # local data ops, switch ops, nop, flush: no time
 
