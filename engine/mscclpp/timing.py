@@ -117,8 +117,9 @@ class _Builder:
         self.conn = array("q")
         self.amount_of = array("q")
         self.amounts: dict[Fraction, int] = {}
-        self.after, self.after_ptr = array("q"), array("q", [0])
-        self.depth = array("q")
+        # (send ids and chains fit in 32 bits: 2**31 sends are far past the memory budget)
+        self.after, self.after_ptr = array("i"), array("q", [0])
+        self.depth = array("i")
         self.waits, self.wait_ptr = array("q"), array("q", [0])
         self.last_on: dict[int, tuple[int, ...]] = {}   # per connection: its last send's after
         self.sized: dict[tuple, Fraction] = {}      # bytes_of's answers
@@ -310,7 +311,10 @@ class _Builder:
         return self
 
     def flat(self) -> FlatProgram:
-        """The sends walked, as the event loop runs them (each send's ``waits``)."""
+        """The sends walked, as the event loop runs them (each send's ``waits``). The walk's
+        own lists (``after``, ``depth``) are let go first: the event loop does not read
+        them."""
+        self.after, self.after_ptr, self.depth = array("i"), array("q", [0]), array("i")
         n = len(self.conn)
         waits = np.frombuffer(self.waits, dtype=np.int64)
         ptr = np.frombuffer(self.wait_ptr, dtype=np.int64)
