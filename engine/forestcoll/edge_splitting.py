@@ -90,7 +90,7 @@ def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
     lrem, rrem = left[0][1], right[0][1]
     while li < len(left):
         used = min(lrem, rrem)
-        path = left[li][0] + right[ri][0][1:]
+        path = _without_cycles(left[li][0] + right[ri][0][1:])
         if out and out[-1][0] == path:
             out[-1] = (path, out[-1][1] + used)
         else:
@@ -104,6 +104,26 @@ def _pair_up(left: list[tuple[Path, int]], right: list[tuple[Path, int]]
             ri += 1
             rrem = right[ri][1] if ri < len(right) else 0
     return out
+
+
+def _without_cycles(path: Path) -> Path:
+    """``path`` with every detour that comes back to a node it left cut out (a unit that
+    went leaf, spine, leaf, spine, leaf goes leaf, spine, leaf): joining u..w to w..t can
+    pass a switch twice, and the detour only loads links (every link's load stays within
+    what the splitting allowed, so the trees stay within capacity)."""
+    if len(set(path)) == len(path):
+        return path
+    out: list[int] = []
+    at: dict[int, int] = {}
+    for node in path:
+        if node in at:
+            for gone in out[at[node] + 1:]:
+                del at[gone]
+            del out[at[node] + 1:]
+        else:
+            at[node] = len(out)
+            out.append(node)
+    return tuple(out)
 
 
 class _Splitter:
