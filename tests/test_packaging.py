@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# One worker runs the module: the wheel and its venv are built once per process.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_packaging")]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = "dgx-a100-2x8.json"

@@ -21,6 +21,9 @@ from canopy.engine.msccl.writer import plan_xml
 from canopy.engine.network.indexed import Network
 from canopy.engine.network.maxflow import FlowNetwork
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-allreduce-test_rounding")
+
 MI250_SMS = MscclLimits(max_tbs_per_gpu=104)      # an MI250 GCD's compute units
 
 

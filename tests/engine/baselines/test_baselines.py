@@ -41,6 +41,9 @@ from canopy.engine.network.routing import Router
 from canopy.engine.network.servers import compute_nodes_by_server
 from tests.strategies import topologies
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-baselines-test_baselines")
+
 SAMPLES = ["dgx-a100-2x8.json", "mi250-2x16.json", "forestcoll-fig2.json"]
 COLLECTIVES = ["allgather", "reduce-scatter", "allreduce"]
 GIB = 2**30

@@ -20,6 +20,9 @@ from canopy.engine.model.plan import schedule_plan
 from canopy.engine.msccl import MscclOptions, plan_xml
 from canopy.engine.msccl.executor import simulate_file
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-deploy-test_msccl_ranges")
+
 SAMPLE = "hypercube-3d.json"
 
 

@@ -15,6 +15,9 @@ from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.plan import link_loads, schedule_plan
 from canopy.engine.model.verification import verify
 
+# One worker runs the module: what its caches compute is kept per process.
+pytestmark = pytest.mark.xdist_group("reduction-fill")
+
 
 def _unit_edges(schedule):
     """Every (route, multiplicity) a tree edge has: what a swap must keep."""

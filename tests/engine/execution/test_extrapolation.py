@@ -16,6 +16,9 @@ from canopy.engine.execution.extrapolation import LoopTime, loop_time
 from canopy.engine.execution.simulate import fastest
 from canopy.engine.generators import generate
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-execution-test_extrapolation")
+
 FLOOR = Fraction(5)
 FILL = Fraction(300)
 

@@ -28,6 +28,9 @@ from canopy.engine.msccl.threadblocks import parser_elements
 from canopy.engine.network.indexed import Network
 from tests.strategies import topologies
 
+# One worker runs the module: what its caches compute is kept per process.
+pytestmark = pytest.mark.xdist_group("msccl-writer")
+
 SAMPLES = [name.removesuffix(".json") for name in sample_names()]
 STEP_ATTRS = ["s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
               "hasdep"]

@@ -19,6 +19,9 @@ from canopy.engine.msccl.writer import plan_algo
 from canopy.engine.mscclpp import writer as W
 from canopy.engine.mscclpp.files import rank_servers
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-mscclpp-test_fit_count")
+
 
 def written(algo, servers, max_tbs, lanes=None):
     """The verdict of writing the plan for each cut in turn (the cut lowered until every

@@ -21,6 +21,9 @@ from canopy.engine.mscclpp.reader import MscclppPlanError, parse_plan
 from canopy.engine.mscclpp.writer import MscclppLimitError, algo_plan
 from tests import ROOT
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-mscclpp-test_plans")
+
 SAMPLES = [name.removesuffix(".json") for name in sample_names()]
 LARGE = {"tacos-3d-rfs-2x4x8", "tpu-v4-4x4x4-torus", "mi250-2x16", "rail-leaf-spine-4x8",
          "dgx-a100-4x8", "leaf-spine-jobs", "tacos-2d-switch-8x4"}    # 32 GPUs and more

@@ -17,6 +17,9 @@ from canopy.engine.mscclpp.reader import parse_plan
 from canopy.engine.mscclpp.timing import time_plan
 from canopy.engine.mscclpp.writer import MscclppLimitError, algo_plan
 
+# One worker runs the module: what its fixtures compute is kept per process.
+pytestmark = pytest.mark.xdist_group("engine-mscclpp-test_split")
+
 
 def ops_of(tb):
     return sum(1 + len(op.get("ops", [])) for op in tb["ops"])
