@@ -204,22 +204,42 @@ class _Builder:
             c = conn[sid]
             if last.get(c, -1) < sid:
                 last[c] = sid
-        keep = set(last.values())
+        keep = sorted(last.values())
         if len(keep) < 2:
-            return list(keep)
-        # every send the others wait for, back to the earliest of them: a send waits only
-        # for earlier ones, and only for ones with shorter chains than its own
-        lo, low = min(keep), min([depth[s] for s in keep])
+            return keep
+        # a send waits only for earlier ones with shorter chains, so only a send that is
+        # earlier than another of the list and shorter can be left out (``open_``); the
+        # search back from the list goes no further back, nor to shorter chains, than the
+        # open ones, and stops once none is left open (where a list keeps an early send,
+        # the search does not then walk back to it every time)
+        open_: set[int] = set()
+        longest = 0
+        for t in reversed(keep):
+            d = depth[t]
+            if d < longest:
+                open_.add(t)
+            elif d > longest:
+                longest = d
+        if not open_:
+            return keep
+        lo, low = min(open_), min([depth[t] for t in open_])
         after, ptr = self.after, self.after_ptr
         reached: set[int] = set()
-        stack = list(keep)
+        stack = [b for b in keep if b > lo and depth[b] > low]
         while stack:
             s = stack.pop()
             for a in after[ptr[s]:ptr[s + 1]]:
-                if a >= lo and depth[a] >= low and a not in reached:
-                    reached.add(a)
-                    stack.append(a)
-        return sorted(keep - reached)
+                if a < lo or depth[a] < low or a in reached:
+                    continue
+                reached.add(a)
+                if a in open_:
+                    open_.discard(a)
+                    if not open_:
+                        return [t for t in keep if t not in reached]
+                    if a == lo or depth[a] == low:
+                        lo, low = min(open_), min([depth[t] for t in open_])
+                stack.append(a)
+        return [t for t in keep if t not in reached]
 
     # -- sizes -----------------------------------------------------------------------
     def bytes_of(self, ref: Ref, op: Op, it: int, piped: Op | None) -> Fraction:
