@@ -29,3 +29,15 @@ def shared_files(folder: str, pattern: str) -> list[Path]:
     """The shared folder's files matching ``pattern`` (none on a fresh clone)."""
     path = SHARED_DIR / folder
     return sorted(path.glob(pattern)) if path.is_dir() else []
+
+
+def shared_params(folder: str, pattern: str) -> list:
+    """:func:`shared_files` as test parameters; on a fresh clone one parameter that skips
+    with the folder's path as its reason (an empty list would skip saying only that the
+    parameter set is empty)."""
+    files = shared_files(folder, pattern)
+    if files:
+        return files
+    return [pytest.param(SHARED_DIR / folder, marks=pytest.mark.skip(reason=(
+        f"{SHARED_DIR / folder} is not present beside this checkout (a fresh clone has no "
+        "../shared); the test reads its files")))]

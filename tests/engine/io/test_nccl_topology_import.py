@@ -24,7 +24,7 @@ from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.topology import find_problems
 from canopy.engine.network.indexed import Network
 from tests import DATA
-from tests.shared_data import needs_shared, shared_files, shared_path
+from tests.shared_data import needs_shared, shared_files, shared_params, shared_path
 
 REAL_FILES = shared_files("data/nccl-topo", "*.xml")
 GEN3_X16 = Fraction(12)      # NCCL: 16 lanes x 60 (100 Mb/s per lane at 8 GT/s) / 80
@@ -81,7 +81,8 @@ def test_the_shared_files_are_there():
 
 
 @needs_shared
-@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_params("data/nccl-topo", "*.xml"),
+                         ids=lambda p: p.name)
 @pytest.mark.parametrize("hosts", [1, 3])
 def test_every_real_file_imports_or_says_why(path, hosts):
     options = NcclImportOptions(hosts=hosts, nvswitch_bw=Fraction(300))
