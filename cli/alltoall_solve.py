@@ -83,9 +83,6 @@ def summary(result: AllToAllResult) -> str:
 
 def run_alltoall(args: argparse.Namespace) -> int:
     from canopy.engine.alltoall import solve_alltoall
-    from canopy.engine.alltoall.io import save_result
-    from canopy.engine.alltoall.msccl import alltoall_xml
-    from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
     if args.k is not None:
         raise CanopyError("--k applies to tree collectives, not to alltoall.")
     topo = load_topology(args.topology)
@@ -105,10 +102,12 @@ def run_alltoall(args: argparse.Namespace) -> int:
         progress.done()
     stepped = None
     if args.time_steps is not None:
+        from canopy.engine.alltoall.timestep_lp import check_against_fluid, solve_time_steps
         stepped = solve_time_steps(result.problem, args.time_steps)
         check_against_fluid(stepped, result.algbw)
     written = None
     if args.json:
+        from canopy.engine.alltoall.io import save_result
         written = save_result(result, args.json, stepped)
     if args.json != "-":
         print(summary(result))
@@ -120,6 +119,7 @@ def run_alltoall(args: argparse.Namespace) -> int:
                   f"store-and-forward steps ({stepped.pair_data:.6g} GB per pair per "
                   f"1 s step; HiGHS, tolerance {stepped.tolerance:g})")
     if args.msccl:
+        from canopy.engine.alltoall.msccl import alltoall_xml
         xml = alltoall_xml(result.schedule)
         atomic_write_bytes(args.msccl, xml.data)
         split = "exact shares" if xml.share_error == 0 else \

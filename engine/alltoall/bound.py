@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Collection, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -104,6 +105,9 @@ def _integer_capacities(problem: AllToAllProblem) -> tuple[np.ndarray, int]:
     return np.array(ints, dtype=dtype), den
 
 
+_CUT_CHUNK = 1 << 22    # booleans per block of sides tried at once by cut_bound
+
+
 def cut_ratio(problem: AllToAllProblem, side: set[int],
               caps: tuple[np.ndarray, int] | None = None) -> Fraction | None:
     """c⁺(S) / (a·b) for S = ``side``, or None when S or its complement has no compute."""
@@ -118,27 +122,38 @@ def cut_ratio(problem: AllToAllProblem, side: set[int],
     return Fraction(int(leaving), den * inside * outside)
 
 
-def cut_bound(problem: AllToAllProblem, candidates: list[set[int]] | None = None
+def cut_bound(problem: AllToAllProblem, candidates: Sequence[Collection[int]] | None = None
               ) -> tuple[Fraction, set[int]]:
     """The smallest cut ratio among single compute nodes, their complements and
-    ``candidates``: an upper bound on λ* found without the LP."""
-    sides: list[set[int]] = []
-    everything = set(range(problem.n))
-    for c in problem.compute:
-        sides += [{c}, everything - {c}]
-    for side in candidates or []:
-        sides += [set(side), everything - set(side)]
-    caps = _integer_capacities(problem)
-    best: tuple[Fraction, set[int]] | None = None
-    for side in sides:
-        ratio = cut_ratio(problem, side, caps)
-        if ratio is not None and (best is None or ratio < best[0]):
-            best = (ratio, side)
+    ``candidates`` and theirs: an upper bound on λ* found without the LP. Each side's
+    leaving capacity is an integer row sum; the first side of least ratio is kept."""
+    bases = [np.array([c]) for c in problem.compute] + \
+        [np.asarray(side if isinstance(side, np.ndarray) else list(side), dtype=np.int64)
+         for side in candidates or []]
+    base = np.zeros((len(bases), problem.n), dtype=bool)
+    base[np.repeat(np.arange(len(bases)), [len(side) for side in bases]),
+         np.concatenate(bases)] = True
+    ints, den = _integer_capacities(problem)
+    compute = np.zeros(problem.n, dtype=bool)
+    compute[list(problem.compute)] = True
+    best: tuple[int, int, np.ndarray] | None = None     # (leaving, inside·outside, side)
+    rows = max(1, _CUT_CHUNK // max(len(problem.tails), problem.n, 1))
+    for start in range(0, len(bases), rows):
+        member = base[start:start + rows]
+        member = np.stack([member, ~member], axis=1).reshape(-1, problem.n)
+        inside = (member & compute).sum(axis=1).tolist()
+        crossing = member[:, problem.tails] & ~member[:, problem.heads]
+        leaving = (crossing @ ints).tolist()
+        for row, left in enumerate(leaving):
+            pairs = inside[row] * (problem.num_compute - inside[row])
+            if pairs and (best is None or left * best[1] < best[0] * pairs):
+                best = (int(left), pairs, member[row])
     assert best is not None
-    return best
+    return Fraction(best[0], den * best[1]), set(np.flatnonzero(best[2]).tolist())
 
 
-def ball_cuts(problem: AllToAllProblem, lengths: list[int], limit: int = 4096) -> list[set[int]]:
+def ball_cuts(problem: AllToAllProblem, lengths: list[int], limit: int = 4096
+              ) -> list[np.ndarray]:
     """Balls around compute nodes under ``lengths`` (nested prefixes by distance): the cuts
     the dual lengths point at, tried by :func:`cut_bound`."""
     graph = csr_matrix((np.array(lengths, dtype=np.float64) + 1e-9, (problem.tails,
@@ -149,8 +164,7 @@ def ball_cuts(problem: AllToAllProblem, lengths: list[int], limit: int = 4096) -
     balls = []
     for row in dist:
         order = np.argsort(row, kind="stable")
-        for size in range(1, problem.n):
-            balls.append({int(x) for x in order[:size]})
+        balls += [order[:size] for size in range(1, problem.n)]
     return balls
 
 
