@@ -37,7 +37,7 @@ from canopy.engine.msccl.threadblocks import (
     assign_threadblocks,
     parser_elements,
 )
-from canopy.engine.network.servers import server_members, server_rotation
+from canopy.engine.network.servers import server_members, server_rotations
 
 Group = tuple[str, str, Path]          # (sender, receiver, route): one kind of connection
 
@@ -404,24 +404,24 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
 
 @dataclass(frozen=True)
 class ServerPlaces:
-    """Identical servers: the rotation π of the servers
-    (:func:`canopy.engine.network.servers.server_rotation`) and per node in a server (server,
-    index within it, servers)."""
+    """Identical servers: the rotations of the servers the simulation folds by
+    (:func:`canopy.engine.network.servers.server_rotations`, most folding first) and per
+    node in a server (server, index within it, servers)."""
 
-    rotation: dict[str, str]
+    rotations: tuple[dict[str, str], ...]
     where: dict[str, tuple[int, int, int]]
 
 
 def server_places(topology: Topology) -> ServerPlaces | None:
-    """The topology's identical servers, or None."""
-    found = server_rotation(topology)
-    if found is None:
+    """The topology's identical servers, or None where no rotation of them keeps it."""
+    found = server_rotations(topology)
+    if not found:
         return None
     nodes = topology.nodes
     members = server_members([node.group for node in nodes])
-    return ServerPlaces(found[0], {nodes[v].id: (k, i, len(members))
-                               for k, server in enumerate(members)
-                               for i, v in enumerate(server)})
+    return ServerPlaces(tuple(rotation for rotation, _ in found),
+                        {nodes[v].id: (k, i, len(members))
+                         for k, server in enumerate(members) for i, v in enumerate(server)})
 
 
 class _Laying:
@@ -452,8 +452,8 @@ class _Laying:
 class _Ties:
     """:func:`_tie_ranks`' answers about one plan and one set of identical servers that do
     not depend on the counts: whether its edges allow ranking by server at all, the image of
-    each key under π, whether π maps the trees onto themselves (asked once, when needed),
-    and the rank function."""
+    each key under each rotation π of the servers, whether π maps the trees onto themselves
+    (asked once per π, when needed), and the rank function."""
 
     def __init__(self, plan: CollectivePlan, servers: ServerPlaces) -> None:
         where = servers.where
@@ -461,8 +461,8 @@ class _Ties:
         self.possible = not any(t.root not in where or e.priority or
                                 (e.child if t.reduce else e.parent) not in where
                                 for t in plan.trees for e in t.edges)
-        self.images: dict[Key, Key] = {}
-        self._invariant: bool | None = None
+        self.images: list[dict[Key, Key]] = [{} for _ in servers.rotations]
+        self._invariant: list[bool | None] = [None] * len(servers.rotations)
         cut = len(plan.reduce_trees)
         nth: list[int] = []
         seen: dict[tuple[bool, str], int] = defaultdict(int)
@@ -476,20 +476,24 @@ class _Ties:
             return ((root[0] - at[0]) % root[2], root[1], nth[ti])
         self.rank = rank
 
-    def image(self, key: Key) -> Key:
-        found = self.images.get(key)
+    def image(self, which: int, key: Key) -> Key:
+        """``key`` moved by the ``which``-th rotation."""
+        images = self.images[which]
+        found = images.get(key)
         if found is None:
-            pi = self.servers.rotation
-            found = self.images[key] = (pi[key[0]], pi[key[1]], tuple(pi[x] for x in key[2]),
-                                        *key[3:])
+            pi = self.servers.rotations[which]
+            found = images[key] = (pi[key[0]], pi[key[1]], tuple(pi[x] for x in key[2]),
+                                   *key[3:])
         return found
 
-    def invariant(self) -> bool:
+    def invariant(self, which: int) -> bool:
+        """Whether the ``which``-th rotation maps the trees onto themselves."""
         from canopy.engine.execution.folding import edge_permutation
 
-        if self._invariant is None:
-            self._invariant = edge_permutation(self.plan, self.servers.rotation) is not None
-        return self._invariant
+        if self._invariant[which] is None:
+            self._invariant[which] = edge_permutation(
+                self.plan, self.servers.rotations[which]) is not None
+        return bool(self._invariant[which])
 
 
 _TIES: RecentMemo[_Ties] = RecentMemo(1)          # the last plan's (layouts() asks many times)
@@ -500,21 +504,26 @@ def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[
                ) -> Callable[[int, str], tuple[int, ...]] | None:
     """How tree ``ti``'s edge sent by ``sender`` ranks among the edges of one connection and
     step: by the tree's index (None), or, where that is all that keeps the layout from
-    being invariant under the rotation π of identical servers, by where the tree's root
-    sits relative to the sender (servers ahead, index within its server) and the tree's
-    index among those of its root and phase, which π keeps: the trees are invariant
-    (:func:`canopy.engine.execution.folding.edge_permutation`), so are the connection ``counts``
-    per key, every root and sender sits in a server and no edge has a priority of its
-    own. Then the layout and its send order are invariant and the simulation runs it
-    folded (:mod:`canopy.engine.execution.folding`); elsewhere nothing changes."""
+    being invariant under a rotation π of identical servers (each of ``servers``'
+    rotations, the ones the simulation folds by, most folding first: rotating by one
+    server, or a leaf-spine's pods by a pod with their leaves exchanged), by where the
+    tree's root sits relative to the sender (servers ahead, index within its server) and
+    the tree's index among those of its root and phase, which every rotation of the
+    servers keeps: the trees are invariant under π
+    (:func:`canopy.engine.execution.folding.edge_permutation`), so are the connection
+    ``counts`` per key, every root and sender sits in a server and no edge has a priority
+    of its own. Then the layout and its send order are invariant and the simulation runs
+    it folded (:mod:`canopy.engine.execution.folding`); elsewhere nothing changes."""
     if servers is None:
         return None
     ties = _TIES.get(plan, id(servers), lambda: _Ties(plan, servers))
     if not ties.possible:
         return None
-    if any(counts.get(ties.image(k)) != n for k, n in counts.items()):
-        return None
-    return ties.rank if ties.invariant() else None
+    for which in range(len(servers.rotations)):
+        if all(counts.get(ties.image(which, k)) == n for k, n in counts.items()) and \
+                ties.invariant(which):
+            return ties.rank
+    return None
 
 
 def _laying(plan: CollectivePlan, detail: int,

@@ -3,8 +3,8 @@
 A *server* is the set of nodes that share a ``group`` in the topology (a DGX, one host of
 an import, one server of a generator), in file order. Identical servers wired alike give
 automorphisms of the network: swapping two of them position by position
-(:func:`identical_groups`), rotating all of them by one (:func:`server_rotation`), or by
-several with the switches between them moved alike (:func:`server_rotations`). The
+(:func:`identical_groups`), or rotating all of them by one or by several, the switches
+between them staying or moved alike (:func:`server_rotations`). The
 optimum needs flows to one server's compute nodes only, the LP of ForestColl's App. E
 (Zhao et al., arXiv:2402.06787) keeps one budget per link orbit, and the simulator runs one
 send per orbit.
@@ -48,33 +48,16 @@ def rotation_image(groups: Sequence[str | None], kinds: Sequence[object]
     return image
 
 
-def server_rotation(topology: Topology) -> tuple[dict[str, str], int] | None:
-    """(π, m): the map of every node to its image under the rotation of the m servers,
-    or None when there are fewer than two servers or π is not an automorphism (servers
-    of different sizes or kinds, a link without an image of the same bandwidth and
-    latency)."""
-    nodes = topology.nodes
-    image = rotation_image([n.group for n in nodes], [n.kind for n in nodes])
-    if image is None:
-        return None
-    rotation = {node.id: nodes[image[i]].id for i, node in enumerate(nodes)}
-    caps, lats = topology.capacities(), topology.latencies()
-    for (a, b), cap in caps.items():
-        moved = (rotation[a], rotation[b])
-        if caps.get(moved) != cap or lats.get(moved) != lats.get((a, b)):
-            return None
-    return rotation, len({n.group for n in nodes if n.group is not None})
-
-
 def server_rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
     """Every (π, d) where π rotates the m servers by s (each server's i-th node to the
     i-th node of the server s further on), s dividing m and below it, and moves the nodes
     outside servers so that π is an automorphism: every link maps to a link of the same
     bandwidth and latency; d = m / s is π's order. Fewest servers first (the most
-    folding: :mod:`canopy.engine.execution.folding`). Rotating by one is
-    :func:`server_rotation` where it keeps the outside nodes in place; a leaf-spine whose
-    leaves each serve a pod of p servers has no such rotation, but rotating by p with the
-    pods' leaves exchanged is one (:func:`_outside_images`)."""
+    folding: :mod:`canopy.engine.execution.folding`; the MSCCL layouts rank ties by
+    server so as to be invariant under them: :mod:`canopy.engine.msccl.connection_counts`).
+    Rotating by one keeps the outside nodes in place where a switch serves every server
+    alike; a leaf-spine whose leaves each serve a pod of p servers has no such rotation,
+    but rotating by p with the pods' leaves exchanged is one (:func:`_outside_images`)."""
     nodes = topology.nodes
     members = server_members([n.group for n in nodes])
     m = len(members)

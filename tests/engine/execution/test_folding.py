@@ -16,7 +16,7 @@ from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, ring_pl
 from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl.connections import layouts
 from canopy.engine.msccl.threadblocks import MscclLimits
-from canopy.engine.network.servers import server_rotation, server_rotations
+from canopy.engine.network.servers import server_rotations
 
 
 def shared_core(servers: int, gpus: int = 2) -> Topology:
@@ -100,15 +100,15 @@ def test_fixed_link_shared_by_every_orbit_member():
 
 
 def test_rotation_of_identical_servers_only():
-    rotation, m = server_rotation(shared_core(4))
-    assert m == 4 and rotation["s3.g1"] == "s0.g1" and rotation["up"] == "up"
+    (rotation, m), (_, half) = server_rotations(shared_core(4))
+    assert m == 4 and rotation["s3.g1"] == "s0.g1" and rotation["up"] == "up" and half == 2
     odd = shared_core(3)
     odd.links[1] = Link("s0.g0", "s0.sw", Fraction(50))          # one slower GPU link
-    assert server_rotation(odd) is None
+    assert server_rotations(odd) == []
     one_server = Topology("one", [Node("g0", "compute", group="s"),
                                   Node("g1", "compute", group="s")],
                           [Link("g0", "g1", Fraction(10))])
-    assert server_rotation(one_server) is None
+    assert server_rotations(one_server) == []
 
 
 def test_asymmetric_plans_run_whole():
@@ -176,7 +176,6 @@ def test_pods_of_a_leaf_spine_fold_with_their_leaves_exchanged():
     folded on half the sends with the whole program's exact times."""
     topology = generate("cluster", {"servers": "4", "gpus": "2", "scale_out": "leaf-spine",
                                     "servers_per_leaf": "2"})
-    assert server_rotation(topology) is None
     [(rotation, order)] = server_rotations(topology)
     assert order == 2 and rotation["n0.gpu1"] == "n2.gpu1" and rotation["n3.nic0"] == "n1.nic0"
     assert rotation["leaf0.1"] == "leaf1.1" and rotation["leaf1.0"] == "leaf0.0"
@@ -200,3 +199,22 @@ def test_switches_outside_servers_stay_or_no_rotation_is_found():
     lopsided = shared_core(2)
     lopsided.links.append(Link("s0.sw", "up", Fraction(5), duplex=False))
     assert server_rotations(lopsided) == []
+
+
+def test_pods_of_a_leaf_spine_fold_a_shared_layout_with_the_same_exact_times():
+    """4 servers of 2 GPUs in two pods of a leaf-spine, allreduce at 8 thread blocks per
+    GPU: the layout ranks ties between trees by where their roots sit relative to the
+    sender, which rotating by a pod with the pods' leaves exchanged keeps (the rotation
+    the simulation folds by), so the shared layout runs folded on half the sends, with
+    the whole program's exact times."""
+    topology = generate("cluster", {"servers": "4", "gpus": "2", "scale_out": "leaf-spine",
+                                    "servers_per_leaf": "2"})
+    plan = schedule_plan(solve(topology, "allreduce"))
+    name, laid = layouts(plan, MscclLimits(max_tbs_per_gpu=8), topology)[0]
+    assert name == "shared"
+    assert any(len({e.priority for e in t.edges}) > 1 for t in laid.trees)
+    for pieces in (1, 3):
+        folded = sim.simulate(topology, laid, 1 << 22, pieces, exact=True)
+        whole = sim.simulate(topology, laid, 1 << 22, pieces, exact=True, symmetry=False)
+        assert 2 * folded.messages == whole.messages
+        assert folded.time_us == whole.time_us
