@@ -227,7 +227,7 @@ def shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
     or GPU name. Heaps with stale entries skipped keep this fast on 1024 GPUs, where a pass
     over every key per connection given up is far too slow.) With ``topology``, the key of
     the GPU that gives one up is instead the one whose links then take least time
-    (:func:`_slack_choice`): connections merge where links have slack, so trees keep their
+    (:class:`_SlackChoice`): connections merge where links have slack, so trees keep their
     shares of the links the schedule loads to capacity."""
     return Descent(plan, limits.max_channels, detail, topology, weighted).counts(limits)
 
@@ -288,7 +288,7 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
     of a GPU, that GPU, the key; None and the end where it has none left to give up)."""
     members = connection_members(plan, detail)
     counts: dict[Key, int] = {k: len(v) for k, v in members.items()}
-    pick = _slack_choice(plan, members, counts, topology) if topology is not None else None
+    slack = _SlackChoice(plan, members, counts, topology) if topology is not None else None
     rank = {g: i for i, g in enumerate(sorted(counts))}
     at: dict[str, list[Key]] = defaultdict(list)
     per_pair: dict[tuple[str, str], int] = defaultdict(int)
@@ -315,6 +315,8 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
 
     def give_up(group: Key) -> None:
         counts[group] -= 1
+        if slack is not None:
+            slack.moved(group)
         per_pair[group[:2]] -= 1
         for gpu in group[:2]:
             per_gpu[gpu] -= 1
@@ -345,8 +347,8 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
         if not heap:
             yield per_gpu[gpu], gpu, None
             return
-        group = heap[0][2] if pick is None else \
-            pick([g for g in at[gpu] if counts[g] > 1])
+        group = heap[0][2] if slack is None else \
+            slack.pick([g for g in at[gpu] if counts[g] > 1])
         yield per_gpu[gpu], gpu, group
         give_up(group)
         if counts[group] > 1:
@@ -354,37 +356,78 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
                 heapq.heappush(mine[end], entry(group))
 
 
-def _slack_choice(plan: CollectivePlan,
-                  members: dict[Key, list[Member]],
-                  counts: dict[Key, int], topology: Topology
-                  ) -> Callable[[list[Key]], Key]:
+class _SlackChoice:
     """How :func:`shared_counts` picks the key that gives up a connection when it knows
     the topology: the one after which the slowest of its links is fastest, a link's time
     per loop iteration being its connections times the most chunks one of them carries
     over its capacity (connections share a link equally, so the link streams for as
-    long as its fullest connection needs at that share); ties: most connections."""
-    caps = topology.capacities()
-    mult = multiplicities(plan)
-    load = {k: sum(mult[ti] for _, ti, _ in v) for k, v in members.items()}
-    links = {k: path_links(k[2] if k[2][0] == k[0] else tuple(reversed(k[2])))
-             for k in members}
-    on_link: dict[tuple[str, str], list[Key]] = defaultdict(list)
-    for k, route in links.items():
-        for link in route:
-            on_link[link].append(k)
+    long as its fullest connection needs at that share); ties: most connections.
 
-    def link_time(link: tuple[str, str], less: Key) -> Fraction:
-        total, fullest = 0, 0
-        for k in on_link[link]:
-            n = counts[k] - (k == less)
-            total += n
-            fullest = max(fullest, -(-load[k] // n))
-        return Fraction(total * fullest) / caps[link]
+    Per link its connections and its fullest keys are kept (the largest chunks per
+    connection, the keys with it and the largest of the others), brought up to date for
+    the links of a key that gave one up (:meth:`moved`): a link's time with one key
+    giving one up is then found without a pass over the link's keys (on 2 x MI250 every
+    pick asked it of each of a GPU's keys and every link on their routes)."""
 
-    def pick(choices: list[Key]) -> Key:
-        return min(choices, key=lambda k: (max(link_time(link, k) for link in links[k]),
-                                           -counts[k], k))
-    return pick
+    def __init__(self, plan: CollectivePlan, members: dict[Key, list[Member]],
+                 counts: dict[Key, int], topology: Topology) -> None:
+        caps = topology.capacities()
+        mult = multiplicities(plan)
+        self.counts = counts
+        self.load = {k: sum(mult[ti] for _, ti, _ in v) for k, v in members.items()}
+        self.links = {k: path_links(k[2] if k[2][0] == k[0] else tuple(reversed(k[2])))
+                      for k in members}
+        self.on_link: dict[tuple[str, str], list[Key]] = defaultdict(list)
+        for k, route in self.links.items():
+            for link in route:
+                self.on_link[link].append(k)
+        # a link's time scaled by the common multiple of the capacities' numerators: an
+        # integer, ordered as the times are (Fractions would cost most of a pick)
+        used = [Fraction(caps[link]) for link in self.on_link]
+        common = math.lcm(*(c.numerator for c in used)) if used else 1
+        self.scale = {link: c.denominator * (common // c.numerator)
+                      for link, c in zip(self.on_link, used, strict=True)}
+        self.stats: dict[tuple[str, str], tuple[int, int, set[Key], int]] = {}
+        self.dirty = set(self.on_link)
+
+    def moved(self, key: Key) -> None:
+        """``key`` gave up a connection: its links' figures are out of date."""
+        self.dirty.update(self.links[key])
+
+    def _fullest(self, key: Key, n: int) -> int:
+        return -(-self.load[key] // n)
+
+    def _refresh(self) -> None:
+        for link in self.dirty:
+            total, top, second = 0, 0, 0
+            tops: set[Key] = set()
+            for k in self.on_link[link]:
+                total += self.counts[k]
+                v = self._fullest(k, self.counts[k])
+                if v > top:
+                    second, top, tops = top, v, {k}
+                elif v == top:
+                    tops.add(k)
+                elif v > second:
+                    second = v
+            self.stats[link] = (total, top, tops, second)
+        self.dirty.clear()
+
+    def link_time(self, link: tuple[str, str], less: Key) -> int:
+        """The link's time with ``less`` on one connection fewer (scaled alike for every
+        link)."""
+        total, top, tops, second = self.stats[link]
+        others = top if len(tops) > 1 or less not in tops else second
+        total -= self.links[less].count(link)
+        return total * max(others, self._fullest(less, self.counts[less] - 1)) \
+            * self.scale[link]
+
+    def pick(self, choices: list[Key]) -> Key:
+        """The key of ``choices`` to give up a connection."""
+        self._refresh()
+        return min(choices, key=lambda k: (max(self.link_time(link, k)
+                                               for link in self.links[k]),
+                                           -self.counts[k], k))
 
 
 def _contiguous(loads: list[int], parts: int) -> list[int]:

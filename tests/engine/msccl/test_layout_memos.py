@@ -96,3 +96,54 @@ def test_trial_placements_leave_no_trace():
             channels.reach(list(chain.steps), ch, True)
     after = [entry for entry in tables() if any(entry[1])]
     assert after == [entry for entry in before if any(entry[1])]
+
+
+def test_slack_choice_picks_as_if_every_link_time_were_summed_anew(monkeypatch):
+    """The slack choice keeps per link its connections and fullest keys up to date as keys
+    give up connections; at every pick of 2 x DGX A100's allreduce in unit trees (by phase
+    and by 2 steps) it takes the key a pass over every link's keys with exact times
+    takes: the slowest of its links fastest after it gives one up, then most connections,
+    then the larger key (40 thread blocks per GPU, so that many give one up)."""
+    from fractions import Fraction
+
+    from canopy.engine.model.plan import path_links
+
+    topology = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topology, "allreduce"))
+    split = connection_counts.split_trees(plan, connection_counts.multiplicities(plan), 1)
+    caps = topology.capacities()
+    mult = connection_counts.multiplicities(split)
+    picked = []
+    original, start = connection_counts._SlackChoice.pick, connection_counts._SlackChoice.__init__
+    given = {}
+
+    def noted(self, plan, members, counts, topology):
+        given[id(self)] = {k: list(v) for k, v in members.items()}
+        start(self, plan, members, counts, topology)
+
+    def checked(self, choices):
+        counts = self.counts
+        members = given[id(self)]
+        load = {k: sum(mult[ti] for _, ti, _ in v) for k, v in members.items()}
+        route = {k: path_links(k[2] if k[2][0] == k[0] else tuple(reversed(k[2])))
+                 for k in members}
+
+        def link_time(link, less):
+            on = [k for k in members for x in route[k] if x == link]
+            total = sum(counts[k] - (k == less) for k in on)
+            fullest = max(-(-load[k] // (counts[k] - (k == less))) for k in on)
+            return Fraction(total * fullest) / caps[link]
+
+        want = min(choices, key=lambda k: (max(link_time(x, k) for x in route[k]),
+                                           -counts[k], k))
+        got = original(self, choices)
+        picked.append(got)
+        assert got == want
+        return got
+
+    monkeypatch.setattr(connection_counts._SlackChoice, "pick", checked)
+    monkeypatch.setattr(connection_counts._SlackChoice, "__init__", noted)
+    for detail in (1, 3):
+        connection_counts.Descent(split, 16, detail, topology, True).counts(
+            MscclLimits(max_tbs_per_gpu=40))
+    assert len(picked) > 100
