@@ -53,7 +53,21 @@ class SwitchTree:
 
 
 def switch_tree(topology: Topology) -> SwitchTree:
-    """The tree model of ``topology``, or ScheduleError saying why it does not fit."""
+    """The tree model of ``topology``, or ScheduleError saying why it does not fit (most
+    networks have a cycle, found without networkx, whose import would cost a comparison
+    more than the rest of this row)."""
+    neighbours: dict[str, dict[str, None]] = {n: {} for n in topology.node_ids()}
+    for link in topology.links:
+        if not link.duplex:
+            raise ScheduleError(f"link {link.describe()} is one-way; contention-free rings "
+                                "need duplex links.")
+        neighbours[link.source][link.target] = None
+        neighbours[link.target][link.source] = None
+    cycle = _first_cycle(neighbours)
+    if cycle is not None:
+        through = ", ".join(cycle[:6]) + (", …" if len(cycle) > 6 else "")
+        raise ScheduleError(f"the network is not a tree (it has a cycle through {through}), "
+                            "so contention-free logical rings do not apply.")
     import networkx as nx  # here, not at the top: the comparison's start-up stays lean
 
     compute_order = topology.compute_nodes()
@@ -62,19 +76,8 @@ def switch_tree(topology: Topology) -> SwitchTree:
     graph = nx.Graph()
     graph.add_nodes_from(topology.node_ids())
     for link in topology.links:
-        if not link.duplex:
-            raise ScheduleError(f"link {link.describe()} is one-way; contention-free rings "
-                                "need duplex links.")
         graph.add_edge(link.source, link.target)
     graph.remove_nodes_from([n for n in topology.switch_nodes() if graph.degree(n) == 0])
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle is not None:
-        through = ", ".join(u for u, _ in cycle[:6]) + (", …" if len(cycle) > 6 else "")
-        raise ScheduleError(f"the network is not a tree (it has a cycle through {through}), "
-                            "so contention-free logical rings do not apply.")
     if not nx.is_connected(graph):
         raise ScheduleError("the network is not connected, so no ring exists.")
     for c in compute_order:
@@ -103,6 +106,37 @@ def switch_tree(topology: Topology) -> SwitchTree:
         children.pop(c, None)
         machines.pop(c, None)
     return SwitchTree(root, children, machines)
+
+
+def _first_cycle(neighbours: dict[str, dict[str, None]]) -> list[str] | None:
+    """The nodes of the first cycle a depth-first search meets, nodes and their neighbours
+    taken in the order given (the cycle networkx's ``find_cycle`` names on every sample),
+    or None where the undirected graph is a forest. The search does not go back over the
+    link it came by; a node met again on the current path closes the cycle."""
+    seen: set[str] = set()
+    for start in neighbours:
+        if start in seen:
+            continue
+        seen.add(start)
+        path, on_path = [start], {start: 0}
+        walks = [iter(neighbours[start])]
+        while walks:
+            v = next(walks[-1], None)
+            if v is None:
+                walks.pop()
+                del on_path[path.pop()]
+                continue
+            if len(path) > 1 and v == path[-2]:
+                continue                       # the link it came by
+            if v in on_path:
+                return path[on_path[v]:]
+            if v in seen:
+                continue
+            seen.add(v)
+            on_path[v] = len(path)
+            path.append(v)
+            walks.append(iter(neighbours[v]))
+    return None
 
 
 def lr1_order(tree: SwitchTree) -> list[str]:

@@ -180,13 +180,23 @@ def unwind(topology: Topology, unwinding: str = "ring",
 
 def _switch_groups(topology: Topology, caps: dict[tuple[str, str], Fraction]
                    ) -> list[set[str]]:
-    """The connected groups of switch nodes (joined by switch-to-switch links)."""
-    import networkx as nx  # here, not at the top: the comparison's start-up stays lean
+    """The connected groups of switch nodes (joined by switch-to-switch links), by
+    union-find (networkx's import would cost a comparison more than the search)."""
+    parent = {s: s for s in topology.switch_nodes()}
 
-    graph = nx.Graph()
-    graph.add_nodes_from(topology.switch_nodes())
-    graph.add_edges_from((u, v) for u, v in caps if u in graph and v in graph)
-    return list(nx.connected_components(graph))
+    def root(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in caps:
+        if u in parent and v in parent:
+            parent[root(u)] = root(v)
+    groups: dict[str, set[str]] = {}
+    for s in parent:
+        groups.setdefault(root(s), set()).add(s)
+    return list(groups.values())
 
 
 def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:

@@ -365,3 +365,35 @@ def test_no_allgather_baseline_beats_the_optimum_on_random_topologies(topo):
     for result in results:
         if result.applicable:
             assert result.algbw <= best, result.algorithm
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_lr_rings_name_the_cycle_networkx_finds_and_tacos_groups_switches_alike(name):
+    """The LR rings' check that the network is a tree and TACOS's groups of switches run
+    without networkx (its import would cost a comparison more than both): on every sample
+    the cycle named is the one ``networkx.find_cycle`` finds, and the switch groups are
+    networkx's connected components of the switch-to-switch links."""
+    import networkx as nx
+
+    from canopy.engine.baselines import tacos
+    from canopy.engine.model.errors import ScheduleError
+
+    topology = load_sample(name)
+    graph = nx.Graph()
+    graph.add_nodes_from(topology.node_ids())
+    graph.add_edges_from((link.source, link.target) for link in topology.links)
+    try:
+        cycle = [u for u, _ in nx.find_cycle(graph)]
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle is not None and all(link.duplex for link in topology.links):
+        with pytest.raises(ScheduleError) as caught:
+            switch_tree(topology)
+        through = ", ".join(cycle[:6]) + (", …" if len(cycle) > 6 else "")
+        assert f"cycle through {through})" in str(caught.value)
+    switches = nx.Graph()
+    switches.add_nodes_from(topology.switch_nodes())
+    caps = topology.capacities()
+    switches.add_edges_from((u, v) for u, v in caps if u in switches and v in switches)
+    assert sorted(map(sorted, tacos._switch_groups(topology, caps))) == \
+        sorted(map(sorted, nx.connected_components(switches)))
