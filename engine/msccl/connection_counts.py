@@ -455,16 +455,30 @@ class ServerPlaces:
     where: dict[str, tuple[int, int, int]]
 
 
+_PLACES: dict[Any, ServerPlaces | None] = {}
+_PLACES_KEPT = 4
+
+
 def server_places(topology: Topology) -> ServerPlaces | None:
-    """The topology's identical servers, or None where no rotation of them keeps it."""
+    """The topology's identical servers, or None where no rotation of them keeps it; kept
+    for the last few networks (the layouts of every candidate of a runtime choice ask, and
+    finding the rotations of 128 servers takes a second)."""
+    key = topology.fingerprint()
+    if key in _PLACES:
+        return _PLACES[key]
     found = server_rotations(topology)
-    if not found:
-        return None
-    nodes = topology.nodes
-    members = server_members([node.group for node in nodes])
-    return ServerPlaces(tuple(rotation for rotation, _ in found),
-                        {nodes[v].id: (k, i, len(members))
-                         for k, server in enumerate(members) for i, v in enumerate(server)})
+    places = None
+    if found:
+        nodes = topology.nodes
+        members = server_members([node.group for node in nodes])
+        places = ServerPlaces(tuple(rotation for rotation, _ in found),
+                              {nodes[v].id: (k, i, len(members))
+                               for k, server in enumerate(members)
+                               for i, v in enumerate(server)})
+    if len(_PLACES) >= _PLACES_KEPT:
+        _PLACES.pop(next(iter(_PLACES)))
+    _PLACES[key] = places
+    return places
 
 
 class _Laying:

@@ -14,6 +14,7 @@ from canopy.engine.generators import generate
 from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, ring_plan, schedule_plan
 from canopy.engine.model.topology import Link, Node, Topology
+from canopy.engine.msccl.connection_counts import server_places
 from canopy.engine.msccl.connections import layouts
 from canopy.engine.msccl.threadblocks import MscclLimits
 from canopy.engine.network.servers import server_rotations
@@ -213,6 +214,8 @@ def test_pods_of_a_leaf_spine_fold_a_shared_layout_with_the_same_exact_times():
     name, laid = layouts(plan, MscclLimits(max_tbs_per_gpu=8), topology)[0]
     assert name == "shared"
     assert any(len({e.priority for e in t.edges}) > 1 for t in laid.trees)
+    places = server_places(topology)         # found once per network
+    assert places is server_places(topology) and len(places.rotations) == 1
     for pieces in (1, 3):
         folded = sim.simulate(topology, laid, 1 << 22, pieces, exact=True)
         whole = sim.simulate(topology, laid, 1 << 22, pieces, exact=True, symmetry=False)
