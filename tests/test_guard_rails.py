@@ -41,3 +41,14 @@ def test_engine_type_checks(namespace_root, tmp_path):
     done = _run("mypy", ["-p", "canopy.engine", "--cache-dir", str(tmp_path / "mypy")],
                 namespace_root)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@pytest.mark.xdist_group("guard-rails-loadgroup")
+def test_xdist_groups_hold(request):
+    """pyproject's ``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker,
+    so a module's cached results are computed once. pytest-xdist tells the scheduler by
+    suffixing the node id with the group in the worker; where that suffix is lost (pytest
+    9.2's structured node ids) the groups' tests spread over the workers and each
+    computes the caches again, with nothing failing but this."""
+    grouped = getattr(request.config.option, "loadgroup", False)   # set in a worker
+    assert request.node.nodeid.endswith("@guard-rails-loadgroup") == grouped
