@@ -25,7 +25,8 @@ def _unit_edges(schedule):
 
 
 # 2x MI250 reduce-scatter at k = 2 on lower trees, and its passes: computed once per test
-# process (pass 1 and pass 2's 40 tries are a few CPU seconds each), read by several tests.
+# process (pass 1 a few CPU seconds, both passes with pass 2's FILL_TRIES swaps, the
+# README row's run, most of a minute), read by several tests.
 
 @functools.cache
 def _mi250():
@@ -40,27 +41,28 @@ def _pass_one():
 
 
 @functools.cache
-def _pass_two_40():
-    """Both passes with 40 tries, and every (plan, time) pass 2 simulated."""
+def _both_passes():
+    """Both passes as :func:`fill_swaps` runs them by default (pass 2's FILL_TRIES swaps),
+    and per plan pass 2 simulated its reduce trees and time."""
     topo, twin = _mi250()
     runs = []
     real = reduction_fill.simulate
 
     def recording(topology, plan, *args, **kwargs):
         result = real(topology, plan, *args, **kwargs)
-        runs.append((plan, result.time_us))
+        runs.append((plan.reduce_trees, result.time_us))
         return result
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(reduction_fill, "simulate", recording)
-        two = fill_swaps(topo, twin, tries=40)
+        two = fill_swaps(topo, twin)
     return two, runs
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _forget_the_passes_after_the_module():
     yield
-    for cached in (_mi250, _pass_one, _pass_two_40):
+    for cached in (_mi250, _pass_one, _both_passes):
         cached.cache_clear()
 
 
@@ -100,7 +102,7 @@ def test_pass_two_keeps_only_faster_swaps_and_other_collectives_are_left_alone()
                         budget=None).time_us
 
     one = _pass_one()
-    two, _ = _pass_two_40()
+    two, _ = _both_passes()
     assert sample(two) <= sample(one) < sample(twin)
     assert _unit_edges(two) == _unit_edges(twin)
     allgather = solve(topo, "allgather", tolerance="4", shallow=True)
@@ -141,18 +143,18 @@ def test_pass_two_simulates_the_trees_it_keeps():
     swap is undone): the forest it returns is the plan it simulated fastest, faster than
     pass 1's, and every plan it simulated keeps the trees' roots and shares in place."""
     topo, _ = _mi250()
-    two, runs = _pass_two_40()
-    assert len(runs) == 41
+    two, runs = _both_passes()
+    assert len(runs) == reduction_fill.FILL_TRIES + 1
     real = reduction_fill.simulate
     mine = schedule_plan(two)
     size = Fraction(1 << 30) * reduction_fill.SAMPLE_PIECES / reduction_fill.REFERENCE_PIECES
     assert real(topo, mine, size, reduction_fill.SAMPLE_PIECES, budget=None).time_us == \
         min(time for _, time in runs) < runs[0][1]
-    for plan, _ in runs:
-        assert [(t.root, t.share) for t in plan.reduce_trees] == \
+    for reduce_trees, _ in runs:
+        assert [(t.root, t.share) for t in reduce_trees] == \
             [(t.root, t.share) for t in mine.reduce_trees]
     best = min(runs, key=lambda run: run[1])[0]
-    assert best.reduce_trees == mine.reduce_trees
+    assert best == mine.reduce_trees
 
 
 def test_both_passes_reach_the_rows_figure():
@@ -161,7 +163,7 @@ def test_both_passes_reach_the_rows_figure():
     what :func:`canopy.engine.deploy.runtime_choice.runtime_schedule` chooses there. A
     faster pass 2 that simulated other swaps, or fewer, would show here."""
     topo, twin = _mi250()
-    swapped = fill_swaps(topo, twin)
+    swapped, _ = _both_passes()
     assert _unit_edges(swapped) == _unit_edges(twin)
     fraction = fastest(topo, schedule_plan(swapped), 1 << 30).algbw / twin.optimal_algbw
     assert round(float(fraction), 4) >= 0.9513
