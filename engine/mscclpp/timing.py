@@ -26,6 +26,7 @@ The plan becomes a :class:`~canopy.engine.execution.simulate.Program` as the run
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections import defaultdict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -120,6 +121,10 @@ class _Builder:
         # (send ids and chains fit in 32 bits: 2**31 sends are far past the memory budget)
         self.after, self.after_ptr = array("i"), array("q", [0])
         self.depth = array("i")
+        # the same lists read the other way: per send the last entry of ``after`` naming it
+        # (``named``, -1 if none), per entry the entry before it naming the same send
+        # (``next_named``), so the sends waiting for a send directly are found from it
+        self.named, self.next_named = array("i"), array("i")
         self.waits, self.wait_ptr = array("q"), array("q", [0])
         self.last_on: dict[int, tuple[int, ...]] = {}   # per connection: its last send's after
         self.sized: dict[tuple, Fraction] = {}      # bytes_of's answers
@@ -173,11 +178,18 @@ class _Builder:
         prev, sid = tuple(after), -1
         depth = self.depth
         level = max([depth[a] for a in prev], default=0)
+        named, next_named = self.named, self.next_named
         for hop in hops:
             sid = len(self.conn)
             level += 1
             self.conn.append(hop)
             self.amount_of.append(amount)
+            entry = len(self.after)
+            for a in prev:
+                next_named.append(named[a])
+                named[a] = entry
+                entry += 1
+            named.append(-1)
             self.after.extend(prev)
             self.after_ptr.append(len(self.after))
             depth.append(level)
@@ -208,38 +220,70 @@ class _Builder:
         if len(keep) < 2:
             return keep
         # a send waits only for earlier ones with shorter chains, so only a send that is
-        # earlier than another of the list and shorter can be left out (``open_``); the
-        # search back from the list goes no further back, nor to shorter chains, than the
-        # open ones, and stops once none is left open (where a list keeps an early send,
-        # the search does not then walk back to it every time)
-        open_: set[int] = set()
+        # earlier than another of the list and shorter can be left out (``open_``)
+        open_: list[int] = []
         longest = 0
         for t in reversed(keep):
             d = depth[t]
             if d < longest:
-                open_.add(t)
+                open_.append(t)
             elif d > longest:
                 longest = d
         if not open_:
             return keep
-        lo, low = min(open_), min([depth[t] for t in open_])
+        # first the sends the list's own sends wait for directly, latest first (most lists
+        # are settled there), then a search back for each send still open
         after, ptr = self.after, self.after_ptr
-        reached: set[int] = set()
-        stack = [b for b in keep if b > lo and depth[b] > low]
-        while stack:
-            s = stack.pop()
-            for a in after[ptr[s]:ptr[s + 1]]:
-                if a < lo or depth[a] < low or a in reached:
-                    continue
-                reached.add(a)
-                if a in open_:
-                    open_.discard(a)
-                    if not open_:
-                        return [t for t in keep if t not in reached]
-                    if a == lo or depth[a] == low:
-                        lo, low = min(open_), min([depth[t] for t in open_])
-                stack.append(a)
+        lo, left = open_[-1], set(open_)
+        for b in reversed(keep):
+            if b <= lo:
+                break
+            left.difference_update(after[ptr[b]:ptr[b + 1]])
+            if not left:
+                break
+        reached = set(open_) - left
+        for t in left:
+            if self.reaches(keep, t):
+                reached.add(t)
         return [t for t in keep if t not in reached]
+
+    def reaches(self, sends: list[int], t: int) -> bool:
+        """Whether one of ``sends`` waits for send ``t`` through its chain of waits: a
+        search back from ``sends`` (to sends later than ``t`` with longer chains) and one
+        forward from ``t`` (to sends earlier than the latest of ``sends`` with shorter
+        chains than the longest), a step of each in turn, until they meet or either has
+        nothing left. Each side alone settles the question; the other bounds the work by
+        the smaller of the two (a list that keeps an early send checks it against sends
+        whose waits go back through everything sent since, while what waits for that send
+        is usually little, and the other way round)."""
+        depth, after, ptr = self.depth, self.after, self.after_ptr
+        named, next_named = self.named, self.next_named
+        low = depth[t]
+        starts = [b for b in sends if b > t and depth[b] > low]
+        if not starts:
+            return False
+        high, last = max([depth[b] for b in starts]), max(starts)
+        back, ahead = set(starts), {t}
+        behind, forward = list(starts), [t]
+        while behind and forward:
+            s = behind.pop()
+            for a in after[ptr[s]:ptr[s + 1]]:
+                if a in ahead:
+                    return True
+                if a > t and depth[a] > low and a not in back:
+                    back.add(a)
+                    behind.append(a)
+            s = forward.pop()
+            e = named[s]
+            while e >= 0:
+                w = bisect_right(ptr, e) - 1
+                e = next_named[e]
+                if w in back:
+                    return True
+                if w < last and depth[w] < high and w not in ahead:
+                    ahead.add(w)
+                    forward.append(w)
+        return False
 
     # -- sizes -----------------------------------------------------------------------
     def bytes_of(self, ref: Ref, op: Op, it: int, piped: Op | None) -> Fraction:
@@ -335,6 +379,7 @@ class _Builder:
         own lists (``after``, ``depth``) are let go first: the event loop does not read
         them."""
         self.after, self.after_ptr, self.depth = array("i"), array("q", [0]), array("i")
+        self.named, self.next_named = array("i"), array("i")
         n = len(self.conn)
         waits = np.frombuffer(self.waits, dtype=np.int64)
         ptr = np.frombuffer(self.wait_ptr, dtype=np.int64)
