@@ -74,7 +74,11 @@ def brute_ratio(pnet: ParametricNetwork, caps: list[Fraction]) -> Fraction:
 
 
 def brute_envelope(lines):
-    """Breakpoints (b > 0 where the slope changes) of min over lines, and f."""
+    """Breakpoints (b > 0 where the slope changes) of min over lines, and f. Cuts with the
+    same line are one line here (the minimum, its breakpoints and the crossings are those
+    of the distinct lines)."""
+    lines = set(lines)
+
     def f(b):
         return min(a + s * b for a, s in lines)
     candidates = set()
@@ -85,7 +89,8 @@ def brute_envelope(lines):
                 candidates.add(b)
     breakpoints = []
     for b in sorted(candidates):
-        active = [s for a, s in lines if a + s * b == f(b)]
+        low = f(b)
+        active = [s for a, s in lines if a + s * b == low]
         if min(active) != max(active):
             breakpoints.append(b)
     return f, breakpoints, candidates
