@@ -53,4 +53,6 @@ def test_xdist_groups_hold(request):
     9.2's structured node ids) the groups' tests spread over the workers and each
     computes the caches again, with nothing failing but this."""
     grouped = getattr(request.config.option, "loadgroup", False)   # set in a worker
-    assert request.node.nodeid.endswith("@guard-rails-loadgroup") == grouped
+    assert request.node.nodeid.endswith("@guard-rails-loadgroup") == grouped, (
+        f"pytest {pytest.__version__} loses the xdist_group suffix; reinstall the test "
+        "extras (pip install -e '.[test]') for the pytest pyproject allows")
