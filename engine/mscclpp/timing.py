@@ -133,6 +133,7 @@ class _Builder:
         self.waiters: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
         self.takers: dict[tuple[int, int], int] = {}    # per GPU and barrier: its blocks
         self.ends: dict[tuple, tuple[int, tuple]] = {}  # endpoint's answers
+        self.wait_ends: dict[tuple, list[tuple]] = {}   # per wait: the endpoints it waits on
         self.put_targets: dict[tuple, tuple[list, int]] = {}   # per put: its targets
         self.put_messages: dict[tuple, list] = {}       # per put and iteration: puts()
         self.through: dict[tuple, int] = defaultdict(int)   # per barrier round: passed
@@ -211,14 +212,12 @@ class _Builder:
         if len(sends) < 2:
             return list(sends)
         conn, depth = self.conn, self.depth
-        last: dict[int, int] = {}
-        for sid in sends:
-            c = conn[sid]
-            if last.get(c, -1) < sid:
-                last[c] = sid
-        keep = sorted(last.values())
-        if len(keep) < 2:
-            return keep
+        keep = sorted(set(sends))
+        conns = [conn[sid] for sid in keep]
+        if len(set(conns)) < len(keep):     # the latest send of each connection
+            keep = sorted(dict(zip(conns, keep, strict=True)).values())
+            if len(keep) < 2:
+                return keep
         # a send waits only for earlier ones with shorter chains, so only a send that is
         # earlier than another of the list and shorter can be left out (``open_``)
         open_: list[int] = []
@@ -484,11 +483,14 @@ class _Builder:
                 self.wake(end)
             return True
         if name in ("wait", "rlxwait"):
-            ends = []
-            for cid in op.channel_ids:
-                index = tb.channels[op.channel_type][cid]
-                h = gpu.peers[op.channel_type][index]
-                ends.append((g, op.channel_type, h, gpu.peers[op.channel_type][:index].count(h)))
+            ends = self.wait_ends.get((g, tb.id, id(op)))
+            if ends is None:
+                ends = self.wait_ends[(g, tb.id, id(op))] = []
+                for cid in op.channel_ids:
+                    index = tb.channels[op.channel_type][cid]
+                    h = gpu.peers[op.channel_type][index]
+                    ends.append((g, op.channel_type, h,
+                                 gpu.peers[op.channel_type][:index].count(h)))
             if any(not queues[e] for e in ends):
                 self.need = [e for e in ends if not queues[e]]
                 return False
