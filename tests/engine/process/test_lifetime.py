@@ -24,10 +24,11 @@ from canopy.engine.process.lifetime import die_with_parent
 from tests import ROOT, job_targets
 
 PARENT = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
     from canopy.engine.process.child_jobs import ChildJob
     from tests.job_targets import spin_quietly
     if __name__ == "__main__":
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)   # as from a terminal, even under nohup
         job = ChildJob(spin_quietly, sys.argv[1])
         job.start()
         time.sleep(600)
