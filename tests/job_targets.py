@@ -32,6 +32,14 @@ def scheduling(progress):
     return os.nice(0), policy
 
 
+def solve_forever(topology, progress):
+    """Solve ``topology`` again and again, reporting each solve's phases: an engine job
+    still running whenever a phase is seen, however fast one solve is."""
+    from canopy.engine.forestcoll.solve import solve
+    while True:
+        solve(topology, progress=progress)
+
+
 def spin(pid_file, progress):
     """Compute forever (until killed), after writing this process's id to ``pid_file``."""
     import os

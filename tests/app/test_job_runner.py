@@ -40,11 +40,12 @@ def test_engine_bug_goes_to_the_log_not_the_window(qtbot, tmp_path, monkeypatch)
 
 def test_cancel_stops_a_long_solve_at_once_without_process_wide_tweaks(qtbot):
     before = sys.getswitchinterval()
-    job = EngineJob(solve, dgx_a100_cluster(16))
+    job = EngineJob(job_targets.solve_forever, dgx_a100_cluster(16))
     seen = []
     job.progress.connect(lambda phase, fraction: seen.append(phase))
     job.start()
     qtbot.waitUntil(lambda: "tree packing" in seen, timeout=60000)
+    assert job.is_running()
     assert sys.getswitchinterval() == before
     start = time.perf_counter()
     with qtbot.waitSignal(job.cancelled, timeout=1000):
