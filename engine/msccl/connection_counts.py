@@ -366,8 +366,8 @@ class _SlackChoice:
     Per link its connections and its fullest keys are kept (the largest chunks per
     connection, the keys with it and the largest of the others), brought up to date for
     the links of a key that gave one up (:meth:`moved`): a link's time with one key
-    giving one up is then found without a pass over the link's keys (on 2 x MI250 every
-    pick asked it of each of a GPU's keys and every link on their routes)."""
+    giving one up is then found without a pass over the link's keys (every pick asks it of
+    each of a GPU's keys and every link on their routes)."""
 
     def __init__(self, plan: CollectivePlan, members: dict[Key, list[Member]],
                  counts: dict[Key, int], topology: Topology) -> None:
@@ -462,7 +462,7 @@ _PLACES_KEPT = 4
 def server_places(topology: Topology) -> ServerPlaces | None:
     """The topology's identical servers, or None where no rotation of them keeps it; kept
     for the last few networks (the layouts of every candidate of a runtime choice ask, and
-    finding the rotations of 128 servers takes a second)."""
+    finding the rotations of many servers is not cheap)."""
     key = topology.fingerprint()
     if key in _PLACES:
         return _PLACES[key]
