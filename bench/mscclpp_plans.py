@@ -9,11 +9,14 @@ schedule's out-of-place plan with its lanes), its plan's thread blocks per GPU a
 whether the symbolic run proved the collective's result, and CPU seconds of the solve, the
 program layout, the writer, the parser's rules and the symbolic run.
 Run: ``python bench/mscclpp_plans.py [--sample NAME] [--families] [--out-of-place]
-[--collective C]``.
+[--collective C] [--merge RESULTS.json]``; ``--merge`` puts the rows run into the results
+file (replacing the same case, collective and buffer mode, keeping the others) and prints
+the merged summary.
 """
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -94,6 +97,7 @@ def main():
     parser.add_argument("--families", action="store_true", help="the generator families only")
     parser.add_argument("--out-of-place", action="store_true", help="out of place too")
     parser.add_argument("--collective", action="append", choices=(*COLLECTIVES, "alltoall"))
+    parser.add_argument("--merge", help="results JSON to merge the rows into (rewritten)")
     args = parser.parse_args()
     cases = []
     if not args.families:
@@ -111,11 +115,21 @@ def main():
                 row = one(label, topo, collective, inplace)
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
+    if args.merge:
+        with open(args.merge) as f:
+            old = json.load(f)["rows"]
+        ran = {(r["case"], r["collective"], r["inplace"]) for r in rows}
+        rows = [r for r in old if (r["case"], r["collective"], r["inplace"]) not in ran] + rows
     ok = [r for r in rows if "error" not in r]
-    print(json.dumps({"runs": len(rows), "failed": len(rows) - len(ok),
-                      "checked": sum(r["checked"] for r in ok),
-                      "cpu_s_total": round(sum(sum(r["cpu_s"].values()) for r in ok), 1),
-                      "rows": rows}, indent=1))
+    text = json.dumps({"runs": len(rows), "failed": len(rows) - len(ok),
+                       "checked": sum(r["checked"] for r in ok),
+                       "cpu_s_total": round(sum(sum(r["cpu_s"].values()) for r in ok), 1),
+                       "rows": rows}, indent=1)
+    if args.merge:
+        with open(args.merge + ".tmp", "w") as f:
+            f.write(text + "\n")
+        os.replace(args.merge + ".tmp", args.merge)
+    print(text)
 
 
 if __name__ == "__main__":

@@ -99,3 +99,28 @@ def test_relays_get_thread_blocks_of_their_own():
     merged = alltoall_xml(result.schedule, limits=MscclLimits(max_tbs_per_gpu=8))
     assert split.report.max_threadblocks > 8 >= merged.report.max_threadblocks
     assert split.report.threadblocks > merged.report.threadblocks
+
+
+
+def test_lanes_shrink_until_each_thread_block_holds_the_runtimes_channels(monkeypatch):
+    """A thread block holds at most MAX_CHANNEL port channels, and lanes multiply a port
+    connection's channels (the 4x4x4 torus needed 24 in one thread block at 8 lanes, a
+    plan the runtime refuses). Here, with the writer's limit lowered to 1, the plan's
+    lanes (2 on its heaviest connections) come down to 1, and the plan loads."""
+    from canopy.engine.generators import generate
+
+    topo = generate("cluster", RAILS)
+    result = solve_alltoall(topo)
+
+    def widest():
+        file = alltoall_plan("/nonexistent/a2a.json", topo, result.schedule, tune=False)
+        plan = json.loads(file.data)
+        return plan, max(sum(len(ch["channel_ids"]) for ch in tb["channels"]
+                             if ch["channel_type"] == "port")
+                         for g in plan["gpus"] for tb in g["threadblocks"])
+
+    assert widest()[1] == 2
+    monkeypatch.setattr(writer_module, "MAX_CHANNEL", 1)
+    plan, most = widest()
+    assert most == 1
+    assert execute(parse_plan(plan)).checked
