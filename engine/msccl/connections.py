@@ -307,7 +307,7 @@ def _unit_paired(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
         return None
     laid = channel_plan(split, split_counts(split, [1] * len(split.trees), 1),
                          servers=servers)
-    return pair_threadblocks(laid, limits, split)
+    return pair_threadblocks(laid, limits, split, servers)
 
 
 def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
@@ -330,7 +330,8 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
         except MscclLimitError:
             high = budget - 1
             continue
-        laid = pair_threadblocks(channel_plan(plan, counts, detail, servers), limits, plan) \
+        laid = pair_threadblocks(channel_plan(plan, counts, detail, servers), limits, plan,
+                                 servers) \
             if _pairs_fit(counts, limits) else None
         if laid is None:
             high = budget - 1

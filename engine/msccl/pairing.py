@@ -53,8 +53,10 @@ from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
+from canopy.engine.execution.folding import edge_permutation
 from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, tree_levels
+from canopy.engine.msccl.connection_counts import ServerPlaces
 from canopy.engine.msccl.lowering import chunks_per_root
 from canopy.engine.msccl.threadblocks import MscclLimits
 
@@ -160,13 +162,23 @@ ROUNDS = 6      # matchings tried, each avoiding the pairs the colouring had to 
 
 
 def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
-                      base: CollectivePlan | None = None) -> CollectivePlan | None:
+                      base: CollectivePlan | None = None,
+                      servers: ServerPlaces | None = None) -> CollectivePlan | None:
     """``plan`` (edges with channels) with the fewest pairs that bring every GPU within
     ``limits.max_tbs_per_gpu`` thread blocks (module docstring), its channels renumbered
     so that paired connections share one; the plan itself when no GPU is over; None when
     no pairing fits (a GPU with too few receives before its sends, or channels). Pairs
     the channels cannot hold are dropped and the GPUs they served matched again without
-    them, taking a few more pairs each round. ``base``: as :func:`connection_steps`'."""
+    them, taking a few more pairs each round. ``base``: as :func:`connection_steps`'.
+
+    With ``servers`` (:func:`~canopy.engine.msccl.connection_counts.server_places`),
+    where a rotation π of the identical servers maps the plan's connections onto
+    connections with the same steps (:func:`_symmetry`), one GPU per orbit of π is
+    matched and its pairs moved to the others by π, and the chains of pairs are coloured
+    an orbit at a time (all cut, or none): the pairs are then invariant under π, as the
+    plan is, and the simulation runs the paired plan folded
+    (:mod:`canopy.engine.execution.folding`), one send per orbit. Elsewhere every GPU is
+    matched on its own."""
     ends = connection_steps(plan, limits.max_count, base)
     count = threadblocks_per_gpu(plan, ends)
     if all(n <= limits.max_tbs_per_gpu for n in count.values()):
@@ -176,10 +188,12 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
     for conn in ends:
         sends[conn[0]].append(conn)
         receives[conn[1]].append(conn)
+    image = _symmetry(plan, ends, servers) if servers is not None else None
+    matched = _representatives(sorted(count), image)
     forbidden: set[tuple[Conn, Conn]] = set()
     for extra in range(ROUNDS):
         pairs: list[tuple[Conn, Conn]] = []
-        for gpu in sorted(count):
+        for gpu in matched:
             want = count[gpu] - limits.max_tbs_per_gpu
             if want <= 0:
                 continue
@@ -187,8 +201,8 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
                            forbidden, want + extra)
             if len(found) < want:
                 return None
-            pairs.extend(found)
-        channels, dropped = _colour(list(ends), pairs, limits)
+            pairs.extend(_orbit(found, image))
+        channels, dropped = _colour(list(ends), pairs, limits, image)
         if channels is None:
             return None
         kept = [p for p in pairs if p not in dropped]
@@ -210,6 +224,80 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
     paired = tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in kept))
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]),
                    paired=paired)
+
+
+@dataclass(frozen=True)
+class _Image:
+    """A rotation π of identical servers of order ``order``: its image of every GPU and
+    of every connection of a plan."""
+
+    gpu: dict[str, str]
+    conn: dict[Conn, Conn]
+    order: int
+
+
+def _symmetry(plan: CollectivePlan, ends: dict[Conn, _Ends], servers: ServerPlaces
+              ) -> _Image | None:
+    """The first of ``servers``' rotations π (most folding first, as the simulation
+    tries them) that maps the trees of ``plan`` onto its trees
+    (:func:`~canopy.engine.execution.folding.edge_permutation`), the edges of each
+    connection onto the edges of one connection, and each connection onto one of the
+    same steps fed by the images of its feeders (:class:`_Ends`): what makes the matching
+    of one GPU valid, moved by π, at its image. None where none does, or a GPU sits in
+    no server (π would fix it)."""
+    if any(gpu not in servers.where for gpu in plan.compute_nodes):
+        return None
+    flat = [(e.child, e.parent, e.channel) if t.reduce else (e.parent, e.child, e.channel)
+            for t in plan.trees for e in t.edges]
+    for rotation in servers.rotations:
+        perm = edge_permutation(plan, rotation)
+        if perm is None:
+            continue
+        image: dict[Conn, Conn] = {}
+        if all(image.setdefault(conn, flat[j]) == flat[j]
+               for conn, j in zip(flat, perm.tolist(), strict=True)) and \
+                len(set(image.values())) == len(image) and \
+                all(_same_ends(ends[c], ends[d], image) for c, d in image.items()):
+            first = plan.compute_nodes[0]
+            order, x = 1, rotation[first]
+            while x != first:
+                order, x = order + 1, rotation[x]
+            return _Image(rotation, image, order)
+    return None
+
+
+def _same_ends(a: _Ends, b: _Ends, image: dict[Conn, Conn]) -> bool:
+    """Whether ``b`` is ``a`` moved by a rotation whose image of connections is ``image``."""
+    return (a.first, a.last, a.steps, a.terminal, a.edges) == \
+        (b.first, b.last, b.steps, b.terminal, b.edges) and \
+        {image[c] for c in a.fed_by or ()} == set(b.fed_by or ())
+
+
+def _representatives(gpus: list[str], image: _Image | None) -> list[str]:
+    """The GPUs to match: every one, or with a rotation the first of each orbit."""
+    if image is None:
+        return gpus
+    seen: set[str] = set()
+    out = []
+    for gpu in gpus:
+        if gpu not in seen:
+            out.append(gpu)
+            x = gpu
+            while x not in seen:
+                seen.add(x)
+                x = image.gpu[x]
+    return out
+
+
+def _orbit(pairs: list[tuple[Conn, Conn]], image: _Image | None) -> list[tuple[Conn, Conn]]:
+    """``pairs`` of one GPU and, with a rotation, their images at the rest of its orbit."""
+    if image is None:
+        return pairs
+    out = list(pairs)
+    for _ in range(image.order - 1):
+        pairs = [(image.conn[r], image.conn[s]) for r, s in pairs]
+        out.extend(pairs)
+    return out
 
 
 def _pairs(receives: list[Conn], sends: list[Conn], ends: dict[Conn, _Ends], max_steps: int,
@@ -277,20 +365,24 @@ def _match(receives: list[Conn], sends: list[Conn], ends: dict[Conn, _Ends],
     return out
 
 
-def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimits
+def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimits,
+            image: _Image | None = None
             ) -> tuple[dict[Conn, int] | None, set[tuple[Conn, Conn]]]:
     """A channel per connection: paired connections alike, connections between the same
     two GPUs (one direction) apart, at most ``max_tbs_per_channel`` thread blocks per GPU
     and channel, channels below ``max_channels``; chains of pairs that find no channel are
     cut in two (the pair dropped), most constrained chains first (those through the
-    pairs of GPUs with most connections). Returns the channels (None when even single
+    pairs of GPUs with most connections). With a rotation (``image``, under which the
+    pairs are invariant) the chains of one orbit are coloured together, each still the
+    lowest channel it finds, and where one finds none all of them are cut alike, so
+    the pairs kept stay invariant. Returns the channels (None when even single
     connections find none) and the pairs dropped."""
     after = {r: s for r, s in pairs}
     before = {s: r for r, s in pairs}
     per_pair: dict[tuple[str, str], int] = defaultdict(int)
     for conn in conns:
         per_pair[conn[:2]] += 1
-    chains: list[list[Conn]] = []
+    chains: dict[Conn, list[Conn]] = {}         # by first connection
     ordered = sorted(conns)
     for conn in ordered:
         if conn in before:
@@ -298,17 +390,29 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
         chain = [conn]
         while chain[-1] in after:
             chain.append(after[chain[-1]])
-        chains.append(chain)
+        chains[conn] = chain
+    units: list[list[list[Conn]]] = []          # a chain, or with a rotation its orbit
+    placed: set[Conn] = set()
+    for first, chain in chains.items():
+        if first not in placed:
+            unit = [chain]
+            if image is not None:
+                for _ in range(image.order - 1):
+                    unit.append(chains[image.conn[unit[-1][0]]])
+            placed.update(c[0] for c in unit)
+            units.append(unit)
 
     # most constrained first: a heap keyed by (-most connections of a pair on the chain,
     # -length, the chain itself), the order in which sorting would take them
-    # (chains never share a connection, so their first ones order them as the chains do)
+    # (chains never share a connection, so their first ones order them as the chains do;
+    # the chains of an orbit are alike in both counts)
     position = {conn: i for i, conn in enumerate(ordered)}
 
-    def urgency(chain: list[Conn]) -> tuple:
-        return (-max(per_pair[c[:2]] for c in chain), -len(chain), position[chain[0]], chain)
+    def urgency(unit: list[list[Conn]]) -> tuple:
+        chain = unit[0]
+        return (-max(per_pair[c[:2]] for c in chain), -len(chain), position[chain[0]], unit)
 
-    heap = [urgency(chain) for chain in chains]
+    heap = [urgency(unit) for unit in units]
     heapq.heapify(heap)
     used: dict[tuple[str, str], int] = defaultdict(int)      # channels taken, as bits
     channels = range(limits.max_channels)
@@ -316,33 +420,60 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
     per_channel = limits.max_tbs_per_channel
     out: dict[Conn, int] = {}
     dropped: set[tuple[Conn, Conn]] = set()
-    while heap:
-        chain = heapq.heappop(heap)[-1]
-        pairs_of = [c[:2] for c in chain]
-        tbs: dict[str, int] = defaultdict(int)   # thread blocks the chain adds per GPU
-        tbs[chain[0][0]] += 1
-        for conn in chain:
-            tbs[conn[1]] += 1
-        channel = None
-        if len(set(pairs_of)) == len(pairs_of):
-            taken = 0
-            for p in pairs_of:
-                taken |= used[p]
-            loads = [(load[g], per_channel - n)
-                     for g, n in tbs.items()]
-            channel = next((ch for ch in channels if not taken >> ch & 1 and
-                            all(row[ch] <= room for row, room in loads)), None)
-        if channel is None:
-            if len(chain) == 1:
-                return None, dropped
-            cut = len(chain) // 2
-            dropped.add((chain[cut - 1], chain[cut]))
-            heapq.heappush(heap, urgency(chain[:cut]))
-            heapq.heappush(heap, urgency(chain[cut:]))
-            continue
+
+    def place(chain: list[Conn], channel: int, sign: int) -> None:
+        """Give ``chain`` ``channel`` (``sign`` 1) or take it back (-1)."""
+        tbs = _chain_threadblocks(chain)
         for conn in chain:
             out[conn] = channel
-            used[conn[:2]] |= 1 << channel
+            used[conn[:2]] ^= 1 << channel
         for g, n in tbs.items():
-            load[g][channel] += n
+            load[g][channel] += sign * n
+
+    while heap:
+        unit = heapq.heappop(heap)[-1]
+        done: list[tuple[list[Conn], int]] = []
+        for chain in unit:
+            channel = _free_channel(chain, used, load, channels, per_channel)
+            if channel is None:
+                break
+            place(chain, channel, 1)
+            done.append((chain, channel))
+        if len(done) == len(unit):
+            continue
+        for chain, channel in done:
+            place(chain, channel, -1)
+        if len(unit[0]) == 1:
+            return None, dropped
+        cut = len(unit[0]) // 2
+        dropped.update((chain[cut - 1], chain[cut]) for chain in unit)
+        heapq.heappush(heap, urgency([chain[:cut] for chain in unit]))
+        heapq.heappush(heap, urgency([chain[cut:] for chain in unit]))
     return out, dropped
+
+
+def _chain_threadblocks(chain: list[Conn]) -> dict[str, int]:
+    """Thread blocks a chain of pairs takes per GPU: one at its first sender and one at
+    each receiver (the pairs' receivers send the next connection in the same one)."""
+    tbs: dict[str, int] = defaultdict(int)
+    tbs[chain[0][0]] += 1
+    for conn in chain:
+        tbs[conn[1]] += 1
+    return tbs
+
+
+def _free_channel(chain: list[Conn], used: dict[tuple[str, str], int],
+                  load: dict[str, list[int]], channels: range, per_channel: int
+                  ) -> int | None:
+    """The lowest channel no connection of ``chain``'s pairs of GPUs takes (``used``, as
+    bits) where every GPU of the chain stays within ``per_channel`` thread blocks, or
+    None (also where the chain passes one pair of GPUs twice)."""
+    pairs_of = [c[:2] for c in chain]
+    if len(set(pairs_of)) != len(pairs_of):
+        return None
+    taken = 0
+    for p in pairs_of:
+        taken |= used[p]
+    loads = [(load[g], per_channel - n) for g, n in _chain_threadblocks(chain).items()]
+    return next((ch for ch in channels if not taken >> ch & 1 and
+                 all(row[ch] <= room for row, room in loads)), None)

@@ -9,11 +9,12 @@ from lxml import etree
 
 from canopy.engine.execution.simulate import fastest, simulate
 from canopy.engine.forestcoll.solve import solve
+from canopy.engine.generators import generate
 from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, schedule_plan
 from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
-from canopy.engine.msccl.connections import describe_layout, layouts
+from canopy.engine.msccl.connections import describe_layout, iter_layouts, layouts
 from canopy.engine.msccl.executor import simulate_bytes
 from canopy.engine.msccl.pairing import connection_steps, threadblocks_per_gpu
 from canopy.engine.msccl.reader import read_msccl_bytes
@@ -127,3 +128,34 @@ def test_exported_thread_blocks_are_the_layouts(collective, sms):
     expected_algbw = fastest(topo, laid, size).algbw
     timed = fastest_xml(read_msccl_bytes(data), topo, size).algbw
     assert abs(timed / expected_algbw - 1) <= 0.02
+
+
+@pytest.mark.parametrize(("collective", "sms"), [("allgather", 12), ("allreduce", 20)])
+def test_paired_layouts_on_identical_servers_run_folded_with_the_same_exact_times(
+        collective, sms):
+    """4 servers of 2 GPUs on the rail leaves of one pod: rotating the servers by one is
+    an automorphism of order 4. Every paired layout (allgather at 12 SMs: unit, paired;
+    allreduce at 20: each shared layout, paired) matches one GPU per orbit and moves its
+    pairs to the others, so its pairs are invariant: the simulation runs it folded, a
+    quarter of the sends, with the whole program's exact times, and its XML passes the
+    executor's checks with the thread blocks the layout counts."""
+    topo = generate("cluster", {"servers": "4", "gpus": "2", "scale_out": "leaf-spine",
+                                "servers_per_leaf": "4", "gpu_bw": "450", "nic_bw": "50"})
+    schedule = solve(topo, collective)
+    limits = MscclLimits(max_tbs_per_gpu=sms)
+    paired = [(name, laid) for name, laid in iter_layouts(schedule_plan(schedule), limits, topo)
+              if laid.paired]
+    assert len(paired) == (1 if collective == "allgather" else 4)
+    for name, laid in paired:
+        assert max(threadblocks_per_gpu(laid).values()) <= sms, name
+        for pieces in (1, 3):
+            folded = simulate(topo, laid, 1 << 22, pieces, exact=True)
+            whole = simulate(topo, laid, 1 << 22, pieces, exact=True, symmetry=False)
+            assert 4 * folded.messages == whole.messages, name
+            assert folded.time_us == whole.time_us, name
+        data = plan_xml(laid, schedule.k, MscclOptions(limits=limits, inplace=False))
+        simulate_bytes(data, limits=limits)
+        root = etree.fromstring(data)
+        rank = {gpu: str(r) for r, gpu in enumerate(laid.compute_nodes)}
+        assert {g.get("id"): len(g.findall("tb")) for g in root.iter("gpu")} == \
+            {rank[g]: n for g, n in threadblocks_per_gpu(laid).items()}, name
