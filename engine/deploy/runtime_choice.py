@@ -48,6 +48,7 @@ SPLIT_GAIN = Fraction(1, 400)     # ... where it gains this much there (of the o
 _MEMO_SIZE = 8
 SHALLOW_MAX_NODES = 64            # networks on which shallow twins are tried (Alg. 5 flows)
 PRUNE = NEAR + 2 * EVEN_MARGIN    # a layout this far below the fastest so far is not finished
+SCREENS_CHECKED = 3               # layouts fastest at their first depth asked if their plan fits
 
 
 @dataclass
@@ -172,6 +173,16 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     return choice
 
 
+class _Measured(NamedTuple):
+    """A layout as simulated: its fraction of the optimum at REFERENCE_SIZE (the cut it
+    was stopped at, ``below``, where it provably runs below that) and whether its
+    MSCCL++ plan fits (not asked of a stopped one)."""
+
+    fraction: Fraction
+    below: Fraction | None
+    fits: bool
+
+
 class _Candidate(NamedTuple):
     """A schedule on one of its layouts, as :func:`_choose` simulated it."""
 
@@ -216,6 +227,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
     caps = topology.capacities()
     known: dict[Hashable, Fraction] = {}        # fractions the unit-first step simulated
     top = Fraction(0)                           # the highest fraction executed so far
+    reachable = Fraction(0)                     # one some layout is known to reach
     stopped: set[int] = set()                   # entries of ``simulated`` stopped at PRUNE
     checked: dict[Hashable, bool] = {}          # whether a candidate's layout's plan fits
 
@@ -227,24 +239,36 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
 
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
-        nonlocal best, first_fraction, top
+        nonlocal reachable
         if best is not None and bandwidth_bound(base, caps)[0] / optimum \
                 <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
                                           else 0):
             return                 # executes below its plan's bound: cannot come near the best
         timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
-        for name, laid in options:
+
+        def measure(name: str, laid: CollectivePlan) -> _Measured:
+            nonlocal reachable
             fraction = next((f for other, f in timed if other == laid), None)
             below = None
             if fraction is None:
                 fraction = known.get(_known_key(candidate, tolerance, name))
                 if fraction is None:
-                    fraction, below = _executed(topology, laid, optimum, top - PRUNE)
+                    fraction, below = _executed(topology, laid, optimum,
+                                                max(top, reachable) - PRUNE)
                 timed.append((laid, fraction))
             # (a layout stopped below the fastest can be neither chosen nor near it, so
             # only one that finished is asked whether its plan fits: writing it costs more
             # than most simulations, and one that does not fit leaves no trace but this)
-            if below is None and not fits(candidate, tolerance, name, laid):
+            fitting = below is not None or fits(candidate, tolerance, name, laid)
+            if below is None and fitting:
+                reachable = max(reachable, fraction)
+            return _Measured(fraction, below, fitting)
+
+        def note(name: str, laid: CollectivePlan, measured: _Measured) -> bool:
+            """Note one measured layout in the search; True where it ends the search."""
+            nonlocal best, first_fraction, top
+            fraction, below, fitting = measured
+            if not fitting:
                 if not tried:
                     first_fraction = None
                 tried.append({"k": candidate.k, "trees": len(candidate.trees),
@@ -253,7 +277,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                               "fill_swaps": bool(candidate.extra.get("fill_swaps")),
                               "schedule_fraction": round(float(candidate.algbw / optimum), 4),
                               "mscclpp_plan": "does not fit"})
-                continue
+                return False
             top = max(top, fraction) if below is None else top
             if not tried:
                 first_fraction = None if below is not None else fraction
@@ -271,7 +295,30 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             if below is None and (best is None or fraction > best.fraction + _even_margin(
                     name, laid, best.name, best.laid)):
                 best = entry
-            if fraction >= GOOD_ENOUGH:
+            return fraction >= GOOD_ENOUGH
+
+        layouts = iter(options)
+        head = next(layouts, None)          # the first layout alone: it often ends the search
+        if head is None or note(*head, measure(*head)):
+            return
+        rest = list(layouts)
+        first_runs, fastest_first = _screen(
+            topology, optimum, [(laid, known.get(_known_key(candidate, tolerance, name)))
+                                for name, laid in rest],
+            max(top, reachable) - PRUNE,
+            lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]))
+        reachable = max(reachable, fastest_first)
+        measured: dict[int, _Measured] = {}
+        for i in sorted(range(len(rest)), key=lambda i: (-first_runs[i], i)):
+            measured[i] = measure(*rest[i])
+            if measured[i].below is None and measured[i].fits and \
+                    measured[i].fraction >= GOOD_ENOUGH:
+                for j in range(i):          # the search, in its order, ends here at the latest
+                    if j not in measured:
+                        measured[j] = measure(*rest[j])
+                break
+        for i, (name, laid) in enumerate(rest):
+            if i not in measured or note(name, laid, measured[i]):
                 return
 
     first = _unit_first(topology, schedule, limits, optimum) if unit_first else None
@@ -409,6 +456,42 @@ def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: 
     if result.past_deadline:
         return cut, cut
     return result.algbw / optimum, None
+
+
+def _screen(topology: Topology, optimum: Fraction,
+            layouts: list[tuple[CollectivePlan, Fraction | None]], cut: Fraction,
+            fits: Callable[[int], bool]) -> tuple[list[Fraction], Fraction]:
+    """Each of ``layouts`` (with its fraction of ``optimum`` where known already) timed at
+    the depth :func:`~canopy.engine.execution.simulate.fastest` runs first, and a fraction
+    that one whose MSCCL++ plan fits provably executes at REFERENCE_SIZE (or 0).
+
+    fastest keeps the quickest of the depths it runs and reuses this run
+    (:func:`~canopy.engine.execution.simulate.first_depth`), so a layout's time there is
+    one it reaches; a run that provably ends below ``cut`` or PRUNE under the fastest so
+    far is stopped (0 here: it cannot give the answer). Of the SCREENS_CHECKED fastest,
+    the first whose plan ``fits`` (by index) gives the answer. Simulated fastest first,
+    with that answer known from the start, the layouts that lose are stopped at PRUNE
+    below it early in their runs."""
+    from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
+    from canopy.engine.execution.simulate import first_depth, simulate
+
+    fractions: list[Fraction] = []
+    for laid, fraction in layouts:
+        if fraction is None:
+            bar = max([cut, *(f - PRUNE for f in fractions)])
+            deadline = REFERENCE_SIZE / (bar * optimum * BYTES_PER_US_PER_GBPS) \
+                if bar > 0 else None
+            result = simulate(topology, laid, REFERENCE_SIZE,
+                              first_depth(topology, laid, REFERENCE_SIZE),
+                              deadline_us=deadline)
+            fraction = Fraction(0) if result.past_deadline else result.algbw / optimum
+        fractions.append(fraction)
+    ranked = sorted((i for i, f in enumerate(fractions) if f > 0),
+                    key=lambda i: (-fractions[i], i))
+    for i in ranked[:SCREENS_CHECKED]:
+        if fits(i):
+            return fractions, fractions[i]
+    return fractions, Fraction(0)
 
 
 def _fraction_text(fraction: Fraction | None, tried: list[dict[str, object]]) -> str:

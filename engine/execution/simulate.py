@@ -464,6 +464,25 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     return best
 
 
+def _depths(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
+            start: int, switch_mode: str, chunk_bytes: int | None, deepest: int
+            ) -> tuple[int, int, int]:
+    """(fewest, first tried, most) loop iterations :func:`fastest` considers."""
+    lowest = min_pieces(plan, message_size, chunk_bytes)
+    limit = max(lowest, min(deepest, max_pieces(plan, message_size)))
+    target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
+    return lowest, target, limit
+
+
+def first_depth(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
+                ) -> int:
+    """The depth :func:`fastest` (default arguments, with a deadline) runs first: its
+    time at this depth is a time the plan provably reaches, remembered for that run."""
+    lowest, target, limit = _depths(topology, plan, message_size, 1, CUT_THROUGH,
+                                    CHUNK_BYTES, MAX_PIECES)
+    return min(max(lowest, target), limit)
+
+
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
             default_latency: Fraction = DEFAULT_LATENCY_US, start: int = 1,
             switch_mode: str = CUT_THROUGH, check: Callable[[], None] | None = None,
@@ -487,9 +506,9 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     ``deepest`` replaces MAX_PIECES (``canopy compare`` goes deeper for a baseline whose
     pipeline's fill at MAX_PIECES holds it below 95 % of its bound).
     """
-    lowest = min_pieces(plan, message_size, chunk_bytes)
-    limit = max(lowest, min(deepest, max_pieces(plan, message_size)))
-    target = max(start, PIECES_PER_STAGE * pipeline_stages(topology, plan, switch_mode))
+    lowest, target, limit = _depths(topology, plan, message_size, start, switch_mode,
+                                    chunk_bytes, deepest)
+
     def time_within(pieces: int, deadline: float) -> SimulationResult:
         return simulate(topology, plan, message_size, pieces, default_latency, switch_mode,
                         check, saturated=saturated, deadline_us=Fraction(deadline))
