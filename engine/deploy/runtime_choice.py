@@ -138,7 +138,10 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     provably ends more than PRUNE of the optimum below the fastest so far is stopped there
     (the simulation's deadline: its links still have more bytes to carry than that time
     allows); it is listed with ``executed_below`` and can neither be chosen nor come near
-    the best, since the best never falls more than EVEN_MARGIN below the fastest. Layout 6
+    the best, since the best never falls more than EVEN_MARGIN below the fastest. So that
+    the losers stop early, a candidate's layouts after its first are simulated fastest
+    first, by their time at the first depth the simulation runs (:func:`_screen`), and
+    then taken in their own order: the rules below see them as if simulated in order. Layout 6
     (unit trees shared evenly) replaces the best only where it gains EVEN_MARGIN of the
     optimum, and a layout with trees no smaller than its replaces it within that margin
     (:func:`_even_margin`).
@@ -195,21 +198,23 @@ class _Candidate(NamedTuple):
 
 
 def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
-            unit_first: bool = True, check_plans: bool = True) -> RuntimeChoice:
+            unit_first: bool = True, check_plans: bool = True, fastest_first: bool = True
+            ) -> RuntimeChoice:
     """:func:`runtime_schedule` without the memo (``unit_first=False``: without
     :func:`_unit_first`, every candidate in the search's own order; for tests;
     ``check_plans=False``: every layout a candidate, whether or not its MSCCL++ plan fits,
-    as where none does)."""
+    as where none does; ``fastest_first=False``: each candidate's layouts simulated in
+    their own order, not the fastest first, :func:`_screen`; for tests)."""
     if not check_plans:
         return _choose_among(topology, schedule, limits, unit_first,
-                             lambda k, laid: True)
+                             lambda k, laid: True, fastest_first)
     return _choose_among(topology, schedule, limits, unit_first,
-                         lambda k, laid: plan_fits(topology, k, laid, limits))
+                         lambda k, laid: plan_fits(topology, k, laid, limits), fastest_first)
 
 
 def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
-                  unit_first: bool, plan_fits: Callable[[int, CollectivePlan], bool]
-                  ) -> RuntimeChoice:
+                  unit_first: bool, plan_fits: Callable[[int, CollectivePlan], bool],
+                  fastest_first: bool = True) -> RuntimeChoice:
     """:func:`_choose` among the layouts ``plan_fits`` (k, laid-out plan) admits."""
 
     optimum = _optimum(schedule)
@@ -244,18 +249,19 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
                                           else 0):
             return                 # executes below its plan's bound: cannot come near the best
-        timed: list[tuple[CollectivePlan, Fraction]] = []   # equal layouts run once
+        # equal layouts run once (one stopped stays stopped: its fraction is the cut)
+        timed: list[tuple[CollectivePlan, Fraction, Fraction | None]] = []
 
         def measure(name: str, laid: CollectivePlan) -> _Measured:
             nonlocal reachable
-            fraction = next((f for other, f in timed if other == laid), None)
-            below = None
+            fraction, below = next(((f, b) for other, f, b in timed if other == laid),
+                                   (None, None))
             if fraction is None:
                 fraction = known.get(_known_key(candidate, tolerance, name))
                 if fraction is None:
                     fraction, below = _executed(topology, laid, optimum,
                                                 max(top, reachable) - PRUNE)
-                timed.append((laid, fraction))
+                timed.append((laid, fraction, below))
             # (a layout stopped below the fastest can be neither chosen nor near it, so
             # only one that finished is asked whether its plan fits: writing it costs more
             # than most simulations, and one that does not fit leaves no trace but this)
@@ -302,12 +308,14 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
         if head is None or note(*head, measure(*head)):
             return
         rest = list(layouts)
-        first_runs, fastest_first = _screen(
-            topology, optimum, [(laid, known.get(_known_key(candidate, tolerance, name)))
-                                for name, laid in rest],
-            max(top, reachable) - PRUNE,
-            lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]))
-        reachable = max(reachable, fastest_first)
+        first_runs = [Fraction(0)] * len(rest)
+        if fastest_first and len(rest) > 1:
+            first_runs, reached = _screen(
+                topology, optimum, [(laid, known.get(_known_key(candidate, tolerance, name)))
+                                    for name, laid in rest],
+                max(top, reachable) - PRUNE,
+                lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]))
+            reachable = max(reachable, reached)
         measured: dict[int, _Measured] = {}
         for i in sorted(range(len(rest)), key=lambda i: (-first_runs[i], i)):
             measured[i] = measure(*rest[i])
@@ -359,7 +367,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
     if best is None:
         # no candidate's MSCCL++ plan fits: choose as for MSCCL alone (the MSCCL++ export
         # then falls back to a tighter layout of the choice)
-        return _choose(topology, schedule, limits, unit_first, check_plans=False)
+        return _choose(topology, schedule, limits, unit_first, check_plans=False,
+                       fastest_first=fastest_first)
     if best.fraction < KEEP and not best.schedule.extra.get("shallow"):
         _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
     first_best = best
