@@ -119,6 +119,7 @@ from canopy.engine.execution.compiler import (
     plan_memo,
     plan_template,
 )
+from canopy.engine.execution.critical_path import chain_bound, chains
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
 from canopy.engine.execution.folding import edge_permutation, fold
 from canopy.engine.execution.kernel import PastDeadline, link_network, run_flat
@@ -172,7 +173,10 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     program's sends either way.
 
     With ``deadline_us``, a float run of the whole loop stops once it provably ends after
-    that time (:func:`canopy.engine.execution.kernel.run_flat`): the result then has
+    that time (:func:`canopy.engine.execution.kernel.run_flat`), or is not built where
+    its longest chain of sends already ends after it
+    (:mod:`canopy.engine.execution.critical_path`; loops in the order (piece, slot), not
+    timetables): the result then has
     ``past_deadline`` set and the deadline as its time, a lower bound (such results are
     not remembered). Extrapolated loops run their short runs in full.
     """
@@ -279,8 +283,13 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     def run(count: int) -> Fraction:
         # a run is a whole program: the same sends asked for again (Blink's 32
         # iterations at 16 MiB are the first probe of its 256 at 128 MiB) run once; only
-        # the whole loop's run can stop at the deadline
+        # the whole loop's run can stop at the deadline, and it is not built where its
+        # longest chain of sends already ends after it
         deadline = float(deadline_us) if deadline_us is not None and count == pieces else 0.0
+        if deadline > 0 and not exact and not running.ordered and \
+                _chain_bound(plan, running, network, size, count, switch_mode, network_key,
+                             folded is None, deadline) > deadline:
+            raise PastDeadline(f"the program's longest chain of sends ends past {deadline} µs.")
         return plan_memo(plan, ("run", switch_mode, network_key, default_latency,
                          exact, folded is None, size * count / pieces, count),
                          lambda: run_flat(topology,
@@ -297,6 +306,30 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     executed = loop.messages if folded is None else \
         loop.messages // per_piece * len(folded[0].conn)
     return SimulationResult(loop.time_us, size, pieces, executed, True, loop.unrolled)
+
+
+def _chain_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
+                 size: Fraction, pieces: int, switch_mode: str, network_key: str,
+                 whole: bool, deadline: float | None) -> float:
+    """:func:`canopy.engine.execution.critical_path.chain_bound` of ``pieces`` iterations
+    of ``running`` (on ``size`` bytes, over ``network``'s links), less a relative
+    BOUND_SLACK for the floats' rounding: a lower bound on the run's time, computed until
+    it passes ``deadline`` (None: in full)."""
+    found = plan_memo(plan, ("chains", switch_mode, network_key, whole),
+                      lambda: chains(running))
+    cap = np.array(network.cap, dtype=np.float64)
+    ptr = np.array(network.conn_ptr, dtype=np.int64)
+    rate = np.minimum.reduceat(cap[np.array(network.conn_link, dtype=np.int64)], ptr[:-1])
+    amounts = np.array([float(share * size / pieces) for share in running.shares])
+    conn = np.asarray(running.conn, dtype=np.int64)
+    stream = amounts[running.tree] / rate[conn]
+    alpha = np.array(network.alpha, dtype=np.float64)[conn]
+    bound = chain_bound(found, len(conn), stream, alpha, pieces,
+                        None if deadline is None else deadline / (1 - BOUND_SLACK))
+    return bound * (1 - BOUND_SLACK)
+
+
+BOUND_SLACK = 1e-9     # a chain bound is trusted only this far past a deadline
 
 
 FoldedLinks = dict[tuple[str, str], tuple[tuple[str, str], Fraction]]
