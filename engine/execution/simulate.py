@@ -309,7 +309,7 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
 
 
 def _chain_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
-                 size: Fraction, pieces: int, switch_mode: str, network_key: str,
+                 size: Fraction, pieces: int, switch_mode: str, network_key: Hashable,
                  whole: bool, deadline: float | None) -> float:
     """:func:`canopy.engine.execution.critical_path.chain_bound` of ``pieces`` iterations
     of ``running`` (on ``size`` bytes, over ``network``'s links), less a relative
