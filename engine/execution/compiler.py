@@ -348,13 +348,14 @@ def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,
     return program
 
 
-_FACTS: RecentMemo[Any] = RecentMemo(1)
+_FACTS: RecentMemo[Any] = RecentMemo(16)
 
 
 def plan_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()`` once per plan and ``key``, for the last plan asked about: a comparison
-    times one plan at every size and depth, and on 1024 GPUs walking its millions of tree
-    edges (template, stages, link loads) costs seconds."""
+    """``compute()`` once per plan and ``key``, for the last 16 plans asked about that are
+    still alive: a comparison times one plan at every size and depth, and on 1024 GPUs
+    walking its millions of tree edges (template, stages, link loads) costs seconds; the
+    runtime choice times each of up to 14 layouts at several depths and sizes, in turns."""
     return _FACTS.get(plan, key, compute)
 
 
