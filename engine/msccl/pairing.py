@@ -52,6 +52,8 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
 
 from canopy.engine.execution.folding import edge_permutation
 from canopy.engine.model.memo import RecentMemo
@@ -188,7 +190,7 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
     for conn in ends:
         sends[conn[0]].append(conn)
         receives[conn[1]].append(conn)
-    image = _symmetry(plan, ends, servers) if servers is not None else None
+    image = _symmetry(plan, servers, base) if servers is not None else None
     matched = _representatives(sorted(count), image)
     forbidden: set[tuple[Conn, Conn]] = set()
     for extra in range(ROUNDS):
@@ -236,41 +238,41 @@ class _Image:
     order: int
 
 
-def _symmetry(plan: CollectivePlan, ends: dict[Conn, _Ends], servers: ServerPlaces
+_IMAGES: RecentMemo[Any] = RecentMemo(1)      # the last base plan's, per rotation
+
+
+def _symmetry(plan: CollectivePlan, servers: ServerPlaces, base: CollectivePlan | None
               ) -> _Image | None:
     """The first of ``servers``' rotations π (most folding first, as the simulation
-    tries them) that maps the trees of ``plan`` onto its trees
-    (:func:`~canopy.engine.execution.folding.edge_permutation`), the edges of each
-    connection onto the edges of one connection, and each connection onto one of the
-    same steps fed by the images of its feeders (:class:`_Ends`): what makes the matching
-    of one GPU valid, moved by π, at its image. None where none does, or a GPU sits in
-    no server (π would fix it)."""
+    tries them) that maps the trees of ``base`` (or ``plan``: the same trees and edges
+    but for channels and priorities) onto its trees
+    (:func:`~canopy.engine.execution.folding.edge_permutation`, worked out once per base
+    plan and rotation) so that the edges of each connection of ``plan`` go to the edges
+    of one connection: π on GPUs and connections. A tree goes to a tree of the same
+    share whose edges are its edges moved, so each connection goes to one with the same
+    steps, fed by the images of its feeders (:class:`_Ends`): the matching of one GPU,
+    moved by π, is a matching at its image. None where no rotation does, or a GPU sits
+    in no server (π would fix it)."""
     if any(gpu not in servers.where for gpu in plan.compute_nodes):
         return None
+    trees = base or plan
     flat = [(e.child, e.parent, e.channel) if t.reduce else (e.parent, e.child, e.channel)
             for t in plan.trees for e in t.edges]
     for rotation in servers.rotations:
-        perm = edge_permutation(plan, rotation)
+        perm = _IMAGES.get(trees, tuple(rotation.items()),
+                           partial(edge_permutation, trees, rotation))
         if perm is None:
             continue
         image: dict[Conn, Conn] = {}
         if all(image.setdefault(conn, flat[j]) == flat[j]
                for conn, j in zip(flat, perm.tolist(), strict=True)) and \
-                len(set(image.values())) == len(image) and \
-                all(_same_ends(ends[c], ends[d], image) for c, d in image.items()):
+                len(set(image.values())) == len(image):
             first = plan.compute_nodes[0]
             order, x = 1, rotation[first]
             while x != first:
                 order, x = order + 1, rotation[x]
             return _Image(rotation, image, order)
     return None
-
-
-def _same_ends(a: _Ends, b: _Ends, image: dict[Conn, Conn]) -> bool:
-    """Whether ``b`` is ``a`` moved by a rotation whose image of connections is ``image``."""
-    return (a.first, a.last, a.steps, a.terminal, a.edges) == \
-        (b.first, b.last, b.steps, b.terminal, b.edges) and \
-        {image[c] for c in a.fed_by or ()} == set(b.fed_by or ())
 
 
 def _representatives(gpus: list[str], image: _Image | None) -> list[str]:
