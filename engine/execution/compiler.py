@@ -295,19 +295,22 @@ def expand_template(template: IterationTemplate, size: Fraction, pieces: int) ->
     iteration = np.empty(total, dtype=np.int64)
     iteration[index] = piece
     # The dependencies sorted by (src, dst): one iteration's pairs sorted once, which in
-    # (piece, slot) order keeps every piece's sends after the last piece's; an ordered
-    # plan's sends interleave the pieces, so there the whole list is sorted (one key).
+    # (piece, slot) order keeps every piece's sends after the last piece's. An ordered
+    # plan's sends interleave the pieces, but a send's dependents (all of its piece) still
+    # come in the order of their slots (an edge's sends are consecutive, its pieces in
+    # order): each pair goes to its sender's place plus its rank among that slot's pairs.
     pair = np.lexsort((template.dst, template.src))
     src_all = index[:, template.src[pair]].ravel()
     dst_all = index[:, template.dst[pair]].ravel()
-    if template.ordered and total * total < 1 << 62:
-        dep_idx = np.sort(src_all * total + dst_all) % total
-    elif template.ordered:
-        dep_idx = dst_all[np.lexsort((dst_all, src_all))]
-    else:
-        dep_idx = dst_all
     dep_ptr = np.zeros(total + 1, dtype=np.int64)
     np.cumsum(np.bincount(src_all, minlength=total), out=dep_ptr[1:])
+    if template.ordered:
+        senders = template.src[pair]
+        rank = np.arange(len(pair), dtype=np.int64) - np.searchsorted(senders, senders)
+        dep_idx = np.empty(len(dst_all), dtype=np.int64)
+        dep_idx[dep_ptr[src_all] + np.tile(rank, pieces)] = dst_all
+    else:
+        dep_idx = dst_all
     pending = np.bincount(dst_all, minlength=total)
     amounts = [share * size / pieces for share in template.shares]
     return FlatProgram(template.connections, conn, amount_of, amounts, pending, dep_ptr,

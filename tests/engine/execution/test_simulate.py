@@ -612,3 +612,28 @@ def test_a_depth_run_only_to_beat_another_stops_once_it_provably_loses(monkeypat
     full = sim.best_depth(lambda n: simulate(topo, plan, 1 << 30, n), lowest, limit, target,
                           sim._floor_us(topo, plan, Fraction(1 << 30)))
     assert (full.time_us, full.pieces) == (quick.time_us, quick.pieces)
+
+
+def test_an_ordered_loop_lists_every_sends_dependents_in_send_order():
+    """A TACOS timetable's loop (ordered: an edge's pieces back to back) keeps, per send,
+    the sends waiting for it in increasing order, as the event loop releases them: the
+    expansion's lists equal the pairs of every piece sorted by (sender, waiting send)."""
+    from canopy.engine.baselines.tacos import tacos_baseline
+    from canopy.engine.execution.compiler import expand_template
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = tacos_baseline(topo, "allreduce").plan_at(1 << 24)
+    template = sim._running(topo, plan, "cut-through", False)[0]
+    assert template.ordered
+    pieces, width = 3, len(template.conn)
+    flat = expand_template(template, Fraction(1 << 24), pieces)
+    hop, hops = template.hop.tolist(), template.hops.tolist()
+
+    def index(piece, slot):
+        return pieces * (slot - hop[slot]) + hop[slot] + piece * hops[slot]
+
+    pairs = sorted((index(p, s), index(p, d)) for p in range(pieces)
+                   for s, d in zip(template.src.tolist(), template.dst.tolist(), strict=True))
+    listed = [(s, d) for s in range(pieces * width)
+              for d in flat.dep_idx[flat.dep_ptr[s]:flat.dep_ptr[s + 1]].tolist()]
+    assert listed == pairs and len(set(index(p, s) for p in range(pieces)
+                                        for s in range(width))) == pieces * width
