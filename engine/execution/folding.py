@@ -46,6 +46,9 @@ def edge_permutation(plan: CollectivePlan, rotation: dict[str, str]) -> Any:
     sorted codes and its image the sorted codes of the rotated edges: on 1024 GPUs the ring
     plan has 8 million edges, far too many to compare as Python tuples per edge."""
     trees = plan.trees
+    routes = {e.path for tree in trees for e in tree.edges}
+    if any(tuple(rotation[x] for x in p) not in routes for p in routes):
+        return None           # some route's image is none: told before coding every edge
     nodes = {x: i for i, x in enumerate(rotation)}
     paths: dict[tuple[str, ...], int] = {}
     priorities: dict[tuple[int, int], int] = {}    # by (numerator, denominator): a
