@@ -115,17 +115,18 @@ class _Builder:
         # for (``after``, CSR with ``after_ptr``) and the longest chain of waits up to it;
         # ``waits`` holds the same lists less what its connection's previous send waited
         # for (CSR, ``wait_ptr``)
-        self.conn = array("q")
-        self.amount_of = array("q")
+        # (every index here fits in 32 bits: 2**31 sends, or list entries, are far past the
+        # memory budget, and an array refuses a value past its type rather than wrap it)
+        self.conn = array("i")
+        self.amount_of = array("i")
         self.amounts: dict[Fraction, int] = {}
-        # (send ids and chains fit in 32 bits: 2**31 sends are far past the memory budget)
-        self.after, self.after_ptr = array("i"), array("q", [0])
+        self.after, self.after_ptr = array("i"), array("i", [0])
         self.depth = array("i")
         # the same lists read the other way: per send the last entry of ``after`` naming it
         # (``named``, -1 if none), per entry the entry before it naming the same send
         # (``next_named``), so the sends waiting for a send directly are found from it
         self.named, self.next_named = array("i"), array("i")
-        self.waits, self.wait_ptr = array("q"), array("q", [0])
+        self.waits, self.wait_ptr = array("i"), array("i", [0])
         self.last_on: dict[int, tuple[int, ...]] = {}   # per connection: its last send's after
         self.sized: dict[tuple, Fraction] = {}      # bytes_of's answers
         self.need: list[tuple] = []                 # what the last blocked step waits on
@@ -377,17 +378,19 @@ class _Builder:
         """The sends walked, as the event loop runs them (each send's ``waits``). The walk's
         own lists (``after``, ``depth``) are let go first: the event loop does not read
         them."""
-        self.after, self.after_ptr, self.depth = array("i"), array("q", [0]), array("i")
+        self.after, self.after_ptr, self.depth = array("i"), array("i", [0]), array("i")
         self.named, self.next_named = array("i"), array("i")
         n = len(self.conn)
-        waits = np.frombuffer(self.waits, dtype=np.int64)
-        ptr = np.frombuffer(self.wait_ptr, dtype=np.int64)
+        waits = np.frombuffer(self.waits, dtype=np.int32)
+        ptr = np.frombuffer(self.wait_ptr, dtype=np.int32).astype(np.int64)
         pending = ptr[1:] - ptr[:-1]
         order = np.argsort(waits, kind="stable")
         dep_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(waits, minlength=n), out=dep_ptr[1:])
-        return FlatProgram(self.program.connections, np.frombuffer(self.conn, dtype=np.int64),
-                           np.frombuffer(self.amount_of, dtype=np.int64), list(self.amounts),
+        return FlatProgram(self.program.connections,
+                           np.frombuffer(self.conn, dtype=np.int32).astype(np.int64),
+                           np.frombuffer(self.amount_of, dtype=np.int32).astype(np.int64),
+                           list(self.amounts),
                            pending, dep_ptr,
                            np.repeat(np.arange(n, dtype=np.int64), pending)[order],
                            np.zeros(0, dtype=np.int64))
