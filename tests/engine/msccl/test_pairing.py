@@ -16,7 +16,7 @@ from canopy.engine.model.topology import Link, Node, Topology
 from canopy.engine.msccl import MscclLimits, MscclOptions, plan_xml
 from canopy.engine.msccl.connections import describe_layout, iter_layouts, layouts
 from canopy.engine.msccl.executor import simulate_bytes
-from canopy.engine.msccl.pairing import connection_steps, threadblocks_per_gpu
+from canopy.engine.msccl.pairing import _colour, _Image, connection_steps, threadblocks_per_gpu
 from canopy.engine.msccl.reader import read_msccl_bytes
 from canopy.engine.msccl.timing import fastest_xml
 
@@ -130,28 +130,33 @@ def test_exported_thread_blocks_are_the_layouts(collective, sms):
     assert abs(timed / expected_algbw - 1) <= 0.02
 
 
-@pytest.mark.parametrize(("collective", "sms"), [("allgather", 12), ("allreduce", 20)])
+@pytest.mark.parametrize(("per_leaf", "collective", "sms", "layouts_paired", "order"),
+                         [("4", "allgather", 12, 1, 4), ("4", "allreduce", 20, 4, 4),
+                          ("2", "reduce-scatter", 10, 3, 2)])
 def test_paired_layouts_on_identical_servers_run_folded_with_the_same_exact_times(
-        collective, sms):
-    """4 servers of 2 GPUs on the rail leaves of one pod: rotating the servers by one is
-    an automorphism of order 4. Every paired layout (allgather at 12 SMs: unit, paired;
-    allreduce at 20: each shared layout, paired) matches one GPU per orbit and moves its
-    pairs to the others, so its pairs are invariant: the simulation runs it folded, a
-    quarter of the sends, with the whole program's exact times, and its XML passes the
-    executor's checks with the thread blocks the layout counts."""
+        per_leaf, collective, sms, layouts_paired, order):
+    """4 servers of 2 GPUs on rail leaves: in one pod rotating the servers by one is an
+    automorphism of order 4; in two pods of 2, rotating by a pod with the pods' leaves
+    exchanged is one of order 2. Every paired layout (one pod: allgather at 12 SMs, unit
+    paired; allreduce at 20, each shared layout paired; two pods: reduce-scatter at 10)
+    matches one GPU per orbit and moves its pairs to the others, so its pairs are
+    invariant: the simulation runs it folded, on 1/order of the sends, with the whole
+    program's exact times, and its XML passes the executor's checks with the thread
+    blocks the layout counts."""
     topo = generate("cluster", {"servers": "4", "gpus": "2", "scale_out": "leaf-spine",
-                                "servers_per_leaf": "4", "gpu_bw": "450", "nic_bw": "50"})
+                                "servers_per_leaf": per_leaf, "gpu_bw": "450",
+                                "nic_bw": "50"})
     schedule = solve(topo, collective)
     limits = MscclLimits(max_tbs_per_gpu=sms)
     paired = [(name, laid) for name, laid in iter_layouts(schedule_plan(schedule), limits, topo)
               if laid.paired]
-    assert len(paired) == (1 if collective == "allgather" else 4)
+    assert len(paired) == layouts_paired
     for name, laid in paired:
         assert max(threadblocks_per_gpu(laid).values()) <= sms, name
         for pieces in (1, 3):
             folded = simulate(topo, laid, 1 << 22, pieces, exact=True)
             whole = simulate(topo, laid, 1 << 22, pieces, exact=True, symmetry=False)
-            assert 4 * folded.messages == whole.messages, name
+            assert order * folded.messages == whole.messages, name
             assert folded.time_us == whole.time_us, name
         data = plan_xml(laid, schedule.k, MscclOptions(limits=limits, inplace=False))
         simulate_bytes(data, limits=limits)
@@ -159,3 +164,29 @@ def test_paired_layouts_on_identical_servers_run_folded_with_the_same_exact_time
         rank = {gpu: str(r) for r, gpu in enumerate(laid.compute_nodes)}
         assert {g.get("id"): len(g.findall("tb")) for g in root.iter("gpu")} == \
             {rank[g]: n for g, n in threadblocks_per_gpu(laid).items()}, name
+
+
+def test_chains_of_one_orbit_are_cut_alike():
+    """Two servers (a0, a1) and (b0, b1) swapped by the rotation, 16 connections and 8
+    pairs invariant under it, 3 channels of at most 3 thread blocks per GPU. Coloured
+    chain by chain the greedy cuts one chain whose image it placed, so the pairs kept
+    would not be invariant; coloured an orbit at a time it cuts a chain and its image
+    alike, and the channels still keep every rule: paired connections on one channel,
+    connections between the same two GPUs apart."""
+    swap = {"a0": "b0", "a1": "b1", "b0": "a0", "b1": "a1"}
+    one_side = [("a0", "a1", 0), ("a0", "b0", 0), ("a0", "b0", 1), ("a0", "b0", 2),
+                ("a0", "b1", 0), ("a0", "b1", 1), ("a1", "a0", 0), ("a1", "a0", 1)]
+    conns = sorted({c for a, b, ch in one_side for c in ((a, b, ch), (swap[a], swap[b], ch))})
+    moved = {c: (swap[c[0]], swap[c[1]], c[2]) for c in conns}
+    pairs = [(("a0", "b0", 0), ("b0", "a1", 0)), (("a0", "b0", 2), ("b0", "b1", 0)),
+             (("a0", "b1", 1), ("b1", "b0", 0)), (("a1", "a0", 1), ("a0", "b0", 1))]
+    pairs += [(moved[r], moved[s]) for r, s in pairs]
+    limits = MscclLimits(max_channels=3, max_tbs_per_channel=3)
+    _, alone = _colour(conns, pairs, limits)
+    assert alone == {(("b0", "a1", 1), ("a1", "a0", 0))}
+    channels, dropped = _colour(conns, pairs, limits, _Image(swap, moved, 2))
+    assert dropped == {(("a0", "b1", 1), ("b1", "b0", 0)), (("b0", "a1", 1), ("a1", "a0", 0))}
+    assert channels is not None and set(channels) == set(conns)
+    assert all(channels[r] == channels[s] for r, s in pairs if (r, s) not in dropped)
+    assert len({(u, v, channels[(u, v, c)]) for u, v, c in conns}) == len(conns)
+    assert max(channels.values()) < 3
