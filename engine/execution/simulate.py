@@ -287,8 +287,8 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
         # longest chain of sends already ends after it
         deadline = float(deadline_us) if deadline_us is not None and count == pieces else 0.0
         if deadline > 0 and not exact and not running.ordered and \
-                _chain_bound(plan, running, network, size, count, switch_mode, network_key,
-                             folded is None, deadline) > deadline:
+                _chain_bound(plan, running, network, size * count / pieces, count,
+                             deadline) > deadline:
             raise PastDeadline(f"the program's longest chain of sends ends past {deadline} µs.")
         return plan_memo(plan, ("run", switch_mode, network_key, default_latency,
                          exact, folded is None, size * count / pieces, count),
@@ -309,23 +309,26 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
 
 
 def _chain_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
-                 size: Fraction, pieces: int, switch_mode: str, network_key: Hashable,
-                 whole: bool, deadline: float | None) -> float:
+                 size: Fraction, pieces: int, deadline: float | None) -> float:
     """:func:`canopy.engine.execution.critical_path.chain_bound` of ``pieces`` iterations
     of ``running`` (on ``size`` bytes, over ``network``'s links), less a relative
     BOUND_SLACK for the floats' rounding: a lower bound on the run's time, computed until
-    it passes ``deadline`` (None: in full)."""
-    found = plan_memo(plan, ("chains", switch_mode, network_key, whole),
-                      lambda: chains(running))
-    cap = np.array(network.cap, dtype=np.float64)
-    ptr = np.array(network.conn_ptr, dtype=np.int64)
-    rate = np.minimum.reduceat(cap[np.array(network.conn_link, dtype=np.int64)], ptr[:-1])
-    amounts = np.array([float(share * size / pieces) for share in running.shares])
-    conn = np.asarray(running.conn, dtype=np.int64)
-    stream = amounts[running.tree] / rate[conn]
-    alpha = np.array(network.alpha, dtype=np.float64)[conn]
-    bound = chain_bound(found, len(conn), stream, alpha, pieces,
-                        None if deadline is None else deadline / (1 - BOUND_SLACK))
+    it passes ``deadline`` (None: in full). The levels and per slot its share over its
+    route's smallest capacity and its α are kept with the plan, by the identity of the
+    iteration and network it keeps (no fingerprint hashed per run)."""
+    def prepare() -> tuple[Any, Any, Any]:
+        cap = np.array(network.cap, dtype=np.float64)
+        ptr = np.array(network.conn_ptr, dtype=np.int64)
+        rate = np.minimum.reduceat(cap[np.array(network.conn_link, dtype=np.int64)],
+                                   ptr[:-1])
+        conn = np.asarray(running.conn, dtype=np.int64)
+        shares = np.array([float(share) for share in running.shares])
+        return (chains(running), shares[running.tree] / rate[conn],
+                np.array(network.alpha, dtype=np.float64)[conn])
+
+    found, per_byte, alpha = plan_memo(plan, ("chains", id(running), id(network)), prepare)
+    bound = chain_bound(found, len(per_byte), per_byte * (float(size) / pieces), alpha,
+                        pieces, None if deadline is None else deadline / (1 - BOUND_SLACK))
     return bound * (1 - BOUND_SLACK)
 
 

@@ -36,8 +36,7 @@ def bound(topology: Topology, plan: CollectivePlan, size: int, pieces: int,
           beyond: float | None = None) -> float:
     template = sim._running(topology, plan, "cut-through", False)[0]
     network = link_network(topology, template.connections, DEFAULT_LATENCY_US, False)
-    return sim._chain_bound(plan, template, network, Fraction(size), pieces, "cut-through",
-                            topology.fingerprint(), True, beyond)
+    return sim._chain_bound(plan, template, network, Fraction(size), pieces, beyond)
 
 
 @pytest.mark.parametrize("pieces", [1, 2, 3, 7])
