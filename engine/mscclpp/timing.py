@@ -265,6 +265,9 @@ class _Builder:
         high, last = max([depth[b] for b in starts]), max(starts)
         back, ahead = set(starts), {t}
         behind, forward = list(starts), [t]
+        # entries from here on are sends later than ``last``, which the search leaves out;
+        # a send's entries are read latest first, so those are passed over unread
+        bound = ptr[last + 1]
         while behind and forward:
             s = behind.pop()
             for a in after[ptr[s]:ptr[s + 1]]:
@@ -275,6 +278,8 @@ class _Builder:
                     behind.append(a)
             s = forward.pop()
             e = named[s]
+            while e >= bound:
+                e = next_named[e]
             while e >= 0:
                 w = bisect_right(ptr, e) - 1
                 e = next_named[e]
