@@ -184,12 +184,13 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     check_switch_mode(switch_mode)
     size = Fraction(message_size)
-    key = (id(plan), topology.fingerprint(), size, pieces, default_latency, switch_mode,
+    network = _fingerprint(topology)
+    key = (id(plan), network, size, pieces, default_latency, switch_mode,
            exact, budget, symmetry, saturated)
     known = _RESULTS.get(key)
     if known is not None and known[0]() is plan and known[1]() is topology:
         return known[2]
-    same = (_program_key(topology, plan, switch_mode, symmetry), topology.fingerprint(),
+    same = (_program_key(topology, plan, switch_mode, symmetry), network,
             size, pieces, default_latency, switch_mode, exact, budget, saturated)
     result = _BY_PROGRAM.get(same)
     if result is None:
@@ -202,6 +203,30 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         _remember(_BY_PROGRAM, same, result)
     _remember(_RESULTS, key, (weakref.ref(plan), weakref.ref(topology), result))
     return result
+
+
+class _Hashed:
+    """A network's fingerprint with its hash worked out once: the memos here look it up
+    several times per run, and hashing it anew hashes every link's Fraction bandwidth."""
+
+    __slots__ = ("value", "hashed")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self.value = value
+        self.hashed = hash(value)
+
+    def __hash__(self) -> int:
+        return self.hashed
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Hashed) and self.hashed == other.hashed and \
+            self.value == other.value
+
+
+def _fingerprint(topology: Topology) -> _Hashed:
+    """:meth:`Topology.fingerprint`, hashed once (the key of every memo here: a network
+    edited in place is simulated anew)."""
+    return _Hashed(topology.fingerprint())
 
 
 RESULTS_KEPT = 64       # simulations remembered (by plan, topology and arguments)
@@ -247,7 +272,7 @@ def _program_key(topology: Topology, plan: CollectivePlan, switch_mode: str,
                        plan_bound(topology, plan)[0])).encode())
         return h.hexdigest()
 
-    return plan_memo(plan, ("program", switch_mode, topology.fingerprint(), symmetry), digest)
+    return plan_memo(plan, ("program", switch_mode, _fingerprint(topology), symmetry), digest)
 
 
 def _running(topology: Topology, plan: CollectivePlan, switch_mode: str, symmetry: bool
@@ -258,7 +283,7 @@ def _running(topology: Topology, plan: CollectivePlan, switch_mode: str, symmetr
     template = plan_memo(plan, ("template", switches, switch_mode),
                          lambda: plan_template(plan, switches, switch_mode))
     # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
-    folded = plan_memo(plan, ("fold", switch_mode, topology.fingerprint()),
+    folded = plan_memo(plan, ("fold", switch_mode, _fingerprint(topology)),
                        lambda: (topology, _folded(topology, plan, template)))[1] \
         if symmetry else None
     return template, folded
@@ -272,7 +297,7 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
     at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
     connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
-    network_key = topology.fingerprint()
+    network_key = _fingerprint(topology)
     template, folded = _running(topology, plan, switch_mode, symmetry)
     running, links = (template, None) if folded is None else folded
     network = plan_memo(plan, ("network", switch_mode, network_key, default_latency,
@@ -358,7 +383,7 @@ _ROTATIONS: dict[Hashable, list[tuple[dict[str, str], int]]] = {}
 
 def _rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
     """:func:`server_rotations` of ``topology``, kept for the last few networks."""
-    key = topology.fingerprint()
+    key = _fingerprint(topology)
     if key not in _ROTATIONS:
         _remember(_ROTATIONS, key, server_rotations(topology))
     return _ROTATIONS[key]
@@ -393,7 +418,7 @@ def _folded_by(plan: CollectivePlan, template: IterationTemplate, rotation: dict
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
-    congestion = plan_memo(plan, ("floor", topology.fingerprint()),
+    congestion = plan_memo(plan, ("floor", _fingerprint(topology)),
                            lambda: _congestion(topology, plan))
     return congestion * float(size) / BYTES_PER_US_PER_GBPS
 
@@ -408,7 +433,7 @@ def plan_bound(topology: Topology, plan: CollectivePlan) -> tuple[Fraction, tupl
     the plan's other facts (:func:`plan_memo`) while it is the plan being timed: TACOS's
     plan per size walks 16,000 tree edges at 64 GPUs for its floor and again for its
     row's bound."""
-    return plan_memo(plan, ("bound", topology.fingerprint()),
+    return plan_memo(plan, ("bound", _fingerprint(topology)),
                      lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
 
 
