@@ -281,7 +281,7 @@ class _Builder:
             while e >= bound:
                 e = next_named[e]
             while e >= 0:
-                w = bisect_right(ptr, e) - 1
+                w = bisect_right(ptr, e, t, last + 1) - 1    # t < w <= last here
                 e = next_named[e]
                 if w in back:
                     return True
