@@ -141,7 +141,8 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     the best, since the best never falls more than EVEN_MARGIN below the fastest. So that
     the losers stop early, a candidate's layouts after its first are simulated fastest
     first, by their time at the first depth the simulation runs (:func:`_screen`), and
-    then taken in their own order: the rules below see them as if simulated in order. Layout 6
+    then taken in their own order: the rules below see them as if simulated in order (but
+    for the cut, which may come from a layout past the one the search in order ends on). Layout 6
     (unit trees shared evenly) replaces the best only where it gains EVEN_MARGIN of the
     optimum, and a layout with trees no smaller than its replaces it within that margin
     (:func:`_even_margin`).

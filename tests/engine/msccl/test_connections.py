@@ -17,6 +17,7 @@ from canopy.engine.deploy.runtime_choice import (
     REFERENCE_SIZE,
     _consider_shallow,
     _consider_shallow_tiers,
+    _choose,
     _optimum,
     runtime_schedule,
 )
@@ -138,14 +139,17 @@ def test_the_layout_that_executes_fastest_is_chosen_and_exported():
     """Kautz (k = 2) reduce-scatter with 20 SMs must share connections: the first layout
     that fits (one group's edges on runs of steps) runs at 82 % of the optimum, a
     connection per step of the piece at 94 %, unit trees on connections of nearly equal
-    chunks at 99.6 %. runtime_schedule simulates them all and takes the fastest; the XML
-    of that layout runs in Canopy's MSCCL simulator."""
+    chunks at 99.6 %. runtime_schedule simulates them all and takes the fastest (the
+    search in the layouts' own order says each one's fraction; fastest first, the losers
+    stop early); the XML of that layout runs in Canopy's MSCCL simulator."""
     topo = generate("kautz")
     schedule = solve(topo, "reduce-scatter")
     limits = MscclLimits(max_tbs_per_gpu=20)
     choice = runtime_schedule(topo, schedule, limits)
-    fractions = {c["layout"]: c["executed_fraction"] for c in choice.candidates
+    in_order = _choose(topo, schedule, limits, fastest_first=False)
+    fractions = {c["layout"]: c["executed_fraction"] for c in in_order.candidates
                  if c["k"] == schedule.k and "executed_fraction" in c}
+    assert in_order.layout == choice.layout
     assert fractions["shared by step"] > fractions["shared"] + 0.05
     assert fractions["shared evenly, unit trees"] > fractions["shared by step"] + 0.02
     assert choice.schedule is schedule and "shared evenly" in (choice.note or "")
@@ -153,9 +157,12 @@ def test_the_layout_that_executes_fastest_is_chosen_and_exported():
     executed = fastest(topo, choice.plan, REFERENCE_SIZE).algbw / choice.optimum
     best = max(fractions.values())
     assert round(float(executed), 4) == best >= 0.93
-    # layouts that provably ran more than PRUNE below the fastest so far were stopped
+    # layouts that provably ran more than PRUNE below the fastest simulated were stopped
+    # (the fastest, shared by link slack at 99.7 %, is one the search in order never
+    # reaches: it ends on shared evenly, past GOOD_ENOUGH)
     stopped = [c["executed_below"] for c in choice.candidates if "executed_below" in c]
-    assert stopped and all(below <= best - float(PRUNE) + 1e-4 for below in stopped)
+    assert stopped and all(below <= 0.9974 - float(PRUNE) + 1e-4 for below in stopped)
+    assert all(below < best for below in stopped)
     assert runtime_schedule(topo, schedule, limits) is choice           # memoized
     simulate_bytes(plan_xml(choice.plan, choice.schedule.k, MscclOptions(limits=limits)),
                    limits=limits)
