@@ -15,9 +15,9 @@ from canopy.engine.deploy.runtime_choice import (
     GOOD_ENOUGH,
     PRUNE,
     REFERENCE_SIZE,
+    _choose,
     _consider_shallow,
     _consider_shallow_tiers,
-    _choose,
     _optimum,
     runtime_schedule,
 )
