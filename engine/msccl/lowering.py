@@ -169,7 +169,7 @@ class _Shape:
     height: dict[int, int]
     path_to: dict[int, tuple[str, ...]]    # physical route of the edge parent -> child
     channel_to: dict[int, int | None]      # the plan's channel of the edge parent -> child
-    priority_to: dict[int, Fraction]       # the plan's priority of that edge
+    priority_to: dict[int, int]            # the rank of the plan's priority of that edge
     position: int                          # the tree's index in the plan's trees
     reduce: bool
 
@@ -214,18 +214,19 @@ class LoweredTree:
     multiplicity: int
     edges: tuple[tuple[str, str, Path], ...]
     channels: tuple[int | None, ...] = ()      # per edge, the plan's channel (None: own)
-    priorities: tuple[Fraction, ...] = ()      # per edge, the plan's priority
+    priorities: tuple[int, ...] = ()           # per edge, the plan's priority's rank
     position: int = 0                          # index among the plan's trees
     reduce: bool = False
 
 
-def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, start: int = 0
-                  ) -> list[LoweredTree]:
+def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, ranks: dict[Fraction, int],
+                  start: int = 0) -> list[LoweredTree]:
     """The trees of one phase of a plan, each carrying ``share · n · chunks`` chunks (a
     whole number: the chunk layout must hold every tree's share exactly). Reduce trees
     carry their data against the arrows, so their routes are turned back to run from
     parent to child. ``start`` is the index of the phase's first tree in the plan's
-    trees (reduce trees first)."""
+    trees (reduce trees first). An edge's priority is kept as its place in ``ranks``
+    (:func:`priority_ranks`)."""
     out: list[LoweredTree] = []
     per_root: dict[str, int] = {}
     for t in phase:
@@ -239,8 +240,16 @@ def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, start: int =
                       for e in t.edges)
         channels = tuple(e.channel if isinstance(e.channel, int) else None for e in t.edges)
         out.append(LoweredTree(t.root, index, int(m), edges, channels,
-                        tuple(e.priority for e in t.edges), start + len(out), t.reduce))
+                        tuple(ranks[e.priority] for e in t.edges), start + len(out),
+                        t.reduce))
     return out
+
+
+def priority_ranks(trees: tuple[FlowTree, ...]) -> dict[Fraction, int]:
+    """Each priority of the trees' edges, by its place among them: the steps' order
+    (:meth:`_Shape.order`) compares these integers in the priorities' exact order, as
+    thread blocks sort thousands of transfers by it."""
+    return {p: i for i, p in enumerate(sorted({e.priority for t in trees for e in t.edges}))}
 
 
 def chunks_per_root(plan: CollectivePlan) -> int:
@@ -262,7 +271,7 @@ def _shape(tree: LoweredTree, rank: dict[str, int], n: int) -> _Shape:
     children: dict[int, list[int]] = {}
     path_to: dict[int, tuple[str, ...]] = {}
     channel_to: dict[int, int | None] = {}
-    priority_to: dict[int, Fraction] = {}
+    priority_to: dict[int, int] = {}
     depth = {root: 0}
     for i, (src, dst, path) in enumerate(tree.edges):
         if src not in rank or dst not in rank:
@@ -275,7 +284,7 @@ def _shape(tree: LoweredTree, rank: dict[str, int], n: int) -> _Shape:
         parent[v] = u
         path_to[v] = tuple(path) or (src, dst)
         channel_to[v] = tree.channels[i] if tree.channels else None
-        priority_to[v] = tree.priorities[i] if tree.priorities else Fraction(0)
+        priority_to[v] = tree.priorities[i] if tree.priorities else 0
         children.setdefault(u, []).append(v)
         depth[v] = depth[u] + 1
     if len(depth) != n:
@@ -544,5 +553,7 @@ def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = 
                        piece or max_count, fuse_fanout)
     rank = {name: r for r, name in enumerate(plan.compute_nodes)}
     builder.plan.paired = {(rank[v], rank[p], rank[w], c) for p, v, w, c in plan.paired}
-    return builder.build(lowered_trees(plan.broadcast_trees, n, chunks, len(plan.reduce_trees)),
-                         lowered_trees(plan.reduce_trees, n, chunks))
+    ranks = priority_ranks(plan.trees)
+    return builder.build(lowered_trees(plan.broadcast_trees, n, chunks, ranks,
+                                       len(plan.reduce_trees)),
+                         lowered_trees(plan.reduce_trees, n, chunks, ranks))

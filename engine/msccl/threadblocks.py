@@ -309,6 +309,64 @@ class _Channels:
         return None
 
 
+def _paired(plan: StepProgram, channels: _Channels) -> _Channels:
+    """``channels`` with the thread blocks the plan pairs."""
+    for rank, p, s, ch in plan.paired:
+        channels.state[(rank, ch)].pair_of_recv[p] = s
+        channels.state[(rank, ch)].pair_of_send[s] = p
+    return channels
+
+
+def _given_cuts(plan: StepProgram, order: list[Chain], limits: MscclLimits
+                ) -> tuple[list[list[tuple[int, int]]], _Channels] | None:
+    """Under ``"given"`` channels, the (channel, reach) :meth:`_Channels.choose` gives each
+    piece of each chain in order, and the channels holding them all, worked out by counting;
+    None where :func:`_assign_channels` would find a piece it cannot place (then it places
+    them one by one and says where). Given channels fuse nothing: every fused step past a
+    piece's first is split, and a piece goes on the channel of its first send. No pair forms
+    as steps are added, so every count of a channel (steps per thread block, thread blocks)
+    only grows: where the channels fit with every step placed, each placement fitted."""
+    channels = _paired(plan, _Channels(limits, "given"))
+    state = channels.state
+    touched: set[tuple[int, int]] = set()
+    cuts: list[list[tuple[int, int]]] = []
+    for chain in order:
+        steps, pieces = chain.steps, []
+        start, half = 0, False    # the piece starts at steps[start] (its send half if ``half``)
+        while start < len(steps):
+            first = steps[start]
+            if half:
+                sender: Step | None = first
+            else:
+                sender = next((st for st in steps[start:] if st.send_peer >= 0), None)
+            ch = sender.channel if sender is not None and sender.channel is not None else 0
+            reach = len(steps) - start
+            for j in range(start, len(steps)):
+                step = steps[j]
+                p = -1 if half and j == start else step.recv_peer
+                s = step.send_peer
+                fused = p >= 0 and s >= 0
+                if fused:
+                    if j == start:
+                        return None
+                    reach, s = j - start, -1      # its receive ends this piece
+                if p >= 0 or s >= 0:
+                    key = (step.rank, ch)
+                    touched.add(key)
+                    if p >= 0:
+                        state[key].recv_steps[p] += 1
+                    if s >= 0:
+                        state[key].send_steps[s] += 1
+                if fused:
+                    break
+            pieces.append((ch, reach))
+            start, half = start + reach, True
+        cuts.append(pieces)
+    if all(state[key].fits(limits) for key in touched):
+        return cuts, channels
+    return None
+
+
 def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits, fuse: bool,
                      spread: int, connections: str
                      ) -> tuple[list[Chain], dict[Chain, int], dict[tuple[int, int], _Channel]]:
@@ -316,10 +374,9 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
     join the chain's channel, the step is split into a receive and a dependent send and the
     rest of the chain goes on as a chain of its own; without ``fuse`` every fused step is
     split. The pieces keep the chain's place in the order."""
-    channels = _Channels(limits, connections)
-    for rank, p, s, ch in plan.paired:          # thread blocks the plan pairs
-        channels.state[(rank, ch)].pair_of_recv[p] = s
-        channels.state[(rank, ch)].pair_of_send[s] = p
+    given = _given_cuts(plan, order, limits) if connections == "given" else None
+    channels = given[1] if given is not None else \
+        _paired(plan, _Channels(limits, connections))
     waiting: dict[Step, list[Step]] = defaultdict(list)
     for chain in order:
         for step in chain.steps:
@@ -327,10 +384,12 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
                 waiting[step.dep].append(step)
     channel_of: dict[Chain, int] = {}
     placed: list[Chain] = []
-    for chain in order:
+    for n, chain in enumerate(order):
         steps = list(chain.steps)
+        counted = iter(given[0][n]) if given is not None else None
         while steps:
-            choice = channels.choose(steps, fuse, spread)
+            choice = next(counted) if counted is not None else \
+                channels.choose(steps, fuse, spread)
             if choice is None:
                 first = _with_peers(steps)[0]
                 raise MscclLimitError(
@@ -353,7 +412,7 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
             piece = Chain(priority=chain.priority)
             for step in head:
                 piece.add(step)
-            if not whole:
+            if not whole and counted is None:
                 channels.commit(head, ch)
             channel_of[piece] = ch
             placed.append(piece)
@@ -445,8 +504,7 @@ def assign_threadblocks(plan: StepProgram, limits: MscclLimits = MscclLimits(), 
     order, channel_of, state = _assign_channels(plan, order_chains(plan.chains), limits, fuse,
                                                 spread, connections)
     if connections == "given":
-        position = {chain: i for i, chain in enumerate(order)}
-        order.sort(key=lambda chain: (_plan_order(chain), position[chain]))
+        order.sort(key=_plan_order)         # (stable: the chains' order among equals)
     per_rank_steps: list[list[Step]] = [[] for _ in range(plan.ngpus)]
     for chain in order:
         for step in chain.steps:
