@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import CollectivePlan, FlowTree, Path
@@ -172,6 +171,9 @@ class _Shape:
     priority_to: dict[int, int]            # the rank of the plan's priority of that edge
     position: int                          # the tree's index in the plan's trees
     reduce: bool
+    # what send_info and by_height worked out, asked again for every piece
+    sends: dict[tuple[int, bool], dict] = field(default_factory=dict)
+    kids: dict[tuple[int, bool], list[int]] = field(default_factory=dict)
 
     def down(self, child: int) -> tuple[str, ...]:
         """The route data takes from ``child``'s parent to ``child``."""
@@ -188,8 +190,11 @@ class _Shape:
     def send_info(self, child: int, up: bool = False) -> dict:
         """Route, channel and order of the transfer over ``child``'s edge (``up``: from the
         child to its parent, as reductions send)."""
-        return {"route": self.up(child) if up else self.down(child),
-                "channel": self.channel_to[child], "order": self.order(child)}
+        if (child, up) not in self.sends:
+            self.sends[(child, up)] = {"route": self.up(child) if up else self.down(child),
+                                       "channel": self.channel_to[child],
+                                       "order": self.order(child)}
+        return self.sends[(child, up)]
 
     def up(self, child: int) -> tuple[str, ...]:
         """The route data takes from ``child`` to its parent (reductions run against the
@@ -197,8 +202,12 @@ class _Shape:
         return tuple(reversed(self.path_to[child]))
 
     def by_height(self, v: int, deepest_first: bool) -> list[int]:
-        return sorted(self.children.get(v, []), key=lambda c: (self.height[c], c),
-                      reverse=deepest_first)
+        """``v``'s children by height (a list of the caller's own)."""
+        if (v, deepest_first) not in self.kids:
+            self.kids[(v, deepest_first)] = sorted(self.children.get(v, []),
+                                                   key=lambda c: (self.height[c], c),
+                                                   reverse=deepest_first)
+        return list(self.kids[(v, deepest_first)])
 
     def bottom_up(self) -> list[int]:
         return sorted(self.depth, key=lambda v: -self.depth[v])
@@ -219,7 +228,7 @@ class LoweredTree:
     reduce: bool = False
 
 
-def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, ranks: dict[Fraction, int],
+def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, ranks: dict[int, int],
                   start: int = 0) -> list[LoweredTree]:
     """The trees of one phase of a plan, each carrying ``share · n · chunks`` chunks (a
     whole number: the chunk layout must hold every tree's share exactly). Reduce trees
@@ -240,16 +249,19 @@ def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, ranks: dict[
                       for e in t.edges)
         channels = tuple(e.channel if isinstance(e.channel, int) else None for e in t.edges)
         out.append(LoweredTree(t.root, index, int(m), edges, channels,
-                        tuple(ranks[e.priority] for e in t.edges), start + len(out),
+                        tuple(ranks[id(e.priority)] for e in t.edges), start + len(out),
                         t.reduce))
     return out
 
 
-def priority_ranks(trees: tuple[FlowTree, ...]) -> dict[Fraction, int]:
-    """Each priority of the trees' edges, by its place among them: the steps' order
-    (:meth:`_Shape.order`) compares these integers in the priorities' exact order, as
-    thread blocks sort thousands of transfers by it."""
-    return {p: i for i, p in enumerate(sorted({e.priority for t in trees for e in t.edges}))}
+def priority_ranks(trees: tuple[FlowTree, ...]) -> dict[int, int]:
+    """Each priority of the trees' edges (by the identity of its object) by its value's
+    place among theirs: the steps' order (:meth:`_Shape.order`) compares these integers in
+    the priorities' exact order, as thread blocks sort thousands of transfers by it (and
+    edges share few priority objects, so few Fractions are hashed)."""
+    objects = {id(e.priority): e.priority for t in trees for e in t.edges}
+    place = {p: i for i, p in enumerate(sorted(set(objects.values())))}
+    return {key: place[p] for key, p in objects.items()}
 
 
 def chunks_per_root(plan: CollectivePlan) -> int:

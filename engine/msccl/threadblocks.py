@@ -377,10 +377,10 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
     given = _given_cuts(plan, order, limits) if connections == "given" else None
     channels = given[1] if given is not None else \
         _paired(plan, _Channels(limits, connections))
-    waiting: dict[Step, list[Step]] = defaultdict(list)
+    waiting: dict[Step, list[Step]] = defaultdict(list)     # the steps on each fused one
     for chain in order:
         for step in chain.steps:
-            if step.dep is not None:
+            if step.dep is not None and _is_fused(step.dep):
                 waiting[step.dep].append(step)
     channel_of: dict[Chain, int] = {}
     placed: list[Chain] = []
@@ -406,12 +406,11 @@ def _assign_channels(plan: StepProgram, order: list[Chain], limits: MscclLimits,
                 receive, send = plan.split(fused)
                 for step in waiting.pop(fused, []):
                     step.dep = receive
-                    waiting[receive].append(step)
                 relabel(steps[:reach], receive.dst)
                 head, steps = [*steps[:reach], receive], [send, *steps[reach + 1:]]
-            piece = Chain(priority=chain.priority)
+            piece = Chain(head, chain.priority)
             for step in head:
-                piece.add(step)
+                step.chain = piece
             if not whole and counted is None:
                 channels.commit(head, ch)
             channel_of[piece] = ch

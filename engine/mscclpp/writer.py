@@ -135,7 +135,9 @@ class _Order:
     def data(self, op: Any, reads: list[tuple[str, int]],
              writes: list[tuple[str, int]]) -> None:
         """A data op: a nop first where it would race (rule 4)."""
-        if self.waited or any(x in self.written for x in reads + writes):
+        written = self.written
+        if self.waited or written and (any(x in written for x in reads) or
+                                       any(x in written for x in writes)):
             self.sync()
         self.emit(op)
         self.written.update(writes)
@@ -191,6 +193,11 @@ class _Counting(_Order):
 
     def emit(self, op: Any) -> None:
         self.n += 1
+
+    def sync(self) -> None:
+        self.n += 1
+        self.written.clear()
+        self.waited = self.dirty = False
 
 
 class _Program:
@@ -742,12 +749,16 @@ class _Counter:
         """The ops of each part of ``tb`` into ``sizes``, of each pipelined step into
         ``step_ops`` (:meth:`_Writer.build`)."""
         first = _hoisted(tb)
-        parts = cut.parts[(g, tb.id)]
+        t = tb.id
+        parts = cut.parts[(g, t)]
+        early, releases, count = self.early, self.releases, self.step
+        send_conn = (g, tb.send, tb.chan)
+        send_kind = self.program.kind(send_conn)    # (what a sending step sends over)
         chain = False
         for p, steps in enumerate(parts):
             pre = steps[:first] if p == 0 else []
             piped = steps[len(pre):]
-            key = (g, tb.id, p)
+            key = (g, t, p)
             ops = _Counting()
             if chain and piped:
                 ops.wait_like(None)
@@ -755,15 +766,15 @@ class _Counter:
             for step in piped:
                 before = ops.n
                 if step.depid >= 0:
-                    if (g, step.depid, step.deps) in self.early:
+                    if (g, step.depid, step.deps) in early:
                         waits += 1
                     else:
                         ops.wait_like(None)
-                self.step(ops, g, tb, step, cut)
-                for _ in range(-(-self.releases.get((g, tb.id, step.s), 0)
-                                 // MAX_SEMAPHORES_PER_OP)):
+                count(ops, g, t, step, send_conn, send_kind, cut)
+                released = releases.get((g, t, step.s), 0)
+                for _ in range(-(-released // MAX_SEMAPHORES_PER_OP) if released else 0):
                     ops.signal_like(None)
-                step_ops[(g, tb.id, step.s)] = ops.n - before
+                step_ops[(g, t, step.s)] = ops.n - before
             if p + 1 < len(parts) and piped:
                 chain = True
                 ops.signal_like(None)
@@ -771,28 +782,27 @@ class _Counter:
                 ops.sync()
             n = ops.n + 1 if ops.n else 0
             if pre:
-                sems = sum(self.releases.get((g, tb.id, st.s), 0) for st in pre)
+                sems = sum(releases.get((g, t, st.s), 0) for st in pre)
                 n += len(pre) + 1 + -(-sems // MAX_SEMAPHORES_PER_OP)
             sizes[key] = n + -(-waits // MAX_SEMAPHORES_PER_OP) + self.readiness(cut, key) + \
                 (1 if waits or cut.sends_of.get(key) else 0)
 
-    def step(self, ops: _Counting, g: int, tb: XmlThreadBlock, step: XmlStep, cut: _Cut
-             ) -> None:
-        """The ops :meth:`_Writer.step` writes for ``step``, counted."""
+    def step(self, ops: _Counting, g: int, t: int, step: XmlStep, send_conn: Conn,
+             send_kind: str, cut: _Cut) -> None:
+        """The ops :meth:`_Writer.step` writes for ``step`` of thread block ``t`` (which
+        sends over ``send_conn``, of ``send_kind``), counted."""
         kind = STEP_TYPES[step.type]
         cnt = step.cnt
         here: tuple[str, int] = (step.srcbuf, step.srcoff)
-        send_conn = (g, tb.send, tb.chan)
-        send_kind = self.program.kind(send_conn) if kind.sends else ""
         fused = False
         if kind.receives:
             ops.wait_like(None)
             if step.type in ("r", "rcs"):
                 here = (step.dstbuf, step.dstoff)
             else:
-                temp = self.program.temps[(g, tb.id, step.s)]
+                temp = self.program.temps[(g, t, step.s)]
                 result = ("s", temp) if step.type == "rrs" else (step.dstbuf, step.dstoff)
-                fused = send_kind == "memory"
+                fused = kind.sends and send_kind == "memory"
                 for c in range(cnt):
                     ops.data(None, [(step.srcbuf, step.srcoff + c), ("s", temp + c)],
                              [(result[0], result[1] + c)])
@@ -807,7 +817,7 @@ class _Counter:
             ops.signal_like(None)
             return
         if send_kind == "port":
-            for chunks in cut.lanes(send_conn, self.message[(g, tb.id, step.s)]):
+            for chunks in cut.lanes(send_conn, self.message[(g, t, step.s)]):
                 for first in range(0, len(chunks) - 1, MAX_CHANNEL_PER_OPERATION):
                     ops.data(None, [(here[0], here[1] + c) for c in
                                     chunks[first:min(len(chunks) - 1,
