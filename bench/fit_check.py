@@ -9,11 +9,14 @@ leaf-spine``) and mi250-2x16's allreduce at k = 2 (some of whose layouts do not 
 it with PYTHONPATH naming a folder whose ``canopy`` is a checkout of another commit to
 compare.
 
+``--choice`` times the checks where :func:`runtime_schedule` asks them instead (the
+choice's own objects alive, as in ``canopy compare``), and the whole choice.
+
 Verdicts: ``--golden PATH`` writes :func:`fit_record` of every layout of every sample
 (up to 64 GPUs) for allgather, reduce-scatter and allreduce at the optimal k and k = 2;
 ``--verify PATH`` checks them against such a file (tests/data/fit_verdicts.json holds the
 records the check gave before it was made faster; the suite checks a few of them).
-Run: ``python bench/fit_check.py [--case NAME] [--golden PATH | --verify PATH]``.
+Run: ``python bench/fit_check.py [--case NAME] [--choice | --golden PATH | --verify PATH]``.
 """
 
 import argparse
@@ -128,11 +131,42 @@ def time_case(name):
             "cpu_s_each": [round(c, 3) for c in cpu]}
 
 
+def time_choice(name):
+    """plan_fits' CPU seconds where the runtime choice asks it (among the choice's own
+    objects, which the collector walks too), and the choice's."""
+    from canopy.engine.deploy import runtime_choice
+
+    make, collective, k = CASES[name]
+    topology = make()
+    schedule = best_schedule(topology, collective, k=k)
+    real, cpu = runtime_choice.plan_fits, []
+
+    def timed(*args):
+        start = time.process_time()
+        try:
+            return real(*args)
+        finally:
+            cpu.append(time.process_time() - start)
+
+    runtime_choice.plan_fits = timed
+    try:
+        start = time.process_time()
+        choice = runtime_choice.runtime_schedule(topology, schedule)
+        total = time.process_time() - start
+    finally:
+        runtime_choice.plan_fits = real
+    return {"case": name, "checks": len(cpu), "layout": choice.layout,
+            "cpu_s_per_check": round(sum(cpu) / max(1, len(cpu)), 3),
+            "checks_cpu_s": round(sum(cpu), 2), "choice_cpu_s": round(total, 2)}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--case", choices=sorted(CASES), action="append")
     parser.add_argument("--golden")
     parser.add_argument("--verify")
+    parser.add_argument("--choice", action="store_true",
+                        help="time the checks inside runtime_schedule instead")
     args = parser.parse_args()
     batch_collector()           # as the canopy command runs
     import canopy.engine
@@ -142,7 +176,8 @@ def main():
     elif args.verify:
         out.update(verify(args.verify))
     else:
-        out["cases"] = [time_case(name) for name in args.case or CASES]
+        timer = time_choice if args.choice else time_case
+        out["cases"] = [timer(name) for name in args.case or CASES]
     json.dump(out, sys.stdout, indent=1)
     print()
 
