@@ -225,8 +225,17 @@ class _Hashed:
 
 def _fingerprint(topology: Topology) -> _Hashed:
     """:meth:`Topology.fingerprint`, hashed once (the key of every memo here: a network
-    edited in place is simulated anew)."""
-    return _Hashed(topology.fingerprint())
+    edited in place is simulated anew). The last network's is kept: taken again and equal
+    (its links' Fraction objects the same, so comparing is cheap), its hash is reused."""
+    value = topology.fingerprint()
+    last = _LAST_FINGERPRINT[0]
+    if last is not None and last.value == value:
+        return last
+    _LAST_FINGERPRINT[0] = hashed = _Hashed(value)
+    return hashed
+
+
+_LAST_FINGERPRINT: list[_Hashed | None] = [None]
 
 
 RESULTS_KEPT = 64       # simulations remembered (by plan, topology and arguments)
