@@ -179,12 +179,10 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
 
 class _Measured(NamedTuple):
     """A layout as simulated: its fraction of the optimum at REFERENCE_SIZE (the cut it
-    was stopped at, ``below``, where it provably runs below that) and whether its
-    MSCCL++ plan fits (not asked of a stopped one)."""
+    was stopped at, ``below``, where it provably runs below that)."""
 
     fraction: Fraction
     below: Fraction | None
-    fits: bool
 
 
 class _Candidate(NamedTuple):
@@ -263,19 +261,24 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                     fraction, below = _executed(topology, laid, optimum,
                                                 max(top, reachable) - PRUNE)
                 timed.append((laid, fraction, below))
-            # (a layout stopped below the fastest can be neither chosen nor near it, so
-            # only one that finished is asked whether its plan fits: writing it costs more
-            # than most simulations, and one that does not fit leaves no trace but this)
-            fitting = below is not None or fits(candidate, tolerance, name, laid)
-            if below is None and fitting:
-                reachable = max(reachable, fraction)
-            return _Measured(fraction, below, fitting)
+            if below is None and fraction > reachable and \
+                    fits(candidate, tolerance, name, laid):
+                reachable = fraction
+            return _Measured(fraction, below)
 
         def note(name: str, laid: CollectivePlan, measured: _Measured) -> bool:
             """Note one measured layout in the search; True where it ends the search."""
             nonlocal best, first_fraction, top
-            fraction, below, fitting = measured
-            if not fitting:
+            fraction, below = measured
+            # (only where it decides something is a layout asked whether its plan fits:
+            # writing the plan costs more than most simulations. A stopped layout can be
+            # neither chosen nor near the best; one below the fastest so far and not
+            # replacing the best is asked later, if ever, where it could be chosen,
+            # :func:`_admitted`; one that does not fit leaves no trace but this entry)
+            decides = below is None and (
+                not tried or best is None or fraction > top or fraction >= GOOD_ENOUGH
+                or fraction > best.fraction + _even_margin(name, laid, best.name, best.laid))
+            if decides and not fits(candidate, tolerance, name, laid):
                 if not tried:
                     first_fraction = None
                 tried.append({"k": candidate.k, "trees": len(candidate.trees),
@@ -320,8 +323,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
         measured: dict[int, _Measured] = {}
         for i in sorted(range(len(rest)), key=lambda i: (-first_runs[i], i)):
             measured[i] = measure(*rest[i])
-            if measured[i].below is None and measured[i].fits and \
-                    measured[i].fraction >= GOOD_ENOUGH:
+            if measured[i].below is None and measured[i].fraction >= GOOD_ENOUGH and \
+                    fits(candidate, tolerance, *rest[i]):
                 for j in range(i):          # the search, in its order, ends here at the latest
                     if j not in measured:
                         measured[j] = measure(*rest[j])
@@ -375,10 +378,23 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
     first_best = best
     at: list[tuple[CollectivePlan, Fraction]] = []      # layouts timed at SECOND_SIZE
     finished = [c for i, c in enumerate(simulated) if i not in stopped]
-    best, tie = _near_tie(topology, optimum, best, finished, tried, at)
+
+    def admitted(c: _Candidate) -> bool:
+        """Whether ``c``'s plan fits, asked where it could be chosen; where it does not,
+        its entry in ``tried`` says so instead of its times."""
+        if fits(c.schedule, c.tolerance, c.name, c.laid):
+            return True
+        for entry in tried:
+            if _is(entry, c):
+                for key in [k for k in entry if k.startswith("executed")]:
+                    del entry[key]
+                entry["mscclpp_plan"] = "does not fit"
+        return False
+
+    best, tie = _near_tie(topology, optimum, best, finished, tried, at, admitted)
     small, second = _smaller_messages(topology, optimum, best,
                                       [c for c in finished if c.fraction >= top - PRUNE],
-                                      tried, at)
+                                      tried, at, admitted)
     fraction, chosen, base, laid, name, tolerance = best
     note = None
     if chosen is not schedule:
@@ -661,7 +677,8 @@ class _LazyLayouts:
 
 def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
               simulated: list[_Candidate], tried: list[dict[str, object]],
-              at: list[tuple[CollectivePlan, Fraction]] | None = None
+              at: list[tuple[CollectivePlan, Fraction]] | None = None,
+              admitted: Callable[[_Candidate], bool] = lambda c: True
               ) -> tuple[_Candidate, tuple[Fraction, Fraction]]:
     """The candidate to run from BOUNDARY up among ``best`` and those within NEAR of it at
     1 GiB: a near tie goes to the candidate that runs a SECOND_SIZE and a 1 GiB collective
@@ -672,7 +689,8 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
     Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried`` (and their layouts' times
     go to ``at``, :func:`_at_second`), but for those whose simulation stopped once they
-    provably could not beat the smallest total so far."""
+    provably could not beat the smallest total so far. A candidate that finished there
+    counts only where ``admitted`` (its MSCCL++ plan fits)."""
     near = [c for c in simulated
             if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
     if len(near) < 2:
@@ -690,7 +708,7 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
         room = least - REFERENCE_SIZE / c.fraction
         second = _at_second(topology, optimum, c, tried, at, SECOND_SIZE / room) \
             if room > 0 else None
-        if second is None:
+        if second is None or not admitted(c):
             continue
         total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction
         least = min(least, total)
@@ -701,7 +719,8 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
 
 def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
                       simulated: list[_Candidate], tried: list[dict[str, object]],
-                      at: list[tuple[CollectivePlan, Fraction]] | None = None
+                      at: list[tuple[CollectivePlan, Fraction]] | None = None,
+                      admitted: Callable[[_Candidate], bool] = lambda c: True
                       ) -> tuple[_Candidate | None, tuple[Fraction, Fraction]]:
     """What messages below BOUNDARY run instead of ``main`` (the choice at 1 GiB, after
     :func:`_near_tie`), or None: the candidate fastest at SECOND_SIZE, where that beats
@@ -716,7 +735,8 @@ def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
     1 GiB down while that holds.
     Returns that candidate and (its, ``main``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried``, but for those whose
-    simulation stopped once they provably ran below the fastest there so far."""
+    simulation stopped once they provably ran below the fastest there so far. Only a
+    candidate ``admitted`` (its MSCCL++ plan fits) is taken."""
     others = sorted((c for c in simulated if c is not main and c.fraction > 0),
                     key=lambda c: -c.fraction)
     mine = _at_second(topology, optimum, main, tried, at) if others else None
@@ -727,7 +747,7 @@ def _smaller_messages(topology: Topology, optimum: Fraction, main: _Candidate,
         if c.fraction <= top:
             break
         f = _at_second(topology, optimum, c, tried, at, top)
-        if f is not None and f > top:
+        if f is not None and f > top and admitted(c):
             top, chosen = f, c
     return (None if chosen is main else chosen), (top, mine)
 
@@ -762,11 +782,16 @@ def _at_second(topology: Topology, optimum: Fraction, c: _Candidate,
 def _note(tried: list[dict[str, object]], c: _Candidate, key: str, value: Fraction) -> None:
     """Set ``key`` to ``value`` (4 digits) in the entries of ``tried`` that are ``c``."""
     for entry in tried:
-        if entry["k"] == c.schedule.k and entry["layout"] == c.name and \
-                entry["tolerance_percent"] == c.tolerance and \
-                entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")) and \
-                entry.get("fill_swaps", False) == bool(c.schedule.extra.get("fill_swaps")):
+        if _is(entry, c):
             entry[key] = round(float(value), 4)
+
+
+def _is(entry: dict[str, object], c: _Candidate) -> bool:
+    """Whether ``entry`` of ``tried`` is ``c``."""
+    return entry["k"] == c.schedule.k and entry["layout"] == c.name and \
+        entry["tolerance_percent"] == c.tolerance and \
+        entry.get("shallow", False) == bool(c.schedule.extra.get("shallow")) and \
+        entry.get("fill_swaps", False) == bool(c.schedule.extra.get("fill_swaps"))
 
 
 def _even_margin(name: str, laid: CollectivePlan, best_name: str, best: CollectivePlan
