@@ -273,8 +273,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             # (only where it decides something is a layout asked whether its plan fits:
             # writing the plan costs more than most simulations. A stopped layout can be
             # neither chosen nor near the best; one below the fastest so far and not
-            # replacing the best is asked later, if ever, where it could be chosen,
-            # :func:`_admitted`; one that does not fit leaves no trace but this entry)
+            # replacing the best is asked later, if ever, where it could be chosen
+            # (``admitted`` below); one that does not fit leaves no trace but its entry)
             decides = below is None and (
                 not tried or best is None or fraction > top or fraction >= GOOD_ENOUGH
                 or fraction > best.fraction + _even_margin(name, laid, best.name, best.laid))
