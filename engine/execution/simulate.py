@@ -184,7 +184,7 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
     check_switch_mode(switch_mode)
     size = Fraction(message_size)
-    network = _fingerprint(topology)
+    network = topology.fingerprint()
     key = (id(plan), network, size, pieces, default_latency, switch_mode,
            exact, budget, symmetry, saturated)
     known = _RESULTS.get(key)
@@ -203,39 +203,6 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
         _remember(_BY_PROGRAM, same, result)
     _remember(_RESULTS, key, (weakref.ref(plan), weakref.ref(topology), result))
     return result
-
-
-class _Hashed:
-    """A network's fingerprint with its hash worked out once: the memos here look it up
-    several times per run, and hashing it anew hashes every link's Fraction bandwidth."""
-
-    __slots__ = ("value", "hashed")
-
-    def __init__(self, value: tuple[Any, ...]) -> None:
-        self.value = value
-        self.hashed = hash(value)
-
-    def __hash__(self) -> int:
-        return self.hashed
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Hashed) and self.hashed == other.hashed and \
-            self.value == other.value
-
-
-def _fingerprint(topology: Topology) -> _Hashed:
-    """:meth:`Topology.fingerprint`, hashed once (the key of every memo here: a network
-    edited in place is simulated anew). The last network's is kept: taken again and equal
-    (its links' Fraction objects the same, so comparing is cheap), its hash is reused."""
-    value = topology.fingerprint()
-    last = _LAST_FINGERPRINT[0]
-    if last is not None and last.value == value:
-        return last
-    _LAST_FINGERPRINT[0] = hashed = _Hashed(value)
-    return hashed
-
-
-_LAST_FINGERPRINT: list[_Hashed | None] = [None]
 
 
 RESULTS_KEPT = 64       # simulations remembered (by plan, topology and arguments)
@@ -281,7 +248,7 @@ def _program_key(topology: Topology, plan: CollectivePlan, switch_mode: str,
                        plan_bound(topology, plan)[0])).encode())
         return h.hexdigest()
 
-    return plan_memo(plan, ("program", switch_mode, _fingerprint(topology), symmetry), digest)
+    return plan_memo(plan, ("program", switch_mode, topology.fingerprint(), symmetry), digest)
 
 
 def _running(topology: Topology, plan: CollectivePlan, switch_mode: str, symmetry: bool
@@ -292,7 +259,7 @@ def _running(topology: Topology, plan: CollectivePlan, switch_mode: str, symmetr
     template = plan_memo(plan, ("template", switches, switch_mode),
                          lambda: plan_template(plan, switches, switch_mode))
     # the memo keeps ``topology`` alive with its fold, so its id cannot name another one
-    folded = plan_memo(plan, ("fold", switch_mode, _fingerprint(topology)),
+    folded = plan_memo(plan, ("fold", switch_mode, topology.fingerprint()),
                        lambda: (topology, _folded(topology, plan, template)))[1] \
         if symmetry else None
     return template, folded
@@ -306,7 +273,7 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     """:func:`simulate` without its memo: the runs are deterministic, so a plan timed twice
     at one size and depth (``canopy compare`` times the layout :func:`canopy.engine.msccl.
     connections.runtime_schedule` chose by timing it at 1 GiB) runs once."""
-    network_key = _fingerprint(topology)
+    network_key = topology.fingerprint()
     template, folded = _running(topology, plan, switch_mode, symmetry)
     running, links = (template, None) if folded is None else folded
     network = plan_memo(plan, ("network", switch_mode, network_key, default_latency,
@@ -392,7 +359,7 @@ _ROTATIONS: dict[Hashable, list[tuple[dict[str, str], int]]] = {}
 
 def _rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
     """:func:`server_rotations` of ``topology``, kept for the last few networks."""
-    key = _fingerprint(topology)
+    key = topology.fingerprint()
     if key not in _ROTATIONS:
         _remember(_ROTATIONS, key, server_rotations(topology))
     return _ROTATIONS[key]
@@ -427,7 +394,7 @@ def _folded_by(plan: CollectivePlan, template: IterationTemplate, rotation: dict
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
-    congestion = plan_memo(plan, ("floor", _fingerprint(topology)),
+    congestion = plan_memo(plan, ("floor", topology.fingerprint()),
                            lambda: _congestion(topology, plan))
     return congestion * float(size) / BYTES_PER_US_PER_GBPS
 
@@ -442,7 +409,7 @@ def plan_bound(topology: Topology, plan: CollectivePlan) -> tuple[Fraction, tupl
     the plan's other facts (:func:`plan_memo`) while it is the plan being timed: TACOS's
     plan per size walks 16,000 tree edges at 64 GPUs for its floor and again for its
     row's bound."""
-    return plan_memo(plan, ("bound", _fingerprint(topology)),
+    return plan_memo(plan, ("bound", topology.fingerprint()),
                      lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
 
 

@@ -69,6 +69,19 @@ class Link:
         return f"{self.source} {arrow} {self.target}"
 
 
+class Fingerprint(tuple):
+    """A network's fingerprint (:meth:`Topology.fingerprint`), a tuple whose hash is worked
+    out once: the memos look one up many times per computation, and hashing it anew hashes
+    every link's Fraction bandwidth. Equal to, and hashed as, the plain tuple."""
+
+    _hash: int | None = None
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = tuple.__hash__(self)
+        return self._hash
+
+
 @dataclass
 class Topology:
     """A network: nodes, links, the jobs sharing it and any unknown top-level keys.
@@ -84,6 +97,9 @@ class Topology:
     bandwidth_unit: str = "GB/s"
     extra: dict[str, Any] = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)
+    # the last fingerprint given out, handed out again while equal (its hash kept)
+    _fingerprint: Fingerprint | None = field(default=None, init=False, repr=False,
+                                             compare=False)
 
     def node(self, node_id: str) -> Node:
         for n in self.nodes:
@@ -131,14 +147,21 @@ class Topology:
                 lat[d] = max(lat.get(d, link.latency), link.latency)
         return lat
 
-    def fingerprint(self) -> tuple[Any, ...]:
+    def fingerprint(self) -> Fingerprint:
         """What every computation on this network depends on, and nothing else: its nodes in
         file order (the rank order) with their kinds and servers, and its live directed links
         with their bandwidths and latencies. Positions, labels and the file's name are left
         out; a failed link or switch counts through what it removes. Every memo and every
-        check whether a shown result is stale compares these."""
-        return (tuple((n.id, n.kind, n.group) for n in self.nodes if not n.failed),
-                tuple(self.capacities().items()), tuple(self.latencies().items()))
+        check whether a shown result is stale compares these. Worked out anew at each call
+        (a network edited in place gets its new one); while it equals the last one given
+        out, that one is given again, its hash already known."""
+        value = Fingerprint((tuple((n.id, n.kind, n.group) for n in self.nodes if not n.failed),
+                             tuple(self.capacities().items()),
+                             tuple(self.latencies().items())))
+        if self._fingerprint is not None and self._fingerprint == value:
+            return self._fingerprint
+        self._fingerprint = value
+        return value
 
     def digraph(self) -> nx.DiGraph:
         """A networkx DiGraph with ``capacity`` (Fraction) on each directed link."""
