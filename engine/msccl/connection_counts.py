@@ -448,11 +448,12 @@ def _contiguous(loads: list[int], parts: int) -> list[int]:
 @dataclass(frozen=True)
 class ServerPlaces:
     """Identical servers: the rotations of the servers the simulation folds by
-    (:func:`canopy.engine.network.servers.server_rotations`, most folding first) and per
-    node in a server (server, index within it, servers)."""
+    (:func:`canopy.engine.network.servers.server_rotations`, most folding first) with
+    their orders, and per node in a server (server, index within it, servers)."""
 
     rotations: tuple[dict[str, str], ...]
     where: dict[str, tuple[int, int, int]]
+    orders: tuple[int, ...]
 
 
 _PLACES: dict[Any, ServerPlaces | None] = {}
@@ -474,7 +475,8 @@ def server_places(topology: Topology) -> ServerPlaces | None:
         places = ServerPlaces(tuple(rotation for rotation, _ in found),
                               {nodes[v].id: (k, i, len(members))
                                for k, server in enumerate(members)
-                               for i, v in enumerate(server)})
+                               for i, v in enumerate(server)},
+                              tuple(order for _, order in found))
     if len(_PLACES) >= _PLACES_KEPT:
         _PLACES.pop(next(iter(_PLACES)))
     _PLACES[key] = places

@@ -258,7 +258,7 @@ def _symmetry(plan: CollectivePlan, servers: ServerPlaces, base: CollectivePlan 
     trees = base or plan
     flat = [(e.child, e.parent, e.channel) if t.reduce else (e.parent, e.child, e.channel)
             for t in plan.trees for e in t.edges]
-    for rotation in servers.rotations:
+    for rotation, order in zip(servers.rotations, servers.orders, strict=True):
         perm = _IMAGES.get(trees, tuple(rotation.items()),
                            partial(edge_permutation, trees, rotation))
         if perm is None:
@@ -267,10 +267,6 @@ def _symmetry(plan: CollectivePlan, servers: ServerPlaces, base: CollectivePlan 
         if all(image.setdefault(conn, flat[j]) == flat[j]
                for conn, j in zip(flat, perm.tolist(), strict=True)) and \
                 len(set(image.values())) == len(image):
-            first = plan.compute_nodes[0]
-            order, x = 1, rotation[first]
-            while x != first:
-                order, x = order + 1, rotation[x]
             return _Image(rotation, image, order)
     return None
 
