@@ -689,7 +689,8 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
     Returns the choice and (its, ``best``'s) fraction at SECOND_SIZE; the candidates
     simulated there get ``executed_fraction_256M`` in ``tried`` (and their layouts' times
     go to ``at``, :func:`_at_second`), but for those whose simulation stopped once they
-    provably could not beat the smallest total so far. A candidate that finished there
+    provably could neither beat the smallest total so far nor ``best`` at SECOND_SIZE by
+    SPLIT_GAIN (what :func:`_smaller_messages` asks next). A candidate that finished there
     counts only where ``admitted`` (its MSCCL++ plan fits)."""
     near = [c for c in simulated
             if c.fraction >= max(best.fraction - NEAR, min(best.fraction, KEEP))]
@@ -704,10 +705,16 @@ def _near_tie(topology: Topology, optimum: Fraction, best: _Candidate,
         if c is best:
             scored.append((-own, True, mine, c))
             continue
-        # only a smaller total wins (a tie goes to ``best`` or the first in order)
+        # only a smaller total wins (a tie goes to ``best`` or the first in order); a run
+        # that could also beat ``best`` at SECOND_SIZE by SPLIT_GAIN goes on to that bar,
+        # the least :func:`_smaller_messages` asks of it next (a run stopped there is not
+        # made again: the simulator keeps the deadline it provably ends after)
         room = least - REFERENCE_SIZE / c.fraction
-        second = _at_second(topology, optimum, c, tried, at, SECOND_SIZE / room) \
-            if room > 0 else None
+        needed = SECOND_SIZE / room if room > 0 else None
+        if needed is not None and c.fraction > mine + SPLIT_GAIN:
+            needed = min(needed, mine + SPLIT_GAIN)
+        second = _at_second(topology, optimum, c, tried, at, needed) \
+            if needed is not None else None
         if second is None or not admitted(c):
             continue
         total = SECOND_SIZE / second + REFERENCE_SIZE / c.fraction

@@ -177,8 +177,9 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     its longest chain of sends already ends after it
     (:mod:`canopy.engine.execution.critical_path`; loops in the order (piece, slot), not
     timetables): the result then has
-    ``past_deadline`` set and the deadline as its time, a lower bound (such results are
-    not remembered). Extrapolated loops run their short runs in full.
+    ``past_deadline`` set and the deadline as its time, a lower bound (not remembered as
+    a time; the latest deadline a program provably ends after is, so a run asked again
+    with one no later returns at once). Extrapolated loops run their short runs in full.
     """
     if pieces < 1:
         raise ScheduleError(f"pieces must be at least 1, not {pieces}.")
@@ -194,11 +195,14 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
             size, pieces, default_latency, switch_mode, exact, budget, saturated)
     result = _BY_PROGRAM.get(same)
     if result is None:
+        if deadline_us is not None and deadline_us <= _PAST.get(same, -1):
+            return SimulationResult(deadline_us, size, pieces, 0, past_deadline=True)
         try:
             result = _simulate(topology, plan, size, pieces, default_latency, switch_mode,
                                check, exact, budget, symmetry, saturated, deadline_us)
         except PastDeadline:
             assert deadline_us is not None
+            _remember(_PAST, same, max(deadline_us, _PAST.pop(same, deadline_us)))
             return SimulationResult(deadline_us, size, pieces, 0, past_deadline=True)
         _remember(_BY_PROGRAM, same, result)
     _remember(_RESULTS, key, (weakref.ref(plan), weakref.ref(topology), result))
@@ -214,10 +218,14 @@ _RESULTS: dict[Hashable, tuple[Any, Any, SimulationResult]] = {}
 _BY_PROGRAM: dict[Hashable, SimulationResult] = {}   # the same, by the program run
 
 
+_PAST: dict[Hashable, Fraction] = {}   # by the program run: a deadline it provably ends after
+
+
 def forget_results() -> None:
     """Forget every simulation remembered (the next run of any plan runs anew)."""
     _RESULTS.clear()
     _BY_PROGRAM.clear()
+    _PAST.clear()
 
 
 def _remember(memo: dict[Hashable, Any], key: Hashable, value: Any) -> None:

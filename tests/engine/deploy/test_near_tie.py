@@ -2,7 +2,7 @@
 
 from fractions import Fraction
 
-from canopy.engine.deploy.runtime_choice import NEAR, SECOND_SIZE, _near_tie
+from canopy.engine.deploy.runtime_choice import NEAR, SECOND_SIZE, _near_tie, _smaller_messages
 from tests.runtime_candidates import OPTIMUM, answer_at, tried
 from tests.runtime_candidates import candidate as _candidate
 
@@ -61,3 +61,19 @@ def test_a_candidate_that_cannot_beat_the_smallest_total_stops(monkeypatch):
     assert name == "k3" and sizes == [SECOND_SIZE] * 3
     assert [t.get("executed_fraction_256M") for t in tried] == [0.963, 0.973, None]
     assert tried[2]["executed_below_256M"] > 0.964
+
+
+def test_a_near_tie_run_goes_on_to_the_bar_smaller_messages_sets(monkeypatch):
+    """k = 3 cannot beat k = 5's total over both sizes unless it runs 97.06 % at 256 MiB,
+    but it could run messages below the boundary where it beats k = 5 there by SPLIT_GAIN
+    (96.55 %): its run goes on to that bar, finishes at 96.6 %, and _smaller_messages takes
+    it from there without running it again."""
+    best = _candidate(5, Fraction(991, 1000), "k5")
+    near = _candidate(3, Fraction(989, 1000), "k3")
+    asked = answer_at(monkeypatch, {"k5": Fraction(963, 1000), "k3": Fraction(966, 1000)})
+    records = tried([best, near])
+    at = []
+    chosen, _ = _near_tie(None, OPTIMUM, best, [best, near], records, at)
+    assert chosen is best and [t["executed_fraction_256M"] for t in records] == [0.963, 0.966]
+    small, _ = _smaller_messages(None, OPTIMUM, best, [best, near], records, at)
+    assert small is near and [name for _, name in asked] == ["k5", "k3"]

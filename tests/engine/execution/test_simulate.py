@@ -386,6 +386,33 @@ def test_a_run_stops_at_its_deadline_only_when_it_ends_after_it(monkeypatch, com
     assert not simulate(topo, schedule_plan(schedule), 1 << 30, 16).past_deadline
 
 
+def test_a_run_past_a_deadline_is_not_made_again_for_an_earlier_one(monkeypatch):
+    """A run stopped at its deadline is remembered as ending after it: asked again with a
+    deadline no later it returns at once; with a later one it runs (and may finish)."""
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = schedule_plan(solve(topo, "allgather"))
+    sim.forget_results()
+    whole = simulate(topo, plan, 1 << 30, 16, budget=None, symmetry=False)
+    sim.forget_results()
+    early = whole.time_us / 2
+    assert simulate(topo, plan, 1 << 30, 16, budget=None, symmetry=False,
+                    deadline_us=early).past_deadline
+    real = sim._simulate
+    runs = []
+
+    def counted(*args):
+        runs.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(sim, "_simulate", counted)
+    again = simulate(topo, plan, 1 << 30, 16, budget=None, symmetry=False,
+                     deadline_us=early * 9 / 10)
+    assert again.past_deadline and again.time_us == early * 9 / 10 and not runs
+    later = simulate(topo, plan, 1 << 30, 16, budget=None, symmetry=False,
+                     deadline_us=whole.time_us * 2)
+    assert not later.past_deadline and later.time_us == whole.time_us and len(runs) == 1
+
+
 def test_two_layouts_of_one_program_run_once(monkeypatch):
     """On 2 x DGX A100's allreduce, connections shared as they come and shared by phase
     group the sends alike: the second layout is timed from the first's run, and a layout
