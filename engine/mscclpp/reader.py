@@ -25,7 +25,13 @@ plans from it (``executor.cc``) and the limits of the device plan
 * ``remote_buffers`` of a GPU list (rank, type, access channel types); a thread block's
   ``remote_buffer_refs`` name them per access type, and an op's ``buffer_id`` indexes the
   thread block's list for the op's channel type (``getRemoteBufferTypeWithId``). A
-  buffer referenced for an access type it does not list has no registered handle.
+  buffer referenced for an access type it does not list has no registered handle. A
+  thread block refers to at most ``MAX_CHANNEL`` = 16 remote buffers per access type
+  (every entry of its refs of that type counts; per GPU and per peer there is no bound):
+  the executor copies them into the device plan's arrays of 16 per type
+  (``RemoteBuffers`` in ``execution_common.hpp``, filled by ``setupDeviceExecutionPlan``)
+  without checking, so a 17th would overwrite the next array rather than be refused; the
+  same holds for channels.
 * an op's buffers: ``type`` (local) or ``buffer_id`` (remote) or ``switch_channel_id``,
   with ``index`` and ``size`` in chunks, inside the buffer's chunks (the runtime computes
   the byte offset without a bound); at most 10 per side (``MAX_LOCAL_BUFFER_PER_OPERATION``
@@ -335,7 +341,8 @@ class _Reader:
                 buffers[kind].append(bid)
             if len(buffers[kind]) > MAX_CHANNEL:
                 raise self.fail(where, f"it refers to {len(buffers[kind])} remote buffers "
-                                       f"through {kind} channels; at most {MAX_CHANNEL}")
+                                       f"through {kind} channels; a thread block refers to "
+                                       f"at most {MAX_CHANNEL} per channel type (MAX_CHANNEL)")
         route = t.get("canopy_route", [])
         tb = ThreadBlock(tid, [], channels, buffers,
                          tuple(route) if isinstance(route, list) and

@@ -63,6 +63,12 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    Each round counts the parts' ops by these rules without writing them (only the thread
    blocks the cut changes are recounted), and the plan is written once, for the cut
    found, its ops checked against the count.
+   A thread block refers to at most 16 remote buffers per channel type (``MAX_CHANNEL``:
+   the device plan's arrays, which the executor fills without a bound check). A part
+   needs no count of them: it writes only into its thread block's one sending peer
+   (rules 2, 9, 10: every lane of a connection names the same buffer), so it refers to
+   at most that peer's input, output and scratch, three buffers, of the one channel type
+   of that connection.
    The runtime also needs every message size to be a multiple of 16 bytes times the
    chunks of the input and output (``checkMessageSize`` throws otherwise): the launcher's
    selector claims only such sizes and leaves the others to NCCL.
@@ -655,9 +661,9 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
 def check_fits(algo: XmlAlgo, servers: list[int], max_tbs: int | None,
                lanes: dict[Conn, int] | None = None) -> None:
     """Raise :class:`MscclppLimitError` where :func:`algo_plan` would (the runtime's ops
-    and channels per thread block, ``max_tbs`` thread blocks per GPU), without writing
-    the plan: its parts counted (:class:`_Counter`), as the runtime choice asks of a layout
-    it simulated to the end."""
+    and channels per thread block, ``max_tbs`` thread blocks per GPU; remote buffers stay
+    within the runtime's by rule 8), without writing the plan: its parts counted
+    (:class:`_Counter`), as the runtime choice asks of a layout it simulated to the end."""
     _check_limits(_fitting_cut(_Program(algo, servers, lanes), max_tbs), max_tbs)
 
 

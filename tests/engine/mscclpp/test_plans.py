@@ -51,6 +51,19 @@ def check(plan, source="plan"):
     return execute(parse_plan(json.loads(json.dumps(plan)), source))
 
 
+def one_peer_buffers(plan):
+    """The writer's bound on remote buffers (its rule 8): each thread block refers to
+    buffers of one peer through one channel type, at most three (far within the runtime's
+    16 per channel type)."""
+    for gpu in plan["gpus"]:
+        for tb in gpu["threadblocks"]:
+            refs = tb["remote_buffer_refs"]
+            assert len(refs) <= 1, (gpu["id"], tb["id"], refs)
+            ids = refs[0]["remote_buffer_ids"] if refs else []
+            assert len(ids) <= 3 and len(set(ids)) == len(ids), (gpu["id"], tb["id"], ids)
+            assert len({gpu["remote_buffers"][b]["rank"] for b in ids}) <= 1
+
+
 @pytest.fixture(scope="module")
 def solved():
     """The optimal schedule, or where its plan exceeds the runtime's thread blocks (as
@@ -96,6 +109,7 @@ def test_every_sample_writes_plans_that_pass(solved, name, collective, inplace):
     plan = plan_of(topo, schedule, inplace)
     report = check(plan, name)
     assert report.checked and report.gpus == len(schedule.compute_nodes)
+    one_peer_buffers(plan)
     assert plan["inplace"] is inplace
     assert plan["collective"] == {"reduce-scatter": "reducescatter"}.get(collective, collective)
 
@@ -113,7 +127,9 @@ FAMILIES = [("cluster", {"servers": 2, "gpus": 4}), ("torus", {"dims": "3x3"}),
 def test_every_generator_family_writes_plans_that_pass(kind, values, collective):
     topo = generate(kind, values)
     schedule = solve(topo, collective)
-    assert check(plan_of(topo, schedule), kind).checked
+    plan = plan_of(topo, schedule)
+    assert check(plan, kind).checked
+    one_peer_buffers(plan)
 
 
 def test_alltoall_plans_pass():
@@ -126,6 +142,7 @@ def test_alltoall_plans_pass():
         plan = json.loads(f.data)
         assert plan["collective"] == "alltoall" and plan["inplace"] is False
         assert check(plan).checked
+        one_peer_buffers(plan)
 
 
 # -- mutations ----------------------------------------------------------------------------
@@ -328,6 +345,42 @@ def test_limits_are_refused_with_the_limit():
     ops += [{"name": "nop"}] * 64
     with pytest.raises(CanopyError, match="MAX_OPERATION"):
         parse_plan(plan)
+
+
+def wide_plan(refs):
+    """Seven GPUs; GPU 0 lists the input, output and scratch of each of the others as
+    remote buffers (18), and its thread block n refers to them by ``refs[n]``: a list
+    of (channel type, buffer ids)."""
+    remotes = [{"rank": r, "type": b, "access_channel_types": ["memory", "port"]}
+               for r in range(1, 7) for b in "ios"]
+
+    def gpu(r, tbs):
+        return {"id": r, "input_chunks": 1, "output_chunks": 7, "scratch_chunks": 0,
+                "channels": [], "remote_buffers": remotes if r == 0 else [],
+                "semaphores": [], "threadblocks": tbs}
+    tbs = [{"id": n, "ops": [], "channels": [],
+            "remote_buffer_refs": [{"access_channel_type": k, "remote_buffer_ids": ids}
+                                   for k, ids in tb]} for n, tb in enumerate(refs)]
+    return {"name": "wide", "collective": "allgather", "protocol": "Simple",
+            "inplace": False, "gpus": [gpu(0, tbs)] + [gpu(r, []) for r in range(1, 7)]}
+
+
+def test_remote_buffers_are_limited_per_thread_block_and_channel_type():
+    """16 remote buffers per thread block and channel type (the runtime's MAX_CHANNEL
+    arrays): 16 through memory and 16 through port channels in one thread block, and 16
+    more in another, are read; 17 through one type in one thread block, even split over
+    two refs, are refused, naming the GPU and thread block."""
+    at_limit = [[("memory", list(range(16))), ("port", list(range(2, 18)))],
+                [("memory", list(range(2, 18)))]]
+    assert [len(ids) for tb in parse_plan(wide_plan(at_limit)).gpus[0].tbs
+            for ids in tb.buffers.values()] == [16, 16, 16, 0]
+    over = [[("memory", list(range(16)))],
+            [("memory", list(range(8))), ("port", [0]), ("memory", list(range(8, 17)))]]
+    with pytest.raises(MscclppPlanError, match=r"^plan: GPU 0 thread block 1: it refers to "
+                                               r"17 remote buffers through memory channels"):
+        parse_plan(wide_plan(over))
+    with pytest.raises(MscclppPlanError, match="17 remote buffers through port channels"):
+        parse_plan(wide_plan([[("port", list(range(17)))]]))
 
 
 def test_rccl_export_says_rccl_loads_no_msccl_xml_from_2_28_3(tmp_path, capsys):
