@@ -16,6 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from canopy.engine.execution.exclusive import (
+    _exclusive_loop,
+    compiled_exclusive_loop,
+    exclusive_links,
+)
 from canopy.engine.execution.program import (
     BYTES_PER_US_PER_GBPS,
     DEFAULT_LATENCY_US,
@@ -81,6 +86,14 @@ class _Network:
     alpha: list[Any]
     weight: list[Any]
     compiled: tuple[Any, ...] | None = None
+    exclusive: bool | None = None
+
+    def is_exclusive(self) -> bool:
+        """Whether every link is on the route of one connection only
+        (:mod:`canopy.engine.execution.exclusive`), worked out once."""
+        if self.exclusive is None:
+            self.exclusive = exclusive_links(self.conn_link, len(self.cap))
+        return self.exclusive
 
     def arrays(self) -> tuple[Any, ...]:
         """(cap, conn_ptr, conn_link, alpha, lane, lanes, weight) for the compiled loop:
@@ -166,6 +179,14 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
     queue = np.argsort(keys, kind="stable")
     deadline = 0.0 if exact else deadline
+    if net.is_exclusive():
+        end, delivered = _run_exclusive(net, flat, amount, queue_ptr, queue, exact, check,
+                                        arrivals)
+        if deadline > 0 and end > deadline:
+            raise PastDeadline(f"the program runs past {deadline} µs.")
+        if delivered != n:
+            raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
+        return Fraction(end)
     unsent = _bytes_per_link(net, conn, np.array([float(a) for a in amount])[flat.amount_of]) \
         if deadline > 0 else np.zeros(len(net.cap))
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
@@ -202,6 +223,45 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     if delivered != n:
         raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
     return Fraction(end)
+
+
+def _run_exclusive(net: _Network, flat: FlatProgram, amount: list[Any], queue_ptr: Any,
+                   queue: Any, exact: bool, check: Callable[[], None] | None,
+                   arrivals: list[Fraction | float] | None) -> tuple[Any, int]:
+    """:func:`canopy.engine.execution.exclusive._exclusive_loop` on ``flat`` (its links
+    each carry one connection): compiled for float runs where numba is installed, as
+    :func:`run_flat` runs the event loop, with the same times."""
+    n = len(flat.conn)
+    compiled = None if exact or n < COMPILE_FROM else compiled_exclusive_loop()
+    if compiled is not None:
+        cap, conn_ptr, conn_link, alpha, _, _, weight = net.arrays()
+        times = np.zeros(n)
+        if check is not None:
+            check()
+        _CHECK[0] = check
+        try:
+            end, delivered = compiled(cap, conn_ptr, conn_link, alpha, weight, flat.conn,
+                                      np.array(amount, np.float64)[flat.amount_of],
+                                      flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr,
+                                      queue, times, _COMPILED[1], CHECK_EVERY)
+        finally:
+            _CHECK[0] = None
+            raised, _RAISED[0] = _RAISED[0], None
+        if raised is not None:
+            raise raised
+        if arrivals is not None:
+            arrivals[:] = times.tolist()
+        return end, delivered
+    times_list: list = [net.cap[0] * 0] * n
+    end, delivered = _exclusive_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
+                                     net.weight, flat.conn.tolist(),
+                                     [amount[a] for a in flat.amount_of.tolist()],
+                                     flat.pending.tolist(), flat.dep_ptr.tolist(),
+                                     flat.dep_idx.tolist(), queue_ptr.tolist(),
+                                     queue.tolist(), times_list, check, CHECK_EVERY)
+    if arrivals is not None:
+        arrivals[:] = times_list
+    return end, delivered
 
 
 class PastDeadline(Exception):

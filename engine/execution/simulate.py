@@ -86,6 +86,11 @@ pipelines over shared links the execution amplifies small differences (processor
 reacts to every start and finish), so a rounding difference can grow along a long
 pipeline. Such times are good to about 1 %, whatever the arithmetic.
 
+*Links of one connection each.* Where no link is on two connections' routes (TACOS's
+timetables over switches unwound into rings), no rate ever changes, and the event loop's
+times come from one pass over the sends in order, the same floating-point operations
+(:mod:`canopy.engine.execution.exclusive`).
+
 *Identical servers.* A program that the rotation of identical servers maps onto itself
 runs folded, one send per orbit (:mod:`canopy.engine.execution.folding`): in exact arithmetic
 the times are the whole program's; in floats they differ by that amplified rounding.

@@ -1,0 +1,142 @@
+"""Programs whose links each carry one connection: the event loop as one pass in order.
+
+Where no link is crossed by two connections, no two sends ever share a link (a
+connection streams one send at a time), so processor sharing never changes a rate: a
+send starts once its connection's previous send has finished and its dependencies are
+delivered, streams at its route's smallest share, and is delivered its connection's α
+later. TACOS's timetables on switch-unwound rings run so (one connection per logical
+link, TACOS (Won et al., arXiv:2304.05301) §IV-B; a link carries one chunk at a time).
+
+:func:`_exclusive_loop` computes every send's times in one pass over the sends, in an
+order that respects the dependencies and each connection's order, with the same float
+operations the event loop (:func:`canopy.engine.execution.kernel._event_loop`) performs
+for such a program, so the times are the same floats. What the event loop does there:
+each link keeps a virtual clock, advanced by its share times the time since it was last
+touched, whenever a send over it starts or finishes (every link of a route is touched
+at both; a link belongs to one connection, so only that connection's sends touch it, in
+its order). An idle link's share is its capacity c, a busy one's c / w (w the
+connection's weight). A send of n bytes starting at t over bottleneck b (the first link
+of the route with the smallest share) gets the target V_b + n / w and finishes at
+t + (target - V_b) / share_b; it is delivered at finish + α.
+
+One source runs compiled by numba or as Python, as the event loop does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def exclusive_links(conn_link: Any, nlinks: int) -> bool:
+    """Whether no link appears on the routes of two connections (or twice on one):
+    ``conn_link`` lists every connection's links (ids below ``nlinks``)."""
+    ids = np.asarray(conn_link, dtype=np.int64)
+    return len(ids) == 0 or int(np.bincount(ids, minlength=nlinks).max()) <= 1
+
+
+def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, conn: Any,
+                    size: Any, pending: Any, dep_ptr: Any, dep_idx: Any, q_ptr: Any,
+                    q_idx: Any, arrivals: Any, check: Callable[[], None] | None,
+                    check_every: int) -> tuple[Any, int]:
+    """(time of the last delivery, sends delivered) of a program whose links each carry
+    one connection (arguments as :func:`canopy.engine.execution.kernel._event_loop`'s;
+    ``check`` is called every ``check_every`` sends)."""
+    nlinks = len(cap)
+    nconn = len(alpha)
+    n = len(conn)
+    zero = cap[0] - cap[0]
+    clock = _filled(nlinks, zero)
+    mark = _filled(nlinks, zero)
+    ready = _filled(n, zero)          # per send: its latest dependency's delivery
+    free = _filled(nconn, zero)       # per connection: when its last send finished
+    head = _copied(q_ptr[:nconn])
+    pend = _copied(pending)
+    stack = _filled(nconn, 0)         # connections whose next send can start
+    top = 0
+    for c in range(nconn):
+        if q_ptr[c] < q_ptr[c + 1] and pend[q_idx[q_ptr[c]]] == 0:
+            stack[top] = c
+            top += 1
+    end = zero
+    delivered = 0
+    while top > 0:
+        top -= 1
+        c = stack[top]
+        s = q_idx[head[c]]
+        now = free[c]
+        if ready[s] > now:
+            now = ready[s]
+        finish = now
+        amount = size[s]
+        if amount > 0:
+            w = weight[c]
+            best = cl_idx[cl_ptr[c]]
+            for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                lid = cl_idx[k]
+                clock[lid] += cap[lid] * (now - mark[lid])      # idle: its capacity
+                mark[lid] = now
+                if cap[lid] / w < cap[best] / w:
+                    best = lid
+            share = cap[best] / w
+            v = clock[best] + share * (now - mark[best])
+            target = v + amount / w
+            finish = mark[best] + (target - clock[best]) / share
+            for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                lid = cl_idx[k]
+                clock[lid] += cap[lid] / w * (finish - mark[lid])   # busy: c / w
+                mark[lid] = finish
+        free[c] = finish
+        at = finish + alpha[c]
+        arrivals[s] = at
+        delivered += 1
+        if at > end:
+            end = at
+        if check is not None and delivered % check_every == 0:
+            check()
+        for k in range(dep_ptr[s], dep_ptr[s + 1]):
+            t = dep_idx[k]
+            if at > ready[t]:
+                ready[t] = at
+            pend[t] -= 1
+            if pend[t] == 0 and q_idx[head[conn[t]]] == t:
+                stack[top] = conn[t]
+                top += 1
+        head[c] += 1
+        if head[c] < q_ptr[c + 1] and pend[q_idx[head[c]]] == 0:
+            stack[top] = c
+            top += 1
+    return end, delivered
+
+
+def _filled(count: int, value: Any) -> Any:
+    return [value] * count
+
+
+def _copied(values: Any) -> Any:
+    return list(values)
+
+
+_COMPILED: list = []
+
+
+def compiled_exclusive_loop() -> Callable[..., tuple[Any, int]] | None:
+    """:func:`_exclusive_loop` compiled by numba (cached on disk), its state in arrays,
+    or None without numba (:func:`canopy.engine.execution.kernel.compiled_event_loop`
+    loads numba)."""
+    if not _COMPILED:
+        from canopy.engine.execution.kernel import compiled_event_loop
+        if compiled_event_loop() is None:
+            _COMPILED.append(None)
+        else:
+            import types
+
+            import numba
+            scope = dict(_exclusive_loop.__globals__,
+                         _filled=numba.njit(lambda count, value: np.full(count, value)),
+                         _copied=numba.njit(lambda values: values.copy()))
+            loop = types.FunctionType(_exclusive_loop.__code__, scope, "_exclusive_loop")
+            _COMPILED.append(numba.njit(cache=True)(loop))
+    return _COMPILED[0]
