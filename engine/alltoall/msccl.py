@@ -4,7 +4,10 @@ Basu et al. (arXiv:2309.13541) lower their link- and route-based schedules to th
 runtime (Fig. 3-4). Here each ordered pair (s, t) sends ``c`` chunks: block t of rank s's
 input goes to block s of rank t's output. The pair's routes share the c chunks in proportion
 to their rates (exactly when c makes every share whole, else the closest split with c ≤
-:data:`MAX_CHUNKS`, reported as ``share_error``).
+:data:`MAX_CHUNKS`, reported as ``share_error``). Where shares are not whole, each route gets
+its share's floor or ceiling of chunks, the ceilings chosen so that the busiest link carries
+as little as it can (:func:`_balanced`): rounding each pair on its own, many pairs' extra
+chunks can land on one link, which then bounds the whole program.
 
 Switches are transparent to MSCCL: a route's compute nodes are its hops, and a compute
 node in the middle of a route relays: it receives into its scratch buffer and a
@@ -69,37 +72,123 @@ def _apportion(shares: list[Fraction], c: int) -> list[int]:
 
 
 def _routes_by_pair(schedule: AllToAllSchedule) -> dict[tuple[int, int], list]:
+    """Per pair of ranks its routes: (rate, rank hops, arcs crossed)."""
     problem = schedule.problem
     rank = {c: r for r, c in enumerate(problem.compute)}
     is_compute = set(problem.compute)
+    arc = problem.arc_index()
     pairs: dict[tuple[int, int], list] = defaultdict(list)
     for s, t, path, rate in schedule.paths():
         hops = [rank[v] for v in path if v in is_compute]
-        pairs[(rank[s], rank[t])].append((rate, hops))
+        arcs = [arc[(u, v)] for u, v in zip(path, path[1:], strict=False)]
+        pairs[(rank[s], rank[t])].append((rate, hops, arcs))
     return pairs
 
 
 def chunking(schedule: AllToAllSchedule, max_chunks: int = MAX_CHUNKS
              ) -> tuple[int, dict[tuple[int, int], list[tuple[int, list[int]]]], float]:
-    """(c, per pair the (chunks, rank hops) of each route, largest share error)."""
+    """(c, per pair the (chunks, rank hops) of each route, largest share error): c is the
+    fewest chunks per pair with the smallest error of a largest-remainder split; the split
+    itself is :func:`_balanced`'s."""
     pairs = _routes_by_pair(schedule)
     best = None
     for c in range(1, max_chunks + 1):
         error = 0.0
-        split = {}
-        for pair, routes in pairs.items():
-            total = sum(rate for rate, _ in routes)
-            shares = [rate / total for rate, _ in routes]
+        for routes in pairs.values():
+            total = sum(rate for rate, _, _ in routes)
+            shares = [rate / total for rate, _, _ in routes]
             counts = _apportion(shares, c)
             error = max(error, max(abs(float(Fraction(k, c) - s))
                                    for k, s in zip(counts, shares, strict=True)))
-            split[pair] = [(k, hops) for k, (_, hops) in zip(counts, routes, strict=True) if k]
-        if best is None or error < best[2] - 1e-12:
-            best = (c, split, error)
+        if best is None or error < best[1] - 1e-12:
+            best = (c, error)
         if error == 0:
             break
     assert best is not None
-    return best
+    c = best[0]
+    counts = _balanced(pairs, c, schedule.problem.capacity)
+    split = {}
+    error = 0.0
+    for pair, routes in pairs.items():
+        total = sum(rate for rate, _, _ in routes)
+        error = max(error, max(abs(float(Fraction(k, c) - rate / total))
+                               for k, (rate, _, _) in zip(counts[pair], routes, strict=True)))
+        split[pair] = [(k, hops) for k, (_, hops, _) in zip(counts[pair], routes, strict=True)
+                       if k]
+    return c, split, error
+
+
+def _balanced(pairs: dict[tuple[int, int], list], c: int, capacity: tuple[Fraction, ...]
+              ) -> dict[tuple[int, int], list[int]]:
+    """Per pair the chunks of each route: the floor of its share of ``c``, plus one on as
+    many routes as the floors leave chunks, chosen greedily pair by pair where the busiest
+    arc the extra chunk crosses (chunks over capacity) stays least loaded, then moved
+    between routes of one pair while a move lowers the busiest arc of the two routes (each
+    move lowers the arcs' loads in descending order, so the moves end)."""
+    inverse = [1 / float(cap) for cap in capacity]
+    load = [0.0] * len(capacity)
+    counts: dict[tuple[int, int], list[int]] = {}
+    extra: dict[tuple[int, int], list[bool]] = {}
+    for pair, routes in pairs.items():
+        total = sum(rate for rate, _, _ in routes)
+        raw = [rate * c / total for rate, _, _ in routes]
+        counts[pair] = [int(x) for x in raw]
+        extra[pair] = [False] * len(routes)
+        for k, (_, _, arcs) in zip(counts[pair], routes, strict=True):
+            for a in arcs:
+                load[a] += k * inverse[a]
+
+    def peak(arcs: list[int], more: int) -> float:
+        return max(load[a] + more * inverse[a] for a in arcs)
+
+    def add(arcs: list[int], more: int) -> None:
+        for a in arcs:
+            load[a] += more * inverse[a]
+
+    for pair, routes in sorted(pairs.items()):
+        total = sum(rate for rate, _, _ in routes)
+        fractional = [i for i, (rate, _, _) in enumerate(routes)
+                      if rate * c / total != counts[pair][i]]
+        for _ in range(c - sum(counts[pair])):
+            i = min((i for i in fractional if not extra[pair][i]),
+                    key=lambda i: (peak(routes[i][2], 1), i))
+            extra[pair][i] = True
+            counts[pair][i] += 1
+            add(routes[i][2], 1)
+    through: dict[int, list[tuple[tuple[int, int], int]]] = defaultdict(list)
+    for pair, routes in pairs.items():
+        for i, (_, _, arcs) in enumerate(routes):
+            for a in arcs:
+                through[a].append((pair, i))
+    while True:
+        busiest = max(range(len(load)), key=lambda a: (load[a], -a))
+        move = None
+        for pair, i in through[busiest]:
+            if not extra[pair][i]:
+                continue
+            routes = pairs[pair]
+            total = sum(rate for rate, _, _ in routes)
+            for j, (rate, _, arcs) in enumerate(routes):
+                if extra[pair][j] or rate * c / total == counts[pair][j]:
+                    continue
+                before = max(peak(routes[i][2], 0), peak(arcs, 0))
+                add(routes[i][2], -1)
+                after = max(peak(routes[i][2], 0), peak(arcs, 1))
+                add(routes[i][2], 1)
+                if after < before * (1 - 1e-12):
+                    move = (pair, i, j)
+                    break
+            if move is not None:
+                break
+        if move is None:
+            return counts
+        pair, i, j = move
+        routes = pairs[pair]
+        extra[pair][i], extra[pair][j] = False, True
+        counts[pair][i] -= 1
+        counts[pair][j] += 1
+        add(routes[i][2], -1)
+        add(routes[j][2], 1)
 
 
 def _messages(ngpus: int, c: int, split: dict, limits: MscclLimits
