@@ -97,9 +97,9 @@ def chunking(schedule: AllToAllSchedule, max_chunks: int = MAX_CHUNKS
         for routes in pairs.values():
             total = sum(rate for rate, _, _ in routes)
             shares = [rate / total for rate, _, _ in routes]
-            counts = _apportion(shares, c)
+            nearest = _apportion(shares, c)
             error = max(error, max(abs(float(Fraction(k, c) - s))
-                                   for k, s in zip(counts, shares, strict=True)))
+                                   for k, s in zip(nearest, shares, strict=True)))
         if best is None or error < best[1] - 1e-12:
             best = (c, error)
         if error == 0:
