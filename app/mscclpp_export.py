@@ -33,7 +33,8 @@ def export_plan_job(topology: Topology, schedule: Schedule, inplace: bool, path:
     """The export as an engine job (a child process): a line per plan written, and the
     launcher's path."""
     progress("MSCCL++ plan", 0.0)
-    done = export_mscclpp(topology, schedule, path, inplace)
+    done = export_mscclpp(topology, schedule, path, inplace,
+                          progress=lambda _, fraction: progress("MSCCL++ plan", fraction))
     return done.summary(), done.launcher
 
 

@@ -87,6 +87,7 @@ SLOW = {
              "it tries (one per class of interchangeable GPUs), minutes from 512 GPUs",
 }
 LAYOUT_PHASE = "forestcoll layout"   # the progress phase of ForestColl's layout choice
+# (its fraction is the choice's own, runtime_schedule's progress; the rows' is the table's)
 LAYOUT_OMITTED = ("runs without the MSCCL runtime's thread-block limit: at {} GPUs choosing "
                   "the connections it exports simulates every candidate layout unfolded "
                   "(minutes); canopy compare --algorithms forestcoll,ring,... chooses them")
@@ -317,15 +318,16 @@ def _forestcoll(topology: Topology, collective: str, report: _Reporter,
                                        "note": LAYOUT_OMITTED.format(
                                            len(topology.compute_nodes()))}
     else:
-        row_phase = report.phase
-        report.step(LAYOUT_PHASE, report.fraction)
+        row_phase, row_fraction = report.phase, report.fraction
+        report.step(LAYOUT_PHASE, 0.0)
         try:
-            choice = runtime_schedule(topology, schedule, limits)
+            choice = runtime_schedule(topology, schedule, limits,
+                                      lambda _, fraction: report.step(LAYOUT_PHASE, fraction))
             schedule, laid_out, connections = choice.schedule, choice.plan, choice.describe()
             plan_at = _plans_by_size(choice)
         except MscclLimitError as exc:
             laid_out, connections = schedule_plan(schedule), {"layout": f"none fits: {exc}"}
-        report.step(row_phase, report.fraction)
+        report.step(row_phase, row_fraction)
     algbw, link = bandwidth_bound(laid_out, topology.capacities())
     return BaselineResult("forestcoll", collective, algbw, schedule=schedule,
                           details={"k": schedule.k, "trees": len(schedule.trees),

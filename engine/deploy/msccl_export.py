@@ -87,7 +87,8 @@ def export_msccl(topology: Topology, schedule: Schedule, path: str | os.PathLike
     k = schedule.k
     try:
         if collective == schedule.collective and options.layout == "auto":
-            choice = runtime_schedule(topology, schedule, options.limits)
+            choice = runtime_schedule(topology, schedule, options.limits,
+                                      lambda _, fraction: report("MSCCL layout", fraction / 2))
             files, note = msccl_files(path, choice, options), choice.note
             k = choice.schedule.k
         else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from canopy.engine.model.progress import Progress
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.sizes import size_label
 from canopy.engine.model.topology import Topology
@@ -35,16 +36,17 @@ from canopy.engine.mscclpp.writer import algo_plan
 
 
 def schedule_plans(path: str | os.PathLike[str], topology: Topology, schedule: Schedule,
-                   inplace: bool = True, limits: Any = None, tune: bool = True
-                   ) -> list[PlanFile]:
+                   inplace: bool = True, limits: Any = None, tune: bool = True,
+                   progress: Progress | None = None) -> list[PlanFile]:
     """The plans of ``schedule`` on ``topology`` (see the module docstring); ``limits``
     (:class:`~canopy.engine.msccl.MscclLimits`) bound the thread blocks per GPU (``--sms``).
-    ``tune`` picks the pipeline unit by simulation (else 2 MiB per iteration)."""
+    ``tune`` picks the pipeline unit by simulation (else 2 MiB per iteration). ``progress``
+    follows the layout choice (``runtime_schedule``'s)."""
     from canopy.engine.deploy.runtime_choice import runtime_schedule
     from canopy.engine.msccl import MscclLimits
 
     limits = limits or MscclLimits()
-    choice = runtime_schedule(topology, schedule, limits)
+    choice = runtime_schedule(topology, schedule, limits, progress)
     servers = rank_servers(topology)
     out = []
     for low, high, part in choice.ranges():
@@ -116,9 +118,10 @@ def schedule_algo(schedule: Schedule, inplace: bool, servers: list[int],
 
 
 def export_mscclpp(topology: Topology, schedule: Schedule, path: str | os.PathLike[str],
-                   inplace: bool = True, limits: Any = None) -> MscclppExport:
+                   inplace: bool = True, limits: Any = None,
+                   progress: Progress | None = None) -> MscclppExport:
     """The MSCCL++ export, one sequence for the command line and the editor: the plans of
     :func:`schedule_plans`, each checked, written atomically with the launcher beside
-    them (:func:`canopy.engine.mscclpp.files.write_plans`)."""
-    files = schedule_plans(path, topology, schedule, inplace, limits)
+    them (:func:`canopy.engine.mscclpp.files.write_plans`); ``progress`` as there."""
+    files = schedule_plans(path, topology, schedule, inplace, limits, progress=progress)
     return write_plans(files, path, schedule.collective, inplace)

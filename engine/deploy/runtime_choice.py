@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
+from canopy.engine.deploy.choice_progress import ChoiceProgress
 from canopy.engine.deploy.reduction_fill import fill_swaps
 from canopy.engine.model.plan import (
     CollectivePlan,
     bandwidth_bound,
     schedule_plan,
 )
+from canopy.engine.model.progress import Progress
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
 from canopy.engine.msccl.connection_counts import multiplicities, server_places
@@ -116,8 +118,8 @@ def _signature(topology: Topology, schedule: Schedule, limits: MscclLimits) -> H
 _MEMO: dict[Hashable, RuntimeChoice] = {}
 
 
-def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits | None = None
-                     ) -> RuntimeChoice:
+def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits | None = None,
+                     progress: Progress | None = None) -> RuntimeChoice:
     """The schedule to export and simulate, and its layout, chosen by executed speed.
 
     Where ``schedule`` gets unit connections it runs as its bound says and is taken as it
@@ -163,14 +165,20 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     export take the same schedule and layout; the answer is memoized per topology,
     schedule and limits, so a process that compares and exports simulates once. Every
     candidate is a verified schedule (:func:`canopy.engine.forestcoll.solve.solve`).
+    ``progress`` is called as ``progress("layout choice", fraction)`` as candidates are
+    simulated (:class:`~canopy.engine.deploy.choice_progress.ChoiceProgress`); it may
+    raise :class:`~canopy.engine.model.progress.Cancelled`, and then nothing is memoized.
     """
     limits = limits or MscclLimits()
     key = _signature(topology, schedule, limits)
+    steps = ChoiceProgress(progress)
     if key in _MEMO:
+        steps.done()
         return _MEMO[key]
     start = time.process_time()
-    choice = _choose(topology, schedule, limits)
+    choice = _choose(topology, schedule, limits, steps=steps)
     choice.cpu_seconds = time.process_time() - start
+    steps.done()
     if len(_MEMO) >= _MEMO_SIZE:
         _MEMO.pop(next(iter(_MEMO)))
     _MEMO[key] = choice
@@ -197,23 +205,26 @@ class _Candidate(NamedTuple):
 
 
 def _choose(topology: Topology, schedule: Schedule, limits: MscclLimits,
-            unit_first: bool = True, check_plans: bool = True, fastest_first: bool = True
-            ) -> RuntimeChoice:
+            unit_first: bool = True, check_plans: bool = True, fastest_first: bool = True,
+            steps: ChoiceProgress | None = None) -> RuntimeChoice:
     """:func:`runtime_schedule` without the memo (``unit_first=False``: without
     :func:`_unit_first`, every candidate in the search's own order; for tests;
     ``check_plans=False``: every layout a candidate, whether or not its MSCCL++ plan fits,
     as where none does; ``fastest_first=False``: each candidate's layouts simulated in
-    their own order, not the fastest first, :func:`_screen`; for tests)."""
+    their own order, not the fastest first, :func:`_screen`; for tests; ``steps``: where
+    its progress goes)."""
+    steps = steps or ChoiceProgress(None)
     if not check_plans:
         return _choose_among(topology, schedule, limits, unit_first,
-                             lambda k, laid: True, fastest_first)
+                             lambda k, laid: True, fastest_first, steps)
     return _choose_among(topology, schedule, limits, unit_first,
-                         lambda k, laid: plan_fits(topology, k, laid, limits), fastest_first)
+                         lambda k, laid: plan_fits(topology, k, laid, limits), fastest_first,
+                         steps)
 
 
 def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                   unit_first: bool, plan_fits: Callable[[int, CollectivePlan], bool],
-                  fastest_first: bool = True) -> RuntimeChoice:
+                  fastest_first: bool, steps: ChoiceProgress) -> RuntimeChoice:
     """:func:`_choose` among the layouts ``plan_fits`` (k, laid-out plan) admits."""
 
     optimum = _optimum(schedule)
@@ -244,6 +255,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
         nonlocal reachable
+        steps.candidate()
         if best is not None and bandwidth_bound(base, caps)[0] / optimum \
                 <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
                                           else 0):
@@ -259,7 +271,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 fraction = known.get(_known_key(candidate, tolerance, name))
                 if fraction is None:
                     fraction, below = _executed(topology, laid, optimum,
-                                                max(top, reachable) - PRUNE)
+                                                max(top, reachable) - PRUNE, steps.check)
                 timed.append((laid, fraction, below))
             if below is None and fraction > reachable and \
                     fits(candidate, tolerance, name, laid):
@@ -318,11 +330,12 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 topology, optimum, [(laid, known.get(_known_key(candidate, tolerance, name)))
                                     for name, laid in rest],
                 max(top, reachable) - PRUNE,
-                lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]))
+                lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]), steps.check)
             reachable = max(reachable, reached)
         measured: dict[int, _Measured] = {}
         for i in sorted(range(len(rest)), key=lambda i: (-first_runs[i], i)):
             measured[i] = measure(*rest[i])
+            steps.layouts(1 + len(measured), 1 + len(rest))
             if measured[i].below is None and measured[i].fraction >= GOOD_ENOUGH and \
                     fits(candidate, tolerance, *rest[i]):
                 for j in range(i):          # the search, in its order, ends here at the latest
@@ -334,6 +347,11 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 return
 
     first = _unit_first(topology, schedule, limits, optimum) if unit_first else None
+    fewer = not schedule.fixed_k and (schedule.k > 1 or bool(schedule.split_budgets))
+    # slots: the unit-first candidate, the schedule, its fewer-trees ones, the shallow
+    # twins (_consider_shallow, _consider_shallow_tiers) and the second size's simulations
+    steps.plan((first is not None) + 1 + (bool(schedule.split_budgets) + len(TOLERANCES)
+                                           if fewer else 0) + 3 + 1)
     if first is not None:
         consider(*first)
     skipped = best is not None and best.fraction >= GOOD_ENOUGH   # schedule's own layouts
@@ -372,7 +390,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
         # no candidate's MSCCL++ plan fits: choose as for MSCCL alone (the MSCCL++ export
         # then falls back to a tighter layout of the choice)
         return _choose(topology, schedule, limits, unit_first, check_plans=False,
-                       fastest_first=fastest_first)
+                       fastest_first=fastest_first, steps=steps)
     if best.fraction < KEEP and not best.schedule.extra.get("shallow"):
         _consider_shallow_tiers(topology, best.schedule, best.tolerance, limits, consider)
     first_best = best
@@ -391,6 +409,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 entry["mscclpp_plan"] = "does not fit"
         return False
 
+    steps.finishing()
     best, tie = _near_tie(topology, optimum, best, finished, tried, at, admitted)
     small, second = _smaller_messages(topology, optimum, best,
                                       [c for c in finished if c.fraction >= top - PRUNE],
@@ -469,16 +488,16 @@ def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLim
     return True
 
 
-def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: Fraction
-              ) -> tuple[Fraction, Fraction | None]:
+def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: Fraction,
+              check: Callable[[], None] | None = None) -> tuple[Fraction, Fraction | None]:
     """(fraction of ``optimum`` ``laid`` executes at REFERENCE_SIZE, None), or, where it
     provably executes below ``cut`` (positive), (``cut``, ``cut``): its simulation stops
-    there (:func:`canopy.engine.execution.simulate.fastest`'s deadline)."""
+    there (:func:`canopy.engine.execution.simulate.fastest`'s deadline; ``check`` as there)."""
     from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
     from canopy.engine.execution.simulate import fastest
 
     deadline = REFERENCE_SIZE / (cut * optimum * BYTES_PER_US_PER_GBPS) if cut > 0 else None
-    result = fastest(topology, laid, REFERENCE_SIZE, deadline_us=deadline)
+    result = fastest(topology, laid, REFERENCE_SIZE, check=check, deadline_us=deadline)
     if result.past_deadline:
         return cut, cut
     return result.algbw / optimum, None
@@ -486,7 +505,8 @@ def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: 
 
 def _screen(topology: Topology, optimum: Fraction,
             layouts: list[tuple[CollectivePlan, Fraction | None]], cut: Fraction,
-            fits: Callable[[int], bool]) -> tuple[list[Fraction], Fraction]:
+            fits: Callable[[int], bool], check: Callable[[], None] | None = None
+            ) -> tuple[list[Fraction], Fraction]:
     """Each of ``layouts`` (with its fraction of ``optimum`` where known already) timed at
     the depth :func:`~canopy.engine.execution.simulate.fastest` runs first, and a fraction
     that one whose MSCCL++ plan fits provably executes at REFERENCE_SIZE (or 0).
@@ -497,7 +517,7 @@ def _screen(topology: Topology, optimum: Fraction,
     far is stopped (0 here: it cannot give the answer). Of the SCREENS_CHECKED fastest,
     the first whose plan ``fits`` (by index) gives the answer. Simulated fastest first,
     with that answer known from the start, the layouts that lose are stopped at PRUNE
-    below it early in their runs."""
+    below it early in their runs. ``check`` goes to every simulation."""
     from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
     from canopy.engine.execution.simulate import first_depth, simulate
 
@@ -508,7 +528,7 @@ def _screen(topology: Topology, optimum: Fraction,
             deadline = REFERENCE_SIZE / (bar * optimum * BYTES_PER_US_PER_GBPS) \
                 if bar > 0 else None
             result = simulate(topology, laid, REFERENCE_SIZE,
-                              first_depth(topology, laid, REFERENCE_SIZE),
+                              first_depth(topology, laid, REFERENCE_SIZE), check=check,
                               deadline_us=deadline)
             fraction = Fraction(0) if result.past_deadline else result.algbw / optimum
         fractions.append(fraction)

@@ -76,8 +76,11 @@ def test_progress_and_cancel():
     order = ["forestcoll", LAYOUT_PHASE, "forestcoll", "ring", "done"]
     assert [p for i, p in enumerate(phases) if i == 0 or phases[i - 1] != p] == order
     assert phases.count("forestcoll") >= 2 and phases.count("ring") >= 2
-    fractions = [f for _, f in seen]
+    # the table's fraction over its rows; the layout choice's own, from 0 to 1
+    fractions = [f for p, f in seen if p != LAYOUT_PHASE]
     assert fractions == sorted(fractions) and fractions[-1] == 1
+    choosing = [f for p, f in seen if p == LAYOUT_PHASE]
+    assert choosing == sorted(choosing) and choosing[0] == 0 and choosing[-1] == 1
 
     def stop(phase, fraction):
         if phase == "ring":

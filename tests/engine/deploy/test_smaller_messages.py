@@ -83,7 +83,7 @@ def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch, fastes
     schedule = solve(topo, "allreduce")
     order = []
 
-    def fake(topology, plan, size, deadline_us=None):
+    def fake(topology, plan, size, check=None, deadline_us=None):
         if size == connections.REFERENCE_SIZE:
             order.append(plan)
             share = Fraction(96, 100) if len(order) == fastest + 1 else Fraction(95, 100)

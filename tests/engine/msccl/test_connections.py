@@ -324,7 +324,7 @@ def test_equal_layouts_are_simulated_once(monkeypatch):
         algbw = schedule.algbw * Fraction(9, 10)
         past_deadline = False
 
-    def fake(topology, plan, size, deadline_us=None):
+    def fake(topology, plan, size, check=None, deadline_us=None):
         runs.append((plan, size))
         return Timed()
     monkeypatch.setattr(simulate, "fastest", fake)
@@ -448,7 +448,7 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
         built.append(args[2])
         return paired(*args, **kwargs)
 
-    def at_bound(topology, plan, size, deadline_us=None):   # each runs at its plan's bound
+    def at_bound(topology, plan, size, check=None, deadline_us=None):   # at its plan's bound
         return SimpleNamespace(algbw=bandwidth_bound(plan, topology.capacities())[0],
                                past_deadline=False)
 
