@@ -1,6 +1,14 @@
 import os
 
+from hypothesis import settings
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+# Property tests explore new examples on a developer's machine; in CI (CI=true) they draw
+# the same examples every run, so a run that fails there fails again when re-run.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 # The tests (or modules) that take longest, longest first. They run first so that
 # pytest-xdist, which hands the first tests out in turn, starts them on different workers at
