@@ -39,22 +39,33 @@ def exclusive_links(conn_link: Any, nlinks: int) -> bool:
 
 def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any, conn: Any,
                     size: Any, pending: Any, dep_ptr: Any, dep_idx: Any, q_ptr: Any,
-                    q_idx: Any, arrivals: Any, check: Callable[[], None] | None,
-                    check_every: int) -> tuple[Any, int]:
-    """(time of the last delivery, sends delivered) of a program whose links each carry
-    one connection (arguments as :func:`canopy.engine.execution.kernel._event_loop`'s;
-    ``check`` is called every ``check_every`` sends)."""
+                    q_idx: Any, pieces: int, ordered: bool, arrivals: Any,
+                    check: Callable[[], None] | None, check_every: int) -> tuple[Any, int]:
+    """(time of the last delivery, sends delivered) of ``pieces`` iterations of a program
+    whose links each carry one connection. Per link ``cap``; per connection its links
+    ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``, ``alpha`` and ``weight``, as the event loop takes
+    them (:func:`canopy.engine.execution.kernel._event_loop`). One iteration's sends
+    (slots) j: ``conn``, ``size``, how many of the iteration's sends each waits for
+    (``pending``) and those waiting for it (``dep_idx[dep_ptr[j]:dep_ptr[j+1]]``, of the
+    same iteration); ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's slots in order.
+    A connection sends in the order (piece, slot) or, ``ordered``, (slot, piece), as
+    :func:`canopy.engine.execution.compiler.expand_template` lays the iterations out
+    (one iteration is a flat program). Send (piece p, slot j) is delivered at
+    ``arrivals[p * width + j]``; ``check`` is called every ``check_every`` sends."""
     nlinks = len(cap)
     nconn = len(alpha)
-    n = len(conn)
+    width = len(conn)
     zero = cap[0] - cap[0]
     clock = _filled(nlinks, zero)
     mark = _filled(nlinks, zero)
-    ready = _filled(n, zero)          # per send: its latest dependency's delivery
-    free = _filled(nconn, zero)       # per connection: when its last send finished
-    head = _copied(q_ptr[:nconn])
-    pend = _copied(pending)
-    stack = _filled(nconn, 0)         # connections whose next send can start
+    ready = _filled(width * pieces, zero)   # per send: its latest dependency's delivery
+    pend = _filled(width * pieces, 0)
+    for p in range(pieces):
+        for j in range(width):
+            pend[p * width + j] = pending[j]
+    free = _filled(nconn, zero)        # per connection: when its last send finished
+    head = _filled(nconn, 0)           # per connection: how many of its sends have gone
+    stack = _filled(nconn, 0)          # connections whose next send can start
     top = 0
     for c in range(nconn):
         if q_ptr[c] < q_ptr[c + 1] and pend[q_idx[q_ptr[c]]] == 0:
@@ -65,12 +76,18 @@ def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any,
     while top > 0:
         top -= 1
         c = stack[top]
-        s = q_idx[head[c]]
+        count = q_ptr[c + 1] - q_ptr[c]
+        if ordered:
+            j = q_idx[q_ptr[c] + head[c] // pieces]
+            s = head[c] % pieces * width + j
+        else:
+            j = q_idx[q_ptr[c] + head[c] % count]
+            s = head[c] // count * width + j
         now = free[c]
         if ready[s] > now:
             now = ready[s]
         finish = now
-        amount = size[s]
+        amount = size[j]
         if amount > 0:
             w = weight[c]
             best = cl_idx[cl_ptr[c]]
@@ -96,27 +113,37 @@ def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any,
             end = at
         if check is not None and delivered % check_every == 0:
             check()
-        for k in range(dep_ptr[s], dep_ptr[s + 1]):
-            t = dep_idx[k]
+        base = s - j
+        for k in range(dep_ptr[j], dep_ptr[j + 1]):
+            t = base + dep_idx[k]
             if at > ready[t]:
                 ready[t] = at
             pend[t] -= 1
-            if pend[t] == 0 and q_idx[head[conn[t]]] == t:
-                stack[top] = conn[t]
-                top += 1
+            if pend[t] == 0:
+                d = conn[dep_idx[k]]
+                n = q_ptr[d + 1] - q_ptr[d]
+                if head[d] < n * pieces:
+                    if ordered:
+                        first = head[d] % pieces * width + q_idx[q_ptr[d] + head[d] // pieces]
+                    else:
+                        first = head[d] // n * width + q_idx[q_ptr[d] + head[d] % n]
+                    if first == t:
+                        stack[top] = d
+                        top += 1
         head[c] += 1
-        if head[c] < q_ptr[c + 1] and pend[q_idx[head[c]]] == 0:
-            stack[top] = c
-            top += 1
+        if head[c] < count * pieces:
+            if ordered:
+                t = head[c] % pieces * width + q_idx[q_ptr[c] + head[c] // pieces]
+            else:
+                t = head[c] // count * width + q_idx[q_ptr[c] + head[c] % count]
+            if pend[t] == 0:
+                stack[top] = c
+                top += 1
     return end, delivered
 
 
 def _filled(count: int, value: Any) -> Any:
     return [value] * count
-
-
-def _copied(values: Any) -> Any:
-    return list(values)
 
 
 _COMPILED: list = []
@@ -135,8 +162,7 @@ def compiled_exclusive_loop() -> Callable[..., tuple[Any, int]] | None:
 
             import numba
             scope = dict(_exclusive_loop.__globals__,
-                         _filled=numba.njit(lambda count, value: np.full(count, value)),
-                         _copied=numba.njit(lambda values: values.copy()))
+                         _filled=numba.njit(lambda count, value: np.full(count, value)))
             loop = types.FunctionType(_exclusive_loop.__code__, scope, "_exclusive_loop")
             _COMPILED.append(numba.njit(cache=True)(loop))
     return _COMPILED[0]

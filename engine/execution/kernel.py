@@ -179,14 +179,13 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
     queue = np.argsort(keys, kind="stable")
     deadline = 0.0 if exact else deadline
-    if net.is_exclusive():
-        end, delivered = _run_exclusive(net, flat, amount, queue_ptr, queue, exact, check,
-                                        arrivals)
-        if deadline > 0 and end > deadline:
-            raise PastDeadline(f"the program runs past {deadline} µs.")
-        if delivered != n:
-            raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
-        return Fraction(end)
+    if net.is_exclusive():    # a flat program is one iteration
+        sizes = [amount[a] for a in flat.amount_of.tolist()] if exact else \
+            np.array(amount, np.float64)[flat.amount_of]
+        end, delivered = _run_exclusive(net, conn, sizes, flat.pending, flat.dep_ptr,
+                                        flat.dep_idx, queue_ptr, queue, 1, False, exact,
+                                        check, arrivals)
+        return _finished(end, delivered, n, deadline)
     unsent = _bytes_per_link(net, conn, np.array([float(a) for a in amount])[flat.amount_of]) \
         if deadline > 0 else np.zeros(len(net.cap))
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
@@ -225,13 +224,15 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     return Fraction(end)
 
 
-def _run_exclusive(net: _Network, flat: FlatProgram, amount: list[Any], queue_ptr: Any,
-                   queue: Any, exact: bool, check: Callable[[], None] | None,
+def _run_exclusive(net: _Network, conn: Any, size: Any, pending: Any, dep_ptr: Any,
+                   dep_idx: Any, q_ptr: Any, q_idx: Any, pieces: int, ordered: bool,
+                   exact: bool, check: Callable[[], None] | None,
                    arrivals: list[Fraction | float] | None) -> tuple[Any, int]:
-    """:func:`canopy.engine.execution.exclusive._exclusive_loop` on ``flat`` (its links
-    each carry one connection): compiled for float runs where numba is installed, as
-    :func:`run_flat` runs the event loop, with the same times."""
-    n = len(flat.conn)
+    """:func:`canopy.engine.execution.exclusive._exclusive_loop` (``pieces`` iterations of
+    the slots ``conn``, ``size`` ..., their links each on one connection): compiled for
+    float runs where numba is installed, as :func:`run_flat` runs the event loop, with the
+    same times."""
+    n = len(conn) * pieces
     compiled = None if exact or n < COMPILE_FROM else compiled_exclusive_loop()
     if compiled is not None:
         cap, conn_ptr, conn_link, alpha, _, _, weight = net.arrays()
@@ -240,10 +241,10 @@ def _run_exclusive(net: _Network, flat: FlatProgram, amount: list[Any], queue_pt
             check()
         _CHECK[0] = check
         try:
-            end, delivered = compiled(cap, conn_ptr, conn_link, alpha, weight, flat.conn,
-                                      np.array(amount, np.float64)[flat.amount_of],
-                                      flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr,
-                                      queue, times, _COMPILED[1], CHECK_EVERY)
+            end, delivered = compiled(cap, conn_ptr, conn_link, alpha, weight, conn,
+                                      np.array(size, np.float64), pending, dep_ptr,
+                                      dep_idx, q_ptr, q_idx, pieces, ordered, times,
+                                      _COMPILED[1], CHECK_EVERY)
         finally:
             _CHECK[0] = None
             raised, _RAISED[0] = _RAISED[0], None
@@ -254,14 +255,54 @@ def _run_exclusive(net: _Network, flat: FlatProgram, amount: list[Any], queue_pt
         return end, delivered
     times_list: list = [net.cap[0] * 0] * n
     end, delivered = _exclusive_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
-                                     net.weight, flat.conn.tolist(),
-                                     [amount[a] for a in flat.amount_of.tolist()],
-                                     flat.pending.tolist(), flat.dep_ptr.tolist(),
-                                     flat.dep_idx.tolist(), queue_ptr.tolist(),
-                                     queue.tolist(), times_list, check, CHECK_EVERY)
+                                     net.weight, conn.tolist(),
+                                     size if isinstance(size, list) else size.tolist(),
+                                     pending.tolist(),
+                                     dep_ptr.tolist(), dep_idx.tolist(), q_ptr.tolist(),
+                                     q_idx.tolist(), pieces, ordered, times_list, check,
+                                     CHECK_EVERY)
     if arrivals is not None:
         arrivals[:] = times_list
     return end, delivered
+
+
+def _finished(end: Any, delivered: int, n: int, deadline: float) -> Fraction:
+    """The end of a one-pass run of ``n`` sends (:func:`_run_exclusive`), or PastDeadline
+    where it is after ``deadline`` (above 0), as the event loop would stop."""
+    if deadline > 0 and end > deadline:
+        raise PastDeadline(f"the program runs past {deadline} µs.")
+    if delivered != n:
+        raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
+    return Fraction(end)
+
+
+def run_iterations(template: Any, size: Fraction, pieces: int, exact: bool,
+                   check: Callable[[], None] | None, network: _Network,
+                   deadline: float = 0.0) -> Fraction | None:
+    """The end of ``pieces`` loop iterations of ``template`` (an
+    :class:`~canopy.engine.execution.compiler.IterationTemplate`) on ``size`` bytes over
+    ``network``, its connections' links, where every link is on one connection's route
+    (one pass over the iterations, not unrolled into a flat program first); None
+    elsewhere (the caller runs the unrolled program through :func:`run_flat`). A run
+    ending after ``deadline`` (above 0, floats) raises PastDeadline."""
+    if not network.is_exclusive():
+        return None
+    num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
+    amounts = [num(share * size / pieces) for share in template.shares]
+    conn = np.asarray(template.conn, dtype=np.int64)
+    src = np.asarray(template.src, dtype=np.int64)
+    dst = np.asarray(template.dst, dtype=np.int64)
+    width = len(conn)
+    by_src = np.argsort(src, kind="stable")
+    dep_ptr = np.zeros(width + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src, minlength=width), out=dep_ptr[1:])
+    q_ptr = np.zeros(len(network.alpha) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(conn, minlength=len(network.alpha)), out=q_ptr[1:])
+    end, delivered = _run_exclusive(network, conn, [amounts[t] for t in template.tree.tolist()],
+                                    np.bincount(dst, minlength=width), dep_ptr, dst[by_src],
+                                    q_ptr, np.argsort(conn, kind="stable"), pieces,
+                                    bool(template.ordered), exact, check, None)
+    return _finished(end, delivered, width * pieces, 0.0 if exact else deadline)
 
 
 class PastDeadline(Exception):

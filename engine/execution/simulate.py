@@ -127,7 +127,12 @@ from canopy.engine.execution.compiler import (
 from canopy.engine.execution.critical_path import chain_bound, chains
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
 from canopy.engine.execution.folding import edge_permutation, fold
-from canopy.engine.execution.kernel import PastDeadline, link_network, run_flat
+from canopy.engine.execution.kernel import (
+    PastDeadline,
+    link_network,
+    run_flat,
+    run_iterations,
+)
 from canopy.engine.execution.program import (
     BYTES_PER_US_PER_GBPS,
     CUT_THROUGH,
@@ -306,9 +311,14 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
             raise PastDeadline(f"the program's longest chain of sends ends past {deadline} µs.")
         return plan_memo(plan, ("run", switch_mode, network_key, default_latency,
                          exact, folded is None, size * count / pieces, count),
-                         lambda: run_flat(topology,
-                         expand_template(running, size * count / pieces, count),
-                         default_latency, exact, check, None, links, network, deadline))
+                         lambda: unrolled(size * count / pieces, count, deadline))
+
+    def unrolled(total: Fraction, count: int, deadline: float) -> Fraction:
+        # links of one connection each run in one pass over the iterations, not unrolled
+        once = run_iterations(running, total, count, exact, check, network, deadline)
+        return once if once is not None else run_flat(
+            topology, expand_template(running, total, count), default_latency, exact,
+            check, None, links, network, deadline)
 
     def floor() -> Fraction:
         return (bandwidth_floor(topology, plan, size) if exact

@@ -7,12 +7,21 @@ import pytest
 
 from canopy.engine.baselines.tacos import tacos_baseline
 from canopy.engine.execution import kernel
+from canopy.engine.execution import simulate as sim
 from canopy.engine.execution.compiler import expand_template, plan_template
 from canopy.engine.execution.exclusive import exclusive_links
-from canopy.engine.execution.kernel import PastDeadline, link_network, run_flat, run_program
+from canopy.engine.execution.kernel import (
+    PastDeadline,
+    link_network,
+    run_flat,
+    run_iterations,
+    run_program,
+)
 from canopy.engine.execution.program import DEFAULT_LATENCY_US, Program
+from canopy.engine.execution.simulate import simulate
 from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.errors import ScheduleError
+from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree
 from canopy.engine.model.topology import Link, Node, Topology
 
 
@@ -84,6 +93,52 @@ def test_tacos_timetables_run_in_one_pass_with_the_same_floats(monkeypatch):
 
         one_pass, event_loop = _both(monkeypatch, run)
         assert one_pass == event_loop and arrivals[0] == arrivals[1]
+
+
+def test_iterations_run_in_one_pass_as_unrolled_by_the_event_loop(monkeypatch):
+    # run_iterations walks the template's iterations in the order expand_template lays
+    # them out, (slot, piece) for a timetable: the same end as the unrolled program run
+    # by the event loop, compiled and as Python
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = tacos_baseline(topo, "allreduce").plan_at(Fraction(1 << 24))
+    template = plan_template(plan, frozenset(topo.switch_nodes()), "cut-through")
+    assert template.ordered
+    for compile_from in (0, 10**9):
+        monkeypatch.setattr(kernel, "COMPILE_FROM", compile_from)
+        network = link_network(topo, template.connections, DEFAULT_LATENCY_US, False)
+        once = run_iterations(template, Fraction(1 << 24), 3, False, None, network)
+        network.exclusive = False
+        assert run_iterations(template, Fraction(1 << 24), 3, False, None, network) is None
+        assert once == run_flat(topo, expand_template(template, Fraction(1 << 24), 3),
+                                DEFAULT_LATENCY_US, False, None, None, network=network)
+
+
+@pytest.mark.parametrize("reduce", [False, True])
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_chain_over_a_switch_runs_in_one_pass_with_the_same_times(monkeypatch, reduce,
+                                                                     exact):
+    # a loop in the order (piece, slot): a chain v0 -> v1 -> (switch) -> v3 in 5 pieces
+    monkeypatch.setattr(kernel, "COMPILE_FROM", 0)
+    topo = Topology("line", [Node(f"v{i}", "switch" if i == 2 else "compute")
+                             for i in range(4)],
+                    [Link("v0", "v1", Fraction(30)), Link("v1", "v2", Fraction(20)),
+                     Link("v2", "v3", Fraction(50), latency=Fraction(0))])
+
+    def chain():
+        edges = (FlowEdge("v0", "v1", ("v0", "v1")), FlowEdge("v1", "v3", ("v1", "v2", "v3")))
+        if reduce:
+            edges = (FlowEdge("v3", "v1", ("v1", "v2", "v3")),
+                     FlowEdge("v1", "v0", ("v0", "v1")))
+            tree = FlowTree("t", "v3", edges, Fraction(1), True)
+            return CollectivePlan("reduce-scatter", ("v0", "v1", "v3"), reduce_trees=(tree,))
+        tree = FlowTree("t", "v0", edges, Fraction(1))
+        return CollectivePlan("allgather", ("v0", "v1", "v3"), broadcast_trees=(tree,))
+
+    sim.forget_results()
+    one_pass = simulate(topo, chain(), 10**7, 5, exact=exact).time_us
+    sim.forget_results()
+    monkeypatch.setattr(kernel, "exclusive_links", lambda *_: False)
+    assert simulate(topo, chain(), 10**7, 5, exact=exact).time_us == one_pass
 
 
 def test_a_link_on_two_routes_is_not_exclusive():
