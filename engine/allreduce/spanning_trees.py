@@ -30,6 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from canopy.engine.model.disjoint_sets import DisjointSets
 from canopy.engine.model.schedule import Tree, TreeEdge
 from canopy.engine.model.topology import Topology
 
@@ -162,20 +163,8 @@ def _spanning(nodes: list[str], edges: list[Pair]) -> bool:
     """Whether ``edges`` form a spanning tree of ``nodes``."""
     if len(edges) != len(nodes) - 1:
         return False
-    root = {x: x for x in nodes}
-
-    def find(x: str) -> str:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
-    for a, b in edges:
-        ra, rb = find(a), find(b)
-        if ra == rb:
-            return False
-        root[ra] = rb
-    return True
+    sets = DisjointSets(nodes)
+    return all(sets.union(a, b) for a, b in edges)
 
 
 def _oriented(edges: list[Pair], root: str) -> list[TreeEdge]:

@@ -20,6 +20,7 @@ import networkx as nx
 import numpy as np
 
 from canopy.engine.alltoall.problem import AllToAllProblem
+from canopy.engine.model.disjoint_sets import DisjointSets
 
 #: Direct searches for an automorphism onto a compute node the generated ones miss.
 MAX_SEARCHES = 16
@@ -141,17 +142,11 @@ def transitive_maps(problem: AllToAllProblem) -> tuple[list[np.ndarray], list[np
 
 def arc_orbits(problem: AllToAllProblem, arc_maps: list[np.ndarray]) -> np.ndarray:
     """Per arc, the smallest arc of its orbit under the group ``arc_maps`` generate."""
-    parent = list(range(problem.m))
-
-    def root(a: int) -> int:
-        while parent[a] != a:
-            parent[a] = parent[parent[a]]
-            a = parent[a]
-        return a
-
+    sets = DisjointSets(range(problem.m))
     for images in arc_maps:
         for a, b in enumerate(images.tolist()):
-            ra, rb = root(a), root(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    return np.array([root(a) for a in range(problem.m)], dtype=np.int64)
+            sets.union(a, b)
+    smallest = np.empty(problem.m, dtype=np.int64)
+    for orbit in sets.groups():
+        smallest[list(orbit)] = min(orbit)
+    return smallest

@@ -49,6 +49,7 @@ import numpy as np
 
 from canopy.engine.baselines.tacos_kernel import SHORT, STUCK, compiled_kernel, random_outputs
 from canopy.engine.execution.program import DEFAULT_LATENCY_US, algbw_gbps, link_time
+from canopy.engine.model.disjoint_sets import DisjointSets
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import (
     BaselineResult,
@@ -180,23 +181,12 @@ def unwind(topology: Topology, unwinding: str = "ring",
 
 def _switch_groups(topology: Topology, caps: dict[tuple[str, str], Fraction]
                    ) -> list[set[str]]:
-    """The connected groups of switch nodes (joined by switch-to-switch links), by
-    union-find (networkx's import would cost a comparison more than the search)."""
-    parent = {s: s for s in topology.switch_nodes()}
-
-    def root(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    """The connected groups of switch nodes (joined by switch-to-switch links)."""
+    sets = DisjointSets(topology.switch_nodes())
     for u, v in caps:
-        if u in parent and v in parent:
-            parent[root(u)] = root(v)
-    groups: dict[str, set[str]] = {}
-    for s in parent:
-        groups.setdefault(root(s), set()).add(s)
-    return list(groups.values())
+        if u in sets and v in sets:
+            sets.union(u, v)
+    return sets.groups()
 
 
 def _interleave(nodes: list[str], group_of: dict[str, str]) -> list[str]:

@@ -52,6 +52,7 @@ from canopy.engine.io.ibnetdiscover import (
     describe_node,
     read_ibnetdiscover,
 )
+from canopy.engine.model.disjoint_sets import DisjointSets
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.limits import MAX_LINKS, MAX_NODES
 from canopy.engine.model.topology import COMPUTE, Link, Node, Topology, format_gbps
@@ -526,26 +527,17 @@ def _layout(result: IbImport, blocks: dict[str, dict[str, tuple[float, float]]])
 
 def group_pods(hosts: list[str], leaves: dict[str, set[str]]) -> list[list[str]]:
     """Hosts joined through shared leaves, each pod in host order, pods by first host."""
-    parent = {h: h for h in hosts}
-
-    def find(h: str) -> str:
-        while parent[h] != h:
-            parent[h] = parent[parent[h]]
-            h = parent[h]
-        return h
-
+    sets = DisjointSets(hosts)
     owner: dict[str, str] = {}
     for h in hosts:
         for leaf in leaves[h]:
             if leaf in owner:
-                a, b = find(owner[leaf]), find(h)
-                if a != b:
-                    parent[b] = a
+                sets.union(h, owner[leaf])
             else:
                 owner[leaf] = h
     pods: dict[str, list[str]] = defaultdict(list)
     for h in hosts:
-        pods[find(h)].append(h)
+        pods[sets.find(h)].append(h)
     return list(pods.values())
 
 
