@@ -50,6 +50,7 @@ from canopy.app.quick_start import QuickStart
 from canopy.app.recovery import Autosaver, Recovered, orphaned
 from canopy.app.shell import ActionRegistry
 from canopy.app.solve_controller import SolveController
+from canopy.app.tab_bars import hide_stray_tab_bars
 from canopy.app.turns import END_TURN, Abandoned, run_in_turns
 from canopy.app.versions import canopy_version, library_versions
 from canopy.engine.io.topology_json import load_sample, load_topology, reading_steps, sample_names
@@ -149,6 +150,7 @@ class MainWindow(QMainWindow):
 
     def showEvent(self, event: QShowEvent) -> None:
         super().showEvent(event)
+        hide_stray_tab_bars(self)
         if not self._sized_docks:
             self._sized_docks = True
             self.resizeDocks([self.properties, self.history], [3, 1], Qt.Orientation.Vertical)

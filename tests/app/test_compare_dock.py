@@ -200,3 +200,30 @@ def test_rows_left_out_for_time_can_be_run_in_full_from_the_dialog(fig2, qtbot, 
     dialog.full.setChecked(True)
     dialog.findChild(QDialogButtonBox).button(QDialogButtonBox.StandardButton.Ok).click()
     assert set(started["force"]) == {"forestcoll", *SLOW}
+
+
+def test_no_stray_tab_bar_covers_the_compare_dock(window, qtbot):
+    """Every shown dock tab bar is the only one holding its docks and names them by their
+    titles now; none covers the Compare dock's title (Qt leaves a stray bar for a group
+    tabified while the window is hidden: canopy.app.tab_bars)."""
+    import shiboken6
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QDockWidget, QTabBar
+
+    window.resize(1280, 800)
+    dock = window.compare.dock
+    dock.show()
+    dock.raise_()
+    qtbot.waitUntil(lambda: dock.isVisible())
+    titles = {shiboken6.getCppPointer(d)[0]: d.windowTitle()
+              for d in window.findChildren(QDockWidget)}
+    bars = [b for b in window.findChildren(QTabBar) if b.parent() is window and b.isVisible()]
+    held = [b.tabData(i) for b in bars for i in range(b.count())]
+    assert len(held) == len(set(held))
+    assert all(b.tabText(i) == titles[b.tabData(i)] for b in bars for i in range(b.count()))
+    title = QRect(dock.mapTo(window, dock.rect().topLeft()), dock.rect().size())
+    title.setHeight(dock.widget().mapTo(dock, dock.widget().rect().topLeft()).y())
+    assert title.height() > 0
+    covering = [[b.tabText(i) for i in range(b.count())] for b in bars
+                if QRect(b.mapTo(window, b.rect().topLeft()), b.size()).intersects(title)]
+    assert covering == []
