@@ -21,7 +21,8 @@ Cases:
 * ``shown``: per collective (``--collectives``), the wall seconds from Compute ▸ Solve to
   the results shown on the 32-GPU H100-like rail leaf-spine (``--design``), against the
   CPU seconds of ``canopy solve`` on the same file, measured first in a child process
-  before the load starts (``shown_over_cli_cpu``; the target is 1.5 with ``--load 2``).
+  before the load starts (``shown_over_cli_cpu``; the target is 1.5 with ``--load 2``);
+  ``--design-file`` solves a topology file instead.
 
 The engine runs in a child process (:mod:`canopy.engine.process.child_jobs`). To make the
 machine busy, ``--load N`` (default 2, one per core here) processes spin on the CPU at the
@@ -30,6 +31,7 @@ GUI's priority for the whole run. Targets: under 50 ms while a 64-GPU solve runs
 
 Usage: QT_QPA_PLATFORM=offscreen python -m bench.gui_responsiveness
        [--load N] [--servers S] [--large S] [--cases bare,editor,large,idle,shown]
+       [--design S | --design-file FILE] [--collectives C,...]
        [--no-stacks]   (the gaps alone: no sampler thread taking the interpreter lock)
        [--solution FILE] [--large-solution FILE]   (pickled Solutions to show instead of
        waiting for the editor's solve: faster, for profiling the showing phase)
@@ -410,6 +412,8 @@ def main() -> None:
     parser.add_argument("--cases", default="bare,editor,large")
     parser.add_argument("--design", type=int, default=4,
                         help="servers of the H100-like design in the shown case")
+    parser.add_argument("--design-file", default="",
+                        help="topology file of the shown case instead of the generated design")
     parser.add_argument("--collectives", default="allgather,allreduce",
                         help="collectives of the shown case")
     parser.add_argument("--no-stacks", action="store_true",
@@ -431,7 +435,8 @@ def main() -> None:
     warm_up()
     cases = args.cases.split(",")
     collectives = args.collectives.split(",")
-    design = design_file(args.design) if "shown" in cases else Path()
+    design = Path(args.design_file) if args.design_file else \
+        design_file(args.design) if "shown" in cases else Path()
     cli = {c: cli_cpu_seconds(design, c) for c in collectives} if "shown" in cases else {}
     burners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
     for b in burners:
