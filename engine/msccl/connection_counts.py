@@ -492,13 +492,16 @@ class _Laying:
     def __init__(self, plan: CollectivePlan, detail: int,
                  rank: Callable[[int, str], tuple[int, ...]] | None) -> None:
         mult = multiplicities(plan)
-        self.groups: list[tuple[Key, list[tuple[int, int]], list[int]]] = []
+        self.starts: list[int] = [0]          # each tree's first edge in the flat order
+        for tree in plan.trees:
+            self.starts.append(self.starts[-1] + len(tree.edges))
+        self.groups: list[tuple[Key, list[int], list[int]]] = []   # members: flat edges
         ranks: dict[tuple[int, int], tuple[int, ...]] = {}
         for group, items in connection_members(plan, detail).items():
             for _, ti, ei in items:
                 ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
             items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
-            self.groups.append((group, [(ti, ei) for _, ti, ei in items],
+            self.groups.append((group, [self.starts[ti] + ei for _, ti, ei in items],
                                 [mult[ti] for _, ti, _ in items]))
         order = {r: Fraction(i) for i, r in enumerate(sorted(set(ranks.values())))}
         self.priority: dict[tuple[int, int], Fraction] | None = None if rank is None else \
@@ -591,6 +594,31 @@ def _laying(plan: CollectivePlan, detail: int,
     return _LAYINGS.get(plan, (detail, rank), lambda: _Laying(plan, detail, rank))
 
 
+def layout_channels(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
+                    servers: ServerPlaces | None = None) -> list[int]:
+    """The channel :func:`channel_plan` gives every edge of ``plan`` (trees in order, each
+    tree's edges in order), without building the plan."""
+    return _chosen(_laying(plan, detail, _tie_ranks(plan, servers, counts)), counts)
+
+
+def _chosen(laying: _Laying, counts: dict[Key, int]) -> list[int]:
+    """Per edge of the plan ``laying`` describes (flat order), its channel under
+    ``counts``: each key's edges in runs over its connections, channels numbered per pair
+    of GPUs in the order the keys come."""
+    following: dict[tuple[str, str], int] = defaultdict(int)    # next channel id per pair
+    chosen = [0] * laying.starts[-1]
+    for index, (group, members, loads) in enumerate(laying.groups):
+        count = counts[group]
+        first = following[group[:2]]
+        following[group[:2]] = first + count
+        runs = laying.runs.get((index, count))
+        if runs is None:
+            runs = laying.runs[(index, count)] = _contiguous(loads, count)
+        for member, run in zip(members, runs, strict=True):
+            chosen[member] = first + run
+    return chosen
+
+
 def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
                   servers: ServerPlaces | None = None) -> CollectivePlan:
     """``plan`` with each key's tree edges (:func:`connection_members`) on its ``counts[key]``
@@ -601,23 +629,13 @@ def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     from :func:`server_places`), which also becomes each edge's ``priority``, the order of
     its sends among those of one step on a shared connection. (What does not depend on
     the counts is computed once per plan: :class:`_Laying`.)"""
-    rank = _tie_ranks(plan, servers, counts)
-    laying = _laying(plan, detail, rank)
-    following: dict[tuple[str, str], int] = defaultdict(int)    # next channel id per pair
-    chosen: dict[tuple[int, int], int] = {}
-    for index, (group, members, loads) in enumerate(laying.groups):
-        count = counts[group]
-        first = following[group[:2]]
-        following[group[:2]] = first + count
-        runs = laying.runs.get((index, count))
-        if runs is None:
-            runs = laying.runs[(index, count)] = _contiguous(loads, count)
-        for member, run in zip(members, runs, strict=True):
-            chosen[member] = first + run
+    laying = _laying(plan, detail, _tie_ranks(plan, servers, counts))
+    chosen = _chosen(laying, counts)
+    starts = laying.starts
     priority, made_edges, made_trees = laying.priority, laying.edges, laying.trees
     trees = []
     for ti, t in enumerate(plan.trees):
-        channels = tuple(chosen[(ti, ei)] for ei in range(len(t.edges)))
+        channels = tuple(chosen[starts[ti]:starts[ti + 1]])
         tree = made_trees.get((ti, channels))
         if tree is None:
             edges: list[FlowEdge] = []

@@ -103,6 +103,7 @@ from canopy.engine.msccl.connection_counts import (
     channel_plan,
     connection_members,
     fits,
+    layout_channels,
     multiplicities,
     sender_receiver,
     server_places,
@@ -113,7 +114,12 @@ from canopy.engine.msccl.connection_counts import (
     unit_fits,
     unit_threadblocks,
 )
-from canopy.engine.msccl.pairing import pair_threadblocks, threadblocks_per_gpu
+from canopy.engine.msccl.pairing import (
+    Pairing,
+    pair_threadblocks,
+    pairing,
+    threadblocks_per_gpu,
+)
 from canopy.engine.msccl.threadblocks import (
     MscclLimitError,
     MscclLimits,
@@ -320,7 +326,7 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
     pairing fits ``limits``; None when even the unpaired budget's does not pair.
     ``descent``: the plan's :class:`Descent` where the caller has it (same arguments)."""
     descent = descent or Descent(plan, limits.max_channels, detail, topology, weighted)
-    found: CollectivePlan | None = None
+    found: tuple[dict[Key, int], Pairing] | None = None
     low, high = limits.max_tbs_per_gpu + 1, 2 * limits.max_tbs_per_gpu
     while low <= high:
         budget = (low + high) // 2
@@ -330,14 +336,18 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
         except MscclLimitError:
             high = budget - 1
             continue
-        laid = pair_threadblocks(channel_plan(plan, counts, detail, servers), limits, plan,
-                                 servers) \
-            if _pairs_fit(counts, limits) else None
-        if laid is None:
+        # (each budget's layout paired from its edges' channels alone; the plan is built
+        # for the budget found)
+        paired = pairing(plan, layout_channels(plan, counts, detail, servers), limits,
+                         servers, plan.paired) if _pairs_fit(counts, limits) else None
+        if paired is None:
             high = budget - 1
         else:
-            found, low = laid, budget + 1
-    return found if found is not None and found.paired else None
+            found, low = (counts, paired), budget + 1
+    if found is None:
+        return None
+    laid = found[1].apply(channel_plan(plan, found[0], detail, servers))
+    return laid if laid.paired else None
 
 
 def _pairs_fit(counts: dict[Key, int], limits: MscclLimits) -> bool:

@@ -66,7 +66,7 @@ Conn = tuple[str, str, Hashable]       # (sender, receiver, channel)
 COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread block
 
 
-@dataclass
+@dataclass(slots=True)
 class _Ends:
     """A connection's steps within the piece: its earliest and latest, how many XML steps
     one loop iteration gives it, whether its receiver forwards none of its data, and the
@@ -89,23 +89,46 @@ def connection_steps(plan: CollectivePlan, max_count: int = MscclLimits().max_co
     depth plus one more than the reductions' last step. ``base``: a plan with the same
     trees and edges but for their channels (the plan ``plan`` was laid out from), whose
     steps are then worked out once for all its layouts."""
+    return _connection_ends(base or plan, edge_channels(plan), max_count)[0]
+
+
+def edge_channels(plan: CollectivePlan) -> list[Hashable]:
+    """The channel of every edge of ``plan``, trees in order and each tree's edges in
+    order (the order :func:`~canopy.engine.msccl.connection_counts.layout_channels`
+    gives a layout's before its plan is built)."""
+    return [e.channel for t in plan.trees for e in t.edges]
+
+
+def _connection_ends(trees: CollectivePlan, channels: list[Hashable], max_count: int
+                     ) -> tuple[dict[Conn, _Ends], list[Conn]]:
+    """:func:`connection_steps` of ``trees`` with its edges on ``channels`` (as
+    :func:`edge_channels` lists them), and every edge's connection in that order."""
     found: dict[Conn, _Ends] = {}
-    for tree, (per, rows) in zip(plan.trees, _edge_steps(base or plan, max_count),
-                                 strict=True):
-        conns = [(sender, receiver, e.channel)
-                 for (sender, receiver, *_), e in zip(rows, tree.edges, strict=True)]
+    flat: list[Conn] = []
+    at = 0
+    for per, rows in _edge_steps(trees, max_count):
+        conns = [(row[0], row[1], channel)
+                 for row, channel in zip(rows, channels[at:at + len(rows)], strict=True)]
+        at += len(rows)
+        flat.extend(conns)
         for key, (_, _, step, terminal, feeders) in zip(conns, rows, strict=True):
             ends = found.get(key)
             if ends is None:
-                found[key] = _Ends(step, step, per, terminal, {conns[f] for f in feeders})
-            else:
-                ends.first, ends.last = min(ends.first, step), max(ends.last, step)
-                ends.steps += per
-                ends.edges += 1
-                ends.terminal = ends.terminal and terminal
-                assert ends.fed_by is not None
+                found[key] = _Ends(step, step, per, terminal,
+                                   {conns[f] for f in feeders} if feeders else set())
+                continue
+            if step < ends.first:
+                ends.first = step
+            elif step > ends.last:
+                ends.last = step
+            ends.steps += per
+            ends.edges += 1
+            if not terminal:
+                ends.terminal = False
+            if ends.fed_by:             # (what feeds every edge: none fed, none left)
                 ends.fed_by &= {conns[f] for f in feeders}
-    return found
+    assert at == len(channels)
+    return found, flat
 
 
 EdgeStep = tuple[str, str, int, bool, list[int]]   # sender, receiver, step, terminal, feeders
@@ -150,12 +173,17 @@ def threadblocks_per_gpu(plan: CollectivePlan, ends: dict[Conn, _Ends] | None = 
     """Thread blocks each GPU needs for a plan whose edges name channels: one per
     connection end, one per pair of ``plan.paired`` instead of two, and one for its local
     copies."""
-    ends = ends if ends is not None else connection_steps(plan)
+    return _threadblocks(ends if ends is not None else connection_steps(plan), plan.paired)
+
+
+def _threadblocks(ends: dict[Conn, _Ends], paired: tuple[tuple[str, str, str, Any], ...]
+                  ) -> dict[str, int]:
+    """:func:`threadblocks_per_gpu` of connections ``ends`` and pairs ``paired``."""
     count: dict[str, int] = defaultdict(lambda: COPY_THREADBLOCKS)
     for u, v, _ in ends:
         count[u] += 1
         count[v] += 1
-    for _, v, _, _ in plan.paired:
+    for _, v, _, _ in paired:
         count[v] -= 1
     return dict(count)
 
@@ -181,16 +209,53 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
     plan is, and the simulation runs the paired plan folded
     (:mod:`canopy.engine.execution.folding`), one send per orbit. Elsewhere every GPU is
     matched on its own."""
-    ends = connection_steps(plan, limits.max_count, base)
-    count = threadblocks_per_gpu(plan, ends)
+    found = pairing(base or plan, edge_channels(plan), limits, servers, plan.paired)
+    return None if found is None else found.apply(plan)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What :func:`pairing` found for a layout: the pairs kept and every connection's new
+    channel (None for both where no GPU is over its thread blocks: the layout as it is)."""
+
+    kept: tuple[tuple[Conn, Conn], ...] | None
+    channels: dict[Conn, int] | None
+
+    def apply(self, plan: CollectivePlan) -> CollectivePlan:
+        """``plan`` (the layout this pairing was found for) with its channels renumbered
+        and its pairs."""
+        if self.kept is None or self.channels is None:
+            return plan
+        channels = self.channels
+        trees = [FlowTree(t.key, t.root,
+                          tuple(FlowEdge(e.parent, e.child, e.path, e.priority,
+                                         channels[(e.child, e.parent, e.channel) if t.reduce
+                                                  else (e.parent, e.child, e.channel)])
+                                for e in t.edges), t.share, t.reduce)
+                 for t in plan.trees]
+        cut = len(plan.reduce_trees)
+        paired = tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in self.kept))
+        return replace(plan, reduce_trees=tuple(trees[:cut]),
+                       broadcast_trees=tuple(trees[cut:]), paired=paired)
+
+
+def pairing(trees: CollectivePlan, channels: list[Hashable], limits: MscclLimits,
+            servers: ServerPlaces | None = None,
+            paired: tuple[tuple[str, str, str, Any], ...] = ()) -> Pairing | None:
+    """:func:`pair_threadblocks` of the layout that puts the edges of ``trees`` on
+    ``channels`` (as :func:`edge_channels` lists them; ``paired``: the pairs it has
+    already), found without building it: a bisection over layouts of one plan tries
+    many and builds one."""
+    ends, flat = _connection_ends(trees, channels, limits.max_count)
+    count = _threadblocks(ends, paired)
     if all(n <= limits.max_tbs_per_gpu for n in count.values()):
-        return plan
+        return Pairing(None, None)
     receives: dict[str, list[Conn]] = defaultdict(list)
     sends: dict[str, list[Conn]] = defaultdict(list)
     for conn in ends:
         sends[conn[0]].append(conn)
         receives[conn[1]].append(conn)
-    image = _symmetry(plan, servers, base) if servers is not None else None
+    image = _symmetry(trees, flat, servers) if servers is not None else None
     matched = _representatives(sorted(count), image)
     forbidden: set[tuple[Conn, Conn]] = set()
     for extra in range(ROUNDS):
@@ -204,28 +269,17 @@ def pair_threadblocks(plan: CollectivePlan, limits: MscclLimits,
             if len(found) < want:
                 return None
             pairs.extend(_orbit(found, image))
-        channels, dropped = _colour(list(ends), pairs, limits, image)
-        if channels is None:
+        renamed, dropped = _colour(list(ends), pairs, limits, image)
+        if renamed is None:
             return None
         kept = [p for p in pairs if p not in dropped]
         left = dict(count)
         for r, _ in kept:
             left[r[1]] -= 1
         if all(n <= limits.max_tbs_per_gpu for n in left.values()):
-            break
+            return Pairing(tuple(kept), renamed)
         forbidden |= dropped
-    else:
-        return None
-    trees = [FlowTree(t.key, t.root, tuple(FlowEdge(e.parent, e.child, e.path, e.priority,
-                                                   channels[(e.child, e.parent, e.channel)
-                                                            if t.reduce else
-                                                            (e.parent, e.child, e.channel)])
-                                          for e in t.edges), t.share, t.reduce)
-             for t in plan.trees]
-    cut = len(plan.reduce_trees)
-    paired = tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in kept))
-    return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]),
-                   paired=paired)
+    return None
 
 
 @dataclass(frozen=True)
@@ -241,23 +295,20 @@ class _Image:
 _IMAGES: RecentMemo[Any] = RecentMemo(1)      # the last base plan's, per rotation
 
 
-def _symmetry(plan: CollectivePlan, servers: ServerPlaces, base: CollectivePlan | None
+def _symmetry(trees: CollectivePlan, flat: list[Conn], servers: ServerPlaces
               ) -> _Image | None:
     """The first of ``servers``' rotations π (most folding first, as the simulation
-    tries them) that maps the trees of ``base`` (or ``plan``: the same trees and edges
-    but for channels and priorities) onto its trees
-    (:func:`~canopy.engine.execution.folding.edge_permutation`, worked out once per base
-    plan and rotation) so that the edges of each connection of ``plan`` go to the edges
-    of one connection: π on GPUs and connections. A tree goes to a tree of the same
-    share whose edges are its edges moved, so each connection goes to one with the same
-    steps, fed by the images of its feeders (:class:`_Ends`): the matching of one GPU,
-    moved by π, is a matching at its image. None where no rotation does, or a GPU sits
-    in no server (π would fix it)."""
-    if any(gpu not in servers.where for gpu in plan.compute_nodes):
+    tries them) that maps ``trees`` onto themselves
+    (:func:`~canopy.engine.execution.folding.edge_permutation`, worked out once per plan
+    and rotation) so that the edges of each connection of the layout (``flat``: every
+    edge's connection, as :func:`_connection_ends` lists them) go to the edges of one
+    connection: π on GPUs and connections. A tree goes to a tree of the same share whose
+    edges are its edges moved, so each connection goes to one with the same steps, fed
+    by the images of its feeders (:class:`_Ends`): the matching of one GPU, moved by π,
+    is a matching at its image. None where no rotation does, or a GPU sits in no server
+    (π would fix it)."""
+    if any(gpu not in servers.where for gpu in trees.compute_nodes):
         return None
-    trees = base or plan
-    flat = [(e.child, e.parent, e.channel) if t.reduce else (e.parent, e.child, e.channel)
-            for t in plan.trees for e in t.edges]
     for rotation, order in zip(servers.rotations, servers.orders, strict=True):
         perm = _IMAGES.get(trees, tuple(rotation.items()),
                            partial(edge_permutation, trees, rotation))
@@ -412,35 +463,26 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
 
     heap = [urgency(unit) for unit in units]
     heapq.heapify(heap)
-    used: dict[tuple[str, str], int] = defaultdict(int)      # channels taken, as bits
-    channels = range(limits.max_channels)
-    load: dict[str, list[int]] = defaultdict(lambda: [0] * len(channels))   # per channel
-    per_channel = limits.max_tbs_per_channel
+    board = _Board(limits)
     out: dict[Conn, int] = {}
     dropped: set[tuple[Conn, Conn]] = set()
-
-    def place(chain: list[Conn], channel: int, sign: int) -> None:
-        """Give ``chain`` ``channel`` (``sign`` 1) or take it back (-1)."""
-        tbs = _chain_threadblocks(chain)
-        for conn in chain:
-            out[conn] = channel
-            used[conn[:2]] ^= 1 << channel
-        for g, n in tbs.items():
-            load[g][channel] += sign * n
-
     while heap:
         unit = heapq.heappop(heap)[-1]
-        done: list[tuple[list[Conn], int]] = []
+        done: list[tuple[list[Conn], dict[str, int], int]] = []
         for chain in unit:
-            channel = _free_channel(chain, used, load, channels, per_channel)
+            tbs = _chain_threadblocks(chain)
+            channel = board.free_channel(chain, tbs)
             if channel is None:
                 break
-            place(chain, channel, 1)
-            done.append((chain, channel))
+            board.place(chain, tbs, channel, 1)
+            done.append((chain, tbs, channel))
         if len(done) == len(unit):
+            for chain, _, channel in done:
+                for conn in chain:
+                    out[conn] = channel
             continue
-        for chain, channel in done:
-            place(chain, channel, -1)
+        for chain, tbs, channel in done:
+            board.place(chain, tbs, channel, -1)
         if len(unit[0]) == 1:
             return None, dropped
         cut = len(unit[0]) // 2
@@ -453,6 +495,8 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
 def _chain_threadblocks(chain: list[Conn]) -> dict[str, int]:
     """Thread blocks a chain of pairs takes per GPU: one at its first sender and one at
     each receiver (the pairs' receivers send the next connection in the same one)."""
+    if len(chain) == 1:
+        return {chain[0][0]: 1, chain[0][1]: 1}
     tbs: dict[str, int] = defaultdict(int)
     tbs[chain[0][0]] += 1
     for conn in chain:
@@ -460,18 +504,59 @@ def _chain_threadblocks(chain: list[Conn]) -> dict[str, int]:
     return tbs
 
 
-def _free_channel(chain: list[Conn], used: dict[tuple[str, str], int],
-                  load: dict[str, list[int]], channels: range, per_channel: int
-                  ) -> int | None:
-    """The lowest channel no connection of ``chain``'s pairs of GPUs takes (``used``, as
-    bits) where every GPU of the chain stays within ``per_channel`` thread blocks, or
-    None (also where the chain passes one pair of GPUs twice)."""
-    pairs_of = [c[:2] for c in chain]
-    if len(set(pairs_of)) != len(pairs_of):
+class _Board:
+    """The channels :func:`_colour` has given so far: per pair of GPUs (one direction) the
+    channels its connections take, per GPU its thread blocks on each channel, and, as bits,
+    the channels where a GPU has ``max_tbs_per_channel`` already (a chain taking one
+    thread block there, as most do at every GPU, is ruled out by a mask)."""
+
+    def __init__(self, limits: MscclLimits) -> None:
+        self.channels = limits.max_channels
+        self.per_channel = limits.max_tbs_per_channel
+        self.used: dict[tuple[str, str], int] = defaultdict(int)
+        self.load: dict[str, list[int]] = defaultdict(lambda: [0] * self.channels)
+        every = (1 << self.channels) - 1
+        self.full: dict[str, int] = defaultdict(int if self.per_channel >= 1
+                                                else lambda: every)
+
+    def place(self, chain: list[Conn], tbs: dict[str, int], channel: int, sign: int
+              ) -> None:
+        """Give ``chain`` (taking ``tbs`` thread blocks per GPU) ``channel`` (``sign``
+        1) or take it back (-1)."""
+        bit = 1 << channel
+        for conn in chain:
+            self.used[conn[:2]] ^= bit
+        for g, n in tbs.items():
+            row = self.load[g]
+            row[channel] += sign * n
+            if row[channel] >= self.per_channel:
+                self.full[g] |= bit
+            else:
+                self.full[g] &= ~bit
+
+    def free_channel(self, chain: list[Conn], tbs: dict[str, int]) -> int | None:
+        """The lowest channel no connection of ``chain``'s pairs of GPUs takes where every
+        GPU of the chain stays within ``max_tbs_per_channel`` thread blocks (``tbs`` more
+        each), or None (also where the chain passes one pair of GPUs twice)."""
+        blocked = 0
+        if len(chain) == 1:
+            blocked = self.used[chain[0][:2]]
+        else:
+            pairs_of = {c[:2] for c in chain}
+            if len(pairs_of) != len(chain):
+                return None
+            for p in pairs_of:
+                blocked |= self.used[p]
+        heavy = []
+        for g, n in tbs.items():
+            if n == 1:
+                blocked |= self.full[g]
+            else:
+                heavy.append((self.load[g], self.per_channel - n))
+        free = ~blocked & ((1 << self.channels) - 1)
+        while free:
+            channel = (free & -free).bit_length() - 1
+            if all(row[channel] <= room for row, room in heavy):
+                return channel
+            free &= free - 1
         return None
-    taken = 0
-    for p in pairs_of:
-        taken |= used[p]
-    loads = [(load[g], per_channel - n) for g, n in _chain_threadblocks(chain).items()]
-    return next((ch for ch in channels if not taken >> ch & 1 and
-                 all(row[ch] <= room for row, room in loads)), None)
