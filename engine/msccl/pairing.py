@@ -426,30 +426,34 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
     lowest channel it finds, and where one finds none all of them are cut alike, so
     the pairs kept stay invariant. Returns the channels (None when even single
     connections find none) and the pairs dropped."""
-    after = {r: s for r, s in pairs}
-    before = {s: r for r, s in pairs}
+    after = dict(pairs)
+    before = {s for _, s in pairs}
     per_pair: dict[tuple[str, str], int] = defaultdict(int)
-    for conn in conns:
-        per_pair[conn[:2]] += 1
+    for u, v, _ in conns:
+        per_pair[(u, v)] += 1
     chains: dict[Conn, list[Conn]] = {}         # by first connection
     ordered = sorted(conns)
     for conn in ordered:
         if conn in before:
             continue
         chain = [conn]
-        while chain[-1] in after:
-            chain.append(after[chain[-1]])
+        following = after.get(conn)
+        while following is not None:
+            chain.append(following)
+            following = after.get(following)
         chains[conn] = chain
     units: list[list[list[Conn]]] = []          # a chain, or with a rotation its orbit
-    placed: set[Conn] = set()
-    for first, chain in chains.items():
-        if first not in placed:
-            unit = [chain]
-            if image is not None:
+    if image is None:
+        units = [[chain] for chain in chains.values()]
+    else:
+        placed: set[Conn] = set()
+        for first, chain in chains.items():
+            if first not in placed:
+                unit = [chain]
                 for _ in range(image.order - 1):
                     unit.append(chains[image.conn[unit[-1][0]]])
-            placed.update(c[0] for c in unit)
-            units.append(unit)
+                placed.update(c[0] for c in unit)
+                units.append(unit)
 
     # most constrained first: a heap keyed by (-most connections of a pair on the chain,
     # -length, the chain itself), the order in which sorting would take them
@@ -459,7 +463,9 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
 
     def urgency(unit: list[list[Conn]]) -> tuple:
         chain = unit[0]
-        return (-max(per_pair[c[:2]] for c in chain), -len(chain), position[chain[0]], unit)
+        most = per_pair[chain[0][:2]] if len(chain) == 1 else \
+            max(per_pair[c[:2]] for c in chain)
+        return (-most, -len(chain), position[chain[0]], unit)
 
     heap = [urgency(unit) for unit in units]
     heapq.heapify(heap)
@@ -468,6 +474,12 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
     dropped: set[tuple[Conn, Conn]] = set()
     while heap:
         unit = heapq.heappop(heap)[-1]
+        if len(unit) == 1 and len(unit[0]) == 1:        # a connection alone (most are)
+            channel = board.single(unit[0][0])
+            if channel is None:
+                return None, dropped
+            out[unit[0][0]] = channel
+            continue
         done: list[tuple[list[Conn], dict[str, int], int]] = []
         for chain in unit:
             tbs = _chain_threadblocks(chain)
@@ -533,6 +545,23 @@ class _Board:
                 self.full[g] |= bit
             else:
                 self.full[g] &= ~bit
+
+    def single(self, conn: Conn) -> int | None:
+        """:meth:`free_channel` and :meth:`place` for a chain of one connection."""
+        u, v, _ = conn
+        pair = (u, v)
+        free = ~(self.used[pair] | self.full[u] | self.full[v]) & ((1 << self.channels) - 1)
+        if not free:
+            return None
+        bit = free & -free
+        channel = bit.bit_length() - 1
+        self.used[pair] |= bit
+        for g in (u, v):
+            row = self.load[g]
+            row[channel] += 1
+            if row[channel] >= self.per_channel:
+                self.full[g] |= bit
+        return channel
 
     def free_channel(self, chain: list[Conn], tbs: dict[str, int]) -> int | None:
         """The lowest channel no connection of ``chain``'s pairs of GPUs takes where every

@@ -67,6 +67,37 @@ def test_steps_of_a_layout_are_its_own_whatever_plan_it_came_from():
     assert pair_threadblocks(laid, tight) == paired
 
 
+def test_pairing_from_channels_alone_is_pairing_the_built_layout():
+    """A paired layout's bisection pairs each budget's layout from its edges' channels
+    (:func:`~canopy.engine.msccl.connection_counts.layout_channels`) without building it:
+    at every budget from 61 to 90 thread blocks (60 per GPU; 2 x DGX A100 allreduce
+    within 1 %, shared by step; some pair, some do not) the channels are the built
+    layout's, and the pairing applied to it is :func:`pair_threadblocks` of it (both
+    None, or the same plan)."""
+    from canopy.engine.msccl.connection_counts import Descent, layout_channels, server_places
+    from canopy.engine.msccl.pairing import edge_channels
+    from canopy.engine.msccl.pairing import pairing as pair_channels
+
+    topology = load_sample("dgx-a100-2x8")
+    plan = schedule_plan(solve(topology, "allreduce", tolerance=1))
+    servers = server_places(topology)
+    limits = MscclLimits(max_tbs_per_gpu=60)
+    descent = Descent(plan, limits.max_channels, 2, None, True)
+    outcomes = set()
+    for budget in range(61, 91):
+        counts = descent.counts(replace(limits, max_tbs_per_gpu=budget))
+        laid = channel_plan(plan, counts, 2, servers)
+        channels = layout_channels(plan, counts, 2, servers)
+        assert channels == edge_channels(laid)
+        found = pair_channels(plan, channels, limits, servers)
+        expected = pair_threadblocks(laid, limits, plan, servers)
+        assert (found is None) == (expected is None), budget
+        if found is not None:
+            assert found.apply(laid) == expected, budget
+        outcomes.add(expected is not None and bool(expected.paired))
+    assert outcomes == {True, False}
+
+
 def test_trial_placements_leave_no_trace():
     """:class:`canopy.engine.msccl.threadblocks._Channels`' trials (``reach``) take back
     every change, keys their checks created included, in the order the tables had them:
