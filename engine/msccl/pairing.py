@@ -50,7 +50,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -99,7 +99,7 @@ def edge_channels(plan: CollectivePlan) -> list[Hashable]:
     return [e.channel for t in plan.trees for e in t.edges]
 
 
-def _connection_ends(trees: CollectivePlan, channels: list[Hashable], max_count: int
+def _connection_ends(trees: CollectivePlan, channels: Sequence[Hashable], max_count: int
                      ) -> tuple[dict[Conn, _Ends], list[Conn]]:
     """:func:`connection_steps` of ``trees`` with its edges on ``channels`` (as
     :func:`edge_channels` lists them), and every edge's connection in that order."""
@@ -239,7 +239,7 @@ class Pairing:
                        broadcast_trees=tuple(trees[cut:]), paired=paired)
 
 
-def pairing(trees: CollectivePlan, channels: list[Hashable], limits: MscclLimits,
+def pairing(trees: CollectivePlan, channels: Sequence[Hashable], limits: MscclLimits,
             servers: ServerPlaces | None = None,
             paired: tuple[tuple[str, str, str, Any], ...] = ()) -> Pairing | None:
     """:func:`pair_threadblocks` of the layout that puts the edges of ``trees`` on
