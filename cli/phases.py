@@ -83,6 +83,8 @@ class PhaseFollower:
                 self.ticker.__enter__()
         elif self.display is not None and self.ticker is None:
             self.display(name, fraction)
+        elif self.ticker is not None:
+            self.display.fraction = fraction        # type: ignore[union-attr]
 
     def _end(self) -> None:
         if self.ticker is not None:
@@ -114,6 +116,7 @@ class TerminalProgress:
         self.start = time.perf_counter()
         self.last = 0.0
         self.shown = False
+        self.fraction: float | None = None     # the ticking phase's, where it reports one
 
     def __call__(self, phase: str, fraction: float, /) -> None:
         now = time.perf_counter()
@@ -127,17 +130,22 @@ class TerminalProgress:
 
     @contextmanager
     def ticking(self, phase: str) -> Iterator[None]:
-        """Show ``phase`` with its seconds so far, for work that reports no progress of
-        its own (the MSCCL layout choice), rewritten by a thread until the block ends."""
+        """Show ``phase`` with its seconds so far, and the fraction done that its work
+        reports (:attr:`fraction`, set as it runs; the MSCCL export's steps report little
+        but for the layout choice), rewritten by a thread until the block ends."""
         import threading
         stop = threading.Event()
         began = time.perf_counter()
+        self.fraction = None
 
         def tick() -> None:
             while not stop.wait(self.INTERVAL):
                 now = time.perf_counter()
                 if self.on and now - self.start >= self.QUIET:
-                    self.stream.write(f"\r{f'{self.what}: {phase} {now - began:.0f} s':<79}")
+                    done = "" if self.fraction is None else \
+                        f" {min(max(self.fraction, 0.0), 1.0):.0%},"
+                    text = f"{self.what}: {phase}{done} {now - began:.0f} s"[:79]
+                    self.stream.write(f"\r{text:<79}")
                     self.stream.flush()
                     self.shown = True
 

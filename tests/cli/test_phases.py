@@ -72,3 +72,20 @@ def test_compare_prints_its_time_split_by_row_and_layout_choice(capsys, monkeypa
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("time:            ")
     assert "layout choice " in last and "ring " in last
+
+
+def test_a_ticking_phase_shows_the_fraction_its_work_reports():
+    progress = TerminalProgress("MSCCL export")
+    progress.stream = io.StringIO()
+    progress.on = True
+    progress.start -= 10
+    progress.INTERVAL = 0.02
+    follow = PhaseClock().follow({"MSCCL layout": "layout choice"}, progress)
+    follow("MSCCL layout", 0.0)
+    time.sleep(0.1)
+    assert "MSCCL export: layout choice 0 s" in progress.stream.getvalue()
+    follow("MSCCL layout", 0.4)
+    time.sleep(0.1)
+    follow.finish()
+    assert "MSCCL export: layout choice 40%, 0 s" in progress.stream.getvalue()
+    assert progress.stream.getvalue().endswith("\r")
