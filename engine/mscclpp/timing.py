@@ -40,6 +40,7 @@ from canopy.engine.execution.program import DEFAULT_LATENCY_US, Program, algbw_g
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import add_path_load
 from canopy.engine.model.topology import Topology
+from canopy.engine.mscclpp.reach_kernel import compiled_reached
 from canopy.engine.mscclpp.reader import Op, PlanModel, Ref, ThreadBlock
 from canopy.engine.network.routing import Router
 
@@ -138,6 +139,10 @@ class _Builder:
         self.put_targets: dict[tuple, tuple[list, int]] = {}   # per put: its targets
         self.put_messages: dict[tuple, list] = {}       # per put and iteration: puts()
         self.through: dict[tuple, int] = defaultdict(int)   # per barrier round: passed
+        # the compiled search (:meth:`reached`) and its marks and stack, one entry per send
+        self.kernel = compiled_reached()
+        self.mark = self.stack = np.zeros(0, dtype=np.int32)
+        self.stamp = 1
 
     def wake(self, resource: tuple) -> None:
         """A queue, semaphore or barrier ``resource`` changed: the thread blocks blocked on
@@ -242,10 +247,35 @@ class _Builder:
             if not left:
                 break
         reached = set(open_) - left
-        for t in left:
-            if self.reaches(keep, t):
-                reached.add(t)
+        if left:
+            reached.update(self.reached(keep, sorted(left)))
         return [t for t in keep if t not in reached]
+
+    def reached(self, sends: list[int], ts: list[int]) -> list[int]:
+        """The sends of ``ts`` one of ``sends`` waits for (:meth:`reaches`), asked of the
+        compiled search where numba is installed (:mod:`canopy.engine.mscclpp.reach_kernel`,
+        the same answers)."""
+        kernel = self.kernel
+        if kernel is None:
+            return [t for t in ts if self.reaches(sends, t)]
+        n = len(self.depth)
+        if len(self.mark) < n:
+            grown = max(n, 2 * len(self.mark))
+            self.mark = np.zeros(grown, dtype=np.int32)
+            self.stack = np.empty(grown, dtype=np.int32)
+            self.stamp = 1
+        if self.stamp > 2**31 - 2 * len(ts) - 2:      # stamps would pass 32 bits
+            self.mark[:] = 0
+            self.stamp = 1
+        out = np.empty(len(ts), dtype=np.int8)
+        self.stamp = kernel(np.array(sends, dtype=np.int32), np.array(ts, dtype=np.int32),
+                            out, np.frombuffer(self.after, dtype=np.int32),
+                            np.frombuffer(self.after_ptr, dtype=np.int32),
+                            np.frombuffer(self.depth, dtype=np.int32),
+                            np.frombuffer(self.named, dtype=np.int32),
+                            np.frombuffer(self.next_named, dtype=np.int32),
+                            self.mark, self.stack[:n], self.stamp)
+        return [t for t, r in zip(ts, out.tolist(), strict=True) if r]
 
     def reaches(self, sends: list[int], t: int) -> bool:
         """Whether one of ``sends`` waits for send ``t`` through its chain of waits: a
@@ -269,11 +299,18 @@ class _Builder:
         # a send's entries are read latest first, so those are passed over unread
         bound = ptr[last + 1]
         while behind and forward:
+            # a send's list is in ascending order (:meth:`latest` returns its sends in
+            # order), and only ``t`` itself and sends later than it can be ahead of ``t``
+            # or worth going back through: the entries up to ``t`` are passed over unread
             s = behind.pop()
-            for a in after[ptr[s]:ptr[s + 1]]:
+            lo, hi = ptr[s], ptr[s + 1]
+            i = bisect_right(after, t, lo, hi)
+            if i > lo and after[i - 1] == t:
+                return True
+            for a in after[i:hi]:
                 if a in ahead:
                     return True
-                if a > t and depth[a] > low and a not in back:
+                if depth[a] > low and a not in back:
                     back.add(a)
                     behind.append(a)
             s = forward.pop()
@@ -385,6 +422,7 @@ class _Builder:
         them."""
         self.after, self.after_ptr, self.depth = array("i"), array("i", [0]), array("i")
         self.named, self.next_named = array("i"), array("i")
+        self.mark = self.stack = np.zeros(0, dtype=np.int32)
         n = len(self.conn)
         waits = np.frombuffer(self.waits, dtype=np.int32)
         ptr = np.frombuffer(self.wait_ptr, dtype=np.int32).astype(np.int64)

@@ -5,11 +5,18 @@ connection, so on a relaying all-to-all they do not grow toward every connection
 import json
 from fractions import Fraction
 
+import pytest
+
 from canopy.engine.alltoall import solve_alltoall
 from canopy.engine.alltoall.mscclpp_plan import alltoall_plan
+from canopy.engine.deploy.mscclpp_export import schedule_algo
+from canopy.engine.forestcoll.solve import solve
 from canopy.engine.generators import generate
+from canopy.engine.mscclpp.files import rank_servers
+from canopy.engine.mscclpp.reach_kernel import compiled_reached
 from canopy.engine.mscclpp.reader import parse_plan
 from canopy.engine.mscclpp.timing import _Builder
+from canopy.engine.mscclpp.writer import algo_plan
 
 
 def test_a_message_waits_for_an_antichain_of_sends():
@@ -34,3 +41,44 @@ def test_a_message_waits_for_an_antichain_of_sends():
         assert len({builder.conn[a] for a in after}) == len(after)
         assert not any(ancestors[b] >> a & 1 for a in after for b in after)
     assert max(len(after) for after in afters) == 3
+
+
+def walked(plan, topo, count, kernel):
+    """The walk's arrays (each send's connection, size, depth and both lists), asking the
+    search ``kernel`` (None: the Python search)."""
+    builder = _Builder(plan, topo, Fraction(1 << 30), count)
+    builder.kernel = kernel
+    builder.build()
+    ptr, wptr = builder.after_ptr, builder.wait_ptr
+    return [list(builder.conn), list(builder.amount_of), list(builder.depth),
+            [list(builder.after[ptr[s]:ptr[s + 1]]) for s in range(len(builder.conn))],
+            [list(builder.waits[wptr[s]:wptr[s + 1]]) for s in range(len(builder.conn))]]
+
+
+def test_the_compiled_search_walks_as_the_python_one():
+    """The compiled search (where numba is installed) keeps the same sends in every list
+    as the Python search, on an all-to-all that relays on every link and on an allreduce
+    over trees (where some lists drop a send a later one waits for through others), and
+    every list is in ascending order (the searches pass
+    over a list's entries up to the early send)."""
+    kernel = compiled_reached()
+    if kernel is None:
+        pytest.skip("numba is not installed")
+    answers: list[int] = []
+
+    def counted(*args):
+        stamp = kernel(*args)
+        answers.extend(args[2].tolist())
+        return stamp
+    torus = generate("torus", {"dims": "4x4"})
+    alltoall = parse_plan(json.loads(alltoall_plan(
+        "/nonexistent/a2a.json", torus, solve_alltoall(torus).schedule, tune=False).data))
+    servers = rank_servers(torus)
+    allreduce = parse_plan(algo_plan(schedule_algo(solve(torus, "allreduce"), True, servers),
+                                     servers))
+    for plan in (alltoall, allreduce):
+        compiled = walked(plan, torus, 3, counted)
+        assert compiled == walked(plan, torus, 3, None)
+        assert all(after == sorted(after) and len(set(after)) == len(after)
+                   for after in compiled[3])
+    assert 0 < sum(answers) < len(answers)     # asked, answered both ways, as in Python
