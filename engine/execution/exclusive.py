@@ -143,6 +143,7 @@ def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any,
 
 
 def _filled(count: int, value: Any) -> Any:
+    """``count`` copies of ``value``: a list as Python; compiled, an array."""
     return [value] * count
 
 

@@ -22,6 +22,7 @@ from canopy.engine.execution.simulate import simulate
 from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree
+from canopy.engine.model.progress import Cancelled
 from canopy.engine.model.topology import Link, Node, Topology
 
 
@@ -167,3 +168,24 @@ def test_one_pass_stops_at_its_deadline_and_finds_deadlocks(monkeypatch):
     stuck.send(x, Fraction(1), [0])
     with pytest.raises(ScheduleError, match="deadlocks"):
         run_program(topo, stuck)
+
+
+@pytest.mark.parametrize("compile_from", [0, 10**9])
+def test_a_check_that_raises_stops_the_one_pass(monkeypatch, compile_from):
+    # called every CHECK_EVERY sends, compiled (through ctypes, and once before) and as
+    # Python: the second call raises, and the run stops there
+    monkeypatch.setattr(kernel, "COMPILE_FROM", compile_from)
+    program = Program()
+    ca = program.connect(("c", "a"))
+    for _ in range(2 * kernel.CHECK_EVERY + 1):
+        program.send(ca, Fraction(7))
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) > 1:
+            raise Cancelled()
+
+    with pytest.raises(Cancelled):
+        run_program(star(), program, check=check)
+    assert len(calls) == 2
