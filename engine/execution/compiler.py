@@ -187,11 +187,7 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
     sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
     phase_of = (tree_of >= nphase).astype(np.int64)
-    # ranked through the priority objects' ids: hashing a Fraction costs a modular
-    # inverse, and edges share a few priority objects (the default, a timetable's ticks)
-    distinct = {id(p): p for p in priorities}
-    value_rank = {v: i for i, v in enumerate(sorted(set(distinct.values())))}
-    rank = {i: value_rank[p] for i, p in distinct.items()}
+    rank = _ranks(priorities)
     priority_of = np.fromiter((rank[id(p)] for p in priorities), dtype=np.int64,
                               count=len(priorities))
     keys = [np.arange(count, dtype=np.int64), tree_of, priority_of]
@@ -226,6 +222,23 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
     return IterationTemplate(program.connections, conn, tree_of[order].repeat(hops), slot_hop,
                      np.repeat(hops, hops), src, dst, [t.share for t in trees],
                      plan.ordered_links, order.repeat(hops))
+
+
+def _ranks(priorities: list[Fraction]) -> dict[int, int]:
+    """Per priority object (by id) the rank of its value among the distinct values.
+    Ranked through the objects' ids, as edges share a few priority objects (the default,
+    a timetable's ticks), and by exact integers over their common denominator: hashing
+    and comparing Fractions costs a modular inverse and cross products each (a TACOS
+    timetable at 64 GPUs has about 1,400 distinct ticks), unless that denominator is
+    large."""
+    distinct = {id(p): p for p in priorities}
+    common = math.lcm(*{p.denominator for p in distinct.values()})
+    if common.bit_length() > 256:
+        value_rank = {v: i for i, v in enumerate(sorted(set(distinct.values())))}
+        return {i: value_rank[p] for i, p in distinct.items()}
+    scaled = {i: p.numerator * (common // p.denominator) for i, p in distinct.items()}
+    order = {v: i for i, v in enumerate(sorted(set(scaled.values())))}
+    return {i: order[v] for i, v in scaled.items()}
 
 
 def _paired_edges(plan: CollectivePlan, trees: list[FlowTree]
