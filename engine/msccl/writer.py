@@ -50,6 +50,7 @@ from lxml import etree
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.limits import number_text
+from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import CollectivePlan, trees_plan
 from canopy.engine.model.schedule import Schedule
 from canopy.engine.model.topology import Topology
@@ -93,6 +94,28 @@ def plan_threadblocks(plan: CollectivePlan, chunks: int | None = None,
     """Steps, thread blocks and channels of ``plan`` with ``chunks`` chunks per root
     (default: the fewest that hold every tree's share, :func:`chunks_per_root`)."""
     options = options or MscclOptions()
+    _check_options(options)
+    return _assign(plan, chunks, options)
+
+
+_KEPT: RecentMemo[ThreadBlockAssignment] = RecentMemo(2)
+
+
+def _kept_threadblocks(plan: CollectivePlan, chunks: int | None, options: MscclOptions
+                       ) -> ThreadBlockAssignment:
+    """:func:`plan_threadblocks`, kept for the last plans asked by what only reads it
+    (:func:`plan_xml`, :func:`plan_algo`): the runtime choice counts the chosen layout's
+    MSCCL++ thread blocks, and the export then writes the same thread blocks. Kept by
+    what they depend on: the chunks, in place or not, the limits, fusing, channels and
+    layout (not the protocol, runtime, name or sizes, which only the text names)."""
+    _check_options(options)
+    key = (chunks, options.inplace, options.limits, options.fuse, options.channels,
+           options.layout)
+    return _KEPT.get(plan, key, lambda: _assign(plan, chunks, options))
+
+
+def _check_options(options: MscclOptions) -> None:
+    """Raise ScheduleError where ``options`` name an unknown protocol, runtime or layout."""
     if options.protocol not in PROTOCOLS:
         raise ScheduleError(f"unknown MSCCL protocol '{options.protocol}'; use one of "
                             f"{', '.join(PROTOCOLS)}.")
@@ -102,6 +125,11 @@ def plan_threadblocks(plan: CollectivePlan, chunks: int | None = None,
     if options.layout not in LAYOUTS:
         raise ScheduleError(f"unknown MSCCL layout '{options.layout}'; use one of "
                             f"{', '.join(LAYOUTS)}.")
+
+
+def _assign(plan: CollectivePlan, chunks: int | None, options: MscclOptions
+            ) -> ThreadBlockAssignment:
+    """:func:`plan_threadblocks` of valid ``options``."""
     chunks = chunks_per_root(plan) if chunks is None else chunks
     most = _most_pieces(options.limits)
     if chunks > most:
@@ -301,14 +329,16 @@ def msccl_xml(schedule: Schedule, collective: str | None = None,
 def plan_xml(plan: CollectivePlan, chunks: int | None = None,
              options: MscclOptions | None = None) -> bytes:
     """The MSCCL XML of any plan (rings, allreduce-LP schedules, …), :func:`plan_threadblocks`."""
-    return threadblocks_xml(plan_threadblocks(plan, chunks, options), options)
+    options = options or MscclOptions()
+    return threadblocks_xml(_kept_threadblocks(plan, chunks, options), options)
 
 
 def plan_algo(plan: CollectivePlan, chunks: int | None = None,
               options: MscclOptions | None = None, routes: bool = True) -> XmlAlgo:
     """The program :func:`plan_xml` writes, as its reader reads it back
     (:func:`threadblocks_algo`)."""
-    return threadblocks_algo(plan_threadblocks(plan, chunks, options), options, routes)
+    options = options or MscclOptions()
+    return threadblocks_algo(_kept_threadblocks(plan, chunks, options), options, routes)
 
 
 def write_msccl(path: str | os.PathLike[str], schedule: Schedule,

@@ -467,3 +467,26 @@ def test_any_plan_lowers_to_xml_that_computes_the_collective(collective):
     report = simulate_bytes(plan_xml(plan))
     assert report.summary().startswith(collective.replace("-", "_"))
     assert report.summary().endswith("the result is correct")
+
+
+def test_thread_blocks_kept_between_checking_and_writing_write_the_same_xml():
+    """:func:`plan_algo` (the runtime choice's MSCCL++ check) keeps a plan's thread blocks
+    for :func:`plan_xml` (the export): the XML written after the check is the XML of a
+    fresh assignment; the protocol, runtime and name still change only the text and are
+    still checked; out of place, or another chunk count, is not served the in-place
+    program."""
+    from canopy.engine.model.plan import schedule_plan
+    from canopy.engine.msccl import writer
+
+    plan = schedule_plan(star_schedule("allreduce", k=2))
+    writer._KEPT.clear()
+    fresh = {inplace: writer.threadblocks_xml(writer.plan_threadblocks(
+        plan, 2, MscclOptions(inplace=inplace))) for inplace in (True, False)}
+    writer.plan_algo(plan, 2, MscclOptions(), routes=False)
+    assert writer.plan_xml(plan, 2, MscclOptions()) == fresh[True]
+    assert writer.plan_xml(plan, 2, MscclOptions(inplace=False)) == fresh[False]
+    assert writer.plan_xml(plan, 4, MscclOptions()) != fresh[True]
+    renamed = writer.plan_xml(plan, 2, MscclOptions(runtime="rccl", name="mine"))
+    assert etree.fromstring(renamed).get("name") == "mine"
+    with pytest.raises(ScheduleError, match="unknown MSCCL protocol 'Fast'"):
+        writer.plan_xml(plan, 2, MscclOptions(protocol="Fast"))
