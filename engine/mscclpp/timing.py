@@ -260,7 +260,7 @@ class _Builder:
             return [t for t in ts if self.reaches(sends, t)]
         n = len(self.depth)
         if len(self.mark) < n:
-            grown = max(n, 2 * len(self.mark))
+            grown = n + n // 4 + 1024
             self.mark = np.zeros(grown, dtype=np.int32)
             self.stack = np.empty(grown, dtype=np.int32)
             self.stamp = 1

@@ -58,8 +58,8 @@ def walked(plan, topo, count, kernel):
 def test_the_compiled_search_walks_as_the_python_one():
     """The compiled search (where numba is installed) keeps the same sends in every list
     as the Python search, on an all-to-all that relays on every link and on an allreduce
-    over trees (where some lists drop a send a later one waits for through others), and
-    every list is in ascending order (the searches pass
+    over trees (where some lists drop a send a later one waits for through others), also
+    when its stamps start over, and every list is in ascending order (the searches pass
     over a list's entries up to the early send)."""
     kernel = compiled_reached()
     if kernel is None:
@@ -69,7 +69,8 @@ def test_the_compiled_search_walks_as_the_python_one():
     def counted(*args):
         stamp = kernel(*args)
         answers.extend(args[2].tolist())
-        return stamp
+        # now and then the stamps come to the end of 32 bits: the walk starts them over
+        return 2**31 - 4 if len(answers) % 7 == 0 else stamp
     torus = generate("torus", {"dims": "4x4"})
     alltoall = parse_plan(json.loads(alltoall_plan(
         "/nonexistent/a2a.json", torus, solve_alltoall(torus).schedule, tune=False).data))
