@@ -61,13 +61,13 @@ class _Dispatcher(QObject):
     object that a closing window deletes (that race crashed the process).
     """
 
-    event = Signal(int, object)     # job key, event
-    turn = Signal(object)           # a threading.Event the event loop sets in its turn
+    job_event = Signal(int, object)     # job key, event (not "event": QObject's handler)
+    turn = Signal(object)               # a threading.Event the event loop sets in its turn
 
     def __init__(self) -> None:
         super().__init__()
         self.jobs: dict[int, EngineJob] = {}
-        self.event.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
+        self.job_event.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
         self.turn.connect(self._turn, Qt.ConnectionType.QueuedConnection)
 
     def _turn(self, done: threading.Event) -> None:
@@ -120,7 +120,12 @@ class EngineJob(QObject):
         self._key = next(_KEYS)
         job, jobs, key, stopped = self._job, self._dispatcher.jobs, self._key, self._stopped
         # A window that closes deletes its jobs: their children end, later events drop.
-        self.destroyed.connect(lambda *_: (stopped.set(), job.stop(), jobs.pop(key, None)))
+        def end(*_: object) -> None:
+            stopped.set()
+            job.stop()
+            jobs.pop(key, None)
+
+        self.destroyed.connect(end)
 
     def start(self) -> None:
         """Start the child from the reader thread: pickling the arguments and, for the
@@ -133,7 +138,7 @@ class EngineJob(QObject):
         object: a Qt object touched from two threads at once."""
         self._running = True
         self._dispatcher.jobs[self._key] = self
-        emit = functools.partial(_while_alive, self._dispatcher.event.emit, self._key)
+        emit = functools.partial(_while_alive, self._dispatcher.job_event.emit, self._key)
         turn = functools.partial(_turn, functools.partial(_while_alive,
                                                           self._dispatcher.turn.emit))
         stopped = self._stopped

@@ -1,14 +1,16 @@
 """The editor window: canvas in the middle, docks around it, menus and tool bars.
 
 The window makes its docks and controllers (library, solve, export, compare, fabric),
-registers every action by name in :attr:`MainWindow.actions`, and lays out the menus and
-tool bars from the one declaration in :mod:`canopy.app.shell`.
+registers every action by name in :attr:`MainWindow.named_actions` (not ``actions``: that
+is QWidget's list of the widget's own actions), and lays out the menus and tool bars
+from the one declaration in :mod:`canopy.app.shell`.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Generator
+import functools
+from collections.abc import Callable, Generator
 from fractions import Fraction
 from pathlib import Path
 
@@ -31,7 +33,13 @@ from PySide6.QtWidgets import (
 
 from canopy.app import clipboard, settings, shell
 from canopy.app.alltoall_controller import AllToAllController
-from canopy.app.canvas.interactions import AddLink, AddNode, DeleteTool, SelectMove
+from canopy.app.canvas.interactions import (
+    AddLink,
+    AddNode,
+    DeleteTool,
+    Interaction,
+    SelectMove,
+)
 from canopy.app.canvas.legend import BandwidthLegend
 from canopy.app.canvas.scene import TopologyScene
 from canopy.app.canvas.view import TopologyView
@@ -101,8 +109,8 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.validation)
         self.autosaver = Autosaver(self.doc, parent=self)
         self.autosaver.failed.connect(lambda text: self.statusBar().showMessage(text, 10000))
-        self.actions = ActionRegistry()
-        self.actions.register(self._create_actions())
+        self.named_actions = ActionRegistry()
+        self.named_actions.register(self._create_actions())
         self._build_status_bar()
         # Controllers, each owning its actions and docks; the compare and fabric ones run
         # their engine jobs through the solve controller's ComputeController.
@@ -118,15 +126,15 @@ class MainWindow(QMainWindow):
         self.properties.raise_()        # the controllers tabified their docks over it
         for owner in (self.library, self.solver, self.solver.exporter, self.compare,
                       self.fabric, self.alltoall):
-            self.actions.register(owner.actions)
-        self.actions.register({f"dock_{name}": dock.toggleViewAction() for name, dock in [
+            self.named_actions.register(owner.actions)
+        self.named_actions.register({f"dock_{name}": dock.toggleViewAction() for name, dock in [
             ("properties", self.properties), ("validation", self.validation),
             ("history", self.history), ("results", self.solver.results),
             ("trees", self.solver.trees), ("plots", self.solver.plots),
             ("compare", self.compare.dock), ("jobs", self.fabric.dock),
             ("alltoall", self.alltoall.dock), ("design", self.design)]})
         self.menus, self.toolbars = shell.build(
-            self, self.actions,
+            self, self.named_actions,
             fillers={"samples": self._fill_samples_menu, "recent": self._fill_recent_menu},
             widgets={"new_link_bandwidth": self._new_link_bandwidth_field(),
                      "solve_button": self.solver.solve_button})
@@ -137,7 +145,7 @@ class MainWindow(QMainWindow):
         self.doc.path_changed.connect(self._update_title)
         self.doc.reset.connect(self._after_reset)
         self.doc.edited.connect(self._update_counts)
-        self.scene.tool_finished.connect(lambda: self.actions["tool_select"].trigger())
+        self.scene.tool_finished.connect(lambda: self.named_actions["tool_select"].trigger())
         self.validation.culprits_activated.connect(self.show_culprits)
         self.validation.summary_changed.connect(self._show_validation_summary)
         self.view.zoom_changed.connect(
@@ -158,8 +166,9 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ actions
 
-    def _action(self, name: str, text: str, slot: object = None,
-                shortcut: QKeySequence | str | list | None = None, tip: str = "",
+    def _action(self, name: str, text: str, slot: Callable[..., object] | None = None,
+                shortcut: QKeySequence | QKeySequence.StandardKey | str | list[QKeySequence]
+                | None = None, tip: str = "",
                 checkable: bool = False) -> QAction:
         action = QAction(text, self)
         if shortcut is not None:
@@ -211,7 +220,7 @@ class MainWindow(QMainWindow):
           [QKeySequence(QKeySequence.StandardKey.Delete), QKeySequence("Backspace")],
           "Delete the selection (nodes take their links with them)")
         a("select_all", "Select &All", self.select_all, std.SelectAll)
-        a("find", "&Find…", self.find, std.Find, "Find a node or link by name (Ctrl+F)")
+        a("find", "&Find…", self.show_find_bar, std.Find, "Find a node or link by name (Ctrl+F)")
 
         a("zoom_in", "Zoom &In", self.view.zoom_in, std.ZoomIn)
         a("zoom_out", "Zoom &Out", self.view.zoom_out, std.ZoomOut)
@@ -277,7 +286,7 @@ class MainWindow(QMainWindow):
     def _fill_samples_menu(self, menu: QMenu) -> None:
         menu.clear()
         for name in sample_names():
-            menu.addAction(name, lambda n=name: self.open_sample(n))
+            menu.addAction(name, functools.partial(self.open_sample, name))
 
     def _short_toolbar_texts(self) -> None:
         """Tool-bar captions short enough that every button fits at 1280 pixels (the
@@ -286,7 +295,7 @@ class MainWindow(QMainWindow):
                            ("tool_compute", "+ GPU"), ("tool_switch", "+ Switch"),
                            ("tool_link", "+ Link"), ("tool_delete", "Delete"),
                            ("zoom_fit", "Fit"), ("auto_layout", "Layout")]:
-            action = self.actions.get(name)
+            action = self.named_actions.get(name)
             if action is not None:
                 action.setIconText(text)
                 if not action.toolTip() or action.toolTip() == text:
@@ -309,8 +318,8 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ tools and view
 
-    def set_tool(self, factory: object) -> None:
-        interaction = factory(self.scene)  # type: ignore[operator]
+    def set_tool(self, factory: Callable[[TopologyScene], Interaction]) -> None:
+        interaction = factory(self.scene)
         self.scene.set_interaction(interaction)
         self.view.set_rubber_band(interaction.rubber_band)
         self.view.setFocus()
@@ -510,7 +519,7 @@ class MainWindow(QMainWindow):
         menu.clear()
         files = settings.recent_files()
         for path in files:
-            menu.addAction(str(path), lambda p=path: self.open_path(p))
+            menu.addAction(str(path), functools.partial(self.open_path, path))
         if not files:
             menu.addAction("(none)").setEnabled(False)
         else:
@@ -600,7 +609,7 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ help
 
-    def find(self) -> None:
+    def show_find_bar(self) -> None:
         self.find_bar.open_bar()
 
     def quick_start(self) -> None:

@@ -132,10 +132,10 @@ class Soak:
 
     def do_copy(self) -> None:
         self.window.scene.select(self._nodes(self.rng.randint(1, 3)))
-        self.window.actions["copy"].trigger()
+        self.window.named_actions["copy"].trigger()
 
     def do_paste(self) -> None:
-        self.window.actions["paste"].trigger()
+        self.window.named_actions["paste"].trigger()
 
     def do_undo(self) -> None:
         self.doc.undo_stack.undo()
@@ -144,7 +144,7 @@ class Soak:
         self.doc.undo_stack.redo()
 
     def do_find(self) -> None:
-        self.window.find()
+        self.window.show_find_bar()
         self.window.find_bar.search(self.rng.choice(["gpu", "soak", "nvswitch", "x", ""]))
         self.window.find_bar.step(1)
         if self.rng.random() < 0.5:

@@ -305,7 +305,7 @@ def editor(servers: int, open_file: bool, solution_file: str = "") -> dict:
     def solve_now(watch: Watch) -> None:
         watch.mark("solving")
         t0[0] = time.perf_counter()
-        window.actions["solve_allgather"].trigger()
+        window.named_actions["solve_allgather"].trigger()
 
     phases = _run(steps)
     window.doc.undo_stack.setClean()
@@ -381,7 +381,7 @@ def shown(path: Path, collective: str, cli_cpu_s: float) -> dict:
         controller.failed.connect(lambda what, m: (result.update(error=m), done()))
         watch.mark("solving")
         t0[0] = time.perf_counter()
-        window.actions["solve_" + collective.replace("-", "_")].trigger()
+        window.named_actions["solve_" + collective.replace("-", "_")].trigger()
 
     phases = _run(steps)
     window.doc.undo_stack.setClean()

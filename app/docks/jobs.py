@@ -11,6 +11,7 @@ p99 over seeds), source routing and vClos side by side (vClos (Han et al., arXiv
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TypedDict, Unpack
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QBrush
@@ -47,6 +48,14 @@ TIPS = {"ECMP": "mean slowdown over the ECMP hash seeds", "p99": "99th percentil
         "ECMP slowdown over seeds", "Source": "slowdown with each job routed as if alone",
         "vClos": "slowdown in the job's own vClos (or why vClos refused it)",
         "Alone µs": "the execution model's time of the collective with the fabric to itself"}
+
+
+class JobChanges(TypedDict, total=False):
+    """The fields of a :class:`Job` the dock edits."""
+
+    collective: str
+    algorithm: str
+    size: int
 
 
 class SetJobs(DocumentCommand):
@@ -112,8 +121,8 @@ class JobsDock(QDockWidget):
         self.collective = QComboBox()
         self.collective.addItems(list(COLLECTIVES))
         self.algorithm = QComboBox()
-        self.size = QLineEdit()
-        self.size.setToolTip("Message size in bytes; K, M, G are powers of two (64M)")
+        self.size_field = QLineEdit()
+        self.size_field.setToolTip("Message size in bytes; K, M, G are powers of two (64M)")
         self.seeds = QSpinBox()
         self.seeds.setRange(1, 10000)
         self.seeds.setValue(100)
@@ -124,7 +133,7 @@ class JobsDock(QDockWidget):
         self.error.setWordWrap(True)
         form.addRow("Collective", self.collective)
         form.addRow("Algorithm", self.algorithm)
-        form.addRow("Size", self.size)
+        form.addRow("Size", self.size_field)
         form.addRow("ECMP seeds", self.seeds)
         form.addRow(self.heat)
         layout.addLayout(form)
@@ -142,7 +151,7 @@ class JobsDock(QDockWidget):
             collective=self.collective.currentText()))
         self.algorithm.activated.connect(lambda: self._edit_selected(
             algorithm=self.algorithm.currentText()))
-        self.size.editingFinished.connect(self._commit_size)
+        self.size_field.editingFinished.connect(self._commit_size)
         self.heat.toggled.connect(self.heat_toggled)
         for signal in (doc.edited, doc.reset):
             signal.connect(self.refresh)
@@ -182,7 +191,7 @@ class JobsDock(QDockWidget):
         gone = jobs.pop(index)
         self.doc.undo_stack.push(SetJobs(self.doc, jobs, f"Remove job {gone.name}"))
 
-    def _edit_selected(self, **changes: object) -> None:
+    def _edit_selected(self, **changes: Unpack[JobChanges]) -> None:
         index = self.selected_index()
         if index is None:
             return
@@ -199,11 +208,11 @@ class JobsDock(QDockWidget):
         self.doc.undo_stack.push(SetJobs(self.doc, jobs, f"Set {what} of {job.name}"))
 
     def _commit_size(self) -> None:
-        if not self.size.isModified():
+        if not self.size_field.isModified():
             return
-        self.size.setModified(False)
+        self.size_field.setModified(False)
         try:
-            size = parse_size(self.size.text())
+            size = parse_size(self.size_field.text())
         except CanopyError as exc:
             self.error.setText(str(exc))
             return
@@ -265,7 +274,7 @@ class JobsDock(QDockWidget):
         index = self.selected_index()
         job = self.doc.topology.jobs[index] if index is not None and \
             index < len(self.doc.topology.jobs) else None
-        for w in (self.collective, self.algorithm, self.size):
+        for w in (self.collective, self.algorithm, self.size_field):
             w.setEnabled(job is not None)
         if job is None:
             return
@@ -274,6 +283,6 @@ class JobsDock(QDockWidget):
         self.algorithm.addItems(["direct"] if job.collective == "alltoall"
                                 else ["ring", "forestcoll"])
         self.algorithm.setCurrentText(job.algorithm)
-        if not self.size.hasFocus():
-            self.size.setText(size_label(job.size))
-            self.size.setModified(False)
+        if not self.size_field.hasFocus():
+            self.size_field.setText(size_label(job.size))
+            self.size_field.setModified(False)

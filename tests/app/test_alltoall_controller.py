@@ -8,9 +8,9 @@ from canopy.engine.msccl.executor import simulate_bytes
 
 def test_solve_alltoall_draws_and_exports(window, qtbot, tmp_path):
     view = window.alltoall
-    assert window.actions["solve_alltoall"] in window.menus["compute"].actions()
-    assert not window.actions["export_alltoall_msccl"].isEnabled()
-    window.actions["solve_alltoall"].trigger()
+    assert window.named_actions["solve_alltoall"] in window.menus["compute"].actions()
+    assert not window.named_actions["export_alltoall_msccl"].isEnabled()
+    window.named_actions["solve_alltoall"].trigger()
     qtbot.waitUntil(lambda: view.result is not None, timeout=120000)
     result = view.result
     # 2 x DGX A100: 64 pairs cross each way over 8 NICs of 25 GB/s: λ = 200/64
@@ -28,11 +28,11 @@ def test_solve_alltoall_draws_and_exports(window, qtbot, tmp_path):
     outlined = [item for item in styled if frozenset((item.source, item.target)) in tight]
     assert outlined and len(outlined) < len(styled)
     out = tmp_path / "a2a.xml"
-    assert window.actions["export_alltoall_msccl"].isEnabled()
+    assert window.named_actions["export_alltoall_msccl"].isEnabled()
     assert view.write_xml(str(out)) is None
     assert "the result is correct" in simulate_bytes(out.read_bytes()).summary()
     key = window.doc.link_keys()[0]
     edit_links(window.doc, [key], "bandwidth", Fraction(7))
     assert view.result is None and view._styled == []
     assert not results.alltoall.isVisibleTo(results)
-    assert not window.actions["export_alltoall_msccl"].isEnabled()
+    assert not window.named_actions["export_alltoall_msccl"].isEnabled()

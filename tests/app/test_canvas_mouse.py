@@ -34,7 +34,7 @@ def test_click_without_moving_records_nothing(window, mouse):
 
 
 def test_snap_to_grid_rounds_dragged_positions(window, mouse):
-    window.actions["snap"].trigger()
+    window.named_actions["snap"].trigger()
     start = window.scene.node_item("n0.gpu2").pos()
     end = start + QPointF(33, 27)
     mouse.show(start, end)
@@ -47,14 +47,14 @@ def test_add_nodes_and_link_with_tools(window, mouse):
     scene, doc = window.scene, window.doc
     a, b = QPointF(200, -250), QPointF(420, -250)
     mouse.show(a, b)
-    window.actions["tool_compute"].trigger()
+    window.named_actions["tool_compute"].trigger()
     mouse.click(a)
-    window.actions["tool_switch"].trigger()
+    window.named_actions["tool_switch"].trigger()
     mouse.click(b)
     new = [n for n in doc.topology.nodes if n.id in ("gpu0", "sw0")]
     assert [(n.id, n.kind, n.group) for n in new] == [("gpu0", "compute", None),
                                                       ("sw0", "switch", None)]
-    window.actions["tool_link"].trigger()
+    window.named_actions["tool_link"].trigger()
     window.new_link_bandwidth.setText("12.5")
     window.new_link_bandwidth.editingFinished.emit()
     mouse.drag(a, b)
@@ -68,7 +68,7 @@ def test_link_drag_to_empty_space_adds_nothing(window, mouse):
     start = window.scene.node_item("ib0").pos()
     end = start + QPointF(0, -200)
     mouse.show(start, end)
-    window.actions["tool_link"].trigger()
+    window.named_actions["tool_link"].trigger()
     mouse.drag(start, end)
     assert window.doc.undo_stack.count() == 0
     assert not [i for i in window.scene.items() if i.zValue() == 20], "rubber line removed"
@@ -79,7 +79,7 @@ def test_new_node_inside_a_group_box_joins_the_group(window, mouse):
     box = window.scene.group_item("n1").sceneBoundingRect()
     inside = QPointF(box.left() + 25, box.bottom() - 20)
     mouse.show(inside)
-    window.actions["tool_compute"].trigger()
+    window.named_actions["tool_compute"].trigger()
     mouse.click(inside)
     node = window.doc.topology.nodes[-1]
     assert (node.id, node.group) == ("n1.gpu8", "n1")
@@ -88,7 +88,7 @@ def test_new_node_inside_a_group_box_joins_the_group(window, mouse):
 def test_delete_tool_removes_node_with_links(window, mouse):
     pos = window.scene.node_item("n1.nvswitch").pos()
     mouse.show(pos)
-    window.actions["tool_delete"].trigger()
+    window.named_actions["tool_delete"].trigger()
     mouse.click(pos)
     assert not window.doc.has_node("n1.nvswitch")
     assert len(window.doc.topology.links) == 40
@@ -124,9 +124,9 @@ def test_rubber_band_selects_a_region(window, mouse):
 
 
 def test_escape_returns_to_select_tool(window, qtbot):
-    window.actions["tool_link"].trigger()
+    window.named_actions["tool_link"].trigger()
     qtbot.keyClick(window.view.viewport(), Qt.Key.Key_Escape)
-    assert window.actions["tool_select"].isChecked()
+    assert window.named_actions["tool_select"].isChecked()
     assert type(window.scene.interaction).__name__ == "SelectMove"
 
 
@@ -160,11 +160,11 @@ def test_middle_button_pans_and_fit_shows_everything(window, mouse):
 
 
 def test_select_all_and_delete_key(window, qtbot):
-    window.actions["select_all"].trigger()
+    window.named_actions["select_all"].trigger()
     assert len(window.scene.selected_node_ids()) == 36
     assert all(isinstance(i, LinkItem) for i in window.scene.selectedItems()
                if not hasattr(i, "node_id"))
-    window.actions["delete"].trigger()
+    window.named_actions["delete"].trigger()
     window.scene.flush_groups()
     scene = window.scene
     assert not window.doc.topology.nodes

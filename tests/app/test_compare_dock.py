@@ -48,7 +48,7 @@ class _finished:
 
 
 def test_menu_entry_and_dialog_start_a_comparison(fig2, qtbot):
-    action = fig2.actions["compare"]
+    action = fig2.named_actions["compare"]
     assert action in fig2.menus["compute"].actions()
     assert fig2.compare.dock.toggleViewAction() in fig2.menus["view"].actions()
     dialog = fig2.compare.open_dialog()
@@ -148,7 +148,7 @@ def test_cancel_stops_the_comparison_promptly(window, qtbot):
     seen = []
     controller.progress.connect(lambda phase, fraction: seen.append(phase))
     window.compare.start(collective="allgather", sizes=SIZES)
-    assert dock.is_running() and not window.actions["compare"].isEnabled()
+    assert dock.is_running() and not window.named_actions["compare"].isEnabled()
     assert not dock.progress.isHidden() and not dock.cancel_button.isHidden()
     assert window.compare.open_dialog() is None     # one engine job at a time
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=30000)
@@ -158,7 +158,7 @@ def test_cancel_stops_the_comparison_promptly(window, qtbot):
     assert time.perf_counter() - start < 2.0
     assert not dock.is_running() and dock.comparison is None
     assert dock.progress.isHidden() and "cancelled" in dock.summary.text()
-    assert window.actions["compare"].isEnabled()
+    assert window.named_actions["compare"].isEnabled()
 
 
 def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):

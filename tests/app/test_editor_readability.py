@@ -66,7 +66,7 @@ def test_find_steps_past_a_match_deleted_since_the_search(window):
     KeyError in the event loop (the matches were those of before the delete)."""
     from canopy.app.commands import delete
     bar = window.find_bar
-    window.actions["find"].trigger()
+    window.named_actions["find"].trigger()
     assert bar.search("n1.gpu") == 8
     delete(window.doc, ["n1.gpu1"], [])     # the next match
     bar.step(1)
@@ -78,7 +78,7 @@ def test_find_steps_past_a_match_deleted_since_the_search(window):
 
 def test_find_selects_and_centres_nodes_and_links(window):
     bar = window.find_bar
-    window.actions["find"].trigger()
+    window.named_actions["find"].trigger()
     assert bar.isVisible()
     assert bar.search("n1.gpu5") == 1
     assert window.scene.selected_node_ids() == ["n1.gpu5"]
@@ -96,7 +96,7 @@ def test_find_selects_and_centres_nodes_and_links(window):
 
 
 def test_quick_start_walks_a_first_solve_and_export(window):
-    assert window.actions["quick_start"] in window.menus["help"].actions()
+    assert window.named_actions["quick_start"] in window.menus["help"].actions()
     page = QuickStart(window).browser.toPlainText()
     for step in ("F5", "bottleneck cut", "Export", "MSCCL", "Find"):
         assert step in page
@@ -117,7 +117,7 @@ def test_opening_another_file_keeps_the_status_summary_honest(window, qtbot):
 
 def test_legends_stay_in_the_canvas_corner_when_it_scrolls(window, qtbot):
     window.solver.solve_and_wait()
-    window.actions["show_load"].setChecked(True)
+    window.named_actions["show_load"].setChecked(True)
     legends = (window.solver.legend, window.solver.cut_legend)
     before = [legend.pos() for legend in legends]
     window.view.set_zoom(3.0 / window.view.zoom())

@@ -16,7 +16,7 @@ from canopy.engine.msccl.executor import simulate_bytes
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
-    window.actions[action].trigger()
+    window.named_actions[action].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=60000)
     window.solver.settle()
     return window.solver.controller.solution
@@ -33,7 +33,7 @@ def no_temporary_files(folder):
 def test_schedule_json(window, qtbot, dialogs, tmp_path):
     solution = solve_in(window, qtbot)
     dialogs.save_path = str(tmp_path / "s.json")
-    window.actions["export_json"].trigger()
+    window.named_actions["export_json"].trigger()
     schedule = load_schedule(tmp_path / "s.json")
     assert schedule.k == 13 and len(schedule.trees) == len(solution.schedule.trees)
     assert schedule.compute_nodes == solution.schedule.compute_nodes
@@ -44,7 +44,7 @@ def test_schedule_json(window, qtbot, dialogs, tmp_path):
 def test_trees_listing(window, qtbot, dialogs, tmp_path):
     solve_in(window, qtbot)
     dialogs.save_path = str(tmp_path / "t.xml")
-    window.actions["export_trees"].trigger()
+    window.named_actions["export_trees"].trigger()
     root = parse_xml_file(tmp_path / "t.xml")
     assert root.tag == "trees" and root.get("k") == "13"
     assert len(root.findall("tree")) == 32
@@ -54,7 +54,7 @@ def test_canvas_png_and_svg(window, qtbot, dialogs, tmp_path):
     solve_in(window, qtbot)
     window.scene.select(["ib0"])
     dialogs.save_path = str(tmp_path / "canvas.png")
-    window.actions["export_image"].trigger()
+    window.named_actions["export_image"].trigger()
     image = QImage(str(tmp_path / "canvas.png"))
     assert not image.isNull() and image.width() > 1000
     # overlays are in the picture: the tree colour appears somewhere
@@ -63,20 +63,20 @@ def test_canvas_png_and_svg(window, qtbot, dialogs, tmp_path):
     assert "#7b2cbf" in colours
     assert window.scene.selected_node_ids() == ["ib0"]  # selection restored
     dialogs.save_path = str(tmp_path / "canvas.svg")
-    window.actions["export_image"].trigger()
+    window.named_actions["export_image"].trigger()
     text = (tmp_path / "canvas.svg").read_text()
     assert "<svg" in text and "n0.gpu0" in text
     dialogs.save_path = str(tmp_path / "noext")
-    window.actions["export_image"].trigger()
+    window.named_actions["export_image"].trigger()
     assert not QImage(str(tmp_path / "noext.png")).isNull()
     assert no_temporary_files(tmp_path)
 
 
 def test_image_export_works_without_results(window, dialogs, tmp_path):
     dialogs.save_path = str(tmp_path / "plain.png")
-    assert window.actions["export_image"].isEnabled()
-    assert not window.actions["export_json"].isEnabled()
-    window.actions["export_image"].trigger()
+    assert window.named_actions["export_image"].isEnabled()
+    assert not window.named_actions["export_json"].isEnabled()
+    window.named_actions["export_image"].trigger()
     assert (tmp_path / "plain.png").exists()
 
 
@@ -87,7 +87,7 @@ def test_msccl_in_place_and_out_of_place(window, qtbot, dialogs, monkeypatch, tm
                             staticmethod(lambda *a, c=collective, i=inplace: MscclChoice(c, i)))
         path = tmp_path / f"{collective}.xml"
         dialogs.save_path = str(path)
-        window.actions["export_msccl"].trigger()
+        window.named_actions["export_msccl"].trigger()
         assert window.solver.controller.busy  # runs in the background
         wait_idle(window, qtbot)
         report = simulate_bytes(path.read_bytes())
@@ -129,7 +129,7 @@ def test_msccl_limits_error_names_the_largest_fitting_k(window, qtbot, dialogs, 
     monkeypatch.setattr(MscclExportDialog, "ask",
                         staticmethod(lambda *a: MscclChoice("allgather", True)))
     dialogs.save_path = str(tmp_path / "big.xml")
-    window.actions["export_msccl"].trigger()
+    window.named_actions["export_msccl"].trigger()
     wait_idle(window, qtbot)
     kind, title, text = dialogs.calls[-1]
     assert (kind, title) == ("critical", "Exporting MSCCL XML failed")
@@ -144,7 +144,7 @@ def test_write_errors_appear_in_dialogs(window, qtbot, dialogs, monkeypatch, tmp
     for action, name in [("export_json", "s.json"), ("export_trees", "t.xml"),
                          ("export_image", "c.png")]:
         dialogs.save_path = str(missing / name)
-        window.actions[action].trigger()
+        window.named_actions[action].trigger()
         kind, title, text = dialogs.calls[-1]
         assert kind == "critical" and title.startswith("Cannot export")
         assert text == (f"{missing / name} cannot be written: the folder {missing} does not "
@@ -152,7 +152,7 @@ def test_write_errors_appear_in_dialogs(window, qtbot, dialogs, monkeypatch, tmp
     monkeypatch.setattr(MscclExportDialog, "ask",
                         staticmethod(lambda *a: MscclChoice("allgather", False)))
     dialogs.save_path = str(missing / "m.xml")
-    window.actions["export_msccl"].trigger()
+    window.named_actions["export_msccl"].trigger()
     wait_idle(window, qtbot)
     kind, title, text = dialogs.calls[-1]
     assert (kind, title) == ("critical", "Exporting MSCCL XML failed")
@@ -163,9 +163,9 @@ def test_cancelled_dialogs_write_nothing(window, qtbot, dialogs, monkeypatch, tm
     solve_in(window, qtbot)
     dialogs.save_path = ""
     for action in ("export_json", "export_trees", "export_image"):
-        window.actions[action].trigger()
+        window.named_actions[action].trigger()
     monkeypatch.setattr(MscclExportDialog, "ask", staticmethod(lambda *a: None))
-    window.actions["export_msccl"].trigger()
+    window.named_actions["export_msccl"].trigger()
     assert not window.solver.controller.busy
     assert not [p for p in tmp_path.iterdir() if p.suffix in (".json", ".xml", ".png")]
 
@@ -177,16 +177,16 @@ def test_schedule_exports_refuse_stale_results(window, qtbot, dialogs, tmp_path)
     assert window.solver.exporter.export_json(tmp_path / "s.json") is False
     assert dialogs.calls[-1][1] == "No current results"
     assert not (tmp_path / "s.json").exists()
-    assert not window.actions["export_json"].isEnabled()
-    assert not window.actions["export_msccl"].isEnabled()
-    assert window.actions["export_image"].isEnabled()
+    assert not window.named_actions["export_json"].isEnabled()
+    assert not window.named_actions["export_msccl"].isEnabled()
+    assert window.named_actions["export_image"].isEnabled()
 
 
 def test_nccl_graph_export_writes_checks_and_shows_the_run_command(window, qtbot, dialogs,
                                                                    tmp_path):
     dialogs.save_path = str(tmp_path / "rings.xml")
-    assert window.actions["export_nccl_graph"].isEnabled()      # no solve needed
-    window.actions["export_nccl_graph"].trigger()
+    assert window.named_actions["export_nccl_graph"].isEnabled()      # no solve needed
+    window.named_actions["export_nccl_graph"].trigger()
     wait_idle(window, qtbot)
     assert (tmp_path / "rings.xml").read_bytes().startswith(b"<graphs")
     run = window.solver.exporter.run_dialog

@@ -14,7 +14,7 @@ def test_mscclpp_plan_is_the_first_schedule_export_on_ctrl_e(window):
     submenu = next(e for e in export if getattr(e, "name", "") == "export")
     names = [n for n in submenu.entries if isinstance(n, str)]
     assert names.index("export_mscclpp") < names.index("export_msccl")
-    assert window.actions["export_mscclpp"].shortcut().toString() == "Ctrl+E"
+    assert window.named_actions["export_mscclpp"].shortcut().toString() == "Ctrl+E"
 
 
 def test_mscclpp_plan_export(window, qtbot, dialogs, tmp_path):

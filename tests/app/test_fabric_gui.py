@@ -15,8 +15,8 @@ def test_job_from_selection_is_undoable_and_coloured(window):
     assert window.doc.topology.jobs == [job] and window.doc.modified
     assert window.fabric.dock.table.rowCount() == 1
     assert len(window.fabric.marks._items) == 2        # one ring path and the crosses
-    window.fabric.dock.size.setText("16M")
-    window.fabric.dock.size.setModified(True)
+    window.fabric.dock.size_field.setText("16M")
+    window.fabric.dock.size_field.setModified(True)
     window.fabric.dock._commit_size()
     assert window.doc.topology.jobs[0].size == 16 << 20
     window.doc.undo_stack.undo()
@@ -31,8 +31,8 @@ def test_analyze_contention_fills_the_table_and_heat_map(window, qtbot):
     _open(window)
     fabric = window.fabric
     fabric.dock.seeds.setValue(10)
-    assert window.actions["analyze_contention"].isEnabled()
-    window.actions["analyze_contention"].trigger()
+    assert window.named_actions["analyze_contention"].isEnabled()
+    window.named_actions["analyze_contention"].trigger()
     assert window.solver.controller.wait(120000)
     assert set(fabric.dock.results) == {"ecmp", "source", "vclos"}
     table = fabric.dock.table

@@ -243,7 +243,7 @@ def test_recovered_sample_undoes_to_the_sample(qtbot, window, dialogs):
 
 
 def test_about_lists_versions(window, dialogs):
-    window.actions["about"].trigger()
+    window.named_actions["about"].trigger()
     kind, title, text = dialogs.calls[-1]
     assert kind == "about" and "Canopy" in title
     for name in ("Qt", "PySide6", "networkx", "maxflow backend"):

@@ -147,7 +147,7 @@ def test_ok_on_refused_parameters_not_yet_previewed_says_why_and_stays(qtbot, di
 
 def test_ok_opens_the_topology_as_a_new_document(qtbot, window, dialogs):
     edit_nodes(window.doc, ["n0.gpu0"], "label", "changed")
-    window.actions["new_from_generator"].trigger()
+    window.named_actions["new_from_generator"].trigger()
     dlg = window.library.generator_dialog
     set_params(qtbot, dlg, "torus", dims="2x2x2", bandwidth="25")
     dialogs.answers["warning"] = QMessageBox.StandardButton.Cancel
@@ -155,7 +155,7 @@ def test_ok_opens_the_topology_as_a_new_document(qtbot, window, dialogs):
     assert dialogs.kinds() == ["warning"], "the unsaved-changes question comes first"
     assert window.doc.node("n0.gpu0").label == "changed", "cancel keeps the document"
 
-    window.actions["new_from_generator"].trigger()
+    window.named_actions["new_from_generator"].trigger()
     dlg = window.library.generator_dialog
     set_params(qtbot, dlg, "torus", dims="2x2x2", bandwidth="25")
     dialogs.answers["warning"] = QMessageBox.StandardButton.Discard
@@ -166,15 +166,15 @@ def test_ok_opens_the_topology_as_a_new_document(qtbot, window, dialogs):
     assert topo.extra["generator"] == {"kind": "torus",
                                        "params": {"dims": "2x2x2", "bandwidth": "25"}}
     assert all(n.x is not None for n in topo.nodes)
-    assert window.actions["edit_generator"].isEnabled()
+    assert window.named_actions["edit_generator"].isEnabled()
 
 
 def test_edit_generator_parameters_reopens_prefilled_and_is_undoable(qtbot, window):
-    assert not window.actions["edit_generator"].isEnabled(), "the sample has no recipe"
+    assert not window.named_actions["edit_generator"].isEnabled(), "the sample has no recipe"
     window.doc.set_topology(generate("cluster", {"servers": "3", "gpus": "4",
                                                  "fabric": "ring"}))
-    assert window.actions["edit_generator"].isEnabled()
-    window.actions["edit_generator"].trigger()
+    assert window.named_actions["edit_generator"].isEnabled()
+    window.named_actions["edit_generator"].trigger()
     dlg = window.library.generator_dialog
     assert dlg.kind() == "cluster" and dlg.windowTitle() == "Edit Generator Parameters"
     fields = dlg.current_form().fields
@@ -201,7 +201,7 @@ def test_unknown_generator_kinds_offer_no_parameters(window):
     topo = generate("ring", {"n": "4"})
     topo.extra["generator"] = {"kind": "moebius", "params": {}}
     window.doc.set_topology(topo)
-    assert not window.actions["edit_generator"].isEnabled()
+    assert not window.named_actions["edit_generator"].isEnabled()
     assert recipe_of(topo) is None and window.library.edit_generator() is None
 
 

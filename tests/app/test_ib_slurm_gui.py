@@ -20,7 +20,7 @@ def _dump(tmp_path, text=None):
 
 def test_ib_import_opens_the_cluster_and_lists_its_defects(window, dialogs, tmp_path):
     dialogs.open_path = str(_dump(tmp_path))
-    window.actions["import_ib"].trigger()
+    window.named_actions["import_ib"].trigger()
     dialog = window.library.ib_dialog
     assert dialog is not None and dialog.isVisible() and dialog.ok.isEnabled()
     dialog.host_topo.setText(str(HOST_XML))
@@ -37,7 +37,7 @@ def test_ib_import_of_a_cut_dump_says_why_and_stays_open(window, dialogs, tmp_pa
     text = write_dump(fat_tree(4, hosts_per_leaf=2, spines=1))
     dialogs.open_path = str(_dump(tmp_path, text[:len(text) // 2]))
     before = window.doc.topology
-    window.actions["import_ib"].trigger()
+    window.named_actions["import_ib"].trigger()
     dialog = window.library.ib_dialog
     dialog.ok.click()
     assert dialogs.kinds() == ["critical"]
@@ -50,6 +50,6 @@ def test_export_slurm(window, dialogs, tmp_path, monkeypatch):
                         staticmethod(lambda parent, title, label, items, *a, **k:
                                      (items[0], True)))
     dialogs.save_path = str(tmp_path / "topology.conf")
-    window.actions["export_slurm"].trigger()
+    window.named_actions["export_slurm"].trigger()
     conf = parse_topology_conf((tmp_path / "topology.conf").read_text())
     assert conf.plugin == "tree" and sorted(s.nodes for s in conf.switches)[0] == ["n0", "n1"]

@@ -29,7 +29,7 @@ def laughs() -> bytes:
 
 def open_nccl_dialog(window, dialogs, path: Path):
     dialogs.open_path = str(path)
-    window.actions["import_nccl"].trigger()
+    window.named_actions["import_nccl"].trigger()
     dialog = window.library.nccl_dialog
     assert dialog is not None and dialog.isVisible()
     assert dialog.file.text() == str(path)
@@ -95,15 +95,15 @@ def test_nccl_import_respects_cancel_at_the_unsaved_changes_question(window, dia
 def test_graphml_export_import_round_trip(window, dialogs, tmp_path):
     original = window.doc.snapshot()
     dialogs.save_path = str(tmp_path / "cluster")
-    assert window.actions["export_graphml"].isEnabled()
-    window.actions["export_graphml"].trigger()
+    assert window.named_actions["export_graphml"].isEnabled()
+    window.named_actions["export_graphml"].trigger()
     written = tmp_path / "cluster.graphml"
     assert written.exists() and not list(tmp_path.glob("*.tmp"))
     assert f"Exported {written}" in window.statusBar().currentMessage()
 
     window.doc.set_topology(load_sample("mi250-2x16"))
     dialogs.open_path = str(written)
-    window.actions["import_graphml"].trigger()
+    window.named_actions["import_graphml"].trigger()
     topo = window.doc.topology
     assert window.doc.display_name == "cluster" and window.doc.path is None
     assert [(n.id, n.kind, n.group, n.x, n.y) for n in topo.nodes] == \
@@ -118,20 +118,20 @@ def test_broken_graphml_is_reported_and_the_document_stays(window, dialogs, tmp_
     bad.write_text("<graphml><graph><node id='a'/><edge source='a' target='b'>")
     before = window.doc.topology
     dialogs.open_path = str(bad)
-    window.actions["import_graphml"].trigger()
+    window.named_actions["import_graphml"].trigger()
     assert dialogs.kinds() == ["critical"] and str(bad) in dialogs.calls[0][2]
     assert window.doc.topology is before
 
 
 def test_graphml_export_to_an_unwritable_place_says_so(window, dialogs, tmp_path):
     dialogs.save_path = str(tmp_path / "missing" / "dir" / "x.graphml")
-    window.actions["export_graphml"].trigger()
+    window.named_actions["export_graphml"].trigger()
     assert dialogs.kinds() == ["critical"]
     assert "x.graphml cannot be written" in dialogs.calls[0][2]
 
 
 def test_menus_hold_the_library_controller(window):
-    menus, acts = window.menus, window.actions
+    menus, acts = window.menus, window.named_actions
     assert acts["import_nccl"] in menus["import"].actions()
     assert acts["import_graphml"] in menus["import"].actions()
     assert acts["export_graphml"] in menus["export"].actions()

@@ -11,7 +11,7 @@ from canopy.engine.model.link_load import link_loads
 
 def solve_fixed_k(window, qtbot, monkeypatch, k):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", k)))
-    window.actions["solve_fixed_k"].trigger()
+    window.named_actions["solve_fixed_k"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     return window.solver.controller.solution
@@ -34,11 +34,11 @@ def test_colour_scale():
 def test_overlay_colours_follow_the_loads(window, qtbot, monkeypatch):
     # with k fixed to 1 the 2 x DGX A100 schedule leaves some bandwidth unused
     solution = solve_fixed_k(window, qtbot, monkeypatch, 1)
-    window.actions["show_cut"].setChecked(False)
+    window.named_actions["show_cut"].setChecked(False)
     window.solver.trees.table.selectionModel().clearSelection()
     window.solver.trees.table.selectionModel().clearCurrentIndex()
     assert all(item.highlight is None for item in window.scene.link_items())
-    window.actions["show_load"].setChecked(True)
+    window.named_actions["show_load"].setChecked(True)
     loads = link_loads(solution.schedule, solution.topology)
     seen = set()
     for key in window.doc.link_keys():
@@ -48,12 +48,12 @@ def test_overlay_colours_follow_the_loads(window, qtbot, monkeypatch):
         seen.add(expected.name())
     assert len(seen) >= 2
     assert window.solver.results.show_load.isChecked()
-    window.actions["show_load"].setChecked(False)
+    window.named_actions["show_load"].setChecked(False)
     assert all(item.highlight is None for item in window.scene.link_items())
 
 
 def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     solution = window.solver.controller.solution
@@ -62,7 +62,7 @@ def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
                == {"n0.gpu3", "n0.nvswitch"})
     item = window.scene.link_item(key)
     plain = item.toolTip()
-    window.actions["show_load"].setChecked(True)
+    window.named_actions["show_load"].setChecked(True)
     tip = item.toolTip()
     load = solution.loads[("n0.gpu3", "n0.nvswitch")]
     assert load.used == 300 and load.utilisation == 1
@@ -72,15 +72,15 @@ def test_hovering_a_link_gives_exact_load_bandwidth_and_trees(window, qtbot):
     names = [f"{solution.schedule.trees[p].root} #{solution.schedule.trees[p].index}"
              for p in load.trees]
     assert "trees: " + ", ".join(names[:12]) in tip
-    window.actions["show_load"].setChecked(False)
+    window.named_actions["show_load"].setChecked(False)
     assert item.toolTip() == plain
 
 
 def test_selected_tree_is_drawn_over_the_load(window, qtbot):
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
-    window.actions["show_load"].setChecked(True)
+    window.named_actions["show_load"].setChecked(True)
     tree_keys = window.solver.overlays.tree_link_keys()
     assert tree_keys
     for item in window.scene.link_items():
@@ -92,9 +92,9 @@ def test_selected_tree_is_drawn_over_the_load(window, qtbot):
 
 def test_legend_shows_with_fresh_results_only(window, qtbot):
     legend = window.solver.legend
-    window.actions["show_load"].setChecked(True)
+    window.named_actions["show_load"].setChecked(True)
     assert not legend.isVisible()  # nothing solved yet
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     assert legend.isVisible()
@@ -105,13 +105,13 @@ def test_legend_shows_with_fresh_results_only(window, qtbot):
     window.doc.undo_stack.undo()
     qtbot.waitUntil(lambda: not window.solver.controller.stale, timeout=2000)
     assert legend.isVisible()
-    window.actions["show_load"].setChecked(False)
+    window.named_actions["show_load"].setChecked(False)
     assert not legend.isVisible()
 
 
 def test_a_large_tree_is_recoloured_a_slice_per_turn(window, qtbot, monkeypatch):
     from canopy.app.canvas import overlays
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     monkeypatch.setattr(overlays, "RESTYLE_SLICE", 2)

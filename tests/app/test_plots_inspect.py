@@ -53,7 +53,7 @@ def test_solution_matches_the_engine_curves():
 
 
 def test_plots_show_the_curves(window, qtbot):
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     solution = window.solver.controller.solution
@@ -99,7 +99,7 @@ def test_fixed_k_and_latency_add_curves(window, qtbot, monkeypatch):
     keys = window.doc.link_keys()
     edit_links(window.doc, keys, "latency", Fraction(2))
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
-    window.actions["solve_fixed_k"].trigger()
+    window.named_actions["solve_fixed_k"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     plots = window.solver.plots
@@ -236,7 +236,7 @@ def test_results_are_shown_before_the_executed_time_which_follows(window, qtbot)
     controller.solution_changed.connect(lambda s: shown.append(
         (controller.busy, list(s.executed_us), bool(s.schedule_to_simulate))))
     controller.executed_changed.connect(completed.append)
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: bool(shown), timeout=60000)
     assert shown == [(True, [], True)]     # shown while the simulation still runs
     window.solver.settle()
@@ -251,7 +251,7 @@ def test_results_are_shown_before_the_executed_time_which_follows(window, qtbot)
     names = [item.name() for item in curves_of(window.solver.plots.time_plot)]
     assert "executed (simulated)" in names
 
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     qtbot.waitUntil(lambda: len(shown) == 2, timeout=60000)
     assert controller.busy
     controller.cancel()

@@ -13,7 +13,7 @@ from canopy.engine.model.topology import Link, Node, Topology
 
 def solve_in(window, qtbot, action="solve_allgather"):
     inspector = window.solver
-    window.actions[action].trigger()
+    window.named_actions[action].trigger()
     assert inspector.controller.busy
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
     inspector.settle()
@@ -74,11 +74,11 @@ def test_the_cut_toggle_hides_and_shows_the_cut(window, qtbot):
     cut = overlays.cut_link_keys()
     assert cut and overlays.halo_nodes()
     window.solver.results.show_cut.setChecked(False)
-    assert not window.actions["show_cut"].isChecked()
+    assert not window.named_actions["show_cut"].isChecked()
     assert overlays.halo_nodes() == set() and overlays.cut_link_keys() == set()
     for key in cut - overlays.tree_link_keys():
         assert window.scene.link_item(key).highlight is None
-    window.actions["show_cut"].setChecked(True)
+    window.named_actions["show_cut"].setChecked(True)
     assert window.solver.results.show_cut.isChecked()
     assert overlays.cut_link_keys() == cut
 
@@ -103,7 +103,7 @@ def test_editing_marks_results_stale_and_undo_makes_them_fresh(window, qtbot):
     assert not inspector.results.body.isEnabled()
     assert overlays.halo_nodes() == set() and overlays.tree_link_keys() == set()
     assert all(item.highlight is None for item in window.scene.link_items())
-    assert not window.actions["export_json"].isEnabled()
+    assert not window.named_actions["export_json"].isEnabled()
     assert "stale" in window.statusBar().currentMessage()
     # selecting another tree while stale draws nothing on the canvas
     inspector.trees.select_position(3)
@@ -113,13 +113,13 @@ def test_editing_marks_results_stale_and_undo_makes_them_fresh(window, qtbot):
     assert inspector.results.windowTitle() == "Results"
     assert not inspector.results.banner.isVisible()
     assert overlays.tree_link_keys() and overlays.halo_nodes()
-    assert window.actions["export_json"].isEnabled()
+    assert window.named_actions["export_json"].isEnabled()
     assert styled
 
 
 def test_editing_during_a_solve_gives_stale_results(window, qtbot):
     inspector = window.solver
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     edit_links(window.doc, [window.doc.link_keys()[0]], "bandwidth", Fraction(400))
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
     assert inspector.controller.solution is not None
@@ -139,19 +139,19 @@ def test_cancel_in_the_middle_of_a_long_solve(window, qtbot):
             seen["format"] = inspector.progress.format()
             seen["value"] = inspector.progress.value()
             seen["at"] = time.perf_counter()
-            window.actions["cancel"].trigger()
+            window.named_actions["cancel"].trigger()
 
     inspector.controller.progress.connect(cancel_while_packing)
-    window.actions["solve_allgather"].trigger()
-    assert window.actions["cancel"].isEnabled()
-    assert not window.actions["solve_allgather"].isEnabled()
+    window.named_actions["solve_allgather"].trigger()
+    assert window.named_actions["cancel"].isEnabled()
+    assert not window.named_actions["solve_allgather"].isEnabled()
     assert inspector.progress.isVisible()
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=60000)
     assert seen["format"] == "tree packing (3/5): %p%" and seen["value"] >= 0
     assert time.perf_counter() - seen["at"] < 2.0
     assert inspector.controller.solution is None
     assert window.statusBar().currentMessage() == "Cancelled."
-    assert window.actions["solve_allgather"].isEnabled()
+    assert window.named_actions["solve_allgather"].isEnabled()
     assert not inspector.progress.isVisible()
     # the optimum came first from its own job (512 GPUs) and stays, marked unbuilt
     assert inspector.results.bound is not None
@@ -187,8 +187,8 @@ def test_cancel_before_the_bound_arrives_shows_nothing(window, qtbot):
     window.doc.set_topology(dgx_a100_cluster(2))
     inspector = window.solver
     inspector.controller.bound_first_nodes = 16
-    window.actions["solve_allgather"].trigger()
-    window.actions["cancel"].trigger()
+    window.named_actions["solve_allgather"].trigger()
+    window.named_actions["cancel"].trigger()
     assert not inspector.controller.busy
     assert inspector.controller.bound is None and inspector.controller.solution is None
     assert inspector.results.banner.state == "empty"
@@ -209,7 +209,7 @@ def test_engine_errors_appear_in_a_dialog(window, qtbot, dialogs):
 
 def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: ("allgather", 2)))
-    window.actions["solve_fixed_k"].trigger()
+    window.named_actions["solve_fixed_k"].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=30000)
     window.solver.settle()
     solution = window.solver.controller.solution
@@ -222,7 +222,7 @@ def test_fixed_k_from_the_dialog(window, qtbot, monkeypatch):
 
 def test_cancelled_fixed_k_dialog_starts_nothing(window, monkeypatch):
     monkeypatch.setattr(FixedKDialog, "ask", staticmethod(lambda *a: None))
-    window.actions["solve_fixed_k"].trigger()
+    window.named_actions["solve_fixed_k"].trigger()
     assert not window.solver.controller.busy
 
 
@@ -243,7 +243,7 @@ def test_menus_hold_the_compute_and_export_entries(window):
     file_items = window.menus["file"].actions()
     export = window.menus["export"]
     assert export.menuAction() in file_items
-    assert file_items.index(export.menuAction()) < file_items.index(window.actions["quit"])
+    assert file_items.index(export.menuAction()) < file_items.index(window.named_actions["quit"])
     assert [a.text() for a in export.actions() if not a.isSeparator()][-5:] == [
         "&MSCCL XML…", "&Trees Listing (XML)…", "&Schedule JSON…",
         "Canvas &Image (PNG or SVG)…", "&NCCL Graph File (rings for plain NCCL)…"]
@@ -257,7 +257,7 @@ def test_closing_the_window_during_a_solve_stops_it(qtbot):
     win = MainWindow(dgx_a100_cluster(16))
     qtbot.addWidget(win)
     win.show()
-    win.actions["solve_allgather"].trigger()
+    win.named_actions["solve_allgather"].trigger()
     assert win.solver.controller.busy
     win.close()
     assert not win.solver.controller.busy
@@ -293,7 +293,7 @@ def test_gui_solve_screenshot_failure_is_one_sentence(tmp_path, capsys):
 
 
 def test_first_tree_and_plots_follow_by_themselves(window, qtbot):
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     inspector = window.solver
     qtbot.waitUntil(lambda: inspector.trees.current_position() == 0
                     and inspector.plots.solution is inspector.controller.solution,

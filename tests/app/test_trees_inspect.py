@@ -13,7 +13,7 @@ from canopy.engine.model.topology import Link, Node, Topology
 
 
 def solve_in(window, qtbot, action="solve_allgather"):
-    window.actions[action].trigger()
+    window.named_actions[action].trigger()
     qtbot.waitUntil(lambda: not window.solver.controller.busy, timeout=60000)
     window.solver.settle()
     return window.solver.controller.solution
@@ -48,7 +48,7 @@ def test_the_list_shows_every_tree(window, qtbot):
 
 def test_selecting_a_tree_highlights_exactly_its_links(window, qtbot):
     solution = solve_in(window, qtbot)
-    window.actions["show_cut"].setChecked(False)
+    window.named_actions["show_cut"].setChecked(False)
     dock = window.solver.trees
     overlays = window.solver.overlays
     for position in (0, 5, 17, 23):
@@ -75,7 +75,7 @@ def test_selecting_a_tree_highlights_exactly_its_links(window, qtbot):
 
 def test_deselecting_takes_the_tree_off_the_canvas(window, qtbot):
     solve_in(window, qtbot)
-    window.actions["show_cut"].setChecked(False)
+    window.named_actions["show_cut"].setChecked(False)
     dock = window.solver.trees
     dock.table.selectionModel().clearSelection()
     dock.table.selectionModel().setCurrentIndex(dock.proxy.index(-1, -1),
@@ -103,21 +103,21 @@ def test_stepping_through_trees_with_the_keyboard(window, qtbot):
     dock = window.solver.trees
     overlays = window.solver.overlays
     assert dock.current_position() == 0
-    window.actions["next_tree"].trigger()
+    window.named_actions["next_tree"].trigger()
     assert dock.current_position() == 1
     first = overlays.tree_link_keys()
-    window.actions["next_tree"].trigger()
+    window.named_actions["next_tree"].trigger()
     assert dock.current_position() == 2
     assert overlays.tree_link_keys() != first
-    window.actions["previous_tree"].trigger()
+    window.named_actions["previous_tree"].trigger()
     assert dock.current_position() == 1
-    assert window.actions["next_tree"].shortcut().toString() == "]"
+    assert window.named_actions["next_tree"].shortcut().toString() == "]"
     dock.table.setFocus()
     qtbot.keyClick(dock.table, Qt.Key.Key_Down)
     assert dock.current_position() == 2
     qtbot.keyClick(dock.table, Qt.Key.Key_End, Qt.KeyboardModifier.ControlModifier)
     assert dock.current_position() == 31
-    window.actions["next_tree"].trigger()
+    window.named_actions["next_tree"].trigger()
     assert dock.current_position() == 31
 
 
@@ -202,7 +202,7 @@ def test_outline_follows_the_selection_while_open(window, qtbot):
 
 
 def test_a_tree_chosen_right_after_the_solve_stays_selected(window, qtbot):
-    window.actions["solve_allgather"].trigger()
+    window.named_actions["solve_allgather"].trigger()
     inspector = window.solver
     qtbot.waitUntil(lambda: not inspector.controller.busy, timeout=30000)
     inspector.trees.select_position(5)
