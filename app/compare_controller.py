@@ -10,7 +10,7 @@ switches forward; OK starts the comparison (:class:`canopy.app.docks.compare.Com
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction
@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from canopy.app.docks.compare import FULL_OPTION, CompareDock
+from canopy.app.docks.compare import FULL_OPTION, CompareDock, CompareOptions
 from canopy.engine.comparison.table import SLOW_FROM, Comparison
 from canopy.engine.execution.program import SWITCH_MODES
 from canopy.engine.execution.simulate import REPORT_SIZES
@@ -44,7 +44,7 @@ DOCK_HEIGHT = 330
 class CompareDialog(QDialog):
     """Collective, message sizes and switch forwarding for one comparison."""
 
-    def __init__(self, options: dict, parent: QWidget | None = None):
+    def __init__(self, options: CompareOptions, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Compare Algorithms")
         self.collective = QComboBox()
@@ -102,12 +102,17 @@ class CompareDialog(QDialog):
             return None
         return tuple(sorted(set(sizes)))
 
-    def options(self) -> dict:
-        return {"collective": self.collective.currentText(), "sizes": self.parsed_sizes(),
-                "switch_mode": self.switch_mode.currentText(), "full": self.full.isChecked()}
+    def options(self) -> CompareOptions | None:
+        """The chosen options, or None (with the reason shown) while the sizes are wrong."""
+        sizes = self.parsed_sizes()
+        if sizes is None:
+            return None
+        return CompareOptions(collective=self.collective.currentText(), sizes=sizes,
+                              switch_mode=self.switch_mode.currentText(),
+                              full=self.full.isChecked())
 
     def accept(self) -> None:
-        if self.parsed_sizes() is not None:
+        if self.options() is not None:
             super().accept()
 
 
@@ -146,12 +151,17 @@ class CompareController(QObject):
             return None
         dialog = CompareDialog(self.dock.options, self.window)
         self.dialog = dialog
-        dialog.accepted.connect(lambda: self.start(**dialog.options()))
+        dialog.accepted.connect(lambda: self._start_chosen(dialog))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
         return dialog
 
-    def start(self, **options: object) -> None:
+    def _start_chosen(self, dialog: CompareDialog) -> None:
+        options = dialog.options()
+        if options is not None:         # accepted, so the sizes parse
+            self.start(**options)
+
+    def start(self, **options: Unpack[CompareOptions]) -> None:
         if self.dock.start(**options):
             self.window.resizeDocks([self.dock], [DOCK_HEIGHT], Qt.Orientation.Vertical)
 

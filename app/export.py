@@ -232,7 +232,7 @@ def _png(scene: TopologyScene, rect: QRectF) -> bytes:
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, "PNG")
+    image.save(buffer, "PNG")  # type: ignore[call-overload]  # the stubs say bytes; PySide6 takes str
     buffer.close()
     return bytes(data.data())
 

@@ -9,7 +9,7 @@ count says which match of how many is shown.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence, QShortcut
@@ -18,10 +18,13 @@ from PySide6.QtWidgets import QLabel, QLineEdit, QToolBar, QToolButton
 if TYPE_CHECKING:
     from canopy.app.main_window import MainWindow
 
+Match = tuple[Literal["node"], str] | tuple[Literal["link"], int]
+"""A node by id or a link by key."""
+
 SEPARATORS = re.compile(r"\s*(?:→|->|<->|⟷|—|-{1,2}(?=\s)|\s)\s*")
 
 
-def find_matches(window: MainWindow, query: str) -> list[tuple[str, object]]:
+def find_matches(window: MainWindow, query: str) -> list[Match]:
     """("node", id) and ("link", key) matches of ``query``, nodes first, in file order."""
     query = query.strip().lower()
     if not query:
@@ -29,7 +32,7 @@ def find_matches(window: MainWindow, query: str) -> list[tuple[str, object]]:
     doc = window.doc
     names = {n.id: f"{n.id} {n.label or ''}".lower() for n in doc.topology.nodes}
     parts = [p for p in SEPARATORS.split(query) if p]
-    matches: list[tuple[str, object]] = []
+    matches: list[Match] = []
     if len(parts) == 1:
         matches += [("node", n) for n, text in names.items() if query in text]
     if len(parts) == 2:
@@ -75,7 +78,7 @@ class FindBar(QToolBar):
         self.addWidget(close)
         QShortcut(QKeySequence("Esc"), self.field, self.close_bar)
         QShortcut(QKeySequence("Shift+Return"), self.field, lambda: self.step(-1))
-        self.matches: list[tuple[str, object]] = []
+        self.matches: list[Match] = []
         self.position = -1
         window.doc.edited.connect(self._document_edited)
         self.hide()
@@ -114,11 +117,11 @@ class FindBar(QToolBar):
             if not self.matches:
                 return
         self.position = (self.position + delta) % len(self.matches)
-        kind, what = self.matches[self.position]
-        nodes, links = ([what], []) if kind == "node" else ([], [what])
+        match = self.matches[self.position]
+        nodes, links = ([match[1]], []) if match[0] == "node" else ([], [match[1]])
         window = self.window_
-        window.scene.select(nodes, links)  # type: ignore[arg-type]
-        rect = window.scene.items_rect(nodes, links)  # type: ignore[arg-type]
+        window.scene.select(nodes, links)
+        rect = window.scene.items_rect(nodes, links)
         visible = window.view.mapToScene(window.view.viewport().rect()).boundingRect()
         if rect.width() > visible.width() or rect.height() > visible.height():
             window.view.zoom_to_fit(rect)

@@ -59,17 +59,17 @@ def paste_names(node_ids: list[str], node_groups: dict[str, str | None],
     group_taken = _group_taken(existing_groups, existing_ids)
     group_map: dict[str, str] = {}
     for group in dict.fromkeys(g for g in node_groups.values() if g):
-        new = group if group not in group_taken else bump(group, group_taken)
-        group_map[group] = new
-        group_taken.add(new)
+        renamed = group if group not in group_taken else bump(group, group_taken)
+        group_map[group] = renamed
+        group_taken.add(renamed)
     taken = set(existing_ids)
     id_map: dict[str, str] = {}
     for node_id in node_ids:
-        group = node_groups.get(node_id)
-        new = None
-        if group and node_id.startswith(group) and len(node_id) > len(group) \
-                and node_id[len(group)] in SEPARATORS:
-            candidate = group_map[group] + node_id[len(group):]
+        node_group = node_groups.get(node_id)
+        new: str | None = None
+        if node_group and node_id.startswith(node_group) and len(node_id) > len(node_group) \
+                and node_id[len(node_group)] in SEPARATORS:
+            candidate = group_map[node_group] + node_id[len(node_group):]
             if candidate not in taken:
                 new = candidate
         if new is None:

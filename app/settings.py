@@ -18,10 +18,14 @@ def settings() -> QSettings:
 
 
 def recent_files() -> list[Path]:
+    """The list as stored: QSettings reads a one-file list from an INI file back as a
+    bare string, and an emptied one as nothing."""
     value = settings().value("recent_files", [])
     if isinstance(value, str):
-        value = [value]
-    return [Path(p) for p in value or []]
+        return [Path(value)]
+    if isinstance(value, list):
+        return [Path(p) for p in value]
+    return []
 
 
 def add_recent_file(path: Path) -> list[Path]:

@@ -10,6 +10,7 @@ wires together (:mod:`canopy.app.compute`, :mod:`canopy.app.canvas.overlays`,
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -182,8 +183,8 @@ class SolveController(QObject):
         w = self.window
         self.actions: dict[str, QAction] = {}
 
-        def action(name: str, text: str, slot: object = None, shortcut: str = "",
-                   tip: str = "", checkable: bool = False) -> QAction:
+        def action(name: str, text: str, slot: Callable[[], object] | None = None,
+                   shortcut: str = "", tip: str = "", checkable: bool = False) -> QAction:
             act = QAction(text, w)
             if shortcut:
                 act.setShortcut(QKeySequence(shortcut))
@@ -191,12 +192,12 @@ class SolveController(QObject):
             act.setToolTip(tip or text.replace("&", ""))
             act.setCheckable(checkable)
             if slot is not None:
-                act.triggered.connect(lambda _=False, s=slot: s())  # type: ignore[operator]
+                act.triggered.connect(lambda _=False, s=slot: s())
             self.actions[name] = act
             return act
 
         for collective, (name, text, key) in SOLVE_ACTIONS.items():
-            action(name, text, lambda c=collective: self.controller.solve(c), key,
+            action(name, text, functools.partial(self.controller.solve, collective), key,
                    f"Compute the optimal {collective} schedule in the background ({key})")
         self.actions["solve_allgather"].setIconText("Solve")
         action("solve_fixed_k", "Solve with Fixed &k…", self.solve_fixed_k, "",

@@ -33,7 +33,8 @@ def run_in_turns(steps: Generator[object, None, T], slice_s: float = SLICE_S) ->
     what a step raised); the event loop runs meanwhile. Raises :class:`Abandoned` when
     the application quits first."""
     loop = QEventLoop()
-    outcome: dict[str, object] = {}
+    returned: list[T] = []          # the generator's value, once it ends
+    raised: list[Exception] = []    # or what a step raised
     timer = QTimer()
     timer.setSingleShot(True)
     timer.setInterval(0)
@@ -45,9 +46,9 @@ def run_in_turns(steps: Generator[object, None, T], slice_s: float = SLICE_S) ->
                 if next(steps) == END_TURN:
                     break
         except StopIteration as end:
-            outcome["value"] = end.value
+            returned.append(end.value)
         except Exception as exc:  # noqa: BLE001 - handed to the caller, who expects it
-            outcome["error"] = exc
+            raised.append(exc)
         else:
             timer.start()
             return
@@ -57,9 +58,9 @@ def run_in_turns(steps: Generator[object, None, T], slice_s: float = SLICE_S) ->
     timer.start()
     loop.exec()
     timer.stop()
-    if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]
-    if "value" not in outcome:
+    if raised:
+        raise raised[0]
+    if not returned:
         steps.close()
         raise Abandoned
-    return outcome["value"]  # type: ignore[return-value]
+    return returned[0]

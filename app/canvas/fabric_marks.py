@@ -61,8 +61,8 @@ class FabricMarks:
         crosses = QPainterPath()
         for node in self.doc.topology.nodes:
             if node.failed and self.doc.has_node(node.id):
-                item = self.scene.node_item(node.id)
-                _cross(crosses, item.mapToScene(QPointF(0, 0)), CROSS * 2)
+                node_item = self.scene.node_item(node.id)
+                _cross(crosses, node_item.mapToScene(QPointF(0, 0)), CROSS * 2)
         for link in self.doc.topology.links:   # every edit: no list of keys made
             if link.failed:
                 p1, p2 = self.scene.link_item(self.doc.link_key(link)).ends()
@@ -72,14 +72,15 @@ class FabricMarks:
         jobs = self.doc.topology.jobs
         for index, job in enumerate(jobs):
             path = QPainterPath()
-            for node in job.nodes:
-                if not self.doc.has_node(node):
+            for node_id in job.nodes:
+                if not self.doc.has_node(node_id):
                     continue
-                item = self.scene.node_item(node)
-                depth = rings_at.get(node, 0)
-                rings_at[node] = depth + 1
+                node_item = self.scene.node_item(node_id)
+                depth = rings_at.get(node_id, 0)
+                rings_at[node_id] = depth + 1
                 grow = RING_GAP * (depth + 1)
-                body = item.mapRectToScene(item.body()).adjusted(-grow, -grow, grow, grow)
+                body = node_item.mapRectToScene(node_item.body()).adjusted(-grow, -grow, grow,
+                                                                           grow)
                 path.addRoundedRect(body, 8, 8)
             self._item(index + 1, QPen(job_color(index), 2.5), 5).setPath(path)
         for item in self._items[len(jobs) + 1:]:

@@ -7,7 +7,7 @@ rubber band can start inside it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPen
@@ -102,7 +102,7 @@ class GroupItem(QGraphicsItem):
     # ------------------------------------------------------------ moving the group
 
     def _scene(self) -> TopologyScene:
-        return self.scene()  # type: ignore[return-value]
+        return cast("TopologyScene", self.scene())     # only a TopologyScene holds it
 
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
         if event.button() != Qt.MouseButton.LeftButton or (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
 from PySide6.QtGui import (
@@ -28,6 +29,9 @@ from canopy.app.canvas import style
 from canopy.app.canvas.labels import BANDWIDTH_FONT, ScreenLabel
 from canopy.engine.model.topology import Link, format_gbps
 from canopy.engine.model.units import GBPS, from_gbps
+
+if TYPE_CHECKING:
+    from canopy.app.canvas.scene import TopologyScene
 
 ARROW = 11.0
 NAME_HALF_WIDTH = 30.0
@@ -179,7 +183,7 @@ class LinkItem(QGraphicsItem):
         self._rebuild()
         for towards, text in self.marks:     # now (restyling is sliced), not in a paint
             self._mark_geometry(towards, text)
-        scene = self.scene()
+        scene = cast("TopologyScene | None", self.scene())     # only a TopologyScene holds it
         if scene is not None:
             scene.overview.restyled(self)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from PySide6.QtCore import QPointF, QRectF
 
@@ -141,7 +141,7 @@ class Obstacles:
 
 def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
                  rooms: dict[str, float], default_room: float,
-                 hidden: dict[str, str | None], blocks: list[QRectF],
+                 hidden: Mapping[str, str | None], blocks: list[QRectF],
                  area: QRectF | None = None) -> None:
     """Choose and place every name and bandwidth for ``zoom`` (see module docstring).
 
@@ -156,7 +156,7 @@ def place_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
 
 def placing_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
                    rooms: dict[str, float], default_room: float,
-                   hidden: dict[str, str | None], blocks: list[QRectF],
+                   hidden: Mapping[str, str | None], blocks: list[QRectF],
                    area: QRectF | None = None) -> Iterator[None]:
     """:func:`place_labels` a step at a time: it yields after each node's name and each
     link's bandwidth, so a caller can spread the work over turns of the event loop
@@ -222,11 +222,11 @@ def placing_labels(nodes: list[NodeItem], links: list[LinkItem], zoom: float,
             labels.add(rect)
         again = []
         for link in order:
-            rect = boxes.get(id(link))
+            box = boxes.get(id(link))
             if id(link) in fanned:
                 link.show_label_at(None)
-            elif rect is not None and not hubs.hits(rect):
-                labels.add(rect)
+            elif box is not None and not hubs.hits(box):
+                labels.add(box)
             else:
                 again.append(link)
         yield from _choose_spots(again, fits, taken, lines, labels, area, boxes)

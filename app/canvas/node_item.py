@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPainterPath, QPen, QPolygonF
@@ -151,12 +151,11 @@ class NodeItem(QGraphicsItem):
     # ------------------------------------------------------------ moves
 
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value: object) -> object:
-        scene: TopologyScene | None = self.scene()  # type: ignore[assignment]
+        scene = cast("TopologyScene | None", self.scene())     # only a TopologyScene holds it
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionChange and scene is not None \
-                and not self.syncing and scene.snap_to_grid:
-            pos = value  # QPointF
-            return QPointF(round(pos.x() / style.GRID) * style.GRID,
-                           round(pos.y() / style.GRID) * style.GRID)
+                and not self.syncing and scene.snap_to_grid and isinstance(value, QPointF):
+            return QPointF(round(value.x() / style.GRID) * style.GRID,
+                           round(value.y() / style.GRID) * style.GRID)
         if change == QGraphicsItem.GraphicsItemChange.ItemPositionHasChanged and scene is not None:
             scene.node_item_moved(self)
         return super().itemChange(change, value)

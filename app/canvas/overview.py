@@ -186,12 +186,12 @@ class OverviewItem(QGraphicsItem):
 
         shapes = {COMPUTE: QPainterPath(), "switch": QPainterPath()}
         selected = QPainterPath()
-        for item in nodes:
-            kind = COMPUTE if item.kind == COMPUTE else "switch"
+        for node in nodes:
+            kind = COMPUTE if node.kind == COMPUTE else "switch"
             # plain boxes: at this zoom a node is a few pixels wide
-            body = item.body().translated(item.pos())
+            body = node.body().translated(node.pos())
             shapes[kind].addRect(body)
-            if item.isSelected():
+            if node.isSelected():
                 selected.addRect(body)
         over: list[Layer] = [
             (shapes[COMPUTE], QPen(style.COMPUTE_BORDER, 1.2), QBrush(style.COMPUTE_FILL),

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 
 import shiboken6
-from PySide6.QtCore import QPointF, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QObject, QPointF, QRect, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QKeyEvent, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsScene, QGraphicsSceneMouseEvent
 
@@ -66,7 +66,7 @@ class TopologyScene(QGraphicsScene):
     bandwidths_changed = Signal(list)
     """The links' bandwidth classes, [(text, colour)], fastest first (empty: one colour)."""
 
-    def __init__(self, doc: Document, parent: object = None):
+    def __init__(self, doc: Document, parent: QObject | None = None):
         super().__init__(parent)
         self.doc = doc
         self.snap_to_grid = False
@@ -423,7 +423,7 @@ class TopologyScene(QGraphicsScene):
     def _place_labels(self, node_ids: Iterable[str], show: bool = True) -> None:
         """Put the labels of the links at these nodes near their less busy end (without
         ``show``: once the labels are next placed for the zoom)."""
-        keys = set()
+        keys: set[int] = set()
         for node_id in node_ids:
             keys.update(self._adjacent.get(node_id, ()))
         for key in keys:
@@ -781,7 +781,7 @@ class TopologyScene(QGraphicsScene):
                 return item.name
         return None
 
-    def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
+    def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:
         painter.fillRect(rect, QColor("#fbfcfd"))
         scale = painter.worldTransform().m11()
         if not self.snap_to_grid or scale * style.GRID < 6:

@@ -24,6 +24,7 @@ class TopologyView(QGraphicsView):
 
     def __init__(self, scene: TopologyScene, parent: QWidget | None = None):
         super().__init__(scene, parent)
+        self._topology_scene = scene
         self.setRenderHints(QPainter.RenderHint.Antialiasing
                             | QPainter.RenderHint.TextAntialiasing)
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.AnchorUnderMouse)
@@ -93,7 +94,7 @@ class TopologyView(QGraphicsView):
         self.topology_scene().finish_labels()
 
     def topology_scene(self) -> TopologyScene:
-        return self.scene()  # type: ignore[return-value]
+        return self._topology_scene
 
     # ------------------------------------------------------------ zoom
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
+    QColor,
     QMouseEvent,
     QPainter,
     QPainterPath,
@@ -243,7 +244,7 @@ class _PictureItem(QGraphicsItem):
         lod = option.levelOfDetailFromTransform(painter.worldTransform())
         pic = self.picture
 
-        def pen(colour: object, width: float) -> QPen:
+        def pen(colour: QColor, width: float) -> QPen:
             p = QPen(colour, max(0.7, width * lod))
             p.setCosmetic(True)
             return p

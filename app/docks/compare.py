@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import time
 from fractions import Fraction
+from typing import TypedDict
 
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
@@ -68,6 +69,15 @@ CHART_TEXT = "#2d3440"
 STALE_OPACITY = 0.35
 
 
+class CompareOptions(TypedDict, total=False):
+    """The keyword arguments of :meth:`CompareDock.start`; empty before the first run."""
+
+    collective: str
+    sizes: tuple[int, ...]
+    switch_mode: str
+    full: bool
+
+
 def display_name(algorithm: str) -> str:
     return NAMES.get(algorithm, algorithm)
 
@@ -94,6 +104,13 @@ def short_reason(reason: str) -> str:
 
 def _number(value: Fraction | float, digits: int = 2) -> str:
     return f"{float(value):,.{digits}f}"
+
+
+def _bound(row: ComparisonRow) -> Fraction:
+    """The bandwidth bound of a row that applies (no ``reason``): every such row has one."""
+    if row.algbw is None:
+        raise ValueError(f"the {row.algorithm} row applies but has no bandwidth bound")
+    return row.algbw
 
 
 def _time(us: Fraction) -> str:
@@ -128,7 +145,7 @@ class CompareDock(QDockWidget):
         self.comparison: Comparison | None = None
         self._running = False
         self._started = 0.0
-        self.options: dict = {}
+        self.options = CompareOptions()
         self.stale = False
         self.signature: tuple | None = None
         self._pending: tuple | None = None      # signature of the run in progress
@@ -246,8 +263,8 @@ class CompareDock(QDockWidget):
             return False
         self._running = True
         self._started = time.perf_counter()
-        self.options = {"collective": collective, "sizes": sizes, "switch_mode": switch_mode,
-                        "full": full}
+        self.options = CompareOptions(collective=collective, sizes=sizes,
+                                      switch_mode=switch_mode, full=full)
         self._pending = topology.fingerprint()
         self.progress.setValue(0)
         self.progress.setFormat(f"Comparing ({collective})… %p%")
@@ -406,7 +423,7 @@ class CompareDock(QDockWidget):
             cell.setFont(font)
             return [name, cell] + [QStandardItem("") for _ in range(width - 2)]
         items = [name]
-        bound = QStandardItem(_number(row.algbw))
+        bound = QStandardItem(_number(_bound(row)))
         link = row.details.get("bottleneck_link")
         if link:
             bound.setToolTip(f"Most congested link: {link[0]} → {link[1]}")
@@ -436,7 +453,7 @@ class CompareDock(QDockWidget):
         groups = [size_label(s) for s in comp.sizes] + ["bound"]
         width = 0.8 / max(len(rows), 1)
         for j, row in enumerate(rows):
-            heights = [float(row.algbw_at(s)) for s in comp.sizes] + [float(row.algbw)]
+            heights = [float(row.algbw_at(s)) for s in comp.sizes] + [float(_bound(row))]
             offset = (j - (len(rows) - 1) / 2) * width
             color = QColor(COLORS.get(row.algorithm, "#888888"))
             bars = pg.BarGraphItem(x=[g + offset for g in range(len(groups))],
@@ -448,7 +465,7 @@ class CompareDock(QDockWidget):
         axis = self.plot.getAxis("bottom")
         axis.setTicks([list(enumerate(groups))])
         self.plot.setXRange(-0.6, len(groups) - 0.4, padding=0)
-        top = max((float(r.algbw) for r in rows), default=1.0)
+        top = max((float(_bound(r)) for r in rows), default=1.0)
         top = max([top] + [float(r.algbw_at(s)) for r in rows for s in comp.sizes])
         # Head room for the legend (rows of three) above the bars.
         legend_rows = (len(rows) + 2) // 3

@@ -72,9 +72,14 @@ def _item(text: str, tip: str = "") -> QTableWidgetItem:
     return item
 
 
-def _table(headers: list[str]) -> QTableWidget:
+def _table(headers: list[str], tips: list[str] | None = None) -> QTableWidget:
+    """A read-only table of whole rows; ``tips`` are the column headers' tooltips."""
     table = QTableWidget(0, len(headers))
-    table.setHorizontalHeaderLabels(headers)
+    for col, text in enumerate(headers):
+        header_item = QTableWidgetItem(text)
+        if tips:
+            header_item.setToolTip(tips[col])
+        table.setHorizontalHeaderItem(col, header_item)
     table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
     table.verticalHeader().hide()
@@ -125,14 +130,13 @@ class DesignDock(QDockWidget):
         top.addWidget(self.name_button)
         top.addStretch(1)
 
-        self.classes = _table(["Class", "Links", "GB/s", "Down to", "Doubled", "Limits"])
-        for col, tip in enumerate([
-                "Link class (by role, or named by you)", "Links in the class",
-                "Bandwidth per link per direction (GB/s)",
-                "The lowest bandwidth per link (GB/s) that keeps today's optimum",
-                "The optimum (GB/s) with this class at twice its bandwidth",
-                "Whether raising this class alone raises the optimum"]):
-            self.classes.horizontalHeaderItem(col).setToolTip(tip)
+        self.classes = _table(
+            ["Class", "Links", "GB/s", "Down to", "Doubled", "Limits"],
+            ["Link class (by role, or named by you)", "Links in the class",
+             "Bandwidth per link per direction (GB/s)",
+             "The lowest bandwidth per link (GB/s) that keeps today's optimum",
+             "The optimum (GB/s) with this class at twice its bandwidth",
+             "Whether raising this class alone raises the optimum"])
         self.classes.itemSelectionChanged.connect(self._plot_selected)
         self.plot = pg.PlotWidget(background="w")
         self.plot.setLabel("left", "optimum (GB/s)")

@@ -170,8 +170,8 @@ class PlotsDock(SolutionDock):
         second line says why, until a comparison draws the exported schedule's times."""
         title = TIME_TITLE
         fc = self._compared(solution)
-        exported = fc is not None and fc.row("forestcoll") is not None \
-            and bool(fc.row("forestcoll").times_us)   # type: ignore[union-attr]
+        fc_row = fc.row("forestcoll") if fc is not None else None
+        exported = fc_row is not None and bool(fc_row.times_us)
         if solution.schedule_to_simulate and not exported:
             title += "<br><span style='font-size:8pt'>executed time: simulating…</span>"
         elif solution.executed_note and not exported:

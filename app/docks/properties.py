@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from typing import TypeVar
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QValidator
@@ -104,7 +105,11 @@ class UnitNumberValidator(NumberValidator):
         return super().validate(number, pos)
 
 
-def _common(values: list[object]) -> object:
+T = TypeVar("T")
+
+
+def _common(values: list[T]) -> T | str | None:
+    """The one value of ``values``; :data:`VARIOUS` if they differ; None if empty."""
     first = values[0] if values else None
     return first if all(v == first for v in values) else VARIOUS
 
@@ -149,6 +154,9 @@ class PropertiesDock(QDockWidget):
         self.kind_combo.addItems(list(NODE_KINDS))
         self.group_combo = QComboBox()
         self.group_combo.setEditable(True)
+        group_edit = self.group_combo.lineEdit()
+        assert group_edit is not None           # an editable combo box has one
+        self.group_edit = group_edit
         self.node_error = QLabel()
         self.node_error.setStyleSheet("color: #b3261e;")
         self.node_error.setWordWrap(True)
@@ -159,10 +167,11 @@ class PropertiesDock(QDockWidget):
         form.addRow(self.node_error)
 
         self.link_box = QGroupBox("Link")
-        form = QFormLayout(self.link_box)
+        self.link_form = form = QFormLayout(self.link_box)
         self.ends = QLabel()
         self.bandwidth_edit = QLineEdit()
-        self.bandwidth_edit.setValidator(NumberValidator(parent=self))
+        self.bandwidth_validator = NumberValidator(parent=self)
+        self.bandwidth_edit.setValidator(self.bandwidth_validator)
         self.bandwidth_edit.setToolTip("in each direction, in the topology's bandwidth unit; "
                                        "decimals like 12.5 are exact")
         self.direction_combo = QComboBox()
@@ -170,8 +179,8 @@ class PropertiesDock(QDockWidget):
         self.direction_combo.setToolTip("duplex: the bandwidth in each direction; "
                                         "one-way: from the first end to the second only")
         self.latency_edit = QLineEdit()
-        self.latency_edit.setValidator(NumberValidator(optional=True, allow_zero=True,
-                                                       parent=self))
+        self.latency_validator = NumberValidator(optional=True, allow_zero=True, parent=self)
+        self.latency_edit.setValidator(self.latency_validator)
         self.latency_edit.setPlaceholderText("none")
         self.link_error = QLabel()
         self.link_error.setStyleSheet("color: #b3261e;")
@@ -192,12 +201,12 @@ class PropertiesDock(QDockWidget):
         self.id_edit.editingFinished.connect(self._commit_id)
         self.label_edit.editingFinished.connect(self._commit_label)
         self.kind_combo.activated.connect(self._commit_kind)
-        self.group_combo.lineEdit().editingFinished.connect(self._commit_group)
+        self.group_edit.editingFinished.connect(self._commit_group)
         self.group_combo.activated.connect(self._commit_group)
         self.bandwidth_edit.textEdited.connect(
-            lambda: self._check(self.bandwidth_edit, self.link_error, "bandwidth"))
+            lambda: self._check(self.bandwidth_edit, self.bandwidth_validator, "bandwidth"))
         self.latency_edit.textEdited.connect(
-            lambda: self._check(self.latency_edit, self.link_error, "latency"))
+            lambda: self._check(self.latency_edit, self.latency_validator, "latency"))
         self.bandwidth_edit.editingFinished.connect(self._commit_bandwidth)
         self.latency_edit.editingFinished.connect(self._commit_latency)
         self.direction_combo.activated.connect(self._commit_direction)
@@ -218,8 +227,8 @@ class PropertiesDock(QDockWidget):
         topo = self.doc.topology
         self._set_text(self.name_edit, topo.name)
         self.unit_combo.setCurrentText(topo.bandwidth_unit)
-        label = self.link_box.layout().labelForField(self.bandwidth_edit)
-        if label is not None:
+        label = self.link_form.labelForField(self.bandwidth_edit)
+        if isinstance(label, QLabel):
             label.setText(f"Bandwidth ({topo.bandwidth_unit})")
         self.summary.setText(f"{len(topo.compute_nodes())} compute, "
                              f"{counted(len(topo.switch_nodes()), 'switch')}, "
@@ -255,7 +264,7 @@ class PropertiesDock(QDockWidget):
         self.group_combo.clear()
         self.group_combo.addItems([""] + self.doc.groups())
         self.group_combo.setCurrentText("" if group == VARIOUS else str(group))
-        self.group_combo.lineEdit().setPlaceholderText(VARIOUS if group == VARIOUS else "none")
+        self.group_edit.setPlaceholderText(VARIOUS if group == VARIOUS else "none")
         self.group_combo.blockSignals(False)
         self.node_error.setText("")
 
@@ -269,25 +278,25 @@ class PropertiesDock(QDockWidget):
                           else f"{len(links)} links")
         bandwidth = _common([link.bandwidth for link in links])
         unit = self.doc.topology.bandwidth_unit
-        self._set_text(self.bandwidth_edit, bandwidth if bandwidth == VARIOUS
-                       else format_gbps(from_gbps(bandwidth, unit)))
+        self._set_text(self.bandwidth_edit, bandwidth if isinstance(bandwidth, str) or
+                       bandwidth is None else format_gbps(from_gbps(bandwidth, unit)))
         duplex = _common([link.duplex for link in links])
         self.direction_combo.setCurrentIndex(-1 if duplex == VARIOUS else (0 if duplex else 1))
         latency = _common([link.latency for link in links])
-        self._set_text(self.latency_edit, latency if latency in (VARIOUS, None)
-                       else format_gbps(latency))
+        self._set_text(self.latency_edit, latency if isinstance(latency, str) or
+                       latency is None else format_gbps(latency))
         self.link_error.setText("")
 
-    def _check(self, edit: QLineEdit, error: QLabel, what: str) -> None:
-        validator: NumberValidator = edit.validator()  # type: ignore[assignment]
+    def _check(self, edit: QLineEdit, validator: NumberValidator, what: str) -> None:
         try:
             validator.parse(edit.text())
         except (ValueError, ZeroDivisionError) as exc:
             edit.setStyleSheet(INVALID_STYLE)
-            error.setText(f"The {what} {exc}: type a positive number such as 25 or 12.5.")
+            self.link_error.setText(
+                f"The {what} {exc}: type a positive number such as 25 or 12.5.")
             return
         edit.setStyleSheet("")
-        error.setText("")
+        self.link_error.setText("")
 
     # ------------------------------------------------------------ committing
 
@@ -339,7 +348,7 @@ class PropertiesDock(QDockWidget):
     def _commit_bandwidth(self) -> None:
         if self._links and self.bandwidth_edit.isModified():
             self.bandwidth_edit.setModified(False)
-            value = self.bandwidth_edit.validator().parse(self.bandwidth_edit.text())
+            value = self.bandwidth_validator.parse(self.bandwidth_edit.text())
             if value is not None:
                 value = to_gbps(value, self.doc.topology.bandwidth_unit)
             edit_links(self.doc, self._links, "bandwidth", value)
@@ -347,7 +356,7 @@ class PropertiesDock(QDockWidget):
     def _commit_latency(self) -> None:
         if self._links and self.latency_edit.isModified():
             self.latency_edit.setModified(False)
-            value = self.latency_edit.validator().parse(self.latency_edit.text())
+            value = self.latency_validator.parse(self.latency_edit.text())
             edit_links(self.doc, self._links, "latency", value)
 
     def _commit_direction(self, index: int) -> None:

@@ -19,6 +19,7 @@ from PySide6.QtGui import (
     QPainter,
     QPen,
     QPolygonF,
+    QResizeEvent,
     QWheelEvent,
 )
 from PySide6.QtWidgets import (
@@ -207,8 +208,8 @@ class TreeDiagramView(QGraphicsView):
                       bounds.top() + visible_h / 2 if bounds.height() > visible_h
                       else bounds.center().y())
 
-    def resizeEvent(self, event: object) -> None:
-        super().resizeEvent(event)  # type: ignore[arg-type]
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
         self.fit()
 
     def wheelEvent(self, event: QWheelEvent) -> None:

@@ -93,17 +93,17 @@ class TreeTableModel(QAbstractTableModel):
             return None
         shown = self.trees[index.row()]
         column = index.column()
-        values = [shown.tree.root, shown.tree.index, shown.tree.multiplicity,
-                  shown.bandwidth, shown.height, shown.phase]
+        values: list[object] = [shown.tree.root, shown.tree.index, shown.tree.multiplicity,
+                                shown.bandwidth, shown.height, shown.phase]
         if role == Qt.ItemDataRole.DisplayRole:
             value = values[column]
             if column == 1:
                 count = self.per_root.get((shown.tree.root, shown.phase), 1)
                 return f"{shown.tree.index + 1} of {count}"
-            return format_gbps(value) if column == 3 else \
+            return format_gbps(shown.bandwidth) if column == 3 else \
                 number_text(value) if isinstance(value, int) else str(value)
         if role == SORT_ROLE:
-            return float(values[column]) if column == 3 else values[column]
+            return float(shown.bandwidth) if column == 3 else values[column]
         if role == POSITION_ROLE:
             return index.row()
         if role == Qt.ItemDataRole.TextAlignmentRole and column in (1, 2, 3, 4):

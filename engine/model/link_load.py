@@ -10,6 +10,7 @@ or, for ForestColl's allreduce LP (``split_budgets``, App. E), both at once: the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -25,7 +26,9 @@ class LinkLoad:
     bandwidth: Fraction
     unit_trees: int = 0
     used: Fraction = Fraction(0)
-    trees: list[int] = field(default_factory=list)   # positions in schedule.trees
+    trees: Sequence[int] = field(default_factory=list)
+    """Positions in ``schedule.trees``; built as a list, read only (the editor keeps them
+    as a compact :class:`array.array`)."""
 
     @property
     def utilisation(self) -> Fraction:
@@ -67,7 +70,7 @@ def link_loads(schedule: Schedule, topology: Topology) -> dict[tuple[str, str], 
             if schedule.split_budgets:
                 now = result[link]
                 result[link] = LinkLoad(load.bandwidth, now.unit_trees + load.unit_trees,
-                                        now.used + load.used, now.trees + load.trees)
+                                        now.used + load.used, [*now.trees, *load.trees])
             elif load.used > result[link].used:
                 result[link] = load
     return result
