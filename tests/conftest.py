@@ -19,7 +19,7 @@ LONGEST_FIRST = (
     "tests/engine/comparison/test_table.py::test_forestcoll_beats_tacos_on_the_torus_of_issue_14",
     "tests/engine/sweep/test_sweep.py::test_the_same_sweep_runs_on_a_local_ray_instance",
     "tests/engine/msccl/test_connections.py::test_allreduce_on_two_mi250_servers",
-    "tests/test_guard_rails.py::test_engine_type_checks",
+    "tests/test_guard_rails.py::test_packages_type_check",
     "tests/engine/msccl/test_connections.py",
     "tests/engine/deploy/test_reduction_fill.py",
     "tests/test_readme.py",
