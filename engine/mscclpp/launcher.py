@@ -24,8 +24,9 @@ LAUNCHER_TEMPLATE = '''#!/usr/bin/env python3
       THIS_FILE [--script train.py]
 
 Each process registers the plans for their collective and size range; NCCL calls the
-selector does not claim (other sizes, and sizes that are not a multiple of 16 bytes times
-a plan's chunks, which the runtime refuses) go to NCCL (set MSCCLPP_NCCL_LIB_PATH to
+selector does not claim (other sizes, sizes that are not a multiple of 16 bytes times a
+plan's chunks, which the runtime refuses, and sizes whose buffers reach 4 GiB, past the
+runtime's 32-bit offsets) go to NCCL (set MSCCLPP_NCCL_LIB_PATH to
 NCCL's library).
 """
 import argparse
@@ -46,13 +47,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def runtime_accepts(meta, rank, world, collective, size):
     """Whether the runtime takes a message of ``size`` bytes (the output for allgather):
     its input and output must be multiples of the alignment times their chunks, else
-    the executor throws (checkMessageSize), so such sizes are left to NCCL."""
+    the executor throws (checkMessageSize); and every byte offset of the plan's buffers
+    must stay below 4 GiB, which the runtime keeps in 32 bits without a check (the same
+    answer on every rank: the most chunks of any GPU's buffer). Such sizes are left to
+    NCCL."""
     gpu = meta["gpus"][rank]
     ins, outs = {{"allgather": (size // world, size),
                  "reducescatter": (size, size // world)}}.get(collective, (size, size))
     align = meta.get("buffer_alignment", 16)
-    return all(b % align == 0 and (not chunks or (b // align) % chunks == 0)
-               for b, chunks in ((ins, gpu["input_chunks"]), (outs, gpu["output_chunks"])))
+    if not all(b % align == 0 and (not chunks or (b // align) % chunks == 0)
+               for b, chunks in ((ins, gpu["input_chunks"]), (outs, gpu["output_chunks"]))):
+        return False
+    chunk = ins // gpu["input_chunks"] if gpu["input_chunks"] else outs // gpu["output_chunks"]
+    most = max(max(g["input_chunks"], g["output_chunks"], g["scratch_chunks"])
+               for g in meta["gpus"])
+    return chunk * most < 1 << 32
 
 
 def register(rank, world, per_node):

@@ -41,7 +41,7 @@ from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import add_path_load
 from canopy.engine.model.topology import Topology
 from canopy.engine.mscclpp.reach_kernel import compiled_reached
-from canopy.engine.mscclpp.reader import Op, PlanModel, Ref, ThreadBlock
+from canopy.engine.mscclpp.reader import Gpu, Op, PlanModel, Ref, ThreadBlock
 from canopy.engine.network.routing import Router
 
 
@@ -88,7 +88,30 @@ def size_problem(plan: PlanModel, size: int) -> str | None:
     if not plan.min_size <= size <= plan.max_size:
         return (f"the plan runs messages of {plan.min_size} to {plan.max_size} bytes, so the "
                 f"runtime would not pick it at {size} bytes.")
+    end = buffer_end(plan.gpus, size, n, plan.collective)
+    if end >= OFFSET_LIMIT:
+        return (f"at {size} bytes the plan's buffers reach byte {end}, but the runtime keeps "
+                f"an op's byte offsets and sizes in 32 bits (they would wrap past 4 GiB).")
     return None
+
+
+OFFSET_LIMIT = 1 << 32
+"""The runtime stores every op's byte offsets and sizes in 32 bits (``Operation`` in
+``execution_common.hpp``, ``getBufferSize`` and the kernels' offset arithmetic), without a
+check: an offset of 4 GiB or more wraps."""
+
+
+def buffer_end(gpus: list[Gpu], size: int, ngpus: int, collective: str) -> int:
+    """The largest byte offset an op of the plan can name at ``size`` (a chunk is the
+    rank's input over its input chunks, or its output over its output chunks without
+    input chunks, as ``getSizeAndChunks``; every buffer's chunks are that size): the most
+    chunks any GPU's input, output or scratch holds, times the chunk. Must stay below
+    OFFSET_LIMIT (the buffers' offsets within the registered memory come on top)."""
+    ins, outs = {"allgather": (size // ngpus, size),
+                 "reducescatter": (size, size // ngpus)}.get(collective, (size, size))
+    gpu = gpus[0]
+    chunk = ins // gpu.input_chunks if gpu.input_chunks else outs // gpu.output_chunks
+    return chunk * max(max(g.input_chunks, g.output_chunks, g.scratch_chunks) for g in gpus)
 
 
 PUTS = ("put", "pws", "pwsf", "res", "rres", "ppkt", "rppkt", "respkt", "recspkt")

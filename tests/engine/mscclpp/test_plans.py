@@ -339,6 +339,15 @@ def test_solve_writes_plan_launcher_and_times_like_compare(tmp_path, capsys):
     assert main(["check-plan", str(out), "--topology", sample]) == 0
 
 
+def test_sizes_whose_offsets_pass_32_bits_are_flagged():
+    """The runtime keeps byte offsets in 32 bits: the hand-written allgather's output of
+    two chunks ends at the message size, so 4 GiB wraps and 32 bytes less does not."""
+    from canopy.engine.mscclpp.timing import size_problem
+    plan = parse_plan(small_plan())
+    assert size_problem(plan, (1 << 32) - 32) is None
+    assert "32 bits" in size_problem(plan, 1 << 32)
+
+
 def test_limits_are_refused_with_the_limit():
     plan = small_plan()
     ops = plan["gpus"][0]["threadblocks"][0]["ops"]

@@ -74,12 +74,18 @@ def test_launcher_leaves_sizes_the_runtime_refuses_to_nccl():
     space: dict = {}
     exec(body, space)
     accepts = space["runtime_accepts"]
-    meta = {"gpus": [{"input_chunks": 3, "output_chunks": 24}] * 8}
+    meta = {"gpus": [{"input_chunks": 3, "output_chunks": 24, "scratch_chunks": 0}] * 8}
     assert not accepts(meta, 0, 8, "allgather", 1 << 30)
     assert accepts(meta, 0, 8, "allgather", 3 << 30)
-    meta = {"gpus": [{"input_chunks": 32, "output_chunks": 32}] * 8}
+    meta = {"gpus": [{"input_chunks": 32, "output_chunks": 32, "scratch_chunks": 32}] * 8}
     assert accepts(meta, 0, 8, "allreduce", 1 << 30) and not accepts(meta, 0, 8, "allreduce",
                                                                       (1 << 30) + 16)
+    # byte offsets stay below 4 GiB (32 bits in the runtime): here GPU 1's scratch of 64
+    # chunks ends at twice the message, and every rank answers alike
+    meta["gpus"] = [meta["gpus"][0], dict(meta["gpus"][0], scratch_chunks=64)] * 4
+    for rank in (0, 1):
+        assert accepts(meta, rank, 8, "allreduce", (2 << 30) - 512)
+        assert not accepts(meta, rank, 8, "allreduce", 2 << 30)
 
 
 def test_plans_whose_chunks_are_not_a_power_of_two_say_which_sizes_they_run():
