@@ -193,17 +193,10 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
         if check is not None:
             check()
         times = np.zeros(n)
-        _CHECK[0] = check
-        try:
-            end, delivered = compiled(
-                *net.arrays(), conn, np.array(amount, np.float64)[flat.amount_of],
-                flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
-                _COMPILED[1], deadline, unsent)
-        finally:
-            _CHECK[0] = None
-            raised, _RAISED[0] = _RAISED[0], None
-        if raised is not None:
-            raise raised
+        end, delivered = _checked(check, lambda: compiled(
+            *net.arrays(), conn, np.array(amount, np.float64)[flat.amount_of],
+            flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
+            _COMPILED[1], deadline, unsent))
         if arrivals is not None:
             arrivals[:] = times.tolist()
     else:
@@ -239,17 +232,10 @@ def _run_exclusive(net: _Network, conn: Any, size: Any, pending: Any, dep_ptr: A
         times = np.zeros(n)
         if check is not None:
             check()
-        _CHECK[0] = check
-        try:
-            end, delivered = compiled(cap, conn_ptr, conn_link, alpha, weight, conn,
-                                      np.array(size, np.float64), pending, dep_ptr,
-                                      dep_idx, q_ptr, q_idx, pieces, ordered, times,
-                                      _COMPILED[1], CHECK_EVERY)
-        finally:
-            _CHECK[0] = None
-            raised, _RAISED[0] = _RAISED[0], None
-        if raised is not None:
-            raise raised
+        end, delivered = _checked(check, lambda: compiled(
+            cap, conn_ptr, conn_link, alpha, weight, conn, np.array(size, np.float64),
+            pending, dep_ptr, dep_idx, q_ptr, q_idx, pieces, ordered, times, _COMPILED[1],
+            CHECK_EVERY))
         if arrivals is not None:
             arrivals[:] = times.tolist()
         return end, delivered
@@ -325,6 +311,20 @@ _CHECK: list[Callable[[], None] | None] = [None]     # the running compiled loop
 
 
 _RAISED: list[BaseException | None] = [None]          # what that check raised
+
+
+def _checked(check: Callable[[], None] | None, run: Callable[[], Any]) -> Any:
+    """``run()``, a compiled loop that calls back :func:`_call_check`, with ``check`` as
+    that callback; what ``check`` raised is raised once the loop has returned."""
+    _CHECK[0] = check
+    try:
+        result = run()
+    finally:
+        _CHECK[0] = None
+        raised, _RAISED[0] = _RAISED[0], None
+    if raised is not None:
+        raise raised
+    return result
 
 
 def _call_check() -> None:
