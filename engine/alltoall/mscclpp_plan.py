@@ -8,12 +8,19 @@ let routes share a link, and the execution model gives every route a share of it
 in proportion to its rate (:mod:`canopy.engine.alltoall.compare`). A single channel per
 connection would get equal shares instead, and on links shared by light and heavy
 connections the light ones, held back elsewhere, leave their shares idle. So a port
-connection carrying V chunks of the loop gets ``V / v`` lanes (the writer's rule 10:
-parallel port channels, each a queue pair the NIC serves in turn), rounded, at least 1
-and at most :data:`~canopy.engine.mscclpp.writer.MAX_LANES` (halved until every thread
-block's channels fit the runtime's 16), v the fewest chunks any port connection carries:
-connections sharing a NIC get shares in proportion to their chunks, which follow the
-routes' rates.
+connection through switches carrying V chunks of the loop gets ``V / v`` lanes (the
+writer's rule 10: parallel port channels, each a queue pair the NIC serves in turn),
+rounded, at least 1 and at most :data:`~canopy.engine.mscclpp.writer.MAX_LANES` (halved
+until every thread block's channels fit the runtime's 16), v the fewest chunks any such
+connection carries: connections sharing a NIC get shares in proportion to their chunks,
+which follow the routes' rates.
+
+A port connection between two GPUs joined by a link of their own keeps one channel. That
+link carries only the connections between those two GPUs, each over that link alone, so
+none is held back elsewhere and they use the whole link whatever their shares; lanes
+there would only deal each message's chunks over parallel queues, where the messages of a
+connection move side by side instead of one after the other, so each arrives later and
+the relays waiting for it start later.
 """
 
 from __future__ import annotations
@@ -42,29 +49,40 @@ def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: An
     algo = read_msccl_bytes(alltoall_xml(schedule).data)
     unit = unit_for(algo, topology if tune else None, REFERENCE_SIZE)
     servers = rank_servers(topology)
+    direct = linked_ranks(topology)
     most = MAX_LANES
     while True:           # fewer lanes where a thread block's channels exceed the runtime's
         try:
             return checked_plan(algo, servers, os.fspath(path), unit, None,
-                                lanes=port_lanes(algo, servers, most))
+                                lanes=port_lanes(algo, servers, most, direct))
         except MscclppLimitError:
             if most == 1:
                 raise
             most //= 2
 
 
-def port_lanes(algo: XmlAlgo, servers: list[int], most: int = MAX_LANES
+def linked_ranks(topology: Topology) -> frozenset[tuple[int, int]]:
+    """The (sender, receiver) ranks joined by a link of their own."""
+    rank = {v: r for r, v in enumerate(topology.compute_nodes())}
+    return frozenset((rank[u], rank[v]) for u, v in topology.capacities()
+                     if u in rank and v in rank)
+
+
+def port_lanes(algo: XmlAlgo, servers: list[int], most: int = MAX_LANES,
+               direct: frozenset[tuple[int, int]] = frozenset()
                ) -> dict[tuple[int, int, int], int]:
-    """Lanes per port connection (sender, receiver, channel): its chunks of the loop over
-    the fewest any port connection carries, rounded, within 1 and ``most``."""
+    """Lanes per port connection (sender, receiver, channel): one where ``direct`` holds
+    its ranks (a link of their own), else its chunks of the loop over the fewest any
+    such other port connection carries, rounded, within 1 and ``most``."""
     volumes: dict[tuple[int, int, int], int] = {}
     for gpu in algo.gpus:
         for tb in gpu.tbs:
             if tb.send >= 0 and servers[gpu.id] != servers[tb.send]:
                 volumes[(gpu.id, tb.send, tb.chan)] = sum(
                     st.cnt for st in tb.steps if STEP_TYPES[st.type].sends)
-    least = min((v for v in volumes.values() if v), default=1)
-    return {conn: min(most, max(1, (2 * v + least) // (2 * least)))
+    least = min((v for conn, v in volumes.items() if v and conn[:2] not in direct),
+                default=1)
+    return {conn: 1 if conn[:2] in direct else min(most, max(1, (2 * v + least) // (2 * least)))
             for conn, v in volumes.items()}
 
 
