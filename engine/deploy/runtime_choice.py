@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
+from canopy.engine.deploy.accumulation import accumulating
 from canopy.engine.deploy.choice_progress import ChoiceProgress
 from canopy.engine.deploy.reduction_fill import fill_swaps
 from canopy.engine.model.plan import (
@@ -444,8 +445,9 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 f"{float(first_best.fraction):.2%} at 1 GiB but {float(tie[1]):.2%} at 256 MiB")
     below = None
     if small is not None:
-        below = RuntimeChoice(small.schedule, small.base, small.laid, optimum=optimum,
-                              layout=small.name, limits=limits)
+        below = RuntimeChoice(small.schedule, small.base,
+                              accumulating(topology, small.laid, SECOND_SIZE),
+                              optimum=optimum, layout=small.name, limits=limits)
         # every note above names the chosen schedule already; the ranges then do not
         which = "" if note is not None else f"k = {chosen.k} on {layout_text(name)} "
         ranges = (f"runs {which}from {_mib(BOUNDARY)} up ({float(fraction):.2%} of the "
@@ -454,8 +456,9 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                   f"({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
                   "256 MiB): an MSCCL XML per size range")
         note = ranges if note is None else f"{note}; it {ranges}"
-    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
-                         below=below, boundary=BOUNDARY if below is not None else 0)
+    return RuntimeChoice(chosen, base, accumulating(topology, laid, REFERENCE_SIZE), note,
+                         optimum, tried, layout=name, limits=limits, below=below,
+                         boundary=BOUNDARY if below is not None else 0)
 
 
 def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLimits

@@ -66,7 +66,7 @@ class IterationTemplate:
     edge: Any           # per slot its tree edge (index over all trees' edges, in order)
 
 
-def _allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree]]:
+def allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree]]:
     """The reduce and broadcast trees of ``plan`` as the MSCCL export runs them
     (:mod:`canopy.engine.msccl.lowering`): every root's shard is cut at the common
     refinement of its reduce trees' and its broadcast trees' shares (each phase's trees
@@ -104,7 +104,7 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
     :func:`plan_program`). Python work per tree edge is kept small: on 1024 GPUs a ring
     plan has 8 million."""
     check_switch_mode(switch_mode)
-    reducing, broadcasting = _allreduce_parts(plan)
+    reducing, broadcasting = allreduce_parts(plan)
     trees = [*reducing, *broadcasting]
     smallest = min(t.share for t in trees)
     nphase = len(reducing)
@@ -271,22 +271,25 @@ def _paired_edges(plan: CollectivePlan, trees: list[FlowTree]
 
 def _reduction_chains(tree: FlowTree, rank: dict[str, int], base: int) -> dict[int, list[int]]:
     """Per edge of a reduce tree (flat index from ``base``), the edges into the same node
-    that its receive waits for: the MSCCL export accumulates a node's children shallow
-    first (height, then rank; :mod:`canopy.engine.msccl.lowering`), each receive after the
-    one before it into the same slot, so a thread block's receive, and the sends it runs
-    after it, wait for those arrivals too."""
+    that its receive waits for: the MSCCL export accumulates a node's children in the
+    tree's accumulation order, then shallow first (height, then rank;
+    :mod:`canopy.engine.msccl.lowering`), each receive after the one before it into the
+    same slot, so a thread block's receive, and the sends it runs after it, wait for those
+    arrivals too."""
     height: dict[str, int] = {}
     for e in reversed(tree.edges):
         height.setdefault(e.child, 0)
         height[e.parent] = max(height.get(e.parent, 0), height[e.child] + 1)
-    into: dict[str, list[tuple[int, int, int]]] = {}
+    into: dict[str, list[tuple[int, int, int, int]]] = {}
     for ei, e in enumerate(tree.edges):
-        into.setdefault(e.parent, []).append((height[e.child], rank[e.child], base + ei))
+        added = tree.accumulation[ei] if tree.accumulation else 0
+        into.setdefault(e.parent, []).append((added, height[e.child], rank[e.child],
+                                              base + ei))
     out: dict[int, list[int]] = {}
     for kids in into.values():
         kids.sort()
-        for j, (_, _, flat) in enumerate(kids):
-            out[flat] = [k[2] for k in kids[:j]]
+        for j, kid in enumerate(kids):
+            out[kid[3]] = [k[3] for k in kids[:j]]
     return out
 
 

@@ -68,6 +68,10 @@ class FlowTree:
 
     ``edges`` list parents before children. ``reduce`` trees move data from the leaves
     into the root (reduce-scatter's in-trees, ForestColl (arXiv:2402.06787) §4.6).
+    ``accumulation`` (reduce trees; empty: shallow subtrees first) gives, per edge, the
+    place at which the parent adds that edge's data among the edges into it, lowest first:
+    the order of the MSCCL export's chain of reductions into one slot
+    (:mod:`canopy.engine.msccl.lowering`, :mod:`canopy.engine.deploy.accumulation`).
     """
 
     key: Hashable
@@ -75,6 +79,7 @@ class FlowTree:
     edges: tuple[FlowEdge, ...]
     share: Fraction
     reduce: bool = False
+    accumulation: tuple[int, ...] = ()
 
 
 ThreadBlockPair = tuple[str, str, str, int]    # (receive peer, GPU, send peer, channel)

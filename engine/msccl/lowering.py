@@ -26,8 +26,11 @@ from ``i`` to ``o`` and sends them from ``o``, so ``rcs`` steps name one slot.
 * Reduce-scatter (§4.6): the reduce trees run against their arrows. A leaf sends its
   work slot; a node with children accumulates every child but the last with ``rrc`` into
   its work slot and forwards the last with ``rrs`` (receive, reduce, send);
-  the root ends with ``rrc`` into its result. Children are taken shallow first, so the
-  deepest branch, whose data comes last, is the one fused with the send.
+  the root ends with ``rrc`` into its result. Each reduction waits for the one before it
+  into the same slot, so the children are taken in the order their data is expected:
+  the tree's ``accumulation`` where the plan gives one (the order its simulation
+  delivers them in, :mod:`canopy.engine.deploy.accumulation`), else shallow first, so
+  the deepest branch, whose data comes last, is the one fused with the send.
 * Allreduce: reduce-scatter then allgather in one program. The root's last reduction is
   an ``rrcs`` that also starts the broadcast. When the reduce trees and broadcast trees of
   a root split its k chunks differently, both phases use the common refinement so each
@@ -171,7 +174,8 @@ class _Shape:
     priority_to: dict[int, int]            # the rank of the plan's priority of that edge
     position: int                          # the tree's index in the plan's trees
     reduce: bool
-    # what send_info and by_height worked out, asked again for every piece
+    added_at: dict[int, int]               # the tree's accumulation of the edge to each node
+    # what send_info, by_height and accumulating worked out, asked again for every piece
     sends: dict[tuple[int, bool], dict] = field(default_factory=dict)
     kids: dict[tuple[int, bool], list[int]] = field(default_factory=dict)
 
@@ -201,13 +205,20 @@ class _Shape:
         arrows, over the reversed route, as :func:`canopy.engine.model.plan.trees_plan` does)."""
         return tuple(reversed(self.path_to[child]))
 
-    def by_height(self, v: int, deepest_first: bool) -> list[int]:
-        """``v``'s children by height (a list of the caller's own)."""
-        if (v, deepest_first) not in self.kids:
-            self.kids[(v, deepest_first)] = sorted(self.children.get(v, []),
-                                                   key=lambda c: (self.height[c], c),
-                                                   reverse=deepest_first)
-        return list(self.kids[(v, deepest_first)])
+    def by_height(self, v: int) -> list[int]:
+        """``v``'s children deepest first (a list of the caller's own)."""
+        if (v, True) not in self.kids:
+            self.kids[(v, True)] = sorted(self.children.get(v, []),
+                                          key=lambda c: (self.height[c], c), reverse=True)
+        return list(self.kids[(v, True)])
+
+    def accumulating(self, v: int) -> list[int]:
+        """``v``'s children in the order ``v`` adds their data: by the tree's accumulation,
+        then shallow first (a list of the caller's own)."""
+        if (v, False) not in self.kids:
+            self.kids[(v, False)] = sorted(
+                self.children.get(v, []), key=lambda c: (self.added_at[c], self.height[c], c))
+        return list(self.kids[(v, False)])
 
     def bottom_up(self) -> list[int]:
         return sorted(self.depth, key=lambda v: -self.depth[v])
@@ -226,16 +237,17 @@ class LoweredTree:
     priorities: tuple[int, ...] = ()           # per edge, the plan's priority's rank
     position: int = 0                          # index among the plan's trees
     reduce: bool = False
+    accumulation: tuple[int, ...] = ()         # per edge, the plan's (FlowTree.accumulation)
 
 
 def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, ranks: dict[int, int],
-                  start: int = 0) -> list[LoweredTree]:
+                  start: int = 0, accumulate: bool = True) -> list[LoweredTree]:
     """The trees of one phase of a plan, each carrying ``share · n · chunks`` chunks (a
     whole number: the chunk layout must hold every tree's share exactly). Reduce trees
     carry their data against the arrows, so their routes are turned back to run from
     parent to child. ``start`` is the index of the phase's first tree in the plan's
     trees (reduce trees first). An edge's priority is kept as its place in ``ranks``
-    (:func:`priority_ranks`)."""
+    (:func:`priority_ranks`); its accumulation only with ``accumulate``."""
     out: list[LoweredTree] = []
     per_root: dict[str, int] = {}
     for t in phase:
@@ -250,7 +262,7 @@ def lowered_trees(phase: tuple[FlowTree, ...], n: int, chunks: int, ranks: dict[
         channels = tuple(e.channel if isinstance(e.channel, int) else None for e in t.edges)
         out.append(LoweredTree(t.root, index, int(m), edges, channels,
                         tuple(ranks[id(e.priority)] for e in t.edges), start + len(out),
-                        t.reduce))
+                        t.reduce, t.accumulation if accumulate else ()))
     return out
 
 
@@ -284,6 +296,7 @@ def _shape(tree: LoweredTree, rank: dict[str, int], n: int) -> _Shape:
     path_to: dict[int, tuple[str, ...]] = {}
     channel_to: dict[int, int | None] = {}
     priority_to: dict[int, int] = {}
+    added_at: dict[int, int] = {}
     depth = {root: 0}
     for i, (src, dst, path) in enumerate(tree.edges):
         if src not in rank or dst not in rank:
@@ -297,6 +310,7 @@ def _shape(tree: LoweredTree, rank: dict[str, int], n: int) -> _Shape:
         path_to[v] = tuple(path) or (src, dst)
         channel_to[v] = tree.channels[i] if tree.channels else None
         priority_to[v] = tree.priorities[i] if tree.priorities else 0
+        added_at[v] = tree.accumulation[i] if tree.accumulation else 0
         children.setdefault(u, []).append(v)
         depth[v] = depth[u] + 1
     if len(depth) != n:
@@ -306,7 +320,7 @@ def _shape(tree: LoweredTree, rank: dict[str, int], n: int) -> _Shape:
         if v in parent:
             height[parent[v]] = max(height[parent[v]], height[v] + 1)
     return _Shape(root, tree.index, parent, children, depth, height, path_to, channel_to,
-                  priority_to, tree.position, tree.reduce)
+                  priority_to, tree.position, tree.reduce, added_at)
 
 
 def _pieces(trees: list[LoweredTree], k: int, where: str) -> list[tuple[int, int, LoweredTree]]:
@@ -383,7 +397,7 @@ class _Builder:
         root, base = shape.root, (shape.root, shape.index, chunk)
         loc = (self.out, chunk)
         work: list[tuple[Chain, int, int, Loc]] = []
-        for i, child in enumerate(shape.by_height(root, deepest_first=True)):
+        for i, child in enumerate(shape.by_height(root)):
             if i == 0 and fused is not None:
                 chain = fused
             else:
@@ -393,7 +407,7 @@ class _Builder:
             work.append((chain, child, root, source))
         while work:
             chain, v, parent, parent_loc = work.pop()
-            kids = shape.by_height(v, deepest_first=True)
+            kids = shape.by_height(v)
             if not kids:
                 chain.add(Step(v, "r", cnt, recv_peer=parent, src=parent_loc, dst=loc))
                 continue
@@ -428,7 +442,7 @@ class _Builder:
             return chain.add(step)
 
         for v in shape.bottom_up():
-            kids = shape.by_height(v, deepest_first=False)
+            kids = shape.accumulating(v)
             prev = copies[v] if copies else None
             for child in kids[:-1]:
                 prev = add(up.pop(child), Step(v, "rrc", cnt, recv_peer=child, src=work,
@@ -439,7 +453,7 @@ class _Builder:
                             self._local_copy(root, work, final, cnt, prev)), None
                 chain = up.pop(kids[-1])
                 relabel(chain.steps, final)
-                fanout = then.by_height(root, deepest_first=True) if then is not None else []
+                fanout = then.by_height(root) if then is not None else []
                 if then is not None and (len(fanout) == 1 or (fanout and self.fuse_fanout)):
                     first = fanout[0]
                     step = Step(v, "rrcs", cnt, recv_peer=kids[-1], send_peer=first,
@@ -543,15 +557,17 @@ class _Builder:
 
 
 def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = True,
-               max_count: int = 71, piece: int | None = None, fuse_fanout: bool = True
-               ) -> StepProgram:
+               max_count: int = 71, piece: int | None = None, fuse_fanout: bool = True,
+               accumulate: bool = True) -> StepProgram:
     """All MSCCL steps of ``plan`` (the schedule model of :mod:`canopy.engine.model.plan`: its
     reduce trees, then its broadcast trees), grouped into chains, with ``chunks`` chunks
     per root (default :func:`chunks_per_root`; a ForestColl schedule's k). A tree carrying
     m chunks moves them in steps of at most ``piece`` chunks (default ``max_count``):
     ``piece=1`` gives every unit tree chains of its own. Without ``fuse_fanout``, a node
     that forwards to several children receives first and then sends to each child in a
-    step of its own (no child waits for another's send)."""
+    step of its own (no child waits for another's send). Without ``accumulate``, every
+    node adds its children's data shallow first, whatever the reduce trees'
+    ``accumulation``."""
     if plan.collective not in XML_COLLECTIVE:
         raise ScheduleError(f"cannot export collective '{plan.collective}' to MSCCL.")
     chunks = chunks_per_root(plan) if chunks is None else chunks
@@ -568,4 +584,5 @@ def plan_steps(plan: CollectivePlan, chunks: int | None = None, inplace: bool = 
     ranks = priority_ranks(plan.trees)
     return builder.build(lowered_trees(plan.broadcast_trees, n, chunks, ranks,
                                        len(plan.reduce_trees)),
-                         lowered_trees(plan.reduce_trees, n, chunks, ranks))
+                         lowered_trees(plan.reduce_trees, n, chunks, ranks,
+                                       accumulate=accumulate))

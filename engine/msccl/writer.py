@@ -70,6 +70,7 @@ from canopy.engine.msccl.threadblocks import (
     ThreadBlockAssignment,
     assign_threadblocks,
 )
+from canopy.engine.msccl.waits import runs_to_end
 
 
 def schedule_threadblocks(schedule: Schedule, collective: str | None = None,
@@ -140,9 +141,7 @@ def _assign(plan: CollectivePlan, chunks: int | None, options: MscclOptions
             "RCCL's parser holds per GPU.")
     if options.layout == "auto" and any(isinstance(e.channel, int) for t in plan.trees
                                         for e in t.edges):
-        steps = plan_steps(plan, chunks, options.inplace, options.limits.max_count,
-                           fuse_fanout=False)
-        return assign_threadblocks(steps, options.limits, False, options.channels, "given")
+        return _given(plan, chunks, options)
     tries = {"auto": ("pipelined", "per-tree", "mixed", "compact")}.get(options.layout,
                                                                  (options.layout,))
     for layout in tries[:-1]:
@@ -151,6 +150,27 @@ def _assign(plan: CollectivePlan, chunks: int | None, options: MscclOptions
         except MscclLimitError:
             continue
     return _layout(plan, chunks, options, tries[-1])
+
+
+def _given(plan: CollectivePlan, chunks: int, options: MscclOptions) -> ThreadBlockAssignment:
+    """The thread blocks of a plan whose edges name their channels: one per connection,
+    each connection's transfers in the plan's order
+    (:func:`~canopy.engine.msccl.threadblocks.assign_threadblocks`, ``"given"``). Why
+    that cannot deadlock (:mod:`canopy.engine.msccl.connections`, layout 3) takes nodes
+    that add their children's data shallow first; where the reduce trees give an
+    ``accumulation`` (the order the plan's simulation delivers them in), the program is
+    kept only if its waits form no cycle (:func:`~canopy.engine.msccl.waits.runs_to_end`),
+    else its nodes add shallow first."""
+    def lay_out(accumulate: bool) -> ThreadBlockAssignment:
+        steps = plan_steps(plan, chunks, options.inplace, options.limits.max_count,
+                           fuse_fanout=False, accumulate=accumulate)
+        return assign_threadblocks(steps, options.limits, False, options.channels, "given")
+
+    if any(t.accumulation for t in plan.reduce_trees):
+        assignment = lay_out(True)
+        if runs_to_end(assignment):
+            return assignment
+    return lay_out(False)
 
 
 def pipeline_pieces(plan: CollectivePlan, chunks: int, limits: MscclLimits) -> list[int]:
