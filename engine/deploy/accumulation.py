@@ -41,20 +41,27 @@ from canopy.engine.execution.compiler import (
 from canopy.engine.execution.extrapolation import PIECES_PER_STAGE
 from canopy.engine.execution.kernel import run_flat
 from canopy.engine.execution.program import CUT_THROUGH, DEFAULT_LATENCY_US
+from canopy.engine.execution.simulate import simulate
 from canopy.engine.model.plan import CollectivePlan, FlowTree
 from canopy.engine.model.topology import Topology
+from canopy.engine.msccl.options import MscclOptions
+from canopy.engine.msccl.threadblocks import MscclLimits
+from canopy.engine.msccl.timing import time_xml
+from canopy.engine.msccl.writer import plan_algo
 
 
-def accumulating(topology: Topology, plan: CollectivePlan, size: Fraction | int
-                 ) -> CollectivePlan:
+def accumulating(topology: Topology, plan: CollectivePlan, size: Fraction | int, pieces: int,
+                 chunks: int, limits: MscclLimits) -> CollectivePlan:
     """``plan`` with every reduce tree's ``accumulation``: the order in which its
-    simulation on ``topology`` at ``size`` bytes delivers each node's children's data (see
-    the module docstring). ``plan`` itself where it has no reduce trees on shared
+    simulation on ``topology`` at ``size`` bytes in ``pieces`` loop iterations delivers
+    each node's children's data, where the MSCCL program (``chunks`` per root, within
+    ``limits``) then runs as fast as the plan or faster than without it (see the module
+    docstring); else ``plan`` itself, as where it has no reduce trees on shared
     connections (edges naming channels), pairs thread blocks or is a timetable."""
     shared = any(isinstance(e.channel, int) for t in plan.reduce_trees for e in t.edges)
     if not shared or plan.paired or plan.ordered_links:
         return plan
-    arrived = _arrivals(topology, plan, Fraction(size))
+    arrived = _arrivals(topology, plan, Fraction(size), pieces)
     trees: list[FlowTree] = []
     base = 0
     for tree in plan.reduce_trees:
@@ -62,16 +69,27 @@ def accumulating(topology: Topology, plan: CollectivePlan, size: Fraction | int
         base += len(tree.edges)
         place = {value: i for i, value in enumerate(sorted(set(sums)))}
         trees.append(replace(tree, accumulation=tuple(place[value] for value in sums)))
-    return replace(plan, reduce_trees=tuple(trees))
+    ordered = replace(plan, reduce_trees=tuple(trees))
+    depth = min(pieces, PIECES_PER_STAGE * pipeline_stages(topology, plan))
+    options = MscclOptions(inplace=True, limits=limits, layout="auto")
+
+    def program_us(laid: CollectivePlan) -> Fraction:
+        return time_xml(plan_algo(laid, chunks, options), topology, size, depth).time_us
+
+    arranged = program_us(ordered)
+    if arranged <= simulate(topology, plan, size, depth).time_us or \
+            arranged < program_us(plan):
+        return ordered
+    return plan
 
 
-def _arrivals(topology: Topology, plan: CollectivePlan, size: Fraction) -> list[float]:
+def _arrivals(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: int
+              ) -> list[float]:
     """Per edge of ``plan``'s reduce trees (in order), the sum over the simulated loop
     iterations of the times its data reaches its parent (µs)."""
     switches = frozenset(topology.switch_nodes())
     template = plan_memo(plan, ("template", switches, CUT_THROUGH),
                          lambda: plan_template(plan, switches, CUT_THROUGH))
-    pieces = PIECES_PER_STAGE * pipeline_stages(topology, plan)
     flat = expand_template(template, size, pieces)
     times: list[float] = []
     run_flat(topology, flat, DEFAULT_LATENCY_US, False, None, times)

@@ -446,7 +446,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
     below = None
     if small is not None:
         below = RuntimeChoice(small.schedule, small.base,
-                              accumulating(topology, small.laid, SECOND_SIZE),
+                              _accumulating(topology, small.laid, SECOND_SIZE, small.schedule,
+                                            limits),
                               optimum=optimum, layout=small.name, limits=limits)
         # every note above names the chosen schedule already; the ranges then do not
         which = "" if note is not None else f"k = {chosen.k} on {layout_text(name)} "
@@ -456,9 +457,21 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                   f"({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
                   "256 MiB): an MSCCL XML per size range")
         note = ranges if note is None else f"{note}; it {ranges}"
-    return RuntimeChoice(chosen, base, accumulating(topology, laid, REFERENCE_SIZE), note,
+    return RuntimeChoice(chosen, base,
+                         _accumulating(topology, laid, REFERENCE_SIZE, chosen, limits), note,
                          optimum, tried, layout=name, limits=limits, below=below,
                          boundary=BOUNDARY if below is not None else 0)
+
+
+def _accumulating(topology: Topology, laid: CollectivePlan, size: int, schedule: Schedule,
+                  limits: MscclLimits) -> CollectivePlan:
+    """``laid`` with its nodes adding their children's data as its simulation at ``size``
+    bytes, at the depth the choice simulated it, delivers it, where its MSCCL program
+    gains by it (:func:`canopy.engine.deploy.accumulation.accumulating`)."""
+    from canopy.engine.execution.simulate import fastest
+
+    return accumulating(topology, laid, size, fastest(topology, laid, size).pieces,
+                        schedule.k, limits)
 
 
 def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLimits
