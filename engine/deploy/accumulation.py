@@ -50,16 +50,21 @@ from canopy.engine.msccl.timing import time_xml
 from canopy.engine.msccl.writer import plan_algo
 
 
+def arranges(plan: CollectivePlan) -> bool:
+    """Whether :func:`accumulating` may give ``plan`` an order: reduce trees on shared
+    connections (edges naming channels), no paired thread blocks, not a timetable."""
+    shared = any(isinstance(e.channel, int) for t in plan.reduce_trees for e in t.edges)
+    return shared and not plan.paired and not plan.ordered_links
+
+
 def accumulating(topology: Topology, plan: CollectivePlan, size: Fraction | int, pieces: int,
                  chunks: int, limits: MscclLimits) -> CollectivePlan:
     """``plan`` with every reduce tree's ``accumulation``: the order in which its
     simulation on ``topology`` at ``size`` bytes in ``pieces`` loop iterations delivers
     each node's children's data, where the MSCCL program (``chunks`` per root, within
     ``limits``) then runs as fast as the plan or faster than without it (see the module
-    docstring); else ``plan`` itself, as where it has no reduce trees on shared
-    connections (edges naming channels), pairs thread blocks or is a timetable."""
-    shared = any(isinstance(e.channel, int) for t in plan.reduce_trees for e in t.edges)
-    if not shared or plan.paired or plan.ordered_links:
+    docstring); else ``plan`` itself, as where :func:`arranges` says no."""
+    if not arranges(plan):
         return plan
     arrived = _arrivals(topology, plan, Fraction(size), pieces)
     trees: list[FlowTree] = []

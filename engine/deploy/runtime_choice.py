@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
-from canopy.engine.deploy.accumulation import accumulating
+from canopy.engine.deploy.accumulation import accumulating, arranges
 from canopy.engine.deploy.choice_progress import ChoiceProgress
 from canopy.engine.deploy.reduction_fill import fill_swaps
 from canopy.engine.model.plan import (
@@ -160,7 +160,8 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     SECOND_SIZE runs messages below BOUNDARY where that is another one
     (:func:`_smaller_messages`; the choice's ``below``: the runtime loads an XML per size
     range); the candidates tried for smaller messages are those within PRUNE of the
-    fastest at 1 GiB.
+    fastest at 1 GiB. The chosen plans' nodes then add their children's data in the order
+    their simulation delivers it, where the MSCCL program gains by it (:func:`_accumulating`).
 
     Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
     export take the same schedule and layout; the answer is memoized per topology,
@@ -178,6 +179,7 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
         return _MEMO[key]
     start = time.process_time()
     choice = _choose(topology, schedule, limits, steps=steps)
+    _accumulating(topology, choice, REFERENCE_SIZE)
     choice.cpu_seconds = time.process_time() - start
     steps.done()
     if len(_MEMO) >= _MEMO_SIZE:
@@ -445,10 +447,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 f"{float(first_best.fraction):.2%} at 1 GiB but {float(tie[1]):.2%} at 256 MiB")
     below = None
     if small is not None:
-        below = RuntimeChoice(small.schedule, small.base,
-                              _accumulating(topology, small.laid, SECOND_SIZE, small.schedule,
-                                            limits),
-                              optimum=optimum, layout=small.name, limits=limits)
+        below = RuntimeChoice(small.schedule, small.base, small.laid, optimum=optimum,
+                              layout=small.name, limits=limits)
         # every note above names the chosen schedule already; the ranges then do not
         which = "" if note is not None else f"k = {chosen.k} on {layout_text(name)} "
         ranges = (f"runs {which}from {_mib(BOUNDARY)} up ({float(fraction):.2%} of the "
@@ -457,21 +457,23 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                   f"({float(small.fraction):.2%} at 1 GiB, {float(second[0]):.2%} at "
                   "256 MiB): an MSCCL XML per size range")
         note = ranges if note is None else f"{note}; it {ranges}"
-    return RuntimeChoice(chosen, base,
-                         _accumulating(topology, laid, REFERENCE_SIZE, chosen, limits), note,
-                         optimum, tried, layout=name, limits=limits, below=below,
-                         boundary=BOUNDARY if below is not None else 0)
+    return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
+                         below=below, boundary=BOUNDARY if below is not None else 0)
 
 
-def _accumulating(topology: Topology, laid: CollectivePlan, size: int, schedule: Schedule,
-                  limits: MscclLimits) -> CollectivePlan:
-    """``laid`` with its nodes adding their children's data as its simulation at ``size``
-    bytes, at the depth the choice simulated it, delivers it, where its MSCCL program
-    gains by it (:func:`canopy.engine.deploy.accumulation.accumulating`)."""
+def _accumulating(topology: Topology, choice: RuntimeChoice, size: int) -> None:
+    """Give ``choice``'s plan (and that of ``below``, at SECOND_SIZE) the order in which its
+    simulation at ``size`` bytes, at the depth the choice simulated, delivers each node's
+    children's data, where its MSCCL program gains by it
+    (:func:`canopy.engine.deploy.accumulation.accumulating`)."""
     from canopy.engine.execution.simulate import fastest
 
-    return accumulating(topology, laid, size, fastest(topology, laid, size).pieces,
-                        schedule.k, limits)
+    if arranges(choice.plan):
+        choice.plan = accumulating(topology, choice.plan, size,
+                                   fastest(topology, choice.plan, size).pieces,
+                                   choice.schedule.k, choice.limits)
+    if choice.below is not None:
+        _accumulating(topology, choice.below, SECOND_SIZE)
 
 
 def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLimits
