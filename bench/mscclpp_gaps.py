@@ -6,7 +6,9 @@ sends over their routes) against the MCF row's, the range over all links, and th
 chunks per pair and share error. allreduce: the runtime choice's MSCCL program in the MSCCL
 XML model (the plan's time is that program's) at the plan's iterations and at compare's
 depth, the same program with its receiving thread blocks' receives unordered (each waits
-for its own message and dependency only), and compare's plan model at both depths.
+for its own message and dependency only), the program whose nodes add their children's
+data shallow first (no ``accumulation``, as before the choice ordered them by arrival),
+and compare's plan model at both depths.
 Run: ``python bench/mscclpp_gaps.py [--collective alltoall|allreduce]``.
 """
 
@@ -16,6 +18,7 @@ import json
 import textwrap
 import time
 from collections import defaultdict
+from dataclasses import replace
 from fractions import Fraction
 
 from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS, algbw_gbps
@@ -93,6 +96,12 @@ def allreduce(topo):
            "program_algbw": round(float(best.algbw), 3),
            "program_algbw_at_compare_pieces": round(float(
                timing.time_xml(algo, topo, SIZE, deep.pieces).algbw), 3)}
+    shallow = replace(choice, plan=replace(choice.plan, reduce_trees=tuple(
+        replace(t, accumulation=()) for t in choice.plan.reduce_trees)))
+    out["accumulation"] = any(t.accumulation for t in choice.plan.reduce_trees)
+    out["program_shallow_first_algbw"] = round(float(timing.time_xml(
+        fitting_algo(shallow, True, MscclLimits(), rank_servers(topo)), topo, SIZE,
+        best.iterations).algbw), 3)
     ordered = timing._Builder
     timing._Builder = unordered_receives(timing)
     try:
