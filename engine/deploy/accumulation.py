@@ -11,16 +11,21 @@ those are other trees' receives, which the plan's simulation
 soon as their data arrives: there a node's send waits for all its children's data,
 in any order.
 
-**How.** The laid-out plan is simulated for :data:`PIECES_PER_STAGE` times its pipeline
-stages loop iterations (the first depth :func:`~canopy.engine.execution.simulate.fastest`
-tries: the pipeline filled twice over) and every reduce tree edge gets the sum, over the
-iterations, of the times its data reaches the parent. Each node then adds its children's
-data in that order (:attr:`canopy.engine.model.plan.FlowTree.accumulation`, the rank of the
-sum among the tree's edges). A reduction then rarely waits for its predecessor, and a
-node's send still waits for all of its data, as in the simulation. Plans whose thread
-blocks pair connections (``paired``) keep their order: the simulation models their chains
+**How.** The laid-out plan is simulated at the depth the runtime choice ran it and every
+reduce tree edge gets the sum, over the loop iterations, of the times its data reaches the
+parent. Each node then adds its children's data in that order
+(:attr:`canopy.engine.model.plan.FlowTree.accumulation`, the rank of the sum among the
+tree's edges): a reduction then rarely waits for its predecessor, and a node's send still
+waits for all of its data, as in the simulation. One order serves every iteration, and an
+iteration whose data arrives in another order waits (short pipelines, far from their
+steady state, do), so the order is kept only where the MSCCL program
+(:mod:`canopy.engine.msccl.timing`, at the first depth
+:func:`~canopy.engine.execution.simulate.fastest` tries, PIECES_PER_STAGE times the
+pipeline's stages, or the choice's if smaller) runs as fast as the plan, or faster than
+adding shallow first. Plans whose thread blocks pair connections (``paired``) keep their
+order: the simulation models their chains
 (:func:`canopy.engine.execution.compiler.plan_program`). The MSCCL export keeps the order
-only where the program's waits form no cycle (:func:`canopy.engine.msccl.writer`,
+only where the program's waits form no cycle (:mod:`canopy.engine.msccl.writer`,
 :mod:`canopy.engine.msccl.waits`).
 """
 
@@ -96,7 +101,7 @@ def _arrivals(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     template = plan_memo(plan, ("template", switches, CUT_THROUGH),
                          lambda: plan_template(plan, switches, CUT_THROUGH))
     flat = expand_template(template, size, pieces)
-    times: list[float] = []
+    times: list[Fraction | float] = []
     run_flat(topology, flat, DEFAULT_LATENCY_US, False, None, times)
     width = len(template.conn)
     # sends in the order (piece, slot); a slot's tree edge is delivered by its last hop
