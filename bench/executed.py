@@ -38,6 +38,20 @@ COLLECTIVES = ("allgather", "reduce-scatter", "allreduce")
 LABELS = {1 << 20: "1M", 16 << 20: "16M", 256 << 20: "256M", 1 << 30: "1G", 2 << 30: "2G"}
 
 
+def _outcome(candidate: dict) -> str:
+    """What the runtime choice found of one candidate layout, in a few words."""
+    if "executed_fraction" in candidate:
+        return str(candidate["executed_fraction"])
+    if "executed_below" in candidate:
+        return f"below {candidate['executed_below']} (stopped)"
+    if "executed_first_depth" in candidate:
+        return f"{candidate['executed_first_depth']} at the first depth (screened out)"
+    if "executed_first_depth_below" in candidate:
+        return (f"below {candidate['executed_first_depth_below']} at the first depth "
+                "(screened out)")
+    return "its MSCCL++ plan does not fit"
+
+
 def topologies(names: list[str]) -> list[tuple[str, object]]:
     found = []
     for name in sample_names():
@@ -66,8 +80,7 @@ def measure(topology: object, collective: str, sizes: tuple[int, ...],
            **({"below_512M": {key: below[key] for key in ("k", "trees", "layout")}}
               if (below := fc.details["connections"].get("below")) else {}),
            "candidates": [f"k={c['k']} tol={c['tolerance_percent']}% {c['layout']}: "
-                          + (str(c["executed_fraction"]) if "executed_fraction" in c
-                             else f"below {c['executed_below']} (stopped)")
+                          + _outcome(c)
                           for c in fc.details["connections"].get("candidates", [])],
            "choice_cpu_seconds": fc.details["connections"].get("choice_cpu_seconds", 0.0),
            "algbw_gbps": {}, "fraction_of_bound": {}, "pieces": {}}

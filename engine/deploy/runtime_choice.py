@@ -145,7 +145,12 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     the losers stop early, a candidate's layouts after its first are simulated fastest
     first, by their time at the first depth the simulation runs (:func:`_screen`), and
     then taken in their own order: the rules below see them as if simulated in order (but
-    for the cut, which may come from a layout past the one the search in order ends on). Layout 6
+    for the cut, which may come from a layout past the one the search in order ends on).
+    Only the fastest at that first depth runs deeper: the others are listed with their
+    time there (``executed_first_depth``, or ``executed_first_depth_below`` where that
+    run stopped) and can be neither chosen nor near the best (:meth:`_Screen.screened_out`);
+    where that fastest executes within GOOD_ENOUGH, the layouts before it in order run in
+    full, as the search in order would have run them. Layout 6
     (unit trees shared evenly) replaces the best only where it gains EVEN_MARGIN of the
     optimum, and a layout with trees no smaller than its replaces it within that margin
     (:func:`_even_margin`).
@@ -296,21 +301,13 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             if decides and not fits(candidate, tolerance, name, laid):
                 if not tried:
                     first_fraction = None
-                tried.append({"k": candidate.k, "trees": len(candidate.trees),
-                              "tolerance_percent": tolerance, "layout": name,
-                              "shallow": bool(candidate.extra.get("shallow")),
-                              "fill_swaps": bool(candidate.extra.get("fill_swaps")),
-                              "schedule_fraction": round(float(candidate.algbw / optimum), 4),
+                tried.append({**_entry(candidate, tolerance, name, optimum),
                               "mscclpp_plan": "does not fit"})
                 return False
             top = max(top, fraction) if below is None else top
             if not tried:
                 first_fraction = None if below is not None else fraction
-            tried.append({"k": candidate.k, "trees": len(candidate.trees),
-                          "tolerance_percent": tolerance, "layout": name,
-                          "shallow": bool(candidate.extra.get("shallow")),
-                          "fill_swaps": bool(candidate.extra.get("fill_swaps")),
-                          "schedule_fraction": round(float(candidate.algbw / optimum), 4),
+            tried.append({**_entry(candidate, tolerance, name, optimum),
                           **({"executed_fraction": round(float(fraction), 4)} if below is None
                              else {"executed_below": round(float(below), 4)})})
             entry = _Candidate(fraction, candidate, base, laid, name, tolerance)
@@ -328,25 +325,38 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             return
         rest = list(layouts)
         first_runs = [Fraction(0)] * len(rest)
+        screened: set[int] = set()
+        screen: _Screen | None = None
         if fastest_first and len(rest) > 1:
-            first_runs, reached = _screen(
+            screen = _screen(
                 topology, optimum, [(laid, known.get(_known_key(candidate, tolerance, name)))
                                     for name, laid in rest],
                 max(top, reachable) - PRUNE,
                 lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]), steps.check)
-            reachable = max(reachable, reached)
+            first_runs, screened = screen.fractions, screen.screened_out()
+            reachable = max(reachable, screen.reached)
         measured: dict[int, _Measured] = {}
         for i in sorted(range(len(rest)), key=lambda i: (-first_runs[i], i)):
+            if i in screened:
+                continue
             measured[i] = measure(*rest[i])
-            steps.layouts(1 + len(measured), 1 + len(rest))
+            steps.layouts(1 + len(measured), 1 + len(rest) - len(screened))
             if measured[i].below is None and measured[i].fraction >= GOOD_ENOUGH and \
                     fits(candidate, tolerance, *rest[i]):
                 for j in range(i):          # the search, in its order, ends here at the latest
+                    screened.discard(j)
                     if j not in measured:
                         measured[j] = measure(*rest[j])
                 break
         for i, (name, laid) in enumerate(rest):
-            if i not in measured or note(name, laid, measured[i]):
+            if i in screened:
+                assert screen is not None
+                run = screen.runs[i]
+                assert run is not None
+                tried.append({**_entry(candidate, tolerance, name, optimum),
+                              ("executed_first_depth" if run.below is None
+                               else "executed_first_depth_below"): round(float(run.fraction), 4)})
+            elif i not in measured or note(name, laid, measured[i]):
                 return
 
     first = _unit_first(topology, schedule, limits, optimum) if unit_first else None
@@ -524,38 +534,86 @@ def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: 
 def _screen(topology: Topology, optimum: Fraction,
             layouts: list[tuple[CollectivePlan, Fraction | None]], cut: Fraction,
             fits: Callable[[int], bool], check: Callable[[], None] | None = None
-            ) -> tuple[list[Fraction], Fraction]:
+            ) -> _Screen:
     """Each of ``layouts`` (with its fraction of ``optimum`` where known already) timed at
     the depth :func:`~canopy.engine.execution.simulate.fastest` runs first, and a fraction
-    that one whose MSCCL++ plan fits provably executes at REFERENCE_SIZE (or 0).
+    that one whose MSCCL++ plan fits provably executes at REFERENCE_SIZE (or 0), with that
+    layout (:class:`_Screen`).
 
     fastest keeps the quickest of the depths it runs and reuses this run
-    (:func:`~canopy.engine.execution.simulate.first_depth`), so a layout's time there is
+    (:func:`~canopy.engine.execution.simulate.depths`), so a layout's time there is
     one it reaches; a run that provably ends below ``cut`` or PRUNE under the fastest so
     far is stopped (0 here: it cannot give the answer). Of the SCREENS_CHECKED fastest,
     the first whose plan ``fits`` (by index) gives the answer. Simulated fastest first,
     with that answer known from the start, the layouts that lose are stopped at PRUNE
     below it early in their runs. ``check`` goes to every simulation."""
     from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
-    from canopy.engine.execution.simulate import first_depth, simulate
+    from canopy.engine.execution.simulate import depths, simulate
 
     fractions: list[Fraction] = []
+    runs: list[_Measured | None] = []
+    tried_depths: list[tuple[int, int, int] | None] = []
     for laid, fraction in layouts:
+        run = found = None
         if fraction is None:
             bar = max([cut, *(f - PRUNE for f in fractions)])
             deadline = REFERENCE_SIZE / (bar * optimum * BYTES_PER_US_PER_GBPS) \
                 if bar > 0 else None
-            result = simulate(topology, laid, REFERENCE_SIZE,
-                              first_depth(topology, laid, REFERENCE_SIZE), check=check,
+            found = depths(topology, laid, REFERENCE_SIZE)
+            result = simulate(topology, laid, REFERENCE_SIZE, found[1], check=check,
                               deadline_us=deadline)
-            fraction = Fraction(0) if result.past_deadline else result.algbw / optimum
+            run = _Measured(bar, bar) if result.past_deadline else \
+                _Measured(result.algbw / optimum, None)
+            fraction = run.fraction if run.below is None else Fraction(0)
         fractions.append(fraction)
+        runs.append(run)
+        tried_depths.append(found)
     ranked = sorted((i for i, f in enumerate(fractions) if f > 0),
                     key=lambda i: (-fractions[i], i))
     for i in ranked[:SCREENS_CHECKED]:
         if fits(i):
-            return fractions, fractions[i]
-    return fractions, Fraction(0)
+            return _Screen(fractions, runs, tried_depths, fractions[i], i)
+    return _Screen(fractions, runs, tried_depths, Fraction(0), None)
+
+
+class _Screen(NamedTuple):
+    """What :func:`_screen` found: each layout's fraction at the first depth (or its known
+    one; 0 where its run stopped), its run there and the depths :func:`~canopy.engine.
+    execution.simulate.fastest` would consider (None where known already), the fraction
+    one whose MSCCL++ plan fits provably executes (or 0) and that layout."""
+
+    fractions: list[Fraction]
+    runs: list[_Measured | None]
+    depths: list[tuple[int, int, int] | None]
+    reached: Fraction
+    leader: int | None
+
+    def screened_out(self) -> set[int]:
+        """The layouts that run no deeper: those slower at the first depth than the
+        fastest there whose plan fits (the leader), or that provably ran slower (stopped
+        below a bar under it). Deeper runs of a pipeline add its busiest link's time per
+        further iteration once it is full, alike for every layout of one schedule with
+        the same depths (same trees, same link loads), so such layouts keep their order
+        at the first depth deeper down (``bench/choice_screen.py`` compares the choices
+        made with and without this rule). Only layouts run at the leader's first depth
+        and limit are compared with it; none where the leader's time was known already
+        (its best depth's, not its first's)."""
+        lead = self.leader
+        if lead is None or self.runs[lead] is None:
+            return set()
+        return {i for i, r in enumerate(self.runs)
+                if r is not None and 0 < r.fraction < self.reached
+                and self.depths[i] == self.depths[lead]}
+
+
+def _entry(candidate: Schedule, tolerance: str, layout: str, optimum: Fraction
+           ) -> dict[str, object]:
+    """What ``tried`` says of a candidate and layout before its times."""
+    return {"k": candidate.k, "trees": len(candidate.trees),
+            "tolerance_percent": tolerance, "layout": layout,
+            "shallow": bool(candidate.extra.get("shallow")),
+            "fill_swaps": bool(candidate.extra.get("fill_swaps")),
+            "schedule_fraction": round(float(candidate.algbw / optimum), 4)}
 
 
 def _fraction_text(fraction: Fraction | None, tried: list[dict[str, object]]) -> str:

@@ -534,13 +534,14 @@ def _depths(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     return lowest, target, limit
 
 
-def first_depth(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
-                ) -> int:
-    """The depth :func:`fastest` (default arguments, with a deadline) runs first: its
-    time at this depth is a time the plan provably reaches, remembered for that run."""
+def depths(topology: Topology, plan: CollectivePlan, message_size: Fraction | int
+           ) -> tuple[int, int, int]:
+    """(fewest, first run, most) loop iterations :func:`fastest` (default arguments, with
+    a deadline) considers: its time at the first depth is a time the plan provably
+    reaches, remembered for that run."""
     lowest, target, limit = _depths(topology, plan, message_size, 1, CUT_THROUGH,
                                     CHUNK_BYTES, MAX_PIECES)
-    return min(max(lowest, target), limit)
+    return lowest, min(max(lowest, target), limit), limit
 
 
 def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,

@@ -2,7 +2,7 @@
 
 from canopy.engine.deploy.runtime_choice import REFERENCE_SIZE, _choose, _screen
 from canopy.engine.execution import simulate as simulation
-from canopy.engine.execution.simulate import fastest, first_depth
+from canopy.engine.execution.simulate import depths, fastest
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.io.topology_json import load_sample
 from canopy.engine.model.plan import schedule_plan
@@ -20,11 +20,12 @@ def _by_layout(choice, key):
             for c in choice.candidates if key in c}
 
 
-def test_fastest_first_chooses_as_the_search_in_order_and_stops_losers_sooner():
+def test_fastest_first_chooses_as_the_search_in_order_and_runs_fewer_layouts_deep():
     """2 x p4d allgather with k = 3 (seven layouts): simulated fastest first, the choice
     is the one the search in the layouts' own order makes, listed in that order; every
-    layout it runs in full the ordered search runs in full, to the same fraction; and the
-    layouts both stop, it stops at a higher cut (sooner), for one of them strictly."""
+    layout it runs in full the ordered search runs in full, to the same fraction; the
+    layouts behind the fastest at the first depth run no deeper (listed with their time
+    there), and none of them beats the choice in the ordered search."""
     topo = load_sample("aws-p4d-2x8.json")
     schedule = solve(topo, "allgather", k=3)
     first = _choose(topo, schedule, MscclLimits())
@@ -34,26 +35,29 @@ def test_fastest_first_chooses_as_the_search_in_order_and_stops_losers_sooner():
     done, in_order = (_by_layout(c, "executed_fraction") for c in (first, ordered))
     assert done and set(done) <= set(in_order)
     assert all(in_order[name] == f for name, f in done.items())
-    cut, cut_in_order = (_by_layout(c, "executed_below") for c in (first, ordered))
-    both = set(cut) & set(cut_in_order)
-    assert all(cut[name] >= cut_in_order[name] for name in both)
-    assert any(cut[name] > cut_in_order[name] for name in both)
+    screened = {**_by_layout(first, "executed_first_depth"),
+                **_by_layout(first, "executed_first_depth_below")}
+    assert screened and not set(screened) & set(done)
+    chosen = max(done.values())
+    assert all(in_order.get(name, 0) <= chosen for name in screened)
     # "shared" lays out the same program as "q = 3": stopped with it, not finished at its cut
+    cut_in_order = _by_layout(ordered, "executed_below")
     assert (3, "0", "shared") in cut_in_order and (3, "0", "q = 3") in cut_in_order
 
 
 def test_the_screen_runs_the_depth_fastest_runs_first_and_reaches_no_more_than_fastest():
-    """Each layout is timed at first_depth, the depth fastest (with a deadline) runs
-    first, so fastest reuses the run; the fraction the screen says is reached is one a
-    layout's fastest depth reaches."""
+    """Each layout is timed at the first of its depths, the depth fastest (with a
+    deadline) runs first, so fastest reuses the run; the fraction the screen says is
+    reached is one a layout's fastest depth reaches."""
     topo = load_sample("aws-p4d-2x8.json")
     schedule = solve(topo, "allgather", k=3)
     optimum = max(schedule.algbw, schedule.optimal_algbw)
     layouts = [laid for _, laid in iter_layouts(schedule_plan(schedule), MscclLimits(), topo)]
-    fractions, reached = _screen(topo, optimum, [(laid, None) for laid in layouts], 0,
-                                 lambda i: True)
+    fractions, screens, _, reached, leader = _screen(
+        topo, optimum, [(laid, None) for laid in layouts], 0, lambda i: True)
+    assert [s.fraction if s.below is None else 0 for s in screens] == fractions
     best = max(range(len(layouts)), key=lambda i: fractions[i])
-    assert reached == fractions[best] > 0
+    assert reached == fractions[best] > 0 and leader == best
     runs: list[int] = []
     real = simulation.simulate
 
@@ -66,8 +70,8 @@ def test_the_screen_runs_the_depth_fastest_runs_first_and_reaches_no_more_than_f
         result = fastest(topo, layouts[best], REFERENCE_SIZE, deadline_us=10 ** 9)
     finally:
         simulation.simulate = real
-    assert runs[0] == first_depth(topo, layouts[best], REFERENCE_SIZE)
+    assert runs[0] == depths(topo, layouts[best], REFERENCE_SIZE)[1]
     assert result.algbw / optimum >= reached
-    _, nothing = _screen(topo, optimum, [(laid, None) for laid in layouts], 0,
-                         lambda i: False)
-    assert nothing == 0
+    _, _, _, nothing, no_leader = _screen(topo, optimum, [(laid, None) for laid in layouts],
+                                          0, lambda i: False)
+    assert nothing == 0 and no_leader is None

@@ -93,7 +93,7 @@ def test_the_chooser_gives_smaller_messages_their_own_layout(monkeypatch, fastes
 
     monkeypatch.setattr(simulate, "fastest", fake)
     monkeypatch.setattr(connections, "TOLERANCES", ())
-    choice = connections._choose(topo, schedule, MscclLimits())
+    choice = connections._choose(topo, schedule, MscclLimits(), fastest_first=False)
     assert choice.plan is order[fastest] and choice.below is not None
     assert choice.below.plan is order[-1] and choice.boundary == connections.BOUNDARY
     assert choice.below.layout == "shared evenly, unit trees"
