@@ -42,11 +42,11 @@ def schedule_plans(path: str | os.PathLike[str], topology: Topology, schedule: S
     (:class:`~canopy.engine.msccl.MscclLimits`) bound the thread blocks per GPU (``--sms``).
     ``tune`` picks the pipeline unit by simulation (else 2 MiB per iteration). ``progress``
     follows the layout choice (``runtime_schedule``'s)."""
-    from canopy.engine.deploy.runtime_choice import runtime_schedule
+    from canopy.engine.deploy.runtime_choice import export_choice
     from canopy.engine.msccl import MscclLimits
 
     limits = limits or MscclLimits()
-    choice = runtime_schedule(topology, schedule, limits, progress)
+    choice = export_choice(topology, schedule, limits, progress)
     servers = rank_servers(topology)
     out = []
     for low, high, part in choice.ranges():

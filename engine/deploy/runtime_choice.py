@@ -73,6 +73,7 @@ class RuntimeChoice:
     limits: MscclLimits = field(default_factory=MscclLimits)   # the limits it was laid out for
     below: RuntimeChoice | None = None   # what messages under ``boundary`` bytes run instead
     boundary: int = 0                    # (the runtime loads an XML per size range)
+    arranged: bool = False               # whether :func:`export_choice` ordered its reductions
 
     def at(self, size: int | Fraction) -> RuntimeChoice:
         """The choice a message of ``size`` bytes runs (``below`` under ``boundary``)."""
@@ -165,8 +166,8 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     SECOND_SIZE runs messages below BOUNDARY where that is another one
     (:func:`_smaller_messages`; the choice's ``below``: the runtime loads an XML per size
     range); the candidates tried for smaller messages are those within PRUNE of the
-    fastest at 1 GiB. The chosen plans' nodes then add their children's data in the order
-    their simulation delivers it, where the MSCCL program gains by it (:func:`_accumulating`).
+    fastest at 1 GiB. The exports take the choice from :func:`export_choice`, which also
+    orders the chosen plans' reductions for their MSCCL programs.
 
     Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
     export take the same schedule and layout; the answer is memoized per topology,
@@ -184,7 +185,6 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
         return _MEMO[key]
     start = time.process_time()
     choice = _choose(topology, schedule, limits, steps=steps)
-    _accumulating(topology, choice, REFERENCE_SIZE)
     choice.cpu_seconds = time.process_time() - start
     steps.done()
     if len(_MEMO) >= _MEMO_SIZE:
@@ -469,6 +469,21 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
         note = ranges if note is None else f"{note}; it {ranges}"
     return RuntimeChoice(chosen, base, laid, note, optimum, tried, layout=name, limits=limits,
                          below=below, boundary=BOUNDARY if below is not None else 0)
+
+
+def export_choice(topology: Topology, schedule: Schedule, limits: MscclLimits | None = None,
+                  progress: Progress | None = None) -> RuntimeChoice:
+    """:func:`runtime_schedule`'s choice as the MSCCL and MSCCL++ exports write it: the
+    chosen plans' nodes add their children's data in the order their simulation delivers
+    it, where the MSCCL program gains by it (:func:`_accumulating`). ``canopy compare``
+    times the choice without this: the execution model lets a node's reductions go in any
+    order, so the order changes no time of it, and finding it costs a simulation of every
+    send and two of the MSCCL program. Done once per memoized choice."""
+    choice = runtime_schedule(topology, schedule, limits, progress)
+    if not choice.arranged:
+        _accumulating(topology, choice, REFERENCE_SIZE)
+        choice.arranged = True
+    return choice
 
 
 def _accumulating(topology: Topology, choice: RuntimeChoice, size: int) -> None:
