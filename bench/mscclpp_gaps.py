@@ -78,13 +78,13 @@ def unordered_receives(timing):
 def allreduce(topo):
     from canopy.engine.allreduce.lp_schedule import choose_allreduce
     from canopy.engine.deploy.mscclpp_export import fitting_algo
-    from canopy.engine.deploy.runtime_choice import runtime_schedule
+    from canopy.engine.deploy.runtime_choice import export_choice
     from canopy.engine.forestcoll.solve import solve
     from canopy.engine.msccl import MscclLimits, timing
     from canopy.engine.mscclpp.files import rank_servers
 
-    choice = runtime_schedule(topo, choose_allreduce(topo, solve(topo, "allreduce")),
-                              MscclLimits())
+    choice = export_choice(topo, choose_allreduce(topo, solve(topo, "allreduce")),
+                           MscclLimits())
     algo = fitting_algo(choice, True, MscclLimits(), rank_servers(topo))
     best = timing.fastest_xml(algo, topo, SIZE)
     deep = fastest(topo, choice.plan, SIZE)
