@@ -136,6 +136,7 @@ def format_table(comp: Comparison, unit: str = "GB/s") -> list[str]:
                                                     f"does not apply: {row.reason}"))
             continue
         ratio = comp.ratio(row)
+        assert row.algbw is not None          # (a row with no reason has its bound)
         cells = [row.algorithm, f"{float(row.algbw) * scale:.2f}",
                  "" if ratio is None else f"{float(ratio):.2f}"]
         for s in comp.sizes:

@@ -38,9 +38,10 @@ def run(args: argparse.Namespace) -> int:
     graph = export_nccl_graph(topology, out)
     best = ring_baseline(topology).algbw
     print(f"NCCL graph: {len(graph.channels)} ring channels, read back and checked: {out}")
-    print(f"ring allgather bound: {float(graph.algbw):.2f} GB/s "
-          f"({float(graph.algbw / best) * 100:.0f} % of the best ring set Canopy finds "
-          f"without NCCL's constraints, {float(best):.2f} GB/s)")
+    print(f"ring allgather bound: {float(graph.algbw):.2f} GB/s"
+          + ("" if best is None else
+             f" ({float(graph.algbw / best) * 100:.0f} % of the best ring set Canopy finds "
+             f"without NCCL's constraints, {float(best):.2f} GB/s)"))
     if args.print_run:
         servers = compute_nodes_by_server(topology)
         print(run_command("nccl-graph", out, args.collective, len(topology.compute_nodes()),

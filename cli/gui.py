@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     if os.environ.get("QT_QPA_PLATFORM") == "offscreen":
         _quiet_offscreen_warnings()
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     app.setApplicationName("Canopy")
     app.setOrganizationName("Canopy")
     app.setApplicationDisplayName("Canopy")

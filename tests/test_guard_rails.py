@@ -38,15 +38,16 @@ def test_import_layers_hold(namespace_root):
 
 
 def test_packages_type_check(namespace_root):
-    """The engine and the editor, in one run (PySide6's stubs are read once). mypy keeps
-    its incremental cache in the checkout's .mypy_cache (its default; the folder ignores
-    itself): a run after the first checks only the modules changed since and those that
-    import them, with the same verdict as a run from scratch.
+    """The engine, the editor and the command line, in one run (PySide6's stubs are read
+    once). mypy keeps its incremental cache in the checkout's .mypy_cache (its default;
+    the folder ignores itself): a run after the first checks only the modules changed
+    since and those that import them, with the same verdict as a run from scratch.
 
     From this namespace root ``canopy.app`` sees the engine's types; ``mypy app`` from the
     checkout cannot follow ``canopy.*`` imports (the editable install's hook) and reads
     them all as Any."""
-    done = _run("mypy", ["-p", "canopy.engine", "-p", "canopy.app"], namespace_root)
+    done = _run("mypy", ["-p", "canopy.engine", "-p", "canopy.app", "-p", "canopy.cli"],
+                namespace_root)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
