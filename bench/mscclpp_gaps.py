@@ -3,12 +3,14 @@ bench/mscclpp_timing.py under 95 %); print JSON.
 
 all-to-all: the busiest link's time per iteration in the plan (one iteration walked, its
 sends over their routes) against the MCF row's, the range over all links, and the lowering's
-chunks per pair and share error. allreduce: the runtime choice's MSCCL program in the MSCCL
-XML model (the plan's time is that program's) at the plan's iterations and at compare's
-depth, the same program with its receiving thread blocks' receives unordered (each waits
-for its own message and dependency only), the program whose nodes add their children's
-data shallow first (no ``accumulation``, as before the choice ordered them by arrival),
-and compare's plan model at both depths.
+chunks per pair and share error; the plan's algbw, its MSCCL program's in the MSCCL XML
+model at the plan's iterations, and the plan's with no thread block cut into parts (a
+what-if: the runtime's limit of 64 ops per thread block lifted). allreduce: the runtime
+choice's MSCCL program in the MSCCL XML model (the plan's time is that program's) at the
+plan's iterations and at compare's depth, the same program with its receiving thread
+blocks' receives unordered (each waits for its own message and dependency only), the
+program whose nodes add their children's data shallow first (no ``accumulation``, as
+before the choice ordered them by arrival), and compare's plan model at both depths.
 Run: ``python bench/mscclpp_gaps.py [--collective alltoall|allreduce]``.
 """
 
@@ -33,16 +35,22 @@ SIZE = 1 << 30
 def alltoall(topo):
     from canopy.engine.alltoall import solve_alltoall
     from canopy.engine.alltoall.compare import mcf_plan
-    from canopy.engine.alltoall.msccl import chunking
+    from canopy.engine.alltoall.msccl import alltoall_xml, chunking
     from canopy.engine.alltoall.mscclpp_plan import alltoall_plan
+    from canopy.engine.msccl import timing
+    from canopy.engine.msccl.reader import read_msccl_bytes
     from canopy.engine.mscclpp.reader import read_plan_bytes
-    from canopy.engine.mscclpp.timing import _Builder, iterations
+    from canopy.engine.mscclpp.timing import _Builder, iterations, time_plan
 
     result = solve_alltoall(topo)
     row = fastest(topo, mcf_plan(result), SIZE)
     chunks, _, error = chunking(result.schedule)
-    plan = read_plan_bytes(alltoall_plan("plan.json", topo, result.schedule).data)
+    file = alltoall_plan("plan.json", topo, result.schedule)
+    plan = read_plan_bytes(file.data)
     count = iterations(plan, Fraction(SIZE))
+    xml_run = timing.time_xml(read_msccl_bytes(alltoall_xml(result.schedule).data), topo,
+                              SIZE, count)
+    uncut = uncut_plan(topo, result.schedule, file.unit_size)
     program = _Builder(plan, topo, Fraction(SIZE), 1).build().sends()
     loads = defaultdict(Fraction)
     for send in program.sends:
@@ -58,7 +66,28 @@ def alltoall(topo):
             "plan_link_us_per_iteration": {"least": round(float(min(us.values())), 3),
                                            "most": round(float(us[busiest]), 3)},
             "busiest_link": list(busiest),
-            "plan_floor_algbw": round(float(algbw_gbps(SIZE, us[busiest] * count)), 3)}
+            "plan_floor_algbw": round(float(algbw_gbps(SIZE, us[busiest] * count)), 3),
+            "plan_algbw": round(float(time_plan(plan, topo, SIZE).algbw), 3),
+            "plan_threadblocks_per_gpu": max(len(g.tbs) for g in plan.gpus),
+            "program_algbw": round(float(xml_run.algbw), 3),
+            "uncut_plan_algbw": round(float(time_plan(uncut, topo, SIZE).algbw), 3),
+            "uncut_threadblocks_per_gpu": max(len(g.tbs) for g in uncut.gpus)}
+
+
+def uncut_plan(topo, schedule, unit):
+    """The all-to-all plan at pipeline unit ``unit`` with no thread block cut into parts
+    (a what-if: the writer's and the reader's 64 ops per thread block lifted)."""
+    from canopy.engine.alltoall import mscclpp_plan
+    from canopy.engine.mscclpp import reader, writer
+
+    saved = (writer.MAX_OPERATION, reader.MAX_OPERATION, mscclpp_plan.unit_for)
+    writer.MAX_OPERATION = reader.MAX_OPERATION = 1 << 20
+    mscclpp_plan.unit_for = lambda algo, topology, size: unit
+    try:
+        return reader.read_plan_bytes(mscclpp_plan.alltoall_plan("uncut.json", topo,
+                                                                 schedule).data)
+    finally:
+        writer.MAX_OPERATION, reader.MAX_OPERATION, mscclpp_plan.unit_for = saved
 
 
 def unordered_receives(timing):

@@ -18,9 +18,9 @@ which follow the routes' rates.
 A port connection between two GPUs joined by a link of their own keeps one channel. That
 link carries only the connections between those two GPUs, each over that link alone, so
 none is held back elsewhere and they use the whole link whatever their shares; lanes
-there would only deal each message's chunks over parallel queues, where the messages of a
-connection move side by side instead of one after the other, so each arrives later and
-the relays waiting for it start later.
+there change only how the link serves the messages (a connection's chunks dealt over
+parallel channels move side by side instead of one after the other), which on long relay
+routes costs time, since relays wait for whole messages.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from canopy.engine.mscclpp.files import (
     rank_servers,
     unit_for,
 )
-from canopy.engine.mscclpp.writer import MAX_LANES, MscclppLimitError
+from canopy.engine.mscclpp.writer import MAX_LANES, MAX_OPERATION, MscclppLimitError
 
 
 def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: Any,
@@ -96,9 +96,10 @@ def mcf_gap(topology: Topology, result: Any, file: PlanFile, size: int = REFEREN
     saying by how much and why; else None.
 
     The plan's lanes follow the routes' rates only as closely as whole chunks per pair
-    (the program's apportionment) and at most MAX_LANES channels per connection allow;
-    compare's MCF row gives every route of every pair a connection of its own weighted by
-    the route's exact rate."""
+    (the program's apportionment) and at most MAX_LANES channels per connection allow,
+    and thread blocks past the runtime's ops are cut into parts (the writer's rule 8),
+    which run iterations apart; compare's MCF row gives every route of every pair a
+    connection of its own weighted by the route's exact rate."""
     from canopy.engine.alltoall.compare import mcf_plan
     from canopy.engine.execution.program import algbw_gbps
     from canopy.engine.execution.simulate import fastest
@@ -114,5 +115,6 @@ def mcf_gap(topology: Topology, result: Any, file: PlanFile, size: int = REFEREN
     return (f"at {size_label(size)} the plan runs {float(mine):.2f} GB/s in the execution "
             f"model, {ratio:.1%} of compare's MCF row ({float(row):.2f} GB/s): its "
             "connections get shares of their links in lanes of whole chunks (at most "
-            f"{MAX_LANES} per connection), where the MCF row gives each route a share "
-            "weighted by its exact rate")
+            f"{MAX_LANES} per connection) and thread blocks past {MAX_OPERATION} ops run "
+            "cut into parts that keep their order within an iteration only, where the MCF "
+            "row gives each route a connection of its own weighted by its exact rate")
