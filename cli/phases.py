@@ -2,7 +2,9 @@
 
 ``canopy solve`` prints ``time: 9.41 s (reading 0.02 s, optimum 0.35 s, trees 1.20 s,
 layout choice 6.90 s, XML 0.90 s, other 0.04 s)``: every second from the start of the
-command to that line, the phases' sum plus what none of them measured ("other").
+command to that line, the phases' sum plus what none of them measured ("other"). Where the
+simulator's loops were compiled in this run (a fresh installation's first), the line says
+how many of those seconds that took (:func:`canopy.engine.execution.jit.compile_seconds`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+
+from canopy.engine.execution.jit import compile_seconds
+
+COMPILE_SHOWN = 0.05          # seconds of compiling the time line mentions
 
 # Schedule.timings keys (canopy.engine.forestcoll.solve, allreduce.lp_schedule) -> the phase printed
 SCHEDULE_PHASES = {"optimum": "optimum", "verification": "verification",
@@ -57,7 +63,10 @@ class PhaseClock:
         if other >= 0.005:
             parts.append(("other", other))
         split = ", ".join(f"{name} {s:.2f} s" for name, s in parts)
-        return f"time:            {total:.3f} s" + (f" ({split})" if split else "")
+        compiling = compile_seconds()
+        return f"time:            {total:.3f} s" + (f" ({split})" if split else "") + (
+            f"; {compiling:.2f} s of it compiling the simulator for this machine (once: "
+            "later runs load it)" if compiling >= COMPILE_SHOWN else "")
 
 
 class PhaseFollower:

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from canopy.engine.execution.jit import cached_jit
+
 STUCK = -1           # returned count: some node cannot be reached
 SHORT = -2           # returned count: the random outputs drawn in advance ran out
 _COMPILED: list[Any] = []
@@ -42,8 +44,7 @@ def compiled_kernel() -> Callable[..., int] | None:
 
             import numba
             scope = dict(_match.__globals__, _below=numba.njit(_below))
-            _COMPILED.append(numba.njit(cache=True)(
-                types.FunctionType(_match.__code__, scope, "_match")))
+            _COMPILED.append(cached_jit(types.FunctionType(_match.__code__, scope, "_match")))
     return _COMPILED[0]
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from canopy.engine.execution.jit import cached_jit
+
 
 def exclusive_links(conn_link: Any, nlinks: int) -> bool:
     """Whether no link appears on the routes of two connections (or twice on one):
@@ -165,5 +167,5 @@ def compiled_exclusive_loop() -> Callable[..., tuple[Any, int]] | None:
             scope = dict(_exclusive_loop.__globals__,
                          _filled=numba.njit(lambda count, value: np.full(count, value)))
             loop = types.FunctionType(_exclusive_loop.__code__, scope, "_exclusive_loop")
-            _COMPILED.append(numba.njit(cache=True)(loop))
+            _COMPILED.append(cached_jit(loop))
     return _COMPILED[0]

@@ -21,6 +21,7 @@ from canopy.engine.execution.exclusive import (
     compiled_exclusive_loop,
     exclusive_links,
 )
+from canopy.engine.execution.jit import cached_jit
 from canopy.engine.execution.program import (
     BYTES_PER_US_PER_GBPS,
     DEFAULT_LATENCY_US,
@@ -373,7 +374,7 @@ def compiled_event_loop() -> Callable[..., tuple[Any, int]] | None:
                          _copied=numba.njit(_copied_array), _grown=numba.njit(_grown_array),
                          _pushed=inline(_pushed), _popped=inline(_popped))
             loop = types.FunctionType(_event_loop.__code__, scope, "_event_loop")
-            _COMPILED.extend([numba.njit(cache=True)(loop),
+            _COMPILED.extend([cached_jit(loop),
                               ctypes.CFUNCTYPE(None)(_call_check)])
         finally:
             if blocked:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from canopy.engine.execution.jit import cached_jit
+
 _COMPILED: list[Any] = []
 
 
@@ -33,8 +35,7 @@ def compiled_reached() -> Callable[..., int] | None:
         if compiled_event_loop() is None:
             _COMPILED.append(None)
         else:
-            import numba
-            _COMPILED.append(numba.njit(cache=True)(_reached))
+            _COMPILED.append(cached_jit(_reached))
     return _COMPILED[0]
 
 

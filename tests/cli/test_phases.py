@@ -3,6 +3,8 @@
 import io
 import time
 
+import pytest
+
 from canopy.cli import main
 from canopy.cli.phases import PhaseClock, TerminalProgress
 
@@ -89,3 +91,28 @@ def test_a_ticking_phase_shows_the_fraction_its_work_reports():
     follow.finish()
     assert "MSCCL export: layout choice 40%, 0 s" in progress.stream.getvalue()
     assert progress.stream.getvalue().endswith("\r")
+
+
+def test_the_time_line_says_how_much_of_it_compiled_the_simulator(monkeypatch):
+    """A fresh installation's first run compiles the simulator's loops (numba, cached on
+    disk after): its time line says how many seconds that took, a later run's says
+    nothing of it."""
+    from canopy.cli import phases
+
+    clock = PhaseClock(time.perf_counter() - 8.0)
+    clock.add("layout choice", 7.5)
+    monkeypatch.setattr(phases, "compile_seconds", lambda: 7.04)
+    assert clock.line().endswith("; 7.04 s of it compiling the simulator for this machine "
+                                 "(once: later runs load it)")
+    monkeypatch.setattr(phases, "compile_seconds", lambda: 0.0)
+    assert "compiling" not in clock.line()
+
+
+def test_compile_seconds_count_numba_compiling():
+    numba = pytest.importorskip("numba")
+    from canopy.engine.execution import jit
+
+    jit._watch()
+    before = jit.compile_seconds()
+    assert numba.njit(lambda x: x * 3 + 1)(2) == 7      # a new function: compiled now
+    assert jit.compile_seconds() > before
