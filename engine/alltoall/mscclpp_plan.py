@@ -54,7 +54,8 @@ def alltoall_plan(path: str | os.PathLike[str], topology: Topology, schedule: An
     while True:           # fewer lanes where a thread block's channels exceed the runtime's
         try:
             return checked_plan(algo, servers, os.fspath(path), unit, None,
-                                lanes=port_lanes(algo, servers, most, direct))
+                                lanes=port_lanes(algo, servers, most, direct),
+                                lockstep=True)
         except MscclppLimitError:
             if most == 1:
                 raise

@@ -98,12 +98,14 @@ def plan_bytes(plan: dict[str, Any]) -> bytes:
 
 def checked_plan(algo: XmlAlgo, servers: list[int], path: str, unit: int, name: str | None,
                  min_bytes: int = 0, max_bytes: int | None = None,
-                 lanes: dict[tuple[int, int, int], int] | None = None) -> PlanFile:
-    """The plan of ``algo`` (with ``lanes``, see
+                 lanes: dict[tuple[int, int, int], int] | None = None,
+                 lockstep: bool = False) -> PlanFile:
+    """The plan of ``algo`` (with ``lanes`` and ``lockstep``, see
     :func:`~canopy.engine.mscclpp.writer.algo_plan`) after the parser's rules and a
     symbolic run."""
     plan = algo_plan(algo, servers, unit, name, min_bytes,
-                     UNBOUNDED if max_bytes is None else max_bytes - 1, lanes=lanes)
+                     UNBOUNDED if max_bytes is None else max_bytes - 1, lanes=lanes,
+                     lockstep=lockstep)
     data = plan_bytes(plan)
     try:
         report = execute(parse_plan(json.loads(data), path))

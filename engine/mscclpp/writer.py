@@ -214,11 +214,12 @@ class _Program:
     sub-connections (:class:`_Cut`)."""
 
     def __init__(self, algo: XmlAlgo, servers: list[int],
-                 lanes: dict[Conn, int] | None = None) -> None:
+                 lanes: dict[Conn, int] | None = None, lockstep: bool = False) -> None:
         if len(servers) != algo.ngpus:
             raise ScheduleError(f"the program has {algo.ngpus} GPUs but the topology "
                                 f"{len(servers)} compute nodes.")
         self.algo, self.servers, self.lanes = algo, servers, lanes or {}
+        self.lockstep = lockstep            # rule 8: parts of a thread block in lockstep
         self.send = connection_steps(algo, True)
         self.recv = connection_steps(algo, False)
         for conn in set(self.send) | set(self.recv):
@@ -425,6 +426,11 @@ class _Writer(_Cut):
                 first = _hoisted(tb)
                 parts = self.parts[(gpu.id, tb.id)]
                 chain = -1                     # the semaphore the previous part releases
+                piped_parts = [p for p, steps in enumerate(parts)
+                               if steps[first if p == 0 else 0:]]
+                loop = self.new_semaphore(gpu.id) \
+                    if self.program.lockstep and len(piped_parts) > 1 \
+                    else -1
                 for p, steps in enumerate(parts):
                     out = self.tbs[(gpu.id, tb.id, p)]
                     pre = steps[:first] if p == 0 else []
@@ -466,6 +472,10 @@ class _Writer(_Cut):
                         # the thread block ran them in order
                         chain = self.new_semaphore(gpu.id)
                         out.signal_like({"name": "sem_release", "semaphore_ids": [chain]})
+                    if loop >= 0 and p == piped_parts[-1]:
+                        out.signal_like({"name": "sem_release", "semaphore_ids": [loop]})
+                    if loop >= 0 and p == piped_parts[0]:
+                        out.wait_like({"name": "sem_acquire", "semaphore_ids": [loop]})
                     if out.dirty or out.waited:
                         out.sync()
 
@@ -629,7 +639,7 @@ def _local(buf: str, index: int, size: int = 1) -> dict[str, Any]:
 def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
               name: str | None = None, min_bytes: int = 0, max_bytes: int = UNBOUNDED,
               routes: bool = True, max_tbs: int | None = None,
-              lanes: dict[Conn, int] | None = None) -> dict[str, Any]:
+              lanes: dict[Conn, int] | None = None, lockstep: bool = False) -> dict[str, Any]:
     """The execution plan (a JSON object) of the MSCCL program ``algo``; ``servers[r]`` is
     rank r's server (memory channels within one, port channels between), ``unit_size``
     the bytes of a chunk each pipeline iteration moves (a multiple of 16). ``routes``
@@ -638,11 +648,12 @@ def algo_plan(algo: XmlAlgo, servers: list[int], unit_size: int = DEFAULT_UNIT,
     A thread block whose ops exceed the runtime's 64 is cut into parts (rule 8) while the
     GPU has thread blocks left (``max_tbs``, the GPU's SMs; None: no bound).
     ``lanes`` gives port connections (sender, receiver, MSCCL channel) parallel port
-    channels (rule 10). Raises :class:`MscclppLimitError` beyond the runtime's limits."""
+    channels (rule 10); ``lockstep`` runs the parts of a cut thread block one iteration at
+    a time (rule 8). Raises :class:`MscclppLimitError` beyond the runtime's limits."""
     if unit_size < 16 or unit_size % 16:
         raise ScheduleError(f"the pipeline unit must be a positive multiple of 16 bytes, not "
                             f"{unit_size}.")
-    program = _Program(algo, servers, lanes)
+    program = _Program(algo, servers, lanes, lockstep)
     fitting = _fitting_cut(program, max_tbs)
     writer = _Writer(program, fitting.cuts, unit_size)
     writer.build()
@@ -761,6 +772,8 @@ class _Counter:
         send_conn = (g, tb.send, tb.chan)
         send_kind = self.program.kind(send_conn)    # (what a sending step sends over)
         chain = False
+        piped_parts = [p for p, steps in enumerate(parts) if steps[first if p == 0 else 0:]]
+        loop = self.program.lockstep and len(piped_parts) > 1
         for p, steps in enumerate(parts):
             pre = steps[:first] if p == 0 else []
             piped = steps[len(pre):]
@@ -784,6 +797,10 @@ class _Counter:
             if p + 1 < len(parts) and piped:
                 chain = True
                 ops.signal_like(None)
+            if loop and p == piped_parts[-1]:
+                ops.signal_like(None)
+            if loop and p == piped_parts[0]:
+                ops.wait_like(None)
             if ops.dirty or ops.waited:
                 ops.sync()
             n = ops.n + 1 if ops.n else 0
