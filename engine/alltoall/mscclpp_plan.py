@@ -21,6 +21,11 @@ none is held back elsewhere and they use the whole link whatever their shares; l
 there change only how the link serves the messages (a connection's chunks dealt over
 parallel channels move side by side instead of one after the other), which on long relay
 routes costs time, since relays wait for whole messages.
+
+A thread block of more than the runtime's ops is cut into parts (the writer's rule 8),
+and the plan asks for them in lockstep: a relay's next send waits for messages its
+connection carries in order, and parts running iterations apart would put two iterations'
+messages of one connection on its link at once.
 """
 
 from __future__ import annotations

@@ -56,9 +56,14 @@ with the runtime behaviour (microsoft/mscclpp ``execution_plan.cc``, ``executor.
    every channel still pairs its n-th wait with its n-th signal, and each part but the
    first acquires, per iteration, a semaphore the previous part releases after its steps
    of that iteration, so an iteration's steps keep the order the one thread block gave
-   them (slices of different iterations are disjoint, so parts run iterations apart
-   freely). The cut is greedy by ops, with the budget lowered until every part fits; where
-   the parts need more thread blocks than the GPU has (``--sms``: all are resident at
+   them (slices of different iterations are disjoint, so parts may run iterations apart).
+   In ``lockstep`` the first part also acquires, at the end of each iteration, a semaphore
+   the last part releases after its steps of that iteration, so the parts run one
+   iteration at a time as the one thread block did (parts running apart put messages of
+   two iterations of one connection on its link at once, on two channels; the all-to-all
+   plans ask for it, where relays wait on those messages). The cut is greedy by ops, with
+   the budget lowered until every part fits; where the parts need more thread blocks than
+   the GPU has (``--sms``: all are resident at
    once, since they spin on each other), the plan is refused with the limit it breaks.
    Each round counts the parts' ops by these rules without writing them (only the thread
    blocks the cut changes are recounted), and the plan is written once, for the cut

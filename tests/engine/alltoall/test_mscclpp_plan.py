@@ -45,6 +45,41 @@ def test_thread_blocks_past_the_limit_are_cut(monkeypatch, fig2):
     assert execute(parse_plan(plan)).checked
 
 
+def test_cut_thread_blocks_run_their_parts_in_lockstep(monkeypatch):
+    """A thread block cut into parts (rule 8): its first part acquires, at the end of each
+    iteration, a semaphore its last part releases at the end of that iteration, so the
+    parts run one iteration at a time as the one thread block did; the plan still proves
+    the all-to-all's result."""
+    from canopy.engine.generators import generate
+
+    monkeypatch.setattr(writer_module, "MAX_OPERATION", 24)
+    topo = generate("torus", {"dims": "2x2x4"})
+    file = alltoall_plan("/nonexistent/a2a.json", topo, solve_alltoall(topo).schedule,
+                         tune=False)
+    assert file.report.checked
+    plan = json.loads(file.data)
+
+    def semaphores(ops, name):
+        return {sem for op in ops for sem in op.get("semaphore_ids", ()) if op["name"] == name}
+
+    loops = 0
+    for gpu in plan["gpus"]:
+        bodies = [next(op["ops"] for op in tb["ops"] if op["name"] == "pipeline")
+                  for tb in gpu["threadblocks"]]
+        for i, body in enumerate(bodies):
+            tail = [op for op in body if op["name"] != "nop"][-1]
+            if tail["name"] != "sem_acquire":
+                continue
+            (sem,) = tail["semaphore_ids"]
+            releasers = [j for j, other in enumerate(bodies)
+                         if sem in semaphores(other, "sem_release")]
+            assert len(releasers) == 1 and releasers[0] > i
+            last = [op for op in bodies[releasers[0]] if op["name"] != "nop"][-1]
+            assert last == {"name": "sem_release", "semaphore_ids": [sem]}
+            loops += 1
+    assert loops > 0
+
+
 RAILS = {"servers": "3", "gpus": "4", "fabric": "nvswitch", "scale_out": "leaf-spine",
          "leaf": "rail", "servers_per_leaf": "2", "spines": "2"}
 
