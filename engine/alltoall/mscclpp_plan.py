@@ -104,8 +104,8 @@ def mcf_gap(topology: Topology, result: Any, file: PlanFile, size: int = REFEREN
     The plan's lanes follow the routes' rates only as closely as whole chunks per pair
     (the program's apportionment) and at most MAX_LANES channels per connection allow,
     and thread blocks past the runtime's ops are cut into parts (the writer's rule 8),
-    which run iterations apart; compare's MCF row gives every route of every pair a
-    connection of its own weighted by the route's exact rate."""
+    whose semaphores hold each part back for the others; compare's MCF row gives every
+    route of every pair a connection of its own weighted by the route's exact rate."""
     from canopy.engine.alltoall.compare import mcf_plan
     from canopy.engine.execution.program import algbw_gbps
     from canopy.engine.execution.simulate import fastest
@@ -122,5 +122,5 @@ def mcf_gap(topology: Topology, result: Any, file: PlanFile, size: int = REFEREN
             f"model, {ratio:.1%} of compare's MCF row ({float(row):.2f} GB/s): its "
             "connections get shares of their links in lanes of whole chunks (at most "
             f"{MAX_LANES} per connection) and thread blocks past {MAX_OPERATION} ops run "
-            "cut into parts that keep their order within an iteration only, where the MCF "
-            "row gives each route a connection of its own weighted by its exact rate")
+            "cut into parts that wait on each other, where the MCF row gives each route a "
+            "connection of its own weighted by its exact rate")
