@@ -18,7 +18,7 @@ import time
 
 from canopy.engine.allreduce.lp_schedule import choose_allreduce
 from canopy.engine.comparison.table import compare
-from canopy.engine.deploy.runtime_choice import export_choice
+from canopy.engine.deploy.runtime_choice import runtime_schedule
 from canopy.engine.forestcoll.solve import solve
 from canopy.engine.io.topology_json import load_sample, sample_names
 from canopy.engine.model.collectives import COLLECTIVES
@@ -46,7 +46,7 @@ def main():
             expected = compare(topo, collective, sizes=(size,), algorithms=()).rows[0]
             expected_algbw = expected.algbw_at(size)
             compared = time.process_time()
-            choice = export_choice(topo, schedule)               # as canopy solve --msccl
+            choice = runtime_schedule(topo, schedule)            # as canopy solve --msccl
             data = plan_xml(choice.plan, choice.schedule.k)
             exported = time.process_time()
             timing = fastest_xml(read_msccl_bytes(data), topo, size)

@@ -27,7 +27,7 @@ from canopy.engine.deploy.msccl_ranges import (
     wants_config,
 )
 from canopy.engine.deploy.run_commands import RCCL_NOTE, algo_dir_note
-from canopy.engine.deploy.runtime_choice import export_choice
+from canopy.engine.deploy.runtime_choice import runtime_schedule
 from canopy.engine.io.topology_json import atomic_write_bytes
 from canopy.engine.model.errors import CanopyError, ScheduleError
 from canopy.engine.model.progress import Progress
@@ -87,8 +87,8 @@ def export_msccl(topology: Topology, schedule: Schedule, path: str | os.PathLike
     k = schedule.k
     try:
         if collective == schedule.collective and options.layout == "auto":
-            choice = export_choice(topology, schedule, options.limits,
-                                   lambda _, fraction: report("MSCCL layout", fraction / 2))
+            choice = runtime_schedule(topology, schedule, options.limits,
+                                      lambda _, fraction: report("MSCCL layout", fraction / 2))
             files, note = msccl_files(path, choice, options), choice.note
             k = choice.schedule.k
         else:

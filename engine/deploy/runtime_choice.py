@@ -166,8 +166,8 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     SECOND_SIZE runs messages below BOUNDARY where that is another one
     (:func:`_smaller_messages`; the choice's ``below``: the runtime loads an XML per size
     range); the candidates tried for smaller messages are those within PRUNE of the
-    fastest at 1 GiB. The exports take the choice from :func:`export_choice`, which also
-    orders the chosen plans' reductions for their MSCCL programs.
+    fastest at 1 GiB. The MSCCL++ export takes the choice from :func:`export_choice`, which
+    also orders the chosen plans' reductions for their programs.
 
     Deterministic, so ``canopy compare``, ``canopy solve --msccl`` and the editor's
     export take the same schedule and layout; the answer is memoized per topology,
@@ -473,12 +473,14 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
 
 def export_choice(topology: Topology, schedule: Schedule, limits: MscclLimits | None = None,
                   progress: Progress | None = None) -> RuntimeChoice:
-    """:func:`runtime_schedule`'s choice as the MSCCL and MSCCL++ exports write it: the
-    chosen plans' nodes add their children's data in the order their simulation delivers
-    it, where the MSCCL program gains by it (:func:`_accumulating`). ``canopy compare``
-    times the choice without this: the execution model lets a node's reductions go in any
-    order, so the order changes no time of it, and finding it costs a simulation of every
-    send and two of the MSCCL program. Done once per memoized choice."""
+    """:func:`runtime_schedule`'s choice as the MSCCL++ export writes it: the chosen plans'
+    nodes add their children's data in the order their simulation delivers it, where the
+    MSCCL program gains by it (:func:`_accumulating`). ``canopy compare`` times the choice
+    without this: the execution model lets a node's reductions go in any order, so the
+    order changes no time of it, and finding it costs a simulation of every send and up
+    to two of the MSCCL program (seconds on large shared layouts, which the MSCCL XML
+    export, for the runtime that is going away, does not spend: it writes
+    :func:`runtime_schedule`'s choice). Done once per memoized choice."""
     choice = runtime_schedule(topology, schedule, limits, progress)
     if not choice.arranged:
         _accumulating(topology, choice, REFERENCE_SIZE)

@@ -48,9 +48,10 @@ once). On a connection of its own (one tree edge) that adds nothing: the sends a
 for those arrivals anyway, and its connection delivers in order. Where a connection carries
 several trees' reductions, a receive waiting for its chain holds back the receives behind
 it, which the plan does not model, so such an XML's time can differ from the plan's
-(``bench/msccl_timing.py`` compares them on every sample). The exports therefore order
-each node's reductions as the plan's simulation delivers their data where that brings the
-XML to the plan's time (:mod:`canopy.engine.deploy.accumulation`).
+(``bench/msccl_timing.py`` compares them on every sample). The MSCCL++ export therefore
+orders each node's reductions as the plan's simulation delivers their data where that
+brings the program to the plan's time (:mod:`canopy.engine.deploy.accumulation`); the MSCCL
+XML export adds them shallow first.
 
 Rank r runs on the topology's r-th compute node (the order exports use).
 """

@@ -230,7 +230,7 @@ def test_msccl_export_writes_an_xml_per_size_range_and_the_config(tmp_path, monk
     below = RuntimeChoice(small, schedule_plan(small), schedule_plan(small), layout="unit")
     split = RuntimeChoice(large, schedule_plan(large), schedule_plan(large), layout="unit",
                           below=below, boundary=BOUNDARY)
-    monkeypatch.setattr("canopy.engine.deploy.msccl_export.export_choice", lambda *args: split)
+    monkeypatch.setattr("canopy.engine.deploy.msccl_export.runtime_schedule", lambda *args: split)
     summary, config = canopy.app.export.export_msccl(topo, large,
                                                     MscclChoice("allgather", True),
                                                     tmp_path / "ag.xml",

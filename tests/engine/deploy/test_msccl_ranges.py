@@ -88,7 +88,7 @@ def test_one_choice_is_todays_single_xml(tmp_path):
 def test_solve_writes_an_xml_per_range_that_check_xml_times_as_compare(split, tmp_path,
                                                                       capsys, monkeypatch):
     topo, choice = split
-    monkeypatch.setattr(msccl_export, "export_choice", lambda *args: choice)
+    monkeypatch.setattr(msccl_export, "runtime_schedule", lambda *args: choice)
     out = tmp_path / "ag.xml"
     assert main(["solve", f"samples/{SAMPLE}", "--msccl", str(out), "--print-run"]) == 0
     printed = capsys.readouterr().out
@@ -125,7 +125,7 @@ def test_rccl_export_writes_no_config_and_names_what_else_its_folder_holds(split
     XMLs alone (no config, which RCCL would read as an algorithm) and says which other
     files of that folder RCCL would also load."""
     _, choice = split
-    monkeypatch.setattr(msccl_export, "export_choice", lambda *args: choice)
+    monkeypatch.setattr(msccl_export, "runtime_schedule", lambda *args: choice)
     out = tmp_path / "ag.xml"
     argv = ["solve", f"samples/{SAMPLE}", "--msccl", str(out), "--msccl-runtime", "rccl",
             "--print-run"]
