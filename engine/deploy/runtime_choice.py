@@ -595,9 +595,10 @@ def _screen(topology: Topology, optimum: Fraction,
 
 class _Screen(NamedTuple):
     """What :func:`_screen` found: each layout's fraction at the first depth (or its known
-    one; 0 where its run stopped), its run there and the depths :func:`~canopy.engine.
-    execution.simulate.fastest` would consider (None where known already), the fraction
-    one whose MSCCL++ plan fits provably executes (or 0) and that layout."""
+    one; 0 where its run stopped), its run there and the depths
+    :func:`~canopy.engine.execution.simulate.fastest` would consider (None where known
+    already), the fraction one whose MSCCL++ plan fits provably executes (or 0) and that
+    layout."""
 
     fractions: list[Fraction]
     runs: list[_Measured | None]
