@@ -143,8 +143,9 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     (the simulation's deadline: its links still have more bytes to carry than that time
     allows); it is listed with ``executed_below`` and can neither be chosen nor come near
     the best, since the best never falls more than EVEN_MARGIN below the fastest. So that
-    the losers stop early, a candidate's layouts after its first are simulated fastest
-    first, by their time at the first depth the simulation runs (:func:`_screen`), and
+    the losers stop early, a candidate's layouts are simulated fastest first, by their
+    time at the first depth the simulation runs (:func:`_screen`; the first layout alone,
+    before the others are built, where it reaches GOOD_ENOUGH there), and
     then taken in their own order: the rules below see them as if simulated in order (but
     for the cut, which may come from a layout past the one the search in order ends on).
     Only the fastest at that first depth runs deeper: the others are listed with their
@@ -262,7 +263,7 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
 
     def consider(candidate: Schedule, base: CollectivePlan,
                  options: Iterable[tuple[str, CollectivePlan]], tolerance: str) -> None:
-        nonlocal reachable
+        nonlocal reachable, first_fraction
         steps.candidate()
         if best is not None and bandwidth_bound(base, caps)[0] / optimum \
                 <= best.fraction - NEAR - (EVEN_MARGIN if best.name.startswith("shared evenly")
@@ -285,6 +286,18 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                     fits(candidate, tolerance, name, laid):
                 reachable = fraction
             return _Measured(fraction, below)
+
+        def _ends_alone(head: tuple[str, CollectivePlan]) -> bool:
+            """Whether the first layout is measured alone, before the others are built:
+            where its time is known already or its run at the first depth reaches
+            GOOD_ENOUGH (its best depth then does too, and the search in order ends on
+            it, as it often does)."""
+            name, laid = head
+            if _known_key(candidate, tolerance, name) in known:
+                return True
+            run = _at_first_depth(topology, laid, optimum, max(top, reachable) - PRUNE,
+                                  steps.check)
+            return run.below is None and run.fraction >= GOOD_ENOUGH
 
         def note(name: str, laid: CollectivePlan, measured: _Measured) -> bool:
             """Note one measured layout in the search; True where it ends the search."""
@@ -320,10 +333,15 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             return fraction >= GOOD_ENOUGH
 
         layouts = iter(options)
-        head = next(layouts, None)          # the first layout alone: it often ends the search
-        if head is None or note(*head, measure(*head)):
+        head = next(layouts, None)
+        if head is None:
             return
-        rest = list(layouts)
+        if not fastest_first or _ends_alone(head):
+            if note(*head, measure(*head)):
+                return
+            rest = list(layouts)
+        else:
+            rest = [head, *layouts]     # screened with the others, but leads none
         first_runs = [Fraction(0)] * len(rest)
         screened: set[int] = set()
         screen: _Screen | None = None
@@ -332,7 +350,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 topology, optimum, [(laid, known.get(_known_key(candidate, tolerance, name)))
                                     for name, laid in rest],
                 max(top, reachable) - PRUNE,
-                lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]), steps.check)
+                lambda i: fits(candidate, tolerance, rest[i][0], rest[i][1]), steps.check,
+                followers=int(rest[0] is head))
             first_runs, screened = screen.fractions, screen.screened_out()
             reachable = max(reachable, screen.reached)
         measured: dict[int, _Measured] = {}
@@ -353,6 +372,8 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
                 assert screen is not None
                 run = screen.runs[i]
                 assert run is not None
+                if not tried:
+                    first_fraction = None
                 tried.append({**_entry(candidate, tolerance, name, optimum),
                               ("executed_first_depth" if run.below is None
                                else "executed_first_depth_below"): round(float(run.fraction), 4)})
@@ -550,8 +571,8 @@ def _executed(topology: Topology, laid: CollectivePlan, optimum: Fraction, cut: 
 
 def _screen(topology: Topology, optimum: Fraction,
             layouts: list[tuple[CollectivePlan, Fraction | None]], cut: Fraction,
-            fits: Callable[[int], bool], check: Callable[[], None] | None = None
-            ) -> _Screen:
+            fits: Callable[[int], bool], check: Callable[[], None] | None = None,
+            followers: int = 0) -> _Screen:
     """Each of ``layouts`` (with its fraction of ``optimum`` where known already) timed at
     the depth :func:`~canopy.engine.execution.simulate.fastest` runs first, and a fraction
     that one whose MSCCL++ plan fits provably executes at REFERENCE_SIZE (or 0), with that
@@ -563,9 +584,14 @@ def _screen(topology: Topology, optimum: Fraction,
     far is stopped (0 here: it cannot give the answer). Of the SCREENS_CHECKED fastest,
     the first whose plan ``fits`` (by index) gives the answer. Simulated fastest first,
     with that answer known from the start, the layouts that lose are stopped at PRUNE
-    below it early in their runs. ``check`` goes to every simulation."""
-    from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
-    from canopy.engine.execution.simulate import depths, simulate
+    below it early in their runs. ``check`` goes to every simulation. The first
+    ``followers`` layouts give no answer: they can only be behind it.
+
+    The first layout of a candidate is screened as a follower: at the first depth the
+    coarsest sharing ("shared") can run ahead of a layout sharing by step that
+    overtakes it deeper (4x4 torus reduce-scatter at 44 thread blocks), so it screens out
+    none, but one behind the answer there runs no deeper."""
+    from canopy.engine.execution.simulate import depths
 
     fractions: list[Fraction] = []
     runs: list[_Measured | None] = []
@@ -573,24 +599,35 @@ def _screen(topology: Topology, optimum: Fraction,
     for laid, fraction in layouts:
         run = found = None
         if fraction is None:
-            bar = max([cut, *(f - PRUNE for f in fractions)])
-            deadline = REFERENCE_SIZE / (bar * optimum * BYTES_PER_US_PER_GBPS) \
-                if bar > 0 else None
             found = depths(topology, laid, REFERENCE_SIZE)
-            result = simulate(topology, laid, REFERENCE_SIZE, found[1], check=check,
-                              deadline_us=deadline)
-            run = _Measured(bar, bar) if result.past_deadline else \
-                _Measured(result.algbw / optimum, None)
+            run = _at_first_depth(topology, laid, optimum,
+                                  max([cut, *(f - PRUNE for f in fractions)]), check)
             fraction = run.fraction if run.below is None else Fraction(0)
         fractions.append(fraction)
         runs.append(run)
         tried_depths.append(found)
-    ranked = sorted((i for i, f in enumerate(fractions) if f > 0),
+    ranked = sorted((i for i, f in enumerate(fractions) if f > 0 and i >= followers),
                     key=lambda i: (-fractions[i], i))
     for i in ranked[:SCREENS_CHECKED]:
         if fits(i):
             return _Screen(fractions, runs, tried_depths, fractions[i], i)
     return _Screen(fractions, runs, tried_depths, Fraction(0), None)
+
+
+def _at_first_depth(topology: Topology, laid: CollectivePlan, optimum: Fraction,
+                    bar: Fraction, check: Callable[[], None] | None = None) -> _Measured:
+    """``laid``'s fraction of ``optimum`` at REFERENCE_SIZE at the first depth
+    :func:`~canopy.engine.execution.simulate.fastest` runs (a time its best depth
+    reaches), or (``bar``, ``bar``) where that run provably ends below ``bar`` (positive)
+    and is stopped there."""
+    from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
+    from canopy.engine.execution.simulate import depths, simulate
+
+    deadline = REFERENCE_SIZE / (bar * optimum * BYTES_PER_US_PER_GBPS) if bar > 0 else None
+    result = simulate(topology, laid, REFERENCE_SIZE, depths(topology, laid, REFERENCE_SIZE)[1],
+                      check=check, deadline_us=deadline)
+    return _Measured(bar, bar) if result.past_deadline else \
+        _Measured(result.algbw / optimum, None)
 
 
 class _Screen(NamedTuple):
@@ -641,6 +678,12 @@ def _fraction_text(fraction: Fraction | None, tried: list[dict[str, object]]) ->
         return f"{float(fraction):.1%}"
     if "mscclpp_plan" in tried[0]:
         return "needs more thread blocks as an MSCCL++ plan than the GPU has"
+    if "executed_first_depth" in tried[0]:
+        return (f"{tried[0]['executed_first_depth']:.1%} at the first pipeline depth, "
+                "behind it there")
+    if "executed_first_depth_below" in tried[0]:
+        return (f"runs below {tried[0]['executed_first_depth_below']:.1%} at the first "
+                "pipeline depth, behind it there")
     return f"runs below {float(tried[0]['executed_below']):.1%}"     # type: ignore[arg-type]
 
 

@@ -38,6 +38,7 @@ def test_fastest_first_chooses_as_the_search_in_order_and_runs_fewer_layouts_dee
     screened = {**_by_layout(first, "executed_first_depth"),
                 **_by_layout(first, "executed_first_depth_below")}
     assert screened and not set(screened) & set(done)
+    assert (3, "0", first.candidates[0]["layout"]) in screened     # the first one too
     chosen = max(done.values())
     assert all(in_order.get(name, 0) <= chosen for name in screened)
     # "shared" lays out the same program as "q = 3": stopped with it, not finished at its cut
@@ -75,3 +76,22 @@ def test_the_screen_runs_the_depth_fastest_runs_first_and_reaches_no_more_than_f
     _, _, _, nothing, no_leader = _screen(topo, optimum, [(laid, None) for laid in layouts],
                                           0, lambda i: False)
     assert nothing == 0 and no_leader is None
+
+
+def test_the_first_layout_is_screened_but_screens_out_none():
+    """The first layout's run at the first depth is compared with the others', but it
+    cannot be the one that screens them out (``followers``): coarse sharing can lead at
+    the first depth and lose deeper. 2 x p4d allgather with k = 3: made the fastest there
+    (the others' runs stopped below it), it still gives no answer."""
+    topo = load_sample("aws-p4d-2x8.json")
+    schedule = solve(topo, "allgather", k=3)
+    optimum = max(schedule.algbw, schedule.optimal_algbw)
+    layouts = [laid for _, laid in iter_layouts(schedule_plan(schedule), MscclLimits(), topo)]
+    free = _screen(topo, optimum, [(laid, None) for laid in layouts], 0, lambda i: True)
+    led = _screen(topo, optimum, [(laid, None) for laid in layouts], 0, lambda i: True,
+                  followers=1)
+    assert led.fractions == free.fractions and led.leader != 0
+    assert 0 in led.screened_out() and led.leader == free.leader
+    known = [(laid, 1 if i == 0 else None) for i, laid in enumerate(layouts)]
+    ahead = _screen(topo, optimum, known, 0, lambda i: True, followers=1)
+    assert ahead.leader not in (None, 0) and 0 not in ahead.screened_out()

@@ -453,6 +453,8 @@ def test_layouts_after_one_that_runs_near_the_optimum_are_not_built(monkeypatch)
                                past_deadline=False)
 
     monkeypatch.setattr(simulate, "fastest", at_bound)
+    monkeypatch.setattr(simulate, "simulate", lambda topology, plan, size, pieces, check=None,
+                        deadline_us=None: at_bound(topology, plan, size))   # first depths
     monkeypatch.setattr(connection_layouts, "_paired_shared", counted)
     choice = connections._choose(topo, schedule, MscclLimits())
     # (k = 1, the fewest trees within 2 % on unit connections, cannot end the search
