@@ -184,8 +184,13 @@ def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
         yield (f"q = {q}", channel_plan(split, split_counts(split, [1] * len(split.trees), 1),
                                          servers=servers))
     banded = False
+    whole: list[tuple[str, CollectivePlan]] = []        # detail 0's layouts, by suffix
     for detail in range(STEP_BANDS + 2):
         if detail == 1 and not (plan.reduce_trees and plan.broadcast_trees) or banded:
+            continue
+        if detail == 1 and not _phases_share_keys(plan):
+            # every key of detail 0 holds one phase: the same keys, counts and channels
+            yield from ((f"shared by phase{suffix}", laid) for suffix, laid in whole)
             continue
         name = ("shared", "shared by phase", "shared by step")[min(detail, 2)]
         name = name if detail <= 2 else f"shared by {detail - 1} steps"
@@ -199,16 +204,29 @@ def iter_layouts(plan: CollectivePlan, limits: MscclLimits | None = None,
                 continue
             if fits(counts, limits):
                 banded = detail >= 2
-                yield (name if weighted else f"{name}, equal counts",
-                       channel_plan(plan, counts, detail, servers))
+                laid = channel_plan(plan, counts, detail, servers)
+                if detail == 0:
+                    whole.append(("", laid))
+                yield (name if weighted else f"{name}, equal counts", laid)
             paired = _paired_shared(plan, limits, detail, None, weighted, servers, descent)
             if paired is not None:
+                if detail == 0:
+                    whole.append((", paired", paired))
                 yield (f"{name if weighted else f'{name}, equal counts'}, paired", paired)
     if topology is not None:
         yield from _unit_shared(plan, mult, limits, topology)
     yield from _even_unit(plan, mult, limits, servers)
     if topology is not None:
         yield from slack_tiers(plan, mult, limits, topology, servers)
+
+
+def _phases_share_keys(plan: CollectivePlan) -> bool:
+    """Whether a connection key of layout 3 (:func:`connection_members`, detail 0) holds
+    tree edges of both of an allreduce's phases; where none does, keying by phase
+    (detail 1) gives the same keys, so the same counts at every budget (ties go by key,
+    and a key and its phase-extended key compare alike) and the same layouts."""
+    return any(len({member[0][0] for member in items}) > 1
+               for items in connection_members(plan, 0).values())
 
 
 def _even_unit(plan: CollectivePlan, mult: list[int], limits: MscclLimits,

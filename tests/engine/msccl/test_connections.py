@@ -34,6 +34,7 @@ from canopy.engine.msccl.connection_counts import shared_counts as _shared_count
 from canopy.engine.msccl.connections import (
     _unit_shared,
     describe_layout,
+    iter_layouts,
     layouts,
     runtime_layout,
     slack_tiers,
@@ -601,3 +602,26 @@ def test_a_plans_unit_thread_blocks_are_counted_once(monkeypatch):
     assert len(runs) == 1
     assert connection_counts.unit_threadblocks(schedule_plan(schedule), limits) == first
     assert len(runs) == 2
+
+
+def test_layouts_keyed_by_phase_are_the_shared_ones_where_no_key_holds_both_phases():
+    """4 x DGX A100 allreduce with 32 thread blocks: no connection key of layout 3 holds
+    a reduction and a broadcast edge, so keying by phase changes no key; its layouts,
+    built anew by phase, equal the shared ones, which are listed again under that name
+    (not built twice)."""
+    from canopy.engine.msccl.connection_counts import Descent, channel_plan, server_places
+    from canopy.engine.msccl.connections import _paired_shared, _phases_share_keys
+
+    topo = load_sample("dgx-a100-4x8.json")
+    plan = schedule_plan(solve(topo, "allreduce"))
+    limits = MscclLimits(max_tbs_per_gpu=32)
+    assert not _phases_share_keys(plan)
+    found = dict(iter_layouts(plan, limits, topo))
+    assert found["shared by phase"] is found["shared"]
+    assert found["shared by phase, paired"] is found["shared, paired"]
+    servers = server_places(topo)
+    counts = Descent(plan, limits.max_channels, 1, None, True).counts(limits)
+    assert channel_plan(plan, counts, 1, servers) == found["shared"]
+    assert _paired_shared(plan, limits, 1, None, True, servers) == found["shared, paired"]
+    mixed = schedule_plan(solve(load_sample("mi250-8plus8.json"), "allreduce"))
+    assert _phases_share_keys(mixed)
