@@ -145,7 +145,7 @@ def runtime_schedule(topology: Topology, schedule: Schedule, limits: MscclLimits
     the best, since the best never falls more than EVEN_MARGIN below the fastest. So that
     the losers stop early, a candidate's layouts are simulated fastest first, by their
     time at the first depth the simulation runs (:func:`_screen`; the first layout alone,
-    before the others are built, where it reaches GOOD_ENOUGH there), and
+    before the others are built, where it executes within GOOD_ENOUGH), and
     then taken in their own order: the rules below see them as if simulated in order (but
     for the cut, which may come from a layout past the one the search in order ends on).
     Only the fastest at that first depth runs deeper: the others are listed with their
@@ -289,15 +289,13 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
 
         def _ends_alone(head: tuple[str, CollectivePlan]) -> bool:
             """Whether the first layout is measured alone, before the others are built:
-            where its time is known already or its run at the first depth reaches
-            GOOD_ENOUGH (its best depth then does too, and the search in order ends on
-            it, as it often does)."""
+            where its time is known already or it executes within GOOD_ENOUGH (the
+            search in order then ends on it, as it often does). Asked with GOOD_ENOUGH as
+            the deadline, a run that cannot get there stops early: the pipeline's fill
+            already idles its busiest link too long."""
             name, laid = head
-            if _known_key(candidate, tolerance, name) in known:
-                return True
-            run = _at_first_depth(topology, laid, optimum, max(top, reachable) - PRUNE,
-                                  steps.check)
-            return run.below is None and run.fraction >= GOOD_ENOUGH
+            return _known_key(candidate, tolerance, name) in known or \
+                _executed(topology, laid, optimum, GOOD_ENOUGH, steps.check)[1] is None
 
         def note(name: str, laid: CollectivePlan, measured: _Measured) -> bool:
             """Note one measured layout in the search; True where it ends the search."""
