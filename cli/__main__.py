@@ -1,7 +1,5 @@
 """``python -m canopy.cli``: the same as the ``canopy`` command."""
 
-import sys
+from canopy.cli import run
 
-from canopy.cli import main
-
-sys.exit(main())
+run()

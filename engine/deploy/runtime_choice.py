@@ -294,8 +294,11 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             the deadline, a run that cannot get there stops early: the pipeline's fill
             already idles its busiest link too long."""
             name, laid = head
-            return _known_key(candidate, tolerance, name) in known or \
-                _executed(topology, laid, optimum, GOOD_ENOUGH, steps.check)[1] is None
+            if _known_key(candidate, tolerance, name) in known:
+                return True
+            # (its first depth run in full, as the screen runs it, and kept for it)
+            _at_first_depth(topology, laid, optimum, max(top, reachable) - PRUNE, steps.check)
+            return _executed(topology, laid, optimum, GOOD_ENOUGH, steps.check)[1] is None
 
         def note(name: str, laid: CollectivePlan, measured: _Measured) -> bool:
             """Note one measured layout in the search; True where it ends the search."""
