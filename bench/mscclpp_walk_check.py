@@ -41,18 +41,33 @@ CASES = ("forestcoll-fig2:allreduce", "forestcoll-fig2:alltoall", "hypercube-3d:
          "tacos-dragonfly-4x5:allreduce", "torus=4x4:alltoall")
 
 
-def reference(rev):
-    """The timing module as of git revision ``rev``."""
+def revision_module(rev, source, name, folder):
+    """The module at ``source`` as of git revision ``rev``, loaded as ``name``, or None
+    where that revision has no such file."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    text = subprocess.run(["git", "-C", root, "show", f"{rev}:engine/mscclpp/timing.py"],
-                          check=True, capture_output=True, text=True).stdout
-    path = os.path.join(tempfile.mkdtemp(), "timing_reference.py")
+    shown = subprocess.run(["git", "-C", root, "show", f"{rev}:{source}"],
+                           capture_output=True, text=True)
+    if shown.returncode:
+        return None
+    path = os.path.join(folder, name + ".py")
     with open(path, "w") as f:
-        f.write(text)
-    spec = importlib.util.spec_from_file_location("timing_reference", path)
+        f.write(shown.stdout)
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["timing_reference"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def reference(rev):
+    """The timing module as of git revision ``rev``, asking that revision's compiled
+    search where it has one (its arguments change with the walk's arrays)."""
+    folder = tempfile.mkdtemp()
+    module = revision_module(rev, "engine/mscclpp/timing.py", "timing_reference", folder)
+    kernel = revision_module(rev, "engine/mscclpp/reach_kernel.py", "reach_kernel_reference",
+                             folder)
+    if kernel is not None and hasattr(module, "compiled_reached"):
+        module.compiled_reached = kernel.compiled_reached
     return module
 
 

@@ -2,7 +2,8 @@
 
 The same two searches as :meth:`canopy.engine.mscclpp.timing._Builder.reaches` (back from
 the later sends, forward from the early one, a step of each in turn, until they meet or
-either has nothing left), on the walk's flat arrays, for every early send a list leaves
+either has nothing left, within the same bounds of send order, chain length and loop
+iteration), on the walk's flat arrays, for every early send a list leaves
 open in one call: the sets of the searches are stamps in one array (a send is in the
 backward set where its mark is the query's even stamp, in the forward set where it is the
 odd one; a send in both would be where they met), and both stacks share one array, the
@@ -39,28 +40,32 @@ def compiled_reached() -> Callable[..., int] | None:
     return _COMPILED[0]
 
 
-def _reached(keep: Any, ts: Any, out: Any, after: Any, ptr: Any, depth: Any, named: Any,
-             next_named: Any, mark: Any, stack: Any, stamp: int) -> int:
+def _reached(keep: Any, ts: Any, out: Any, after: Any, ptr: Any, depth: Any, late: Any,
+             named: Any, next_named: Any, mark: Any, stack: Any, stamp: int) -> int:
     """For each ``ts[i]``, ``out[i]`` = 1 where one of the sends ``keep`` waits for it
     through its chain of waits, else 0; the walk's lists are ``after`` (CSR by ``ptr``,
-    each in ascending order) and, read the other way, ``named`` and ``next_named``.
+    each in ascending order) and, read the other way, ``named`` and ``next_named``; per
+    send ``depth`` and ``late`` bound the searches as in the reference.
     ``mark`` holds no stamp from ``stamp`` on; returns the next free stamp."""
     top = len(stack)
     for i in range(len(ts)):
         t = ts[i]
         out[i] = 0
         low = depth[t]
+        early = late[t]
+        latest = -1                             # the latest iteration of keep's chains
         back, ahead = stamp, stamp + 1
         stamp += 2
         nb = 0
         high = -1
         last = -1
         for b in keep:
-            if b > t and depth[b] > low:
+            if b > t and depth[b] > low and late[b] >= early:
                 mark[b] = back
                 stack[nb] = b
                 nb += 1
                 high = max(high, depth[b])
+                latest = max(latest, late[b])
                 last = max(last, b)
         if nb == 0:
             continue
@@ -88,7 +93,7 @@ def _reached(keep: Any, ts: Any, out: Any, after: Any, ptr: Any, depth: Any, nam
                 if mark[a] == ahead:
                     found = True
                     break
-                if depth[a] > low and mark[a] != back:
+                if depth[a] > low and late[a] >= early and mark[a] != back:
                     mark[a] = back
                     stack[nb] = a
                     nb += 1
@@ -112,7 +117,7 @@ def _reached(keep: Any, ts: Any, out: Any, after: Any, ptr: Any, depth: Any, nam
                 if mark[w] == back:
                     found = True
                     break
-                if w < last and depth[w] < high and mark[w] != ahead:
+                if w < last and depth[w] < high and late[w] <= latest and mark[w] != ahead:
                     mark[w] = ahead
                     stack[top - 1 - nf] = w
                     nf += 1

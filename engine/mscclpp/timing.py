@@ -136,7 +136,8 @@ class _Builder:
         self.hops: dict[tuple, list[int]] = {}
         self.loads: dict = {}
         # per send: its connection, its size (an index into ``amounts``), the sends it waits
-        # for (``after``, CSR with ``after_ptr``) and the longest chain of waits up to it;
+        # for (``after``, CSR with ``after_ptr``), the longest chain of waits up to it and
+        # the latest loop iteration in that chain (``late``: see :meth:`reaches`);
         # ``waits`` holds the same lists less what its connection's previous send waited
         # for (CSR, ``wait_ptr``)
         # (every index here fits in 32 bits: 2**31 sends, or list entries, are far past the
@@ -145,7 +146,7 @@ class _Builder:
         self.amount_of = array("i")
         self.amounts: dict[Fraction, int] = {}
         self.after, self.after_ptr = array("i"), array("i", [0])
-        self.depth = array("i")
+        self.depth, self.late = array("i"), array("i")
         # the same lists read the other way: per send the last entry of ``after`` naming it
         # (``named``, -1 if none), per entry the entry before it naming the same send
         # (``next_named``), so the sends waiting for a send directly are found from it
@@ -200,14 +201,15 @@ class _Builder:
         """``size`` as an index into ``amounts``."""
         return self.amounts.setdefault(size, len(self.amounts))
 
-    def message(self, hops: list[int], amount: int, after: list[int]) -> int:
-        """A message of ``amounts``' ``amount`` bytes over ``hops`` once ``after`` arrived;
-        its last hop's send. A connection starts a send only once the one before it has
-        started, so what that one waited for has arrived by then: the run gets only the
-        rest (``waits``), which changes no event of it."""
+    def message(self, hops: list[int], amount: int, after: list[int], it: int) -> int:
+        """A message of ``amounts``' ``amount`` bytes over ``hops`` once ``after`` arrived,
+        sent in loop iteration ``it``; its last hop's send. A connection starts a send only
+        once the one before it has started, so what that one waited for has arrived by
+        then: the run gets only the rest (``waits``), which changes no event of it."""
         prev, sid = tuple(after), -1
-        depth = self.depth
+        depth, lates = self.depth, self.late
         level = max([depth[a] for a in prev], default=0)
+        late = max([it, *[lates[a] for a in prev]])
         named, next_named = self.named, self.next_named
         for hop in hops:
             sid = len(self.conn)
@@ -223,6 +225,7 @@ class _Builder:
             self.after.extend(prev)
             self.after_ptr.append(len(self.after))
             depth.append(level)
+            lates.append(late)
             before = self.last_on.get(hop, ())
             self.waits.extend([a for a in prev if a not in before] if before else prev)
             self.wait_ptr.append(len(self.waits))
@@ -295,6 +298,7 @@ class _Builder:
                             out, np.frombuffer(self.after, dtype=np.int32),
                             np.frombuffer(self.after_ptr, dtype=np.int32),
                             np.frombuffer(self.depth, dtype=np.int32),
+                            np.frombuffer(self.late, dtype=np.int32),
                             np.frombuffer(self.named, dtype=np.int32),
                             np.frombuffer(self.next_named, dtype=np.int32),
                             self.mark, self.stack[:n], self.stamp)
@@ -308,14 +312,25 @@ class _Builder:
         nothing left. Each side alone settles the question; the other bounds the work by
         the smaller of the two (a list that keeps an early send checks it against sends
         whose waits go back through everything sent since, while what waits for that send
-        is usually little, and the other way round)."""
-        depth, after, ptr = self.depth, self.after, self.after_ptr
+        is usually little, and the other way round).
+
+        Both searches also keep to sends whose chains reach as late a loop iteration as
+        ``t``'s and no later than the latest of ``sends``' (``late``: a send's is the
+        largest of its own iteration and those of the sends it waits for, so it never
+        falls along a chain, and a send off those bounds lies on no chain from ``sends``
+        to ``t``). The walk runs each thread block as far as it goes, so one that waits
+        for nothing sends every iteration first: by send order and chain length such a
+        send looks as early and as shallow as the loop's first, and without this bound
+        the searches for it went back through the iterations between (the walk's cost
+        per send grew with its iterations)."""
+        depth, after, ptr, late = self.depth, self.after, self.after_ptr, self.late
         named, next_named = self.named, self.next_named
-        low = depth[t]
-        starts = [b for b in sends if b > t and depth[b] > low]
+        low, early = depth[t], late[t]
+        starts = [b for b in sends if b > t and depth[b] > low and late[b] >= early]
         if not starts:
             return False
         high, last = max([depth[b] for b in starts]), max(starts)
+        latest = max([late[b] for b in starts])
         back, ahead = set(starts), {t}
         behind, forward = list(starts), [t]
         # entries from here on are sends later than ``last``, which the search leaves out;
@@ -333,7 +348,7 @@ class _Builder:
             for a in after[i:hi]:
                 if a in ahead:
                     return True
-                if depth[a] > low and a not in back:
+                if depth[a] > low and late[a] >= early and a not in back:
                     back.add(a)
                     behind.append(a)
             s = forward.pop()
@@ -345,7 +360,7 @@ class _Builder:
                 e = next_named[e]
                 if w in back:
                     return True
-                if w < last and depth[w] < high and w not in ahead:
+                if w < last and depth[w] < high and late[w] <= latest and w not in ahead:
                     ahead.add(w)
                     forward.append(w)
         return False
@@ -443,7 +458,8 @@ class _Builder:
         """The sends walked, as the event loop runs them (each send's ``waits``). The walk's
         own lists (``after``, ``depth``) are let go first: the event loop does not read
         them."""
-        self.after, self.after_ptr, self.depth = array("i"), array("i", [0]), array("i")
+        self.after, self.after_ptr = array("i"), array("i", [0])
+        self.depth, self.late = array("i"), array("i")
         self.named, self.next_named = array("i"), array("i")
         self.mark = self.stack = np.zeros(0, dtype=np.int32)
         n = len(self.conn)
@@ -524,7 +540,7 @@ class _Builder:
         gpu = self.plan.gpus[g]
         if name in PUTS:
             for hops, amount, box, end in self.puts(g, tb, op, it, piped):
-                outbox[box].append(self.message(hops, amount, mine))
+                outbox[box].append(self.message(hops, amount, mine, it))
                 if end is not None:
                     queues[end].append(self.latest(outbox.pop(box) + mine))
                     self.wake(end)
@@ -537,7 +553,7 @@ class _Builder:
                 h = gpu.remote[tb.buffers["memory"][s.buffer_id]][0]
                 hops = self.connection(("read", h, g, tb.id), h, g, None)
                 got.append(self.message(hops, self.amount(self.bytes_of(s, op, it, piped)),
-                                        mine))
+                                        mine, it))
             done[key] = self.latest(mine + got)
             return True
         if name in ("signal", "rlxsignal"):

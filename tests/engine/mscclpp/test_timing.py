@@ -83,3 +83,45 @@ def test_the_compiled_search_walks_as_the_python_one():
         assert all(after == sorted(after) and len(set(after)) == len(after)
                    for after in compiled[3])
     assert 0 < sum(answers) < len(answers)     # asked, answered both ways, as in Python
+
+
+def test_the_searches_answer_as_the_chains_of_waits():
+    """Whether one of some sends waits for another, through the lists, is answered as the
+    lists' transitive closure says, by the Python search and the compiled one alike, also
+    where the loop iterations bound the searches: on an allreduce over trees the leaves'
+    thread blocks wait for nothing and send every iteration first, so sends of late
+    iterations come early in the walk; a send's ``late`` is never below that of a send it
+    waits for, also for a step outside the loop (iteration 0)."""
+    torus = generate("torus", {"dims": "4x4"})
+    servers = rank_servers(torus)
+    plan = parse_plan(algo_plan(schedule_algo(solve(torus, "allreduce"), True, servers),
+                                servers))
+    builder = _Builder(plan, torus, Fraction(1 << 30), 4)
+    builder.build()
+    ptr, late = builder.after_ptr, builder.late
+    ancestors: list[int] = []
+    for s in range(len(builder.conn)):
+        bits = 0
+        for a in builder.after[ptr[s]:ptr[s + 1]]:
+            assert late[a] <= late[s]
+            bits |= ancestors[a] | (1 << a)
+        ancestors.append(bits)
+    n = len(ancestors)
+    assert max(late[:n // 8]) == max(late) == 3     # the walk runs ahead of iterations
+    asked = bounded = 0
+    for b in range(1, n, 7):
+        c = (b * 5) % n            # a second start, earlier or later
+        sends = sorted({b, c})
+        ts = list(range(max(0, b - 300), b, 3))
+        truth = [any(ancestors[s] >> t & 1 for s in sends) for t in ts]
+        assert [builder.reaches(sends, t) for t in ts] == truth
+        if builder.kernel is not None:
+            yes = [t for t, y in zip(ts, truth, strict=True) if y]
+            assert builder.reached(sends, ts) == yes
+        asked += len(ts)
+        bounded += sum(y and min(late[s] for s in sends) < late[t]
+                       for t, y in zip(ts, truth, strict=True))
+    assert asked > 10_000 and bounded > 100
+    # a step outside the loop waiting for the last iteration's send
+    s = builder.message([builder.conn[n - 1]], 0, [n - 1], 0)
+    assert late[s] == 3 and builder.reaches([s], n - 1)
