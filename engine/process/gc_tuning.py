@@ -11,16 +11,19 @@ an engine job's child process (:mod:`canopy.engine.process.child_jobs`), and the
 that time a command in-process as it runs. It moves what start-up made (modules, classes,
 functions, alive as long as the process) out of the collector's sight (:func:`gc.freeze`)
 and raises the young generation's threshold to :data:`BATCH_THRESHOLD`, so passes come that
-many times less often (mypy's command does the same). Garbage cycles are still collected,
-only later. The editor's own process keeps the default thresholds (:mod:`canopy.app.heap`:
-short pauses matter more there).
+many times less often (mypy's command does the same). Most of what such work allocates
+stays alive, so a young pass costs about as much per survivor whatever its threshold, and
+the passes a computation of a million containers or fewer (a 64-GPU comparison) would make
+are not worth their time: the threshold is that high. Garbage cycles are still collected,
+only later (a peak a few percent higher where any are made). The editor's own process
+keeps the default thresholds (:mod:`canopy.app.heap`: short pauses matter more there).
 """
 
 from __future__ import annotations
 
 import gc
 
-BATCH_THRESHOLD = 50_000
+BATCH_THRESHOLD = 1_000_000
 """Container allocations (net of frees) between young passes; CPython's default is 700."""
 
 
