@@ -77,7 +77,7 @@ def test_wheel_carries_package_data_metadata_and_entry_points(wheel):
     info = f"canopy_collectives-{PROJECT['version']}.dist-info"
     archive = zipfile.ZipFile(wheel)
     entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    assert "canopy = canopy.cli:main" in entry_points
+    assert "canopy = canopy.cli:run" in entry_points
     assert "[gui_scripts]" in entry_points and "canopy-editor = canopy.cli:gui_main" in entry_points
     metadata = archive.read(f"{info}/METADATA").decode()
     assert "License-Expression: MIT" in metadata
