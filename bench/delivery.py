@@ -11,6 +11,12 @@ and Canopy's sources are compiled to bytecode first (:func:`_compiled_sources`),
 installed wheel has them: otherwise, under ``PYTHONDONTWRITEBYTECODE`` or in a fresh
 checkout, every case would pay for compiling the modules it imports.
 A case over ``--timeout`` seconds is stopped and reported as such.
+
+The host's speed varies (a shared virtual machine: the same command's CPU seconds have
+moved by 40 % within an hour), so the JSON also holds the CPU seconds of a fixed
+pure-Python loop timed before and after the cases (``reference_loop_cpu_s``): figures from
+runs whose references differ are compared through them, or by running both versions
+alternately.
 """
 
 from __future__ import annotations
@@ -90,6 +96,15 @@ def _child(args: list[str], timeout: float) -> None:
                       "tail": out.strip().splitlines()[-1:] if code else []}))
 
 
+def _reference_loop() -> float:
+    """CPU seconds of ten million additions in a Python loop: the host's speed now."""
+    start = time.process_time()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    return round(time.process_time() - start, 3)
+
+
 def _compiled_sources() -> None:
     """Write the bytecode of every module of Canopy's packages (``__pycache__`` beside
     them, which ``.gitignore`` leaves out), as pip does when it installs a wheel."""
@@ -116,6 +131,7 @@ def main() -> None:
         wanted = args.cases.split(",")
         cases = {n: a for n, a in cases.items() if any(w in n for w in wanted)}
     _compiled_sources()
+    reference = [_reference_loop()]
     scratch = Path(tempfile.mkdtemp(prefix="canopy-delivery-"))
     rows = []
     try:
@@ -140,8 +156,9 @@ def main() -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    reference.append(_reference_loop())
     print(json.dumps({"cores": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 2),
-                      "rows": rows}, indent=1))
+                      "reference_loop_cpu_s": reference, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
