@@ -680,11 +680,11 @@ def _fraction_text(fraction: Fraction | None, tried: list[dict[str, object]]) ->
     if "mscclpp_plan" in tried[0]:
         return "needs more thread blocks as an MSCCL++ plan than the GPU has"
     if "executed_first_depth" in tried[0]:
-        return (f"{tried[0]['executed_first_depth']:.1%} at the first pipeline depth, "
-                "behind it there")
+        return (f"{tried[0]['executed_first_depth']:.1%} at the first pipeline depth tried, "
+                "behind another layout there, so not run deeper")
     if "executed_first_depth_below" in tried[0]:
         return (f"runs below {tried[0]['executed_first_depth_below']:.1%} at the first "
-                "pipeline depth, behind it there")
+                "pipeline depth tried, behind another layout there, so not run deeper")
     return f"runs below {float(tried[0]['executed_below']):.1%}"     # type: ignore[arg-type]
 
 

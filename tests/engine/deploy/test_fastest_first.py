@@ -39,6 +39,7 @@ def test_fastest_first_chooses_as_the_search_in_order_and_runs_fewer_layouts_dee
                 **_by_layout(first, "executed_first_depth_below")}
     assert screened and not set(screened) & set(done)
     assert (3, "0", first.candidates[0]["layout"]) in screened     # the first one too
+    assert "at the first pipeline depth tried, behind another layout there" in first.note
     chosen = max(done.values())
     assert all(in_order.get(name, 0) <= chosen for name in screened)
     # "shared" lays out the same program as "q = 3": stopped with it, not finished at its cut
