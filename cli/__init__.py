@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> NoReturn:
     """The ``canopy`` command: :func:`main` on the process's arguments, then the process
     ends at once. A command that built large plans would otherwise spend a noticeable
-    part of its time at exit freeing them object by object (the interpreter's teardown,
-    half a second after a 64-GPU comparison), with nothing left to do: the exit handlers
+    part of its time at exit freeing them object by object (the interpreter's teardown),
+    with nothing left to do: the exit handlers
     still run (:mod:`atexit`: the log's handlers, Ray's shutdown), the output is flushed,
     the commands close their files as they write them, and the operating system takes
     the memory back. The editor (``canopy gui``, or no command) exits as usual: Qt writes

@@ -589,8 +589,9 @@ def _screen(topology: Topology, optimum: Fraction,
     ``followers`` layouts give no answer: they can only be behind it.
 
     The first layout of a candidate is screened as a follower: at the first depth the
-    coarsest sharing ("shared") can run ahead of a layout sharing by step that
-    overtakes it deeper (4x4 torus reduce-scatter at 44 thread blocks), so it screens out
+    coarsest sharing ("shared") can run ahead of a layout sharing by step that overtakes
+    it deeper, where the early steps of a reduction run ahead and its joins drain last
+    (:func:`~canopy.engine.msccl.connection_counts.shared_counts`), so it screens out
     none, but one behind the answer there runs no deeper."""
     from canopy.engine.execution.simulate import depths
 

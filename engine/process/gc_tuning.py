@@ -13,9 +13,9 @@ functions, alive as long as the process) out of the collector's sight (:func:`gc
 and raises the young generation's threshold to :data:`BATCH_THRESHOLD`, so passes come that
 many times less often (mypy's command does the same). Most of what such work allocates
 stays alive, so a young pass costs about as much per survivor whatever its threshold, and
-the passes a computation of a million containers or fewer (a 64-GPU comparison) would make
-are not worth their time: the threshold is that high. Garbage cycles are still collected,
-only later (a peak a few percent higher where any are made). The editor's own process
+the passes a computation of a million containers or fewer would make are not worth their
+time: the threshold is that high. Garbage cycles are still collected, only later (a
+higher peak where any are made). The editor's own process
 keeps the default thresholds (:mod:`canopy.app.heap`: short pauses matter more there).
 """
 
