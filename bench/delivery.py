@@ -12,8 +12,8 @@ installed wheel has them: otherwise, under ``PYTHONDONTWRITEBYTECODE`` or in a f
 checkout, every case would pay for compiling the modules it imports.
 A case over ``--timeout`` seconds is stopped and reported as such.
 
-The host's speed varies (a shared virtual machine: the same command's CPU seconds have
-moved by 40 % within an hour), so the JSON also holds the CPU seconds of a fixed
+The host's speed varies (a shared virtual machine: the same command's CPU seconds move
+with its neighbours' load), so the JSON also holds the CPU seconds of a fixed
 pure-Python loop timed before and after the cases (``reference_loop_cpu_s``): figures from
 runs whose references differ are compared through them, or by running both versions
 alternately.
