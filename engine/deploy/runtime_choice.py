@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -73,7 +73,8 @@ class RuntimeChoice:
     limits: MscclLimits = field(default_factory=MscclLimits)   # the limits it was laid out for
     below: RuntimeChoice | None = None   # what messages under ``boundary`` bytes run instead
     boundary: int = 0                    # (the runtime loads an XML per size range)
-    arranged: bool = False               # whether :func:`export_choice` ordered its reductions
+    # the same choice with its reductions ordered for the MSCCL++ export (export_choice)
+    exported: RuntimeChoice | None = field(default=None, repr=False, compare=False)
 
     def at(self, size: int | Fraction) -> RuntimeChoice:
         """The choice a message of ``size`` bytes runs (``below`` under ``boundary``)."""
@@ -502,27 +503,28 @@ def export_choice(topology: Topology, schedule: Schedule, limits: MscclLimits | 
     order changes no time of it, and finding it costs a simulation of every send and up
     to two of the MSCCL program (seconds on large shared layouts, which the MSCCL XML
     export, for the runtime that is going away, does not spend: it writes
-    :func:`runtime_schedule`'s choice). Done once per memoized choice."""
+    :func:`runtime_schedule`'s choice). Worked out once per memoized choice and kept
+    beside it (``exported``): the memoized choice keeps the plans compare simulated."""
     choice = runtime_schedule(topology, schedule, limits, progress)
-    if not choice.arranged:
-        _accumulating(topology, choice, REFERENCE_SIZE)
-        choice.arranged = True
-    return choice
+    if choice.exported is None:
+        choice.exported = _accumulating(topology, choice, REFERENCE_SIZE)
+    return choice.exported
 
 
-def _accumulating(topology: Topology, choice: RuntimeChoice, size: int) -> None:
-    """Give ``choice``'s plan (and that of ``below``, at SECOND_SIZE) the order in which its
-    simulation at ``size`` bytes, at the depth the choice simulated, delivers each node's
-    children's data, where its MSCCL program gains by it
+def _accumulating(topology: Topology, choice: RuntimeChoice, size: int) -> RuntimeChoice:
+    """``choice`` with its plan (and that of ``below``, at SECOND_SIZE) in the order in
+    which its simulation at ``size`` bytes, at the depth the choice simulated, delivers
+    each node's children's data, where its MSCCL program gains by it
     (:func:`canopy.engine.deploy.accumulation.accumulating`)."""
     from canopy.engine.execution.simulate import fastest
 
-    if arranges(choice.plan):
-        choice.plan = accumulating(topology, choice.plan, size,
-                                   fastest(topology, choice.plan, size).pieces,
-                                   choice.schedule.k, choice.limits)
-    if choice.below is not None:
+    plan = choice.plan
+    if arranges(plan):
+        plan = accumulating(topology, plan, size, fastest(topology, plan, size).pieces,
+                            choice.schedule.k, choice.limits)
+    below = None if choice.below is None else \
         _accumulating(topology, choice.below, SECOND_SIZE)
+    return replace(choice, plan=plan, below=below, exported=None)
 
 
 def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLimits

@@ -77,3 +77,22 @@ def test_an_order_whose_waits_cycle_is_not_written(shared):
     written = plan_xml(shuffled, schedule.k, MscclOptions(limits=limits))
     assert written == plan_xml(laid, schedule.k, MscclOptions(limits=limits))
     simulate_bytes(written, limits=limits)
+
+
+def test_the_export_orders_a_copy_and_compare_keeps_the_plans_it_simulated():
+    """The MSCCL++ export's choice is the memoized choice with its reductions ordered,
+    worked out once; the memoized choice itself keeps its plan, so a comparison after an
+    export in the same process times the plans it simulated when choosing."""
+    from canopy.engine.deploy.runtime_choice import export_choice, runtime_schedule
+
+    topology = load_sample("aws-p4d-2x8")
+    schedule = solve(topology, "allreduce")
+    limits = MscclLimits(max_tbs_per_gpu=24)
+    choice = runtime_schedule(topology, schedule, limits)
+    plan = choice.plan
+    exported = export_choice(topology, schedule, limits)
+    assert exported is not choice and exported.layout == choice.layout
+    assert all(t.accumulation for t in exported.plan.reduce_trees)
+    assert not any(t.accumulation for t in plan.reduce_trees)
+    assert runtime_schedule(topology, schedule, limits).plan is plan
+    assert export_choice(topology, schedule, limits) is exported
