@@ -1,5 +1,7 @@
+import gc
 import os
 
+import pytest
 from hypothesis import settings
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -36,3 +38,18 @@ def pytest_collection_modifyitems(items):
         return next((i for i, prefix in enumerate(LONGEST_FIRST)
                      if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
     items.sort(key=rank)     # stable: the order within a module and elsewhere is kept
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found():
+    """A test that runs the ``canopy`` command in this process (``main``) sets the collector
+    up for one computation (:mod:`canopy.engine.process.gc_tuning`: start-up's objects
+    frozen, young passes rare); the tests after it, the editor's above all, get the
+    collector back as the process had it. (Qt's wrappers of deleted objects are garbage
+    that the collector frees; kept, PySide can hand one out for a new object at the same
+    address, as the editor's own process, which keeps the default collector, never does.)"""
+    threshold = gc.get_threshold()
+    yield
+    if gc.get_threshold() != threshold:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
