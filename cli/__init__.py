@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import importlib
 import os
 import sys
@@ -168,20 +169,18 @@ def run() -> NoReturn:
     """The ``canopy`` command: :func:`main` on the process's arguments, then the process
     ends at once. A command that built large plans would otherwise spend a noticeable
     part of its time at exit freeing them object by object (the interpreter's teardown),
-    with nothing left to do: the exit handlers
-    still run (:mod:`atexit`: the log's handlers, Ray's shutdown), the output is flushed,
-    the commands close their files as they write them, and the operating system takes
-    the memory back. The editor (``canopy gui``, or no command) exits as usual: Qt writes
+    with nothing left to do: the exit handlers still run (:mod:`atexit`: the log's
+    handlers, Ray's shutdown), the output is flushed, the commands close their files as
+    they write them, and the operating system takes the memory back. The editor (``canopy gui``, or no command) exits as usual: Qt writes
     its settings as its objects are torn down."""
     code = main()
     argv = sys.argv[1:]
     if not argv or argv[0] == "gui":
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        # (the reader may have left, or the stream been closed)
+        with contextlib.suppress(BrokenPipeError, ValueError):
             stream.flush()
-        except (BrokenPipeError, ValueError):   # the reader left, or the stream is closed
-            pass
     atexit._run_exitfuncs()
     os._exit(code)
 

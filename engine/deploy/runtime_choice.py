@@ -294,11 +294,14 @@ def _choose_among(topology: Topology, schedule: Schedule, limits: MscclLimits,
             search in order then ends on it, as it often does). Asked with GOOD_ENOUGH as
             the deadline, a run that cannot get there stops early: the pipeline's fill
             already idles its busiest link too long."""
+            from canopy.engine.execution.simulate import depths
+
             name, laid = head
             if _known_key(candidate, tolerance, name) in known:
                 return True
             # (its first depth run in full, as the screen runs it, and kept for it)
-            _at_first_depth(topology, laid, optimum, max(top, reachable) - PRUNE, steps.check)
+            _at_first_depth(topology, laid, optimum, max(top, reachable) - PRUNE,
+                            depths(topology, laid, REFERENCE_SIZE)[1], steps.check)
             return _executed(topology, laid, optimum, GOOD_ENOUGH, steps.check)[1] is None
 
         def note(name: str, laid: CollectivePlan, measured: _Measured) -> bool:
@@ -605,7 +608,7 @@ def _screen(topology: Topology, optimum: Fraction,
         if fraction is None:
             found = depths(topology, laid, REFERENCE_SIZE)
             run = _at_first_depth(topology, laid, optimum,
-                                  max([cut, *(f - PRUNE for f in fractions)]), check)
+                                  max([cut, *(f - PRUNE for f in fractions)]), found[1], check)
             fraction = run.fraction if run.below is None else Fraction(0)
         fractions.append(fraction)
         runs.append(run)
@@ -619,17 +622,17 @@ def _screen(topology: Topology, optimum: Fraction,
 
 
 def _at_first_depth(topology: Topology, laid: CollectivePlan, optimum: Fraction,
-                    bar: Fraction, check: Callable[[], None] | None = None) -> _Measured:
-    """``laid``'s fraction of ``optimum`` at REFERENCE_SIZE at the first depth
-    :func:`~canopy.engine.execution.simulate.fastest` runs (a time its best depth
-    reaches), or (``bar``, ``bar``) where that run provably ends below ``bar`` (positive)
-    and is stopped there."""
+                    bar: Fraction, first: int, check: Callable[[], None] | None = None
+                    ) -> _Measured:
+    """``laid``'s fraction of ``optimum`` at REFERENCE_SIZE at ``first``, the depth
+    :func:`~canopy.engine.execution.simulate.fastest` runs first (a time its best depth
+    reaches: :func:`~canopy.engine.execution.simulate.depths`), or (``bar``, ``bar``)
+    where that run provably ends below ``bar`` (positive) and is stopped there."""
     from canopy.engine.execution.program import BYTES_PER_US_PER_GBPS
-    from canopy.engine.execution.simulate import depths, simulate
+    from canopy.engine.execution.simulate import simulate
 
     deadline = REFERENCE_SIZE / (bar * optimum * BYTES_PER_US_PER_GBPS) if bar > 0 else None
-    result = simulate(topology, laid, REFERENCE_SIZE, depths(topology, laid, REFERENCE_SIZE)[1],
-                      check=check, deadline_us=deadline)
+    result = simulate(topology, laid, REFERENCE_SIZE, first, check=check, deadline_us=deadline)
     return _Measured(bar, bar) if result.past_deadline else \
         _Measured(result.algbw / optimum, None)
 

@@ -259,6 +259,14 @@ class _Program:
     def kind(self, conn: Conn) -> str:
         return "memory" if self.servers[conn[0]] == self.servers[conn[1]] else "port"
 
+    def lockstep_ends(self, parts: list[list[XmlStep]], first: int) -> tuple[int, int] | None:
+        """In ``lockstep`` (rule 8), the first and last of a cut thread block's ``parts``
+        that run pipelined steps (the first part's ``first`` steps are hoisted), between
+        which the iteration's semaphore goes; None where they are fewer than two or the
+        parts run freely."""
+        piped = [p for p, steps in enumerate(parts) if steps[first if p == 0 else 0:]]
+        return (piped[0], piped[-1]) if self.lockstep and len(piped) > 1 else None
+
     def width(self, conn: Conn) -> int:
         """The connection's lanes (rule 10): port channels between its thread blocks."""
         return self.lanes.get(conn, 1) if self.kind(conn) == "port" else 1
@@ -431,11 +439,8 @@ class _Writer(_Cut):
                 first = _hoisted(tb)
                 parts = self.parts[(gpu.id, tb.id)]
                 chain = -1                     # the semaphore the previous part releases
-                piped_parts = [p for p, steps in enumerate(parts)
-                               if steps[first if p == 0 else 0:]]
-                loop = self.new_semaphore(gpu.id) \
-                    if self.program.lockstep and len(piped_parts) > 1 \
-                    else -1
+                ends = self.program.lockstep_ends(parts, first)
+                loop = self.new_semaphore(gpu.id) if ends is not None else -1
                 for p, steps in enumerate(parts):
                     out = self.tbs[(gpu.id, tb.id, p)]
                     pre = steps[:first] if p == 0 else []
@@ -477,9 +482,9 @@ class _Writer(_Cut):
                         # the thread block ran them in order
                         chain = self.new_semaphore(gpu.id)
                         out.signal_like({"name": "sem_release", "semaphore_ids": [chain]})
-                    if loop >= 0 and p == piped_parts[-1]:
+                    if ends is not None and p == ends[1]:
                         out.signal_like({"name": "sem_release", "semaphore_ids": [loop]})
-                    if loop >= 0 and p == piped_parts[0]:
+                    if ends is not None and p == ends[0]:
                         out.wait_like({"name": "sem_acquire", "semaphore_ids": [loop]})
                     if out.dirty or out.waited:
                         out.sync()
@@ -777,8 +782,7 @@ class _Counter:
         send_conn = (g, tb.send, tb.chan)
         send_kind = self.program.kind(send_conn)    # (what a sending step sends over)
         chain = False
-        piped_parts = [p for p, steps in enumerate(parts) if steps[first if p == 0 else 0:]]
-        loop = self.program.lockstep and len(piped_parts) > 1
+        ends = self.program.lockstep_ends(parts, first)
         for p, steps in enumerate(parts):
             pre = steps[:first] if p == 0 else []
             piped = steps[len(pre):]
@@ -802,9 +806,9 @@ class _Counter:
             if p + 1 < len(parts) and piped:
                 chain = True
                 ops.signal_like(None)
-            if loop and p == piped_parts[-1]:
+            if ends is not None and p == ends[1]:
                 ops.signal_like(None)
-            if loop and p == piped_parts[0]:
+            if ends is not None and p == ends[0]:
                 ops.wait_like(None)
             if ops.dirty or ops.waited:
                 ops.sync()

@@ -15,8 +15,8 @@ many times less often (mypy's command does the same). Most of what such work all
 stays alive, so a young pass costs about as much per survivor whatever its threshold, and
 the passes a computation of a million containers or fewer would make are not worth their
 time: the threshold is that high. Garbage cycles are still collected, only later (a
-higher peak where any are made). The editor's own process
-keeps the default thresholds (:mod:`canopy.app.heap`: short pauses matter more there).
+higher peak where any are made). The editor's own process keeps the default thresholds
+(:mod:`canopy.app.heap`: short pauses matter more there).
 """
 
 from __future__ import annotations

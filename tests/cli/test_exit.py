@@ -12,7 +12,7 @@ from tests import ROOT
 
 
 class _Ended(Exception):
-    pass
+    """Raised where the process would have ended (``os._exit``)."""
 
 
 def test_a_command_runs_the_exit_handlers_and_ends_with_its_code(monkeypatch):
