@@ -171,8 +171,9 @@ def run() -> NoReturn:
     part of its time at exit freeing them object by object (the interpreter's teardown),
     with nothing left to do: the exit handlers still run (:mod:`atexit`: the log's
     handlers, Ray's shutdown), the output is flushed, the commands close their files as
-    they write them, and the operating system takes the memory back. The editor (``canopy gui``, or no command) exits as usual: Qt writes
-    its settings as its objects are torn down."""
+    they write them, and the operating system takes the memory back. The editor
+    (``canopy gui``, or no command) exits as usual: Qt writes its settings as its objects
+    are torn down."""
     code = main()
     argv = sys.argv[1:]
     if not argv or argv[0] == "gui":
