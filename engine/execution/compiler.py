@@ -76,8 +76,16 @@ def allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree
     reduce-scatter + allgather) this pairs the same trees as their keys; the allreduce
     LP's separate trees (ForestColl (arXiv:2402.06787) App. E) are cut into parts. Plans with one
     phase, and timetables (``ordered_links``), keep their trees and keys."""
+    reducing, broadcasting, _ = _parts(plan)
+    return reducing, broadcasting
+
+
+def _parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree], list[int]]:
+    """:func:`allreduce_parts` and per part the index of the tree of ``plan.trees`` it
+    cuts."""
     if plan.ordered_links or not plan.reduce_trees or not plan.broadcast_trees:
-        return list(plan.reduce_trees), list(plan.broadcast_trees)
+        return (list(plan.reduce_trees), list(plan.broadcast_trees),
+                list(range(len(plan.trees))))
     cuts: dict[str, set[Fraction]] = {}
     for phase in (plan.reduce_trees, plan.broadcast_trees):
         start: dict[str, Fraction] = {}
@@ -85,6 +93,8 @@ def allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree
             start[tree.root] = start.get(tree.root, Fraction(0)) + tree.share
             cuts.setdefault(tree.root, set()).add(start[tree.root])
     out: list[list[FlowTree]] = []
+    sources: list[int] = []
+    index = 0
     for phase in (plan.reduce_trees, plan.broadcast_trees):
         parts: list[FlowTree] = []
         start = {}
@@ -92,44 +102,35 @@ def allreduce_parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree
             lo = start.get(tree.root, Fraction(0))
             hi = start[tree.root] = lo + tree.share
             bounds = [lo, *sorted(c for c in cuts[tree.root] if lo < c < hi), hi]
+            sources.extend([index] * (len(bounds) - 1))
+            index += 1
             parts.extend(replace(tree, key=("part", tree.root, a), share=b - a)
                          for a, b in zip(bounds, bounds[1:], strict=False))
         out.append(parts)
-    return out[0], out[1]
+    return out[0], out[1], sources
 
 
 def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: str
                   ) -> IterationTemplate:
     """The connections and the within-iteration order and dependencies of ``plan`` (see
-    :func:`plan_program`). Python work per tree edge is kept small: on 1024 GPUs a ring
-    plan has 8 million."""
+    :func:`plan_program`). What the trees alone decide (:class:`_Frame`) is worked out
+    once for every connection layout of them (:func:`tree_memo`); a layout adds its
+    connections and its thread blocks' pairs. Python work per tree edge is kept small: on
+    1024 GPUs a ring plan has 8 million."""
     check_switch_mode(switch_mode)
-    reducing, broadcasting = allreduce_parts(plan)
-    trees = [*reducing, *broadcasting]
-    smallest = min(t.share for t in trees)
-    nphase = len(reducing)
+    frame: _Frame = tree_memo(plan, ("frame", switches, switch_mode),
+                              lambda: _frame(plan, switches, switch_mode))
     program = Program()
     conns: dict[Hashable, int] = {}
     shared: dict[Hashable, list[int]] = {}
-    hop_cache: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    # Per tree edge (in one flat list, trees in order): its connections (one per hop),
-    # and its order key (phase, step, priority, tree) or, ordered, (phase, priority, tree).
-    edge_conns: list[list[int]] = []
-    steps: list[int] = []
-    priorities: list[Fraction] = []
-    dep_from: list[int] = []          # x's first hop waits for the last hop of y:
-    dep_to: list[int] = []            # pairs (y, x) of flat edge indices
-    root_done: dict[Hashable, list[int]] = {}
-    base = 0
-    for tree in trees:
-        weight = tree.share / smallest
-        for e in tree.edges:
-            routes = hop_cache.get(e.path)
-            if routes is None:
-                routes = hop_cache[e.path] = _hops(e.path, switches, switch_mode)
+    edge_conns: list[list[int]] = []     # per tree edge (flat, trees as run) its connections
+    routes = iter(frame.routes)
+    for source, weight in zip(frame.sources, frame.weights, strict=True):
+        for e in plan.trees[source].edges:
+            hops = next(routes)
             if e.channel is None and not plan.ordered_links:
                 # a connection of its own per hop, never shared.
-                edge_conns.append([program.connect(hop, weight) for hop in routes])
+                edge_conns.append([program.connect(hop, weight) for hop in hops])
                 continue
             # An ordered plan (a TACOS timetable) sends over each route on one connection,
             # its reduce-scatter's chunks and then its allgather's, in the timetable's
@@ -142,13 +143,84 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
             ids = shared.get((group, e.path))
             if ids is None:
                 ids = []
-                for hop in routes:
+                for hop in hops:
                     ckey: Hashable = (*group, hop)
                     if ckey not in conns:
                         conns[ckey] = program.connect(hop, Fraction(1))
                     ids.append(conns[ckey])
                 shared[(group, e.path)] = ids
             edge_conns.append(ids)
+    order = frame.order
+    conn = np.fromiter((c for x in order.tolist() for c in edge_conns[x]), dtype=np.int64,
+                       count=len(frame.hop))
+    src, dst = frame.src, frame.dst
+    if plan.paired:
+        dep_from: list[int] = []
+        dep_to: list[int] = []
+        place = np.empty(len(order), dtype=np.int64)    # flat edge -> its place in the order
+        place[order] = np.arange(len(order), dtype=np.int64)
+        reducing, broadcasting = allreduce_parts(plan)
+        for received, sent, earlier in _paired_edges(plan, [*reducing, *broadcasting]):
+            last = max(received, key=lambda x: place[x])
+            for y in [last, *earlier]:
+                dep_from.extend([y] * len(sent))
+                dep_to.extend(sent)
+        ys = np.array(dep_from, dtype=np.int64)
+        xs = np.array(dep_to, dtype=np.int64)
+        src = np.concatenate([src, frame.first[ys] + frame.hops_of[ys] - 1])
+        dst = np.concatenate([dst, frame.first[xs]])
+    return IterationTemplate(program.connections, conn, frame.tree, frame.hop, frame.hops,
+                             src, dst, frame.shares, plan.ordered_links, frame.edge)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """What a plan's iteration template takes from its trees alone, the same for every
+    connection layout of them (:func:`plan_template`): the trees as run
+    (:func:`allreduce_parts`), each as the index of the plan's tree it cuts
+    (``sources``) with its connections' weight (its share over the smallest), every tree
+    edge's hops (flat, trees in that order), the edges' order in the iteration, and
+    per slot (edges' hops in that order) its tree, hop, hop count and edge; ``first``
+    and ``hops_of`` give per edge its first slot and its hops; ``src``/``dst`` the
+    within-iteration dependencies (thread blocks' pairs excepted)."""
+
+    sources: list[int]
+    weights: list[Fraction]
+    shares: list[Fraction]
+    routes: list[list[tuple[str, ...]]]
+    order: Any
+    first: Any
+    hops_of: Any
+    tree: Any
+    hop: Any
+    hops: Any
+    edge: Any
+    src: Any
+    dst: Any
+
+
+def _frame(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Frame:
+    """:class:`_Frame` of ``plan``'s trees."""
+    reducing, broadcasting, sources = _parts(plan)
+    trees = [*reducing, *broadcasting]
+    smallest = min(t.share for t in trees)
+    nphase = len(reducing)
+    hop_cache: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    routes: list[list[tuple[str, ...]]] = []
+    # Per tree edge (in one flat list, trees in order): its order key (phase, step,
+    # priority, tree) or, ordered, (phase, priority, tree).
+    steps: list[int] = []
+    priorities: list[Fraction] = []
+    dep_from: list[int] = []          # x's first hop waits for the last hop of y:
+    dep_to: list[int] = []            # pairs (y, x) of flat edge indices
+    root_done: dict[Hashable, list[int]] = {}
+    base = 0
+    for tree in trees:
+        for e in tree.edges:
+            found = hop_cache.get(e.path)
+            if found is None:
+                found = hop_cache[e.path] = _hops(e.path, switches, switch_mode)
+            routes.append(found)
         if not plan.ordered_links:
             steps.extend(tree_levels(tree))
         priorities.extend(e.priority for e in tree.edges)
@@ -182,8 +254,7 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
                     dep_from.extend(done)
                     dep_to.extend([base + ei] * len(done))
         base += len(tree.edges)
-    count = len(edge_conns)
-    pairs = _paired_edges(plan, trees) if plan.paired else []
+    count = len(routes)
     sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
     phase_of = (tree_of >= nphase).astype(np.int64)
@@ -195,33 +266,23 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
         keys.append(np.array(steps, dtype=np.int64))
     keys.append(phase_of)
     order = np.lexsort(keys)
-    if pairs:
-        place = np.empty(count, dtype=np.int64)     # flat edge -> its place in the order
-        place[order] = np.arange(count, dtype=np.int64)
-        for received, sent, earlier in pairs:
-            last = max(received, key=lambda x: place[x])
-            for y in [last, *earlier]:
-                dep_from.extend([y] * len(sent))
-                dep_to.extend(sent)
     # Slots: the edges' hops in that order.
-    hops_of = np.array([len(ids) for ids in edge_conns], dtype=np.int64)
+    hops_of = np.array([len(r) for r in routes], dtype=np.int64)
     hops = hops_of[order]
     begin = np.zeros(count, dtype=np.int64)     # first slot of each edge, in order
     begin[1:] = np.cumsum(hops)[:-1]
     first = np.empty(count, dtype=np.int64)     # flat edge -> its first slot
     first[order] = begin
     width = int(hops.sum())
-    conn = np.fromiter((c for x in order.tolist() for c in edge_conns[x]), dtype=np.int64,
-                       count=width)
     slot_hop = np.arange(width, dtype=np.int64) - np.repeat(begin, hops)
     chain = np.nonzero(slot_hop > 0)[0]
     ys = np.array(dep_from, dtype=np.int64)
     xs = np.array(dep_to, dtype=np.int64)
     src = np.concatenate([chain - 1, first[ys] + hops_of[ys] - 1])
     dst = np.concatenate([chain, first[xs]])
-    return IterationTemplate(program.connections, conn, tree_of[order].repeat(hops), slot_hop,
-                     np.repeat(hops, hops), src, dst, [t.share for t in trees],
-                     plan.ordered_links, order.repeat(hops))
+    return _Frame(sources, [t.share / smallest for t in trees], [t.share for t in trees],
+                  routes, order, first, hops_of, tree_of[order].repeat(hops), slot_hop,
+                  np.repeat(hops, hops), order.repeat(hops), src, dst)
 
 
 def _ranks(priorities: list[Fraction]) -> dict[int, int]:
@@ -378,6 +439,59 @@ def plan_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -
     return _FACTS.get(plan, key, compute)
 
 
+SHAPED_EDGES = 50_000      # plans of up to this many tree edges share their trees' facts
+
+
+def tree_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -> Any:
+    """:func:`plan_memo` for a fact of ``plan``'s trees alone, not of its edges' channels
+    nor its thread blocks' pairs (a template's frame, link loads, pipeline stages, a
+    rotation's image of the edges): computed once for every plan with equal trees, as the
+    connection layouts of one schedule are (:class:`_Shape`), for the last SHAPES_KEPT
+    such facts. Plans of more than SHAPED_EDGES tree edges keep theirs per plan: matching
+    their trees would cost as much as the fact."""
+    def shared() -> Any:
+        shape = plan_memo(plan, ("shape",), lambda: _Shape(plan)
+                          if sum(len(t.edges) for t in plan.trees) <= SHAPED_EDGES else None)
+        if shape is None:
+            return compute()
+        found = _BY_SHAPE.get((shape, key))
+        if found is None:
+            if len(_BY_SHAPE) >= SHAPES_KEPT:
+                _BY_SHAPE.pop(next(iter(_BY_SHAPE)))
+            found = _BY_SHAPE[(shape, key)] = (compute(),)
+        return found[0]
+
+    return plan_memo(plan, key, shared)
+
+
+class _Shape:
+    """A plan's trees as the facts of :func:`tree_memo` read them: per tree its key, root,
+    share, direction and edges (parent, child, route, priority), the phases' sizes and
+    whether it is a timetable. Hashed once; plans with equal shapes have equal facts."""
+
+    __slots__ = ("trees", "hash")
+
+    def __init__(self, plan: CollectivePlan) -> None:
+        self.trees = (plan.ordered_links, len(plan.reduce_trees),
+                      tuple((t.key, t.root, t.share, t.reduce,
+                             tuple((e.parent, e.child, e.path, e.priority) for e in t.edges))
+                            for t in plan.trees))
+        self.hash = hash(self.trees)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Shape) and (
+            self is other or (self.hash == other.hash and self.trees == other.trees))
+
+
+SHAPES_KEPT = 16
+
+
+_BY_SHAPE: dict[tuple[_Shape, Hashable], tuple[Any]] = {}
+
+
 def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | None = CHUNK_BYTES
                ) -> int:
     """The fewest loop iterations the protocol allows: the runtime walks every XML chunk
@@ -397,7 +511,7 @@ def pipeline_stages(topology: Topology, plan: CollectivePlan,
     (reduce then broadcast for allreduce); every link under store-and-forward switches."""
     check_switch_mode(switch_mode)
     switches = frozenset(topology.switch_nodes())
-    return plan_memo(plan, ("stages", switches, switch_mode),
+    return tree_memo(plan, ("stages", switches, switch_mode),
                      lambda: _stages(plan, switches, switch_mode))
 
 

@@ -123,6 +123,7 @@ from canopy.engine.execution.compiler import (
     pipeline_stages,
     plan_memo,
     plan_template,
+    tree_memo,
 )
 from canopy.engine.execution.critical_path import chain_bound, chains
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
@@ -391,7 +392,8 @@ def _rotations(topology: Topology) -> list[tuple[dict[str, str], int]]:
 def _folded_by(plan: CollectivePlan, template: IterationTemplate, rotation: dict[str, str],
                m: int) -> tuple[IterationTemplate, FoldedLinks] | None:
     """``template`` folded by ``rotation`` (of order m), or None when it is not invariant."""
-    edges = edge_permutation(plan, rotation)
+    edges = tree_memo(plan, ("image", tuple(rotation.items())),
+                      lambda: edge_permutation(plan, rotation))
     if edges is None:
         return None
     first = np.empty(len(edges), dtype=np.int64)     # per tree edge: its first slot, hops
@@ -417,7 +419,7 @@ def _folded_by(plan: CollectivePlan, template: IterationTemplate, rotation: dict
 
 def _floor_us(topology: Topology, plan: CollectivePlan, size: Fraction) -> float:
     """The busiest link's bytes at its bandwidth (µs), in floats (cheap)."""
-    congestion = plan_memo(plan, ("floor", topology.fingerprint()),
+    congestion = tree_memo(plan, ("floor", topology.fingerprint()),
                            lambda: _congestion(topology, plan))
     return congestion * float(size) / BYTES_PER_US_PER_GBPS
 
@@ -429,10 +431,10 @@ def _congestion(topology: Topology, plan: CollectivePlan) -> float:
 
 def plan_bound(topology: Topology, plan: CollectivePlan) -> tuple[Fraction, tuple[str, str]]:
     """:func:`canopy.engine.model.plan.bandwidth_bound` of ``plan`` on ``topology``, kept with
-    the plan's other facts (:func:`plan_memo`) while it is the plan being timed: TACOS's
+    the facts of the plan's trees (:func:`tree_memo`) while it is the plan being timed: TACOS's
     plan per size walks 16,000 tree edges at 64 GPUs for its floor and again for its
     row's bound."""
-    return plan_memo(plan, ("bound", topology.fingerprint()),
+    return tree_memo(plan, ("bound", topology.fingerprint()),
                      lambda: (topology, bandwidth_bound(plan, topology.capacities())))[1]
 
 
