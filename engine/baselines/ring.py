@@ -70,9 +70,10 @@ class _RingSearch:
         self.loads: dict[Edge, int] = {}
         self.compute = {v for server in servers for v in server}
         self.direct = False           # only hops that relay through no other GPU
-        # Per hop u -> v its routes, each with its links and their inverse capacities
-        # (:meth:`hop` scores them thousands of times per ring).
-        self.routes: dict[Edge, list[tuple[Path, list[tuple[Edge, int]]]]] = {}
+        # Per hop u -> v its routes, each with its links and their inverse capacities and
+        # whether it relays through another compute node (:meth:`hop` scores them
+        # thousands of times per ring).
+        self.routes: dict[Edge, list[tuple[Path, list[tuple[Edge, int]], bool]]] = {}
         # Warnsdorff's rule on each server's nearest-neighbour graph steers the path
         # search towards Hamiltonian paths in sparse (direct-connect) servers.
         self.near: dict[str, set[str]] = {}
@@ -93,17 +94,20 @@ class _RingSearch:
         routes = self.routes.get((u, v))
         if routes is None:
             routes = self.routes[(u, v)] = [
-                (path, [(e, self.inverse[e]) for e in path_links(path)])
+                (path, [(e, self.inverse[e]) for e in path_links(path)],
+                 any(x in self.compute for x in path[1:-1]))
                 for path in self.router.paths(u, v)]
         best = None
-        loads = self.loads
-        for path, links in routes:
-            if self.direct and any(x in self.compute for x in path[1:-1]):
+        get = self.loads.get
+        direct = self.direct
+        for path, links, relays in routes:
+            if direct and relays:
                 continue
-            ratios = [(loads.get(e, 0) + 1) * inverse for e, inverse in links]
-            score = (max(ratios), sum(ratios), path)
-            if best is None or score[:2] < best[:2]:
-                best = score
+            ratios = [(get(e, 0) + 1) * inverse for e, inverse in links]
+            high = max(ratios)
+            total = sum(ratios)
+            if best is None or high < best[0] or high == best[0] and total < best[1]:
+                best = (high, total, path)
         return best
 
     def find(self, loads: dict[Edge, int], index: int) -> tuple[int, Ring] | None:
