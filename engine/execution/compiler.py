@@ -36,6 +36,9 @@ from canopy.engine.model.topology import Topology
 CHUNK_BYTES = 2 << 20                 # MSCCL Simple: 4 MiB buffer / 8 steps x 4 chunk steps
 
 
+_ONE = Fraction(1)                    # a shared connection's weight
+
+
 def _hops(path: tuple[str, ...], switches: frozenset[str], switch_mode: str
           ) -> list[tuple[str, ...]]:
     """The routes one tree edge's data takes, one connection each: the path cut at every
@@ -146,7 +149,7 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
                 for hop in hops:
                     ckey: Hashable = (*group, hop)
                     if ckey not in conns:
-                        conns[ckey] = program.connect(hop, Fraction(1))
+                        conns[ckey] = program.connect(hop, _ONE)
                     ids.append(conns[ckey])
                 shared[(group, e.path)] = ids
             edge_conns.append(ids)
@@ -450,8 +453,7 @@ def tree_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -
     such facts. Plans of more than SHAPED_EDGES tree edges keep theirs per plan: matching
     their trees would cost as much as the fact."""
     def shared() -> Any:
-        shape = plan_memo(plan, ("shape",), lambda: _Shape(plan)
-                          if sum(len(t.edges) for t in plan.trees) <= SHAPED_EDGES else None)
+        shape = plan_memo(plan, ("shape",), lambda: _shape(plan))
         if shape is None:
             return compute()
         found = _BY_SHAPE.get((shape, key))
@@ -464,17 +466,34 @@ def tree_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -
     return plan_memo(plan, key, shared)
 
 
+def _shape(plan: CollectivePlan) -> _Shape | None:
+    """``plan``'s :class:`_Shape`, the one instance kept for equal trees (so the facts'
+    keys compare by identity), or None past SHAPED_EDGES tree edges."""
+    if sum(len(t.edges) for t in plan.trees) > SHAPED_EDGES:
+        return None
+    shape = _Shape(plan)
+    known = _SHAPES.get(shape)
+    if known is None:
+        if len(_SHAPES) >= SHAPES_KEPT:
+            _SHAPES.pop(next(iter(_SHAPES)))
+        known = _SHAPES[shape] = shape
+    return known
+
+
 class _Shape:
     """A plan's trees as the facts of :func:`tree_memo` read them: per tree its key, root,
     share, direction and edges (parent, child, route, priority), the phases' sizes and
-    whether it is a timetable. Hashed once; plans with equal shapes have equal facts."""
+    whether it is a timetable; fractions as (numerator, denominator), compared as
+    integers. Hashed once; plans with equal shapes have equal facts."""
 
     __slots__ = ("trees", "hash")
 
     def __init__(self, plan: CollectivePlan) -> None:
         self.trees = (plan.ordered_links, len(plan.reduce_trees),
-                      tuple((t.key, t.root, t.share, t.reduce,
-                             tuple((e.parent, e.child, e.path, e.priority) for e in t.edges))
+                      tuple((t.key, t.root, t.share.numerator, t.share.denominator,
+                             t.reduce,
+                             tuple((e.parent, e.child, e.path, e.priority.numerator,
+                                    e.priority.denominator) for e in t.edges))
                             for t in plan.trees))
         self.hash = hash(self.trees)
 
@@ -487,6 +506,9 @@ class _Shape:
 
 
 SHAPES_KEPT = 16
+
+
+_SHAPES: dict[_Shape, _Shape] = {}
 
 
 _BY_SHAPE: dict[tuple[_Shape, Hashable], tuple[Any]] = {}

@@ -58,7 +58,8 @@ class Program:
     iteration: list[int] = field(default_factory=list)   # loop iteration of each send
 
     def connect(self, route: tuple[str, ...], weight: Fraction = Fraction(1)) -> int:
-        self.connections.append(Connection(tuple(route), Fraction(weight)))
+        weight = weight if isinstance(weight, Fraction) else Fraction(weight)
+        self.connections.append(Connection(tuple(route), weight))
         return len(self.connections) - 1
 
     def send(self, connection: int, size: Fraction, after: Sequence[int] = ()) -> int:

@@ -21,6 +21,7 @@ def _fresh(monkeypatch):
     """Nothing remembered: per plan or per trees."""
     monkeypatch.setattr(compiler, "_FACTS", RecentMemo(16))
     monkeypatch.setattr(compiler, "_BY_SHAPE", {})
+    monkeypatch.setattr(compiler, "_SHAPES", {})
 
 
 def _same(a, b):
