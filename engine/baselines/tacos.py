@@ -379,9 +379,20 @@ def _link_kinds(links: list[LogicalLink], chunk_size: Fraction
     """The distinct :func:`link_time` of a chunk over ``links`` and, per link, its index
     among them: the links a switch unwinds into share their bandwidth and latency (8 x DGX
     A100: 128 links, 2 kinds)."""
-    kinds: dict[tuple[Fraction, Fraction], int] = {}
-    kind_of = [kinds.setdefault((x.bandwidth, x.latency), len(kinds)) for x in links]
-    return [link_time(chunk_size, bandwidth, latency) for bandwidth, latency in kinds], kind_of
+    # keyed by the integers of the reduced fractions (equal fractions, equal keys): hashing
+    # a Fraction takes a modular inverse, and a synthesis asks for the kinds of every link
+    kinds: dict[tuple[int, int, int, int], tuple[Fraction, Fraction]] = {}
+    index: dict[tuple[int, int, int, int], int] = {}
+    kind_of = []
+    for x in links:
+        b, a = x.bandwidth, x.latency
+        key = (b.numerator, b.denominator, a.numerator, a.denominator)
+        k = index.get(key)
+        if k is None:
+            k = index[key] = len(kinds)
+            kinds[key] = (b, a)
+        kind_of.append(k)
+    return [link_time(chunk_size, b, a) for b, a in kinds.values()], kind_of
 
 
 def receive_bound(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
@@ -464,14 +475,19 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     edges: dict[tuple[str, int], list[FlowEdge]] = {}
     end = max(map(_end, table.matches), default=0)
     times: dict[int, Fraction] = {}          # one Fraction per distinct tick
-    paths = [tuple(reversed(x.path)) if reduce else x.path for x in table.links]
-    for m in sorted(table.matches, key=operator.itemgetter(2, 1)):     # (start, link)
-        link = table.links[m.link]
-        tick = end - m.end if reduce else m.start
+    hops = [(x.src, x.dst, tuple(reversed(x.path)) if reduce else x.path)
+            for x in table.links]
+    unit = table.unit
+    for chunk, li, start, stop in sorted(table.matches, key=operator.itemgetter(2, 1)):
+        tick = end - stop if reduce else start       # (sorted by start, then link)
         at = times.get(tick)
         if at is None:
-            at = times[tick] = Fraction(tick, table.unit)
-        edges.setdefault(m.chunk, []).append(FlowEdge(link.src, link.dst, paths[m.link], at))
+            at = times[tick] = Fraction(tick, unit)
+        src, dst, path = hops[li]
+        found = edges.get(chunk)
+        if found is None:
+            found = edges[chunk] = []
+        found.append(FlowEdge(src, dst, path, at))
     return [FlowTree(("tacos",) + chunk, chunk[0], tuple(es), share, reduce)
             for chunk, es in sorted(edges.items())]
 
@@ -495,6 +511,7 @@ class _Tacos:
         self.capacities = topology.capacities()
         self.bare = [LogicalLink(x.src, x.dst, x.bandwidth, Fraction(0), x.path)
                      for x in self.links]
+        self.transposed = {True: transpose(self.links), False: transpose(self.bare)}
         self.cache: dict[tuple[Fraction, int, bool], tuple[Timetable | None,
                                                            Timetable | None]] = {}
         self.chosen: dict[Fraction, int] = {}
@@ -511,7 +528,8 @@ class _Tacos:
             chunk = Fraction(size) / (len(self.nodes) * chunks)
             rs = ag = None
             if self.collective in ("reduce-scatter", "allreduce"):
-                rs = best_of(transpose(links), self.nodes, chunks, chunk, self.seeds)
+                rs = best_of(self.transposed[latency], self.nodes, chunks, chunk,
+                             self.seeds)
             if self.collective in ("allgather", "allreduce"):
                 ag = best_of(links, self.nodes, chunks, chunk, self.seeds)
             self.cache[key] = (rs, ag)
@@ -524,7 +542,7 @@ class _Tacos:
         """A lower bound on :meth:`total` (:func:`receive_bound` of each phase)."""
         links = self.links if latency else self.bare
         chunk = Fraction(size) / (len(self.nodes) * chunks)
-        phases = ([transpose(links)] if self.collective != "allgather" else []) + \
+        phases = ([self.transposed[latency]] if self.collective != "allgather" else []) + \
             ([links] if self.collective != "reduce-scatter" else [])
         return sum((receive_bound(x, self.nodes, chunks, chunk) for x in phases), Fraction(0))
 
