@@ -126,14 +126,7 @@ def chain_bound(found: Chains, width: int, stream_us: Any, alpha_us: Any, pieces
     probe = max(2, pieces // PROBE_SHARE // 2 * 2)
     half = 0.0
     for piece in range(1, pieces + 1):
-        for level in found.levels:
-            start = finish[level.after]
-            if len(level.into):
-                ready = np.maximum.reduceat(deliver[level.src], level.starts)
-                start[level.into] = np.maximum(start[level.into], ready)
-            done = start + stream_us[level.slots]
-            finish[level.slots] = done
-            deliver[level.slots] = done + alpha_us[level.slots]
+        _iteration(found, finish, deliver, stream_us, alpha_us)
         finish[width + found.conns] = finish[found.last[found.conns]]
         best = max(best, float(deliver.max()))
         if beyond is None:
@@ -149,3 +142,75 @@ def chain_bound(found: Chains, width: int, stream_us: Any, alpha_us: Any, pieces
 
 
 PROBE_SHARE = 8       # the share of a loop's iterations that shows whether its bound will do
+
+
+def _iteration(found: Chains, finish: Any, deliver: Any, stream_us: Any, alpha_us: Any,
+               starts: Any = None) -> None:
+    """One iteration of :func:`chain_bound`'s longest path, level by level: each slot's
+    finish and delivery (and, given ``starts``, its start) from the finishes and
+    deliveries it waits for."""
+    for level in found.levels:
+        start = finish[level.after]
+        if len(level.into):
+            ready = np.maximum.reduceat(deliver[level.src], level.starts)
+            start[level.into] = np.maximum(start[level.into], ready)
+        if starts is not None:
+            starts[level.slots] = start
+        done = start + stream_us[level.slots]
+        finish[level.slots] = done
+        deliver[level.slots] = done + alpha_us[level.slots]
+
+
+@dataclass
+class Crossings:
+    """The links an iteration's slots cross: per (slot, link) pair the slot and the link
+    (each slot with every link of its connection's route); per link its capacity."""
+
+    slot: Any
+    link: Any
+    cap: Any
+
+
+def link_bound(found: Chains, width: int, stream_us: Any, alpha_us: Any,
+               bytes_per_piece: Any, pieces: int, crossings: Crossings) -> float:
+    """A lower bound (µs) on the last delivery of ``pieces`` iterations from each link l
+    (``crossings``): no byte crosses l before the earliest a send over it can start, the
+    busiest share of l never exceeds its capacity, so its bytes (``bytes_per_piece`` per
+    slot, times ``pieces``) take at least their time at that capacity, and the send that
+    crosses it last is followed by at least the shortest chain after any send over l:
+
+        T >= min start over l + bytes over l / capacity + min tail over l,
+
+    the largest over the links. A slot's earliest start is the first iteration's longest
+    path to it (:func:`chain_bound`'s, later iterations only start later); its tail, the
+    longest chain from its finish to the end within its own iteration (its delivery and
+    the sends waiting for it, the next send of its connection), a lower bound on what
+    follows it in any iteration. Where pieces drain through a pipeline of many sends the
+    bound exceeds the busiest link's time by the fill before and the drain after that
+    link, which the longest chain alone does not see."""
+    starts = np.zeros(width)
+    _iteration(found, np.zeros(width + len(found.last)), np.zeros(width), stream_us,
+               alpha_us, starts)
+    tail = np.zeros(width)
+    waited = np.zeros(width)         # per slot: the longest chain after its delivery
+    queued = np.zeros(width)         # per slot: the next send of its connection and after
+    for level in reversed(found.levels):
+        slots = level.slots
+        tail[slots] = np.maximum(alpha_us[slots] + waited[slots], queued[slots])
+        onward = stream_us[slots] + tail[slots]
+        if len(level.into):
+            runs = np.diff(np.append(level.starts, len(level.src)))
+            np.maximum.at(waited, level.src, np.repeat(onward[level.into], runs))
+        inner = level.after < width
+        np.maximum.at(queued, level.after[inner], onward[inner])
+    links = len(crossings.cap)
+    head = np.full(links, np.inf)
+    np.minimum.at(head, crossings.link, starts[crossings.slot])
+    after = np.full(links, np.inf)
+    np.minimum.at(after, crossings.link, tail[crossings.slot])
+    load = np.bincount(crossings.link, weights=bytes_per_piece[crossings.slot],
+                       minlength=links) * pieces
+    used = load > 0
+    if not used.any():
+        return 0.0
+    return float(np.max(head[used] + load[used] / crossings.cap[used] + after[used]))

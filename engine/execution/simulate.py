@@ -125,7 +125,7 @@ from canopy.engine.execution.compiler import (
     plan_template,
     tree_memo,
 )
-from canopy.engine.execution.critical_path import chain_bound, chains
+from canopy.engine.execution.critical_path import Crossings, chain_bound, chains, link_bound
 from canopy.engine.execution.extrapolation import MAX_MESSAGES, PIECES_PER_STAGE, loop_time
 from canopy.engine.execution.folding import edge_permutation, fold
 from canopy.engine.execution.kernel import (
@@ -187,7 +187,9 @@ def simulate(topology: Topology, plan: CollectivePlan, message_size: Fraction | 
     that time (:func:`canopy.engine.execution.kernel.run_flat`), or is not built where
     its longest chain of sends already ends after it
     (:mod:`canopy.engine.execution.critical_path`; loops in the order (piece, slot), not
-    timetables): the result then has
+    timetables), nor, with ``saturated`` and a loop that runs unfolded, where a link's
+    bytes with the chains before and after them do (:func:`_link_bound`, before any of its
+    runs, short or whole): the result then has
     ``past_deadline`` set and the deadline as its time, a lower bound (not remembered as
     a time; the latest deadline a program provably ends after is, so a run asked again
     with one no later returns at once). Extrapolated loops run their short runs in full.
@@ -295,10 +297,12 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     network_key = topology.fingerprint()
     template, folded = _running(topology, plan, switch_mode, symmetry)
     running, links = (template, None) if folded is None else folded
-    network = plan_memo(plan, ("network", switch_mode, network_key, default_latency,
-                               exact, folded is None),
-                        lambda: (topology, link_network(topology, running.connections,
-                                                        default_latency, exact, links)))[1]
+    network = _network(topology, plan, running, links, default_latency, exact, switch_mode)
+    if saturated and deadline_us is not None and not exact and not running.ordered and \
+            folded is None and \
+            _link_bound(plan, running, network, size, pieces) > float(deadline_us):
+        raise PastDeadline(f"a link's bytes, with the chains before and after them, end "
+                           f"past {float(deadline_us)} µs.")
 
     def run(count: int) -> Fraction:
         # a run is a whole program: the same sends asked for again (Blink's 32
@@ -333,14 +337,22 @@ def _simulate(topology: Topology, plan: CollectivePlan, size: Fraction, pieces: 
     return SimulationResult(loop.time_us, size, pieces, executed, True, loop.unrolled)
 
 
-def _chain_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
-                 size: Fraction, pieces: int, deadline: float | None) -> float:
-    """:func:`canopy.engine.execution.critical_path.chain_bound` of ``pieces`` iterations
-    of ``running`` (on ``size`` bytes, over ``network``'s links), less a relative
-    BOUND_SLACK for the floats' rounding: a lower bound on the run's time, computed until
-    it passes ``deadline`` (None: in full). The levels and per slot its share over its
-    route's smallest capacity and its α are kept with the plan, by the identity of the
-    iteration and network it keeps (no fingerprint hashed per run)."""
+def _network(topology: Topology, plan: CollectivePlan, running: IterationTemplate,
+             links: FoldedLinks | None, default_latency: Fraction, exact: bool,
+             switch_mode: str) -> Any:
+    """The links the connections of ``running`` cross (:func:`link_network`), kept with
+    the plan."""
+    return plan_memo(plan, ("network", switch_mode, topology.fingerprint(), default_latency,
+                            exact, links is None),
+                     lambda: (topology, link_network(topology, running.connections,
+                                                     default_latency, exact, links)))[1]
+
+
+def _chain_parts(plan: CollectivePlan, running: IterationTemplate, network: Any
+                 ) -> tuple[Any, Any, Any]:
+    """The levels of ``running`` (:func:`chains`) and per slot its share over its route's
+    smallest capacity and its α, kept with the plan, by the identity of the iteration
+    and network it keeps (no fingerprint hashed per run)."""
     def prepare() -> tuple[Any, Any, Any]:
         cap = np.array(network.cap, dtype=np.float64)
         ptr = np.array(network.conn_ptr, dtype=np.int64)
@@ -351,10 +363,58 @@ def _chain_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
         return (chains(running), shares[running.tree] / rate[conn],
                 np.array(network.alpha, dtype=np.float64)[conn])
 
-    found, per_byte, alpha = plan_memo(plan, ("chains", id(running), id(network)), prepare)
+    return plan_memo(plan, ("chains", id(running), id(network)), prepare)
+
+
+def _chain_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
+                 size: Fraction, pieces: int, deadline: float | None) -> float:
+    """:func:`canopy.engine.execution.critical_path.chain_bound` of ``pieces`` iterations
+    of ``running`` (on ``size`` bytes, over ``network``'s links), less a relative
+    BOUND_SLACK for the floats' rounding: a lower bound on the run's time, computed until
+    it passes ``deadline`` (None: in full)."""
+    found, per_byte, alpha = _chain_parts(plan, running, network)
     bound = chain_bound(found, len(per_byte), per_byte * (float(size) / pieces), alpha,
                         pieces, None if deadline is None else deadline / (1 - BOUND_SLACK))
     return bound * (1 - BOUND_SLACK)
+
+
+def _link_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
+                size: Fraction, pieces: int) -> float:
+    """:func:`canopy.engine.execution.critical_path.link_bound` of ``pieces`` iterations
+    of ``running`` (an iteration not folded, in the order (piece, slot)) on ``size``
+    bytes over ``network``'s links, less a relative BOUND_SLACK: a lower bound on the
+    loop's time, and on :func:`loop_time`'s extrapolations of it too (each adds at least
+    the busiest link's time per iteration to a shorter run, itself above its own bound,
+    whose starts and tails are the same)."""
+    def prepare() -> tuple[Crossings, Any]:
+        conn = np.asarray(running.conn, dtype=np.int64)
+        ptr = np.array(network.conn_ptr, dtype=np.int64)
+        counts = np.diff(ptr)[conn]
+        first = np.repeat(ptr[conn] - np.cumsum(counts) + counts, counts)
+        link = np.array(network.conn_link, dtype=np.int64)[
+            first + np.arange(int(counts.sum()), dtype=np.int64)]
+        shares = np.array([float(share) for share in running.shares])[running.tree]
+        return (Crossings(np.repeat(np.arange(len(conn), dtype=np.int64), counts), link,
+                          np.array(network.cap, dtype=np.float64)), shares)
+
+    found, per_byte, alpha = _chain_parts(plan, running, network)
+    crossings, shares = plan_memo(plan, ("crossings", id(running), id(network)), prepare)
+    piece = float(size) / pieces
+    return link_bound(found, len(per_byte), per_byte * piece, alpha, shares * piece, pieces,
+                      crossings) * (1 - BOUND_SLACK)
+
+
+def lower_bound(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
+                pieces: int, default_latency: Fraction = DEFAULT_LATENCY_US,
+                switch_mode: str = CUT_THROUGH) -> float | None:
+    """The float run's lower bound of :func:`_link_bound` for ``pieces`` iterations of
+    ``plan`` (µs), or None where it does not apply: a plan that runs folded, or a
+    timetable (``ordered_links``)."""
+    template, folded = _running(topology, plan, switch_mode, True)
+    if folded is not None or template.ordered:
+        return None
+    network = _network(topology, plan, template, None, default_latency, False, switch_mode)
+    return _link_bound(plan, template, network, Fraction(message_size), pieces)
 
 
 BOUND_SLACK = 1e-9     # a chain bound is trusted only this far past a deadline
@@ -466,7 +526,8 @@ DEADLINE_SLACK = 1e-9     # a depth run only to beat another stops this far past
 
 def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target: int,
                floor_us: float,
-               time_within: Callable[[int, float], SimulationResult] | None = None) -> Timed:
+               time_within: Callable[[int, float], SimulationResult] | None = None,
+               lower: Callable[[int], float | None] | None = None) -> Timed:
     """The depth rule of :func:`fastest`, which
     :func:`canopy.engine.msccl.timing.fastest_xml` applies to an XML's loop iterations
     too, so compare and check-xml time the same pipelining: ``time_at(n)`` times n loop
@@ -486,7 +547,17 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     longer (a ring's 2 x stages iterations), stops as soon as it provably loses to them
     and is not within MIN_GAIN of the floor. The answer is the same: a stopped run is
     slower than one already made, so it could not have been the fastest, and it was not
-    settled, so the rule would have gone on to the run already made."""
+    settled, so the rule would have gone on to the run already made.
+
+    ``lower(n)``, where given with ``time_within``, is a lower bound on n iterations'
+    time (or None): of two runs the rule makes, the one with the smaller bound, where
+    both have one, is then run first in full and the other only to beat it (a pipeline
+    whose fill the deeper run shortens: Blink's single-root trees), stopped before it is
+    built where its bound is already past (:func:`simulate`). The answer is again the
+    same: a run made second is only asked whether it beats the first, and where it
+    provably does not, the first is what the rule returns (the deeper run, unless the
+    other was settled, which a run slower than it and than MIN_GAIN above the floor is
+    not; the fewest, unless the deeper one is faster or settled)."""
     pieces = min(max(lowest, target), limit)
 
     def settled(result: _Timed) -> bool:     # (a run stopped at its deadline settles nothing)
@@ -496,6 +567,38 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     def beyond(time_us: Fraction | float) -> float:
         return float(time_us) * (1 + DEADLINE_SLACK)
 
+    def sooner(deep: int, other: int) -> bool:
+        """Whether ``deep`` iterations' bound is below ``other``'s (both known)."""
+        if lower is None or time_within is None:
+            return False
+        deep_bound, other_bound = lower(deep), lower(other)
+        return deep_bound is not None and other_bound is not None and deep_bound < other_bound
+
+    if lowest < pieces == limit and sooner(pieces, lowest):
+        first = time_at(pieces)
+        if settled(first):
+            return first
+        assert time_within is not None
+        fewest = time_within(lowest, beyond(first.time_us))
+        if fewest.past_deadline:
+            return first
+        return fewest if fewest.time_us < first.time_us else first   # type: ignore[return-value]
+    if pieces < limit and sooner(limit, pieces):
+        deepest = time_at(limit)
+        assert time_within is not None
+        best = time_within(pieces, beyond(max(float(deepest.time_us),
+                                              floor_us / float(1 - MIN_GAIN))))
+        if best.past_deadline:
+            return deepest
+        if settled(best):
+            return best                                     # type: ignore[return-value]
+        if deepest.time_us < best.time_us:
+            return deepest
+        if lowest < pieces:
+            shallow = time_within(lowest, beyond(best.time_us))
+            if not shallow.past_deadline and shallow.time_us < best.time_us:
+                best = shallow
+        return best                                         # type: ignore[return-value]
     if time_within is not None and lowest < pieces == limit:
         fewest = time_at(lowest)
         first = time_within(pieces, beyond(max(float(fewest.time_us),
@@ -567,7 +670,9 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
     not sought: the result then has ``past_deadline`` set and the deadline as its time
     (every depth ends after it).
     ``deepest`` replaces MAX_PIECES (``canopy compare`` goes deeper for a baseline whose
-    pipeline's fill at MAX_PIECES holds it below 95 % of its bound).
+    pipeline's fill at MAX_PIECES holds it below 95 % of its bound). With ``saturated``
+    the two runs are ordered by their lower bounds (:func:`lower_bound`,
+    :func:`best_depth`'s ``lower``): the same answer in fewer sends.
     """
     lowest, target, limit = _depths(topology, plan, message_size, start, switch_mode,
                                     chunk_bytes, deepest)
@@ -580,7 +685,10 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
                                               default_latency, switch_mode, check,
                                               saturated=saturated, deadline_us=deadline_us),
                       lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)),
-                      time_within if deadline_us is None else None)
+                      time_within if deadline_us is None else None,
+                      (lambda pieces: lower_bound(topology, plan, message_size, pieces,
+                                                  default_latency, switch_mode))
+                      if saturated else None)
     if deadline_us is not None and best.time_us > deadline_us:
         return replace(best, time_us=deadline_us, past_deadline=True)
     return best
