@@ -575,30 +575,30 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
         return deep_bound is not None and other_bound is not None and deep_bound < other_bound
 
     if lowest < pieces == limit and sooner(pieces, lowest):
-        first = time_at(pieces)
-        if settled(first):
-            return first
+        whole = time_at(pieces)
+        if settled(whole):
+            return whole
         assert time_within is not None
-        fewest = time_within(lowest, beyond(first.time_us))
-        if fewest.past_deadline:
-            return first
-        return fewest if fewest.time_us < first.time_us else first   # type: ignore[return-value]
+        few = time_within(lowest, beyond(whole.time_us))
+        if few.past_deadline:
+            return whole
+        return few if few.time_us < whole.time_us else whole   # type: ignore[return-value]
     if pieces < limit and sooner(limit, pieces):
-        deepest = time_at(limit)
+        deep = time_at(limit)
         assert time_within is not None
-        best = time_within(pieces, beyond(max(float(deepest.time_us),
-                                              floor_us / float(1 - MIN_GAIN))))
-        if best.past_deadline:
-            return deepest
-        if settled(best):
-            return best                                     # type: ignore[return-value]
-        if deepest.time_us < best.time_us:
-            return deepest
+        tried = time_within(pieces, beyond(max(float(deep.time_us),
+                                               floor_us / float(1 - MIN_GAIN))))
+        if tried.past_deadline:
+            return deep
+        if settled(tried):
+            return tried                                    # type: ignore[return-value]
+        if deep.time_us < tried.time_us:
+            return deep
         if lowest < pieces:
-            shallow = time_within(lowest, beyond(best.time_us))
-            if not shallow.past_deadline and shallow.time_us < best.time_us:
-                best = shallow
-        return best                                         # type: ignore[return-value]
+            few = time_within(lowest, beyond(tried.time_us))
+            if not few.past_deadline and few.time_us < tried.time_us:
+                tried = few
+        return tried                                        # type: ignore[return-value]
     if time_within is not None and lowest < pieces == limit:
         fewest = time_at(lowest)
         first = time_within(pieces, beyond(max(float(fewest.time_us),
