@@ -360,6 +360,10 @@ class SolveController(QObject):
             self._draw_overlays,
             self._fit_canvas,
             lambda: self._select_first(solution),
+            # the first tree's diagram is drawn and painted before the canvas is released:
+            # a paint of the window paints every widget waiting for one, so the two
+            # would share a turn
+            lambda: self.trees.diagram.drawing,
             lambda: self.window.view.hold_painting(DOCKS_HOLD, False),
             lambda: self._plot(solution)])
         self._step_timer.start()

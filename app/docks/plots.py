@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QWidget
+from PySide6.QtGui import QPainter, QPicture
+from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QWidget
 
 from canopy.app.docks.banner import SolutionDock
 from canopy.app.solution import Solution
@@ -36,6 +37,7 @@ SIZE_TICKS = [(2**10, "1 KiB"), (2**15, "32 KiB"), (2**20, "1 MiB"), (2**25, "32
 
 
 TIME_TITLE = "Collective time"
+AXES = ("left", "bottom")
 
 def _plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
     plot = pg.PlotWidget(background="w")
@@ -44,11 +46,30 @@ def _plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
     plot.setLabel("bottom", bottom)
     plot.showGrid(x=True, y=True, alpha=0.25)
     plot.setMenuEnabled(False)
-    for name in ("left", "bottom"):
-        plot.getAxis(name).setTextPen("#2d3440")
-        plot.getAxis(name).setPen("#8a94a6")
-        plot.getAxis(name).enableAutoSIPrefix(False)
+    for name in AXES:
+        axis = plot.getAxis(name)
+        axis.setTextPen("#2d3440")
+        axis.setPen("#8a94a6")
+        axis.enableAutoSIPrefix(False)
+        # an axis (its ticks, texts and grid lines) is drawn again only when its range or
+        # size changes, not on every paint of the plot (a change of the curves, the
+        # title, the legend)
+        axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
     return plot
+
+
+def lay_out_axes(plot: pg.PlotWidget) -> None:
+    """Work out the plot's axes' ticks and texts now, as their next paint would: pyqtgraph
+    keeps them (as a picture it draws from) until the range or the size changes, so the
+    first paint of a new plot only draws them (each half is long enough to be felt)."""
+    plot.scene().prepareForPaint()      # (a range set to fit the curves is set now)
+    scratch = QPicture()
+    painter = QPainter(scratch)
+    try:
+        for name in AXES:
+            plot.getAxis(name).paint(painter, None, None)
+    finally:
+        painter.end()
 
 
 class PlotsDock(SolutionDock):
@@ -104,6 +125,11 @@ class PlotsDock(SolutionDock):
             if plot.isVisible():
                 plot.viewport().repaint()
 
+    def _lay_out_axes(self, plot: pg.PlotWidget) -> None:
+        """The axes of a plot held unpainted (:meth:`hold`), laid out before its paint."""
+        if not plot.updatesEnabled() and plot.isVisible():
+            lay_out_axes(plot)
+
     def steps(self, solution: Solution | None, stale: bool) -> list[Callable[[], None]]:
         """Plotting ``solution`` as steps, one plot each, to be run in order (an editor
         gives each its own turn of the event loop: building a pyqtgraph plot and its first
@@ -141,8 +167,9 @@ class PlotsDock(SolutionDock):
             self.set_stale(stale)
 
         return [start, plot(self._plot_k), plot(self._plot_k_marks),
-                lambda: self._release(self.k_plot),
-                plot(self._plot_time), lambda: self._release(self.time_plot), finish]
+                lambda: self._lay_out_axes(self.k_plot), lambda: self._release(self.k_plot),
+                plot(self._plot_time), lambda: self._lay_out_axes(self.time_plot),
+                lambda: self._release(self.time_plot), finish]
 
     def set_comparison(self, comparison: Comparison | None, network: tuple | None = None
                        ) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QLineF, QPointF, QRectF, Qt, QTimer
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -189,6 +189,10 @@ class TreeDiagramView(QGraphicsView):
             self._drawing = TreeDrawing(shown)
             self.scene().addItem(self._drawing)
             self.scene().setSceneRect(self._drawing.boundingRect())
+            # the scroll bars the new size needs are shown by a queued call: made now,
+            # the view is fitted once at its final size and painted once, not again
+            # in a later turn (beside whatever else then waits for a paint)
+            QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
             self.fit()
 
     def fit(self) -> None:

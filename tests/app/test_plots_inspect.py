@@ -6,7 +6,9 @@ import copy
 import math
 from fractions import Fraction
 
+import numpy as np
 from PySide6.QtCore import QEvent, QObject
+from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from canopy.app.commands import edit_links
@@ -193,6 +195,71 @@ def test_each_plot_is_built_and_first_painted_in_steps_of_its_own(qtbot):
     assert len(steps) >= 6
     assert list(dock.k_plot.getPlotItem().listDataItems()[0].yData) == \
         [float(v) for _, v in solution.curve]
+
+
+def _shown_dock(qtbot, solution, in_steps):
+    """A Plots dock showing ``solution``: in the editor's steps (axes laid out before the
+    first paint, drawn from their cache), or at once with the axes' cache off (as pyqtgraph
+    draws them by itself)."""
+    from PySide6.QtWidgets import QGraphicsItem
+
+    from canopy.app.docks.plots import AXES, PlotsDock
+    dock = PlotsDock()
+    qtbot.addWidget(dock)
+    dock.resize(900, 260)
+    dock.show()
+    qtbot.waitExposed(dock)
+    if in_steps:
+        dock.hold()
+        for step in dock.steps(solution, stale=False):
+            step()
+            QApplication.processEvents()
+    else:
+        for plot in (dock.k_plot, dock.time_plot):
+            for name in AXES:
+                plot.getAxis(name).setCacheMode(QGraphicsItem.CacheMode.NoCache)
+        dock.set_solution(solution, stale=False)
+        QApplication.processEvents()
+    return dock
+
+
+def test_axes_laid_out_ahead_and_cached_look_as_drawn_directly(qtbot):
+    """Laid out in a step before the first paint and drawn from a cached picture, the
+    plots look as pyqtgraph draws them directly, also after a range change (the cache of
+    an axis is redrawn when its ticks change, not shown stale)."""
+    from canopy.app.docks.plots import AXES
+
+    solution = compute_solution(load_sample("dgx-a100-2x8"))
+    stepped, direct = _shown_dock(qtbot, solution, True), _shown_dock(qtbot, solution, False)
+    laid_out = []
+    for plot in (stepped.k_plot, stepped.time_plot):
+        for name in AXES:
+            axis = plot.getAxis(name)
+            assert axis.picture is not None         # laid out, and not since invalidated
+            laid_out.append(axis.picture)
+
+    def image(dock):
+        """The dock's pixels, as an array of RGB levels."""
+        img = dock.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+        pixels = np.frombuffer(img.constBits(), np.uint8, img.sizeInBytes())
+        return pixels.reshape(img.height(), img.bytesPerLine())[:, :img.width() * 4] \
+            .astype(int)
+
+    def alike(a, b):
+        # (a cached picture is blended onto the plot once more: antialiased edges may
+        # differ by one level)
+        return bool(np.abs(a - b).max() <= 1)
+
+    assert alike(image(stepped), image(direct))
+    assert [plot.getAxis(name).picture for plot in (stepped.k_plot, stepped.time_plot)
+            for name in AXES] == laid_out           # the first paint laid out nothing again
+    before = image(stepped)
+    for dock in (stepped, direct):
+        dock.k_plot.setXRange(2.5, 6.5, padding=0)
+        dock.time_plot.setYRange(0, 2, padding=0)
+        QApplication.processEvents()
+    after = image(stepped)
+    assert alike(after, image(direct)) and not alike(after, before)
 
 
 def test_an_allreduce_lp_schedule_is_told_apart_from_the_fixed_k_curve(qtbot):

@@ -3,7 +3,7 @@ exactly the selected tree's links, and the tree view."""
 
 from fractions import Fraction
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
 
 from canopy.app.canvas.overlays import TREE_LINK
 from canopy.app.docks.tree_diagram import LEVEL
@@ -221,3 +221,47 @@ def test_the_diagram_is_drawn_in_a_turn_of_its_own(window, qtbot):
     dock.select_position(3)
     assert dock.diagram._drawing.shown is not dock.model.trees[3]
     qtbot.waitUntil(lambda: dock.diagram._drawing.shown is dock.model.trees[3])
+
+
+class _PaintTurns(QObject):
+    """The turn of the event loop (counted by a timer that fires in every pass) in which
+    each watched widget painted."""
+
+    def __init__(self, **widgets):
+        super().__init__()
+        self.names = {id(w): name for name, w in widgets.items()}
+        self.turn = 0
+        self.painted: list[tuple[str, int]] = []
+        self.timer = QTimer()
+        self.timer.setInterval(0)
+        self.timer.timeout.connect(self._count)
+        self.timer.start()
+        for w in widgets.values():
+            w.installEventFilter(self)
+
+    def _count(self):
+        self.turn += 1
+
+    def eventFilter(self, watched, event):
+        if event.type() == QEvent.Type.Paint and id(watched) in self.names:
+            self.painted.append((self.names[id(watched)], self.turn))
+        return False
+
+
+def test_the_first_diagram_and_the_canvas_are_painted_in_turns_apart(window, qtbot):
+    """Showing a solve's results, the canvas is held unpainted until its first tree; the
+    diagram of that tree is painted before it is let go, not in the same paint of the
+    window (which paints every widget waiting for one)."""
+    inspector = window.solver
+    paints = _PaintTurns(canvas=window.view.viewport(),
+                         diagram=inspector.trees.diagram.viewport())
+    window.named_actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: inspector.controller.solution is not None
+                    and inspector.plots.solution is inspector.controller.solution
+                    and not inspector._steps, timeout=30000)
+    qtbot.wait(50)
+    paints.timer.stop()
+    shown = [turn for name, turn in paints.painted if name == "diagram"]
+    canvas = [turn for name, turn in paints.painted if name == "canvas"]
+    assert shown and canvas and max(canvas) > min(shown)
+    assert not set(shown) & set(canvas), paints.painted
