@@ -166,7 +166,10 @@ class PlotsDock(SolutionDock):
                 self._set_time_title(solution)
             self.set_stale(stale)
 
-        return [start, plot(self._plot_k), plot(self._plot_k_marks),
+        # each curve with its legend entry in a step of its own (pyqtgraph's plot() of a
+        # named curve is long enough to be felt)
+        return [start, plot(self._plot_k), plot(self._plot_k_optimum),
+                plot(self._plot_k_schedule),
                 lambda: self._lay_out_axes(self.k_plot), lambda: self._release(self.k_plot),
                 plot(self._plot_time), lambda: self._lay_out_axes(self.time_plot),
                 lambda: self._release(self.time_plot), finish]
@@ -228,8 +231,8 @@ class PlotsDock(SolutionDock):
         plot.plot(ks, values, pen=pg.mkPen(CURVE, width=2), symbol="o", symbolSize=7,
                   symbolBrush=CURVE, symbolPen="w", name=f"best {what} algbw, k fixed")
 
-    def _plot_k_marks(self, solution: Solution) -> None:
-        """The optimum and this schedule on the k plot (after :meth:`_plot_k`)."""
+    def _plot_k_optimum(self, solution: Solution) -> None:
+        """The optimum on the k plot (after :meth:`_plot_k`)."""
         plot = self.k_plot
         schedule = solution.schedule
         ks = _k_axis_end(solution)
@@ -249,10 +252,14 @@ class PlotsDock(SolutionDock):
                     f"(k = {number_text(schedule.optimum.k)})")
         plot.plot([0.5, ks + 0.5], [optimum, optimum],
                   pen=pg.mkPen(OPTIMUM, width=1.5, style=Qt.PenStyle.DashLine), name=name)
-        if schedule.k <= ks:
-            plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
-                      symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "
-                      f"{schedule.k})")
+
+    def _plot_k_schedule(self, solution: Solution) -> None:
+        """This schedule on the k plot, a star (after :meth:`_plot_k_optimum`)."""
+        schedule = solution.schedule
+        if schedule.k <= _k_axis_end(solution):
+            self.k_plot.plot([schedule.k], [float(schedule.algbw)], pen=None, symbol="star",
+                             symbolSize=16, symbolBrush=LATENCY, name=f"this schedule (k = "
+                             f"{schedule.k})")
 
     def _plot_time(self, solution: Solution) -> None:
         plot = self.time_plot
