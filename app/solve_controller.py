@@ -505,6 +505,7 @@ class SolveController(QObject):
             self.plots.set_solution(solution, self.controller.stale)
         self.overlays.finish_restyling()
         self.window.scene.finish_labels()
+        self.window.view.paint_whole()
 
     def _stale_changed(self, stale: bool) -> None:
         self.overlays.set_active(not stale)

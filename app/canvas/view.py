@@ -5,8 +5,16 @@ Pan with the middle mouse button, or hold Space and drag with the left button.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QMouseEvent, QPainter, QTransform, QWheelEvent
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRect, QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QRegion,
+    QTransform,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import QGraphicsView, QWidget
 
 from canopy.app.canvas.overview import overview_zoom
@@ -15,6 +23,9 @@ from canopy.app.canvas.scene import LARGE_LOD, TopologyScene
 MIN_ZOOM = 0.02
 MAX_ZOOM = 8.0
 WHEEL_STEP = 1.15
+PAINT_PARTS = 2
+"""Side-by-side parts the first paint after a hold is split into, one per turn of the
+event loop: that paint draws every node, link and label anew (new zoom, new colours)."""
 
 
 class TopologyView(QGraphicsView):
@@ -53,6 +64,7 @@ class TopologyView(QGraphicsView):
             bar.sliderMoved.connect(lambda _value: setattr(self, "_fitted", None))
         # a drawing half built is not painted (each slice would cost a repaint)
         self._holds: set[str] = set()
+        self._in_parts = 0     # the next paint split into parts (after a hold)
         scene.building.connect(lambda busy: self.hold_painting("building", busy))
         # nor are labels half placed (each turn of placing them would cost a repaint)
         scene.labelling.connect(lambda busy: self.hold_painting("labelling", busy))
@@ -61,11 +73,41 @@ class TopologyView(QGraphicsView):
         """Leave the drawing unpainted while ``why`` holds it (a large drawing half built,
         labels half placed, the window's docks being rearranged around the canvas); it
         is painted once, as the last hold ends."""
+        held = bool(self._holds)
         if hold:
             self._holds.add(why)
         else:
             self._holds.discard(why)
         self.viewport().setUpdatesEnabled(not self._holds)
+        # the paint that follows draws the whole drawing: in parts, a turn each
+        self._in_parts = PAINT_PARTS if held and not self._holds else 0
+
+    def paint_whole(self) -> None:
+        """Paint the next time in one go (not in parts: scripts and screenshots)."""
+        self._in_parts = 0
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        """Paint the viewport; the first paint after a hold only its leftmost part, the
+        next parts in turns of their own (:data:`PAINT_PARTS`)."""
+        parts, self._in_parts = self._in_parts, 0
+        region = event.region()
+        if parts > 1:
+            room = self.viewport().rect()
+            part = QRegion(QRect(room.left(), room.top(), room.width() // parts,
+                                 room.height()))
+            now, later = region.intersected(part), region.subtracted(part)
+            if not now.isEmpty() and not later.isEmpty():
+                # with the view as context: dropped if the view goes first
+                QTimer.singleShot(0, self, lambda: self._paint_later(later, parts - 1))
+                super().paintEvent(QPaintEvent(now))
+                return
+        super().paintEvent(event)
+
+    def _paint_later(self, region: QRegion, parts: int) -> None:
+        """Paint ``region``, left by the first paint after a hold, in ``parts`` parts."""
+        if not self._holds:
+            self._in_parts = parts
+            self.viewport().update(region)
 
     def holds(self) -> set[str]:
         """What holds the drawing unpainted now (:meth:`hold_painting`)."""
@@ -92,6 +134,7 @@ class TopologyView(QGraphicsView):
         self._area_timer.stop()
         self.topology_scene().set_zoom(self.zoom(), self.label_area())
         self.topology_scene().finish_labels()
+        self.paint_whole()
 
     def topology_scene(self) -> TopologyScene:
         return self._topology_scene

@@ -84,3 +84,54 @@ def test_a_newer_solution_releases_a_hold_left_by_the_last(window, qtbot):
     solver.settle()
     assert window.view.viewport().updatesEnabled() and not window.view._holds
     assert solver.results.updatesEnabled() and solver.trees.updatesEnabled()
+
+
+def test_the_first_paint_after_a_hold_is_split_over_turns(window, qtbot, monkeypatch):
+    """Let go after a hold, the canvas paints its left part in one turn and the rest in a
+    later one (that paint draws every item anew); the two cover the whole viewport, and
+    later paints are whole again."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtGui import QRegion
+    from PySide6.QtWidgets import QGraphicsView
+
+    from canopy.app.canvas.view import PAINT_PARTS
+
+    view = window.view
+    painted: list[tuple[int, QRegion]] = []
+    turns = [0]
+    ticker = QTimer()
+    ticker.setInterval(0)
+    ticker.timeout.connect(lambda: turns.__setitem__(0, turns[0] + 1))
+    original = QGraphicsView.paintEvent
+
+    def recorded(self, event):
+        if self is view:
+            painted.append((turns[0], QRegion(event.region())))
+        original(self, event)
+
+    monkeypatch.setattr(QGraphicsView, "paintEvent", recorded)
+    view.hold_painting("test")
+    qtbot.wait(20)
+    ticker.start()
+    view.hold_painting("test", False)
+    qtbot.waitUntil(lambda: len(painted) >= PAINT_PARTS, timeout=2000)
+    qtbot.wait(20)
+    room = QRegion(view.viewport().rect())
+    first, rest = painted[0][1], painted[1][1]
+    assert first.boundingRect().width() == room.boundingRect().width() // PAINT_PARTS
+    assert painted[1][0] > painted[0][0]                     # a later turn
+    assert first.united(rest) == room and first.intersected(rest).isEmpty()
+    view.viewport().update()
+    qtbot.waitUntil(lambda: len(painted) > PAINT_PARTS, timeout=2000)
+    assert painted[-1][1] == room
+    ticker.stop()
+
+
+def test_scripts_paint_the_canvas_whole(window, qtbot):
+    """Settling the view for a screenshot takes back a split paint."""
+    view = window.view
+    view.hold_painting("test")
+    view.hold_painting("test", False)
+    assert view._in_parts > 1
+    view.settle_labels()
+    assert view._in_parts == 0
