@@ -346,6 +346,7 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
     descent = descent or Descent(plan, limits.max_channels, detail, topology, weighted)
     found: tuple[dict[Key, int], Pairing] | None = None
     low, high = limits.max_tbs_per_gpu + 1, 2 * limits.max_tbs_per_gpu
+    known: dict[frozenset[tuple[Key, int]], Pairing | None] = {}   # by counts
     while low <= high:
         budget = (low + high) // 2
         wider = replace(limits, max_tbs_per_gpu=budget)
@@ -355,9 +356,14 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
             high = budget - 1
             continue
         # (each budget's layout paired from its edges' channels alone; the plan is built
-        # for the budget found)
-        paired = pairing(plan, layout_channels(plan, counts, detail, servers), limits,
-                         servers, plan.paired) if _pairs_fit(counts, limits) else None
+        # for the budget found. Budgets past the connections' largest counts give the
+        # same counts, so the same pairing)
+        key = frozenset(counts.items())
+        if key not in known:
+            known[key] = pairing(plan, layout_channels(plan, counts, detail, servers),
+                                 limits, servers, plan.paired) \
+                if _pairs_fit(counts, limits) else None
+        paired = known[key]
         if paired is None:
             high = budget - 1
         else:

@@ -178,3 +178,28 @@ def test_slack_choice_picks_as_if_every_link_time_were_summed_anew(monkeypatch):
         connection_counts.Descent(split, 16, detail, topology, True).counts(
             MscclLimits(max_tbs_per_gpu=40))
     assert len(picked) > 100
+
+
+def test_a_paired_layouts_bisection_pairs_each_distinct_counts_once(monkeypatch):
+    """2 x DGX A100 allreduce: from some budget on every connection key has its largest
+    count, so the bisection's later budgets give the same counts; they are paired once,
+    and the layout is the one pairing every budget anew gives."""
+    from canopy.engine.msccl import connections
+    from canopy.engine.msccl.connection_counts import Descent, server_places
+
+    topology = load_sample("dgx-a100-2x8")
+    plan = schedule_plan(solve(topology, "allreduce"))
+    limits = MscclLimits()
+    servers = server_places(topology)
+    descent = Descent(plan, limits.max_channels, 0, topology, True)
+    seen, paired = [], []
+    counts_of, pair = descent.counts, connections.pairing
+    monkeypatch.setattr(descent, "counts", lambda wider: seen.append(
+        frozenset(counts_of(wider).items())) or counts_of(wider))
+    monkeypatch.setattr(connections, "pairing", lambda *a: paired.append(a) or pair(*a))
+    laid = connections._paired_shared(plan, limits, 0, topology, True, servers, descent)
+    assert laid is not None and laid.paired
+    assert len(paired) == len(set(seen)) < len(seen)
+    # each budget paired anew: the same layout
+    monkeypatch.setattr(connections, "frozenset", lambda items: object(), raising=False)
+    assert connections._paired_shared(plan, limits, 0, topology, True, servers) == laid
