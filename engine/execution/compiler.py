@@ -489,11 +489,14 @@ class _Shape:
     __slots__ = ("trees", "hash")
 
     def __init__(self, plan: CollectivePlan) -> None:
+        # (edges share a few priority objects: each one's ratio read once, by its id)
+        ratio = {id(p): p.as_integer_ratio()
+                 for p in {id(e.priority): e.priority
+                           for t in plan.trees for e in t.edges}.values()}
         self.trees = (plan.ordered_links, len(plan.reduce_trees),
-                      tuple((t.key, t.root, t.share.numerator, t.share.denominator,
-                             t.reduce,
-                             tuple((e.parent, e.child, e.path, e.priority.numerator,
-                                    e.priority.denominator) for e in t.edges))
+                      tuple((t.key, t.root, t.share.as_integer_ratio(), t.reduce,
+                             tuple((e.parent, e.child, e.path, ratio[id(e.priority)])
+                                   for e in t.edges))
                             for t in plan.trees))
         self.hash = hash(self.trees)
 

@@ -97,9 +97,12 @@ class Topology:
     bandwidth_unit: str = "GB/s"
     extra: dict[str, Any] = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)
-    # the last fingerprint given out, handed out again while equal (its hash kept)
+    # the last fingerprint given out, handed out again while equal (its hash kept), and
+    # what it was worked out from (the fields of the nodes and links it reads)
     _fingerprint: Fingerprint | None = field(default=None, init=False, repr=False,
                                              compare=False)
+    _read: tuple[Any, ...] | None = field(default=None, init=False, repr=False,
+                                          compare=False)
 
     def node(self, node_id: str) -> Node:
         for n in self.nodes:
@@ -152,9 +155,17 @@ class Topology:
         file order (the rank order) with their kinds and servers, and its live directed links
         with their bandwidths and latencies. Positions, labels and the file's name are left
         out; a failed link or switch counts through what it removes. Every memo and every
-        check whether a shown result is stale compares these. Worked out anew at each call
-        (a network edited in place gets its new one); while it equals the last one given
-        out, that one is given again, its hash already known."""
+        check whether a shown result is stale compares these. The fields it is worked out
+        from are read at each call (a network edited in place gets its new one): while
+        they are those of the last call (the same objects, as a computation's repeated
+        calls find them), or the value equals the last one given out, that one is given
+        again, its hash already known."""
+        read = (tuple((n.id, n.kind, n.group, n.failed) for n in self.nodes),
+                tuple((link.source, link.target, link.bandwidth, link.duplex, link.latency,
+                       link.failed) for link in self.links))
+        if self._fingerprint is not None and read == self._read:
+            return self._fingerprint
+        self._read = read
         value = Fingerprint((tuple((n.id, n.kind, n.group) for n in self.nodes if not n.failed),
                              tuple(self.capacities().items()),
                              tuple(self.latencies().items())))
