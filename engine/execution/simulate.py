@@ -397,11 +397,15 @@ def _link_bound(plan: CollectivePlan, running: IterationTemplate, network: Any,
         return (Crossings(np.repeat(np.arange(len(conn), dtype=np.int64), counts), link,
                           np.array(network.cap, dtype=np.float64)), shares)
 
-    found, per_byte, alpha = _chain_parts(plan, running, network)
-    crossings, shares = plan_memo(plan, ("crossings", id(running), id(network)), prepare)
-    piece = float(size) / pieces
-    return link_bound(found, len(per_byte), per_byte * piece, alpha, shares * piece, pieces,
-                      crossings) * (1 - BOUND_SLACK)
+    def bound() -> float:
+        found, per_byte, alpha = _chain_parts(plan, running, network)
+        crossings, shares = plan_memo(plan, ("crossings", id(running), id(network)), prepare)
+        piece = float(size) / pieces
+        return link_bound(found, len(per_byte), per_byte * piece, alpha, shares * piece,
+                          pieces, crossings) * (1 - BOUND_SLACK)
+
+    # asked for again: the depth rule orders two runs by it, and a deadline run checks it
+    return plan_memo(plan, ("link bound", id(running), id(network), size, pieces), bound)
 
 
 def lower_bound(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
@@ -410,11 +414,20 @@ def lower_bound(topology: Topology, plan: CollectivePlan, message_size: Fraction
     """The float run's lower bound of :func:`_link_bound` for ``pieces`` iterations of
     ``plan`` (µs), or None where it does not apply: a plan that runs folded, or a
     timetable (``ordered_links``)."""
+    bounds = _bounds(topology, plan, message_size, default_latency, switch_mode)
+    return None if bounds is None else bounds(pieces)
+
+
+def _bounds(topology: Topology, plan: CollectivePlan, message_size: Fraction | int,
+            default_latency: Fraction, switch_mode: str) -> Callable[[int], float] | None:
+    """:func:`lower_bound` as a function of the iterations, its iteration and links looked
+    up once (None where it does not apply)."""
     template, folded = _running(topology, plan, switch_mode, True)
     if folded is not None or template.ordered:
         return None
     network = _network(topology, plan, template, None, default_latency, False, switch_mode)
-    return _link_bound(plan, template, network, Fraction(message_size), pieces)
+    size = Fraction(message_size)
+    return lambda pieces: _link_bound(plan, template, network, size, pieces)
 
 
 BOUND_SLACK = 1e-9     # a chain bound is trusted only this far past a deadline
@@ -686,8 +699,7 @@ def fastest(topology: Topology, plan: CollectivePlan, message_size: Fraction | i
                                               saturated=saturated, deadline_us=deadline_us),
                       lowest, limit, target, _floor_us(topology, plan, Fraction(message_size)),
                       time_within if deadline_us is None else None,
-                      (lambda pieces: lower_bound(topology, plan, message_size, pieces,
-                                                  default_latency, switch_mode))
+                      _bounds(topology, plan, message_size, default_latency, switch_mode)
                       if saturated else None)
     if deadline_us is not None and best.time_us > deadline_us:
         return replace(best, time_us=deadline_us, past_deadline=True)

@@ -102,7 +102,7 @@ def test_runs_ordered_by_their_bounds_give_the_rules_answer():
                 (plain.time_us, plain.pieces, False)
 
 
-def test_blinks_shallower_run_is_never_built_where_its_bound_loses():
+def test_blinks_shallower_run_is_never_built_where_its_bound_loses(monkeypatch):
     """Blink on four 8-GPU servers at 1 GiB: the deepest pipeline runs first, and the
     first depth the rule tries, twice its stages, whose pieces fill the pipeline almost
     four times longer, is ruled out by its bound before its program is built; the time
@@ -113,16 +113,13 @@ def test_blinks_shallower_run_is_never_built_where_its_bound_loses():
     _, first, limit = sim.depths(topo, plan, 1 << 30)
     built: list[int] = []
     expand = sim.expand_template
+    monkeypatch.setattr(sim, "expand_template",
+                        lambda t, size, n: built.append(n) or expand(t, size, n))
     sim.forget_results()
-    try:
-        sim.expand_template = lambda t, size, n: built.append(n) or expand(t, size, n)
-        ordered = fastest(topo, plan, 1 << 30, saturated=True)
-        assert ordered.pieces == limit and first not in built
-        sim.forget_results()
-        sim.lower_bound = lambda *args: None
-        assert fastest(topo, plan, 1 << 30, saturated=True) == ordered
-        assert first in built
-    finally:
-        sim.expand_template = expand
-        sim.lower_bound = lower_bound
-        sim.forget_results()
+    ordered = fastest(topo, plan, 1 << 30, saturated=True)
+    assert ordered.pieces == limit and first not in built
+    sim.forget_results()
+    monkeypatch.setattr(sim, "_bounds", lambda *args: None)
+    assert fastest(topo, plan, 1 << 30, saturated=True) == ordered
+    assert first in built
+    sim.forget_results()
