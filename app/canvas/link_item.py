@@ -104,6 +104,7 @@ class LinkItem(QGraphicsItem):
         self._p2 = QPointF()
         self._path = QPainterPath()
         self._bounds = QRectF()
+        self._line_bounds = QRectF()
         self._mid = QPointF()
         self._mid_valid = False
         self._mark_shapes: dict[tuple[str, str, float], tuple[QPolygonF, QRectF | None,
@@ -180,7 +181,7 @@ class LinkItem(QGraphicsItem):
         self.highlight = None if color is None else (QColor(color), width or self.width)
         self.marks = tuple(marks) if color is not None else ()
         self.outline = QColor(outline) if color is not None and outline is not None else None
-        self._rebuild()
+        self._restyled()
         for towards, text in self.marks:     # now (restyling is sliced), not in a paint
             self._mark_geometry(towards, text)
         scene = cast("TopologyScene | None", self.scene())     # only a TopologyScene holds it
@@ -228,10 +229,26 @@ class LinkItem(QGraphicsItem):
             path.lineTo(b)
             self._straight = QLineF(a, b)
         self._path = path
+        self._line_bounds = path.boundingRect()
+        self._pad_bounds()
+        self._place_label()
+
+    def _restyled(self) -> None:
+        """A new pen, outline or marks on the same line: its bounds and badges anew, not
+        the line (a tree's restyle changes dozens of links in one turn)."""
+        if self._path.isEmpty():
+            self._rebuild()
+            return
+        self.prepareGeometryChange()
+        self._mark_shapes = {}
+        self._pad_bounds()
+        self._place_label()
+
+    def _pad_bounds(self) -> None:
+        """The bounds: the line's, with room for the pen, arrowheads, badges, outline."""
         pad = self.pen_width() / 2 + ARROW + 2 + (MARK_PAD if self.marks else 0) \
             + (OUTLINE if self.outline is not None else 0)
-        self._bounds = path.boundingRect().adjusted(-pad, -pad, pad, pad)
-        self._place_label()
+        self._bounds = self._line_bounds.adjusted(-pad, -pad, pad, pad)
 
     def set_color(self, color: QColor) -> None:
         """Draw the link in ``color`` (its bandwidth's) while no overlay recolours it."""
@@ -483,7 +500,7 @@ class LinkItem(QGraphicsItem):
         arrow = QPolygonF([tip, left, right])
         if not text:
             return arrow, None, at
-        w = _MARK_METRICS.horizontalAdvance(text) + 6
+        w = _mark_width(text) + 6
         h = _MARK_METRICS.height()
         # beside the arrow, on the left of the direction of travel
         side = angle - math.pi / 2
@@ -549,6 +566,19 @@ def _mark_ink(color: QColor) -> tuple[QBrush, QPen, QColor]:
         ink = _INKS[key] = (QBrush(color.darker(140)), QPen(color.darker(140), 1.0),
                             color.darker(160))
     return ink
+
+
+_MARK_WIDTHS: dict[str, float] = {}
+
+
+def _mark_width(text: str) -> float:
+    """Pixel width of a badge's text (a hop number: few distinct ones, each measured once)."""
+    width = _MARK_WIDTHS.get(text)
+    if width is None:
+        if len(_MARK_WIDTHS) > STYLE_CACHE:
+            _MARK_WIDTHS.clear()
+        width = _MARK_WIDTHS[text] = _MARK_METRICS.horizontalAdvance(text)
+    return width
 
 
 _BORDERS: dict[int, QColor] = {}

@@ -265,3 +265,27 @@ def test_the_first_diagram_and_the_canvas_are_painted_in_turns_apart(window, qtb
     canvas = [turn for name, turn in paints.painted if name == "canvas"]
     assert shown and canvas and max(canvas) > min(shown)
     assert not set(shown) & set(canvas), paints.painted
+
+
+def test_restyled_links_are_where_a_full_rebuild_puts_them(window, qtbot):
+    """A tree's highlight restyles its links without rebuilding their lines: bounds,
+    badges and bandwidth labels are what rebuilding them from their ends gives, for the
+    tree shown and after switching to another (which takes the first one's marks off)."""
+    solve_in(window, qtbot)
+    inspector = window.solver
+    for position in (3, 0):
+        before = inspector.overlays.tree_link_keys()
+        inspector.trees.select_position(position)
+        inspector.overlays.finish_restyling()
+        keys = before | inspector.overlays.tree_link_keys()
+        items = [window.scene.link_item(key) for key in sorted(keys)]
+        assert any(item.marks for item in items) and any(not item.marks for item in items)
+
+        def geometry(item):
+            return (item.boundingRect(), item.badge_rects(),
+                    item.bandwidth_label.pos(), item.bandwidth_label.text)
+
+        restyled = [geometry(item) for item in items]
+        for item in items:
+            item._rebuild()
+        assert [geometry(item) for item in items] == restyled
