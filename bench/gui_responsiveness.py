@@ -459,11 +459,16 @@ def main() -> None:
             b.kill()
 
 
-if __name__ == "__main__":
-    # multiprocessing's fork server prepares each engine job's process by importing the
-    # parent's main module (by name or path); run as the editor is, from a console script
-    # that imports almost nothing, not this module with PySide6 and the editor (1-2 s a job)
+def run_as_console_script(entry: Callable[[], None]) -> None:
+    """Run ``entry`` with the ``__main__`` module unnamed: multiprocessing's fork server
+    prepares each engine job's process by importing the parent's main module (by name or
+    path); run as the editor is, from a console script that imports almost nothing, not a
+    benchmark module with PySide6 and the editor (1-2 s a job)."""
     main_module = sys.modules["__main__"]
     main_module.__spec__ = None
     del main_module.__file__
-    main()
+    entry()
+
+
+if __name__ == "__main__":
+    run_as_console_script(main)

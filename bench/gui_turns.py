@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
@@ -133,8 +132,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # as bench.gui_responsiveness: engine jobs' processes must not import this module
-    main_module = sys.modules["__main__"]
-    main_module.__spec__ = None
-    del main_module.__file__
-    main()
+    from bench.gui_responsiveness import run_as_console_script
+
+    run_as_console_script(main)

@@ -14,22 +14,7 @@ from canopy.engine.execution import simulate as sim
 from canopy.engine.execution.simulate import best_depth, fastest, lower_bound, simulate
 from canopy.engine.generators import generate
 from canopy.engine.io.topology_json import load_sample
-from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree
-from canopy.engine.model.topology import Link, Node, Topology
-
-
-def line(n: int) -> Topology:
-    nodes = [Node(f"v{i}", "compute") for i in range(n)]
-    links = [Link(f"v{i}", f"v{i + 1}", Fraction(25), latency=Fraction(i + 1))
-             for i in range(n - 1)]
-    return Topology("line", nodes, links)
-
-
-def chain(n: int) -> CollectivePlan:
-    names = [f"v{i}" for i in range(n)]
-    edges = tuple(FlowEdge(a, b, (a, b)) for a, b in zip(names, names[1:], strict=False))
-    return CollectivePlan("allgather", tuple(names),
-                          broadcast_trees=(FlowTree("t", "v0", edges, Fraction(1)),))
+from tests.engine.execution.chain_plans import chain, line
 
 
 @pytest.mark.parametrize("pieces", [1, 2, 5])
