@@ -596,11 +596,16 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
         if few.past_deadline:
             return whole
         return few if few.time_us < whole.time_us else whole   # type: ignore[return-value]
+    def against(first: Timed, n: int) -> SimulationResult:
+        """n iterations run after ``first`` in full: stopped once they provably lose to
+        it and cannot be settled."""
+        assert time_within is not None
+        return time_within(n, beyond(max(float(first.time_us),
+                                         floor_us / float(1 - MIN_GAIN))))
+
     if pieces < limit and sooner(limit, pieces):
         deep = time_at(limit)
-        assert time_within is not None
-        tried = time_within(pieces, beyond(max(float(deep.time_us),
-                                               floor_us / float(1 - MIN_GAIN))))
+        tried = against(deep, pieces)
         if tried.past_deadline:
             return deep
         if settled(tried):
@@ -608,14 +613,14 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
         if deep.time_us < tried.time_us:
             return deep
         if lowest < pieces:
+            assert time_within is not None
             few = time_within(lowest, beyond(tried.time_us))
             if not few.past_deadline and few.time_us < tried.time_us:
                 tried = few
         return tried                                        # type: ignore[return-value]
     if time_within is not None and lowest < pieces == limit:
         fewest = time_at(lowest)
-        first = time_within(pieces, beyond(max(float(fewest.time_us),
-                                                floor_us / float(1 - MIN_GAIN))))
+        first = against(fewest, pieces)
         if first.past_deadline:
             return fewest
         if settled(first):
