@@ -363,7 +363,7 @@ class SolveController(QObject):
             # the first tree's diagram is drawn and painted before the canvas is released:
             # a paint of the window paints every widget waiting for one, so the two
             # would share a turn
-            lambda: self.trees.diagram.drawing,
+            self.trees.diagram.draw_pending,
             lambda: self.window.view.hold_painting(DOCKS_HOLD, False),
             lambda: self._plot(solution)])
         self._step_timer.start()

@@ -163,12 +163,12 @@ class TreeDiagramView(QGraphicsView):
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(0)
-        self._timer.timeout.connect(self._draw_pending)
+        self._timer.timeout.connect(self.draw_pending)
 
     @property
     def drawing(self) -> TreeDrawing | None:
         """The drawing of the tree shown (one asked for but not drawn yet is drawn now)."""
-        self._draw_pending()
+        self.draw_pending()
         return self._drawing
 
     def show_tree(self, shown: ShownTree | None) -> None:
@@ -178,7 +178,8 @@ class TreeDiagramView(QGraphicsView):
         self._pending = [shown]
         self._timer.start()
 
-    def _draw_pending(self) -> None:
+    def draw_pending(self) -> None:
+        """Draw now the tree :meth:`show_tree` asked for, if not drawn yet."""
         if not self._pending:
             return
         shown = self._pending.pop()

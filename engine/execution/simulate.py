@@ -580,6 +580,13 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
     def beyond(time_us: Fraction | float) -> float:
         return float(time_us) * (1 + DEADLINE_SLACK)
 
+    def against(first: Timed, n: int) -> SimulationResult:
+        """n iterations run after ``first`` in full: stopped once they provably lose to
+        it and cannot be settled."""
+        assert time_within is not None
+        return time_within(n, beyond(max(float(first.time_us),
+                                         floor_us / float(1 - MIN_GAIN))))
+
     def sooner(deep: int, other: int) -> bool:
         """Whether ``deep`` iterations' bound is below ``other``'s (both known)."""
         if lower is None or time_within is None:
@@ -596,13 +603,6 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
         if few.past_deadline:
             return whole
         return few if few.time_us < whole.time_us else whole   # type: ignore[return-value]
-    def against(first: Timed, n: int) -> SimulationResult:
-        """n iterations run after ``first`` in full: stopped once they provably lose to
-        it and cannot be settled."""
-        assert time_within is not None
-        return time_within(n, beyond(max(float(first.time_us),
-                                         floor_us / float(1 - MIN_GAIN))))
-
     if pieces < limit and sooner(limit, pieces):
         deep = time_at(limit)
         tried = against(deep, pieces)
