@@ -242,7 +242,7 @@ class LinkItem(QGraphicsItem):
         self.prepareGeometryChange()
         self._mark_shapes = {}
         self._pad_bounds()
-        self._place_label()
+        self._border_label()    # (it stays where the scene placed it, clear of the others)
 
     def _pad_bounds(self) -> None:
         """The bounds: the line's, with room for the pen, arrowheads, badges, outline."""
@@ -254,10 +254,8 @@ class LinkItem(QGraphicsItem):
         """Draw the link in ``color`` (its bandwidth's) while no overlay recolours it."""
         if color.rgba() != self.color.rgba():
             self.color = color
-            self.bandwidth_label.border = _border(self.highlight[0] if self.highlight
-                                                  else color)
             self.update()
-            self.bandwidth_label.update()
+            self._border_label()
 
     def set_zoom(self, zoom: float) -> None:
         """Show the bandwidth where it fits at ``zoom`` (the scene calls this after zooms)."""
@@ -363,10 +361,13 @@ class LinkItem(QGraphicsItem):
         """The preferred spot, while the scene has not placed the labels (after a move)."""
         fits = self.label_fits()
         self.show_label_at(self._middle() if fits else None)
+        self._border_label()
+
+    def _border_label(self) -> None:
+        """The bandwidth's box in the highlight's colour, else the link's."""
         self.bandwidth_label.border = _border(self.highlight[0] if self.highlight
                                               else self.color)
-        if fits:
-            self.bandwidth_label.update()
+        self.bandwidth_label.update()
 
     def _clear_of(self, near: QPointF, far: QPointF, extra_px: float) -> float:
         """Scene distance along the line from ``near`` at which it leaves ``near``'s box

@@ -98,3 +98,36 @@ def test_one_bandwidth_needs_no_legend(window, qtbot):
     qtbot.wait(20)
     window.scene.apply_zoom()
     assert window.scene.bandwidth_classes == [] and not window.bandwidth_legend.isVisible()
+
+
+def test_a_highlight_leaves_every_bandwidth_where_the_scene_placed_it(window, qtbot):
+    """Showing a tree recolours its links (and marks them) without moving a label: a
+    bandwidth the scene hid for want of room stays hidden (the NVSwitch links of a 4 x 8
+    rail leaf-spine at 1920 x 1080 have room for two of eight), one it placed stays there,
+    and clearing the highlight leaves them as they were."""
+    from PySide6.QtGui import QColor
+
+    from canopy.engine.generators import generate
+
+    window.doc.set_topology(generate("cluster", {"servers": 4, "gpus": 8, "gpu_bw": 450,
+                                                 "nic_bw": 50, "scale_out": "leaf-spine"}),
+                            None)
+    window.resize(1920, 1080)
+    qtbot.wait(20)
+    window.view.zoom_to_fit()
+    window.scene.apply_zoom()
+    links = window.scene.link_items()
+
+    def labels():
+        return [(link.bandwidth_label.text, link.bandwidth_label.pos().toTuple())
+                for link in links]
+
+    placed = labels()
+    shown = [text for text, _ in placed if text == "450"]
+    assert 0 < len(shown) < sum(link.text == "450" for link in links)
+    for link in links:
+        link.set_highlight(QColor("purple"), 3.0, marks=((link.target, "1"),))
+    assert labels() == placed
+    for link in links:
+        link.set_highlight(None)
+    assert labels() == placed
