@@ -587,6 +587,19 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
         return time_within(n, beyond(max(float(first.time_us),
                                          floor_us / float(1 - MIN_GAIN))))
 
+    def contest(made: Timed, n: int) -> tuple[Timed, bool]:
+        """The faster of ``made`` and n iterations run :func:`against` it (the later run
+        on a tie), and whether that ends the rule: n's run provably loses, is settled, or
+        is slower."""
+        tried = against(made, n)
+        if tried.past_deadline:
+            return made, True
+        if settled(tried):
+            return tried, True                              # type: ignore[return-value]
+        if made.time_us < tried.time_us:
+            return made, True
+        return tried, False                                 # type: ignore[return-value]
+
     def sooner(deep: int, other: int) -> bool:
         """Whether ``deep`` iterations' bound is below ``other``'s (both known)."""
         if lower is None or time_within is None:
@@ -604,28 +617,17 @@ def best_depth(time_at: Callable[[int], Timed], lowest: int, limit: int, target:
             return whole
         return few if few.time_us < whole.time_us else whole   # type: ignore[return-value]
     if pieces < limit and sooner(limit, pieces):
-        deep = time_at(limit)
-        tried = against(deep, pieces)
-        if tried.past_deadline:
-            return deep
-        if settled(tried):
-            return tried                                    # type: ignore[return-value]
-        if deep.time_us < tried.time_us:
-            return deep
+        tried, ended = contest(time_at(limit), pieces)
+        if ended:
+            return tried
         if lowest < pieces:
             assert time_within is not None
             few = time_within(lowest, beyond(tried.time_us))
             if not few.past_deadline and few.time_us < tried.time_us:
-                tried = few
-        return tried                                        # type: ignore[return-value]
+                return few                                  # type: ignore[return-value]
+        return tried
     if time_within is not None and lowest < pieces == limit:
-        fewest = time_at(lowest)
-        first = against(fewest, pieces)
-        if first.past_deadline:
-            return fewest
-        if settled(first):
-            return first                                    # type: ignore[return-value]
-        return fewest if fewest.time_us < first.time_us else first   # type: ignore[return-value]
+        return contest(time_at(lowest), pieces)[0]
 
     def beats(deadline: Fraction, n: int) -> Timed | None:
         """n iterations timed, or None where they provably end after ``deadline``."""
