@@ -50,10 +50,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
+
+import numpy as np
 
 from canopy.engine.execution.folding import edge_permutation
 from canopy.engine.model.memo import RecentMemo
@@ -69,9 +71,11 @@ COPY_THREADBLOCKS = 1                  # a GPU's local copies share one thread b
 @dataclass(slots=True)
 class _Ends:
     """A connection's steps within the piece: its earliest and latest, how many XML steps
-    one loop iteration gives it, whether its receiver forwards none of its data, and the
-    receive connections every one of its transfers is fed by (its sender's edges of the
-    same tree: the parent's edge when broadcasting, the children's when reducing)."""
+    one loop iteration gives it, whether its receiver forwards none of its data, how many
+    tree edges it carries, and, for a connection of one edge, the receive connections
+    that feed it (its sender's edges of the same tree: the parent's edge when
+    broadcasting, the children's when reducing; None for a connection of several edges:
+    only connections of one edge each pair as relays)."""
 
     first: int
     last: int
@@ -89,7 +93,7 @@ def connection_steps(plan: CollectivePlan, max_count: int = MscclLimits().max_co
     depth plus one more than the reductions' last step. ``base``: a plan with the same
     trees and edges but for their channels (the plan ``plan`` was laid out from), whose
     steps are then worked out once for all its layouts."""
-    return _connection_ends(base or plan, edge_channels(plan), max_count)[0]
+    return _connection_ends(base or plan, edge_channels(plan), max_count).ends()
 
 
 def edge_channels(plan: CollectivePlan) -> list[Hashable]:
@@ -100,87 +104,142 @@ def edge_channels(plan: CollectivePlan) -> list[Hashable]:
 
 
 def _connection_ends(trees: CollectivePlan, channels: Sequence[Hashable], max_count: int
-                     ) -> tuple[dict[Conn, _Ends], list[Conn]]:
-    """:func:`connection_steps` of ``trees`` with its edges on ``channels`` (as
-    :func:`edge_channels` lists them), and every edge's connection in that order."""
-    found: dict[Conn, _Ends] = {}
-    flat: list[Conn] = []
-    at = 0
-    for per, rows in _edge_steps(trees, max_count):
-        conns = [(row[0], row[1], channel)
-                 for row, channel in zip(rows, channels[at:at + len(rows)], strict=True)]
-        at += len(rows)
-        flat.extend(conns)
-        for key, (_, _, step, terminal, feeders) in zip(conns, rows, strict=True):
-            ends = found.get(key)
-            if ends is None:
-                found[key] = _Ends(step, step, per, terminal,
-                                   {conns[f] for f in feeders} if feeders else set())
-                continue
-            if step < ends.first:
-                ends.first = step
-            elif step > ends.last:
-                ends.last = step
-            ends.steps += per
-            ends.edges += 1
-            if not terminal:
-                ends.terminal = False
-            if ends.fed_by:             # (what feeds every edge: none fed, none left)
-                ends.fed_by &= {conns[f] for f in feeders}
-    assert at == len(channels)
-    return found, flat
+                     ) -> _Connections:
+    """The connections of ``trees`` with its edges on ``channels`` (as
+    :func:`edge_channels` lists them), their steps summed over arrays of every edge (the
+    layouts of one plan are paired many times, and a pass over its edges in Python per
+    layout would cost most of the pairing)."""
+    facts = _edge_steps(trees, max_count)
+    distinct = list(dict.fromkeys(channels))
+    number = {channel: i for i, channel in enumerate(distinct)}
+    channel = np.fromiter(map(number.__getitem__, channels), dtype=np.int64,
+                          count=len(channels))
+    codes, first_edge, conn_of = np.unique(facts.pair * len(distinct) + channel,
+                                           return_index=True, return_inverse=True)
+    order = np.argsort(first_edge, kind="stable")   # connections by their first edge
+    renumbered = np.empty_like(order)
+    renumbered[order] = np.arange(len(order))
+    conn_of = renumbered[conn_of.reshape(-1)]
+    codes, first_edge = codes[order], first_edge[order]
+    count = len(codes)
+    first = np.full(count, np.iinfo(np.int64).max)
+    np.minimum.at(first, conn_of, facts.step)
+    last = np.full(count, -1)
+    np.maximum.at(last, conn_of, facts.step)
+    steps = np.zeros(count, dtype=np.int64)
+    np.add.at(steps, conn_of, facts.per)
+    forwarded = np.bincount(conn_of, weights=~facts.terminal, minlength=count)
+    pair, channel = np.divmod(codes, len(distinct))
+    conns: list[Conn] = list(zip(facts.sender[pair].tolist(), facts.receiver[pair].tolist(),
+                                 map(distinct.__getitem__, channel.tolist()), strict=True))
+    return _Connections(conns, conn_of, first.tolist(), last.tolist(), steps.tolist(),
+                        (forwarded == 0).tolist(),
+                        np.bincount(conn_of, minlength=count).tolist(), first_edge.tolist(),
+                        facts.feeders)
 
 
-EdgeStep = tuple[str, str, int, bool, list[int]]   # sender, receiver, step, terminal, feeders
-_EDGE_STEPS: RecentMemo[list[tuple[int, list[EdgeStep]]]] = RecentMemo(1)
+@dataclass(frozen=True)
+class _Connections:
+    """A layout's connections (``conns``, in the order their first edge comes), per edge
+    its connection's index (``conn_of``), and per connection the figures of its
+    :class:`_Ends` and its first edge."""
+
+    conns: list[Conn]
+    conn_of: Any
+    first: list[int]
+    last: list[int]
+    steps: list[int]
+    terminal: list[bool]
+    edges: list[int]
+    first_edge: list[int]
+    feeders: list[list[int]]            # per edge, the edges that feed it
+
+    def ends(self, gpus: set[str] | None = None) -> dict[Conn, _Ends]:
+        """The :class:`_Ends` of every connection, or of those from or to ``gpus`` (the
+        ones matching asks about)."""
+        conn_of = self.conn_of.tolist()
+        out: dict[Conn, _Ends] = {}
+        for i, conn in enumerate(self.conns):
+            if gpus is None or conn[0] in gpus or conn[1] in gpus:
+                n = self.edges[i]
+                fed_by = {self.conns[conn_of[f]] for f in self.feeders[self.first_edge[i]]} \
+                    if n == 1 else None
+                out[conn] = _Ends(self.first[i], self.last[i], self.steps[i],
+                                  self.terminal[i], fed_by, n)
+        return out
 
 
-def _edge_steps(plan: CollectivePlan, max_count: int) -> list[tuple[int, list[EdgeStep]]]:
-    """Per tree of ``plan``, the XML steps one loop iteration gives each of its transfers,
-    and per edge its sender, receiver, step within the piece, whether its receiver forwards
-    none of its data, and the edges of the tree that feed it (into its sender); kept for
-    the last plan asked (pairing asks about the layouts of one plan many times)."""
+@dataclass(frozen=True)
+class _EdgeSteps:
+    """Every edge of a plan (trees in order, each tree's edges in order): its sender and
+    receiver (an index into ``sender`` and ``receiver``), its step within the piece, the
+    XML steps one loop iteration gives it, whether its receiver forwards none of its
+    data, and the edges of its tree that feed it (into its sender)."""
+
+    sender: Any
+    receiver: Any
+    pair: Any
+    step: Any
+    per: Any
+    terminal: Any
+    feeders: list[list[int]]
+
+
+_EDGE_STEPS: RecentMemo[_EdgeSteps] = RecentMemo(1)
+
+
+def _edge_steps(plan: CollectivePlan, max_count: int) -> _EdgeSteps:
+    """The :class:`_EdgeSteps` of ``plan``, kept for the last plan asked (pairing asks
+    about the layouts of one plan many times)."""
     return _EDGE_STEPS.get(plan, max_count, lambda: _walk_edge_steps(plan, max_count))
 
 
-def _walk_edge_steps(plan: CollectivePlan, max_count: int
-                     ) -> list[tuple[int, list[EdgeStep]]]:
+def _walk_edge_steps(plan: CollectivePlan, max_count: int) -> _EdgeSteps:
     """:func:`_edge_steps` worked out anew."""
     offset = 0
     if plan.reduce_trees and plan.broadcast_trees:
         offset = 1 + max(max(tree_levels(t), default=0) for t in plan.reduce_trees)
     n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
-    out: list[tuple[int, list[EdgeStep]]] = []
+    pairs: dict[tuple[str, str], int] = {}
+    pair: list[int] = []
+    step: list[int] = []
+    per: list[int] = []
+    terminal: list[bool] = []
+    feeders: list[list[int]] = []
     for tree in plan.trees:
+        at = len(pair)
         shift = 0 if tree.reduce else offset
-        per = math.ceil(tree.share * n * chunks / max_count)
+        steps = math.ceil(tree.share * n * chunks / max_count)
         ends = [(e.child, e.parent) if tree.reduce else (e.parent, e.child) for e in tree.edges]
         into: dict[str, list[int]] = defaultdict(list)    # per node, its receives here
         for j, (_, receiver) in enumerate(ends):
-            into[receiver].append(j)
+            into[receiver].append(at + j)
         senders = {sender for sender, _ in ends}
-        rows = []
         for (sender, receiver), level in zip(ends, tree_levels(tree), strict=True):
-            terminal = receiver == tree.root and not plan.broadcast_trees if tree.reduce \
-                else receiver not in senders
-            rows.append((sender, receiver, level + shift, terminal, into.get(sender, [])))
-        out.append((per, rows))
-    return out
+            pair.append(pairs.setdefault((sender, receiver), len(pairs)))
+            step.append(level + shift)
+            per.append(steps)
+            terminal.append(receiver == tree.root and not plan.broadcast_trees if tree.reduce
+                            else receiver not in senders)
+            feeders.append(into.get(sender, []))
+    return _EdgeSteps(np.array([u for u, _ in pairs], dtype=object),
+                      np.array([v for _, v in pairs], dtype=object), np.array(pair, dtype=np.int64),
+                      np.array(step, dtype=np.int64), np.array(per, dtype=np.int64),
+                      np.array(terminal, dtype=bool), feeders)
 
 
-def threadblocks_per_gpu(plan: CollectivePlan, ends: dict[Conn, _Ends] | None = None
-                         ) -> dict[str, int]:
+def threadblocks_per_gpu(plan: CollectivePlan) -> dict[str, int]:
     """Thread blocks each GPU needs for a plan whose edges name channels: one per
     connection end, one per pair of ``plan.paired`` instead of two, and one for its local
     copies."""
-    return _threadblocks(ends if ends is not None else connection_steps(plan), plan.paired)
+    return _threadblocks(connection_steps(plan), plan.paired)
 
 
-def _threadblocks(ends: dict[Conn, _Ends], paired: tuple[tuple[str, str, str, Any], ...]
+def _threadblocks(conns: Iterable[Conn], paired: tuple[tuple[str, str, str, Any], ...]
                   ) -> dict[str, int]:
-    """:func:`threadblocks_per_gpu` of connections ``ends`` and pairs ``paired``."""
+    """:func:`threadblocks_per_gpu` of connections ``conns`` and pairs ``paired``."""
     count: dict[str, int] = defaultdict(lambda: COPY_THREADBLOCKS)
-    for u, v, _ in ends:
+    for u, v, _ in conns:
         count[u] += 1
         count[v] += 1
     for _, v, _, _ in paired:
@@ -246,30 +305,30 @@ def pairing(trees: CollectivePlan, channels: Sequence[Hashable], limits: MscclLi
     ``channels`` (as :func:`edge_channels` lists them; ``paired``: the pairs it has
     already), found without building it: a bisection over layouts of one plan tries
     many and builds one."""
-    ends, flat = _connection_ends(trees, channels, limits.max_count)
-    count = _threadblocks(ends, paired)
+    layout = _connection_ends(trees, channels, limits.max_count)
+    count = _threadblocks(layout.conns, paired)
     if all(n <= limits.max_tbs_per_gpu for n in count.values()):
         return Pairing(None, None)
+    image = _symmetry(trees, layout, servers) if servers is not None else None
+    over = [gpu for gpu in _representatives(sorted(count), image)
+            if count[gpu] > limits.max_tbs_per_gpu]
+    ends = layout.ends(set(over))
     receives: dict[str, list[Conn]] = defaultdict(list)
     sends: dict[str, list[Conn]] = defaultdict(list)
     for conn in ends:
         sends[conn[0]].append(conn)
         receives[conn[1]].append(conn)
-    image = _symmetry(trees, flat, servers) if servers is not None else None
-    matched = _representatives(sorted(count), image)
     forbidden: set[tuple[Conn, Conn]] = set()
     for extra in range(ROUNDS):
         pairs: list[tuple[Conn, Conn]] = []
-        for gpu in matched:
+        for gpu in over:
             want = count[gpu] - limits.max_tbs_per_gpu
-            if want <= 0:
-                continue
             found = _pairs(receives[gpu], sends[gpu], ends, limits.max_steps_per_tb,
                            forbidden, want + extra)
             if len(found) < want:
                 return None
             pairs.extend(_orbit(found, image))
-        renamed, dropped = _colour(list(ends), pairs, limits, image)
+        renamed, dropped = _colour(layout.conns, pairs, limits, image)
         if renamed is None:
             return None
         kept = [p for p in pairs if p not in dropped]
@@ -295,18 +354,17 @@ class _Image:
 _IMAGES: RecentMemo[Any] = RecentMemo(1)      # the last base plan's, per rotation
 
 
-def _symmetry(trees: CollectivePlan, flat: list[Conn], servers: ServerPlaces
+def _symmetry(trees: CollectivePlan, layout: _Connections, servers: ServerPlaces
               ) -> _Image | None:
     """The first of ``servers``' rotations π (most folding first, as the simulation
     tries them) that maps ``trees`` onto themselves
     (:func:`~canopy.engine.execution.folding.edge_permutation`, worked out once per plan
-    and rotation) so that the edges of each connection of the layout (``flat``: every
-    edge's connection, as :func:`_connection_ends` lists them) go to the edges of one
-    connection: π on GPUs and connections. A tree goes to a tree of the same share whose
-    edges are its edges moved, so each connection goes to one with the same steps, fed
-    by the images of its feeders (:class:`_Ends`): the matching of one GPU, moved by π,
-    is a matching at its image. None where no rotation does, or a GPU sits in no server
-    (π would fix it)."""
+    and rotation) so that the edges of each connection of ``layout`` go to the edges of
+    one connection, distinct connections to distinct ones: π on GPUs and connections. A
+    tree goes to a tree of the same share whose edges are its edges moved, so each
+    connection goes to one with the same steps, fed by the images of its feeders
+    (:class:`_Ends`): the matching of one GPU, moved by π, is a matching at its image.
+    None where no rotation does, or a GPU sits in no server (π would fix it)."""
     if any(gpu not in servers.where for gpu in trees.compute_nodes):
         return None
     for rotation, order in zip(servers.rotations, servers.orders, strict=True):
@@ -314,11 +372,13 @@ def _symmetry(trees: CollectivePlan, flat: list[Conn], servers: ServerPlaces
                            partial(edge_permutation, trees, rotation))
         if perm is None:
             continue
-        image: dict[Conn, Conn] = {}
-        if all(image.setdefault(conn, flat[j]) == flat[j]
-               for conn, j in zip(flat, perm.tolist(), strict=True)) and \
-                len(set(image.values())) == len(image):
-            return _Image(rotation, image, order)
+        conns, conn_of = layout.conns, layout.conn_of
+        moved = conn_of[perm]                  # per edge, its image's connection
+        image = np.empty(len(conns), dtype=conn_of.dtype)
+        image[conn_of] = moved
+        if (image[conn_of] == moved).all() and len(np.unique(image)) == len(conns):
+            return _Image(rotation, dict(zip(conns, [conns[c] for c in image.tolist()],
+                                             strict=True)), order)
     return None
 
 
@@ -474,11 +534,12 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
     dropped: set[tuple[Conn, Conn]] = set()
     while heap:
         unit = heapq.heappop(heap)[-1]
-        if len(unit) == 1 and len(unit[0]) == 1:        # a connection alone (most are)
-            channel = board.single(unit[0][0])
-            if channel is None:
-                return None, dropped
-            out[unit[0][0]] = channel
+        if len(unit[0]) == 1:       # connections alone (most are; an orbit's chains alike)
+            for (conn,) in unit:
+                channel = board.single(conn)
+                if channel is None:
+                    return None, dropped
+                out[conn] = channel
             continue
         done: list[tuple[list[Conn], dict[str, int], int]] = []
         for chain in unit:
@@ -495,8 +556,6 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
             continue
         for chain, tbs, channel in done:
             board.place(chain, tbs, channel, -1)
-        if len(unit[0]) == 1:
-            return None, dropped
         cut = len(unit[0]) // 2
         dropped.update((chain[cut - 1], chain[cut]) for chain in unit)
         heapq.heappush(heap, urgency([chain[:cut] for chain in unit]))
