@@ -8,7 +8,8 @@
 bound is shown within a second while the schedule is still being built. The executed
 times (a simulation, far longer than the solve at 32-64 GPUs) follow the solution in a job
 of their own (:func:`canopy.app.background.executed_of`), so the results are shown as
-soon as the schedule is built and the time plot gains its executed curve after.
+soon as the schedule is built and the time plot gains its executed curve after; that
+job's process starts once the window has shown the results (:attr:`ComputeController.when_shown`).
 
 Every edit that could change a schedule (nodes, links, kinds, bandwidths, latencies; not
 moves or labels) is checked against the solved topology's
@@ -59,6 +60,12 @@ class ComputeController(QObject):
         self._snapshot_at = -1
         self._pickled = b""        # the snapshot being solved, pickled
         self.bound_first_nodes = BOUND_FIRST_NODES
+        self.when_shown: Callable[[Callable[[], None]], None] = lambda start: start()
+        """Called with the start of the executed times' job as a solution arrives; calls it
+        once the window has shown that solution (by default at once). A window showing
+        results over turns of its event loop starts the simulation after them: started
+        with them, its process takes a core from the showing, and its progress events ask
+        the GUI thread for the interpreter lock in the middle of it."""
         self._busy = False
         self._changes = 0
         """Edits that could change a schedule so far: a result solved from a snapshot taken
@@ -99,10 +106,13 @@ class ComputeController(QObject):
         return self.run(what, self._solved, solution_of, pickled, collective, k)
 
     def run(self, what: str, done: Callable[[Any], None], func: Callable[..., Any],
-            *args: Any, stopped: Callable[[str], None] | None = None, **kwargs: Any) -> bool:
+            *args: Any, stopped: Callable[[str], None] | None = None,
+            start: Callable[[Callable[[], None]], None] | None = None, **kwargs: Any) -> bool:
         """Run ``func(*args, progress=..., **kwargs)`` in a child process, then
         ``done(result)``; False (and nothing started) while another job runs. Where it
-        fails or is cancelled, ``stopped(why)`` runs first, if given.
+        fails or is cancelled, ``stopped(why)`` runs first, if given. With ``start``, the
+        job is under way (busy, cancellable) at once but its process starts when
+        ``start`` calls the function it is given.
 
         ``func`` must be a module-level function and its arguments and result picklable.
         """
@@ -125,7 +135,12 @@ class ComputeController(QObject):
         if not self._busy:
             self._busy = True
             self.busy_changed.emit(True)
-        job.start()
+
+        def go() -> None:
+            if self.job is job:     # (not cancelled meanwhile)
+                job.start()
+
+        (start or (lambda now: now()))(go)
         return True
 
     def cancel(self) -> None:
@@ -181,7 +196,7 @@ class ComputeController(QObject):
         if solution.schedule_to_simulate:     # started first: the status line then says
             self.run("Simulating the executed time", lambda times: self._simulated(   # solved
                 solution, times, ""), executed_of, self._pickled,
-                solution.schedule_to_simulate,
+                solution.schedule_to_simulate, start=self.when_shown,
                 stopped=lambda why: self._simulated(solution, [], f"simulation {why}"))
         self.solution_changed.emit(solution)
         self.stale_changed.emit(self.stale)

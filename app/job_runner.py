@@ -113,7 +113,7 @@ class EngineJob(QObject):
         super().__init__(parent)
         self._job = ChildJob(func, *args, **kwargs)
         self._job.background = background
-        self._running = False
+        self._started = self._running = False
         self._stopped = threading.Event()
         """Set by cancel and deletion; the reader thread asks this, never the job itself."""
         self._dispatcher = _dispatcher()
@@ -136,7 +136,9 @@ class EngineJob(QObject):
         Holding one, it could let go of the last reference to this object's wrapper as it
         ended, freeing the wrapper on the reader thread while the GUI thread deletes the
         object: a Qt object touched from two threads at once."""
-        self._running = True
+        if self._stopped.is_set():
+            return      # cancelled before it started
+        self._started = self._running = True
         self._dispatcher.jobs[self._key] = self
         emit = functools.partial(_while_alive, self._dispatcher.job_event.emit, self._key)
         turn = functools.partial(_turn, functools.partial(_while_alive,
@@ -150,8 +152,9 @@ class EngineJob(QObject):
         return self._running
 
     def cancel(self) -> None:
-        """Stop the engine now; ``cancelled`` follows at once, nothing else does."""
-        if not self._running:
+        """Stop the engine now (or, not started yet, never start it); ``cancelled``
+        follows at once, nothing else does."""
+        if self._stopped.is_set() or self._started and not self._running:
             return
         self._running = False
         self._stopped.set()

@@ -131,6 +131,8 @@ class SolveController(QObject):
         self._step_timer.setSingleShot(True)
         self._step_timer.setInterval(0)
         self._step_timer.timeout.connect(self._next_step)
+        self._after_steps: list[Callable[[], None]] = []
+        """Run once the steps have run out (the executed times' job starts then)."""
         self._create_actions()
         self.results = ResultsDock(self.actions["show_cut"], self.actions["show_load"], window)
         self.trees = TreesDock(window)
@@ -140,6 +142,7 @@ class SolveController(QObject):
         self._make_solve_button()
         self._build_progress()
         c = self.controller
+        c.when_shown = self._when_shown
         c.busy_changed.connect(self._busy_changed)
         c.progress.connect(self._progress)
         c.started.connect(lambda what: window.statusBar().showMessage(what + "…"))
@@ -381,6 +384,19 @@ class SolveController(QObject):
             self._steps.popleft()()
         if self._steps:
             self._step_timer.start()
+        else:
+            self._steps_done()
+
+    def _when_shown(self, start: Callable[[], None]) -> None:
+        """``start`` once the steps showing the solution that comes with it have run (the
+        controller hands it over just before the solution)."""
+        self._after_steps.append(start)
+        self._step_timer.start()
+
+    def _steps_done(self) -> None:
+        after, self._after_steps = self._after_steps, []
+        for then in after:
+            then()
 
     def _draw_overlays(self) -> None:
         """The cut (and load) on the canvas, with the tree chosen meanwhile if any; the
@@ -480,6 +496,7 @@ class SolveController(QObject):
         """Empty every result dock and take the overlays off (results were dropped)."""
         self._first_pending = None
         self._steps.clear()
+        self._steps_done()
         self.overlays.set_solution(None)
         for dock in (self.results, self.trees, self.plots):
             dock.set_solution(None, False)
@@ -500,6 +517,7 @@ class SolveController(QObject):
         self._step_timer.stop()
         while self._steps:
             self._steps.popleft()()
+        self._steps_done()
         solution = self.controller.solution
         if solution is not None and self.plots.solution is not solution:
             self.plots.set_solution(solution, self.controller.stale)

@@ -326,3 +326,34 @@ def test_results_are_shown_before_the_executed_time_which_follows(window, qtbot)
     assert controller.solution is not None
     assert controller.solution.executed_note == "simulation cancelled"
     assert controller.solution.executed_us == []
+
+
+def test_the_simulation_starts_once_the_results_are_shown(window, qtbot):
+    """The executed times' job is under way (busy, cancellable) as the solution arrives,
+    but its process starts only once the window's steps showing the solution ran out
+    (started with them, it took a core from the showing); cancelled before it started,
+    it never starts and the results stay."""
+    window.doc.set_topology(load_sample("dgx-a100-2x8"))
+    solver, controller = window.solver, window.solver.controller
+    handed = controller.when_shown
+    steps_left = []
+    controller.when_shown = lambda start: handed(
+        lambda: (steps_left.append(len(solver._steps)), start()))
+    pending = []
+    controller.solution_changed.connect(lambda s: pending.append(
+        (controller.job.is_running(), len(solver._steps) > 0)))
+    window.named_actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: not controller.busy, timeout=60000)
+    assert pending == [(False, True)] and steps_left == [0]
+    assert controller.solution.executed_us and controller.solution.executed_note == ""
+
+    def cancel_at_once(solution):
+        pending.append(controller.job)
+        controller.cancel()
+    controller.solution_changed.connect(cancel_at_once)
+    window.named_actions["solve_allgather"].trigger()
+    qtbot.waitUntil(lambda: len(pending) == 3, timeout=60000)
+    assert not controller.busy and controller.job is None
+    solver.settle()
+    assert steps_left == [0, 0] and not pending[2].is_running()
+    assert controller.solution.executed_note == "simulation cancelled"
