@@ -486,11 +486,16 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     streaming send (bottleneck, target) is kept per connection, and start and finish
     events name the connection, not the send: the loop touches few per-send arrays, each
     at most a few times per send (compiled, on programs of a million sends, these
-    scattered accesses are most of its time). The connections streaming over a link are
-    a linked list in the order they started. Each link keeps a binary heap of the
+    scattered accesses are most of its time). Each link keeps a binary heap of the
     connections it bottlenecks by (target, sequence number), indexed (a connection's place
     in it is known), so a connection that moves to another bottleneck leaves it at once
-    and its first entry is always live. The events due later are a binary heap by (time,
+    and its first entry is always live, and an array, in no order and indexed, of the
+    other connections streaming over it. When a batch lowers a link's share, the
+    connections of that array whose bottleneck has a larger share move to a new one; when
+    it raises it, those of its heap look for theirs again (the first link of the route
+    with the smallest share, if smaller than their bottleneck's). Those that move take
+    their sequence numbers in the order of the link (in the batch's order of links) that
+    found them first, then of when their sends started. The events due later are a binary heap by (time,
     sequence number) in arrays: a link's next finish, superseded (not removed) when the
     link's share changes, and counted as an event when it comes due, or a delivery.
     The lists a batch fills are allocated once, and the events a batch schedules for its
@@ -512,17 +517,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     clock = _filled(nlinks, zero)
     mark = _filled(nlinks, zero)
     link_seq = _filled(nlinks, 0)     # the sequence number of each link's next finish
-    # The connections streaming over each link, in the order they started: a linked list
-    # over the entries k of ``cl_idx`` (entry k is connection ``owner[k]`` on link
-    # ``cl_idx[k]``).
-    first = _filled(nlinks, -1)
-    last = _filled(nlinks, -1)
-    nxt = _filled(len(cl_idx), -1)
-    prv = _filled(len(cl_idx), -1)
-    owner = _filled(len(cl_idx), 0)
-    for c in range(nconn):
-        for k in range(cl_ptr[c], cl_ptr[c + 1]):
-            owner[k] = c
     # A connection streams one send at a time, its ``q_idx[head[c]]``: that send's
     # bottleneck link (-1 before it streams) and virtual finish time ``target`` are kept
     # per connection, with the sequence number ``ranked`` given when it was last set.
@@ -540,6 +534,15 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     members = _filled(len(cl_idx), 0)
     size_of = _filled(nlinks, 0)
     place = _filled(nconn, 0)
+    # Per link, in no order, the entries k of ``cl_idx`` (connection ``others[..]``, entry
+    # ``other_entry[..]`` on link ``cl_idx[k]``) of the streaming connections it does not
+    # bottleneck: ``[base[lid]:base[lid] + count_of[lid]]``, ``slot[k]`` the index of entry
+    # k there; ``began[c]`` numbers connection c's send in the order the sends started.
+    others = _filled(len(cl_idx), 0)
+    other_entry = _filled(len(cl_idx), 0)
+    count_of = _filled(nlinks, 0)
+    slot = _filled(len(cl_idx), 0)
+    began = _filled(nconn, 0)
     head = _copied(q_ptr[:nconn])
     busy = _filled(nconn, False)
     pend = _copied(pending)
@@ -576,6 +579,23 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
         members[at + i] = c
         place[c] = i
 
+    def join(lid: int, k: int, c: int) -> None:
+        # Entry k (of connection c) joins the entries link lid does not bottleneck.
+        i = base[lid] + count_of[lid]
+        others[i] = c
+        other_entry[i] = k
+        slot[k] = count_of[lid]
+        count_of[lid] += 1
+
+    def leave(lid: int, k: int) -> None:
+        # Entry k leaves them (the last one takes its slot).
+        count_of[lid] -= 1
+        i = base[lid] + count_of[lid]
+        e = other_entry[i]
+        others[base[lid] + slot[k]] = others[i]
+        other_entry[base[lid] + slot[k]] = e
+        slot[e] = slot[k]
+
     # The events due later: a binary heap by (time, sequence number) in arrays that grow
     # as needed (a batch adds at most ``room`` events): a link's next finish (valid while
     # its sequence number is the link's ``link_seq``) or a delivery outside the queues
@@ -594,6 +614,11 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     started = _filled(nconn, 0)
     done = _filled(nconn, 0)
     moved = _filled(nconn, 0)
+    moved_by = _filled(nconn, 0)
+    movers = _filled(nconn, 0)
+    mover_by = _filled(nconn, 0)
+    mover_to = _filled(nconn, 0)
+    starts = 0
     arrived = _filled(n, 0)
     # Events due at the current time that the batch just handled pushed: the next batch
     # (the heap then holds nothing due before it), kept in push order, as the heap's
@@ -718,17 +743,12 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         done[ndone] = c
                         ndone += 1
                         continue
+                    starts += 1
+                    began[c] = starts
                     for k in range(cl_ptr[c], cl_ptr[c + 1]):
                         lid = cl_idx[k]
                         unsent[lid] -= amount
                         link_weight[lid] += weight[c]
-                        nxt[k] = -1
-                        prv[k] = last[lid]
-                        if last[lid] >= 0:
-                            nxt[last[lid]] = k
-                        else:
-                            first[lid] = k
-                        last[lid] = k
                         if touched_at[lid] != batch:
                             touched_at[lid] = batch
                             touched[ntouched] = lid
@@ -747,14 +767,8 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     for k in range(cl_ptr[c], cl_ptr[c + 1]):
                         lid = cl_idx[k]
                         link_weight[lid] -= weight[c]
-                        if prv[k] >= 0:
-                            nxt[prv[k]] = nxt[k]
-                        else:
-                            first[lid] = nxt[k]
-                        if nxt[k] >= 0:
-                            prv[nxt[k]] = prv[k]
-                        else:
-                            last[lid] = prv[k]
+                        if lid != x:
+                            leave(lid, k)
                         if touched_at[lid] != batch:
                             touched_at[lid] = batch
                             touched[ntouched] = lid
@@ -774,56 +788,73 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 w = link_weight[lid]
                 share[lid] = cap[lid] / w if w else cap[lid]
                 if share[lid] < old:
-                    k = first[lid]
-                    while k >= 0:
-                        c = owner[k]
-                        k = nxt[k]
-                        if bottleneck[c] >= 0 and share[bottleneck[c]] > share[lid] \
-                                and moved_at[c] != batch:
+                    for j in range(base[lid], base[lid] + count_of[lid]):
+                        c = others[j]
+                        if share[bottleneck[c]] > share[lid] and moved_at[c] != batch:
                             moved_at[c] = batch
                             moved[nmoved] = c
+                            moved_by[nmoved] = i
                             nmoved += 1
                 elif share[lid] > old:
-                    k = first[lid]
-                    while k >= 0:
-                        c = owner[k]
-                        k = nxt[k]
-                        if bottleneck[c] == lid and moved_at[c] != batch:
+                    for j in range(base[lid], base[lid] + size_of[lid]):
+                        c = members[j]
+                        if moved_at[c] != batch:
                             moved_at[c] = batch
                             moved[nmoved] = c
+                            moved_by[nmoved] = i
                             nmoved += 1
+            nmovers = 0
             for i in range(nmoved):
                 c = moved[i]
                 best = cl_idx[cl_ptr[c]]
                 for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
                     if share[cl_idx[k]] < share[best]:
                         best = cl_idx[k]
+                if share[best] < share[bottleneck[c]]:
+                    j = nmovers
+                    while j > 0 and mover_by[j - 1] == moved_by[i] and \
+                            began[movers[j - 1]] > began[c]:
+                        movers[j] = movers[j - 1]
+                        mover_by[j] = mover_by[j - 1]
+                        mover_to[j] = mover_to[j - 1]
+                        j -= 1
+                    movers[j] = c
+                    mover_by[j] = moved_by[i]
+                    mover_to[j] = best
+                    nmovers += 1
+            for i in range(nmovers):
+                c = movers[i]
+                best = mover_to[i]
                 old_b = bottleneck[c]
-                if share[best] < share[old_b]:
-                    v = clock[old_b] + share[old_b] * (now - mark[old_b])
-                    left = (target[c] - v) * weight[c]
-                    if not left > 0:
-                        left = zero
-                    if touched_at[old_b] != batch:
-                        touched_at[old_b] = batch
-                        touched[ntouched] = old_b
-                        ntouched += 1
-                    size_of[old_b] -= 1
-                    if place[c] < size_of[old_b]:
-                        members[base[old_b] + place[c]] = members[base[old_b] + size_of[old_b]]
-                        sift(base[old_b], size_of[old_b], place[c])
-                    bottleneck[c] = best
-                    v = clock[best] + share[best] * (now - mark[best])
-                    target[c] = v + left / weight[c]
-                    seq += 1
-                    ranked[c] = seq
-                    members[base[best] + size_of[best]] = c
-                    size_of[best] += 1
-                    sift(base[best], size_of[best], size_of[best] - 1)
-                    if touched_at[best] != batch:
-                        touched_at[best] = batch
-                        touched[ntouched] = best
-                        ntouched += 1
+                v = clock[old_b] + share[old_b] * (now - mark[old_b])
+                left = (target[c] - v) * weight[c]
+                if not left > 0:
+                    left = zero
+                if touched_at[old_b] != batch:
+                    touched_at[old_b] = batch
+                    touched[ntouched] = old_b
+                    ntouched += 1
+                size_of[old_b] -= 1
+                if place[c] < size_of[old_b]:
+                    members[base[old_b] + place[c]] = members[base[old_b] + size_of[old_b]]
+                    sift(base[old_b], size_of[old_b], place[c])
+                bottleneck[c] = best
+                v = clock[best] + share[best] * (now - mark[best])
+                target[c] = v + left / weight[c]
+                seq += 1
+                ranked[c] = seq
+                members[base[best] + size_of[best]] = c
+                size_of[best] += 1
+                sift(base[best], size_of[best], size_of[best] - 1)
+                if touched_at[best] != batch:
+                    touched_at[best] = batch
+                    touched[ntouched] = best
+                    ntouched += 1
+                for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                    if cl_idx[k] == old_b:
+                        join(old_b, k, c)
+                    elif cl_idx[k] == best:
+                        leave(best, k)
             for i in range(nstarted):
                 c = started[i]
                 best = cl_idx[cl_ptr[c]]
@@ -831,6 +862,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     if share[cl_idx[k]] < share[best]:
                         best = cl_idx[k]
                 bottleneck[c] = best
+                for k in range(cl_ptr[c], cl_ptr[c + 1]):
+                    if cl_idx[k] != best:
+                        join(cl_idx[k], k, c)
                 v = clock[best] + share[best] * (now - mark[best])
                 target[c] = v + size[q_idx[head[c]]] / weight[c]
                 seq += 1
