@@ -482,31 +482,31 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     send, only the link's next finish time. Events at one time are handled as a batch.
 
     Bookkeeping that changes no result (the same events in the same order, ties broken by
-    sequence number): a connection streams one send at a time, so the state of a
-    streaming send (bottleneck, target) is kept per connection, and start and finish
-    events name the connection, not the send: the loop touches few per-send arrays, each
-    at most a few times per send (compiled, on programs of a million sends, these
-    scattered accesses are most of its time). Each link keeps a binary heap of the
-    connections it bottlenecks by (target, sequence number), indexed (a connection's place
-    in it is known), so a connection that moves to another bottleneck leaves it at once
-    and its first entry is always live, and an array, in no order and indexed, of the
-    other connections streaming over it. When a batch lowers a link's share, the
-    connections of that array whose bottleneck has a larger share move to a new one; when
-    it raises it, those of its heap look for theirs again (the first link of the route
-    with the smallest share, if smaller than their bottleneck's). Those that move take
-    their sequence numbers in the order of the link (in the batch's order of links) that
-    found them first, then of when their sends started. The events due later are a binary heap by (time,
-    sequence number) in arrays: a link's next finish, superseded (not removed) when the
-    link's share changes, and counted as an event when it comes due, or a delivery.
-    The lists a batch fills are allocated once, and the events a batch schedules for its
-    own time (starts, and finishes already due) wait in a list in push order for the next
-    batch rather than in the heap, which orders them the same way (by sequence number,
-    nothing else being due then). Deliveries wait in one queue per distinct latency
-    (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the heap), entries
-    appended in the order the sends finished: a connection's deliveries fall due α after
-    its sends finish, so each queue is in time order, and the next event is the earliest
-    of the heap's and the queues' first by (time, sequence number), as the heap alone
-    would give it (faster compiled on TACOS's timetables, with their millions of sends).
+    sequence number): a connection streams one send at a time, so the state of a streaming
+    send (bottleneck, target) is kept per connection, and start and finish events name the
+    connection, not the send: the loop touches few per-send arrays, each at most a few times
+    per send (compiled, on programs of a million sends, these scattered accesses are most of
+    its time). Each link keeps a binary heap of the connections it bottlenecks by (target,
+    sequence number), indexed (a connection's place in it is known), so a connection that
+    moves to another bottleneck leaves it at once and its first entry is always live, and an
+    array, in no order and indexed, of the other connections streaming over it. When a batch
+    lowers a link's share, the connections of that array whose bottleneck has a larger
+    share, and when it raises it, those of its heap, look for their bottleneck again (the
+    first link of the route with the smallest share, taken if smaller than their
+    bottleneck's). Those that move take their sequence numbers in the order of the link (in
+    the batch's order of links) that found them first, then of when their sends started. The
+    events due later are a binary heap by (time, sequence number) in arrays: a link's next
+    finish, superseded (not removed) when the link's share changes, and counted as an event
+    when it comes due, or a delivery. The lists a batch fills are allocated once, and the
+    events a batch schedules for its own time (starts, and finishes already due) wait in a
+    list in push order for the next batch rather than in the heap, which orders them the
+    same way (by sequence number, nothing else being due then). Deliveries wait in one queue
+    per distinct latency (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the
+    heap), entries appended in the order the sends finished: a connection's deliveries fall
+    due α after its sends finish, so each queue is in time order, and the next event is the
+    earliest of the heap's and the queues' first by (time, sequence number), as the heap
+    alone would give it (faster compiled on TACOS's timetables, with their millions of
+    sends).
     """
     nlinks = len(cap)
     nconn = len(alpha)
