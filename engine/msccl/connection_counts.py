@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -483,32 +483,43 @@ def server_places(topology: Topology) -> ServerPlaces | None:
     return places
 
 
-class _Laying:
-    """What :func:`channel_plan` computes of one plan, ``detail`` and tie ranking whatever
-    the counts: each key's tree edges in the order they go to its connections, their chunks,
-    their priorities, and (as asked) the runs per count, the edges and the trees built
-    (immutable, so equal ones are shared between layouts of the plan)."""
+class _Built:
+    """What :func:`channel_plan` computes of one plan and tie ranking whatever the detail
+    and counts: each tree edge's rank among the edges of its connection and step, its
+    priority, and the edges and trees built so far (immutable, so equal ones are shared
+    between layouts of the plan). Every edge ranks by its tree and sender alone, so the
+    priorities, numbered over the ranks of all edges, are the same at every detail."""
 
-    def __init__(self, plan: CollectivePlan, detail: int,
+    def __init__(self, plan: CollectivePlan,
                  rank: Callable[[int, str], tuple[int, ...]] | None) -> None:
-        mult = multiplicities(plan)
         self.starts: list[int] = [0]          # each tree's first edge in the flat order
         for tree in plan.trees:
             self.starts.append(self.starts[-1] + len(tree.edges))
+        self.ranks: dict[tuple[int, int], tuple[int, ...]] = {
+            (ti, ei): (ti,) if rank is None else rank(ti, e.child if tree.reduce else e.parent)
+            for ti, tree in enumerate(plan.trees) for ei, e in enumerate(tree.edges)}
+        order = {r: Fraction(i) for i, r in enumerate(sorted(set(self.ranks.values())))}
+        self.priority: dict[tuple[int, int], Fraction] | None = None if rank is None else \
+            {edge: order[r] for edge, r in self.ranks.items()}
+        self.edges: dict[tuple[int, int, Hashable], FlowEdge] = {}
+        self.trees: dict[tuple[int, tuple[Hashable, ...]], FlowTree] = {}
+
+
+class _Laying:
+    """What :func:`channel_plan` computes of one plan, ``detail`` and tie ranking whatever
+    the counts: each key's tree edges in the order they go to its connections, their
+    chunks, and (as asked) the runs per count."""
+
+    def __init__(self, plan: CollectivePlan, detail: int, built: _Built) -> None:
+        mult = multiplicities(plan)
+        self.starts = built.starts
         self.groups: list[tuple[Key, list[int], list[int]]] = []   # members: flat edges
-        ranks: dict[tuple[int, int], tuple[int, ...]] = {}
+        ranks = built.ranks
         for group, items in connection_members(plan, detail).items():
-            for _, ti, ei in items:
-                ranks[(ti, ei)] = (ti,) if rank is None else rank(ti, group[0])
             items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
             self.groups.append((group, [self.starts[ti] + ei for _, ti, ei in items],
                                 [mult[ti] for _, ti, _ in items]))
-        order = {r: Fraction(i) for i, r in enumerate(sorted(set(ranks.values())))}
-        self.priority: dict[tuple[int, int], Fraction] | None = None if rank is None else \
-            {edge: order[r] for edge, r in ranks.items()}
         self.runs: dict[tuple[int, int], list[int]] = {}
-        self.edges: dict[tuple[int, int, int], FlowEdge] = {}
-        self.trees: dict[tuple[int, tuple[int, ...]], FlowTree] = {}
 
 
 class _Ties:
@@ -560,6 +571,7 @@ class _Ties:
 
 _TIES: RecentMemo[_Ties] = RecentMemo(1)          # the last plan's (layouts() asks many times)
 _LAYINGS: RecentMemo[_Laying] = RecentMemo(2)     # the last few plans'
+_BUILT: RecentMemo[_Built] = RecentMemo(2)
 
 
 def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[Key, int]
@@ -588,10 +600,17 @@ def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[
     return None
 
 
+def _built(plan: CollectivePlan, rank: Callable[[int, str], tuple[int, ...]] | None
+           ) -> _Built:
+    """The :class:`_Built` of ``plan`` and ``rank``, kept for the last few plans."""
+    return _BUILT.get(plan, rank, lambda: _Built(plan, rank))
+
+
 def _laying(plan: CollectivePlan, detail: int,
             rank: Callable[[int, str], tuple[int, ...]] | None) -> _Laying:
     """The :class:`_Laying` of ``plan``, ``detail`` and ``rank``, kept for the last few."""
-    return _LAYINGS.get(plan, (detail, rank), lambda: _Laying(plan, detail, rank))
+    return _LAYINGS.get(plan, (detail, rank),
+                        lambda: _Laying(plan, detail, _built(plan, rank)))
 
 
 def layout_channels(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
@@ -620,7 +639,8 @@ def _chosen(laying: _Laying, counts: dict[Key, int]) -> list[int]:
 
 
 def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
-                  servers: ServerPlaces | None = None) -> CollectivePlan:
+                  servers: ServerPlaces | None = None,
+                  channels: Sequence[Hashable] | None = None) -> CollectivePlan:
     """``plan`` with each key's tree edges (:func:`connection_members`) on its ``counts[key]``
     connections, in runs of consecutive steps within the piece (phase, then step, then
     tree) of nearly equal chunks: a connection then carries transfers of neighbouring
@@ -628,11 +648,15 @@ def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     where counts allow). Trees of one step are ranked by :func:`_tie_ranks` (``servers``
     from :func:`server_places`), which also becomes each edge's ``priority``, the order of
     its sends among those of one step on a shared connection. (What does not depend on
-    the counts is computed once per plan: :class:`_Laying`.)"""
-    laying = _laying(plan, detail, _tie_ranks(plan, servers, counts))
-    chosen = _chosen(laying, counts)
-    starts = laying.starts
-    priority, made_edges, made_trees = laying.priority, laying.edges, laying.trees
+    the counts is computed once per plan: :class:`_Built`, :class:`_Laying`.)
+    ``channels``: every edge's channel (as :func:`layout_channels` lists them) instead,
+    such as a paired layout's (:meth:`canopy.engine.msccl.pairing.Pairing.renumbered`),
+    the edges ranked as for ``counts``."""
+    rank = _tie_ranks(plan, servers, counts)
+    built = _built(plan, rank)
+    chosen = channels if channels is not None else _chosen(_laying(plan, detail, rank), counts)
+    starts = built.starts
+    priority, made_edges, made_trees = built.priority, built.edges, built.trees
     trees = []
     for ti, t in enumerate(plan.trees):
         channels = tuple(chosen[starts[ti]:starts[ti + 1]])

@@ -344,9 +344,9 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
     pairing fits ``limits``; None when even the unpaired budget's does not pair.
     ``descent``: the plan's :class:`Descent` where the caller has it (same arguments)."""
     descent = descent or Descent(plan, limits.max_channels, detail, topology, weighted)
-    found: tuple[dict[Key, int], Pairing] | None = None
+    found: tuple[dict[Key, int], list[int], Pairing] | None = None
     low, high = limits.max_tbs_per_gpu + 1, 2 * limits.max_tbs_per_gpu
-    known: dict[frozenset[tuple[Key, int]], Pairing | None] = {}   # by counts
+    known: dict[frozenset[tuple[Key, int]], tuple[list[int], Pairing] | None] = {}
     while low <= high:
         budget = (low + high) // 2
         wider = replace(limits, max_tbs_per_gpu=budget)
@@ -358,20 +358,23 @@ def _paired_shared(plan: CollectivePlan, limits: MscclLimits, detail: int,
         # (each budget's layout paired from its edges' channels alone; the plan is built
         # for the budget found. Budgets past the connections' largest counts give the
         # same counts, so the same pairing)
-        key = frozenset(counts.items())
+        key = frozenset(counts.items())         # (by counts)
         if key not in known:
-            known[key] = pairing(plan, layout_channels(plan, counts, detail, servers),
-                                 limits, servers, plan.paired) \
-                if _pairs_fit(counts, limits) else None
-        paired = known[key]
-        if paired is None:
+            known[key] = None
+            if _pairs_fit(counts, limits):
+                channels = layout_channels(plan, counts, detail, servers)
+                paired = pairing(plan, channels, limits, servers, plan.paired)
+                known[key] = None if paired is None else (channels, paired)
+        fitting = known[key]
+        if fitting is None:
             high = budget - 1
         else:
-            found, low = (counts, paired), budget + 1
-    if found is None:
+            found, low = (counts, *fitting), budget + 1
+    if found is None or not found[2].kept:      # (none over their thread blocks: unpaired)
         return None
-    laid = found[1].apply(channel_plan(plan, found[0], detail, servers))
-    return laid if laid.paired else None
+    counts, channels, paired = found
+    return replace(channel_plan(plan, counts, detail, servers,
+                                paired.renumbered(plan, channels)), paired=paired.pairs())
 
 
 def _pairs_fit(counts: dict[Key, int], limits: MscclLimits) -> bool:

@@ -293,9 +293,25 @@ class Pairing:
                                 for e in t.edges), t.share, t.reduce)
                  for t in plan.trees]
         cut = len(plan.reduce_trees)
-        paired = tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in self.kept))
         return replace(plan, reduce_trees=tuple(trees[:cut]),
-                       broadcast_trees=tuple(trees[cut:]), paired=paired)
+                       broadcast_trees=tuple(trees[cut:]), paired=self.pairs())
+
+    def pairs(self) -> tuple[tuple[str, str, str, int], ...]:
+        """The thread blocks paired, as ``CollectivePlan.paired`` names them."""
+        assert self.kept is not None and self.channels is not None
+        channels = self.channels
+        return tuple(sorted((r[0], r[1], s[1], channels[r]) for r, s in self.kept))
+
+    def renumbered(self, trees: CollectivePlan, channels: Sequence[Hashable]) -> list[int]:
+        """Every edge's new channel, of the layout that puts the edges of ``trees`` on
+        ``channels`` (as :func:`edge_channels` lists them): the paired layout is then
+        built once, with these."""
+        assert self.channels is not None
+        new = self.channels
+        ends = ((e.child, e.parent) if t.reduce else (e.parent, e.child)
+                for t in trees.trees for e in t.edges)
+        return [new[(sender, receiver, channel)]
+                for (sender, receiver), channel in zip(ends, channels, strict=True)]
 
 
 def pairing(trees: CollectivePlan, channels: Sequence[Hashable], limits: MscclLimits,

@@ -16,6 +16,7 @@ from canopy.engine.msccl.pairing import connection_steps, pair_threadblocks
 
 def _forget() -> None:
     connection_counts._LAYINGS.clear()
+    connection_counts._BUILT.clear()
     connection_counts._TIES.clear()
     connection_counts._MEMBERS.clear()
     pairing._EDGE_STEPS.clear()
