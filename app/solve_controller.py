@@ -15,7 +15,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -57,6 +57,10 @@ RIGHT_WIDTH = 380
 PLOTS_HEIGHT = 230
 DOCKS_HOLD = "result docks"
 """What holds the canvas's painting while the result docks first take their room."""
+AFTER_STEP = QEvent.Type(QEvent.registerEventType())
+"""Posted at low priority after each showing step: Qt posts a window's paint request at
+that priority and sends posted events of one priority in order, so this arrives after
+the layout and paint the step asked for, and the next step's timer is started only then."""
 SOLVE_ACTIONS = {"allgather": ("solve_allgather", "Solve &Allgather", "F5"),
                  "reduce-scatter": ("solve_reduce_scatter", "Solve &Reduce-Scatter",
                                     "Shift+F5"),
@@ -379,13 +383,28 @@ class SolveController(QObject):
     def _next_step(self) -> None:
         """The next step, unless the canvas is still placing its labels over turns of
         its own: then after them (two slices of work in one turn of the event loop would
-        hold it up as long as both)."""
+        hold it up as long as both).
+
+        The step after it is timed from its paint (:data:`AFTER_STEP`), not from its
+        end: the event loop sends posted events (the step's layout and paint) before it
+        fires timers, and then fires every timer due in the order they fell due, so a
+        timer falling due during the paint (another window's work, the user's) came
+        after a next step started at the end of this one: two steps and a paint with
+        no turn for anything else between them."""
         if self._steps and not self.window.scene.placing_labels():
             self._steps.popleft()()
+            if self._steps:
+                QCoreApplication.postEvent(self, QEvent(AFTER_STEP),
+                                           Qt.EventPriority.LowEventPriority.value)
+                return
         if self._steps:
             self._step_timer.start()
         else:
             self._steps_done()
+
+    def customEvent(self, event: QEvent) -> None:
+        if event.type() == AFTER_STEP and self._steps:
+            self._step_timer.start()
 
     def _when_shown(self, start: Callable[[], None]) -> None:
         """``start`` once the steps showing the solution that comes with it have run (the

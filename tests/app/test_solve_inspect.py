@@ -360,3 +360,38 @@ def test_a_k_too_long_to_print_shows_short(window, qtbot, dialogs):
         window.solver.solved_label.text()
     assert "about 2.50000e+999" in window.solver.results.values["inverse_x"].text()
     assert "floating point" in window.solver.plots.time_plot.plotItem.titleLabel.text
+
+
+def test_a_timer_due_during_a_steps_paint_fires_before_the_next_step(window, qtbot):
+    """The showing steps leave the event loop a turn between them: the step after one is
+    timed from that step's paint, so a timer that falls due as the window paints (the
+    user's input, another view's work) fires before it, not after two steps."""
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    qtbot.wait(50)
+    seen = []
+    other = QTimer()
+    other.setSingleShot(True)
+    other.setInterval(0)
+    other.timeout.connect(lambda: seen.append("other"))
+
+    class Paints(QObject):
+        def eventFilter(self, watched, event):
+            if event.type() == QEvent.Type.UpdateRequest and seen == ["first"]:
+                seen.append("paint")
+                other.start()
+            return False
+
+    paints = Paints()
+    window.installEventFilter(paints)
+    solver = window.solver
+
+    def first():
+        seen.append("first")
+        window.statusBar().showMessage("a step that paints")
+
+    solver._steps.extend([first, lambda: seen.append("second")])
+    solver._step_timer.start()
+    qtbot.waitUntil(lambda: "second" in seen, timeout=5000)
+    window.removeEventFilter(paints)
+    assert seen == ["first", "paint", "other", "second"]
