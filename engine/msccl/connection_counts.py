@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -507,19 +507,32 @@ class _Built:
 
 class _Laying:
     """What :func:`channel_plan` computes of one plan, ``detail`` and tie ranking whatever
-    the counts: each key's tree edges in the order they go to its connections, their
-    chunks, and (as asked) the runs per count."""
+    the counts: the keys, each key's tree edges in the order they go to its connections
+    (``order``: their flat indices, key after key) and their chunks, the keys pair of GPUs
+    by pair of GPUs (in order within each), and (as asked) each key's runs per count."""
 
     def __init__(self, plan: CollectivePlan, detail: int, built: _Built) -> None:
         mult = multiplicities(plan)
         self.starts = built.starts
-        self.groups: list[tuple[Key, list[int], list[int]]] = []   # members: flat edges
+        self.keys: list[Key] = []
+        self.loads: list[list[int]] = []
+        members: list[int] = []
         ranks = built.ranks
         for group, items in connection_members(plan, detail).items():
             items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
-            self.groups.append((group, [self.starts[ti] + ei for _, ti, ei in items],
-                                [mult[ti] for _, ti, _ in items]))
-        self.runs: dict[tuple[int, int], list[int]] = {}
+            self.keys.append(group)
+            members.extend(self.starts[ti] + ei for _, ti, ei in items)
+            self.loads.append([mult[ti] for _, ti, _ in items])
+        self.order = np.array(members, dtype=np.int64)
+        self.sizes = np.array([len(loads) for loads in self.loads], dtype=np.int64)
+        pairs: dict[tuple[str, str], int] = {}
+        pair = np.array([pairs.setdefault(key[:2], len(pairs)) for key in self.keys],
+                        dtype=np.int64)
+        self.by_pair = np.argsort(pair, kind="stable")
+        sorted_pair = pair[self.by_pair]
+        self.pair_starts = np.flatnonzero(np.r_[True, sorted_pair[1:] != sorted_pair[:-1]])
+        self.pair_sizes = np.diff(np.r_[self.pair_starts, len(pair)])
+        self.runs: list[dict[int, Any]] = [{} for _ in self.keys]
 
 
 class _Ties:
@@ -549,15 +562,14 @@ class _Ties:
             return ((root[0] - at[0]) % root[2], root[1], nth[ti])
         self.rank = rank
 
-    def image(self, which: int, key: Key) -> Key:
-        """``key`` moved by the ``which``-th rotation."""
+    def image(self, which: int, keys: Iterable[Key]) -> list[Key]:
+        """``keys`` moved by the ``which``-th rotation."""
         images = self.images[which]
-        found = images.get(key)
-        if found is None:
-            pi = self.servers.rotations[which]
-            found = images[key] = (pi[key[0]], pi[key[1]], tuple(pi[x] for x in key[2]),
-                                   *key[3:])
-        return found
+        pi = self.servers.rotations[which]
+        for key in keys:
+            if key not in images:
+                images[key] = (pi[key[0]], pi[key[1]], tuple(pi[x] for x in key[2]), *key[3:])
+        return list(map(images.__getitem__, keys))
 
     def invariant(self, which: int) -> bool:
         """Whether the ``which``-th rotation maps the trees onto themselves."""
@@ -594,7 +606,7 @@ def _tie_ranks(plan: CollectivePlan, servers: ServerPlaces | None, counts: dict[
     if not ties.possible:
         return None
     for which in range(len(servers.rotations)):
-        if all(counts.get(ties.image(which, k)) == n for k, n in counts.items()) and \
+        if list(map(counts.get, ties.image(which, counts))) == list(counts.values()) and \
                 ties.invariant(which):
             return ties.rank
     return None
@@ -623,19 +635,24 @@ def layout_channels(plan: CollectivePlan, counts: dict[Key, int], detail: int = 
 def _chosen(laying: _Laying, counts: dict[Key, int]) -> list[int]:
     """Per edge of the plan ``laying`` describes (flat order), its channel under
     ``counts``: each key's edges in runs over its connections, channels numbered per pair
-    of GPUs in the order the keys come."""
-    following: dict[tuple[str, str], int] = defaultdict(int)    # next channel id per pair
-    chosen = [0] * laying.starts[-1]
-    for index, (group, members, loads) in enumerate(laying.groups):
-        count = counts[group]
-        first = following[group[:2]]
-        following[group[:2]] = first + count
-        runs = laying.runs.get((index, count))
-        if runs is None:
-            runs = laying.runs[(index, count)] = _contiguous(loads, count)
-        for member, run in zip(members, runs, strict=True):
-            chosen[member] = first + run
-    return chosen
+    of GPUs in the order the keys come. (Over arrays of every edge: the paired layouts'
+    bisections ask for many counts of one plan.)"""
+    count = np.fromiter(map(counts.__getitem__, laying.keys), dtype=np.int64,
+                        count=len(laying.keys))
+    # each key's first channel: the connections of the keys of its pair of GPUs before it
+    ahead = np.cumsum(count[laying.by_pair]) - count[laying.by_pair]
+    first = np.empty_like(count)
+    first[laying.by_pair] = ahead - np.repeat(ahead[laying.pair_starts], laying.pair_sizes)
+    runs = []
+    for known, loads, n in zip(laying.runs, laying.loads, count.tolist(), strict=True):
+        found = known.get(n)
+        if found is None:
+            found = known[n] = np.array(_contiguous(loads, n), dtype=np.int64)
+        runs.append(found)
+    chosen = np.empty(laying.starts[-1], dtype=np.int64)
+    chosen[laying.order] = np.repeat(first, laying.sizes) + np.concatenate(runs)
+    result: list[int] = chosen.tolist()
+    return result
 
 
 def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
