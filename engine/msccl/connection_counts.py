@@ -430,7 +430,7 @@ class _SlackChoice:
                                            -self.counts[k], k))
 
 
-def _contiguous(loads: list[int], parts: int) -> list[int]:
+def _contiguous(loads: Sequence[int], parts: int) -> list[int]:
     """Cut ``loads`` (in order) into ``parts`` non-empty runs of nearly equal sums (each
     item's run: where its prefix sum falls, moving one run at a time, and late enough
     that every run gets an item); ``parts`` is at most ``len(loads)``."""
@@ -499,32 +499,38 @@ class _Built:
             (ti, ei): (ti,) if rank is None else rank(ti, e.child if tree.reduce else e.parent)
             for ti, tree in enumerate(plan.trees) for ei, e in enumerate(tree.edges)}
         order = {r: Fraction(i) for i, r in enumerate(sorted(set(self.ranks.values())))}
-        self.priority: dict[tuple[int, int], Fraction] | None = None if rank is None else \
-            {edge: order[r] for edge, r in self.ranks.items()}
-        self.edges: dict[tuple[int, int, Hashable], FlowEdge] = {}
+        self.priority: list[Fraction] = [order[r] for r in self.ranks.values()] \
+            if rank is not None else [e.priority for tree in plan.trees for e in tree.edges]
+        # per edge (flat order), the edges made of it by channel
+        self.edges: list[dict[Hashable, FlowEdge]] = [{} for _ in range(self.starts[-1])]
         self.trees: dict[tuple[int, tuple[Hashable, ...]], FlowTree] = {}
 
 
 class _Laying:
     """What :func:`channel_plan` computes of one plan, ``detail`` and tie ranking whatever
     the counts: the keys, each key's tree edges in the order they go to its connections
-    (``order``: their flat indices, key after key) and their chunks, the keys pair of GPUs
-    by pair of GPUs (in order within each), and (as asked) each key's runs per count."""
+    (``order``: their flat indices, key after key), their chunks (``shape``: an index
+    into the distinct ``loads``), the keys pair of GPUs by pair of GPUs (in order within
+    each), and (as asked) the runs of each distinct chunks per count (keys alike in chunks
+    share them: most are)."""
 
     def __init__(self, plan: CollectivePlan, detail: int, built: _Built) -> None:
         mult = multiplicities(plan)
         self.starts = built.starts
         self.keys: list[Key] = []
-        self.loads: list[list[int]] = []
+        self.shape: list[int] = []
+        shapes: dict[tuple[int, ...], int] = {}
         members: list[int] = []
         ranks = built.ranks
         for group, items in connection_members(plan, detail).items():
             items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
             self.keys.append(group)
             members.extend(self.starts[ti] + ei for _, ti, ei in items)
-            self.loads.append([mult[ti] for _, ti, _ in items])
+            loads = tuple(mult[ti] for _, ti, _ in items)
+            self.shape.append(shapes.setdefault(loads, len(shapes)))
+        self.loads = list(shapes)
         self.order = np.array(members, dtype=np.int64)
-        self.sizes = np.array([len(loads) for loads in self.loads], dtype=np.int64)
+        self.sizes = np.array([len(self.loads[shape]) for shape in self.shape], dtype=np.int64)
         pairs: dict[tuple[str, str], int] = {}
         pair = np.array([pairs.setdefault(key[:2], len(pairs)) for key in self.keys],
                         dtype=np.int64)
@@ -532,7 +538,7 @@ class _Laying:
         sorted_pair = pair[self.by_pair]
         self.pair_starts = np.flatnonzero(np.r_[True, sorted_pair[1:] != sorted_pair[:-1]])
         self.pair_sizes = np.diff(np.r_[self.pair_starts, len(pair)])
-        self.runs: list[dict[int, Any]] = [{} for _ in self.keys]
+        self.runs: list[dict[int, Any]] = [{} for _ in self.loads]
 
 
 class _Ties:
@@ -644,10 +650,11 @@ def _chosen(laying: _Laying, counts: dict[Key, int]) -> list[int]:
     first = np.empty_like(count)
     first[laying.by_pair] = ahead - np.repeat(ahead[laying.pair_starts], laying.pair_sizes)
     runs = []
-    for known, loads, n in zip(laying.runs, laying.loads, count.tolist(), strict=True):
+    for shape, n in zip(laying.shape, count.tolist(), strict=True):
+        known = laying.runs[shape]
         found = known.get(n)
         if found is None:
-            found = known[n] = np.array(_contiguous(loads, n), dtype=np.int64)
+            found = known[n] = np.array(_contiguous(laying.loads[shape], n), dtype=np.int64)
         runs.append(found)
     chosen = np.empty(laying.starts[-1], dtype=np.int64)
     chosen[laying.order] = np.repeat(first, laying.sizes) + np.concatenate(runs)
@@ -673,22 +680,23 @@ def channel_plan(plan: CollectivePlan, counts: dict[Key, int], detail: int = 0,
     built = _built(plan, rank)
     chosen = channels if channels is not None else _chosen(_laying(plan, detail, rank), counts)
     starts = built.starts
-    priority, made_edges, made_trees = built.priority, built.edges, built.trees
+    made_trees = built.trees
     trees = []
     for ti, t in enumerate(plan.trees):
-        channels = tuple(chosen[starts[ti]:starts[ti + 1]])
-        tree = made_trees.get((ti, channels))
+        start, end = starts[ti], starts[ti + 1]
+        mine = tuple(chosen[start:end])
+        tree = made_trees.get((ti, mine))
         if tree is None:
             edges: list[FlowEdge] = []
-            for ei, (e, channel) in enumerate(zip(t.edges, channels, strict=True)):
-                made = made_edges.get((ti, ei, channel))
-                if made is None:
-                    made = made_edges[(ti, ei, channel)] = FlowEdge(
-                        e.parent, e.child, e.path,
-                        e.priority if priority is None else priority[(ti, ei)], channel)
-                edges.append(made)
-            tree = made_trees[(ti, channels)] = FlowTree(t.key, t.root, tuple(edges),
-                                                         t.share, t.reduce)
+            for e, channel, priority, made in zip(t.edges, mine, built.priority[start:end],
+                                                  built.edges[start:end], strict=True):
+                edge = made.get(channel)
+                if edge is None:
+                    edge = made[channel] = FlowEdge(e.parent, e.child, e.path, priority,
+                                                    channel)
+                edges.append(edge)
+            tree = made_trees[(ti, mine)] = FlowTree(t.key, t.root, tuple(edges), t.share,
+                                                     t.reduce)
         trees.append(tree)
     cut = len(plan.reduce_trees)
     return replace(plan, reduce_trees=tuple(trees[:cut]), broadcast_trees=tuple(trees[cut:]))
