@@ -434,15 +434,18 @@ def _pushed(when: Any, order: Any, kind: Any, what: Any, size: int, at: Any, seq
 
 def _popped(when: Any, order: Any, kind: Any, what: Any, size: int) -> None:
     """Takes the first event out of the binary heap of ``size + 1`` events (see
-    :func:`_pushed`), leaving ``size``."""
+    :func:`_pushed`), leaving ``size``. The smaller child is picked by arithmetic on the
+    comparisons, not a branch: which one it is varies at random, and compiled, a
+    mispredicted branch costs more than evaluating both comparisons (so in the heaps of
+    links too)."""
     at = when[size]
     seq = order[size]
     i = 0
     while 2 * i + 1 < size:
         child = 2 * i + 1
-        if child + 1 < size and (when[child + 1] < when[child] or (
-                when[child + 1] == when[child] and order[child + 1] < order[child])):
-            child += 1
+        if child + 1 < size:
+            child += (when[child + 1] < when[child]) | ((when[child + 1] == when[child]) &
+                                                       (order[child + 1] < order[child]))
         if at < when[child] or (at == when[child] and seq < order[child]):
             break
         when[i] = when[child]
@@ -566,10 +569,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
             d = members[at + child]
             if child + 1 < count:
                 e = members[at + child + 1]
-                if target[e] < target[d] or (target[e] == target[d] and
-                                             ranked[e] < ranked[d]):
-                    child += 1
-                    d = e
+                child += (target[e] < target[d]) | ((target[e] == target[d]) &
+                                                    (ranked[e] < ranked[d]))
+                d = members[at + child]
             if not (target[d] < target[c] or
                     (target[d] == target[c] and ranked[d] < ranked[c])):
                 break
