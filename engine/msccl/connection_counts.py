@@ -305,13 +305,14 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
     offset = 1 + max((g[-1] for g in counts if g[-2] == 0), default=-1) \
         if detail >= 2 and plan.reduce_trees and plan.broadcast_trees else 0
 
-    def need(group: Key) -> float:
+    def need(group: Key, n: int) -> float:
+        """How much ``group`` needs its ``n`` connections."""
         if detail < 2 or not plan.reduce_trees or not weighted:   # broadcasts: equal
-            return counts[group]
-        return counts[group] / (offset * group[-2] + group[-1] + 1)
+            return n
+        return n / (offset * group[-2] + group[-1] + 1)
 
     def entry(group: Key) -> tuple[float, int, Key]:
-        return -need(group), -rank[group], group
+        return -need(group, counts[group]), -rank[group], group
 
     def give_up(group: Key) -> None:
         counts[group] -= 1
@@ -322,17 +323,20 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
             per_gpu[gpu] -= 1
             heapq.heappush(gpus, (-per_gpu[gpu], -gpu_rank[gpu], gpu))
 
-    def crowded(group: Key) -> bool:
-        return per_pair[group[:2]] > max_channels and counts[group] > 1
-
-    pairs = [entry(g) for g in counts if crowded(g)]
-    heapq.heapify(pairs)
-    while pairs:
-        weight, _, group = heapq.heappop(pairs)
-        if -weight == need(group) and crowded(group):
-            give_up(group)
-            if crowded(group):
-                heapq.heappush(pairs, entry(group))
+    # every pair of GPUs over max_channels gives up one at a time, the key that needs its
+    # connections most (and has more than one) first: a key's need falls with each one it
+    # gives up, so the pair gives up its excess largest (need, rank) of the counts its
+    # keys pass through on their way down to one
+    of_pair: dict[tuple[str, str], list[Key]] = defaultdict(list)
+    for group in counts:
+        of_pair[group[:2]].append(group)
+    for pair, groups in of_pair.items():
+        excess = per_pair[pair] - max_channels
+        if excess > 0:
+            down = sorted((-need(g, n), -rank[g], g)
+                          for g in groups for n in range(counts[g], 1, -1))
+            for _, _, group in down[:excess]:
+                give_up(group)
     mine = {gpu: [entry(g) for g in groups if counts[g] > 1] for gpu, groups in at.items()}
     for heap in mine.values():
         heapq.heapify(heap)
@@ -342,7 +346,8 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
             heapq.heappop(gpus)
         gpu = gpus[0][2]
         heap = mine[gpu]
-        while heap and (-heap[0][0] != need(heap[0][2]) or counts[heap[0][2]] <= 1):
+        while heap and (-heap[0][0] != need(heap[0][2], counts[heap[0][2]]) or
+                        counts[heap[0][2]] <= 1):
             heapq.heappop(heap)
         if not heap:
             yield per_gpu[gpu], gpu, None

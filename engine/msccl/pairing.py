@@ -132,52 +132,62 @@ def _connection_ends(trees: CollectivePlan, channels: Sequence[Hashable], max_co
     pair, channel = np.divmod(codes, len(distinct))
     conns: list[Conn] = list(zip(facts.sender[pair].tolist(), facts.receiver[pair].tolist(),
                                  map(distinct.__getitem__, channel.tolist()), strict=True))
-    return _Connections(conns, conn_of, first.tolist(), last.tolist(), steps.tolist(),
+    return _Connections(conns, conn_of, pair, first.tolist(), last.tolist(), steps.tolist(),
                         (forwarded == 0).tolist(),
                         np.bincount(conn_of, minlength=count).tolist(), first_edge.tolist(),
-                        facts.feeders)
+                        facts)
 
 
 @dataclass(frozen=True)
 class _Connections:
     """A layout's connections (``conns``, in the order their first edge comes), per edge
-    its connection's index (``conn_of``), and per connection the figures of its
-    :class:`_Ends` and its first edge."""
+    its connection's index (``conn_of``), and per connection its sender and receiver (an
+    index into the plan's ``facts``), the figures of its :class:`_Ends` and its first
+    edge."""
 
     conns: list[Conn]
     conn_of: Any
+    pair: Any
     first: list[int]
     last: list[int]
     steps: list[int]
     terminal: list[bool]
     edges: list[int]
     first_edge: list[int]
-    feeders: list[list[int]]            # per edge, the edges that feed it
+    facts: _EdgeSteps
 
-    def ends(self, gpus: set[str] | None = None) -> dict[Conn, _Ends]:
+    def ends(self, gpus: list[str] | None = None) -> dict[Conn, _Ends]:
         """The :class:`_Ends` of every connection, or of those from or to ``gpus`` (the
         ones matching asks about)."""
         conn_of = self.conn_of.tolist()
+        feeders = self.facts.feeders
+        wanted: Iterable[int] = range(len(self.conns))
+        if gpus is not None:
+            near = np.zeros(len(self.facts.sender), dtype=bool)
+            for gpu in gpus:
+                near[self.facts.at.get(gpu, [])] = True
+            wanted = np.flatnonzero(near[self.pair]).tolist()
         out: dict[Conn, _Ends] = {}
-        for i, conn in enumerate(self.conns):
-            if gpus is None or conn[0] in gpus or conn[1] in gpus:
-                n = self.edges[i]
-                fed_by = {self.conns[conn_of[f]] for f in self.feeders[self.first_edge[i]]} \
-                    if n == 1 else None
-                out[conn] = _Ends(self.first[i], self.last[i], self.steps[i],
-                                  self.terminal[i], fed_by, n)
+        for i in wanted:
+            n = self.edges[i]
+            fed_by = {self.conns[conn_of[f]] for f in feeders[self.first_edge[i]]} \
+                if n == 1 else None
+            out[self.conns[i]] = _Ends(self.first[i], self.last[i], self.steps[i],
+                                       self.terminal[i], fed_by, n)
         return out
 
 
 @dataclass(frozen=True)
 class _EdgeSteps:
     """Every edge of a plan (trees in order, each tree's edges in order): its sender and
-    receiver (an index into ``sender`` and ``receiver``), its step within the piece, the
-    XML steps one loop iteration gives it, whether its receiver forwards none of its
-    data, and the edges of its tree that feed it (into its sender)."""
+    receiver (an index into ``sender`` and ``receiver``; ``at``: those of each GPU), its
+    step within the piece, the XML steps one loop iteration gives it, whether its
+    receiver forwards none of its data, and the edges of its tree that feed it (into its
+    sender)."""
 
     sender: Any
     receiver: Any
+    at: dict[str, list[int]]
     pair: Any
     step: Any
     per: Any
@@ -222,8 +232,13 @@ def _walk_edge_steps(plan: CollectivePlan, max_count: int) -> _EdgeSteps:
             terminal.append(receiver == tree.root and not plan.broadcast_trees if tree.reduce
                             else receiver not in senders)
             feeders.append(into.get(sender, []))
+    of_gpu: dict[str, list[int]] = defaultdict(list)
+    for (u, v), index in pairs.items():
+        of_gpu[u].append(index)
+        of_gpu[v].append(index)
     return _EdgeSteps(np.array([u for u, _ in pairs], dtype=object),
-                      np.array([v for _, v in pairs], dtype=object), np.array(pair, dtype=np.int64),
+                      np.array([v for _, v in pairs], dtype=object), dict(of_gpu),
+                      np.array(pair, dtype=np.int64),
                       np.array(step, dtype=np.int64), np.array(per, dtype=np.int64),
                       np.array(terminal, dtype=bool), feeders)
 
@@ -328,7 +343,7 @@ def pairing(trees: CollectivePlan, channels: Sequence[Hashable], limits: MscclLi
     image = _symmetry(trees, layout, servers) if servers is not None else None
     over = [gpu for gpu in _representatives(sorted(count), image)
             if count[gpu] > limits.max_tbs_per_gpu]
-    ends = layout.ends(set(over))
+    ends = layout.ends(over)
     receives: dict[str, list[Conn]] = defaultdict(list)
     sends: dict[str, list[Conn]] = defaultdict(list)
     for conn in ends:
