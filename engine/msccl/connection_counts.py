@@ -584,12 +584,23 @@ class _Ties:
 
     def invariant(self, which: int) -> bool:
         """Whether the ``which``-th rotation maps the trees onto themselves."""
-        from canopy.engine.execution.folding import edge_permutation
-
         if self._invariant[which] is None:
-            self._invariant[which] = edge_permutation(
+            self._invariant[which] = edge_images(
                 self.plan, self.servers.rotations[which]) is not None
         return bool(self._invariant[which])
+
+
+_PERMUTATIONS: RecentMemo[Any] = RecentMemo(2)
+
+
+def edge_images(plan: CollectivePlan, rotation: dict[str, str]) -> Any:
+    """:func:`~canopy.engine.execution.folding.edge_permutation` of ``plan`` under
+    ``rotation``, kept for the last few plans: the tie ranks of a plan's layouts and their
+    pairing both ask."""
+    from canopy.engine.execution.folding import edge_permutation
+
+    return _PERMUTATIONS.get(plan, tuple(rotation.items()),
+                             lambda: edge_permutation(plan, rotation))
 
 
 _TIES: RecentMemo[_Ties] = RecentMemo(1)          # the last plan's (layouts() asks many times)

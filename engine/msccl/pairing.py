@@ -52,15 +52,13 @@ import math
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from canopy.engine.execution.folding import edge_permutation
 from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import CollectivePlan, FlowEdge, FlowTree, tree_levels
-from canopy.engine.msccl.connection_counts import ServerPlaces
+from canopy.engine.msccl.connection_counts import ServerPlaces, edge_images
 from canopy.engine.msccl.lowering import chunks_per_root
 from canopy.engine.msccl.threadblocks import MscclLimits
 
@@ -382,15 +380,12 @@ class _Image:
     order: int
 
 
-_IMAGES: RecentMemo[Any] = RecentMemo(1)      # the last base plan's, per rotation
-
-
 def _symmetry(trees: CollectivePlan, layout: _Connections, servers: ServerPlaces
               ) -> _Image | None:
     """The first of ``servers``' rotations π (most folding first, as the simulation
     tries them) that maps ``trees`` onto themselves
-    (:func:`~canopy.engine.execution.folding.edge_permutation`, worked out once per plan
-    and rotation) so that the edges of each connection of ``layout`` go to the edges of
+    (:func:`~canopy.engine.msccl.connection_counts.edge_images`, worked out once per
+    plan and rotation) so that the edges of each connection of ``layout`` go to the edges of
     one connection, distinct connections to distinct ones: π on GPUs and connections. A
     tree goes to a tree of the same share whose edges are its edges moved, so each
     connection goes to one with the same steps, fed by the images of its feeders
@@ -399,8 +394,7 @@ def _symmetry(trees: CollectivePlan, layout: _Connections, servers: ServerPlaces
     if any(gpu not in servers.where for gpu in trees.compute_nodes):
         return None
     for rotation, order in zip(servers.rotations, servers.orders, strict=True):
-        perm = _IMAGES.get(trees, tuple(rotation.items()),
-                           partial(edge_permutation, trees, rotation))
+        perm = edge_images(trees, rotation)
         if perm is None:
             continue
         conns, conn_of = layout.conns, layout.conn_of
