@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QPainter, QPicture
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QPainter, QPaintEvent, QPicture, QRegion
 from PySide6.QtWidgets import QGraphicsItem, QHBoxLayout, QWidget
 
 from canopy.app.docks.banner import SolutionDock
@@ -39,8 +39,33 @@ SIZE_TICKS = [(2**10, "1 KiB"), (2**15, "32 KiB"), (2**20, "1 MiB"), (2**25, "32
 TIME_TITLE = "Collective time"
 AXES = ("left", "bottom")
 
-def _plot_widget(title: str, left: str, bottom: str) -> pg.PlotWidget:
-    plot = pg.PlotWidget(background="w")
+class HalvedPlot(pg.PlotWidget):
+    """A plot whose first paint after a hold (:meth:`PlotsDock.hold`) can be made in two
+    side-by-side halves, a step of the editor's each: that paint draws every axis into
+    its cache and every curve, symbol and legend entry anew, as long as any other step."""
+
+    def __init__(self) -> None:
+        super().__init__(background="w")
+        self.left_half_only = False
+        """The next paint draws the left half only and keeps the rest for :attr:`right_half`."""
+        self.right_half: QRegion | None = None
+        """What the last paint in halves left to paint."""
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if self.left_half_only:
+            self.left_half_only = False
+            room = self.viewport().rect()
+            half = QRegion(QRect(room.left(), room.top(), room.width() // 2, room.height()))
+            now, later = event.region().intersected(half), event.region().subtracted(half)
+            if not now.isEmpty() and not later.isEmpty():
+                self.right_half = later
+                super().paintEvent(QPaintEvent(now))
+                return
+        super().paintEvent(event)
+
+
+def _plot_widget(title: str, left: str, bottom: str) -> HalvedPlot:
+    plot = HalvedPlot()
     plot.setTitle(title, color="#2d3440", size="10pt")
     plot.setLabel("left", left)
     plot.setLabel("bottom", bottom)
@@ -118,12 +143,21 @@ class PlotsDock(SolutionDock):
         for plot in (self.k_plot, self.time_plot):
             plot.setUpdatesEnabled(False)
 
-    def _release(self, plot: pg.PlotWidget) -> None:
-        """Paint ``plot`` now, in a step of its own (not in the next step's turn)."""
+    def _release(self, plot: HalvedPlot, halves: bool = False) -> None:
+        """Paint ``plot`` now, in a step of its own (not in the next step's turn); with
+        ``halves`` its left half only, :meth:`_paint_right_half` following."""
         if not plot.updatesEnabled():
             plot.setUpdatesEnabled(True)
             if plot.isVisible():
+                plot.left_half_only = halves
                 plot.viewport().repaint()
+
+    @staticmethod
+    def _paint_right_half(plot: HalvedPlot) -> None:
+        """Paint what :meth:`_release` left of ``plot``'s first paint."""
+        later, plot.right_half = plot.right_half, None
+        if later is not None and plot.isVisible():
+            plot.viewport().repaint(later)
 
     def _lay_out_axes(self, plot: pg.PlotWidget) -> None:
         """The axes of a plot held unpainted (:meth:`hold`), laid out before its paint."""
@@ -168,11 +202,14 @@ class PlotsDock(SolutionDock):
 
         # each curve with its legend entry in a step of its own (pyqtgraph's plot() of a
         # named curve is long enough to be felt)
-        return [start, plot(self._plot_k), plot(self._plot_k_optimum),
+        return [start, plot(self._k_ranges_and_legend), plot(self._plot_k),
+                plot(self._plot_k_optimum),
                 plot(self._plot_k_schedule),
-                lambda: self._lay_out_axes(self.k_plot), lambda: self._release(self.k_plot),
+                lambda: self._lay_out_axes(self.k_plot), lambda: self._release(self.k_plot, True),
+                lambda: self._paint_right_half(self.k_plot),
                 plot(self._plot_time), lambda: self._lay_out_axes(self.time_plot),
-                lambda: self._release(self.time_plot), finish]
+                lambda: self._release(self.time_plot, True),
+                lambda: self._paint_right_half(self.time_plot), finish]
 
     def set_comparison(self, comparison: Comparison | None, network: tuple | None = None
                        ) -> None:
@@ -209,12 +246,12 @@ class PlotsDock(SolutionDock):
                       f"{solution.executed_note}</span>")
         self.time_plot.setTitle(title, color="#2d3440", size="10pt")
 
-    def _plot_k(self, solution: Solution) -> None:
+    def _k_ranges_and_legend(self, solution: Solution) -> None:
+        """The k plot's ranges and its (empty) legend, before its curves (a step of its
+        own: with the first curve, pyqtgraph's items for both take as long as a paint)."""
         plot = self.k_plot
-        schedule = solution.schedule
-        ks = [k for k, _ in solution.curve]
         values = [float(v) for _, v in solution.curve]
-        optimum = float(schedule.optimal_algbw)
+        optimum = float(solution.schedule.optimal_algbw)
         # the ranges first: with them fixed, adding each item does not re-range the view
         low, high = min([*values, optimum]), max([*values, optimum])
         span = max(high - low, high * 0.01)
@@ -225,6 +262,13 @@ class PlotsDock(SolutionDock):
         legend = plot.addLegend(offset=(-10, -10), labelTextColor="#2d3440",
                                 labelTextSize="8pt")
         legend.setColumnCount(2)    # two short rows leave the curve above them clear
+
+    def _plot_k(self, solution: Solution) -> None:
+        """The fixed-k curve (after :meth:`_k_ranges_and_legend`)."""
+        plot = self.k_plot
+        schedule = solution.schedule
+        ks = [k for k, _ in solution.curve]
+        values = [float(v) for _, v in solution.curve]
         # the fixed-k search (§4.5) is over tree schedules: for allreduce, reduce-scatter
         # + allgather, even where the App. E LP schedule runs (and beats it)
         what = "RS + AG allreduce" if schedule.split_budgets else schedule.collective

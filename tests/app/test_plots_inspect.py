@@ -167,7 +167,8 @@ class _Paints(QObject):
 
 def test_each_plot_is_built_and_first_painted_in_steps_of_its_own(qtbot):
     """The first paint of a pyqtgraph plot is long enough to be felt: after hold(), no step
-    of showing a solution paints both plots, and neither plot paints before it is drawn."""
+    of showing a solution paints both plots, neither plot paints before it is drawn, and
+    each plot's first paint is made in two steps, a half each."""
     from canopy.app.docks.plots import PlotsDock
 
     solution = compute_solution(load_sample("dgx-a100-2x8"))
@@ -193,6 +194,10 @@ def test_each_plot_is_built_and_first_painted_in_steps_of_its_own(qtbot):
     first_time = next(i for i, p in enumerate(painted) if "time" in p)
     assert 2 <= first_k < first_time < len(steps) - 1
     assert len(steps) >= 6
+    # each plot's first paint in two steps: its left half, then the rest
+    assert [i for i, p in enumerate(painted) if "k" in p] == [first_k, first_k + 1]
+    # (the time plot's title, with the executed time's state, is set as the last step)
+    assert [i for i, p in enumerate(painted) if "time" in p][:2] == [first_time, first_time + 1]
     assert list(dock.k_plot.getPlotItem().listDataItems()[0].yData) == \
         [float(v) for _, v in solution.curve]
 
