@@ -129,8 +129,10 @@ def unit_fits(plan: CollectivePlan, mult: list[int], limits: MscclLimits) -> boo
 
 
 def multiplicities(plan: CollectivePlan) -> list[int]:
+    """Each tree's chunks per root (in integers: a plan cut into unit trees has thousands
+    of trees, and Fractions would cost most of this)."""
     n, chunks = len(plan.compute_nodes), chunks_per_root(plan)
-    return [int(t.share * n * chunks) for t in plan.trees]
+    return [t.share.numerator * n * chunks // t.share.denominator for t in plan.trees]
 
 
 def split_counts(plan: CollectivePlan, mult: list[int], q: int) -> dict[Key, int]:
@@ -171,9 +173,19 @@ def _parts(m: int, q: int) -> list[int]:
     return [base + 1] * extra + [base] * (count - extra)
 
 
+_SPLITS: RecentMemo[CollectivePlan] = RecentMemo(2)
+
+
 def split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan:
     """``plan`` with every tree of multiplicity m cut into ceil(m/q) trees of at most q
-    chunks (same edges; keys extended by the part where a tree is cut)."""
+    chunks (same edges; keys extended by the part where a tree is cut), ``mult`` its
+    :func:`multiplicities`; kept for the last few plans, so the layouts that cut a plan
+    alike share one cut plan and what is worked out of it."""
+    return _SPLITS.get(plan, q, lambda: _split_trees(plan, mult, q))
+
+
+def _split_trees(plan: CollectivePlan, mult: list[int], q: int) -> CollectivePlan:
+    """:func:`split_trees` made anew."""
     unit = plan.trees[0].share / mult[0]
     phases: list[list[FlowTree]] = [[], []]
     for index, (tree, m) in enumerate(zip(plan.trees, mult, strict=True)):

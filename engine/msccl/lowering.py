@@ -281,7 +281,7 @@ def chunks_per_root(plan: CollectivePlan) -> int:
     n = len(plan.compute_nodes)
     k = 1
     for t in plan.trees:
-        d = (t.share * n).denominator
+        d = t.share.denominator // math.gcd(t.share.denominator, n)   # of share * n
         k = k * d // math.gcd(k, d)
     return k
 

@@ -19,6 +19,7 @@ def _forget() -> None:
     connection_counts._BUILT.clear()
     connection_counts._TIES.clear()
     connection_counts._PERMUTATIONS.clear()
+    connection_counts._SPLITS.clear()
     connection_counts._MEMBERS.clear()
     pairing._EDGE_STEPS.clear()
 
