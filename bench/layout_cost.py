@@ -1,7 +1,9 @@
-"""What simulating each candidate layout of a runtime choice costs: per layout of the
+"""What building and simulating each candidate layout of a runtime choice costs: per layout of the
 schedule ``canopy solve --msccl`` lays out (the optimal one, or the one with ``--k``),
-its fraction of the optimum at 1 GiB (:func:`canopy.engine.execution.simulate.fastest`,
-as the runtime choice times it, no deadline), the depth that won, CPU seconds, the sends
+the CPU seconds building it took (:func:`canopy.engine.msccl.connections.iter_layouts`,
+as the runtime choice builds them, one at a time), its fraction of the optimum at 1 GiB
+(:func:`canopy.engine.execution.simulate.fastest`, as the runtime choice times it, no
+deadline), the depth that won, CPU seconds simulating it, the sends
 of the depth runs that finished (a deeper run that provably loses is stopped part-way and
 its sends are not counted) and CPU microseconds per such send. Prints JSON.
 
@@ -43,12 +45,20 @@ def main() -> None:
         return result
     simulate._simulate = counted
     rows = []
-    for name, laid in iter_layouts(schedule_plan(schedule), MscclLimits(), topology):
+    layouts = iter_layouts(schedule_plan(schedule), MscclLimits(), topology)
+    while True:
+        start = time.process_time()
+        found = next(layouts, None)
+        built = time.process_time() - start
+        if found is None:
+            break
+        name, laid = found
         sends.clear()
         start = time.process_time()
         result = fastest(topology, laid, REFERENCE_SIZE)
         cpu = time.process_time() - start
-        rows.append({"layout": name, "fraction": round(float(result.algbw / optimum), 4),
+        rows.append({"layout": name, "build_cpu_s": round(built, 3),
+                     "fraction": round(float(result.algbw / optimum), 4),
                      "pieces": result.pieces, "sends_finished": sum(sends),
                      "cpu_s": round(cpu, 2),
                      "cpu_us_per_finished_send": round(cpu * 1e6 / max(sum(sends), 1), 2)})
@@ -56,6 +66,7 @@ def main() -> None:
                       "k": schedule.k, "trees": len(schedule.trees),
                       "gpus": len(topology.compute_nodes()),
                       "optimum_gbps": float(Fraction(optimum)), "layouts": rows,
+                      "build_cpu_s": round(sum(r["build_cpu_s"] for r in rows), 3),
                       "cpu_s": round(sum(r["cpu_s"] for r in rows), 2),
                       "sends_finished": sum(r["sends_finished"] for r in rows)}, indent=1))
 
