@@ -581,6 +581,16 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
         members[at + i] = c
         place[c] = i
 
+    def enter(c: int, lid: int, goal: Any, rank: int) -> None:
+        # Connection c, bottlenecked at link lid from now, enters that link's heap with
+        # virtual finish time ``goal`` and sequence number ``rank``.
+        bottleneck[c] = lid
+        target[c] = goal
+        ranked[c] = rank
+        members[base[lid] + size_of[lid]] = c
+        size_of[lid] += 1
+        sift(base[lid], size_of[lid], size_of[lid] - 1)
+
     def join(lid: int, k: int, c: int) -> None:
         # Entry k (of connection c) joins the entries link lid does not bottleneck.
         i = base[lid] + count_of[lid]
@@ -840,14 +850,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 if place[c] < size_of[old_b]:
                     members[base[old_b] + place[c]] = members[base[old_b] + size_of[old_b]]
                     sift(base[old_b], size_of[old_b], place[c])
-                bottleneck[c] = best
                 v = clock[best] + share[best] * (now - mark[best])
-                target[c] = v + left / weight[c]
                 seq += 1
-                ranked[c] = seq
-                members[base[best] + size_of[best]] = c
-                size_of[best] += 1
-                sift(base[best], size_of[best], size_of[best] - 1)
+                enter(c, best, v + left / weight[c], seq)
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
@@ -863,17 +868,12 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
                     if share[cl_idx[k]] < share[best]:
                         best = cl_idx[k]
-                bottleneck[c] = best
                 for k in range(cl_ptr[c], cl_ptr[c + 1]):
                     if cl_idx[k] != best:
                         join(cl_idx[k], k, c)
                 v = clock[best] + share[best] * (now - mark[best])
-                target[c] = v + size[q_idx[head[c]]] / weight[c]
                 seq += 1
-                ranked[c] = seq
-                members[base[best] + size_of[best]] = c
-                size_of[best] += 1
-                sift(base[best], size_of[best], size_of[best] - 1)
+                enter(c, best, v + size[q_idx[head[c]]] / weight[c], seq)
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
