@@ -451,7 +451,7 @@ def tree_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -
     rotation's image of the edges): computed once for every plan with equal trees, as the
     connection layouts of one schedule are (:class:`_Shape`), for the last SHAPES_KEPT
     such facts. Plans of more than SHAPED_EDGES tree edges keep theirs per plan: matching
-    their trees would cost as much as the fact."""
+    their trees would cost as much as the fact; so do timetables (:func:`_shape`)."""
     def shared() -> Any:
         shape = plan_memo(plan, ("shape",), lambda: _shape(plan))
         if shape is None:
@@ -468,8 +468,11 @@ def tree_memo(plan: CollectivePlan, key: Hashable, compute: Callable[[], Any]) -
 
 def _shape(plan: CollectivePlan) -> _Shape | None:
     """``plan``'s :class:`_Shape`, the one instance kept for equal trees (so the facts'
-    keys compare by identity), or None past SHAPED_EDGES tree edges."""
-    if sum(len(t.edges) for t in plan.trees) > SHAPED_EDGES:
+    keys compare by identity), or None past SHAPED_EDGES tree edges or for a timetable
+    (``ordered_links``): TACOS makes one per message size, each with ticks of its own, and
+    none is laid out anew (:func:`canopy.engine.msccl.connections.iter_layouts` runs it as
+    built), so matching its trees against other plans' would find none."""
+    if plan.ordered_links or sum(len(t.edges) for t in plan.trees) > SHAPED_EDGES:
         return None
     shape = _Shape(plan)
     known = _SHAPES.get(shape)

@@ -60,3 +60,15 @@ def test_trees_that_differ_share_nothing(monkeypatch):
     for p in (plan, replace(plan), other):
         tree_memo(p, ("probe",), lambda p=p: calls.append(p) or len(calls))
     assert len(calls) == 2 and calls[1] is other
+
+
+def test_a_timetable_keeps_its_facts_to_itself(monkeypatch):
+    # two equal timetables (TACOS makes one per size): each computes its facts, no shape
+    topo = load_sample("dgx-a100-2x8.json")
+    plan = replace(schedule_plan(solve(topo, "allgather")), ordered_links=True)
+    _fresh(monkeypatch)
+    calls = []
+    for p in (plan, replace(plan)):
+        tree_memo(p, ("probe",), lambda p=p: calls.append(p) or len(calls))
+        assert tree_memo(p, ("probe",), lambda: 0) == len(calls)
+    assert len(calls) == 2 and not compiler._SHAPES and not compiler._BY_SHAPE
