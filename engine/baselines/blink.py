@@ -23,12 +23,13 @@ this suggestion), so every collective runs the allreduce plan.
 
 from __future__ import annotations
 
+from canopy.engine.execution.simulate import plan_bound
 from canopy.engine.forestcoll.edge_splitting import remove_switches
 from canopy.engine.forestcoll.optimum import find_optimum
 from canopy.engine.forestcoll.solve import map_back
 from canopy.engine.forestcoll.tree_packing import pack_trees
 from canopy.engine.model.errors import ScheduleError
-from canopy.engine.model.plan import BaselineResult, bandwidth_bound, trees_plan
+from canopy.engine.model.plan import BaselineResult, trees_plan
 from canopy.engine.model.topology import Topology
 from canopy.engine.network.indexed import Network
 from canopy.engine.network.maxflow import FlowNetwork
@@ -129,7 +130,7 @@ def blink_baseline(topology: Topology, collective: str = "allgather") -> Baselin
         return BaselineResult.not_applicable("blink", collective, str(exc))
     compute = topology.compute_nodes()
     plan = trees_plan("allreduce", compute, trees, count, whole=True)
-    algbw, link = bandwidth_bound(plan, topology.capacities())
+    algbw, link = plan_bound(topology, plan)   # remembered: its row asks again
     return BaselineResult(
         "blink", collective, algbw, schedule=trees,
         details={"root": net.names[root], "trees": count,

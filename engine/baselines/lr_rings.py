@@ -25,12 +25,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from canopy.engine.execution.simulate import plan_bound
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.plan import (
     BaselineResult,
     Edge,
     Path,
-    bandwidth_bound,
     path_links,
     ring_plan,
 )
@@ -294,7 +294,7 @@ def lr_baseline(topology: Topology, collective: str = "allgather", variant: str 
     hops = ring_hops(order, router)
     compute = set(topology.compute_nodes())
     plan = ring_plan(collective, topology.compute_nodes(), [(order, hops)])
-    algbw, link = bandwidth_bound(plan, topology.capacities())
+    algbw, link = plan_bound(topology, plan)   # remembered: its row asks again
     longest = max(hop_length(p, compute) for p in hops.values())
     return BaselineResult(
         variant, collective, algbw, schedule=[order],

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from canopy.engine.baselines.shortfall import relayed_hops
+from canopy.engine.execution.simulate import plan_bound
 from canopy.engine.model.plan import (
     BaselineResult,
     Edge,
     Path,
-    bandwidth_bound,
     path_links,
     ring_plan,
 )
@@ -343,7 +343,7 @@ def ring_baseline(topology: Topology, collective: str = "allgather",
             "ring", collective, "no ring visits every compute node: some hop between "
             "consecutive GPUs has no route.")
     plan = ring_plan(collective, compute, rings)
-    algbw, link = bandwidth_bound(plan, topology.capacities())
+    algbw, link = plan_bound(topology, plan)   # remembered: its row asks again
     relayed = [list(route) for route in relayed_hops(rings, set(compute))]
     return BaselineResult(
         "ring", collective, algbw, schedule=[order for order, _ in rings],
