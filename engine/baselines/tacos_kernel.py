@@ -184,8 +184,27 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
 
 def random_outputs(seed: int, count: int) -> np.ndarray:
     """The first ``count`` 32-bit outputs of ``random.Random(seed)``'s Mersenne Twister
-    (``getrandbits(32·count)`` holds them, the first the least significant)."""
+    (``getrandbits(32·count)`` holds them, the first the least significant).
+
+    Fewer outputs are the first of more, so the longest drawn for each of the last
+    OUTPUTS_KEPT seeds (up to KEPT_WORDS of them) is kept and a shorter draw is its
+    prefix: a comparison synthesizes a dozen timetables, over chunk counts and message
+    sizes, from the same few seeds. The kernel only reads them."""
     import random
 
+    kept = _OUTPUTS.get(seed)
+    if kept is not None and count <= len(kept):
+        return kept[:count]
     block = random.Random(seed).getrandbits(32 * count).to_bytes(4 * count, "little")
-    return np.frombuffer(block, dtype="<u4").astype(np.int64)
+    words = np.frombuffer(block, dtype="<u4").astype(np.int64)
+    if count <= KEPT_WORDS:
+        _OUTPUTS.pop(seed, None)
+        if len(_OUTPUTS) >= OUTPUTS_KEPT:
+            _OUTPUTS.pop(next(iter(_OUTPUTS)))
+        _OUTPUTS[seed] = words
+    return words
+
+
+OUTPUTS_KEPT = 8           # seeds whose random outputs are kept
+KEPT_WORDS = 1 << 20       # the most outputs kept per seed (8 MiB)
+_OUTPUTS: dict[int, np.ndarray] = {}

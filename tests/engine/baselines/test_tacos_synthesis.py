@@ -143,3 +143,16 @@ def test_receive_bound_is_zero_without_links_in():
     links = [x for x in unwind(topo) if x.dst != nodes[0]]
     assert receive_bound(links, nodes, 1, Fraction(1)) == 0
     assert receive_bound(unwind(topo), nodes, 1, Fraction(1)) > 0
+
+
+def test_random_outputs_are_the_twisters_whatever_was_drawn_before(monkeypatch):
+    import numpy as np
+
+    from canopy.engine.baselines import tacos_kernel
+
+    monkeypatch.setattr(tacos_kernel, "_OUTPUTS", {})
+    for seed, count in ((3, 100), (3, 40), (5, 10), (3, 1000), (3, 999), (5, 11)):
+        got = tacos_kernel.random_outputs(seed, count)
+        rng = random.Random(seed)
+        assert got.tolist() == [rng.getrandbits(32) for _ in range(count)]
+        assert got.dtype == np.int64 and got.flags.c_contiguous
