@@ -55,6 +55,9 @@ HOP_CACHE = 256
 CLOSE_WAIT_MS = 10000
 RIGHT_WIDTH = 380
 PLOTS_HEIGHT = 230
+MEASURE_SLICE_S = 0.002
+"""Wall-clock seconds per turn of measuring the Results dock's labels ahead of its form's
+first layout."""
 DOCKS_HOLD = "result docks"
 """What holds the canvas's painting while the result docks first take their room."""
 AFTER_STEP = QEvent.Type(QEvent.registerEventType())
@@ -362,6 +365,7 @@ class SolveController(QObject):
         # painted once, at its new size, with all of them
         self._steps.extend([
             lambda: self.results.fill(solution),
+            self._measure_results,
             lambda: self.results.set_stale(self.controller.stale),
             self._show_docks,
             self._draw_overlays,
@@ -416,6 +420,11 @@ class SolveController(QObject):
         after, self._after_steps = self._after_steps, []
         for then in after:
             then()
+
+    def _measure_results(self) -> None:
+        """Measure the Results dock's new labels a slice a turn, until all are."""
+        if not self.results.measure_some(MEASURE_SLICE_S):
+            self._steps.appendleft(self._measure_results)
 
     def _draw_overlays(self) -> None:
         """The cut (and load) on the canvas, with the tree chosen meanwhile if any; the

@@ -34,8 +34,9 @@ PARALLEL_GAP = 16.0
 NO_CONTENTS = QGraphicsItem.GraphicsItemFlag.ItemHasNoContents
 MARGIN = 1500.0
 """Free scene space around the drawing, so there is room to pan and to add nodes."""
-DETAIL_SLICE_S = 0.006
-"""Wall-clock seconds of label placing per turn of the event loop, when in turns."""
+DETAIL_SLICE_S = 0.003
+"""Wall-clock seconds of label placing per turn of the event loop, when in turns (a
+slice is the longest turn left while a solve's results are shown if it is much more)."""
 END = object()
 BUILD_AT_ONCE = 600
 """Drawings of fewer nodes plus links are built in one go after New/Open; larger ones a

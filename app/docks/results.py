@@ -7,6 +7,7 @@ Prop. 3
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 from PySide6.QtCore import Qt
@@ -72,6 +73,8 @@ class ResultsDock(SolutionDock):
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.values: dict[str, QLabel] = {}
+        self._unmeasured: list[QLabel] = []
+        """Value labels given a new text whose size hints are not worked out yet."""
         for key, text in [("topology", "Topology"), ("collective", "Collective"),
                           ("n", "N"), ("allgather", "Optimal algbw"),
                           ("reduce-scatter", ""), ("allreduce", ""),
@@ -132,8 +135,24 @@ class ResultsDock(SolutionDock):
         first time, laying out the form takes as long as filling it: a turn each)."""
         self.solution = solution
         self.bound = None
+        self._unmeasured = list(self.values.values()) if solution is not None else []
         if solution is not None:
             self._fill(solution)
+
+    def measure_some(self, seconds: float) -> bool:
+        """Work out the size hints of the labels :meth:`fill` gave a text, for about
+        ``seconds`` of wall time (one label at least); True once all are. A label keeps
+        its hints until its text changes, so laying out the form as it is shown then
+        only places them: the wrapped and rich-text labels' measuring, most of the
+        form's first layout, can be spread over turns of the event loop before it."""
+        deadline = time.perf_counter() + seconds
+        while self._unmeasured:         # one at least, so a turn always gets further
+            label = self._unmeasured.pop()
+            label.sizeHint()
+            label.minimumSizeHint()
+            if time.perf_counter() >= deadline:
+                break
+        return not self._unmeasured
 
     def set_bound(self, bound: Bound | None, stale: bool) -> None:
         """Show the optimum of a solve whose schedule is still being built;

@@ -395,3 +395,23 @@ def test_a_timer_due_during_a_steps_paint_fires_before_the_next_step(window, qtb
     qtbot.waitUntil(lambda: "second" in seen, timeout=5000)
     window.removeEventFilter(paints)
     assert seen == ["first", "paint", "other", "second"]
+
+
+def test_the_results_labels_are_measured_in_turns_before_the_form_is_shown(window, qtbot):
+    """A new solution's Results labels get their size hints a slice a turn, between
+    filling the dock and showing its form; each turn measures one label at least."""
+    solver = window.solver
+    order = []
+    solver.controller.solution_changed.connect(lambda _s: order.extend(solver._steps))
+    solution = solve_in(window, qtbot)
+    assert order[1] == solver._measure_results
+    results = solver.results
+    results.fill(solution)
+    labels = len(results.values)
+    measured = 0
+    while not results.measure_some(0.0):
+        measured += 1
+    assert measured == labels - 1
+    assert results.measure_some(0.0)
+    results.fill(None)
+    assert results.measure_some(0.0)
