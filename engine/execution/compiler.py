@@ -89,9 +89,8 @@ def _parts(plan: CollectivePlan) -> tuple[list[FlowTree], list[FlowTree], list[i
     if plan.ordered_links or not plan.reduce_trees or not plan.broadcast_trees:
         return (list(plan.reduce_trees), list(plan.broadcast_trees),
                 list(range(len(plan.trees))))
-    # Exact integers over the shares' common denominator: summing and comparing the
-    # Fractions per tree costs a gcd or cross products each (a ring allreduce at 64 GPUs
-    # has 1,024 trees, each root 16 cuts).
+    # Exact integers over the shares' common denominator: summing and comparing
+    # Fractions would cost a gcd or cross products at every tree of the plan.
     phases = (plan.reduce_trees, plan.broadcast_trees)
     unit = math.lcm(*{t.share.denominator for phase in phases for t in phase})
     spans: list[list[tuple[int, int]]] = []      # per phase, per tree: its part of the shard
