@@ -32,7 +32,8 @@ os.environ.setdefault("CANOPY_RECOVERY_DIR", tempfile.mkdtemp(prefix="canopy-ben
 from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from bench.gui_responsiveness import design_file  # noqa: E402
+from bench.gui_responsiveness import _spin, design_file  # noqa: E402
+from bench.gui_turns import shown_window, start_editor  # noqa: E402
 
 SETTLE_S = 1.5
 """How long the loop runs on after the solution arrived."""
@@ -85,11 +86,6 @@ class TracedApplication(QApplication):
                                if c >= 0.0005]})
 
 
-def _spin() -> None:
-    while True:
-        pass
-
-
 def _step_name(step: object) -> str:
     name = getattr(step, "__qualname__", type(step).__name__)
     if name.endswith("<lambda>"):
@@ -102,18 +98,9 @@ def _ms(seconds: float) -> float:
 
 
 def _one_run(app: TracedApplication, path: str, collective: str, over_s: float) -> dict:
-    from canopy.app.main_window import MainWindow
-    from canopy.engine.io.topology_json import load_topology
-
-    window = MainWindow(load_topology(path))
-    window.resize(1400, 900)
-    window.show()
+    window = shown_window(app, path)
     app.named = [(window.scene._detail_timer, "label slice"),
                  (window.solver.overlays._restyle_timer, "tree restyle slice")]
-    settle = time.perf_counter() + 1.0       # the window's first paints are not counted
-    while time.perf_counter() < settle:
-        app.processEvents()
-        time.sleep(0.01)
     ticks: list[float] = []
     ticker = QTimer()
     ticker.setInterval(10)
@@ -173,12 +160,9 @@ def main() -> None:
     parser.add_argument("--over", type=float, default=40.0)
     args = parser.parse_args()
     app = TracedApplication([])
-    from canopy.app import heap
-    from canopy.app.job_runner import warm_up
     from canopy.app.solve_controller import SolveController
 
-    heap.settle_start_up()
-    warm_up()
+    start_editor()
     next_step = SolveController._next_step
 
     def named_step(self: SolveController) -> None:

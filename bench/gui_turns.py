@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 import time
+from typing import Any
 
 os.environ.setdefault("CANOPY_RECOVERY_DIR", tempfile.mkdtemp(prefix="canopy-bench-"))
 
@@ -72,6 +73,32 @@ class TimedApplication(QApplication):
                                for w, c in self._paints if c >= 0.0005]})
 
 
+def start_editor() -> None:
+    """The editor's start-up as the application makes it: its heap settled and the job
+    runner's child process warmed up."""
+    from canopy.app import heap
+    from canopy.app.job_runner import warm_up
+
+    heap.settle_start_up()
+    warm_up()
+
+
+def shown_window(app: QApplication, path: str) -> Any:
+    """A main window on the topology at ``path``, shown at 1400x900, after its first paints
+    (which no bench counts)."""
+    from canopy.app.main_window import MainWindow
+    from canopy.engine.io.topology_json import load_topology
+
+    window = MainWindow(load_topology(path))
+    window.resize(1400, 900)
+    window.show()
+    settle = time.perf_counter() + 1.0
+    while time.perf_counter() < settle:
+        app.processEvents()
+        time.sleep(0.01)
+    return window
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collective", default="allreduce")
@@ -81,19 +108,8 @@ def main() -> None:
     args = parser.parse_args()
     app = TimedApplication([])
     from bench.gui_responsiveness import design_file
-    from canopy.app import heap
-    from canopy.app.job_runner import warm_up
-    from canopy.app.main_window import MainWindow
-    from canopy.engine.io.topology_json import load_topology
-    heap.settle_start_up()
-    warm_up()
-    window = MainWindow(load_topology(design_file(args.design)))
-    window.resize(1400, 900)
-    window.show()
-    settle = time.perf_counter() + 1.0       # the window's first paints are not counted
-    while time.perf_counter() < settle:
-        app.processEvents()
-        time.sleep(0.01)
+    start_editor()
+    window = shown_window(app, str(design_file(args.design)))
     ticks: list[tuple[float, int]] = []
     ticker = QTimer()
     ticker.setInterval(10)
