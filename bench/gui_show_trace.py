@@ -30,10 +30,9 @@ import time
 os.environ.setdefault("CANOPY_RECOVERY_DIR", tempfile.mkdtemp(prefix="canopy-bench-"))
 
 from PySide6.QtCore import QEvent, QObject, QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from bench.gui_responsiveness import _spin, design_file  # noqa: E402
-from bench.gui_turns import shown_window, start_editor  # noqa: E402
+from bench.gui_turns import TimedApplication, shown_window, start_editor  # noqa: E402
 
 SETTLE_S = 1.5
 """How long the loop runs on after the solution arrived."""
@@ -45,45 +44,29 @@ def _run_queue_s() -> float:
         return int(f.read().split()[1]) / 1e9
 
 
-class TracedApplication(QApplication):
-    """Records each event delivered from the event loop itself (a turn) while ``on``."""
+class TracedApplication(TimedApplication):
+    """Records each turn with its wall-clock span, the run queue's wait in it and the
+    showing step it ran, if any."""
 
     def __init__(self, argv: list[str]):
         super().__init__(argv)
-        self.on = False
-        self.depth = 0
         self.step = ""
         """The showing step run in the turn under way, if any."""
-        self.turns: list[dict] = []
         self.named: list[tuple[QObject, str]] = []
         """Timers whose turns are named (the label slices, a tree's restyling)."""
-        self._paints: list[tuple[str, float]] = []
+        self._began = (0.0, 0.0)
 
-    def notify(self, receiver: QObject, event: QEvent) -> bool:
-        if not self.on:
-            return super().notify(receiver, event)
-        kind = event.type()
-        self.depth += 1
-        if self.depth == 1:
-            self._paints = []
-            self.step = next((n for o, n in self.named if o is receiver), "")
-            wall, queued = time.perf_counter(), _run_queue_s()
-        start = time.thread_time()
-        try:
-            return super().notify(receiver, event)
-        finally:
-            cpu = time.thread_time() - start
-            self.depth -= 1
-            if kind == QEvent.Type.Paint:
-                self._paints.append((type(receiver).__name__ + "/"
-                                     + type(receiver.parent()).__name__, cpu))
-            if self.depth == 0:
-                self.turns.append({
-                    "w0": wall, "w1": time.perf_counter(), "cpu": cpu,
-                    "rq": _run_queue_s() - queued,
-                    "what": self.step or f"{kind.name}/{type(receiver).__name__}",
-                    "paints": [(w, round(c * 1000, 1)) for w, c in self._paints
-                               if c >= 0.0005]})
+    def begin(self, receiver: QObject) -> None:
+        self.step = next((n for o, n in self.named if o is receiver), "")
+        self._began = (time.perf_counter(), _run_queue_s())
+
+    def record(self, receiver: QObject, kind: QEvent.Type, cpu: float,
+               paints: list[tuple[str, float]]) -> dict:
+        wall, queued = self._began
+        return {"w0": wall, "w1": time.perf_counter(), "cpu": cpu,
+                "rq": _run_queue_s() - queued,
+                "what": self.step or f"{kind.name}/{type(receiver).__name__}",
+                "paints": [(w, round(c * 1000, 1)) for w, c in paints]}
 
 
 def _step_name(step: object) -> str:

@@ -41,7 +41,8 @@ def _name(obj: QObject | None) -> str:
 
 
 class TimedApplication(QApplication):
-    """Times each event delivered from the event loop (a turn) while ``on``."""
+    """Times each event delivered from the event loop (a turn) while ``on``; what a turn's
+    record holds is :meth:`record`'s (a subclass may record more)."""
 
     def __init__(self, argv: list[str]):
         super().__init__(argv)
@@ -57,6 +58,7 @@ class TimedApplication(QApplication):
         self.depth += 1
         if self.depth == 1:
             self._paints = []
+            self.begin(receiver)
         start = time.thread_time()
         try:
             return super().notify(receiver, event)
@@ -66,11 +68,19 @@ class TimedApplication(QApplication):
             if kind == QEvent.Type.Paint:
                 self._paints.append((_name(receiver), cpu))
             if self.depth == 0:
-                self.turns.append({
-                    "turn": len(self.turns), "cpu_ms": round(cpu * 1000, 2),
-                    "event": kind.name, "receiver": type(receiver).__name__,
-                    "paints": [{"widget": w, "cpu_ms": round(c * 1000, 2)}
-                               for w, c in self._paints if c >= 0.0005]})
+                self.turns.append(self.record(receiver, kind, cpu,
+                                              [(w, c) for w, c in self._paints if c >= 0.0005]))
+
+    def begin(self, receiver: QObject) -> None:
+        """A turn delivering to ``receiver`` begins (nothing to note here)."""
+
+    def record(self, receiver: QObject, kind: QEvent.Type, cpu: float,
+               paints: list[tuple[str, float]]) -> dict:
+        """The record of a turn: its CPU, event, receiver and the paints it did (widget,
+        CPU s; those over half a millisecond)."""
+        return {"turn": len(self.turns), "cpu_ms": round(cpu * 1000, 2),
+                "event": kind.name, "receiver": type(receiver).__name__,
+                "paints": [{"widget": w, "cpu_ms": round(c * 1000, 2)} for w, c in paints]}
 
 
 def start_editor() -> None:
