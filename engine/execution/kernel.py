@@ -411,11 +411,10 @@ def _copied_array(values: Any) -> Any:
     return values.copy()
 
 
-def _pushed(when: Any, order: Any, kind: Any, what: Any, size: int, at: Any, seq: int,
-            event: int, x: int) -> None:
-    """Adds the event (``at``, ``seq``, ``event``, ``x``) to the binary heap of ``size``
-    events (per event its time ``when``, sequence number ``order``, ``kind`` and ``what``),
-    ordered by (time, sequence number)."""
+def _pushed(when: Any, order: Any, what: Any, size: int, at: Any, seq: int, x: int) -> None:
+    """Adds the event (``at``, ``seq``, ``x``) to the binary heap of ``size`` events (per
+    event its time ``when``, sequence number ``order`` and ``what``), ordered by (time,
+    sequence number)."""
     i = size
     while i > 0:
         up = (i - 1) // 2
@@ -423,16 +422,14 @@ def _pushed(when: Any, order: Any, kind: Any, what: Any, size: int, at: Any, seq
             break
         when[i] = when[up]
         order[i] = order[up]
-        kind[i] = kind[up]
         what[i] = what[up]
         i = up
     when[i] = at
     order[i] = seq
-    kind[i] = event
     what[i] = x
 
 
-def _popped(when: Any, order: Any, kind: Any, what: Any, size: int) -> None:
+def _popped(when: Any, order: Any, what: Any, size: int) -> None:
     """Takes the first event out of the binary heap of ``size + 1`` events (see
     :func:`_pushed`), leaving ``size``. The smaller child is picked by arithmetic on the
     comparisons, not a branch: which one it is varies at random, and compiled, a
@@ -450,12 +447,10 @@ def _popped(when: Any, order: Any, kind: Any, what: Any, size: int) -> None:
             break
         when[i] = when[child]
         order[i] = order[child]
-        kind[i] = kind[child]
         what[i] = what[child]
         i = child
     when[i] = at
     order[i] = seq
-    kind[i] = kind[size]
     what[i] = what[size]
 
 
@@ -476,7 +471,17 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     have not started over it: every CHECK_EVERY events, if the current time plus the
     longest of these at its link's capacity passes the deadline, the loop stops and
     returns -1 sends delivered. No send moves faster than its links' capacity (every share
-    is at most the link's), so the program cannot end before that time.
+    is at most the link's), so the program cannot end before that time. A run that ends
+    after its deadline between two checks returns its end, so where the checks fall
+    decides some runs' results: the events they count include every link finish superseded
+    by a change of the link's share (when its time comes), as when those stayed in the
+    event heap. They are kept apart (``ghost_when``, ``ghost_seq``), only counted while no
+    check could stop the run: whenever the loop moves on to a later time T it makes sure
+    that T plus the longest time last computed (the unsent bytes only fall) is not past the
+    deadline, which rules out a stop at every check up to T; the first time it is (the
+    longest time computed anew), the superseded finishes after the last time so cleared
+    join the heap of deliveries as events that do nothing, and the checks run from there
+    on as they always did.
 
     Processor sharing as in GPS: every streaming send moves at w x share of its
     bottleneck link (the one with the smallest share on its route). Each link keeps a
@@ -497,19 +502,19 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     share, and when it raises it, those of its heap, look for their bottleneck again (the
     first link of the route with the smallest share, taken if smaller than their
     bottleneck's). Those that move take their sequence numbers in the order of the link (in
-    the batch's order of links) that found them first, then of when their sends started. The
-    events due later are a binary heap by (time, sequence number) in arrays: a link's next
-    finish, superseded (not removed) when the link's share changes, and counted as an event
-    when it comes due, or a delivery. The lists a batch fills are allocated once, and the
+    the batch's order of links) that found them first, then of when their sends started.
+    The links' next finishes are a binary heap by (time, sequence number) with one entry per
+    link, indexed, moved in place when a batch changes the link's next finish (no stale
+    entries); deliveries due later are another, in arrays that grow. The lists a batch
+    fills are allocated once, and the
     events a batch schedules for its own time (starts, and finishes already due) wait in a
     list in push order for the next batch rather than in the heap, which orders them the
     same way (by sequence number, nothing else being due then). Deliveries wait in one queue
     per distinct latency (``lane``, up to DELIVERY_QUEUES of them, compiled only; -1: the
     heap), entries appended in the order the sends finished: a connection's deliveries fall
     due α after its sends finish, so each queue is in time order, and the next event is the
-    earliest of the heap's and the queues' first by (time, sequence number), as the heap
-    alone would give it (faster compiled on TACOS's timetables, with their millions of
-    sends).
+    earliest of the heaps' and the queues' first by (time, sequence number), as one heap
+    would give it (faster compiled on TACOS's timetables, with their millions of sends).
     """
     nlinks = len(cap)
     nconn = len(alpha)
@@ -519,7 +524,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     share = _copied(cap)
     clock = _filled(nlinks, zero)
     mark = _filled(nlinks, zero)
-    link_seq = _filled(nlinks, 0)     # the sequence number of each link's next finish
     # A connection streams one send at a time, its ``q_idx[head[c]]``: that send's
     # bottleneck link (-1 before it streams) and virtual finish time ``target`` are kept
     # per connection, with the sequence number ``ranked`` given when it was last set.
@@ -550,6 +554,14 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     busy = _filled(nconn, False)
     pend = _copied(pending)
     unsent = _copied(unsent)
+    # The links' next finishes: a binary heap by (time, sequence number) with one entry
+    # per link whose heap of connections is not empty, ``fin_at[lid]`` its index (-1:
+    # none), updated in place when the link's next finish changes.
+    fin_when = _filled(nlinks, zero)
+    fin_seq = _filled(nlinks, 0)
+    fin_link = _filled(nlinks, 0)
+    fin_at = _filled(nlinks, -1)
+    nfin = 0
 
     def sift(at: int, count: int, i: int) -> None:
         # Moves entry i of the heap ``members[at:at + count]`` up or down to its place (a
@@ -581,6 +593,44 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
         members[at + i] = c
         place[c] = i
 
+    def settle(i: int, count: int, at: Any, rank: int, lid: int) -> None:
+        # Puts link lid's next finish (time ``at``, sequence number ``rank``) in slot i of
+        # the heap of ``count`` finishes and moves it up or down to its place.
+        while i > 0:
+            up = (i - 1) // 2
+            if fin_when[up] < at or (fin_when[up] == at and fin_seq[up] < rank):
+                break
+            fin_when[i] = fin_when[up]
+            fin_seq[i] = fin_seq[up]
+            fin_link[i] = fin_link[up]
+            fin_at[fin_link[i]] = i
+            i = up
+        while 2 * i + 1 < count:
+            child = 2 * i + 1
+            if child + 1 < count:
+                child += (fin_when[child + 1] < fin_when[child]) | (
+                    (fin_when[child + 1] == fin_when[child]) &
+                    (fin_seq[child + 1] < fin_seq[child]))
+            if at < fin_when[child] or (at == fin_when[child] and rank < fin_seq[child]):
+                break
+            fin_when[i] = fin_when[child]
+            fin_seq[i] = fin_seq[child]
+            fin_link[i] = fin_link[child]
+            fin_at[fin_link[i]] = i
+            i = child
+        fin_when[i] = at
+        fin_seq[i] = rank
+        fin_link[i] = lid
+        fin_at[lid] = i
+
+    def farthest() -> Any:
+        # The longest time a link needs for the bytes of the sends not started over it.
+        far = zero
+        for lid in range(nlinks):
+            if unsent[lid] / cap[lid] > far:
+                far = unsent[lid] / cap[lid]
+        return far
+
     def enter(c: int, lid: int, goal: Any, rank: int) -> None:
         # Connection c, bottlenecked at link lid from now, enters that link's heap with
         # virtual finish time ``goal`` and sequence number ``rank``.
@@ -608,17 +658,25 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
         other_entry[base[lid] + slot[k]] = e
         slot[e] = slot[k]
 
-    # The events due later: a binary heap by (time, sequence number) in arrays that grow
-    # as needed (a batch adds at most ``room`` events): a link's next finish (valid while
-    # its sequence number is the link's ``link_seq``) or a delivery outside the queues
-    # below.
-    room = nlinks + nconn
+    # The deliveries due later outside the queues below (and superseded finishes counted
+    # as events, ``what`` -1): a binary heap by (time, sequence number) in arrays that
+    # grow as needed (a batch adds at most ``room``).
+    room = nconn + nlinks
     when = _filled(2 * room, zero)
     order = _filled(2 * room, 0)
-    what_kind = _filled(2 * room, 0)
     what = _filled(2 * room, 0)
     nheap = 0
     seq = 0
+    # With a deadline, the links' superseded finishes (time, sequence number) not yet
+    # counted as events, while no check can stop the run (``exact_checks`` false; see the
+    # docstring): ``verified`` the last time cleared, ``reach`` the longest time last
+    # computed.
+    ghost_when = _filled(2 * nlinks, zero)
+    ghost_seq = _filled(2 * nlinks, 0)
+    nghost = 0
+    verified = zero
+    reach = farthest() if deadline > zero else zero
+    exact_checks = deadline > zero and reach > deadline
     START, LINK, ARRIVE = 0, 1, 2
     touched_at = _filled(nlinks, -1)
     moved_at = _filled(nconn, -1)
@@ -638,7 +696,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     soon = 2 * nconn + nlinks
     soon_kind = _filled(soon, 0)
     soon_x = _filled(soon, 0)
-    soon_seq = _filled(soon, 0)
     nsoon = 0
     # Deliveries of connections with the same latency, in the order their sends finished
     # (so in time order): entries appended in that order (the send, its time and sequence
@@ -665,26 +722,60 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     batch = 0
     events = 0
     now = zero
-    while nsoon > 0 or nheap > 0 or queued > 0:
+    while nsoon > 0 or nfin > 0 or nheap > 0 or queued > 0 or nghost > 0:
+        if exact_checks:
+            while nheap + nghost + room > len(when):
+                when = _grown(when)
+                order = _grown(order)
+                what = _grown(what)
+            for i in range(nghost):
+                if ghost_when[i] > verified:
+                    _pushed(when, order, what, nheap, ghost_when[i], ghost_seq[i], -1)
+                    nheap += 1
+                else:
+                    events += 1
+            nghost = 0
+        elif nghost + nlinks > len(ghost_when):
+            kept = 0
+            for i in range(nghost):
+                if ghost_when[i] > verified:
+                    ghost_when[kept] = ghost_when[i]
+                    ghost_seq[kept] = ghost_seq[i]
+                    kept += 1
+            events += nghost - kept
+            nghost = kept
+            if 2 * (nghost + nlinks) > len(ghost_when):
+                ghost_when = _grown(ghost_when)
+                ghost_seq = _grown(ghost_seq)
         if nheap + room > len(when):
             when = _grown(when)
             order = _grown(order)
-            what_kind = _grown(what_kind)
             what = _grown(what)
         # (the arrays change only out here: compiled, the batches do not count
         # references to them)
-        while (nsoon > 0 or nheap > 0 or queued > 0) and nheap + room <= len(when):
+        while (nsoon > 0 or nfin > 0 or nheap > 0 or queued > 0 or nghost > 0) and \
+                nheap + room <= len(when) and nghost + nlinks <= len(ghost_when):
             pending_soon = nsoon
             nsoon = 0
             if pending_soon == 0:
-                found = nheap > 0
+                found = nfin > 0
                 if found:
+                    now = fin_when[0]
+                if nheap > 0 and (not found or when[0] < now):
                     now = when[0]
+                    found = True
                 for k in range(lanes):
                     h = lane_first[k]
                     if h >= 0 and (not found or due[h] < now):
                         now = due[h]
                         found = True
+                if deadline > zero and not exact_checks:
+                    if found and now + reach > deadline:
+                        reach = farthest()
+                    if not found or now + reach > deadline:
+                        exact_checks = True
+                        break
+                    verified = now
             batch += 1
             taken = 0
             ntouched = 0
@@ -697,35 +788,39 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         break
                     kind = soon_kind[taken]
                     x = soon_x[taken]
-                    item_seq = soon_seq[taken]
                     taken += 1
-                elif lanes == 0:
-                    if nheap > 0 and when[0] == now:
-                        kind = what_kind[0]
-                        x = what[0]
-                        item_seq = order[0]
-                        nheap -= 1
-                        _popped(when, order, what_kind, what, nheap)
-                    else:
-                        break
                 else:
-                    # the earliest event due now (by sequence number): the heap's or a queue's
-                    from_lane = -1
-                    first_seq = order[0] if nheap > 0 and when[0] == now else -1
+                    # the earliest event due now (by sequence number): the first link
+                    # finish, delivery in the heap or delivery in a queue
+                    source = -3
+                    first_seq = -1
+                    if nfin > 0 and fin_when[0] == now:
+                        first_seq = fin_seq[0]
+                        source = -2
+                    if nheap > 0 and when[0] == now and (first_seq < 0 or order[0] < first_seq):
+                        first_seq = order[0]
+                        source = -1
                     for k in range(lanes):
                         h = lane_first[k]
                         if h >= 0 and due[h] == now and (first_seq < 0 or due_seq[h] < first_seq):
                             first_seq = due_seq[h]
-                            from_lane = k
-                    if first_seq < 0:
+                            source = k
+                    if source == -3:
                         break
-                    if from_lane < 0:
-                        kind = what_kind[0]
+                    if source == -2:
+                        kind = LINK
+                        x = fin_link[0]
+                        nfin -= 1
+                        fin_at[x] = -1
+                        if nfin > 0:
+                            settle(0, nfin, fin_when[nfin], fin_seq[nfin], fin_link[nfin])
+                    elif source == -1:
+                        kind = ARRIVE
                         x = what[0]
-                        item_seq = order[0]
                         nheap -= 1
-                        _popped(when, order, what_kind, what, nheap)
+                        _popped(when, order, what, nheap)
                     else:
+                        from_lane = source
                         h = lane_first[from_lane]
                         x = lane_send[h]
                         lane_first[from_lane] = lane_next[h]
@@ -733,12 +828,11 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                             lane_last[from_lane] = -1
                         queued -= 1
                         kind = ARRIVE
-                        item_seq = 0
                 events += 1
                 if events % CHECK_EVERY == 0:
                     if check is not None:
                         check()
-                    if deadline > zero:
+                    if exact_checks:
                         longest = zero
                         for lid in range(nlinks):
                             if unsent[lid] > longest * cap[lid]:
@@ -746,8 +840,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         if now + longest > deadline:
                             return now, -1
                 if kind == ARRIVE:
-                    arrived[narrived] = x
-                    narrived += 1
+                    if x >= 0:
+                        arrived[narrived] = x
+                        narrived += 1
                 elif kind == START:
                     c = x
                     amount = size[q_idx[head[c]]]
@@ -767,7 +862,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                             ntouched += 1
                     started[nstarted] = c
                     nstarted += 1
-                elif item_seq == link_seq[x]:
+                else:
                     if size_of[x] == 0:
                         continue
                     c = members[base[x]]
@@ -880,19 +975,31 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     ntouched += 1
             for i in range(ntouched):
                 lid = touched[i]
-                link_seq[lid] = 0
+                f = fin_at[lid]
+                if f >= 0 and exact_checks:
+                    _pushed(when, order, what, nheap, fin_when[f], fin_seq[f], -1)
+                    nheap += 1
+                elif f >= 0 and deadline > zero:
+                    ghost_when[nghost] = fin_when[f]
+                    ghost_seq[nghost] = fin_seq[f]
+                    nghost += 1
                 if size_of[lid] > 0:
                     at = mark[lid] + (target[members[base[lid]]] - clock[lid]) / share[lid]
                     seq += 1
-                    link_seq[lid] = seq
                     if at > now:
-                        _pushed(when, order, what_kind, what, nheap, at, seq, LINK, lid)
-                        nheap += 1
-                    else:
-                        soon_kind[nsoon] = LINK
-                        soon_x[nsoon] = lid
-                        soon_seq[nsoon] = seq
-                        nsoon += 1
+                        if f < 0:
+                            f = nfin
+                            nfin += 1
+                        settle(f, nfin, at, seq, lid)
+                        continue
+                    soon_kind[nsoon] = LINK
+                    soon_x[nsoon] = lid
+                    nsoon += 1
+                if f >= 0:
+                    fin_at[lid] = -1
+                    nfin -= 1
+                    if f < nfin:
+                        settle(f, nfin, fin_when[nfin], fin_seq[nfin], fin_link[nfin])
             for i in range(ndone):
                 c = done[i]
                 s = q_idx[head[c]]
@@ -920,7 +1027,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     appended += 1
                     queued += 1
                 elif now + alpha[c] > now:
-                    _pushed(when, order, what_kind, what, nheap, now + alpha[c], seq, ARRIVE, s)
+                    _pushed(when, order, what, nheap, now + alpha[c], seq, s)
                     nheap += 1
                 else:
                     soon_kind[nsoon] = ARRIVE
