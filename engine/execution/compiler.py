@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -25,11 +27,11 @@ from canopy.engine.execution.program import (
     Send,
     check_switch_mode,
 )
+from canopy.engine.model.errors import ScheduleError
 from canopy.engine.model.memo import RecentMemo
 from canopy.engine.model.plan import (
     CollectivePlan,
     FlowTree,
-    tree_levels,
 )
 from canopy.engine.model.topology import Topology
 
@@ -125,52 +127,54 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
     :func:`plan_program`). What the trees alone decide (:class:`_Frame`) is worked out
     once for every connection layout of them (:func:`tree_memo`); a layout adds its
     connections and its thread blocks' pairs. Python work per tree edge is kept small: on
-    1024 GPUs a ring plan has 8 million."""
+    1024 GPUs a ring plan has 8 million.
+
+    Connections are numbered in the order they are first used, tree edges (as run) and
+    their hops in order: an edge without a channel gets one per hop, weighted by its
+    tree's share (unless the plan is a timetable); the others one per (channel, hop),
+    shared by every edge with that channel over that hop (a timetable's edges without a
+    channel: one per hop)."""
     check_switch_mode(switch_mode)
     frame: _Frame = tree_memo(plan, ("frame", switches, switch_mode),
                               lambda: _frame(plan, switches, switch_mode))
-    program = Program()
-    conns: dict[Hashable, int] = {}
-    shared: dict[Hashable, list[int]] = {}
-    edge_conns: list[list[int]] = []     # per tree edge (flat, trees as run) its connections
-    routes = iter(frame.routes)
-    for source, weight in zip(frame.sources, frame.weights, strict=True):
-        for e in plan.trees[source].edges:
-            hops = next(routes)
-            if e.channel is None and not plan.ordered_links:
-                # a connection of its own per hop, never shared.
-                edge_conns.append([program.connect(hop, weight) for hop in hops])
-                continue
-            # An ordered plan (a TACOS timetable) sends over each route on one connection,
-            # its reduce-scatter's chunks and then its allgather's, in the timetable's
-            # order: a TACOS link carries one chunk at a time (Won et al., "TACOS:
-            # Topology-Aware Collective Algorithm Synthesizer for Distributed Machine
-            # Learning", arXiv:2304.05301, §IV-B). A connection per phase would let an
-            # allgather chunk share the link with a reduce-scatter chunk the timetable
-            # sends first, and delay the reduction waiting for it.
-            group = ("channel", e.channel) if e.channel is not None else ("route",)
-            ids = shared.get((group, e.path))
-            if ids is None:
-                ids = []
-                for hop in hops:
-                    ckey: Hashable = (*group, hop)
-                    if ckey not in conns:
-                        conns[ckey] = program.connect(hop, _ONE)
-                    ids.append(conns[ckey])
-                shared[(group, e.path)] = ids
-            edge_conns.append(ids)
-    order = frame.order
-    conn = np.fromiter((c for x in order.tolist() for c in edge_conns[x]), dtype=np.int64,
-                       count=len(frame.hop))
+    trees = plan.trees
+    channels = list(map(_CHANNEL, chain.from_iterable(trees[s].edges for s in frame.sources)))
+    groups = _numbers(channels)
+    # An ordered plan (a TACOS timetable) sends over each route on one connection, its
+    # reduce-scatter's chunks and then its allgather's, in the timetable's order: a TACOS
+    # link carries one chunk at a time (Won et al., "TACOS: Topology-Aware Collective
+    # Algorithm Synthesizer for Distributed Machine Learning", arXiv:2304.05301, §IV-B).
+    # A connection per phase would let an allgather chunk share the link with a
+    # reduce-scatter chunk the timetable sends first, and delay the reduction waiting for
+    # it. Elsewhere an edge without a channel has connections of its own, never shared.
+    if not plan.ordered_links and None in groups:
+        groups[None] = -1
+    group = np.fromiter(map(groups.__getitem__, channels), dtype=np.int64,
+                        count=len(channels))
+    slot_group = np.repeat(group, frame.hops_of)       # per slot, tree edges in order
+    width = len(slot_group)
+    # one key per connection: (channel group, hop), or the slot itself for one of its own
+    key = np.where(slot_group >= 0, slot_group * len(frame.hop_routes) + frame.flat_hop,
+                   len(groups) * len(frame.hop_routes) + np.arange(width, dtype=np.int64))
+    _, first_use, inverse = np.unique(key, return_index=True, return_inverse=True)
+    made = np.argsort(first_use)
+    number = np.empty(len(made), dtype=np.int64)
+    number[made] = np.arange(len(made), dtype=np.int64)
+    opened = first_use[made]
+    connections = [Connection(frame.hop_routes[h], frame.weights[t] if g < 0 else _ONE)
+                   for h, t, g in zip(frame.flat_hop[opened].tolist(),
+                                      frame.flat_tree[opened].tolist(),
+                                      slot_group[opened].tolist(), strict=True)]
+    conn = number[inverse.reshape(-1)][frame.flat_slot]
     src, dst = frame.src, frame.dst
     if plan.paired:
         dep_from: list[int] = []
         dep_to: list[int] = []
-        place = np.empty(len(order), dtype=np.int64)    # flat edge -> its place in the order
-        place[order] = np.arange(len(order), dtype=np.int64)
-        reducing, broadcasting = allreduce_parts(plan)
-        for received, sent, earlier in _paired_edges(plan, [*reducing, *broadcasting]):
-            last = max(received, key=lambda x: place[x])
+        place = np.empty(len(frame.order), dtype=np.int64)  # flat edge -> its place in order
+        place[frame.order] = np.arange(len(frame.order), dtype=np.int64)
+        at = place.tolist()
+        for received, sent, earlier in _paired_edges(plan, frame.sources, channels):
+            last = max(received, key=at.__getitem__)
             for y in [last, *earlier]:
                 dep_from.extend([y] * len(sent))
                 dep_to.extend(sent)
@@ -178,7 +182,7 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
         xs = np.array(dep_to, dtype=np.int64)
         src = np.concatenate([src, frame.first[ys] + frame.hops_of[ys] - 1])
         dst = np.concatenate([dst, frame.first[xs]])
-    return IterationTemplate(program.connections, conn, frame.tree, frame.hop, frame.hops,
+    return IterationTemplate(connections, conn, frame.tree, frame.hop, frame.hops,
                              src, dst, frame.shares, plan.ordered_links, frame.edge)
 
 
@@ -187,16 +191,20 @@ class _Frame:
     """What a plan's iteration template takes from its trees alone, the same for every
     connection layout of them (:func:`plan_template`): the trees as run
     (:func:`allreduce_parts`), each as the index of the plan's tree it cuts
-    (``sources``) with its connections' weight (its share over the smallest), every tree
-    edge's hops (flat, trees in that order), the edges' order in the iteration, and
-    per slot (edges' hops in that order) its tree, hop, hop count and edge; ``first``
+    (``sources``) with its connections' weight (its share over the smallest); every tree
+    edge's hops (tree edges flat, trees in that order, each edge's hops in order:
+    ``flat_hop`` numbers each hop's route in ``hop_routes``, ``flat_tree`` gives its
+    tree); the edges' order in the iteration; per slot (edges' hops in that order) its
+    tree, hop, hop count, edge and place among the flat hops (``flat_slot``); ``first``
     and ``hops_of`` give per edge its first slot and its hops; ``src``/``dst`` the
     within-iteration dependencies (thread blocks' pairs excepted)."""
 
     sources: list[int]
     weights: list[Fraction]
     shares: list[Fraction]
-    routes: list[list[tuple[str, ...]]]
+    hop_routes: list[tuple[str, ...]]
+    flat_hop: Any
+    flat_tree: Any
     order: Any
     first: Any
     hops_of: Any
@@ -204,94 +212,157 @@ class _Frame:
     hop: Any
     hops: Any
     edge: Any
+    flat_slot: Any
     src: Any
     dst: Any
 
 
 def _frame(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Frame:
-    """:class:`_Frame` of ``plan``'s trees."""
+    """:class:`_Frame` of ``plan``'s trees. Each edge is read once (its nodes, route and
+    priority as integers); the rest is NumPy over all edges at once, as a ring plan on
+    64 GPUs has 64,512 of them."""
     reducing, broadcasting, sources = _parts(plan)
     trees = [*reducing, *broadcasting]
-    smallest = min(t.share for t in trees)
-    nphase = len(reducing)
-    hop_cache: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    routes: list[list[tuple[str, ...]]] = []
-    # Per tree edge (in one flat list, trees in order): its order key (phase, step,
-    # priority, tree) or, ordered, (phase, priority, tree).
-    steps: list[int] = []
-    priorities: list[Fraction] = []
-    dep_from: list[int] = []          # x's first hop waits for the last hop of y:
-    dep_to: list[int] = []            # pairs (y, x) of flat edge indices
-    root_done: dict[Hashable, list[int]] = {}
-    base = 0
-    for tree in trees:
-        for e in tree.edges:
-            found = hop_cache.get(e.path)
-            if found is None:
-                found = hop_cache[e.path] = _hops(e.path, switches, switch_mode)
-            routes.append(found)
-        if not plan.ordered_links:
-            steps.extend(tree_levels(tree))
-        priorities.extend(e.priority for e in tree.edges)
-        # Dependencies between tree edges (same piece).
-        if tree.reduce:
-            # Child -> parent: waits for everything from the child's children.
-            children: dict[str, list[int]] = {}
-            for ei, e in enumerate(tree.edges):
-                children.setdefault(e.parent, []).append(base + ei)
-            for ei, e in enumerate(tree.edges):
-                below = children.get(e.child)
-                if below:
-                    dep_from.extend(below)
-                    dep_to.extend([base + ei] * len(below))
-                if e.parent == tree.root:
-                    root_done.setdefault(tree.key, []).append(base + ei)
-        else:
-            into = {e.child: base + ei for ei, e in enumerate(tree.edges)}
-            for ei, e in enumerate(tree.edges):
-                if e.parent != tree.root:
-                    dep_from.append(into[e.parent])
-                    dep_to.append(base + ei)
-        base += len(tree.edges)
-    # Allreduce: a key's broadcast leaves its root once the key's reduction arrived.
-    base = 0
-    for tree in trees:
-        if not tree.reduce:
-            for ei, e in enumerate(tree.edges):
-                if e.parent == tree.root:
-                    done = root_done.get(tree.key, [])
-                    dep_from.extend(done)
-                    dep_to.extend([base + ei] * len(done))
-        base += len(tree.edges)
-    count = len(routes)
+    edges = list(chain.from_iterable(tree.edges for tree in trees))
+    count = len(edges)
     sizes = np.array([len(t.edges) for t in trees], dtype=np.int64)
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int64), sizes)
-    phase_of = (tree_of >= nphase).astype(np.int64)
+    # Routes: each distinct path cut into hops once, each distinct hop numbered.
+    paths = list(map(_PATH, edges))
+    path_id = _numbers(paths)
+    path_of = np.fromiter(map(path_id.__getitem__, paths), dtype=np.int64, count=count)
+    hop_id: dict[tuple[str, ...], int] = {}
+    path_hops = [[hop_id.setdefault(h, len(hop_id)) for h in _hops(p, switches, switch_mode)]
+                 for p in path_id]
+    path_len = np.array([len(h) for h in path_hops], dtype=np.int64)
+    hops_of = path_len[path_of]
+    flat_first = np.zeros(count, dtype=np.int64)      # per edge: its first flat hop
+    np.cumsum(hops_of[:-1], out=flat_first[1:])
+    path_first = np.zeros(len(path_hops), dtype=np.int64)
+    np.cumsum(path_len[:-1], out=path_first[1:])
+    total = int(hops_of.sum())
+    flat_hop = np.fromiter((h for hops in path_hops for h in hops), dtype=np.int64,
+                           count=int(path_len.sum()))[
+        np.repeat(path_first[path_of] - flat_first, hops_of)
+        + np.arange(total, dtype=np.int64)]
+    # Each edge's nodes as integers; ``up`` is the edge into its parent (-1 at the root).
+    parents, children = list(map(_PARENT, edges)), list(map(_CHILD, edges))
+    node = _numbers([*parents, *children, *(t.root for t in trees)])
+    parent = np.fromiter(map(node.__getitem__, parents), dtype=np.int64, count=count)
+    child = np.fromiter(map(node.__getitem__, children), dtype=np.int64, count=count)
+    roots = np.array([node[t.root] for t in trees], dtype=np.int64)
+    reduce = np.array([t.reduce for t in trees], dtype=bool)[tree_of]
+    at_root = parent == roots[tree_of]
+    up = _edges_up(tree_of * len(node) + parent, tree_of * len(node) + child)
+    if np.any((up < 0) & ~at_root):
+        raise ScheduleError("a tree edge leaves a node its tree does not reach first.")
+    depth = _depths_of(up)                 # per edge: the tree edges above it
+    # Per tree edge its order key (phase, step, priority, tree) or, ordered, (phase,
+    # priority, tree): a broadcast's step is its parent's depth, a reduction's the
+    # height of its child's subtree (:func:`canopy.engine.model.plan.tree_levels`).
+    priorities = list(map(_PRIORITY, edges))
     rank = _ranks(priorities)
-    priority_of = np.fromiter((rank[id(p)] for p in priorities), dtype=np.int64,
-                              count=len(priorities))
+    priority_of = np.fromiter(map(rank.__getitem__, map(id, priorities)), dtype=np.int64,
+                              count=count)
     keys = [np.arange(count, dtype=np.int64), tree_of, priority_of]
     if not plan.ordered_links:
-        keys.append(np.array(steps, dtype=np.int64))
-    keys.append(phase_of)
+        keys.append(np.where(reduce, _heights(up, depth, reduce), depth))
+    keys.append((tree_of >= len(reducing)).astype(np.int64))
     order = np.lexsort(keys)
+    # Dependencies between tree edges: a reduction waits for every edge into its child,
+    # a broadcast for the edge into its parent (pairs by tree, then waiting edge, then
+    # edge waited for); then a key's broadcast leaves its root once the key's reduction
+    # into it arrived (by broadcast edge, then reduction edge).
+    below = np.nonzero(reduce & (up >= 0))[0]
+    after = np.nonzero(~reduce & ~at_root)[0]
+    dep_from = np.concatenate([below, up[after]])
+    dep_to = np.concatenate([up[below], after])
+    pairs = np.lexsort((dep_from, dep_to))
+    key_id: dict[Hashable, int] = {}
+    key_of = np.array([key_id.setdefault(t.key, len(key_id)) for t in trees],
+                      dtype=np.int64)[tree_of]
+    done_from, done_to = _joined(np.nonzero(reduce & at_root)[0],
+                                 np.nonzero(~reduce & at_root)[0], key_of, len(key_id))
+    ys = np.concatenate([dep_from[pairs], done_from])
+    xs = np.concatenate([dep_to[pairs], done_to])
     # Slots: the edges' hops in that order.
-    hops_of = np.array([len(r) for r in routes], dtype=np.int64)
     hops = hops_of[order]
     begin = np.zeros(count, dtype=np.int64)     # first slot of each edge, in order
     begin[1:] = np.cumsum(hops)[:-1]
     first = np.empty(count, dtype=np.int64)     # flat edge -> its first slot
     first[order] = begin
-    width = int(hops.sum())
-    slot_hop = np.arange(width, dtype=np.int64) - np.repeat(begin, hops)
-    chain = np.nonzero(slot_hop > 0)[0]
-    ys = np.array(dep_from, dtype=np.int64)
-    xs = np.array(dep_to, dtype=np.int64)
-    src = np.concatenate([chain - 1, first[ys] + hops_of[ys] - 1])
-    dst = np.concatenate([chain, first[xs]])
+    slot_hop = np.arange(total, dtype=np.int64) - np.repeat(begin, hops)
+    inner = np.nonzero(slot_hop > 0)[0]
+    src = np.concatenate([inner - 1, first[ys] + hops_of[ys] - 1])
+    dst = np.concatenate([inner, first[xs]])
+    slot_edge = order.repeat(hops)
+    smallest = min(t.share for t in trees)
     return _Frame(sources, [t.share / smallest for t in trees], [t.share for t in trees],
-                  routes, order, first, hops_of, tree_of[order].repeat(hops), slot_hop,
-                  np.repeat(hops, hops), order.repeat(hops), src, dst)
+                  list(hop_id), flat_hop, tree_of.repeat(hops_of), order, first, hops_of,
+                  tree_of[order].repeat(hops), slot_hop, np.repeat(hops, hops), slot_edge,
+                  flat_first[slot_edge] + slot_hop, src, dst)
+
+
+_PATH, _PARENT, _CHILD = attrgetter("path"), attrgetter("parent"), attrgetter("child")
+
+
+_PRIORITY, _CHANNEL = attrgetter("priority"), attrgetter("channel")
+
+
+def _numbers(values: list[Any]) -> dict[Any, int]:
+    """Per distinct value its number, first seen first."""
+    return {v: i for i, v in enumerate(dict.fromkeys(values))}
+
+
+def _edges_up(parent: Any, child: Any) -> Any:
+    """Per edge (codes of its tree and parent, its tree and child) the edge whose child
+    is its parent, or -1."""
+    if len(child) == 0:
+        return np.zeros(0, dtype=np.int64)
+    by_child = np.argsort(child, kind="stable")
+    ordered = child[by_child]
+    at = np.minimum(np.searchsorted(ordered, parent), len(child) - 1)
+    return np.where(ordered[at] == parent, by_child[at], -1)
+
+
+def _depths_of(up: Any) -> Any:
+    """Per edge the number of edges above it (``up`` followed to -1), by pointer jumping:
+    each round doubles the distance every edge has looked up."""
+    depth = (up >= 0).astype(np.int64)
+    step = up.copy()
+    for _ in range(max(len(up), 1).bit_length() + 1):
+        live = np.nonzero(step >= 0)[0]
+        if len(live) == 0:
+            return depth
+        depth[live] += depth[step[live]]
+        step[live] = step[step[live]]
+    raise ScheduleError("a tree's edges form a cycle.")
+
+
+def _heights(up: Any, depth: Any, reduce: Any) -> Any:
+    """Per edge of a reduce tree the height of its child's subtree (0 at a leaf), deepest
+    edges first: each raises the edge above it to its own height plus one."""
+    height = np.zeros(len(up), dtype=np.int64)
+    inner = np.nonzero(reduce & (up >= 0))[0]
+    inner = inner[np.argsort(-depth[inner], kind="stable")]
+    levels = np.flatnonzero(np.diff(depth[inner])) + 1
+    for part in np.split(inner, levels):
+        np.maximum.at(height, up[part], height[part] + 1)
+    return height
+
+
+def _joined(done: Any, leaving: Any, key_of: Any, keys: int) -> tuple[Any, Any]:
+    """The pairs (d, x) of reduction edges ``done`` and broadcast edges ``leaving`` whose
+    trees have one key, by x then d (both given in ascending order)."""
+    grouped = done[np.argsort(key_of[done], kind="stable")]
+    per_key = np.bincount(key_of[done], minlength=keys)
+    start = np.zeros(keys, dtype=np.int64)
+    np.cumsum(per_key[:-1], out=start[1:])
+    wanted = key_of[leaving]
+    counts = per_key[wanted]
+    offsets = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(
+        np.cumsum(counts) - counts, counts)
+    return grouped[np.repeat(start[wanted], counts) + offsets], np.repeat(leaving, counts)
 
 
 def _ranks(priorities: list[Fraction]) -> dict[int, int]:
@@ -301,7 +372,7 @@ def _ranks(priorities: list[Fraction]) -> dict[int, int]:
     and comparing Fractions costs a modular inverse and cross products each (a TACOS
     timetable at 64 GPUs has about 1,400 distinct ticks), unless that denominator is
     large."""
-    distinct = {id(p): p for p in priorities}
+    distinct = dict(zip(map(id, priorities), priorities, strict=True))
     common = math.lcm(*{p.denominator for p in distinct.values()})
     if common.bit_length() > 256:
         value_rank = {v: i for i, v in enumerate(sorted(set(distinct.values())))}
@@ -311,32 +382,55 @@ def _ranks(priorities: list[Fraction]) -> dict[int, int]:
     return {i: order[v] for i, v in scaled.items()}
 
 
-def _paired_edges(plan: CollectivePlan, trees: list[FlowTree]
+def _paired_edges(plan: CollectivePlan, sources: list[int], channels: list[Hashable]
                   ) -> list[tuple[list[int], list[int], list[int]]]:
     """Per thread block of ``plan.paired`` (receive peer p, GPU v, send peer w, channel c),
     the flat indices of the tree edges it receives (p -> v on c) and sends (v -> w on c),
     and the reductions' receives its receives wait for (:func:`_reduction_chains`): every
     send waits for the last of its receives in the iteration's order, as the thread block
-    runs its receives before its sends, and for those."""
-    receives: dict[tuple[str, str, Hashable], list[int]] = {}
-    before: dict[int, list[int]] = {}       # a reduction's receives earlier in its chain
-    rank = {x: i for i, x in enumerate(plan.compute_nodes)}
-    base = 0
-    for tree in trees:
-        for ei, e in enumerate(tree.edges):
-            if e.channel is not None:
-                sender, receiver = (e.child, e.parent) if tree.reduce else (e.parent, e.child)
-                receives.setdefault((sender, receiver, e.channel), []).append(base + ei)
-        if tree.reduce:
-            before.update(_reduction_chains(tree, rank, base))
-        base += len(tree.edges)
+    runs its receives before its sends, and for those. The trees as run are the plan's
+    trees ``sources`` (:func:`_parts`), their edges' ``channels`` flat."""
+    trees = plan.trees
+    senders: list[str] = []
+    receivers: list[str] = []
+    for source in sources:
+        tree = trees[source]
+        parents, children = map(_PARENT, tree.edges), map(_CHILD, tree.edges)
+        senders.extend(children if tree.reduce else parents)
+        receivers.extend(parents if tree.reduce else children)
+    # the edges over each (sender, receiver, channel), in order
+    keys = list(zip(senders, receivers, channels, strict=True))
+    number = _numbers(keys)
+    ids = np.fromiter(map(number.__getitem__, keys), dtype=np.int64, count=len(keys))
+    edges_over = np.split(np.argsort(ids, kind="stable"),
+                          np.cumsum(np.bincount(ids, minlength=len(number)))[:-1])
+    # a reduction's receives earlier in its chain: the same for every layout of the trees
+    # with these accumulation orders
+    before: dict[int, list[int]] = tree_memo(
+        plan, ("chains", plan.compute_nodes, tuple(t.accumulation for t in plan.reduce_trees)),
+        lambda: _chains_before(plan, sources))
     out = []
     for p, v, w, c in plan.paired:
-        received, sent = receives.get((p, v, c)), receives.get((v, w, c))
-        if received and sent:
+        into, onward = number.get((p, v, c)), number.get((v, w, c))
+        if into is not None and onward is not None:
+            received, sent = edges_over[into].tolist(), edges_over[onward].tolist()
             earlier = sorted({x for y in received for x in before.get(y, [])})
             out.append((received, sent, earlier))
     return out
+
+
+def _chains_before(plan: CollectivePlan, sources: list[int]) -> dict[int, list[int]]:
+    """:func:`_reduction_chains` of every reduce tree as run (the plan's trees
+    ``sources``), by flat edge index."""
+    rank = {x: i for i, x in enumerate(plan.compute_nodes)}
+    before: dict[int, list[int]] = {}
+    base = 0
+    for source in sources:
+        tree = plan.trees[source]
+        if tree.reduce:
+            before.update(_reduction_chains(tree, rank, base))
+        base += len(tree.edges)
+    return before
 
 
 def _reduction_chains(tree: FlowTree, rank: dict[str, int], base: int) -> dict[int, list[int]]:
@@ -365,42 +459,49 @@ def _reduction_chains(tree: FlowTree, rank: dict[str, int], base: int) -> dict[i
 
 def expand_template(template: IterationTemplate, size: Fraction, pieces: int) -> FlatProgram:
     """The sends of ``pieces`` loop iterations of ``template`` on ``size`` bytes, in the
-    order (piece, slot) or, for ordered plans, (edge order, piece, hop)."""
+    order (piece, slot) or, for ordered plans, (edge order, piece, hop). Trees of equal
+    shares send equal amounts: each is worked out once."""
     width = len(template.conn)
-    piece = np.arange(pieces, dtype=np.int64)[:, None]
-    if template.ordered:
-        index = pieces * (np.arange(width, dtype=np.int64) - template.hop)[None, :] \
-            + template.hop[None, :] + piece * template.hops[None, :]
-    else:
-        index = piece * width + np.arange(width, dtype=np.int64)[None, :]
     total = pieces * width
+    # The dependencies sorted by (src, dst): one iteration's pairs sorted once, which in
+    # (piece, slot) order keeps every piece's sends after the last piece's.
+    pair = np.lexsort((template.dst, template.src))
+    senders, waiting = template.src[pair], template.dst[pair]
+    distinct: dict[Fraction, int] = {}
+    amount_index = np.array([distinct.setdefault(share, len(distinct))
+                             for share in template.shares], dtype=np.int64)
+    amounts = [share * size / pieces for share in distinct]
+    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    if not template.ordered:
+        # piece p's slot j is send p * width + j: every array repeats one iteration's
+        start = np.arange(pieces, dtype=np.int64)[:, None] * width
+        np.cumsum(np.tile(np.bincount(senders, minlength=width), pieces), out=dep_ptr[1:])
+        return FlatProgram(template.connections, np.tile(template.conn, pieces),
+                           np.tile(amount_index[template.tree], pieces), amounts,
+                           np.tile(np.bincount(waiting, minlength=width), pieces), dep_ptr,
+                           (start + waiting[None, :]).ravel(),
+                           np.repeat(np.arange(pieces, dtype=np.int64), width))
+    piece = np.arange(pieces, dtype=np.int64)[:, None]
+    index = pieces * (np.arange(width, dtype=np.int64) - template.hop)[None, :] \
+        + template.hop[None, :] + piece * template.hops[None, :]
     conn = np.empty(total, dtype=np.int64)
     conn[index] = template.conn[None, :]
     amount_of = np.empty(total, dtype=np.int64)
-    amount_of[index] = template.tree[None, :]
+    amount_of[index] = amount_index[template.tree][None, :]
     iteration = np.empty(total, dtype=np.int64)
     iteration[index] = piece
-    # The dependencies sorted by (src, dst): one iteration's pairs sorted once, which in
-    # (piece, slot) order keeps every piece's sends after the last piece's. An ordered
-    # plan's sends interleave the pieces, but a send's dependents (all of its piece) still
-    # come in the order of their slots (an edge's sends are consecutive, its pieces in
-    # order): each pair goes to its sender's place plus its rank among that slot's pairs.
-    pair = np.lexsort((template.dst, template.src))
-    src_all = index[:, template.src[pair]].ravel()
-    dst_all = index[:, template.dst[pair]].ravel()
-    dep_ptr = np.zeros(total + 1, dtype=np.int64)
+    # An ordered plan's sends interleave the pieces, but a send's dependents (all of its
+    # piece) still come in the order of their slots (an edge's sends are consecutive, its
+    # pieces in order): each pair goes to its sender's place plus its rank among that
+    # slot's pairs.
+    src_all = index[:, senders].ravel()
+    dst_all = index[:, waiting].ravel()
     np.cumsum(np.bincount(src_all, minlength=total), out=dep_ptr[1:])
-    if template.ordered:
-        senders = template.src[pair]
-        rank = np.arange(len(pair), dtype=np.int64) - np.searchsorted(senders, senders)
-        dep_idx = np.empty(len(dst_all), dtype=np.int64)
-        dep_idx[dep_ptr[src_all] + np.tile(rank, pieces)] = dst_all
-    else:
-        dep_idx = dst_all
-    pending = np.bincount(dst_all, minlength=total)
-    amounts = [share * size / pieces for share in template.shares]
-    return FlatProgram(template.connections, conn, amount_of, amounts, pending, dep_ptr,
-                 dep_idx, iteration)
+    rank = np.arange(len(pair), dtype=np.int64) - np.searchsorted(senders, senders)
+    dep_idx = np.empty(len(dst_all), dtype=np.int64)
+    dep_idx[dep_ptr[src_all] + np.tile(rank, pieces)] = dst_all
+    return FlatProgram(template.connections, conn, amount_of, amounts,
+                       np.bincount(dst_all, minlength=total), dep_ptr, dep_idx, iteration)
 
 
 def plan_program(plan: CollectivePlan, size: Fraction | int, pieces: int,

@@ -126,10 +126,20 @@ def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
     if not np.array_equal(image[conn], conn[perm]) or \
             not np.array_equal(np.sort(image), np.arange(nconn, dtype=np.int64)):
         return None
-    for c in range(nconn):
-        d = int(image[c])
-        if routes[d] != tuple(rotation[x] for x in routes[c]) or weights[d] != weights[c]:
-            return None
+    # each connection's image has its route's image and its weight (connections share a
+    # few routes and weight objects: each compared once)
+    route_id: dict[tuple[str, ...], int] = {}
+    route_of = np.fromiter((route_id.setdefault(r, len(route_id)) for r in routes),
+                           dtype=np.int64, count=nconn)
+    moved = np.array([route_id.get(tuple(rotation[x] for x in r), -1) for r in route_id],
+                     dtype=np.int64)
+    objects = {id(w): w for w in weights}
+    value_id: dict[Fraction, int] = {}
+    weight_id = {i: value_id.setdefault(w, len(value_id)) for i, w in objects.items()}
+    weight_of = np.fromiter((weight_id[id(w)] for w in weights), dtype=np.int64, count=nconn)
+    if not np.array_equal(route_of[image], moved[route_of]) or \
+            not np.array_equal(weight_of[image], weight_of):
+        return None
     by_conn = np.argsort(conn, kind="stable")
     same = conn[by_conn[:-1]] == conn[by_conn[1:]]
     if np.any(perm[by_conn[:-1]][same] >= perm[by_conn[1:]][same]):
@@ -164,9 +174,9 @@ def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
     new_conn[kept] = np.arange(len(kept), dtype=np.int64)
     into_kept = is_rep[conn[dst]]
     links: dict[Edge, tuple[Edge, Fraction]] = {}
-    for c in kept.tolist():
+    for route in {routes[c]: None for c in kept.tolist()}:
         classes = set()
-        for link in path_links(routes[c]):
+        for link in path_links(route):
             if link not in links:
                 orbit = {link}
                 x = link
@@ -175,7 +185,7 @@ def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
                     orbit.add(x)
                 links[link] = (min(orbit), Fraction(len(orbit), m))
             classes.add(links[link][0])
-        if len(classes) < len(routes[c]) - 1:
+        if len(classes) < len(route) - 1:
             return None   # a route crossing two links of one orbit
     return Fold(keep, kept.tolist(), new_conn[conn[keep]],
                 new_slot[rep_slot[src[into_kept]]], new_slot[dst[into_kept]], links)

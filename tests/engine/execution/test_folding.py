@@ -2,6 +2,7 @@
 whole program's times (exactly, in exact arithmetic), and programs that are not invariant
 under the rotation of the servers are not folded."""
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -221,3 +222,22 @@ def test_pods_of_a_leaf_spine_fold_a_shared_layout_with_the_same_exact_times():
         whole = sim.simulate(topology, laid, 1 << 22, pieces, exact=True, symmetry=False)
         assert 2 * folded.messages == whole.messages
         assert folded.time_us == whole.time_us
+
+
+def test_a_connection_whose_image_has_another_weight_does_not_fold():
+    """Weights compare by value: an equal weight in another object folds alike, a
+    different one on a single connection keeps the iteration whole."""
+    topology = shared_core(3)
+    plan = star_trees(topology)
+    template = sim.plan_template(plan, frozenset(topology.switch_nodes()), "cut-through")
+    rotation, m = server_rotations(topology)[0]
+    folded = sim._folded_by(plan, template, rotation, m)
+    assert folded is not None and len(folded[0].conn) * m == len(template.conn)
+    for weight, folds in ((Fraction(2, 2), True), (Fraction(2), False)):
+        connections = list(template.connections)
+        connections[1] = replace(connections[1], weight=weight)
+        other = sim._folded_by(plan, replace(template, connections=connections), rotation, m)
+        assert (other is not None) == folds
+        if folds:
+            assert other[0].conn.tolist() == folded[0].conn.tolist() and \
+                other[1] == folded[1]
