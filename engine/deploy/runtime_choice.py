@@ -535,26 +535,35 @@ def plan_fits(topology: Topology, k: int, laid: CollectivePlan, limits: MscclLim
     """Whether the MSCCL++ plan of ``laid`` (a layout of a schedule with ``k``, in place)
     fits the runtime's thread blocks: ``max_tbs_per_gpu`` of at most 64 ops each, thread
     blocks over 64 ops cut into parts as the plan writer cuts them
-    (:mod:`canopy.engine.mscclpp.writer`, rule 8). The layout's MSCCL program is built
-    from its thread blocks without the XML text, and the plan's ops are counted without
-    writing the plan (:func:`~canopy.engine.mscclpp.writer.check_fits`, the same verdict).
-    MSCCL++ runs more ops per step than
+    (:mod:`canopy.engine.mscclpp.writer`, rule 8). MSCCL++ runs more ops per step than
     MSCCL (a wait, a thread barrier and a semaphore release around each reduction), so a
     layout that fills the GPU's thread blocks in MSCCL may need more in MSCCL++: the
     choice passes over such layouts, so that the plan ``canopy solve --mscclpp`` writes
-    is the program ``canopy compare`` times."""
-    from canopy.engine.msccl import MscclLimitError, MscclOptions
-    from canopy.engine.msccl.writer import plan_algo
-    from canopy.engine.mscclpp.files import rank_servers
-    from canopy.engine.mscclpp.writer import MscclppLimitError, check_fits
+    is the program ``canopy compare`` times.
 
+    The layout's MSCCL thread blocks (kept for the export,
+    :func:`~canopy.engine.msccl.writer.kept_threadblocks`) are at most ``max_tbs_per_gpu``
+    per GPU. Where no thread block can exceed 64 ops
+    (:func:`~canopy.engine.mscclpp.writer.fits_uncut`), none is cut: the plan has as many,
+    each with two channels at most (its receiving and its sending connection), so it
+    fits. Otherwise the MSCCL program is built from them without the XML text and the
+    plan's ops are counted without writing the plan
+    (:func:`~canopy.engine.mscclpp.writer.check_fits`, the same verdict)."""
+    from canopy.engine.msccl import MscclLimitError, MscclOptions
+    from canopy.engine.msccl.writer import kept_threadblocks, threadblocks_algo
+    from canopy.engine.mscclpp.files import rank_servers
+    from canopy.engine.mscclpp.writer import MscclppLimitError, check_fits, fits_uncut
+
+    options = MscclOptions(inplace=True, limits=limits, layout="auto")
     try:
-        algo = plan_algo(laid, k, MscclOptions(inplace=True, limits=limits, layout="auto"),
-                         routes=False)
+        assignment = kept_threadblocks(laid, k, options)
     except MscclLimitError:
         return True       # the MSCCL export's own limits: it says so when it writes
+    if fits_uncut(assignment):
+        return True
     try:
-        check_fits(algo, rank_servers(topology), limits.max_tbs_per_gpu)
+        check_fits(threadblocks_algo(assignment, options, routes=False),
+                   rank_servers(topology), limits.max_tbs_per_gpu)
     except MscclppLimitError:
         return False
     return True

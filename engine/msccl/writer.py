@@ -102,11 +102,12 @@ def plan_threadblocks(plan: CollectivePlan, chunks: int | None = None,
 _KEPT: RecentMemo[ThreadBlockAssignment] = RecentMemo(2)
 
 
-def _kept_threadblocks(plan: CollectivePlan, chunks: int | None, options: MscclOptions
-                       ) -> ThreadBlockAssignment:
+def kept_threadblocks(plan: CollectivePlan, chunks: int | None, options: MscclOptions
+                      ) -> ThreadBlockAssignment:
     """:func:`plan_threadblocks`, kept for the last plans asked by what only reads it
-    (:func:`plan_xml`, :func:`plan_algo`): the runtime choice counts the chosen layout's
-    MSCCL++ thread blocks, and the export then writes the same thread blocks. Kept by
+    (:func:`plan_xml`, :func:`plan_algo`, the runtime choice's MSCCL++ fit check): the
+    runtime choice checks the chosen layout's MSCCL++ thread blocks, and the export then
+    writes the same thread blocks. Kept by
     what they depend on: the chunks, in place or not, the limits, fusing, channels and
     layout (not the protocol, runtime, name or sizes, which only the text names)."""
     _check_options(options)
@@ -350,7 +351,7 @@ def plan_xml(plan: CollectivePlan, chunks: int | None = None,
              options: MscclOptions | None = None) -> bytes:
     """The MSCCL XML of any plan (rings, allreduce-LP schedules, …), :func:`plan_threadblocks`."""
     options = options or MscclOptions()
-    return threadblocks_xml(_kept_threadblocks(plan, chunks, options), options)
+    return threadblocks_xml(kept_threadblocks(plan, chunks, options), options)
 
 
 def plan_algo(plan: CollectivePlan, chunks: int | None = None,
@@ -358,7 +359,7 @@ def plan_algo(plan: CollectivePlan, chunks: int | None = None,
     """The program :func:`plan_xml` writes, as its reader reads it back
     (:func:`threadblocks_algo`)."""
     options = options or MscclOptions()
-    return threadblocks_algo(_kept_threadblocks(plan, chunks, options), options, routes)
+    return threadblocks_algo(kept_threadblocks(plan, chunks, options), options, routes)
 
 
 def write_msccl(path: str | os.PathLike[str], schedule: Schedule,

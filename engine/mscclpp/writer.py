@@ -96,7 +96,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from canopy.engine.model.errors import ScheduleError
 from canopy.engine.msccl.model import (
@@ -112,6 +112,9 @@ from canopy.engine.mscclpp.reader import (
     MAX_OPERATION,
     UNBOUNDED,
 )
+
+if TYPE_CHECKING:
+    from canopy.engine.msccl.threadblocks import ThreadBlockAssignment
 
 COLLECTIVE_NAMES = {"allgather": "allgather", "reduce_scatter": "reducescatter",
                     "allreduce": "allreduce", "alltoall": "alltoall"}
@@ -686,6 +689,65 @@ def check_fits(algo: XmlAlgo, servers: list[int], max_tbs: int | None,
     within the runtime's by rule 8), without writing the plan: its parts counted
     (:class:`_Counter`), as the runtime choice asks of a layout it simulated to the end."""
     _check_limits(_fitting_cut(_Program(algo, servers, lanes), max_tbs), max_tbs)
+
+
+CHUNKWISE = frozenset({"rrs", "rrc", "rrcs", "cpy", "re"})   # a data op per chunk here
+
+
+def fits_uncut(assignment: ThreadBlockAssignment) -> bool:
+    """Whether no thread block of the MSCCL program ``assignment`` lays out (without lanes)
+    can need more than MAX_OPERATION ops (:func:`operation_bounds`): then
+    :func:`check_fits` cuts none."""
+    return all(n <= MAX_OPERATION for rank in operation_bounds(assignment) for n in rank)
+
+
+def operation_bounds(assignment: ThreadBlockAssignment) -> list[list[int]]:
+    """Per rank and thread block of the MSCCL program ``assignment`` lays out (without
+    lanes), at least the ops :class:`_Counter` counts of it uncut, found from its steps
+    alone, without the program :func:`check_fits` reads: each step's ops at their most (a
+    data op may take a ``nop`` before it, rule 4; so may a signal or semaphore release
+    after data moved):
+
+    * a wait on another thread block's step: its ``sem_acquire`` (rule 5; or one op for
+      16 acquired before the pipeline, rule 6);
+    * a receive: its ``wait`` (rule 3);
+    * a reduction or a copy (:data:`CHUNKWISE`): a data op per chunk, with a ``nop``;
+    * a send: its puts, 8 chunks an op, each with a ``nop``, and its ``signal`` with a
+      ``nop`` (rules 3, 9; a port channel's last put carries the signal, and a reduction
+      sent on a memory channel is written by its ``res`` ops and signalled: fewer);
+    * its dependents in other thread blocks: a ``sem_release`` per 16, with a ``nop``;
+
+    and per thread block the pipeline op and its closing ``nop``, rule 7's readiness (an
+    op for its one receiving connection, one for its one sending connection, one for the
+    wait before its first put) and the acquires before the pipeline. Copies hoisted
+    before the pipeline (rule 6) take an op each and one more, at most what they count
+    here (each moves a chunk or more)."""
+    out = []
+    for rank_tbs in assignment.tbs:
+        home = {step: i for i, tb in enumerate(rank_tbs) for step in tb.steps}
+        dependents: dict[object, int] = defaultdict(int)    # in other thread blocks
+        for step, i in home.items():
+            if step.dep is not None and home[step.dep] != i:
+                dependents[step.dep] += 1
+        bounds = []
+        for i, tb in enumerate(rank_tbs):
+            ops, waits = 5, 0
+            for step in tb.steps:
+                cnt, kind = step.cnt, STEP_TYPES[step.kind]
+                if step.dep is not None and home[step.dep] != i:
+                    waits += 1
+                if kind.receives:
+                    ops += 1
+                if step.kind in CHUNKWISE:
+                    ops += 2 * cnt
+                if kind.sends:
+                    ops += 2 * (-(-cnt // MAX_CHANNEL_PER_OPERATION) + 1)
+                released = dependents.get(step, 0)
+                if released:
+                    ops += 2 * -(-released // MAX_SEMAPHORES_PER_OP)
+            bounds.append(ops + waits + -(-waits // MAX_SEMAPHORES_PER_OP))
+        out.append(bounds)
+    return out
 
 
 @dataclass
