@@ -290,14 +290,13 @@ def slack_tiers(plan: CollectivePlan, mult: list[int], limits: MscclLimits,
         return
     caps = topology.capacities()
     bound = bandwidth_bound(plan, caps)[0]
-    loads = link_loads(plan)
+    congestion = {link: load * bound / caps[link] for link, load in link_loads(plan).items()}
     chunks: dict[Key, int] = {}
     tier: dict[Key, int] = {}
     for key, items in connection_members(split, SLACK_DETAIL).items():
         route = key[2] if key[2][0] == key[0] else tuple(reversed(key[2]))
         chunks[key] = len(items)
-        tier[key] = math.floor(max(loads[link] * bound / caps[link]
-                                   for link in path_links(route)) * 100)
+        tier[key] = math.floor(max(congestion[link] for link in path_links(route)) * 100)
     grain = dict.fromkeys(sorted(set(tier.values())), 0)   # index into SLACK_GRAINS
     while True:
         counts = {key: -(-n // SLACK_GRAINS[grain[tier[key]]]) if SLACK_GRAINS[grain[tier[key]]]
