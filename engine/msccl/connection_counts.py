@@ -202,6 +202,25 @@ Member = tuple[tuple[int, int], int, int]     # ((phase, step within the piece),
 _MEMBERS: RecentMemo[dict[Key, list[Member]]] = RecentMemo(1)
 
 
+_EDGE_GROUPS: RecentMemo[list[tuple[Group, int, int, int, int]]] = RecentMemo(1)
+
+
+def _edge_groups(plan: CollectivePlan) -> list[tuple[Group, int, int, int, int]]:
+    """Per tree edge (trees in order, each tree's edges in order): its group, phase,
+    step within the piece, tree and index in the tree; kept for the last plan (what
+    :func:`connection_members` keys at every detail)."""
+    def walk() -> list[tuple[Group, int, int, int, int]]:
+        out = []
+        cut = len(plan.reduce_trees)
+        for ti, tree in enumerate(plan.trees):
+            phase = 0 if ti < cut else 1
+            for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
+                out.append((sender_receiver(tree, e), phase, level, ti, ei))
+        return out
+
+    return _EDGE_GROUPS.get(plan, "groups", walk)
+
+
 def connection_members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[Member]]:
     """Tree edges (as ((phase, step within the piece), tree, edge) indices) by the key of
     the connections they may share: their group; with ``detail`` 1 also their phase
@@ -210,19 +229,20 @@ def connection_members(plan: CollectivePlan, detail: int = 0) -> dict[Key, list[
     piece). Each call gets lists of its own; the last plan's are computed once (paired
     layouts' bisections ask about one plan again and again: choosing 8 x DGX A100
     reduce-scatter's layout asked 18 times about 2 plans)."""
+    return defaultdict(list, {key: list(items)
+                              for key, items in _kept_members(plan, detail).items()})
+
+
+def _kept_members(plan: CollectivePlan, detail: int) -> dict[Key, list[Member]]:
+    """:func:`connection_members` as kept, for what only reads it."""
     def walk() -> dict[Key, list[Member]]:
         members: dict[Key, list[Member]] = defaultdict(list)
-        cut = len(plan.reduce_trees)
-        for ti, tree in enumerate(plan.trees):
-            phase = 0 if ti < cut else 1
-            for ei, (e, level) in enumerate(zip(tree.edges, tree_levels(tree), strict=True)):
-                band = level // (detail - 1) if detail >= 2 else 0
-                key = (*sender_receiver(tree, e), *(phase, band)[:detail])
-                members[key].append(((phase, level), ti, ei))
+        for group, phase, level, ti, ei in _edge_groups(plan):
+            key = group + ((phase, level // (detail - 1)) if detail >= 2 else (phase,)[:detail])
+            members[key].append(((phase, level), ti, ei))
         return members
 
-    known = _MEMBERS.get(plan, detail, walk)
-    return defaultdict(list, {key: list(items) for key, items in known.items()})
+    return _MEMBERS.get(plan, detail, walk)
 
 
 def shared_counts(plan: CollectivePlan, limits: MscclLimits, detail: int = 0,
@@ -298,7 +318,7 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
     """:class:`Descent`'s order: first the counts once every pair of GPUs is within
     ``max_channels``, then before each key gives up a connection (the most connections
     of a GPU, that GPU, the key; None and the end where it has none left to give up)."""
-    members = connection_members(plan, detail)
+    members = _kept_members(plan, detail)
     counts: dict[Key, int] = {k: len(v) for k, v in members.items()}
     slack = _SlackChoice(plan, members, counts, topology) if topology is not None else None
     rank = {g: i for i, g in enumerate(sorted(counts))}
@@ -310,8 +330,9 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
         per_pair[group[:2]] += n
     per_gpu = {gpu: sum(counts[g] for g in groups) for gpu, groups in at.items()}
     gpu_rank = {gpu: i for i, gpu in enumerate(sorted(per_gpu))}
-    gpus = [(-n, -gpu_rank[gpu], gpu) for gpu, n in per_gpu.items()]
-    heapq.heapify(gpus)
+    # the GPUs by most connections (then rank), entries gone stale skipped: made once the
+    # pairs are within max_channels (each GPU's count as it is then), pushed to after
+    gpus: list[tuple[int, int, str]] = []
 
     # allreduce: a broadcast step follows every reduction step of the piece
     offset = 1 + max((g[-1] for g in counts if g[-2] == 0), default=-1) \
@@ -333,7 +354,8 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
         per_pair[group[:2]] -= 1
         for gpu in group[:2]:
             per_gpu[gpu] -= 1
-            heapq.heappush(gpus, (-per_gpu[gpu], -gpu_rank[gpu], gpu))
+            if gpus:
+                heapq.heappush(gpus, (-per_gpu[gpu], -gpu_rank[gpu], gpu))
 
     # every pair of GPUs over max_channels gives up one at a time, the key that needs its
     # connections most (and has more than one) first: a key's need falls with each one it
@@ -349,6 +371,8 @@ def _give_ups(plan: CollectivePlan, max_channels: int, detail: int, topology: To
                           for g in groups for n in range(counts[g], 1, -1))
             for _, _, group in down[:excess]:
                 give_up(group)
+    gpus.extend((-n, -gpu_rank[gpu], gpu) for gpu, n in per_gpu.items())
+    heapq.heapify(gpus)
     mine = {gpu: [entry(g) for g in groups if counts[g] > 1] for gpu, groups in at.items()}
     for heap in mine.values():
         heapq.heapify(heap)
