@@ -545,6 +545,23 @@ class _Built:
         # per edge (flat order), the edges made of it by channel
         self.edges: list[dict[Hashable, FlowEdge]] = [{} for _ in range(self.starts[-1])]
         self.trees: dict[tuple[int, tuple[Hashable, ...]], FlowTree] = {}
+        self._places: list[int] | None = None
+
+    def places(self, plan: CollectivePlan) -> list[int]:
+        """Per edge (flat order), its place among all of ``plan``'s (this one's) edges by
+        phase, step within the piece, rank, tree and index in it: the order in which a
+        key's edges go to its connections (:class:`_Laying`), sorted once for every
+        detail."""
+        if self._places is None:
+            ranks = list(self.ranks.values())
+            edges = _edge_groups(plan)
+            order = sorted(range(len(edges)), key=lambda f: (
+                (edges[f][1], edges[f][2]), ranks[f], edges[f][3], edges[f][4]))
+            places = [0] * len(order)
+            for place, f in enumerate(order):
+                places[f] = place
+            self._places = places
+        return self._places
 
 
 class _Laying:
@@ -556,18 +573,19 @@ class _Laying:
     share them: most are)."""
 
     def __init__(self, plan: CollectivePlan, detail: int, built: _Built) -> None:
-        mult = multiplicities(plan)
-        self.starts = built.starts
+        starts = self.starts = built.starts
+        edge_mult = [m for m, tree in zip(multiplicities(plan), plan.trees, strict=True)
+                     for _ in tree.edges]
+        place = built.places(plan)
         self.keys: list[Key] = []
         self.shape: list[int] = []
         shapes: dict[tuple[int, ...], int] = {}
         members: list[int] = []
-        ranks = built.ranks
-        for group, items in connection_members(plan, detail).items():
-            items.sort(key=lambda item: (item[0], ranks[item[1:]], item[1], item[2]))
+        for group, items in _kept_members(plan, detail).items():
+            flat = sorted([starts[ti] + ei for _, ti, ei in items], key=place.__getitem__)
             self.keys.append(group)
-            members.extend(self.starts[ti] + ei for _, ti, ei in items)
-            loads = tuple(mult[ti] for _, ti, _ in items)
+            members.extend(flat)
+            loads = tuple(map(edge_mult.__getitem__, flat))
             self.shape.append(shapes.setdefault(loads, len(shapes)))
         self.loads = list(shapes)
         self.order = np.array(members, dtype=np.int64)
