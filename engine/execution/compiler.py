@@ -135,8 +135,7 @@ def plan_template(plan: CollectivePlan, switches: frozenset[str], switch_mode: s
     shared by every edge with that channel over that hop (a timetable's edges without a
     channel: one per hop)."""
     check_switch_mode(switch_mode)
-    frame: _Frame = tree_memo(plan, ("frame", switches, switch_mode),
-                              lambda: _frame(plan, switches, switch_mode))
+    frame = _frame_of(plan, switches, switch_mode)
     trees = plan.trees
     channels = list(map(_CHANNEL, chain.from_iterable(trees[s].edges for s in frame.sources)))
     groups = _numbers(channels)
@@ -197,7 +196,8 @@ class _Frame:
     tree); the edges' order in the iteration; per slot (edges' hops in that order) its
     tree, hop, hop count, edge and place among the flat hops (``flat_slot``); ``first``
     and ``hops_of`` give per edge its first slot and its hops; ``src``/``dst`` the
-    within-iteration dependencies (thread blocks' pairs excepted)."""
+    within-iteration dependencies (thread blocks' pairs excepted); ``stages``, the
+    pipeline's stages (:func:`pipeline_stages`)."""
 
     sources: list[int]
     weights: list[Fraction]
@@ -215,6 +215,14 @@ class _Frame:
     flat_slot: Any
     src: Any
     dst: Any
+    stages: int
+
+
+def _frame_of(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Frame:
+    """:func:`_frame` of ``plan``, kept with the facts of its trees (:func:`tree_memo`)."""
+    frame: _Frame = tree_memo(plan, ("frame", switches, switch_mode),
+                              lambda: _frame(plan, switches, switch_mode))
+    return frame
 
 
 def _frame(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> _Frame:
@@ -256,7 +264,7 @@ def _frame(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> 
     up = _edges_up(tree_of * len(node) + parent, tree_of * len(node) + child)
     if np.any((up < 0) & ~at_root):
         raise ScheduleError("a tree edge leaves a node its tree does not reach first.")
-    depth = _depths_of(up)                 # per edge: the tree edges above it
+    depth = _sums_up(up, np.ones(count, dtype=np.int64)) - 1    # per edge: edges above
     # Per tree edge its order key (phase, step, priority, tree) or, ordered, (phase,
     # priority, tree): a broadcast's step is its parent's depth, a reduction's the
     # height of its child's subtree (:func:`canopy.engine.model.plan.tree_levels`).
@@ -297,10 +305,13 @@ def _frame(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> 
     dst = np.concatenate([inner, first[xs]])
     slot_edge = order.repeat(hops)
     smallest = min(t.share for t in trees)
+    reach = _sums_up(up, hops_of)           # per edge: hops from its root to its receiver
+    broadcast = tree_of >= len(reducing)
+    stages = sum(int(reach[part].max(initial=0)) for part in (~broadcast, broadcast))
     return _Frame(sources, [t.share / smallest for t in trees], [t.share for t in trees],
                   list(hop_id), flat_hop, tree_of.repeat(hops_of), order, first, hops_of,
                   tree_of[order].repeat(hops), slot_hop, np.repeat(hops, hops), slot_edge,
-                  flat_first[slot_edge] + slot_hop, src, dst)
+                  flat_first[slot_edge] + slot_hop, src, dst, stages)
 
 
 _PATH, _PARENT, _CHILD = attrgetter("path"), attrgetter("parent"), attrgetter("child")
@@ -325,16 +336,16 @@ def _edges_up(parent: Any, child: Any) -> Any:
     return np.where(ordered[at] == parent, by_child[at], -1)
 
 
-def _depths_of(up: Any) -> Any:
-    """Per edge the number of edges above it (``up`` followed to -1), by pointer jumping:
-    each round doubles the distance every edge has looked up."""
-    depth = (up >= 0).astype(np.int64)
+def _sums_up(up: Any, value: Any) -> Any:
+    """Per edge the sum of ``value`` over it and every edge above it (``up`` followed to
+    -1), by pointer jumping: each round doubles how far every edge has summed."""
+    total = value.copy()
     step = up.copy()
     for _ in range(max(len(up), 1).bit_length() + 1):
         live = np.nonzero(step >= 0)[0]
         if len(live) == 0:
-            return depth
-        depth[live] += depth[step[live]]
+            return total
+        total[live] += total[step[live]]
         step[live] = step[step[live]]
     raise ScheduleError("a tree's edges form a cycle.")
 
@@ -402,8 +413,8 @@ def _paired_edges(plan: CollectivePlan, sources: list[int], channels: list[Hasha
     keys = list(zip(senders, receivers, channels, strict=True))
     number = _numbers(keys)
     ids = np.fromiter(map(number.__getitem__, keys), dtype=np.int64, count=len(keys))
-    edges_over = np.split(np.argsort(ids, kind="stable"),
-                          np.cumsum(np.bincount(ids, minlength=len(number)))[:-1])
+    by_key = np.argsort(ids, kind="stable").tolist()
+    bounds = [0, *np.cumsum(np.bincount(ids, minlength=len(number))).tolist()]
     # a reduction's receives earlier in its chain: the same for every layout of the trees
     # with these accumulation orders
     before: dict[int, list[int]] = tree_memo(
@@ -413,7 +424,8 @@ def _paired_edges(plan: CollectivePlan, sources: list[int], channels: list[Hasha
     for p, v, w, c in plan.paired:
         into, onward = number.get((p, v, c)), number.get((v, w, c))
         if into is not None and onward is not None:
-            received, sent = edges_over[into].tolist(), edges_over[onward].tolist()
+            received = by_key[bounds[into]:bounds[into + 1]]
+            sent = by_key[bounds[onward]:bounds[onward + 1]]
             earlier = sorted({x for y in received for x in before.get(y, [])})
             out.append((received, sent, earlier))
     return out
@@ -643,28 +655,10 @@ def min_pieces(plan: CollectivePlan, size: Fraction | int, chunk_bytes: int | No
 def pipeline_stages(topology: Topology, plan: CollectivePlan,
                     switch_mode: str = CUT_THROUGH) -> int:
     """The longest chain of sends one piece goes through: tree edges from root to leaf
-    (reduce then broadcast for allreduce); every link under store-and-forward switches."""
+    (reduce then broadcast for allreduce); every link under store-and-forward switches.
+    Read from the template's frame (:class:`_Frame`), worked out once with it."""
     check_switch_mode(switch_mode)
-    switches = frozenset(topology.switch_nodes())
-    return tree_memo(plan, ("stages", switches, switch_mode),
-                     lambda: _stages(plan, switches, switch_mode))
-
-
-def _stages(plan: CollectivePlan, switches: frozenset[str], switch_mode: str) -> int:
-    total = 0
-    hops: dict[tuple[str, ...], int] = {}     # per route (a ring plan repeats each one)
-    for phase in (plan.reduce_trees, plan.broadcast_trees):
-        deepest = 0
-        for tree in phase:
-            depth = {tree.root: 0}
-            for e in tree.edges:
-                n = hops.get(e.path)
-                if n is None:
-                    n = hops[e.path] = len(_hops(e.path, switches, switch_mode))
-                depth[e.child] = depth[e.parent] + n
-            deepest = max(deepest, max(depth.values()))
-        total += deepest
-    return total
+    return _frame_of(plan, frozenset(topology.switch_nodes()), switch_mode).stages
 
 
 def sends_per_piece(plan: CollectivePlan, switches: frozenset[str] = frozenset(),

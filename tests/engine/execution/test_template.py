@@ -1,7 +1,8 @@
 """A plan's iteration template, built with NumPy over all tree edges at once, is the one
 the rules give edge by edge: connections numbered as first used, slots in the order
-(phase, step, priority, tree, edge), the same dependencies in the same order; and the
-program unrolled from it is the one its slots and dependencies say, piece by piece."""
+(phase, step, priority, tree, edge), the same dependencies in the same order, the same
+pipeline stages; and the program unrolled from it is the one its slots and dependencies
+say, piece by piece."""
 
 from fractions import Fraction
 from functools import cache
@@ -18,6 +19,7 @@ from canopy.engine.execution.compiler import (
     _reduction_chains,
     allreduce_parts,
     expand_template,
+    pipeline_stages,
     plan_template,
 )
 from canopy.engine.forestcoll.solve import solve
@@ -92,6 +94,20 @@ def _reference(plan, switches, mode):
 
 
 @cache
+def _reference_stages(plan, switches, mode):
+    """Per phase the most hops from a root down a tree, summed, walked tree by tree."""
+    total = 0
+    for phase in (plan.reduce_trees, plan.broadcast_trees):
+        deepest = 0
+        for t in phase:
+            depth = {t.root: 0}
+            for e in t.edges:
+                depth[e.child] = depth[e.parent] + len(_hops(e.path, switches, mode))
+            deepest = max(deepest, *depth.values())
+        total += deepest
+    return total
+
+
 def _plans():
     topo = load_sample("dgx-a100-2x8.json")
     plan = schedule_plan(solve(topo, "allreduce"))
@@ -115,6 +131,7 @@ def test_the_template_is_the_one_built_edge_by_edge(monkeypatch, mode):
         assert [(c.route, c.weight) for c in template.connections] == connections
         assert template.conn.tolist() == conn
         assert template.src.tolist() == src and template.dst.tolist() == dst
+        assert pipeline_stages(topo, plan, mode) == _reference_stages(plan, switches, mode)
 
 
 def test_the_unrolled_program_is_every_piece_of_the_template():
