@@ -78,14 +78,16 @@ class _Network:
     """The links a program's connections cross, as the event loop reads them: per link
     its capacity (bytes/µs), per connection its links ``conn_link[conn_ptr[c]:
     conn_ptr[c+1]]``, latency and weight, in the numbers of the run (Fractions or
-    floats); ``compiled`` holds the same as numpy arrays, with the delivery queues per
-    latency, once a compiled run asks for them."""
+    floats), and the number of its route (connections of one route, the same links in
+    the same order, have one); ``compiled`` holds the same as numpy arrays, with the
+    delivery queues per latency, once a compiled run asks for them."""
 
     cap: list[Any]
     conn_ptr: list[int]
     conn_link: list[int]
     alpha: list[Any]
     weight: list[Any]
+    route: list[int]
     compiled: tuple[Any, ...] | None = None
     exclusive: bool | None = None
 
@@ -97,7 +99,7 @@ class _Network:
         return self.exclusive
 
     def arrays(self) -> tuple[Any, ...]:
-        """(cap, conn_ptr, conn_link, alpha, lane, lanes, weight) for the compiled loop:
+        """(cap, conn_ptr, conn_link, alpha, lane, lanes, weight, route) for the compiled loop:
         deliveries queue per latency (faster on TACOS's timetables); as Python the queues'
         scan at every event costs more than the heap (the same events either way)."""
         if self.compiled is None:
@@ -108,7 +110,7 @@ class _Network:
             self.compiled = (np.array(self.cap, f64), np.array(self.conn_ptr, np.int64),
                              np.array(self.conn_link, np.int64), np.array(self.alpha, f64),
                              np.array([lane_of.get(a, -1) for a in self.alpha], np.int64),
-                             lanes, np.array(self.weight, f64))
+                             lanes, np.array(self.weight, f64), np.array(self.route, np.int64))
         return self.compiled
 
 
@@ -126,8 +128,10 @@ def link_network(topology: Topology, connections: list[Connection], default_late
     conn_ptr = [0]
     conn_link: list[int] = []
     conn_alpha: list = []
-    known: dict[tuple[str, ...], tuple[list[int], Any]] = {}   # per route (connections of
-    # one route repeat: a tree edge's unit connections, the trees over one pair of GPUs)
+    known: dict[tuple[str, ...], tuple[list[int], Any, int]] = {}   # per route (connections
+    # of one route repeat: a tree edge's unit connections, the trees over one pair of GPUs)
+    route: list[int] = []
+    numbered: dict[tuple[int, ...], int] = {}    # per list of link ids (folded routes share)
     for connection in connections:
         found = known.get(connection.route)
         if found is None:
@@ -146,12 +150,14 @@ def link_network(topology: Topology, connections: list[Connection], default_late
             if not ids:
                 raise ScheduleError(f"a connection from {connection.route[0]} has no link "
                                     "to cross.")
-            found = known[connection.route] = (ids, num(alpha))
+            found = known[connection.route] = (ids, num(alpha),
+                                               numbered.setdefault(tuple(ids), len(numbered)))
         conn_link.extend(found[0])
         conn_ptr.append(len(conn_link))
         conn_alpha.append(found[1])
+        route.append(found[2])
     return _Network(cap, conn_ptr, conn_link, conn_alpha,
-                    [num(connection.weight) for connection in connections])
+                    [num(connection.weight) for connection in connections], route)
 
 
 def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, exact: bool,
@@ -204,7 +210,8 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
         times_list: list = [net.cap[0] * 0] * n
         size = [amount[a] for a in flat.amount_of.tolist()]
         end, delivered = _event_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
-                                     [-1] * len(net.alpha), 0, net.weight, conn.tolist(),
+                                     [-1] * len(net.alpha), 0, net.weight, net.route,
+                                     conn.tolist(),
                                      size, flat.pending.tolist(), flat.dep_ptr.tolist(),
                                      flat.dep_idx.tolist(), queue_ptr.tolist(),
                                      queue.tolist(), times_list, check, deadline,
@@ -229,7 +236,7 @@ def _run_exclusive(net: _Network, conn: Any, size: Any, pending: Any, dep_ptr: A
     n = len(conn) * pieces
     compiled = None if exact or n < COMPILE_FROM else compiled_exclusive_loop()
     if compiled is not None:
-        cap, conn_ptr, conn_link, alpha, _, _, weight = net.arrays()
+        cap, conn_ptr, conn_link, alpha, _, _, weight, _ = net.arrays()
         times = np.zeros(n)
         if check is not None:
             check()
@@ -455,15 +462,17 @@ def _popped(when: Any, order: Any, what: Any, size: int) -> None:
 
 
 def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes: int,
-                weight: Any, conn: Any, size: Any, pending: Any, dep_ptr: Any, dep_idx: Any,
-                q_ptr: Any, q_idx: Any, arrivals: Any, check: Callable[[], None] | None,
-                deadline: Any, unsent: Any) -> tuple[Any, int]:
+                weight: Any, route: Any, conn: Any, size: Any, pending: Any, dep_ptr: Any,
+                dep_idx: Any, q_ptr: Any, q_idx: Any, arrivals: Any,
+                check: Callable[[], None] | None, deadline: Any,
+                unsent: Any) -> tuple[Any, int]:
     """The event loop of the execution model: (time of the last delivery, sends delivered).
 
     Per link ``cap`` (bytes/µs); per connection its links ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``,
-    latency ``alpha`` and ``weight``; per send its connection, ``size``, how many sends it
-    waits for (``pending``) and the sends waiting for it (``dep_idx[dep_ptr[s]:...]``);
-    ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's sends in order. Delivery times go
+    latency ``alpha``, ``weight`` and ``route`` (one number per list of links); per send
+    its connection, ``size``, how many sends it waits for (``pending``) and the sends
+    waiting for it (``dep_idx[dep_ptr[s]:...]``); ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are
+    connection c's sends in order. Delivery times go
     to ``arrivals``. Numbers are Fractions or floats (lists), or numpy arrays when
     compiled by numba (:func:`compiled_event_loop`); the code is the same.
 
@@ -496,13 +505,15 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     per send (compiled, on programs of a million sends, these scattered accesses are most of
     its time). Each link keeps a binary heap of the connections it bottlenecks by (target,
     sequence number), indexed (a connection's place in it is known), so a connection that
-    moves to another bottleneck leaves it at once and its first entry is always live, and an
-    array, in no order and indexed, of the other connections streaming over it. When a batch
-    lowers a link's share, the connections of that array whose bottleneck has a larger
-    share, and when it raises it, those of its heap, look for their bottleneck again (the
-    first link of the route with the smallest share, taken if smaller than their
-    bottleneck's). Those that move take their sequence numbers in the order of the link (in
-    the batch's order of links) that found them first, then of when their sends started.
+    moves to another bottleneck leaves it at once and its first entry is always live. When
+    a batch lowers a link's share, the connections crossing it whose bottleneck had a
+    larger share then, and when it raises it, those it bottlenecks, look for their
+    bottleneck again (the first link of the route with the smallest share, taken if
+    smaller than their bottleneck's). Those that move take their sequence numbers in the
+    order of the link (in the batch's order of links) that found them first, then of when
+    their sends started. Whether one moves depends on its route and bottleneck only, so the
+    links count per route the connections they bottleneck and the batch looks at those
+    pairs of route and link, and walks a heap for the connections only where they move.
     The links' next finishes are a binary heap by (time, sequence number) with one entry per
     link, indexed, moved in place when a batch changes the link's next finish (no stale
     entries); deliveries due later are another, in arrays that grow. The lists a batch
@@ -541,14 +552,51 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     members = _filled(len(cl_idx), 0)
     size_of = _filled(nlinks, 0)
     place = _filled(nconn, 0)
-    # Per link, in no order, the entries k of ``cl_idx`` (connection ``others[..]``, entry
-    # ``other_entry[..]`` on link ``cl_idx[k]``) of the streaming connections it does not
-    # bottleneck: ``[base[lid]:base[lid] + count_of[lid]]``, ``slot[k]`` the index of entry
-    # k there; ``began[c]`` numbers connection c's send in the order the sends started.
-    others = _filled(len(cl_idx), 0)
-    other_entry = _filled(len(cl_idx), 0)
-    count_of = _filled(nlinks, 0)
-    slot = _filled(len(cl_idx), 0)
+    # Per route (``route[c]``, connections of one route cross the same links in the same
+    # order) its distinct links ``rp_link[rp_ptr[r]:rp_ptr[r+1]]`` in route order, each a
+    # pair p of route and link: ``bottlenecked[p]`` counts the route's connections
+    # bottlenecked at the link, ``pair_of[c]`` is the pair of connection c's bottleneck;
+    # per link its pairs ``thru_pair[thru_ptr[lid]:thru_ptr[lid+1]]`` (with their routes,
+    # ``thru_route``). ``began[c]`` numbers connection c's send in the order the sends
+    # started.
+    nroutes = 0
+    for c in range(nconn):
+        if route[c] >= nroutes:
+            nroutes = route[c] + 1
+    some = _filled(nroutes, -1)         # a connection of each route
+    for c in range(nconn):
+        if some[route[c]] < 0:
+            some[route[c]] = c
+    rp_ptr = _filled(nroutes + 1, 0)
+    rp_link = _filled(len(cl_idx), 0)
+    thru_ptr = _filled(nlinks + 1, 0)
+    for r in range(nroutes):
+        c = some[r]
+        rp_ptr[r + 1] = rp_ptr[r]
+        for k in range(cl_ptr[c], cl_ptr[c + 1]):
+            first = True
+            for e in range(cl_ptr[c], k):
+                if cl_idx[e] == cl_idx[k]:
+                    first = False
+            if first:
+                rp_link[rp_ptr[r + 1]] = cl_idx[k]
+                rp_ptr[r + 1] += 1
+                thru_ptr[cl_idx[k] + 1] += 1
+    for lid in range(nlinks):
+        thru_ptr[lid + 1] += thru_ptr[lid]
+    thru_pair = _filled(rp_ptr[nroutes], 0)
+    thru_route = _filled(rp_ptr[nroutes], 0)
+    filled = _copied(thru_ptr[:nlinks])
+    for r in range(nroutes):
+        for pair in range(rp_ptr[r], rp_ptr[r + 1]):
+            lid = rp_link[pair]
+            thru_pair[filled[lid]] = pair
+            thru_route[filled[lid]] = r
+            filled[lid] += 1
+    bottlenecked = _filled(rp_ptr[nroutes], 0)
+    pair_of = _filled(nconn, 0)
+    old_share = _copied(cap)
+    touched_as = _filled(nlinks, 0)     # a touched link's index in this batch's list
     began = _filled(nconn, 0)
     head = _copied(q_ptr[:nconn])
     busy = _filled(nconn, False)
@@ -631,32 +679,28 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 far = unsent[lid] / cap[lid]
         return far
 
+    def first_smallest(r: int) -> int:
+        # The first link of route r with the smallest share.
+        best = rp_link[rp_ptr[r]]
+        for pair in range(rp_ptr[r] + 1, rp_ptr[r + 1]):
+            if share[rp_link[pair]] < share[best]:
+                best = rp_link[pair]
+        return best
+
     def enter(c: int, lid: int, goal: Any, rank: int) -> None:
         # Connection c, bottlenecked at link lid from now, enters that link's heap with
         # virtual finish time ``goal`` and sequence number ``rank``.
+        pair = rp_ptr[route[c]]
+        while rp_link[pair] != lid:
+            pair += 1
+        bottlenecked[pair] += 1
+        pair_of[c] = pair
         bottleneck[c] = lid
         target[c] = goal
         ranked[c] = rank
         members[base[lid] + size_of[lid]] = c
         size_of[lid] += 1
         sift(base[lid], size_of[lid], size_of[lid] - 1)
-
-    def join(lid: int, k: int, c: int) -> None:
-        # Entry k (of connection c) joins the entries link lid does not bottleneck.
-        i = base[lid] + count_of[lid]
-        others[i] = c
-        other_entry[i] = k
-        slot[k] = count_of[lid]
-        count_of[lid] += 1
-
-    def leave(lid: int, k: int) -> None:
-        # Entry k leaves them (the last one takes its slot).
-        count_of[lid] -= 1
-        i = base[lid] + count_of[lid]
-        e = other_entry[i]
-        others[base[lid] + slot[k]] = others[i]
-        other_entry[base[lid] + slot[k]] = e
-        slot[e] = slot[k]
 
     # The deliveries due later outside the queues below (and superseded finishes counted
     # as events, ``what`` -1): a binary heap by (time, sequence number) in arrays that
@@ -687,7 +731,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     moved_by = _filled(nconn, 0)
     movers = _filled(nconn, 0)
     mover_by = _filled(nconn, 0)
-    mover_to = _filled(nconn, 0)
     starts = 0
     arrived = _filled(n, 0)
     # Events due at the current time that the batch just handled pushed: the next batch
@@ -871,11 +914,10 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         members[base[x] + 0] = members[base[x] + size_of[x]]
                         sift(base[x], size_of[x], 0)
                     bottleneck[c] = -1
+                    bottlenecked[pair_of[c]] -= 1
                     for k in range(cl_ptr[c], cl_ptr[c + 1]):
                         lid = cl_idx[k]
                         link_weight[lid] -= weight[c]
-                        if lid != x:
-                            leave(lid, k)
                         if touched_at[lid] != batch:
                             touched_at[lid] = batch
                             touched[ntouched] = lid
@@ -886,52 +928,74 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         ntouched += 1
                     done[ndone] = c
                     ndone += 1
-            nmoved = 0
             for i in range(ntouched):
                 lid = touched[i]
                 clock[lid] += share[lid] * (now - mark[lid])
                 mark[lid] = now
-                old = share[lid]
+                old_share[lid] = share[lid]
                 w = link_weight[lid]
                 share[lid] = cap[lid] / w if w else cap[lid]
-                if share[lid] < old:
-                    for j in range(base[lid], base[lid] + count_of[lid]):
-                        c = others[j]
-                        if share[bottleneck[c]] > share[lid] and moved_at[c] != batch:
-                            moved_at[c] = batch
-                            moved[nmoved] = c
-                            moved_by[nmoved] = i
-                            nmoved += 1
-                elif share[lid] > old:
-                    for j in range(base[lid], base[lid] + size_of[lid]):
-                        c = members[j]
-                        if moved_at[c] != batch:
-                            moved_at[c] = batch
-                            moved[nmoved] = c
-                            moved_by[nmoved] = i
-                            nmoved += 1
+                touched_as[lid] = i
+            # The connections that move: those a link whose share changed found (as the
+            # walk over the links in their order, each seeing the shares of the links
+            # before it and itself changed, would find them: where the share fell, those
+            # crossing it bottlenecked at a link whose share was then larger; where it rose,
+            # those it bottlenecks) whose route now has a smaller share than their
+            # bottleneck's. They depend on the route and bottleneck only, so the pairs of
+            # route and link are looked at, not the connections.
+            nmoved = 0
+            for i in range(ntouched):
+                lid = touched[i]
+                now_share = share[lid]
+                if now_share < old_share[lid]:
+                    for e in range(thru_ptr[lid], thru_ptr[lid + 1]):
+                        r = thru_route[e]
+                        best = -1
+                        for pair in range(rp_ptr[r], rp_ptr[r + 1]):
+                            b = rp_link[pair]
+                            if b == lid or bottlenecked[pair] == 0:
+                                continue
+                            then = share[b]
+                            if touched_at[b] == batch and touched_as[b] > i:
+                                then = old_share[b]
+                            if then > now_share:
+                                if best < 0:
+                                    best = first_smallest(r)
+                                if share[best] < share[b]:
+                                    for j in range(base[b], base[b] + size_of[b]):
+                                        c = members[j]
+                                        if route[c] == r and moved_at[c] != batch:
+                                            moved_at[c] = batch
+                                            moved[nmoved] = c
+                                            moved_by[nmoved] = i
+                                            nmoved += 1
+                elif now_share > old_share[lid]:
+                    for e in range(thru_ptr[lid], thru_ptr[lid + 1]):
+                        if bottlenecked[thru_pair[e]] > 0:
+                            r = thru_route[e]
+                            if share[first_smallest(r)] < now_share:
+                                for j in range(base[lid], base[lid] + size_of[lid]):
+                                    c = members[j]
+                                    if route[c] == r and moved_at[c] != batch:
+                                        moved_at[c] = batch
+                                        moved[nmoved] = c
+                                        moved_by[nmoved] = i
+                                        nmoved += 1
             nmovers = 0
             for i in range(nmoved):
                 c = moved[i]
-                best = cl_idx[cl_ptr[c]]
-                for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
-                    if share[cl_idx[k]] < share[best]:
-                        best = cl_idx[k]
-                if share[best] < share[bottleneck[c]]:
-                    j = nmovers
-                    while j > 0 and mover_by[j - 1] == moved_by[i] and \
-                            began[movers[j - 1]] > began[c]:
-                        movers[j] = movers[j - 1]
-                        mover_by[j] = mover_by[j - 1]
-                        mover_to[j] = mover_to[j - 1]
-                        j -= 1
-                    movers[j] = c
-                    mover_by[j] = moved_by[i]
-                    mover_to[j] = best
-                    nmovers += 1
+                j = nmovers
+                while j > 0 and mover_by[j - 1] == moved_by[i] and \
+                        began[movers[j - 1]] > began[c]:
+                    movers[j] = movers[j - 1]
+                    mover_by[j] = mover_by[j - 1]
+                    j -= 1
+                movers[j] = c
+                mover_by[j] = moved_by[i]
+                nmovers += 1
             for i in range(nmovers):
                 c = movers[i]
-                best = mover_to[i]
+                best = first_smallest(route[c])
                 old_b = bottleneck[c]
                 v = clock[old_b] + share[old_b] * (now - mark[old_b])
                 left = (target[c] - v) * weight[c]
@@ -942,6 +1006,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     touched[ntouched] = old_b
                     ntouched += 1
                 size_of[old_b] -= 1
+                bottlenecked[pair_of[c]] -= 1
                 if place[c] < size_of[old_b]:
                     members[base[old_b] + place[c]] = members[base[old_b] + size_of[old_b]]
                     sift(base[old_b], size_of[old_b], place[c])
@@ -952,20 +1017,9 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                     touched_at[best] = batch
                     touched[ntouched] = best
                     ntouched += 1
-                for k in range(cl_ptr[c], cl_ptr[c + 1]):
-                    if cl_idx[k] == old_b:
-                        join(old_b, k, c)
-                    elif cl_idx[k] == best:
-                        leave(best, k)
             for i in range(nstarted):
                 c = started[i]
-                best = cl_idx[cl_ptr[c]]
-                for k in range(cl_ptr[c] + 1, cl_ptr[c + 1]):
-                    if share[cl_idx[k]] < share[best]:
-                        best = cl_idx[k]
-                for k in range(cl_ptr[c], cl_ptr[c + 1]):
-                    if cl_idx[k] != best:
-                        join(cl_idx[k], k, c)
+                best = first_smallest(route[c])
                 v = clock[best] + share[best] * (now - mark[best])
                 seq += 1
                 enter(c, best, v + size[q_idx[head[c]]] / weight[c], seq)
