@@ -338,8 +338,12 @@ def pairing(trees: CollectivePlan, channels: Sequence[Hashable], limits: MscclLi
     count = _threadblocks(layout.conns, paired)
     if all(n <= limits.max_tbs_per_gpu for n in count.values()):
         return Pairing(None, None)
+    gpus = sorted(count)
+    if count[gpus[0]] > limits.max_tbs_per_gpu and not _enough_pairs(layout, gpus[0], count,
+                                                                      limits):
+        return None     # (before the rotation and the other GPUs' ends are worked out)
     image = _symmetry(trees, layout, servers) if servers is not None else None
-    over = [gpu for gpu in _representatives(sorted(count), image)
+    over = [gpu for gpu in _representatives(gpus, image)
             if count[gpu] > limits.max_tbs_per_gpu]
     ends = layout.ends(over)
     receives: dict[str, list[Conn]] = defaultdict(list)
@@ -368,6 +372,18 @@ def pairing(trees: CollectivePlan, channels: Sequence[Hashable], limits: MscclLi
             return Pairing(tuple(kept), renamed)
         forbidden |= dropped
     return None
+
+
+def _enough_pairs(layout: _Connections, gpu: str, count: dict[str, int],
+                  limits: MscclLimits) -> bool:
+    """Whether ``gpu`` (the first in sorted order, so matched first with or without a
+    rotation) finds as many pairs as it is over its thread blocks in :func:`pairing`'s
+    first round: where it does not, no pairing fits."""
+    ends = layout.ends([gpu])
+    want = count[gpu] - limits.max_tbs_per_gpu
+    found = _pairs([c for c in ends if c[1] == gpu], [c for c in ends if c[0] == gpu], ends,
+                   limits.max_steps_per_tb, set(), want)
+    return len(found) >= want
 
 
 @dataclass(frozen=True)

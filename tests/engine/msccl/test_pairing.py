@@ -190,3 +190,38 @@ def test_chains_of_one_orbit_are_cut_alike():
     assert all(channels[r] == channels[s] for r, s in pairs if (r, s) not in dropped)
     assert len({(u, v, channels[(u, v, c)]) for u, v, c in conns}) == len(conns)
     assert max(channels.values()) < 3
+
+
+def test_a_first_gpu_short_of_pairs_refuses_as_the_whole_matching_does(monkeypatch):
+    """pairing refuses at once where the first GPU finds too few pairs (before the
+    rotation and the other GPUs' ends): every pairing the paired layouts' bisections ask
+    of a 4 x 4 leaf-spine cluster's allreduce on 24 SMs gives what the whole matching
+    gives, and most, not all, are refused early."""
+    from canopy.engine.deploy.best_schedule import best_schedule
+    from canopy.engine.msccl import connections
+    from canopy.engine.msccl import pairing as pairing_module
+
+    topo = generate("cluster", {"servers": 4, "gpus": 4, "gpu_bw": 450, "nic_bw": 50,
+                                "scale_out": "leaf-spine"})
+    asked = []
+    real = connections.pairing
+
+    def recorded(*args, **kwargs):
+        asked.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(connections, "pairing", recorded)
+    plan = schedule_plan(best_schedule(topo, "allreduce"))
+    list(iter_layouts(plan, MscclLimits(max_tbs_per_gpu=24), topo))
+    enough = pairing_module._enough_pairs
+    verdicts = []
+
+    def checked(*args):
+        verdicts.append(enough(*args))
+        return verdicts[-1]
+
+    monkeypatch.setattr(pairing_module, "_enough_pairs", checked)
+    early = [real(*args, **kwargs) for args, kwargs in asked]
+    monkeypatch.setattr(pairing_module, "_enough_pairs", lambda *args: True)
+    assert [real(*args, **kwargs) for args, kwargs in asked] == early
+    assert 0 < verdicts.count(False) < len(verdicts)
