@@ -548,12 +548,14 @@ def _colour(conns: list[Conn], pairs: list[tuple[Conn, Conn]], limits: MscclLimi
         units = [[chain] for chain in chains.values()]
     else:
         placed: set[Conn] = set()
+        moved = image.conn
         for first, chain in chains.items():
             if first not in placed:
-                unit = [chain]
-                for _ in range(image.order - 1):
-                    unit.append(chains[image.conn[unit[-1][0]]])
-                placed.update(c[0] for c in unit)
+                unit, head = [chain], first
+                for _ in range(image.order - 1):       # (back at ``first`` after them)
+                    head = moved[head]
+                    placed.add(head)
+                    unit.append(chains[head])
                 units.append(unit)
 
     # most constrained first: a heap keyed by (-most connections of a pair on the chain,
