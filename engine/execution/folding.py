@@ -128,15 +128,15 @@ def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
         return None
     # each connection's image has its route's image and its weight (connections share a
     # few routes and weight objects: each compared once)
-    route_id: dict[tuple[str, ...], int] = {}
-    route_of = np.fromiter((route_id.setdefault(r, len(route_id)) for r in routes),
-                           dtype=np.int64, count=nconn)
+    route_id = {r: i for i, r in enumerate(dict.fromkeys(routes))}
+    route_of = np.fromiter(map(route_id.__getitem__, routes), dtype=np.int64, count=nconn)
     moved = np.array([route_id.get(tuple(rotation[x] for x in r), -1) for r in route_id],
                      dtype=np.int64)
-    objects = {id(w): w for w in weights}
+    objects = dict(zip(map(id, weights), weights, strict=True))
     value_id: dict[Fraction, int] = {}
     weight_id = {i: value_id.setdefault(w, len(value_id)) for i, w in objects.items()}
-    weight_of = np.fromiter((weight_id[id(w)] for w in weights), dtype=np.int64, count=nconn)
+    weight_of = np.fromiter(map(weight_id.__getitem__, map(id, weights)), dtype=np.int64,
+                            count=nconn)
     if not np.array_equal(route_of[image], moved[route_of]) or \
             not np.array_equal(weight_of[image], weight_of):
         return None
@@ -174,6 +174,7 @@ def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
     new_conn[kept] = np.arange(len(kept), dtype=np.int64)
     into_kept = is_rep[conn[dst]]
     links: dict[Edge, tuple[Edge, Fraction]] = {}
+    factor = {size: Fraction(size, m) for size in range(1, m + 1)}   # per orbit size
     for route in {routes[c]: None for c in kept.tolist()}:
         classes = set()
         for link in path_links(route):
@@ -183,7 +184,7 @@ def fold(rotation: dict[str, str], m: int, perm: Any, conn: Any,
                 for _ in range(m - 1):
                     x = (rotation[x[0]], rotation[x[1]])
                     orbit.add(x)
-                links[link] = (min(orbit), Fraction(len(orbit), m))
+                links[link] = (min(orbit), factor[len(orbit)])
             classes.add(links[link][0])
         if len(classes) < len(route) - 1:
             return None   # a route crossing two links of one orbit

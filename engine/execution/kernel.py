@@ -119,10 +119,11 @@ def link_network(topology: Topology, connections: list[Connection], default_late
                  links: dict[tuple[str, str], tuple[tuple[str, str], Fraction]] | None = None
              ) -> _Network:
     """The routes of ``connections`` as link ids (see :func:`run_flat`). Raises ScheduleError
-    for a link the topology lacks or a connection without one."""
+    for a link the topology lacks or a connection without one. Each route's links and α,
+    and each link's capacity, are worked out once per network (:class:`_RouteFacts`): the
+    plans a comparison times cross the same routes."""
     num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
-    caps = topology.capacities()
-    lats = topology.latencies()
+    facts = _route_facts(topology, default_latency, exact)
     link_id: dict[tuple[str, str], int] = {}
     cap: list = []
     conn_ptr = [0]
@@ -135,29 +136,76 @@ def link_network(topology: Topology, connections: list[Connection], default_late
     for connection in connections:
         found = known.get(connection.route)
         if found is None:
+            crossed, alpha = facts.route(connection.route)
             ids: list[int] = []
-            alpha = Fraction(0)
-            for link in path_links(connection.route):
-                if link not in caps:
-                    raise ScheduleError(f"the schedule uses link {link[0]} -> {link[1]}, "
-                                        "which is not in the topology.")
+            for link in crossed:
                 key, factor = (link, 1) if links is None else links[link]
                 if key not in link_id:
                     link_id[key] = len(cap)
-                    cap.append(num(caps[link] * factor * BYTES_PER_US_PER_GBPS))
+                    cap.append(facts.capacity(link, factor))
                 ids.append(link_id[key])
-                alpha += lats.get(link, default_latency)
-            if not ids:
-                raise ScheduleError(f"a connection from {connection.route[0]} has no link "
-                                    "to cross.")
-            found = known[connection.route] = (ids, num(alpha),
+            found = known[connection.route] = (ids, alpha,
                                                numbered.setdefault(tuple(ids), len(numbered)))
         conn_link.extend(found[0])
         conn_ptr.append(len(conn_link))
         conn_alpha.append(found[1])
         route.append(found[2])
+    weights = [connection.weight for connection in connections]
+    weight = {i: num(w) for i, w in dict(zip(map(id, weights), weights, strict=True)).items()}
     return _Network(cap, conn_ptr, conn_link, conn_alpha,
-                    [num(connection.weight) for connection in connections], route)
+                    list(map(weight.__getitem__, map(id, weights))), route)
+
+
+class _RouteFacts:
+    """Per route of one network its links and α (the sum of its links' latencies), per
+    link and capacity factor its capacity in bytes/µs, in the numbers of a run (Fractions
+    or floats), each worked out when first asked."""
+
+    def __init__(self, topology: Topology, default_latency: Fraction, exact: bool) -> None:
+        self.num: Callable[[Fraction], Fraction | float] = Fraction if exact else float
+        self.caps = topology.capacities()
+        self.lats = topology.latencies()
+        self.default_latency = default_latency
+        self.routes: dict[tuple[str, ...], tuple[list[tuple[str, str]], Any]] = {}
+        self.scaled: dict[tuple[tuple[str, str], Any], Any] = {}
+
+    def route(self, route: tuple[str, ...]) -> tuple[list[tuple[str, str]], Any]:
+        found = self.routes.get(route)
+        if found is None:
+            crossed = path_links(route)
+            for link in crossed:
+                if link not in self.caps:
+                    raise ScheduleError(f"the schedule uses link {link[0]} -> {link[1]}, "
+                                        "which is not in the topology.")
+            if not crossed:
+                raise ScheduleError(f"a connection from {route[0]} has no link to cross.")
+            alpha = Fraction(0)
+            for link in crossed:
+                alpha += self.lats.get(link, self.default_latency)
+            found = self.routes[route] = (crossed, self.num(alpha))
+        return found
+
+    def capacity(self, link: tuple[str, str], factor: Any) -> Any:
+        found = self.scaled.get((link, factor))
+        if found is None:
+            found = self.scaled[(link, factor)] = \
+                self.num(self.caps[link] * factor * BYTES_PER_US_PER_GBPS)
+        return found
+
+
+_FACTS: dict[Any, _RouteFacts] = {}      # for the last few networks
+
+
+def _route_facts(topology: Topology, default_latency: Fraction, exact: bool) -> _RouteFacts:
+    """:class:`_RouteFacts` of ``topology`` (by its fingerprint) for the last 4 networks,
+    default latencies and number types asked about."""
+    key = (topology.fingerprint(), default_latency, exact)
+    found = _FACTS.get(key)
+    if found is None:
+        if len(_FACTS) >= 4:
+            _FACTS.pop(next(iter(_FACTS)))
+        found = _FACTS[key] = _RouteFacts(topology, default_latency, exact)
+    return found
 
 
 def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, exact: bool,
@@ -186,22 +234,21 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     keys = conn.astype(np.uint16) if len(flat.connections) <= 1 << 16 else conn
     queue = np.argsort(keys, kind="stable")
     deadline = 0.0 if exact else deadline
+    per_send = None if exact else np.array(amount, np.float64)[flat.amount_of]
     if net.is_exclusive():    # a flat program is one iteration
-        sizes = [amount[a] for a in flat.amount_of.tolist()] if exact else \
-            np.array(amount, np.float64)[flat.amount_of]
+        sizes = [amount[a] for a in flat.amount_of.tolist()] if exact else per_send
         end, delivered = _run_exclusive(net, conn, sizes, flat.pending, flat.dep_ptr,
                                         flat.dep_idx, queue_ptr, queue, 1, False, exact,
                                         check, arrivals)
         return _finished(end, delivered, n, deadline)
-    unsent = _bytes_per_link(net, conn, np.array([float(a) for a in amount])[flat.amount_of]) \
-        if deadline > 0 else np.zeros(len(net.cap))
+    unsent = _bytes_per_link(net, conn, per_send) if deadline > 0 else np.zeros(len(net.cap))
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
     if compiled is not None:
         if check is not None:
             check()
         times = np.zeros(n)
         end, delivered = _checked(check, lambda: compiled(
-            *net.arrays(), conn, np.array(amount, np.float64)[flat.amount_of],
+            *net.arrays(), conn, per_send,
             flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
             _COMPILED[1], deadline, unsent))
         if arrivals is not None:
@@ -307,9 +354,8 @@ def _bytes_per_link(net: _Network, conn: Any, sizes: Any) -> Any:
     """Per link the bytes all sends of a program (``conn`` and ``sizes`` per send) carry
     over it, as floats."""
     per_conn = np.bincount(conn, weights=sizes, minlength=len(net.alpha))
-    ptr = np.array(net.conn_ptr, dtype=np.int64)
-    return np.bincount(np.array(net.conn_link, dtype=np.int64),
-                       weights=np.repeat(per_conn, np.diff(ptr)), minlength=len(net.cap))
+    _, ptr, link, *_ = net.arrays()
+    return np.bincount(link, weights=np.repeat(per_conn, np.diff(ptr)), minlength=len(net.cap))
 
 
 _COMPILED: list = []                                  # [loop, poll] once tried
