@@ -38,7 +38,6 @@ import functools
 import heapq
 import itertools
 import math
-import operator
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -95,8 +94,7 @@ class LogicalLink:
 
 class Match(NamedTuple):
     """Chunk ``chunk`` (origin, index) crosses logical link ``link`` during
-    [start, end], in ticks of 1/``Timetable.unit`` µs (a named tuple: a synthesis makes
-    one per delivery, N²·chunks of them)."""
+    [start, end], in ticks of 1/``Timetable.unit`` µs."""
 
     chunk: tuple[str, int]
     link: int
@@ -104,26 +102,39 @@ class Match(NamedTuple):
     end: int
 
 
-_new_match = functools.partial(tuple.__new__, Match)   # Match(*fields), at C speed
-_end = operator.itemgetter(3)                            # Match.end, at C speed
-
-
 @dataclass(frozen=True)
 class Timetable:
-    """A synthesized allgather: the link-chunk matches and the collective time."""
+    """A synthesized allgather: the link-chunk matches and the collective time.
+
+    The matches are kept as columns, match i moving chunk number ``chunk[i]`` (the
+    (c % chunks_per_node)-th of ``nodes[c // chunks_per_node]``) over link ``link[i]``
+    during [``start[i]``, ``end[i]``]: a synthesis makes N²·chunks of them, and the
+    plan's trees and link loads are read off the columns without a tuple per match
+    (:attr:`matches` builds those where asked)."""
 
     links: tuple[LogicalLink, ...]
     nodes: tuple[str, ...]
     chunks_per_node: int
     chunk_size: Fraction
-    matches: tuple[Match, ...]
+    chunk: tuple[int, ...]
+    link: tuple[int, ...]
+    start: tuple[int, ...]
+    end: tuple[int, ...]
     unit: int                # ticks per µs
     seed: int
 
     @functools.cached_property
     def time(self) -> Fraction:
         """The collective time in µs (computed once: choosing chunk counts asks often)."""
-        return Fraction(max(map(_end, self.matches), default=0), self.unit)
+        return Fraction(max(self.end, default=0), self.unit)
+
+    @functools.cached_property
+    def matches(self) -> tuple[Match, ...]:
+        """The matches in the order the synthesis made them."""
+        per = self.chunks_per_node
+        return tuple(Match((self.nodes[c // per], c % per), li, a, b)
+                     for c, li, a, b in zip(self.chunk, self.link, self.start, self.end,
+                                            strict=True))
 
 
 def unwind(topology: Topology, unwinding: str = "ring",
@@ -250,7 +261,6 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
     kind_ticks = [int(c * unit) for c in costs]
     ticks = [kind_ticks[k] for k in kind_of]
     index = {n: i for i, n in enumerate(nodes)}
-    chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
     into: list[list[int]] = [[] for _ in nodes]
     out: list[list[tuple[int, int]]] = [[] for _ in nodes]   # (link, node it enters)
     for li, x in enumerate(links):
@@ -264,14 +274,17 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
         _compiled(kernel, len(nodes), chunks_per_node, src_of, ticks, into, out, seed)
     if found is not None:        # else (no numba, or a node no route reaches) as below
         return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size,
-                         tuple(map(_new_match, zip(map(chunks.__getitem__, found[0]),
-                                                   *found[1:], strict=True))), unit, seed)
+                         *found, unit, seed)
     word = _random_words(seed).__next__
+    chunks = [(o, q) for o in nodes for q in range(chunks_per_node)]
     held = [{ci for ci, (o, _) in enumerate(chunks) if o == node} for node in nodes]
     missing = [set(range(len(chunks))) - held[d] for d in range(len(nodes))]
     free_at = [0] * len(links)
     arrivals: list[tuple[int, int, int]] = []
-    matches: list[Match] = []
+    sent: list[int] = []          # the matches' columns: chunk, link, start, end
+    over: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
     now = 0
     left = sum(len(m) for m in missing)
     in_flight = 0
@@ -325,7 +338,10 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                 left -= 1
                 in_flight += 1
                 heapq.heappush(arrivals, (free_at[li], d, c))
-                matches.append(Match(chunks[c], li, now, free_at[li]))
+                sent.append(c)
+                over.append(li)
+                starts.append(now)
+                ends.append(free_at[li])
                 if not free:
                     break
         touched = set()
@@ -336,13 +352,14 @@ def synthesize(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
                                     "route reaches it.")
             break
         now = arrivals[0][0]
-    return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size, tuple(matches),
-                     unit, seed)
+    return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size,
+                     tuple(sent), tuple(over), tuple(starts), tuple(ends), unit, seed)
 
 
 def _compiled(kernel: Callable[..., int], nodes: int, per_node: int, src_of: list[int],
               ticks: list[int], into: list[list[int]], out: list[list[tuple[int, int]]],
-              seed: int) -> tuple[list[int], list[int], list[int], list[int]] | None:
+              seed: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...],
+                                  tuple[int, ...]] | None:
     """The matches the compiled kernel draws (chunks, links, starts, ends), with more
     random outputs drawn in advance until they suffice; None when some node cannot be
     reached."""
@@ -364,7 +381,8 @@ def _compiled(kernel: Callable[..., int], nodes: int, per_node: int, src_of: lis
         words *= 2
     if count == STUCK:
         return None
-    return chunk.tolist(), link.tolist(), start.tolist(), end.tolist()
+    return (tuple(chunk.tolist()), tuple(link.tolist()), tuple(start.tolist()),
+            tuple(end.tolist()))
 
 
 def best_of(links: list[LogicalLink], nodes: list[str], chunks_per_node: int,
@@ -405,12 +423,14 @@ def receive_bound(links: list[LogicalLink], nodes: list[str], chunks_per_node: i
     into = {d: [0] * len(costs) for d in nodes}      # per node its links in, by kind
     for x, k in zip(links, kind_of, strict=True):
         into[x.dst][k] += 1
-    rate = {d: sum((n / t for n, t in zip(counts, costs, strict=True) if n), Fraction(0))
-            for d, counts in into.items()}
-    if not all(rate.values()):
+    # nodes with the same links in by kind have the same rate (switch unwinding makes
+    # most nodes alike), so each distinct count vector is summed once
+    rates = [sum((n / t for n, t in zip(counts, costs, strict=True) if n), Fraction(0))
+             for counts in set(map(tuple, into.values()))]
+    slowest = min(rates)
+    if not slowest:
         return Fraction(0)
-    need = (len(nodes) - 1) * chunks_per_node
-    return max(need / r for r in rate.values())
+    return (len(nodes) - 1) * chunks_per_node / slowest
 
 
 def check_timetable(table: Timetable) -> None:
@@ -458,7 +478,7 @@ def timetable_loads(tables: list[tuple[Timetable | None, bool]]) -> dict[Edge, F
         if table is None:
             continue
         share = Fraction(1, len(table.nodes) * table.chunks_per_node)
-        for li, count in collections.Counter(m.link for m in table.matches).items():
+        for li, count in collections.Counter(table.link).items():
             path = table.links[li].path
             key = (tuple(reversed(path)) if reduce else path, share)
             counts[key] = counts.get(key, 0) + count
@@ -471,25 +491,27 @@ def timetable_trees(table: Timetable, reduce: bool = False) -> list[FlowTree]:
     For ``reduce`` the timetable is an allgather on the transposed links: it is run
     backwards (data child -> parent along the original link, latest first).
     """
-    share = Fraction(1, len(table.nodes) * table.chunks_per_node)
-    edges: dict[tuple[str, int], list[FlowEdge]] = {}
-    end = max(map(_end, table.matches), default=0)
-    times: dict[int, Fraction] = {}          # one Fraction per distinct tick
+    per = table.chunks_per_node
+    share = Fraction(1, len(table.nodes) * per)
+    if not table.chunk:
+        return []
+    chunk, link, start, end = (np.array(column, np.int64) for column in
+                               (table.chunk, table.link, table.start, table.end))
+    order = np.lexsort((link, start, chunk))        # each chunk's by start, then link
+    ticks = (end.max() - end if reduce else start)[order]
+    distinct, which = np.unique(ticks, return_inverse=True)
+    times = [Fraction(t, table.unit) for t in distinct.tolist()]   # one per distinct tick
     hops = [(x.src, x.dst, tuple(reversed(x.path)) if reduce else x.path)
             for x in table.links]
-    unit = table.unit
-    for chunk, li, start, stop in sorted(table.matches, key=operator.itemgetter(2, 1)):
-        tick = end - stop if reduce else start       # (sorted by start, then link)
-        at = times.get(tick)
-        if at is None:
-            at = times[tick] = Fraction(tick, unit)
-        src, dst, path = hops[li]
-        found = edges.get(chunk)
-        if found is None:
-            found = edges[chunk] = []
-        found.append(FlowEdge(src, dst, path, at))
-    return [FlowTree(("tacos",) + chunk, chunk[0], tuple(es), share, reduce)
-            for chunk, es in sorted(edges.items())]
+    edges = [FlowEdge(src, dst, path, times[k])
+             for (src, dst, path), k in zip(map(hops.__getitem__, link[order].tolist()),
+                                            which.tolist(), strict=True)]
+    counts = np.bincount(chunk, minlength=len(table.nodes) * per).tolist()
+    firsts = [0, *itertools.accumulate(counts)]
+    keys = sorted(((table.nodes[c // per], c % per), c) for c, n in enumerate(counts) if n)
+    return [FlowTree(("tacos",) + key, key[0], tuple(edges[firsts[c]:firsts[c + 1]]), share,
+                     reduce)
+            for key, c in keys]
 
 
 class _Tacos:

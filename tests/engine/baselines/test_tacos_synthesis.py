@@ -80,8 +80,12 @@ def reference_synthesize(links, nodes, chunks_per_node, chunk_size, seed):
                 raise ScheduleError("undeliverable")
             break
         now = arrivals[0][0]
-    return Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size,
-                     tuple(matches), unit, seed)
+    columns = ([index[o] * chunks_per_node + q for (o, q), *_ in matches],
+               [m.link for m in matches], [m.start for m in matches], [m.end for m in matches])
+    table = Timetable(tuple(links), tuple(nodes), chunks_per_node, chunk_size,
+                      *map(tuple, columns), unit, seed)
+    assert table.matches == tuple(matches)
+    return table
 
 
 @pytest.mark.parametrize("compiled_from", [0, 1 << 60], ids=["compiled", "python"])
