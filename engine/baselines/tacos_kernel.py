@@ -2,8 +2,10 @@
 compiled by numba.
 
 The same matching as :func:`canopy.engine.baselines.tacos.synthesize`, the reference written
-with Python sets, on flat arrays: per node a row of flags for the chunks it holds and
-misses, links in CSR form, integer ticks and the random outputs drawn in advance. Every
+with Python sets, on flat arrays: per node a row of bit sets (WORD_BITS chunks a word) of
+the chunks it holds and misses, links in CSR form, integer ticks and the random outputs
+drawn in advance. A node's pool (the chunks it misses that a free link in holds, in
+chunk order) is then a few word operations per free link rather than a test per chunk. Every
 draw, tie and match is the reference's (tests/engine/baselines/test_tacos_synthesis.py runs
 both against the plain loop), only much faster: ``canopy compare`` synthesizes a dozen
 timetables of thousands of matches on a large cluster, which in Python would be much of its
@@ -26,6 +28,7 @@ from canopy.engine.execution.jit import cached_jit
 
 STUCK = -1           # returned count: some node cannot be reached
 SHORT = -2           # returned count: the random outputs drawn in advance ran out
+WORD_BITS = 32       # chunks per word of a bit set (int64 words, their sign bits unused)
 _COMPILED: list[Any] = []
 
 
@@ -75,13 +78,16 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
     order) and out of it with the node each enters. The matches go to ``chunk``, ``link``,
     ``start``, ``end``; returns how many, or STUCK or SHORT."""
     total = nodes * per_node
-    held = np.zeros((nodes, total), dtype=np.bool_)
-    missing = np.ones((nodes, total), dtype=np.bool_)
+    width = (total + WORD_BITS - 1) // WORD_BITS
+    held = np.zeros((nodes, width), dtype=np.int64)      # bit c % WORD_BITS of word
+    missing = np.zeros((nodes, width), dtype=np.int64)   # c // WORD_BITS: chunk c
     lacking = np.full(nodes, total - per_node, dtype=np.int64)
     for d in range(nodes):
-        for q in range(per_node):
-            held[d, d * per_node + q] = True
-            missing[d, d * per_node + q] = False
+        for c in range(total):
+            if c // per_node == d:
+                held[d, c // WORD_BITS] |= 1 << (c % WORD_BITS)
+            else:
+                missing[d, c // WORD_BITS] |= 1 << (c % WORD_BITS)
     free_at = np.zeros(len(ticks), dtype=np.int64)
     touched = np.ones(nodes, dtype=np.bool_)
     free = np.empty(len(ticks), dtype=np.int64)
@@ -97,11 +103,13 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
     while left > 0 or in_flight > 0:
         while len(arrivals) > 0 and arrivals[0][0] <= now:
             _, node, got = heapq.heappop(arrivals)
-            held[node, got] = True
+            word = got // WORD_BITS
+            bit = np.int64(1) << (got % WORD_BITS)
+            held[node, word] |= bit
             in_flight -= 1
             touched[node] = True
             for k in range(out_ptr[node], out_ptr[node + 1]):
-                if free_at[out_link[k]] <= now and missing[out_node[k], got]:
+                if free_at[out_link[k]] <= now and missing[out_node[k], word] & bit:
                     touched[out_node[k]] = True
         for d in range(nodes):
             if not touched[d]:
@@ -115,13 +123,18 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
             if nfree == 0 or lacking[d] == 0:
                 continue
             size = 0
-            for c in range(total):
-                if missing[d, c]:
-                    for j in range(nfree):
-                        if held[src_of[free[j]], c]:
-                            pool[size] = c
-                            size += 1
-                            break
+            for w in range(width):
+                offer = np.int64(0)
+                for j in range(nfree):
+                    offer |= held[src_of[free[j]], w]
+                offer &= missing[d, w]
+                c = w * WORD_BITS
+                while offer != 0:           # its chunks in order (bits below the sign)
+                    if offer & 1:
+                        pool[size] = c
+                        size += 1
+                    offer >>= 1
+                    c += 1
             drawn = 0
             while drawn < size:
                 pick, at = _below(words, at, size - drawn)
@@ -131,9 +144,11 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
                 c = pool[pick]
                 pool[pick] = pool[drawn]
                 drawn += 1
+                word = c // WORD_BITS
+                bit = np.int64(1) << (c % WORD_BITS)
                 if nfree == 1:
                     li = free[0]
-                    if not held[src_of[li], c]:
+                    if not held[src_of[li], word] & bit:
                         continue
                     one, at = _below(words, at, 1)       # choice of one still draws
                     if one < 0:
@@ -144,7 +159,7 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
                     cheapest = np.int64(0)
                     for j in range(nfree):
                         x = free[j]
-                        if held[src_of[x], c]:
+                        if held[src_of[x], word] & bit:
                             if ntied == 0 or ticks[x] < cheapest:
                                 cheapest = ticks[x]
                                 ntied = 0
@@ -162,7 +177,7 @@ def _match(nodes: int, per_node: int, src_of: Any, ticks: Any, into_ptr: Any,
                     free[j] = free[j + 1]
                 nfree -= 1
                 free_at[li] = now + ticks[li]
-                missing[d, c] = False
+                missing[d, word] &= ~bit
                 lacking[d] -= 1
                 left -= 1
                 in_flight += 1
