@@ -24,9 +24,13 @@ the ring list is scored and the best number of rings kept (the fewest among equa
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
+
+import numpy as np
 
 from canopy.engine.baselines.shortfall import relayed_hops
 from canopy.engine.execution.simulate import plan_bound
@@ -46,6 +50,25 @@ DEFAULT_BUDGET = 4000          # DFS hop evaluations per ring
 STALE_RINGS = 8                # stop adding rings after this many without improvement
 
 Ring = tuple[list[str], dict[Edge, Path]]
+EXACT_BELOW = 1 << 62         # congestions the gateway stage computes in int64 (else Python)
+
+
+@dataclass(frozen=True)
+class _Level:
+    """Every route of every hop from one server to the next, as arrays, so the gateway
+    stage scores them all at once: per route its pair (index into ``pairs``), its links'
+    ids (padded with a link never loaded) and inverse capacities (padded with 0, which
+    changes neither the max nor the sum), and whether it relays."""
+
+    pairs: list[tuple[str, str]]
+    paths: list[Path]
+    pair: np.ndarray
+    ids: np.ndarray
+    inverse: np.ndarray
+    relays: np.ndarray
+    rot_b: np.ndarray           # per pair, the node order of its entry
+    order_a: np.ndarray         # per pair, the node order of its exit
+    limit: int                  # loads below this keep every congestion within int64
 
 
 class _RingSearch:
@@ -68,6 +91,11 @@ class _RingSearch:
         scale = math.lcm(*(c.numerator for c in router.capacity.values()))
         self.inverse = {e: int(scale / c) for e, c in router.capacity.items()}
         self.loads: dict[Edge, int] = {}
+        # the same loads by link id, for the gateway stage (:meth:`_scores`); the last id
+        # pads routes and is never loaded
+        self.link_id = {e: i for i, e in enumerate(router.capacity)}
+        self.counts = [0] * (len(self.link_id) + 1)
+        self.levels: dict[int, _Level] = {}
         self.compute = {v for server in servers for v in server}
         self.direct = False           # only hops that relay through no other GPU
         # Per hop u -> v its routes, each with its links and their inverse capacities and
@@ -87,16 +115,78 @@ class _RingSearch:
     def _load(self, path: Path, sign: int) -> None:
         for e in path_links(path):
             self.loads[e] = self.loads.get(e, 0) + sign
+            self.counts[self.link_id[e]] += sign
 
-    def hop(self, u: str, v: str) -> tuple[int, int, Path] | None:
-        """(max, sum) congestion of the best route u -> v with one more hop on it (with
-        ``direct``, among routes through no other compute node only)."""
+    def _set_loads(self, loads: dict[Edge, int]) -> None:
+        self.loads = dict(loads)
+        self.counts = [0] * len(self.counts)
+        for e, count in loads.items():
+            self.counts[self.link_id[e]] = count
+
+    def _routes(self, u: str, v: str) -> list[tuple[Path, list[tuple[Edge, int]], bool]]:
         routes = self.routes.get((u, v))
         if routes is None:
             routes = self.routes[(u, v)] = [
                 (path, [(e, self.inverse[e]) for e in path_links(path)],
                  any(x in self.compute for x in path[1:-1]))
                 for path in self.router.paths(u, v)]
+        return routes
+
+    def _level(self, k: int) -> _Level:
+        """The routes from server k to server k + 1 (cyclically) as arrays."""
+        level = self.levels.get(k)
+        if level is None:
+            src, dst = self.servers[k], self.servers[(k + 1) % len(self.servers)]
+            pairs = [(a, b) for a in src for b in dst]
+            rows = [(p, path, links, relays) for p, (a, b) in enumerate(pairs)
+                    for path, links, relays in self._routes(a, b)]
+            width = max((len(links) for *_, links, _ in rows), default=1)
+            pad = len(self.link_id)
+            ids = np.full((len(rows), width), pad, np.int64)
+            inverse = np.zeros((len(rows), width), np.int64)
+            top = 1
+            for r, (_, _, links, _) in enumerate(rows):
+                for j, (e, w) in enumerate(links):
+                    ids[r, j] = self.link_id[e]
+                    inverse[r, j] = w
+                    top = max(top, w)
+            level = self.levels[k] = _Level(
+                pairs, [path for _, path, _, _ in rows],
+                np.array([p for p, *_ in rows], np.int64), ids, inverse,
+                np.array([relays for *_, relays in rows], np.bool_),
+                np.array([self.router.order[b] for _, b in pairs], np.int64),
+                np.array([self.router.order[a] for a, _ in pairs], np.int64),
+                EXACT_BELOW // (top * width) - 1)
+        return level
+
+    def _scores(self, k: int, index: int, skip: set[tuple[str, str]]
+                ) -> list[tuple[str, str, Path]] | None:
+        """The hops from server k to the next but those in ``skip``, each by its best
+        route (:meth:`hop`), ordered by (max, sum, rotation) as :meth:`_gateways` orders
+        them; None where the loads are too high for int64 (the caller scores in Python)."""
+        level = self._level(k)
+        if max(self.counts) >= level.limit:
+            return None
+        ratios = (np.array(self.counts, np.int64)[level.ids] + 1) * level.inverse
+        high = ratios.max(axis=1)
+        total = ratios.sum(axis=1)
+        rows = np.flatnonzero(~level.relays) if self.direct else np.arange(len(high))
+        pair = level.pair[rows]
+        rows = rows[np.lexsort((rows, total[rows], high[rows], pair))]
+        pair = level.pair[rows]
+        firsts = np.ones(len(rows), np.bool_)       # each pair's best route: its first
+        firsts[1:] = pair[1:] != pair[:-1]
+        best, pair = rows[firsts], pair[firsts]
+        rot_a = (level.order_a[pair] - index) % len(self.router.order)
+        ranked = np.lexsort((level.rot_b[pair], rot_a, total[best], high[best]))
+        return [(*level.pairs[p], level.paths[r])
+                for p, r in zip(pair[ranked].tolist(), best[ranked].tolist(), strict=True)
+                if level.pairs[p] not in skip]
+
+    def hop(self, u: str, v: str) -> tuple[int, int, Path] | None:
+        """(max, sum) congestion of the best route u -> v with one more hop on it (with
+        ``direct``, among routes through no other compute node only)."""
+        routes = self._routes(u, v)
         best = None
         get = self.loads.get
         direct = self.direct
@@ -124,7 +214,7 @@ class _RingSearch:
 
     def _find(self, loads: dict[Edge, int], index: int) -> tuple[int, Ring] | None:
         floor = _max_congestion(loads, self.inverse)
-        self.loads = dict(loads)
+        self._set_loads(loads)
         if len(self.servers) == 1:
             server = self.servers[0]
             start = server[index % len(server)]
@@ -177,19 +267,20 @@ class _RingSearch:
 
         def dfs(k: int) -> None:
             src, dst = self.servers[k], self.servers[(k + 1) % m]
-            options = []
-            for a in src:
-                if k > 0 and len(src) > 1 and a == chosen[k - 1][1]:
-                    continue
-                for b in dst:
-                    if k == m - 1 and len(dst) > 1 and b == chosen[0][0]:
-                        continue
-                    h = self.hop(a, b)
+            skip = {(a, b) for a in src for b in dst
+                    if k > 0 and len(src) > 1 and a == chosen[k - 1][1]
+                    or k == m - 1 and len(dst) > 1 and b == chosen[0][0]}
+            options = self._scores(k, index, skip)
+            if options is None:
+                scored = []
+                for a, b in itertools.product(src, dst):
+                    h = None if (a, b) in skip else self.hop(a, b)
                     if h is not None:
                         rot = ((self.router.order[a] - index) % n, self.router.order[b])
-                        options.append((h[0], h[1], rot, a, b, h[2]))
-            options.sort(key=lambda o: o[:3])
-            for _, _, _, a, b, path in options:
+                        scored.append((h[0], h[1], rot, a, b, h[2]))
+                scored.sort(key=lambda o: o[:3])
+                options = [(a, b, path) for *_, a, b, path in scored]
+            for a, b, path in options:
                 if len(found) >= self.GATEWAY_TRIES:
                     return
                 chosen.append((a, b, path))

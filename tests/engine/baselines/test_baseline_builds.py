@@ -127,3 +127,17 @@ def test_a_plans_connection_members_are_computed_once_and_each_caller_owns_its_l
     assert again == fresh and list(again) == list(fresh)
     assert all(again[key] is not fresh[key] for key in fresh)
     assert connection_counts.connection_members(plan, 1) != fresh
+
+
+@pytest.mark.parametrize("name", ["dgx-a100-2x8.json", "mi250-2x16.json",
+                                  "rail-leaf-spine-4x8.json"])
+def test_ring_gateways_scored_in_int64_are_those_scored_in_python(name, monkeypatch):
+    """The ring search scores a server's gateway hops as arrays; where the loads could
+    overflow int64 it scores them hop by hop in Python, the same rings."""
+    from canopy.engine.baselines import ring
+    from canopy.engine.io.topology_json import load_sample
+
+    topo = load_sample(name)
+    arrays = ring.find_rings(topo)
+    monkeypatch.setattr(ring, "EXACT_BELOW", 0)        # every level falls back
+    assert ring.find_rings(topo) == arrays
