@@ -17,6 +17,7 @@ from typing import NoReturn
 
 from canopy.engine.model.errors import CanopyError, one_line
 from canopy.engine.model.limits import TOO_LONG_TEXT, allow_long_integers, is_too_long_error
+from canopy.engine.process.allocator import batch_allocator
 from canopy.engine.process.gc_tuning import batch_collector
 from canopy.engine.process.internal_errors import report_internal_error
 from canopy.engine.process.memory_guard import start_memory_guard
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse(["gui"])
     if args.command != "gui":       # the editor keeps its own (canopy.app.heap)
         batch_collector()
+        batch_allocator()
         try:
             start_memory_guard()
         except CanopyError as exc:   # a CANOPY_MEMORY_BUDGET that is not a size

@@ -65,3 +65,21 @@ def grow(progress):
     while True:
         hoard.append(bytearray(16 << 20))
         progress("growing", 0.5)
+
+
+def mapped_blocks_added(progress=None):
+    """How many blocks glibc serves with a mapping of their own for one malloc of 8 MiB
+    (mallinfo2's hblks before and after; the block is not freed)."""
+    import ctypes
+
+    class Info(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                     "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = Info
+    libc.malloc.restype = ctypes.c_void_p
+    before = libc.mallinfo2().hblks
+    libc.malloc(8 << 20)
+    return libc.mallinfo2().hblks - before

@@ -38,6 +38,7 @@ from typing import Any
 
 from canopy.engine.model.errors import CanopyError
 from canopy.engine.model.limits import memory_budget
+from canopy.engine.process.allocator import batch_allocator
 from canopy.engine.process.gc_tuning import batch_collector
 from canopy.engine.process.lifetime import die_with_parent, forget_fork_server
 from canopy.engine.process.memory_guard import over_budget_text, start_memory_guard
@@ -130,6 +131,7 @@ def _child(conn: Connection, calls: Connection, log_path: str, niceness: int,
     batch_scheduling()                        # a fork server's children are there already
     os.nice(max(0, niceness - os.nice(0)))
     batch_collector()
+    batch_allocator()
     try:
         try:
             func, args, kwargs = pickle.loads(calls.recv_bytes())
