@@ -243,26 +243,25 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
         return _finished(end, delivered, n, deadline)
     unsent = _bytes_per_link(net, conn, per_send) if deadline > 0 else np.zeros(len(net.cap))
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
+    sends = _send_records(conn, flat.pending, flat.dep_ptr, queue)
     if compiled is not None:
         if check is not None:
             check()
         times = np.zeros(n)
         end, delivered = _checked(check, lambda: compiled(
-            *net.arrays(), conn, per_send,
-            flat.pending, flat.dep_ptr, flat.dep_idx, queue_ptr, queue, times,
+            *net.arrays(), sends, np.asarray(per_send)[queue], flat.dep_idx.astype(np.int32),
+            queue_ptr, queue.astype(np.int32), times,
             _COMPILED[1], deadline, unsent))
         if arrivals is not None:
             arrivals[:] = times.tolist()
     else:
         times_list: list = [net.cap[0] * 0] * n
-        size = [amount[a] for a in flat.amount_of.tolist()]
+        size = [amount[a] for a in flat.amount_of[queue].tolist()]
         end, delivered = _event_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
                                      [-1] * len(net.alpha), 0, net.weight, net.route,
-                                     conn.tolist(),
-                                     size, flat.pending.tolist(), flat.dep_ptr.tolist(),
-                                     flat.dep_idx.tolist(), queue_ptr.tolist(),
-                                     queue.tolist(), times_list, check, deadline,
-                                     unsent.tolist() if deadline > 0 else net.cap)
+                                     sends.tolist(), size, flat.dep_idx.tolist(),
+                                     queue_ptr.tolist(), queue.tolist(), times_list, check,
+                                     deadline, unsent.tolist() if deadline > 0 else net.cap)
         if arrivals is not None:
             arrivals[:] = times_list
     if delivered < 0:
@@ -270,6 +269,21 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     if delivered != n:
         raise ScheduleError("the schedule deadlocks: some sends wait on each other.")
     return Fraction(end)
+
+
+def _send_records(conn: Any, pending: Any, dep_ptr: Any, queue: Any) -> Any:
+    """Per send s the four int32s the event loop reads when a send it waits for is
+    delivered (:func:`_event_loop`), from ``4 * s``: how many sends it waits for, its
+    connection, its index in ``queue`` (the connections' sends in order) and where the
+    sends waiting for it start in ``dep_idx`` (``dep_ptr[s]``); a last record holds
+    ``dep_ptr[n]``. Compiled, one record is one cache line where four arrays were four."""
+    n = len(conn)
+    sends = np.zeros(4 * (n + 1), dtype=np.int32)
+    sends[0:4 * n:4] = pending
+    sends[1:4 * n:4] = conn
+    sends[2 + 4 * queue] = np.arange(n, dtype=np.int32)
+    sends[3::4] = dep_ptr
+    return sends
 
 
 def _run_exclusive(net: _Network, conn: Any, size: Any, pending: Any, dep_ptr: Any,
@@ -508,19 +522,21 @@ def _popped(when: Any, order: Any, what: Any, size: int) -> None:
 
 
 def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes: int,
-                weight: Any, route: Any, conn: Any, size: Any, pending: Any, dep_ptr: Any,
-                dep_idx: Any, q_ptr: Any, q_idx: Any, arrivals: Any,
+                weight: Any, route: Any, sends: Any, size: Any, dep_idx: Any, q_ptr: Any,
+                q_idx: Any, arrivals: Any,
                 check: Callable[[], None] | None, deadline: Any,
                 unsent: Any) -> tuple[Any, int]:
     """The event loop of the execution model: (time of the last delivery, sends delivered).
 
     Per link ``cap`` (bytes/µs); per connection its links ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``,
-    latency ``alpha``, ``weight`` and ``route`` (one number per list of links); per send
-    its connection, ``size``, how many sends it waits for (``pending``) and the sends
-    waiting for it (``dep_idx[dep_ptr[s]:...]``); ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are
-    connection c's sends in order. Delivery times go
-    to ``arrivals``. Numbers are Fractions or floats (lists), or numpy arrays when
-    compiled by numba (:func:`compiled_event_loop`); the code is the same.
+    latency ``alpha``, ``weight`` and ``route`` (one number per list of links);
+    ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's sends in order and ``size`` their
+    sizes in that order; per send s ``sends[4 * s:4 * s + 4]`` (:func:`_send_records`):
+    how many sends it waits for (counted down here), its connection, its index in
+    ``q_idx`` and where the sends waiting for it start in ``dep_idx`` (they end where the
+    next send's start). Delivery times go to ``arrivals``. Numbers are Fractions or
+    floats (lists), or numpy arrays when compiled by numba (:func:`compiled_event_loop`);
+    the code is the same.
 
     With a ``deadline`` above 0, ``unsent`` holds per link the bytes of the sends that
     have not started over it: every CHECK_EVERY events, if the current time plus the
@@ -575,7 +591,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     """
     nlinks = len(cap)
     nconn = len(alpha)
-    n = len(conn)
+    n = len(q_idx)
     zero = cap[0] - cap[0]
     link_weight = _filled(nlinks, zero)
     share = _copied(cap)
@@ -646,7 +662,6 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     began = _filled(nconn, 0)
     head = _copied(q_ptr[:nconn])
     busy = _filled(nconn, False)
-    pend = _copied(pending)
     unsent = _copied(unsent)
     # The links' next finishes: a binary heap by (time, sequence number) with one entry
     # per link whose heap of connections is not empty, ``fin_at[lid]`` its index (-1:
@@ -800,7 +815,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
     for c in range(nconn):
         if q_ptr[c] < q_ptr[c + 1]:
             s = q_idx[q_ptr[c]]
-            if pend[s] == 0:
+            if sends[4 * s] == 0:
                 busy[c] = True
                 seq += 1
                 soon_kind[nsoon] = START
@@ -934,7 +949,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         narrived += 1
                 elif kind == START:
                     c = x
-                    amount = size[q_idx[head[c]]]
+                    amount = size[head[c]]
                     if amount <= 0:
                         done[ndone] = c
                         ndone += 1
@@ -1068,7 +1083,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 best = first_smallest(route[c])
                 v = clock[best] + share[best] * (now - mark[best])
                 seq += 1
-                enter(c, best, v + size[q_idx[head[c]]] / weight[c], seq)
+                enter(c, best, v + size[head[c]] / weight[c], seq)
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
@@ -1106,8 +1121,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 busy[c] = False
                 head[c] += 1
                 if head[c] < q_ptr[c + 1]:
-                    t = q_idx[head[c]]
-                    if pend[t] == 0:
+                    if sends[4 * q_idx[head[c]]] == 0:
                         busy[c] = True
                         seq += 1
                         soon_kind[nsoon] = START
@@ -1139,12 +1153,12 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 arrivals[s] = now
                 if now > end:
                     end = now
-                for k in range(dep_ptr[s], dep_ptr[s + 1]):
-                    t = dep_idx[k]
-                    pend[t] -= 1
-                    if pend[t] == 0:
-                        c = conn[t]
-                        if q_idx[head[c]] == t and not busy[c]:
+                for k in range(sends[4 * s + 3], sends[4 * s + 7]):
+                    t = 4 * dep_idx[k]
+                    sends[t] -= 1
+                    if sends[t] == 0:
+                        c = sends[t + 1]
+                        if head[c] == sends[t + 2] and not busy[c]:
                             busy[c] = True
                             seq += 1
                             soon_kind[nsoon] = START
