@@ -17,7 +17,10 @@ at both; a link belongs to one connection, so only that connection's sends touch
 its order). An idle link's share is its capacity c, a busy one's c / w (w the
 connection's weight). A send of n bytes starting at t over bottleneck b (the first link
 of the route with the smallest share) gets the target V_b + n / w and finishes at
-t + (target - V_b) / share_b; it is delivered at finish + α.
+t + (target - V_b) / share_b; it is delivered at finish + α. A connection's bottleneck
+and each link's busy share do not change, so they are worked out once (the same
+divisions, so the same floats), and each connection's next send is counted on (piece,
+slot), not divided out of how many it has sent.
 
 One source runs compiled by numba or as Python, as the event loop does.
 """
@@ -67,45 +70,56 @@ def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any,
             pend[p * width + j] = pending[j]
     free = _filled(nconn, zero)        # per connection: when its last send finished
     head = _filled(nconn, 0)           # per connection: how many of its sends have gone
+    # per connection its next send: its piece, its slot's index in the connection's
+    # slots, and the send (-1: none left); counted on, not divided out of ``head``
+    piece = _filled(nconn, 0)
+    slot = _filled(nconn, 0)
+    next_send = _filled(nconn, -1)
+    # per connection the first link of its route with the smallest share when busy
+    # (cap / w: a link carries this connection only), and per link that share
+    best = _filled(nconn, 0)
+    busy = _filled(nlinks, zero)
     stack = _filled(nconn, 0)          # connections whose next send can start
     top = 0
     for c in range(nconn):
-        if q_ptr[c] < q_ptr[c + 1] and pend[q_idx[q_ptr[c]]] == 0:
-            stack[top] = c
-            top += 1
+        w = weight[c]
+        best[c] = cl_idx[cl_ptr[c]]
+        for k in range(cl_ptr[c], cl_ptr[c + 1]):
+            lid = cl_idx[k]
+            if w > 0:
+                busy[lid] = cap[lid] / w
+                if cap[lid] / w < cap[best[c]] / w:
+                    best[c] = lid
+        if q_ptr[c] < q_ptr[c + 1]:
+            next_send[c] = q_idx[q_ptr[c]]
+            if pend[next_send[c]] == 0:
+                stack[top] = c
+                top += 1
     end = zero
     delivered = 0
     while top > 0:
         top -= 1
         c = stack[top]
         count = q_ptr[c + 1] - q_ptr[c]
-        if ordered:
-            j = q_idx[q_ptr[c] + head[c] // pieces]
-            s = head[c] % pieces * width + j
-        else:
-            j = q_idx[q_ptr[c] + head[c] % count]
-            s = head[c] // count * width + j
+        s = next_send[c]
+        j = s - piece[c] * width
         now = free[c]
         if ready[s] > now:
             now = ready[s]
         finish = now
         amount = size[j]
         if amount > 0:
-            w = weight[c]
-            best = cl_idx[cl_ptr[c]]
             for k in range(cl_ptr[c], cl_ptr[c + 1]):
                 lid = cl_idx[k]
                 clock[lid] += cap[lid] * (now - mark[lid])      # idle: its capacity
                 mark[lid] = now
-                if cap[lid] / w < cap[best] / w:
-                    best = lid
-            share = cap[best] / w
-            v = clock[best] + share * (now - mark[best])
-            target = v + amount / w
-            finish = mark[best] + (target - clock[best]) / share
+            b = best[c]
+            v = clock[b] + busy[b] * (now - mark[b])
+            target = v + amount / weight[c]
+            finish = mark[b] + (target - clock[b]) / busy[b]
             for k in range(cl_ptr[c], cl_ptr[c + 1]):
                 lid = cl_idx[k]
-                clock[lid] += cap[lid] / w * (finish - mark[lid])   # busy: c / w
+                clock[lid] += busy[lid] * (finish - mark[lid])
                 mark[lid] = finish
         free[c] = finish
         at = finish + alpha[c]
@@ -123,24 +137,28 @@ def _exclusive_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, weight: Any,
             pend[t] -= 1
             if pend[t] == 0:
                 d = conn[dep_idx[k]]
-                n = q_ptr[d + 1] - q_ptr[d]
-                if head[d] < n * pieces:
-                    if ordered:
-                        first = head[d] % pieces * width + q_idx[q_ptr[d] + head[d] // pieces]
-                    else:
-                        first = head[d] // n * width + q_idx[q_ptr[d] + head[d] % n]
-                    if first == t:
-                        stack[top] = d
-                        top += 1
+                if next_send[d] == t:
+                    stack[top] = d
+                    top += 1
         head[c] += 1
         if head[c] < count * pieces:
             if ordered:
-                t = head[c] % pieces * width + q_idx[q_ptr[c] + head[c] // pieces]
+                piece[c] += 1
+                if piece[c] == pieces:
+                    piece[c] = 0
+                    slot[c] += 1
             else:
-                t = head[c] // count * width + q_idx[q_ptr[c] + head[c] % count]
+                slot[c] += 1
+                if slot[c] == count:
+                    slot[c] = 0
+                    piece[c] += 1
+            t = piece[c] * width + q_idx[q_ptr[c] + slot[c]]
+            next_send[c] = t
             if pend[t] == 0:
                 stack[top] = c
                 top += 1
+        else:
+            next_send[c] = -1
     return end, delivered
 
 
