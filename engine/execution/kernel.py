@@ -704,9 +704,11 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
 
     def settle(i: int, count: int, at: Any, rank: int, lid: int) -> None:
         # Puts link lid's next finish (time ``at``, sequence number ``rank``) in slot i of
-        # the heap of ``count`` finishes and moves it up or down to its place.
+        # the heap of ``count`` finishes and moves it up or down to its place. The heap is
+        # 4-ary (children 4i+1 to 4i+4): half the levels of a binary one; the first finish
+        # is the same whatever the shape (no two have the same sequence number).
         while i > 0:
-            up = (i - 1) // 2
+            up = (i - 1) // 4
             if fin_when[up] < at or (fin_when[up] == at and fin_seq[up] < rank):
                 break
             fin_when[i] = fin_when[up]
@@ -714,12 +716,11 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
             fin_link[i] = fin_link[up]
             fin_at[fin_link[i]] = i
             i = up
-        while 2 * i + 1 < count:
-            child = 2 * i + 1
-            if child + 1 < count:
-                child += (fin_when[child + 1] < fin_when[child]) | (
-                    (fin_when[child + 1] == fin_when[child]) &
-                    (fin_seq[child + 1] < fin_seq[child]))
+        while 4 * i + 1 < count:
+            child = 4 * i + 1
+            for k in range(child + 1, min(child + 4, count)):
+                child += (k - child) * ((fin_when[k] < fin_when[child]) | (
+                    (fin_when[k] == fin_when[child]) & (fin_seq[k] < fin_seq[child])))
             if at < fin_when[child] or (at == fin_when[child] and rank < fin_seq[child]):
                 break
             fin_when[i] = fin_when[child]
