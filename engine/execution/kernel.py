@@ -243,20 +243,20 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
         return _finished(end, delivered, n, deadline)
     unsent = _bytes_per_link(net, conn, per_send) if deadline > 0 else np.zeros(len(net.cap))
     compiled = None if exact or n < COMPILE_FROM else compiled_event_loop()
-    sends = _send_records(conn, flat.pending, flat.dep_ptr, queue)
+    sends = _send_records(conn, flat.pending, flat.dep_ptr)
     if compiled is not None:
         if check is not None:
             check()
         times = np.zeros(n)
         end, delivered = _checked(check, lambda: compiled(
-            *net.arrays(), sends, np.asarray(per_send)[queue], flat.dep_idx.astype(np.int32),
-            queue_ptr, queue.astype(np.int32), times,
+            *net.arrays(), sends, per_send, flat.dep_idx, queue_ptr, queue,
+            times,
             _COMPILED[1], deadline, unsent))
         if arrivals is not None:
             arrivals[:] = times.tolist()
     else:
         times_list: list = [net.cap[0] * 0] * n
-        size = [amount[a] for a in flat.amount_of[queue].tolist()]
+        size = [amount[a] for a in flat.amount_of.tolist()]
         end, delivered = _event_loop(net.cap, net.conn_ptr, net.conn_link, net.alpha,
                                      [-1] * len(net.alpha), 0, net.weight, net.route,
                                      sends.tolist(), size, flat.dep_idx.tolist(),
@@ -271,19 +271,18 @@ def run_flat(topology: Topology, flat: FlatProgram, default_latency: Fraction, e
     return Fraction(end)
 
 
-def _send_records(conn: Any, pending: Any, dep_ptr: Any, queue: Any) -> Any:
-    """Per send s the four int32s the event loop reads when a send it waits for is
-    delivered (:func:`_event_loop`), from ``4 * s``: how many sends it waits for, its
-    connection, its index in ``queue`` (the connections' sends in order) and where the
-    sends waiting for it start in ``dep_idx`` (``dep_ptr[s]``); a last record holds
-    ``dep_ptr[n]``. Compiled, one record is one cache line where four arrays were four."""
+def _send_records(conn: Any, pending: Any, dep_ptr: Any) -> Any:
+    """Per send s the int32s the event loop reads when a send it waits for is delivered
+    (:func:`_event_loop`), from ``4 * s``: how many sends it waits for, its connection and
+    where the sends waiting for it start in ``dep_idx`` (``dep_ptr[s]``), then a 0 (16
+    bytes a record: none straddles two cache lines); a last record holds ``dep_ptr[n]``.
+    Compiled, the loop reads one cache line per send where it read three arrays."""
     n = len(conn)
-    sends = np.zeros(4 * (n + 1), dtype=np.int32)
-    sends[0:4 * n:4] = pending
-    sends[1:4 * n:4] = conn
-    sends[2 + 4 * queue] = np.arange(n, dtype=np.int32)
-    sends[3::4] = dep_ptr
-    return sends
+    sends = np.zeros((n + 1, 4), dtype=np.int32)
+    sends[:n, 0] = pending
+    sends[:n, 1] = conn
+    sends[:, 2] = dep_ptr
+    return sends.reshape(-1)
 
 
 def _run_exclusive(net: _Network, conn: Any, size: Any, pending: Any, dep_ptr: Any,
@@ -530,13 +529,12 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
 
     Per link ``cap`` (bytes/µs); per connection its links ``cl_idx[cl_ptr[c]:cl_ptr[c+1]]``,
     latency ``alpha``, ``weight`` and ``route`` (one number per list of links);
-    ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's sends in order and ``size`` their
-    sizes in that order; per send s ``sends[4 * s:4 * s + 4]`` (:func:`_send_records`):
-    how many sends it waits for (counted down here), its connection, its index in
-    ``q_idx`` and where the sends waiting for it start in ``dep_idx`` (they end where the
-    next send's start). Delivery times go to ``arrivals``. Numbers are Fractions or
-    floats (lists), or numpy arrays when compiled by numba (:func:`compiled_event_loop`);
-    the code is the same.
+    ``q_idx[q_ptr[c]:q_ptr[c+1]]`` are connection c's sends in order; per send its
+    ``size`` and, from ``sends[4 * s]`` (:func:`_send_records`), how many sends it waits
+    for (counted down here), its connection and where the sends waiting for it start in
+    ``dep_idx`` (they end where the next send's start). Delivery times go to
+    ``arrivals``. Numbers are Fractions or floats (lists), or numpy arrays when compiled
+    by numba (:func:`compiled_event_loop`); the code is the same.
 
     With a ``deadline`` above 0, ``unsent`` holds per link the bytes of the sends that
     have not started over it: every CHECK_EVERY events, if the current time plus the
@@ -950,7 +948,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                         narrived += 1
                 elif kind == START:
                     c = x
-                    amount = size[head[c]]
+                    amount = size[q_idx[head[c]]]
                     if amount <= 0:
                         done[ndone] = c
                         ndone += 1
@@ -1084,7 +1082,7 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 best = first_smallest(route[c])
                 v = clock[best] + share[best] * (now - mark[best])
                 seq += 1
-                enter(c, best, v + size[head[c]] / weight[c], seq)
+                enter(c, best, v + size[q_idx[head[c]]] / weight[c], seq)
                 if touched_at[best] != batch:
                     touched_at[best] = batch
                     touched[ntouched] = best
@@ -1154,12 +1152,13 @@ def _event_loop(cap: Any, cl_ptr: Any, cl_idx: Any, alpha: Any, lane: Any, lanes
                 arrivals[s] = now
                 if now > end:
                     end = now
-                for k in range(sends[4 * s + 3], sends[4 * s + 7]):
-                    t = 4 * dep_idx[k]
+                for k in range(sends[4 * s + 2], sends[4 * s + 6]):
+                    u = dep_idx[k]
+                    t = 4 * u
                     sends[t] -= 1
                     if sends[t] == 0:
                         c = sends[t + 1]
-                        if head[c] == sends[t + 2] and not busy[c]:
+                        if q_idx[head[c]] == u and not busy[c]:
                             busy[c] = True
                             seq += 1
                             soon_kind[nsoon] = START
