@@ -1,3 +1,4 @@
 """Engine work in child processes: jobs with progress and cancellation, their priority, the
-garbage collector tuned for one computation, and internal errors logged for people.
+garbage collector and the C allocator tuned for one computation, and internal errors logged
+for people.
 """
