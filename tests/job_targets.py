@@ -17,9 +17,11 @@ def count_to(n, progress):
     return n
 
 
-def collector_threshold(progress):
+def batch_settings(progress):
+    """The collector's young threshold, whether start-up is frozen, and
+    :func:`mapped_blocks_added` in this process."""
     import gc
-    return gc.get_threshold()[0], gc.get_freeze_count() > 0
+    return gc.get_threshold()[0], gc.get_freeze_count() > 0, mapped_blocks_added()
 
 
 def echo(value, progress):
@@ -67,9 +69,10 @@ def grow(progress):
         progress("growing", 0.5)
 
 
-def mapped_blocks_added(progress=None):
+def mapped_blocks_added():
     """How many blocks glibc serves with a mapping of their own for one malloc of 8 MiB
-    (mallinfo2's hblks before and after; the block is not freed)."""
+    (mallinfo2's hblks before and after; the block is not freed), or None where the C
+    library has no mallinfo2 (not glibc)."""
     import ctypes
 
     class Info(ctypes.Structure):
@@ -77,9 +80,13 @@ def mapped_blocks_added(progress=None):
                     ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
                      "uordblks", "fordblks", "keepcost")]
 
-    libc = ctypes.CDLL(None)
-    libc.mallinfo2.restype = Info
+    try:
+        libc = ctypes.CDLL(None)
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError, TypeError):
+        return None
+    mallinfo2.restype = Info
     libc.malloc.restype = ctypes.c_void_p
-    before = libc.mallinfo2().hblks
+    before = mallinfo2().hblks
     libc.malloc(8 << 20)
-    return libc.mallinfo2().hblks - before
+    return mallinfo2().hblks - before
